@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The full test suite, from a fresh machine: install servectl with its test extras, make sure a Docker engine
+# answers (installing and starting one if needed), then run unit and integration tests.
+# GPU tests (marked `gpu`) skip themselves where no NVIDIA driver is present.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+python3 -m pip install -q -e '.[test]'
+bash scripts/ensure-docker.sh
+exec python3 -m pytest "$@"

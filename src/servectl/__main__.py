@@ -1,0 +1,3 @@
+from servectl.cli import main
+
+main()

@@ -1,0 +1,132 @@
+"""The one exception tree of servectl.
+
+Every error a user can cause or meet is a :class:`ServectlError`; the CLI catches that base class in exactly
+one place, prints ``str(err)`` (one line per problem, no traceback) and exits with ``err.exit_code``.
+Errors from the Docker SDK, NVML or the OS are wrapped ``from e`` so that the cause is kept for debugging.
+
+::
+
+    ServectlError                   exit 1   runtime failure (base class)
+    ├── UsageError                  exit 2   bad command-line use (unknown profile name, bad option value)
+    ├── ProfileError                exit 2   profile files: schema, catalog or cross-field rule problems
+    │   └── CatalogError            exit 2   a flag or value the engine's flag catalog rejects
+    ├── PreflightFailed             exit 3   a preflight check failed; nothing was started
+    ├── StartupFailed               exit 3   the container did not pass the health gate; it was removed
+    ├── EngineUnavailable           exit 1   the Docker engine (or NVML) cannot be reached
+    ├── ServiceConflict             exit 1   another service holds the GPUs or port; use ``swap``
+    ├── LockTimeout                 exit 1   another servectl process is changing services
+    ├── SwapRolledBack              exit 4   swap target failed, the previous service is back and healthy
+    └── SwapFailed                  exit 5   swap target failed and the previous service failed too
+
+Exit code 0 means success. Exit code 130 is used when the user interrupts (Ctrl-C) outside a swap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+
+class ServectlError(Exception):
+    """Base class: a failure servectl explains in one line per problem."""
+
+    exit_code: int = 1
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def lines(self) -> list[str]:
+        """The message as printed, one problem per line."""
+        return self.message.splitlines() or [self.message]
+
+
+class UsageError(ServectlError):
+    """The command line asks for something that cannot be (unknown profile, bad option)."""
+
+    exit_code = 2
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One problem in a profile: where it is, and what is wrong with a hint at the fix."""
+
+    file: str
+    line: int | None
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line is not None else self.file
+        return f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
+
+
+class ProfileError(ServectlError):
+    """One or more problems in profile files, all reported at once."""
+
+    exit_code = 2
+
+    def __init__(self, problems: Iterable[Problem] | str) -> None:
+        if isinstance(problems, str):
+            self.problems: tuple[Problem, ...] = ()
+            super().__init__(problems)
+            return
+        self.problems = tuple(problems)
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+
+class CatalogError(ProfileError):
+    """A flag or value that the profile's engine flag catalog does not accept."""
+
+
+class PreflightFailed(ServectlError):
+    """At least one preflight check failed; nothing was started."""
+
+    exit_code = 3
+
+    def __init__(self, message: str, *, report: object | None = None) -> None:
+        super().__init__(message)
+        self.report = report
+
+
+class StartupFailed(ServectlError):
+    """The service did not pass the health gate; what was started has been removed."""
+
+    exit_code = 3
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        last_log_lines: Sequence[str] = (),
+        exit_code_of_container: int | None = None,
+        oom_killed: bool = False,
+    ) -> None:
+        super().__init__(message)
+        self.last_log_lines = tuple(last_log_lines)
+        self.exit_code_of_container = exit_code_of_container
+        self.oom_killed = oom_killed
+
+
+class EngineUnavailable(ServectlError):
+    """The Docker engine or the NVIDIA driver cannot be reached."""
+
+
+class ServiceConflict(ServectlError):
+    """Another service holds what this one needs (GPUs, port, the same profile with another plan)."""
+
+
+class LockTimeout(ServectlError):
+    """Another servectl process held the state lock for longer than we wait."""
+
+
+class SwapRolledBack(ServectlError):
+    """The swap target failed; the previous service was started again and passed the health gate."""
+
+    exit_code = 4
+
+
+class SwapFailed(ServectlError):
+    """The swap target failed and so did the previous service; nothing is running."""
+
+    exit_code = 5
