@@ -16,9 +16,11 @@ Errors from the Docker SDK, NVML or the OS are wrapped ``from e`` so that the ca
     ├── ServiceConflict             exit 1   another service holds the GPUs or port; use ``swap``
     ├── LockTimeout                 exit 1   another servectl process is changing services
     ├── SwapRolledBack              exit 4   swap target failed, the previous service is back and healthy
-    └── SwapFailed                  exit 5   swap target failed and the previous service failed too
+    ├── SwapFailed                  exit 5   swap target failed and the previous service failed too
+    └── SwapInterrupted             exit 130 a swap was interrupted where no rollback applied; the message
+                                             says what runs now and what to run next
 
-Exit code 0 means success. Exit code 130 is used when the user interrupts (Ctrl-C) outside a swap.
+Exit code 0 means success. Exit code 130 is also used when the user interrupts (Ctrl-C) outside a swap.
 """
 
 from __future__ import annotations
@@ -120,13 +122,28 @@ class LockTimeout(ServectlError):
     """Another servectl process held the state lock for longer than we wait."""
 
 
-class SwapRolledBack(ServectlError):
+class _SwapError(ServectlError):
+    """A swap that did not end with the target up; ``result`` is the swap's record (phases, timings)."""
+
+    def __init__(self, message: str, *, result: object | None = None) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+class SwapRolledBack(_SwapError):
     """The swap target failed; the previous service was started again and passed the health gate."""
 
     exit_code = 4
 
 
-class SwapFailed(ServectlError):
+class SwapFailed(_SwapError):
     """The swap target failed and so did the previous service; nothing is running."""
 
     exit_code = 5
+
+
+class SwapInterrupted(_SwapError):
+    """SIGINT/SIGTERM stopped a swap where no rollback applied (before anything changed, nothing ran before,
+    or a second signal while restoring); the message says what runs now and what to run next."""
+
+    exit_code = 130

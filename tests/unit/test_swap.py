@@ -1,0 +1,572 @@
+"""The swap transaction against fakes of the runtime, conflicts, history and lock (no Docker)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from servectl.conflicts import load_stopped
+from servectl.errors import (
+    EngineUnavailable,
+    LockTimeout,
+    PreflightFailed,
+    StartupFailed,
+    SwapFailed,
+    SwapInterrupted,
+    SwapRolledBack,
+    UsageError,
+)
+from servectl.resolve import Resolved, resolve
+from servectl.swap import (
+    JOURNAL_FILE,
+    PhaseEvent,
+    SwapJournal,
+    SwapResult,
+    previous_profile,
+    read_journal,
+    rollback,
+    rollback_check,
+    swap,
+)
+from servectl.testing_swap import FakeClock, FakeConflicts, FakeHistory, FakeLock, FakeRuntime
+
+PROFILE = """\
+name: {name}
+extends: demo
+{rollback}
+container:
+  name: swaptest-{name}
+{extra}
+"""
+
+
+def write_profile(folder: Path, name: str, *, rollback: str | None = None, extra: str = "") -> None:
+    text = PROFILE.format(
+        name=name, rollback=f"rollback: {rollback}" if rollback else "rollback: null", extra=extra
+    )
+    (folder / f"{name}.yaml").write_text(text, encoding="utf-8")
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    profiles = tmp_path / "profiles-under-test"
+    profiles.mkdir()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SERVECTL_PROFILES", str(profiles))
+    monkeypatch.setenv("SERVECTL_HOME", str(tmp_path / "home"))
+    write_profile(profiles, "alpha", rollback="beta")
+    write_profile(profiles, "beta", rollback="alpha")
+    write_profile(profiles, "gamma", extra="conflicts:\n  - container: daily-driver\n")
+    write_profile(profiles, "delta", extra=f"conflicts:\n  - compose_file: {tmp_path}/daily.yml\n")
+    write_profile(profiles, "other", extra="serve:\n  port: 8191\n")
+    return tmp_path
+
+
+class World:
+    """Fakes wired together, with a ``swap`` that uses them."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.clock = FakeClock()
+        self.runtime = FakeRuntime(self.clock, stop_s=1.0)
+        self.conflicts = FakeConflicts([("container", "daily-driver")])
+        self.history = FakeHistory()
+        self.lock = FakeLock()
+        self.state_dir = state_dir
+        self.preflight_calls: list[tuple[str, str | None]] = []
+        self.preflight_error: Exception | None = None
+        self.preflight_hook: Any = None
+
+    def preflight(
+        self, *, resolved: Resolved, replacing: Any, skip: frozenset[str], docker: Any, gpus: Any
+    ) -> None:
+        self.preflight_calls.append((resolved.name, replacing.profile if replacing else None))
+        if self.preflight_hook:
+            self.preflight_hook()
+        if self.preflight_error:
+            raise self.preflight_error
+
+    def kwargs(self) -> dict[str, Any]:
+        return {
+            "docker": None,
+            "preflight": self.preflight,
+            "clock": self.clock,
+            "runtime": self.runtime,
+            "conflicts": self.conflicts,
+            "history": self.history,
+            "lock": self.lock,
+            "state_dir": self.state_dir,
+            "wall_clock": lambda: 1.7e9,
+        }
+
+    def swap(self, target: str | None) -> SwapResult:
+        return swap(target=target, **self.kwargs())
+
+    def run(self, name: str, state: str = "ready") -> None:
+        self.runtime.run(resolve(name), state=state)
+
+
+@pytest.fixture
+def world(env: Path) -> World:
+    return World(env / "home")
+
+
+def signal_self(signum: int) -> Any:
+    def hook(_: Any = None) -> None:
+        os.kill(os.getpid(), signum)
+
+    return hook
+
+
+# -- the happy paths -----------------------------------------------------------------------------------------
+def test_swap_stops_the_old_service_then_starts_the_target_and_measures_downtime(world: World) -> None:
+    world.run("alpha")
+    world.runtime.script("beta", startup_s=2.5)
+
+    result = world.swap("beta")
+
+    assert result.outcome == "swapped"
+    assert (result.from_profile, result.to_profile) == ("alpha", "beta")
+    assert world.runtime.calls == [("stop", "alpha"), ("start", "beta")]
+    assert world.runtime.profiles() == ["beta"]
+    assert result.downtime_s == pytest.approx(1.0 + 2.5)
+    assert result.old_stop_s == pytest.approx(1.0)
+    assert result.target_startup_s == pytest.approx(2.5)
+    assert [p.phase for p in result.phases] == ["lock", "validate", "preflight", "stop-old", "start-target"]
+    assert result.phase_s("stop-old") == pytest.approx(1.0)
+    assert result.phase_s("start-target") == pytest.approx(2.5)
+    assert "beta is up" in result.message and "replacing alpha" in result.message
+    assert world.preflight_calls == [("beta", "alpha")]
+    [event] = world.history.events()
+    assert event["event"] == "swap"
+    assert (event["from"], event["to"], event["outcome"]) == ("alpha", "beta", "swapped")
+    assert event["downtime_s"] == pytest.approx(3.5)
+    assert read_journal(world.state_dir) is None
+
+
+def test_plain_swap_goes_to_the_running_profiles_rollback_target(world: World) -> None:
+    world.run("alpha")
+    result = world.swap(None)
+    assert result.to_profile == "beta"
+    assert world.runtime.profiles() == ["beta"]
+
+
+def test_plain_swap_with_nothing_running_asks_for_a_target(world: World) -> None:
+    with pytest.raises(UsageError, match=r"no servectl service runs.*servectl swap NAME"):
+        world.swap(None)
+
+
+def test_plain_swap_from_a_profile_without_rollback_names_the_file(world: World, env: Path) -> None:
+    world.run("gamma")
+    with pytest.raises(UsageError, match=r"gamma declares no `rollback:` target in .*gamma.yaml"):
+        world.swap(None)
+
+
+def test_swap_to_the_profile_already_running_changes_nothing(world: World) -> None:
+    world.run("alpha")
+    result = world.swap("alpha")
+    assert result.outcome == "noop"
+    assert "alpha already runs" in result.message
+    assert world.runtime.calls == []
+    assert world.runtime.profiles() == ["alpha"]
+
+
+def test_swap_when_nothing_runs_acts_like_up(world: World) -> None:
+    result = world.swap("beta")
+    assert result.outcome == "started"
+    assert result.from_profile is None and result.downtime_s is None
+    assert world.runtime.calls == [("start", "beta")]
+    assert world.preflight_calls == [("beta", None)]
+
+
+def test_a_service_on_another_port_is_left_alone(world: World) -> None:
+    world.run("other")
+    world.run("alpha")
+    world.swap("beta")
+    assert world.runtime.profiles() == ["beta", "other"]
+
+
+def test_an_exited_previous_service_is_removed_and_not_restored(world: World) -> None:
+    world.run("alpha", state="exited")
+    world.runtime.script("beta", failure="beta exited during startup", exit_code=1)
+    with pytest.raises(StartupFailed, match=r"alpha was not serving and was removed, so nothing runs now"):
+        world.swap("beta")
+    assert world.runtime.profiles() == []
+    assert ("start", "alpha") not in world.runtime.calls
+
+
+# -- failures before anything changes ------------------------------------------------------------------------
+def test_preflight_failure_changes_nothing(world: World) -> None:
+    world.run("alpha")
+    world.preflight_error = PreflightFailed("gpu.vram: card 0 has 1,024 MiB free, needs 3,072")
+    with pytest.raises(PreflightFailed, match=r"gpu\.vram"):
+        world.swap("beta")
+    assert world.runtime.calls == []
+    assert world.runtime.profiles() == ["alpha"]
+    assert world.history.events() == []
+
+
+def test_unknown_target_changes_nothing(world: World) -> None:
+    world.run("alpha")
+    with pytest.raises(UsageError, match=r"profile 'betta' not found.*did you mean beta"):
+        world.swap("betta")
+    assert world.runtime.calls == []
+
+
+def test_a_held_lock_refuses_with_the_holder_and_what_to_do(world: World) -> None:
+    world.run("alpha")
+    world.lock.held_by = 4242
+    with pytest.raises(LockTimeout, match=r"pid 4242"):
+        world.swap("beta")
+    assert world.runtime.calls == []
+
+
+def test_a_missing_compose_cli_refuses_before_anything_stops(world: World) -> None:
+    world.run("alpha")
+    world.conflicts.compose_available = False
+    with pytest.raises(EngineUnavailable, match="compose"):
+        world.swap("delta")
+    assert world.runtime.calls == [] and world.conflicts.calls == []
+    assert world.runtime.profiles() == ["alpha"]
+
+
+def test_a_target_that_would_replace_two_services_is_refused(world: World, env: Path) -> None:
+    (env / "profiles-under-test" / "wide.yaml").write_text(  # port of alpha, container name of other
+        "name: wide\nextends: demo\ncontainer:\n  name: swaptest-other\n", encoding="utf-8"
+    )
+    world.run("alpha")
+    world.run("other")
+    with pytest.raises(UsageError, match=r"would replace 2 services"):
+        world.swap("wide")
+    assert world.runtime.calls == []
+
+
+# -- target failures and rollback ----------------------------------------------------------------------------
+def test_target_crash_brings_the_previous_service_back_and_says_why(world: World) -> None:
+    world.run("alpha")
+    world.runtime.script(
+        "beta",
+        startup_s=0.5,
+        failure="beta exited with code 3 during startup",
+        exit_code=3,
+        last_log_lines=("loading weights", "RuntimeError: CUDA out of memory"),
+    )
+    world.runtime.script("alpha", startup_s=2.0)
+
+    with pytest.raises(SwapRolledBack) as caught:
+        world.swap("beta")
+
+    err = caught.value
+    assert err.exit_code == 4
+    assert world.runtime.profiles() == ["alpha"]
+    assert world.runtime.calls == [("stop", "alpha"), ("start", "beta"), ("start", "alpha")]
+    assert "beta failed: beta exited with code 3 during startup (container exit code 3)" in err.message
+    assert "previous service alpha is back" in err.message
+    assert "RuntimeError: CUDA out of memory" in err.message
+    result = err.result
+    assert isinstance(result, SwapResult)
+    assert result.outcome == "rolled-back"
+    assert result.target_failure is not None and result.target_failure.exit_code_of_container == 3
+    assert result.downtime_s == pytest.approx(1.0 + 0.5 + 2.0)
+    assert [p.phase for p in result.phases][-2:] == ["remove-target", "start-previous"]
+    assert world.history.events()[-1]["outcome"] == "rolled-back"
+    assert "exited with code 3" in world.history.events()[-1]["reason"]
+    assert read_journal(world.state_dir) is None
+
+
+def test_both_failing_leaves_nothing_running_and_says_what_to_do(world: World) -> None:
+    world.run("alpha")
+    world.runtime.script("beta", failure="beta: startup timeout after 5 s", last_log_lines=("still loading",))
+    world.runtime.script("alpha", failure="alpha: fatal log line: CUDA error", last_log_lines=("CUDA error",))
+
+    with pytest.raises(SwapFailed) as caught:
+        world.swap("beta")
+
+    err = caught.value
+    assert err.exit_code == 5
+    assert world.runtime.profiles() == []
+    assert "beta failed: beta: startup timeout after 5 s" in err.message
+    assert "previous service alpha failed to come back too: alpha: fatal log line: CUDA error" in err.message
+    assert "Nothing of servectl runs now" in err.message and "`servectl up alpha`" in err.message
+    assert "last log lines of beta" in err.message and "last log lines of alpha" in err.message
+    assert world.history.events()[-1]["outcome"] == "failed"
+
+
+def test_target_failure_when_nothing_ran_is_a_startup_failure_with_the_log(world: World) -> None:
+    world.runtime.script(
+        "beta", failure="beta never became ready", last_log_lines=("waiting",), exit_code=None
+    )
+    with pytest.raises(StartupFailed) as caught:
+        world.swap("beta")
+    assert caught.value.exit_code == 3
+    assert "nothing ran before, so nothing runs now" in caught.value.message
+    assert caught.value.last_log_lines == ("waiting",)
+    assert world.runtime.profiles() == []
+
+
+def test_an_engine_error_during_start_also_rolls_back(world: World) -> None:
+    world.run("alpha")
+    world.runtime.script("beta", error=EngineUnavailable("image servectl-standin:latest could not be built"))
+    with pytest.raises(SwapRolledBack, match=r"could not be built.*alpha is back"):
+        world.swap("beta")
+    assert world.runtime.profiles() == ["alpha"]
+
+
+def test_old_service_ignoring_sigterm_is_killed_and_reported(world: World) -> None:
+    world.run("alpha")
+    world.runtime.ignores_sigterm.add("alpha")
+    result = world.swap("beta")
+    assert result.forced_stop is True
+    assert result.old_stop_s == pytest.approx(6.0)
+    assert world.runtime.profiles() == ["beta"]
+
+
+def test_cards_still_in_use_after_the_stop_keep_the_target_from_starting(world: World) -> None:
+    world.run("alpha")
+    world.runtime.leaks_pids["alpha"] = (31337,)
+    with pytest.raises(SwapRolledBack, match=r"cards are still in use after alpha stopped \(pids 31337\)"):
+        world.swap("beta")
+    assert ("start", "beta") not in world.runtime.calls
+    assert world.runtime.profiles() == ["alpha"]
+
+
+# -- conflicts -----------------------------------------------------------------------------------------------
+def test_conflicts_are_stopped_before_the_target_starts_and_stay_stopped(world: World) -> None:
+    world.run("alpha")
+    result = world.swap("gamma")
+    assert world.conflicts.running == set()
+    assert [s.ref for s in result.stopped_conflicts] == ["daily-driver"]
+    assert [s.ref for s in load_stopped(world.state_dir)] == ["daily-driver"]
+    assert "stopped container daily-driver" in result.message
+    assert world.history.events()[-1]["stopped_conflicts"][0]["ref"] == "daily-driver"
+
+
+def test_a_conflict_that_is_not_running_is_not_recorded(world: World) -> None:
+    world.conflicts.running.clear()
+    result = world.swap("gamma")
+    assert result.stopped_conflicts == ()
+    assert load_stopped(world.state_dir) == []
+
+
+def test_conflicts_are_restored_when_the_target_fails(world: World) -> None:
+    world.run("alpha")
+    world.runtime.script("gamma", failure="gamma crashed")
+    with pytest.raises(SwapRolledBack, match="restored container daily-driver"):
+        world.swap("gamma")
+    assert world.conflicts.running == {("container", "daily-driver")}
+    assert load_stopped(world.state_dir) == []
+    assert world.runtime.profiles() == ["alpha"]
+
+
+def test_a_conflict_that_cannot_be_restored_is_named_with_the_command(world: World) -> None:
+    world.runtime.script("gamma", failure="gamma crashed")
+    world.conflicts.fail_restore.add("daily-driver")
+    with pytest.raises(
+        StartupFailed, match=r"could not restore container daily-driver .*`docker start daily-driver`"
+    ):
+        world.swap("gamma")
+    assert [s.ref for s in load_stopped(world.state_dir)] == ["daily-driver"]
+
+
+def test_a_conflict_that_cannot_be_stopped_rolls_back(world: World) -> None:
+    world.run("alpha")
+    world.conflicts.fail_stop.add("daily-driver")
+    with pytest.raises(
+        SwapRolledBack, match="stopping the conflicts of gamma failed, so gamma was not started"
+    ):
+        world.swap("gamma")
+    assert ("start", "gamma") not in world.runtime.calls
+    assert world.runtime.profiles() == ["alpha"]
+
+
+# -- signals -------------------------------------------------------------------------------------------------
+def test_sigint_while_the_target_starts_removes_it_and_restores_the_previous(world: World) -> None:
+    world.run("alpha")
+    before = signal.getsignal(signal.SIGINT)
+    world.runtime.script("beta", hook=signal_self(signal.SIGINT))
+    with pytest.raises(SwapRolledBack) as caught:
+        world.swap("beta")
+    assert caught.value.exit_code == 4
+    assert caught.value.message.startswith("interrupted (SIGINT) during start-target")
+    assert "previous service alpha is back" in caught.value.message
+    assert world.runtime.profiles() == ["alpha"]
+    assert read_journal(world.state_dir) is None
+    assert signal.getsignal(signal.SIGINT) is before
+    assert world.history.events()[-1]["outcome"] == "interrupted"
+
+
+def test_sigterm_while_the_old_service_stops_restores_it(world: World) -> None:
+    world.run("alpha")
+    runtime_stop = world.runtime.stop
+
+    def stop_then_signal(**kwargs: Any) -> Any:
+        result = runtime_stop(**kwargs)
+        if kwargs["service"].profile == "alpha" and ("start", "alpha") not in world.runtime.calls:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return result
+
+    world.runtime.stop = stop_then_signal  # type: ignore[method-assign]
+    with pytest.raises(SwapRolledBack, match=r"interrupted \(SIGTERM\) during stop-old"):
+        world.swap("beta")
+    assert ("start", "beta") not in world.runtime.calls
+    assert world.runtime.profiles() == ["alpha"]
+
+
+def test_a_signal_before_anything_changed_leaves_the_old_service_untouched(world: World) -> None:
+    world.run("alpha")
+    world.preflight_hook = signal_self(signal.SIGINT)
+    with pytest.raises(SwapInterrupted, match="before anything changed") as caught:
+        world.swap("beta")
+    assert caught.value.exit_code == 130
+    assert world.runtime.calls == []
+    assert world.runtime.profiles() == ["alpha"]
+
+
+def test_a_second_signal_while_restoring_stops_waiting_and_leaves_a_status_hint(world: World) -> None:
+    world.run("alpha")
+    world.runtime.script("beta", hook=signal_self(signal.SIGINT))
+    world.runtime.script("alpha", hook=signal_self(signal.SIGINT))
+    with pytest.raises(SwapInterrupted) as caught:
+        world.swap("beta")
+    message = caught.value.message
+    assert caught.value.exit_code == 130
+    assert "stopped waiting after SIGINT" in message
+    assert "`servectl status`" in message and "`servectl swap alpha`" in message
+    journal = read_journal(world.state_dir)
+    assert isinstance(journal, SwapJournal)
+    assert (journal.from_profile, journal.to_profile, journal.phase) == ("alpha", "beta", "abandoned")
+    assert "running now:" in journal.note
+
+
+def test_a_signal_after_the_target_passed_the_gate_does_not_undo_the_swap(world: World) -> None:
+    world.run("alpha")
+
+    def on_phase(event: PhaseEvent) -> None:
+        if event.phase == "start-target" and event.duration_s is not None:
+            os.kill(os.getpid(), signal.SIGINT)  # the target is up and acknowledged
+
+    result = swap(target="beta", on_phase=on_phase, **world.kwargs())
+    assert result.outcome == "swapped"
+    assert world.runtime.profiles() == ["beta"]
+    assert read_journal(world.state_dir) is None
+
+
+def test_a_stale_journal_is_cleared_by_the_next_swap(world: World) -> None:
+    world.state_dir.mkdir(parents=True)
+    stale = SwapJournal(pid=1, from_profile="alpha", to_profile="beta", phase="abandoned", started_at=1.0)
+    (world.state_dir / JOURNAL_FILE).write_text(json.dumps(stale.to_dict()), encoding="utf-8")
+    world.run("beta")
+    world.swap("alpha")
+    assert read_journal(world.state_dir) is None
+
+
+# -- rollback ------------------------------------------------------------------------------------------------
+def test_previous_profile_is_the_newest_successful_change_to_the_current_one() -> None:
+    events = [
+        {"event": "swap", "from": "a", "to": "b", "outcome": "swapped"},
+        {"event": "swap", "from": "b", "to": "c", "outcome": "rolled-back"},
+        {"event": "swap", "from": "x", "to": "b", "outcome": "swapped"},
+    ]
+    assert previous_profile(events, "b") == "x"
+    assert previous_profile(events, "c") is None
+    assert previous_profile([], "b") is None
+
+
+def test_rollback_swaps_back_to_the_profile_that_ran_before(world: World) -> None:
+    world.run("alpha")
+    world.swap("gamma")
+    result = rollback(**world.kwargs())
+    assert (result.from_profile, result.to_profile, result.outcome) == ("gamma", "alpha", "swapped")
+    assert world.history.events()[-1]["event"] == "rollback"
+
+
+def test_rollback_without_history_says_what_to_use(world: World) -> None:
+    world.run("alpha")
+    with pytest.raises(UsageError, match="history has no profile that ran before alpha"):
+        rollback(**world.kwargs())
+
+
+def test_rollback_with_nothing_running_is_a_usage_error(world: World) -> None:
+    with pytest.raises(UsageError, match="nothing of servectl runs"):
+        rollback(**world.kwargs())
+
+
+# -- rollback-check ------------------------------------------------------------------------------------------
+class Images:
+    def __init__(self, present: set[str]) -> None:
+        self.present = present
+
+    def image_present(self, ref: str) -> bool:
+        return ref in self.present
+
+
+def test_rollback_check_passes_when_the_target_could_start(world: World) -> None:
+    world.run("alpha")
+    [check] = rollback_check(
+        names=["alpha"],
+        docker=Images({"servectl-standin:latest"}),
+        preflight=world.preflight,
+        runtime=world.runtime,
+    )
+    assert check.ok, check.items
+    assert check.target == "beta"
+    assert [i.check for i in check.items] == ["declared", "validates", "image", "model", "preflight"]
+    assert "once alpha is stopped" in check.items[-1].message
+    assert world.preflight_calls == [("beta", "alpha")]
+    assert world.runtime.calls == []
+
+
+def test_rollback_check_names_each_problem(world: World, env: Path) -> None:
+    folder = env / "profiles-under-test"
+    write_profile(folder, "src1", rollback="nomodel")
+    write_profile(folder, "nomodel", extra="model:\n  path: /does/not/exist\n")
+    write_profile(folder, "src2", rollback="broken")
+    (folder / "broken.yaml").write_text(
+        "name: broken\nextends: demo\nengine:\n  tp: zero\n", encoding="utf-8"
+    )
+    world.preflight_error = PreflightFailed("port.free: 127.0.0.1:8190 is in use by pid 77")
+
+    checks = rollback_check(
+        names=["src1", "src2", "gamma"],
+        docker=Images(set()),
+        preflight=world.preflight,
+        runtime=world.runtime,
+    )
+
+    by_name = {c.profile: c for c in checks}
+    assert not any(c.ok for c in checks)
+    failed = {i.check: i.message for i in by_name["src1"].items if not i.ok}
+    assert "does not exist; fix model.path in nomodel" in failed["model"]
+    assert "pid 77" in failed["preflight"]
+    assert "builds it on start" in next(i.message for i in by_name["src1"].items if i.check == "image")
+    broken = {i.check: i.message for i in by_name["src2"].items if not i.ok}
+    assert "broken does not validate" in broken["validates"] and "engine.tp" in broken["validates"]
+    assert by_name["gamma"].items[0].message == "gamma declares no `rollback:` target"
+
+
+def test_rollback_check_requires_the_pinned_digest(world: World, env: Path) -> None:
+    folder = env / "profiles-under-test"
+    digest = "sha256:" + "ab" * 32
+    write_profile(folder, "pinsrc", rollback="pinned")
+    write_profile(
+        folder, "pinned", extra=f"image:\n  ref: example/engine:1\n  digest: '{digest}'\n  build: null\n"
+    )
+    [missing] = rollback_check(
+        names=["pinsrc"],
+        docker=Images({"example/engine:1"}),
+        preflight=world.preflight,
+        runtime=world.runtime,
+    )
+    image = next(i for i in missing.items if i.check == "image")
+    assert not image.ok and digest in image.message and "docker pull example/engine:1@" in image.message
+    [present] = rollback_check(
+        names=["pinsrc"],
+        docker=Images({f"example/engine:1@{digest}"}),
+        preflight=world.preflight,
+        runtime=world.runtime,
+    )
+    assert next(i for i in present.items if i.check == "image").ok
