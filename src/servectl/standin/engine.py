@@ -223,13 +223,14 @@ class Engine:
         rate = shards / (duration_s * 0.9) if duration_s > 0 else 0.0
         self.log.raw(f"Loading safetensors checkpoint shards:   0% Completed | 0/{shards} [00:00<?, ?it/s]")
         begin = time.monotonic()
+        shown_rate = f"{rate:5.2f}it/s" if rate else "?it/s"
         for done in range(1, shards + 1):
             time.sleep(step)
             elapsed = time.monotonic() - begin
             left = (shards - done) / rate if rate else 0.0
             self.log.raw(
                 f"Loading safetensors checkpoint shards: {100 * done // shards:3d}% Completed "
-                f"| {done}/{shards} [{_mmss(elapsed)}<{_mmss(left)}, {rate:5.2f}it/s]"
+                f"| {done}/{shards} [{_mmss(elapsed)}<{_mmss(left)}, {shown_rate}]"
             )
         self.log.tp(
             f"Load weight end. type={architecture}, dtype=torch.{dtype}, "

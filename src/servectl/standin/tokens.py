@@ -98,7 +98,7 @@ def chunk_deadlines(start_s: float, sizes: Sequence[int], rate_per_s: float) -> 
 
 
 def verify_count(completion_tokens: int, accept_length: float) -> int:
-    """Speculative verify steps (``spec_verify_ct``) for ``completion_tokens`` at ``accept_length`` (rounded up)."""
+    """Speculative verify steps (``spec_verify_ct``) for ``completion_tokens``: tokens / accept length, up."""
     if completion_tokens <= 0:
         return 0
     return max(1, math.ceil(completion_tokens / accept_length))
