@@ -3,23 +3,26 @@
 Two cards cannot hold two of these models, so a swap is stop-then-start, made a transaction. The user ends
 with one of:
 
-* the target proven up (it passed the health gate) - :class:`SwapResult` with ``outcome="swapped"``;
-* the target failed, and the previous service is back and proven up - :class:`SwapRolledBack` (exit 4);
-* both failed: nothing of servectl runs, the cards are free - :class:`SwapFailed` (exit 5).
+* the target proven up (it passed the health gate): :class:`SwapResult` with ``outcome="swapped"``;
+* the target failed, the previous service is back and proven up: :class:`SwapRolledBack` (exit 4);
+* both failed: nothing of servectl runs, the cards are free: :class:`SwapFailed` (exit 5).
 
 Steps, all under the state lock: validate and compile the target; preflight it counting the current
-service's cards and port as about to be freed; stop the current service (SIGTERM, then SIGKILL) and wait
-until its cards are free; stop declared conflicts; start the target and pass the health gate. On failure:
-keep the target's last log lines and exit code, make sure it is removed, start the previous profile again
-through the same gate, restore the conflicts this swap stopped, and raise.
+service's cards and port as about to be freed; make sure its image is there; stop the current service
+(SIGTERM, then SIGKILL) and wait until its cards are free; stop declared conflicts; start the target
+through the health gate. On failure: keep the target's last log lines and exit code, make sure it is
+removed, start the previous profile again through the same gate, restore the conflicts this swap stopped,
+and raise. Conflicts stay stopped after a successful swap (``down`` restores them, see
+:func:`servectl.conflicts.restore_recorded`).
 
-SIGINT/SIGTERM during a swap take an orderly path: before anything changed, servectl just stops; once the old
+SIGINT/SIGTERM take an orderly path: before anything changed, servectl just stops (exit 130); once the old
 service is being stopped, the target (if any) is removed and the previous service restored (exit 4,
-"interrupted"); a second signal stops waiting and leaves a journal that ``servectl status`` reads.
+"interrupted"); a signal while restoring stops the waiting and leaves a journal (:func:`read_journal`) that
+says what runs and what to run next. A signal after the target passed the gate does not undo the swap.
 
-The side effects come in through small interfaces (:class:`ServiceRuntime`, :class:`Preflight`,
-:class:`~servectl.conflicts.ConflictHandler`, the lock and the history) so that the transaction is tested
-with fakes (:mod:`servectl.testing_swap`) and on the real engine.
+Side effects come in through small interfaces (:class:`ServiceRuntime` - the :mod:`servectl.runtime`
+module itself -, :class:`Preflight`, :class:`~servectl.conflicts.ConflictHandler`, the lock, the
+history), so the transaction is tested with fakes (:mod:`servectl.testing_swap`) and on the real engine.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from servectl.conflicts import (
     ConflictHandler,
@@ -45,7 +48,6 @@ from servectl.conflicts import (
     restore_conflicts,
 )
 from servectl.errors import (
-    LockTimeout,
     PreflightFailed,
     ServectlError,
     StartupFailed,
@@ -54,20 +56,26 @@ from servectl.errors import (
     SwapRolledBack,
     UsageError,
 )
-from servectl.resolve import Resolved
+
+if TYPE_CHECKING:
+    from servectl.resolve import Resolved
 
 JOURNAL_FILE = "swap-journal.json"
 LOG_TAIL_LINES = 20
-"""Lines of the failed target's log kept in the result and shown in the message."""
+"""Lines of a failed service's log kept in the result and shown in the message."""
+CARDS_FREE_DEADLINE_S = 30.0
+COMPOSE_CONFIG_FILES_LABEL = "com.docker.compose.project.config_files"
+RUN_EVENTS = frozenset({"up", "swap", "rollback"})
+"""History events that mean "this profile started serving" (same set as :mod:`servectl.state`)."""
 
 Outcome = Literal["swapped", "started", "noop", "rolled-back", "failed", "interrupted"]
 _ALIVE = ("ready", "starting", "unhealthy")
-"""Service states whose profile counts as "running" (and is brought back when a swap fails)."""
+"""Service states whose profile counts as running (and is brought back when a swap fails)."""
 
 
-# -- what swap needs from the runtime (see notes/RUNTIME_API.md) ---------------------------------------------
+# -- what swap needs from the runtime ------------------------------------------------------------------
 class ServiceLike(Protocol):
-    """A running servectl service, as the runtime's ``services()`` reports it."""
+    """A servectl service as :func:`servectl.runtime.services` reports it."""
 
     @property
     def container_id(self) -> str: ...
@@ -91,26 +99,40 @@ class StopResultLike(Protocol):
     @property
     def forced(self) -> bool: ...
     @property
-    def leaked_pids(self) -> Sequence[int]: ...
+    def leaked_pids(self) -> tuple[int, ...]: ...
 
 
 class StartResultLike(Protocol):
     @property
     def startup_s(self) -> float: ...
+    @property
+    def service(self) -> ServiceLike: ...
 
 
 class ServiceRuntime(Protocol):
-    """``servectl.runtime``'s service functions (the module itself fits this protocol)."""
+    """The service functions of :mod:`servectl.runtime` (the module fits this protocol)."""
 
-    def services(self, *, docker: Any) -> Sequence[ServiceLike]: ...
+    def services(
+        self,
+        *,
+        docker: Any,
+        probe: bool = ...,
+        plan_hash_of: Any = ...,
+        state_dir: Path | None = ...,
+        scope: Mapping[str, str] | None = ...,
+    ) -> Sequence[ServiceLike]: ...
 
-    def start(self, *, resolved: Resolved, docker: Any, on_phase: Any = None) -> StartResultLike: ...
+    def start(self, *, resolved: Resolved, docker: Any, on_phase: Any = ...) -> StartResultLike: ...
 
-    def stop(self, *, service: Any, docker: Any, gpus: Any = None) -> StopResultLike: ...
+    def stop(
+        self, *, service: Any, docker: Any, gpus: Any = ..., state_dir: Path | None = ...
+    ) -> StopResultLike: ...
+
+    def ensure_image(self, resolved: Resolved, *, docker: Any, on_phase: Any = ...) -> None: ...
 
 
 class HistoryLike(Protocol):
-    def record(self, event: dict[str, Any]) -> None: ...
+    def record(self, event: Mapping[str, Any]) -> object: ...
 
     def events(self) -> Sequence[Mapping[str, Any]]: ...
 
@@ -129,15 +151,13 @@ class Preflight(Protocol):
     ) -> None: ...
 
 
-PhaseCallback = Callable[["PhaseEvent"], None]
-
-
-# -- results -------------------------------------------------------------------------------------------------
+# -- results -------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class PhaseEvent:
-    """Progress for the CLI: a phase started (``duration_s is None``) or ended."""
+    """Progress for the CLI: a phase ``begin``s, ``end``s (with its duration) or reports ``progress``."""
 
     phase: str
+    kind: Literal["begin", "end", "progress"]
     duration_s: float | None = None
     ok: bool = True
     detail: str = ""
@@ -155,7 +175,7 @@ class PhaseTiming:
 
 @dataclass(frozen=True)
 class TargetFailure:
-    """Why the target did not come up."""
+    """Why a service did not come up (the target, or the previous one on the way back)."""
 
     profile: str
     message: str
@@ -166,9 +186,12 @@ class TargetFailure:
     def describe(self) -> str:
         """One line: the reason, with the exit code when there is one."""
         extra = []
-        if self.exit_code_of_container is not None:
+        if (
+            self.exit_code_of_container is not None
+            and f"code {self.exit_code_of_container}" not in self.message
+        ):
             extra.append(f"container exit code {self.exit_code_of_container}")
-        if self.oom_killed:
+        if self.oom_killed and "OOM" not in self.message:
             extra.append("killed for lack of memory (OOM)")
         return self.message + (f" ({', '.join(extra)})" if extra else "")
 
@@ -183,15 +206,15 @@ class SwapResult:
         outcome: ``swapped``, ``started`` (nothing ran before), ``noop`` (target already runs),
             ``rolled-back``, ``failed`` or ``interrupted``.
         phases: each phase with its duration, in order.
-        downtime_s: old service stops answering -> new (or restored) one passes the gate.
+        downtime_s: old service stops answering -> the new (or restored) one passes the gate.
         old_stop_s: how long stopping the old service took.
-        target_startup_s: the target's start, container create to gate passed.
+        target_startup_s: the target's start, container created -> gate passed.
         forced_stop: the old service ignored SIGTERM and was killed.
         stopped_conflicts: conflicts this swap stopped (still stopped when it succeeded).
         conflicts_restore: what restoring them did, after a failure.
         target_failure: why the target failed, when it did.
-        previous_failure: why the previous service failed to come back, when it did.
-        message: one sentence saying what happened and what to do.
+        previous_failure: why the previous service did not come back, when it did not.
+        message: what happened and what to do.
     """
 
     from_profile: str | None
@@ -220,9 +243,9 @@ class SwapResult:
 
 @dataclass(frozen=True)
 class CheckItem:
-    """One point of a rollback check."""
+    """One point of a rollback check: ``declared``, ``validates``, ``image``, ``model`` or ``preflight``."""
 
-    check: str  # "validates", "image", "model", "preflight", "declared"
+    check: str
     ok: bool
     message: str
 
@@ -248,10 +271,10 @@ class RollbackCheck:
         }
 
 
-# -- the journal: what an interrupted swap left behind -------------------------------------------------------
+# -- the journal: what an interrupted swap left behind -------------------------------------------------
 @dataclass(frozen=True)
 class SwapJournal:
-    """The swap in progress (or abandoned): written at every step, removed when the swap ends orderly."""
+    """The swap in progress: rewritten at every step, removed when the swap ends in an orderly way."""
 
     pid: int
     from_profile: str | None
@@ -279,16 +302,21 @@ class SwapJournal:
         )
 
     def hint(self) -> str:
-        """What the user should know and do about an unfinished swap."""
-        src = self.from_profile or "nothing"
-        text = f"a swap from {src} to {self.to_profile} (pid {self.pid}) stopped during phase '{self.phase}'"
+        """One line for ``servectl status``: which swap stopped where, and what to run next."""
+        text = (
+            f"a swap from {self.from_profile or 'nothing'} to {self.to_profile} (pid {self.pid}) "
+            f"stopped during '{self.phase}'"
+        )
         if self.note:
-            text += f": {self.note}"
-        return text
+            text += f" ({self.note})"
+        nxt = (
+            f"servectl swap {self.from_profile}" if self.from_profile else f"servectl swap {self.to_profile}"
+        )
+        return text + f"; check what runs, then `{nxt}` (or `servectl down`)"
 
 
 def read_journal(state_dir: Path) -> SwapJournal | None:
-    """The unfinished swap's journal, or ``None`` (for ``servectl status``)."""
+    """The journal an unfinished swap left, or ``None`` (``servectl status`` shows its hint)."""
     path = state_dir / JOURNAL_FILE
     try:
         return SwapJournal.from_dict(json.loads(path.read_text(encoding="utf-8")))
@@ -296,25 +324,23 @@ def read_journal(state_dir: Path) -> SwapJournal | None:
         return None
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise ServectlError(
-            f"{path}: unreadable swap journal ({e}); delete it after checking `servectl status`"
+            f"{path}: unreadable swap journal ({e}); delete it once `servectl status` is clear"
         ) from e
 
 
 def _write_journal(state_dir: Path, journal: SwapJournal) -> None:
-    state_dir.mkdir(parents=True, exist_ok=True)
-    path = state_dir / JOURNAL_FILE
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(journal.to_dict(), indent=2), encoding="utf-8")
-    os.replace(tmp, path)
+    from servectl.state import atomic_write_text
+
+    atomic_write_text(state_dir / JOURNAL_FILE, json.dumps(journal.to_dict(), indent=1) + "\n")
 
 
 def _clear_journal(state_dir: Path) -> None:
     (state_dir / JOURNAL_FILE).unlink(missing_ok=True)
 
 
-# -- signals -------------------------------------------------------------------------------------------------
+# -- signals -------------------------------------------------------------------------------------------
 class _Interrupt(BaseException):
-    """First SIGINT/SIGTERM: take the orderly path. A BaseException so that ``except Exception`` passes it."""
+    """First SIGINT/SIGTERM: take the orderly path. A BaseException, so ``except Exception`` lets it pass."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signum)
@@ -329,15 +355,16 @@ class _Abandon(BaseException):
         self.signum = signum
 
 
-SignalMode = Literal["raise", "abandon", "defer"]
-
-
 class _SignalGuard:
-    """Turns SIGINT/SIGTERM into exceptions at safe points of the transaction (main thread only)."""
+    """Turns SIGINT/SIGTERM into :class:`_Interrupt`/:class:`_Abandon` (main thread only; else a no-op).
+
+    ``mode``: ``raise`` (the first signal interrupts), ``abandon`` (restoring: a signal stops the waiting),
+    ``defer`` (the outcome is settled: signals are only noted).
+    """
 
     def __init__(self, enabled: bool) -> None:
         self.enabled = enabled and threading.current_thread() is threading.main_thread()
-        self.mode: SignalMode = "raise"
+        self.mode: Literal["raise", "abandon", "defer"] = "raise"
         self.received: list[int] = []
         self._previous: dict[int, Any] = {}
 
@@ -369,8 +396,8 @@ def _signal_name(signum: int) -> str:
         return f"signal {signum}"
 
 
-# -- helpers -------------------------------------------------------------------------------------------------
-def _failure_of(profile: str, err: BaseException) -> TargetFailure:
+# -- helpers -------------------------------------------------------------------------------------------
+def _failure_of(profile: str, err: ServectlError) -> TargetFailure:
     if isinstance(err, StartupFailed):
         return TargetFailure(
             profile=profile,
@@ -379,20 +406,17 @@ def _failure_of(profile: str, err: BaseException) -> TargetFailure:
             exit_code_of_container=err.exit_code_of_container,
             oom_killed=err.oom_killed,
         )
-    if isinstance(err, ServectlError):
-        return TargetFailure(profile=profile, message=err.message)
-    return TargetFailure(profile=profile, message=f"{type(err).__name__}: {err}")
+    return TargetFailure(profile=profile, message=err.message)
 
 
 def _overlaps(service: ServiceLike, resolved: Resolved) -> bool:
     """Whether ``service`` stands in the way of ``resolved``: same profile, container name, port or a card."""
     plan = resolved.plan
-    target_gpus = {int(d) for d in plan.docker.device_ids}
-    target_port = resolved.loaded.profile.serve.port
+    target_gpus = {int(d) for d in plan.docker.device_ids if d.isdigit()}
     return (
         service.profile == plan.profile
         or service.container_name == plan.docker.name
-        or (service.port is not None and service.port == target_port)
+        or (service.port is not None and service.port == resolved.loaded.profile.serve.port)
         or bool(target_gpus & set(service.gpus))
     )
 
@@ -401,7 +425,19 @@ def _indent(lines: Iterable[str]) -> str:
     return "\n".join("    " + line for line in lines)
 
 
-# -- the transaction -----------------------------------------------------------------------------------------
+def _log_tail(failure: TargetFailure) -> str:
+    if not failure.last_log_lines:
+        return ""
+    return f"\n  last log lines of {failure.profile}:\n{_indent(failure.last_log_lines)}"
+
+
+def _default_runtime() -> ServiceRuntime:
+    from servectl import runtime
+
+    return runtime
+
+
+# -- the transaction -----------------------------------------------------------------------------------
 @dataclass
 class _Deps:
     docker: Any
@@ -411,16 +447,34 @@ class _Deps:
     conflicts: ConflictHandler
     resolve: Callable[[str], Resolved]
     history: HistoryLike
-    lock: Callable[[], AbstractContextManager[object]]
+    lock: Callable[[str], AbstractContextManager[object]]
     state_dir: Path
+    scope: Mapping[str, str] | None
     clock: Callable[[], float]
     wall_clock: Callable[[], float]
-    on_phase: PhaseCallback | None
+    on_phase: Callable[[PhaseEvent], None] | None
+
+    def services(self, *, probe: bool) -> list[ServiceLike]:
+        return list(
+            self.runtime.services(
+                docker=self.docker, probe=probe, plan_hash_of=None, state_dir=self.state_dir, scope=self.scope
+            )
+        )
+
+    def stop(self, service: ServiceLike) -> StopResultLike:
+        return self.runtime.stop(
+            service=service, docker=self.docker, gpus=self.gpus, state_dir=self.state_dir
+        )
+
+    def emit(self, event: PhaseEvent) -> None:
+        if self.on_phase is not None:
+            with suppress(Exception):  # rendering must never break the transaction
+                self.on_phase(event)
 
 
 @dataclass
 class _Swap:
-    """One swap's mutable bookkeeping; :meth:`run` is the transaction."""
+    """One swap's bookkeeping; the steps are the module functions below."""
 
     deps: _Deps
     kind: str  # "swap" or "rollback", for the history
@@ -430,12 +484,10 @@ class _Swap:
     stopped: list[StoppedConflict] = field(default_factory=list)
     journal: SwapJournal | None = None
 
-    # -- bookkeeping
     @contextmanager
     def phase(self, name: str, detail: str = "") -> Iterator[None]:
         d = self.deps
-        if d.on_phase:
-            d.on_phase(PhaseEvent(name, None, True, detail))
+        d.emit(PhaseEvent(name, "begin", detail=detail))
         began = d.clock()
         ok = False
         try:
@@ -444,9 +496,20 @@ class _Swap:
         finally:
             timing = PhaseTiming(name, d.clock() - began, ok, detail)
             self.phases.append(timing)
-            if d.on_phase:
-                with suppress(Exception):  # rendering must never break the transaction
-                    d.on_phase(PhaseEvent(name, timing.duration_s, ok, detail))
+            d.emit(PhaseEvent(name, "end", timing.duration_s, ok, detail))
+
+    def progress(self, phase: str) -> Callable[..., None]:
+        """The runtime's start progress (``Progress`` objects), forwarded as ``progress`` events."""
+
+        def forward(progress: Any) -> None:
+            parts = [str(getattr(progress, "phase", progress))]
+            if getattr(progress, "percent", None) is not None:
+                parts.append(f"{progress.percent}%")
+            if getattr(progress, "detail", ""):
+                parts.append(str(progress.detail))
+            self.deps.emit(PhaseEvent(phase, "progress", detail=" ".join(parts)))
+
+        return forward
 
     def set_journal(self, phase: str, note: str = "") -> None:
         assert self.journal is not None
@@ -461,14 +524,20 @@ class _Swap:
         )
         _write_journal(self.deps.state_dir, self.journal)
 
-    def record(self, result: SwapResult) -> None:
+    def record(self, event: dict[str, Any]) -> None:
+        with suppress(ServectlError, OSError):  # the services are already right; history is a record
+            self.deps.history.record(event)
+
+    def result_event(self, result: SwapResult) -> dict[str, Any]:
         event: dict[str, Any] = {
-            "event": self.kind,
-            "at": self.deps.wall_clock(),
-            "from": result.from_profile,
-            "to": result.to_profile,
+            "event": self.kind if result.outcome in ("swapped", "started") else "swap-failed",
+            "kind": self.kind,
+            "profile": result.to_profile,
+            "replaced": result.from_profile,
             "outcome": result.outcome,
-            "downtime_s": result.downtime_s,
+            "downtime_s": None if result.downtime_s is None else round(result.downtime_s, 3),
+            "old_stop_s": None if result.old_stop_s is None else round(result.old_stop_s, 3),
+            "forced_stop": result.forced_stop,
             "phases": {p.phase: round(p.duration_s, 3) for p in result.phases},
             "stopped_conflicts": [s.to_dict() for s in result.stopped_conflicts],
         }
@@ -476,10 +545,8 @@ class _Swap:
             event["reason"] = result.target_failure.describe()
         if result.previous_failure:
             event["previous_reason"] = result.previous_failure.describe()
-        with suppress(ServectlError, OSError):  # the service state is already right; history is a record
-            self.deps.history.record(event)
+        return event
 
-    # -- steps
     def stop_conflicts(self, resolved: Resolved) -> None:
         for spec in resolved.loaded.profile.conflicts:
             kind, ref = conflict_key(spec)
@@ -488,27 +555,17 @@ class _Swap:
             stopped = self.deps.conflicts.stop(spec, stopped_by=resolved.name)
             if stopped is not None:
                 self.stopped.append(stopped)
-                record_stopped(self.deps.state_dir, stopped)
+                record_stopped(self.deps.state_dir, stopped)  # before anything else can go wrong
                 self.set_journal("stop-conflicts")
 
     def restore_stopped(self) -> RestoreOutcome | None:
         if not self.stopped:
             return None
         with self.phase("restore-conflicts", ", ".join(s.label() for s in self.stopped)):
-            outcome = restore_conflicts(
-                self.stopped, handler=self.deps.conflicts, state_dir=self.deps.state_dir
-            )
-        return outcome
+            return restore_conflicts(self.stopped, handler=self.deps.conflicts, state_dir=self.deps.state_dir)
 
     def result(self, **kwargs: Any) -> SwapResult:
         return SwapResult(phases=tuple(self.phases), stopped_conflicts=tuple(self.stopped), **kwargs)
-
-
-def _default_runtime() -> ServiceRuntime:
-    import importlib
-
-    module: Any = importlib.import_module("servectl.runtime")
-    return module  # type: ignore[no-any-return]  # a module fits the protocol structurally
 
 
 def swap(
@@ -517,16 +574,17 @@ def swap(
     docker: Any,
     gpus: Any = None,
     preflight: Preflight | None = None,
-    on_phase: PhaseCallback | None = None,
+    on_phase: Callable[[PhaseEvent], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
     force: Iterable[str] = (),
+    scope: Mapping[str, str] | None = None,
+    state_dir: Path | None = None,
+    lock_timeout_s: float | None = None,
     runtime: ServiceRuntime | None = None,
     conflicts: ConflictHandler | None = None,
     resolve_profile: Callable[[str], Resolved] | None = None,
     history: HistoryLike | None = None,
-    lock: Callable[[], AbstractContextManager[object]] | None = None,
-    state_dir: Path | None = None,
-    lock_timeout_s: float = 30.0,
+    lock: Callable[[str], AbstractContextManager[object]] | None = None,
     handle_signals: bool = True,
     wall_clock: Callable[[], float] = time.time,
     _kind: str = "swap",
@@ -535,29 +593,32 @@ def swap(
 
     Args:
         target: profile to run; ``None``: the running profile's ``rollback:``.
-        docker: the Docker engine (``servectl.docker_engine.DockerEngine``).
-        gpus: GPU inventory, to wait until the old service's cards are free (``None``: no GPUs to watch).
-        preflight: checks the target before anything stops (default: servectl's preflight).
-        on_phase: called when each phase starts and ends (for progress output).
+        docker: the Docker engine (:class:`servectl.docker_engine.DockerEngine`).
+        gpus: GPU inventory; with it, stopping waits until the old service's cards are free.
+        preflight: checks the target before anything stops; default :func:`default_preflight`.
+        on_phase: called as each phase begins and ends, and with the target's startup progress.
         clock: monotonic clock for the timings.
         force: preflight check ids to skip (``--force CHECK-ID``).
-        runtime, conflicts, resolve_profile, history, lock, state_dir: injected for tests; defaults are
-            servectl's runtime, :class:`~servectl.conflicts.DockerConflicts`,
-            :func:`servectl.resolve.resolve`, the history and state lock in the state folder.
-        lock_timeout_s: how long to wait for another servectl that holds the state lock.
+        scope: only services whose containers carry these labels count (tests use a session label).
+        state_dir: state folder (lock, history, journal, stopped conflicts); default from the environment.
+        lock_timeout_s: how long to wait for another servectl; default ``SERVECTL_LOCK_TIMEOUT_S`` or 10 s.
+        runtime, conflicts, resolve_profile, history, lock: injected for tests; defaults are
+            :mod:`servectl.runtime`, :class:`~servectl.conflicts.DockerConflicts`,
+            :func:`servectl.resolve.resolve`, and the state folder's history and lock.
         handle_signals: turn SIGINT/SIGTERM into the orderly path (main thread only).
+        wall_clock: epoch seconds for the journal and history.
 
     Returns:
-        The result: ``swapped``, ``started`` (nothing ran) or ``noop`` (target already runs).
+        ``swapped``, ``started`` (nothing ran before) or ``noop`` (the target already runs).
 
     Raises:
         UsageError, ProfileError: bad target; nothing changed.
-        PreflightFailed: the target would not start; nothing changed.
-        LockTimeout: another swap holds the lock; nothing changed.
+        PreflightFailed: the target could not start; nothing changed.
+        LockTimeout: another servectl holds the lock; nothing changed.
         StartupFailed: nothing ran before and the target failed; nothing runs, conflicts restored.
         SwapRolledBack: the target failed (or the swap was interrupted); the previous service is back.
-        SwapFailed: the target and the previous service both failed; nothing runs.
-        SwapInterrupted: interrupted before anything changed, or a second signal stopped the waiting.
+        SwapFailed: the target failed and so did the previous service; nothing runs.
+        SwapInterrupted: interrupted before anything changed, or a signal stopped the restoring.
     """
     deps = _build_deps(
         docker=docker,
@@ -565,13 +626,14 @@ def swap(
         preflight=preflight,
         on_phase=on_phase,
         clock=clock,
+        scope=scope,
+        state_dir=state_dir,
+        lock_timeout_s=lock_timeout_s,
         runtime=runtime,
         conflicts=conflicts,
         resolve_profile=resolve_profile,
         history=history,
         lock=lock,
-        state_dir=state_dir,
-        lock_timeout_s=lock_timeout_s,
         wall_clock=wall_clock,
     )
     guard = _SignalGuard(handle_signals)
@@ -579,17 +641,16 @@ def swap(
     with guard:
         try:
             with tx.phase("lock"):  # the wait for another servectl, if any
-                held = deps.lock()
+                held = deps.lock(f"{_kind} {target or '(rollback target)'}")
                 held.__enter__()
             try:
                 return _run_locked(tx, target)
             finally:
                 held.__exit__(None, None, None)
-        except _Interrupt as intr:
-            # Only reaches here before anything changed (later ones are handled inside).
+        except _Interrupt as intr:  # later ones are handled inside, where something has changed
             raise SwapInterrupted(
                 f"interrupted ({_signal_name(intr.signum)}) before anything changed; "
-                "the running service (if any) was not touched"
+                "whatever ran still runs (`servectl status`)"
             ) from None
 
 
@@ -598,40 +659,43 @@ def _build_deps(
     docker: Any,
     gpus: Any,
     preflight: Preflight | None,
-    on_phase: PhaseCallback | None,
+    on_phase: Callable[[PhaseEvent], None] | None,
     clock: Callable[[], float],
+    scope: Mapping[str, str] | None,
+    state_dir: Path | None,
+    lock_timeout_s: float | None,
     runtime: ServiceRuntime | None,
     conflicts: ConflictHandler | None,
     resolve_profile: Callable[[str], Resolved] | None,
     history: HistoryLike | None,
-    lock: Callable[[], AbstractContextManager[object]] | None,
-    state_dir: Path | None,
-    lock_timeout_s: float,
+    lock: Callable[[str], AbstractContextManager[object]] | None,
     wall_clock: Callable[[], float],
 ) -> _Deps:
     if state_dir is None:
         from servectl.paths import state_dir as default_state_dir
 
         state_dir = default_state_dir()
+    sd = state_dir
     if resolve_profile is None:
         from servectl.resolve import resolve
 
-        def resolve_profile(name: str) -> Resolved:
-            return resolve(name)
-
+        resolve_profile = resolve
     if conflicts is None:
         from servectl.conflicts import DockerConflicts
 
         conflicts = DockerConflicts(docker=docker)
-    if history is None or lock is None:
-        from servectl.state import History, StateLock
+    if history is None:
+        from servectl.state import History
 
-        sd = state_dir
-        history = history if history is not None else History(sd)
-        if lock is None:
+        history = History(sd)
+    if lock is None:
+        from servectl.runtime import lock_timeout_default
+        from servectl.state import StateLock
 
-            def lock() -> AbstractContextManager[object]:
-                return _lock_with_message(StateLock(sd, timeout_s=lock_timeout_s), lock_timeout_s)
+        timeout = lock_timeout_default() if lock_timeout_s is None else lock_timeout_s
+
+        def lock(purpose: str) -> AbstractContextManager[object]:
+            return StateLock(sd, timeout, purpose=purpose)
 
     return _Deps(
         docker=docker,
@@ -642,41 +706,27 @@ def _build_deps(
         resolve=resolve_profile,
         history=history,
         lock=lock,
-        state_dir=state_dir,
+        state_dir=sd,
+        scope=scope,
         clock=clock,
         wall_clock=wall_clock,
         on_phase=on_phase,
     )
 
 
-@contextmanager
-def _lock_with_message(lock: AbstractContextManager[object], timeout_s: float) -> Iterator[None]:
-    try:
-        lock.__enter__()
-    except LockTimeout as e:
-        raise LockTimeout(
-            f"another servectl is changing services ({e.message}); waited {timeout_s:g} s. "
-            "Try again when it has finished (`servectl status` shows what runs)"
-        ) from e
-    try:
-        yield
-    finally:
-        lock.__exit__(None, None, None)
-
-
 def _run_locked(tx: _Swap, target: str | None) -> SwapResult:
     deps = tx.deps
-    if read_journal(deps.state_dir) is not None:
-        # We hold the lock, so the swap that wrote it is gone; Docker (read below) says what runs now, and the
-        # conflicts it stopped are in the record of stopped conflicts.
-        _clear_journal(deps.state_dir)
-    # -- what runs now, and what the target is
+    # We hold the lock, so a journal left here belongs to a swap that is gone; Docker says what runs now and
+    # the conflicts it stopped are in the record of stopped conflicts.
+    _clear_journal(deps.state_dir)
     with tx.phase("validate"):
-        running = list(deps.runtime.services(docker=deps.docker))
+        running = deps.services(probe=True)
         if target is None:
             target = _default_target(running, deps.resolve)
         resolved = deps.resolve(target)
-        blocking = [s for s in running if _overlaps(s, resolved)]
+        blocking = [s for s in running if _overlaps(s, resolved) and s.state in _ALIVE]
+        # Containers that stand in the way but do not run (exited, created) are removed before the start.
+        leftovers = [s for s in running if _overlaps(s, resolved) and s.state not in _ALIVE]
         if len(blocking) > 1:
             names = ", ".join(f"{s.profile} ({s.container_name})" for s in blocking)
             raise UsageError(
@@ -689,33 +739,36 @@ def _run_locked(tx: _Swap, target: str | None) -> SwapResult:
             and current.profile == resolved.name
             and current.state in ("ready", "starting")
         ):
-            drift = current.plan_hash != resolved.plan.plan_hash
             message = (
                 f"{resolved.name} already runs ({current.container_name}, {current.state}); nothing to do"
             )
-            if drift:
+            if current.plan_hash != resolved.plan.plan_hash:
                 message += (
-                    "; its running plan differs from the profile file now - restart it with "
-                    f"`servectl down {resolved.name}` then `servectl up {resolved.name}`"
+                    f"; its running plan {current.plan_hash} differs from the profile's plan "
+                    f"{resolved.plan.plan_hash} now - `servectl down {resolved.name}` then "
+                    f"`servectl up {resolved.name}` applies it"
                 )
             return tx.result(
                 from_profile=current.profile, to_profile=resolved.name, outcome="noop", message=message
             )
-        previous_name = current.profile if current is not None and current.profile != resolved.name else None
-        had_working_previous = current is not None and current.state in _ALIVE and bool(previous_name)
+        # On failure the previous service is brought back only when it is another profile.
+        previous = current.profile if current is not None and current.profile != resolved.name else None
 
     with tx.phase("preflight"):
         deps.conflicts.check_available(resolved.loaded.profile.conflicts)
         deps.preflight(resolved=resolved, replacing=current, skip=tx.skip, docker=deps.docker, gpus=deps.gpus)
+    with tx.phase("image", resolved.plan.docker.image):
+        # Before anything stops: building the stand-in (or finding the image missing) costs no downtime.
+        deps.runtime.ensure_image(resolved, docker=deps.docker, on_phase=tx.progress("image"))
 
     tx.journal = SwapJournal(
         pid=os.getpid(),
-        from_profile=previous_name,
+        from_profile=current.profile if current is not None else None,
         to_profile=resolved.name,
         phase="begin",
         started_at=deps.wall_clock(),
     )
-    return _transact(tx, resolved, current, previous_name if had_working_previous else None)
+    return _transact(tx, resolved, current, previous, leftovers)
 
 
 def _default_target(running: Sequence[ServiceLike], resolve: Callable[[str], Resolved]) -> str:
@@ -725,11 +778,8 @@ def _default_target(running: Sequence[ServiceLike], resolve: Callable[[str], Res
             "no servectl service runs, so there is no rollback target; name one: `servectl swap NAME`"
         )
     if len(alive) > 1:
-        raise UsageError(
-            "several services run ("
-            + ", ".join(s.profile for s in alive)
-            + "); name the target: `servectl swap NAME`"
-        )
+        names = ", ".join(s.profile for s in alive)
+        raise UsageError(f"several services run ({names}); name the target: `servectl swap NAME`")
     current = resolve(alive[0].profile)
     if current.loaded.profile.rollback is None:
         raise UsageError(
@@ -739,8 +789,14 @@ def _default_target(running: Sequence[ServiceLike], resolve: Callable[[str], Res
     return current.loaded.profile.rollback
 
 
-def _transact(tx: _Swap, resolved: Resolved, current: ServiceLike | None, previous: str | None) -> SwapResult:
-    """Stop the current service, stop conflicts, start the target; roll back on any failure."""
+def _transact(
+    tx: _Swap,
+    resolved: Resolved,
+    current: ServiceLike | None,
+    previous: str | None,
+    leftovers: Sequence[ServiceLike],
+) -> SwapResult:
+    """Stop the current service, stop conflicts, start the target; on any failure, recover."""
     deps = tx.deps
     from_profile = current.profile if current is not None else None
     down_since: float | None = None
@@ -753,13 +809,18 @@ def _transact(tx: _Swap, resolved: Resolved, current: ServiceLike | None, previo
             with tx.phase("stop-old", current.container_name):
                 step = "stop-old"
                 down_since = deps.clock()
-                stopped = deps.runtime.stop(service=current, docker=deps.docker, gpus=deps.gpus)
+                stopped = deps.stop(current)
             old_stop_s, forced = stopped.stop_s, stopped.forced
             if stopped.leaked_pids:
                 pids = ", ".join(str(p) for p in stopped.leaked_pids)
                 raise ServectlError(
                     f"the cards are still in use after {current.profile} stopped (pids {pids})"
                 )
+        if leftovers:
+            with tx.phase("remove-leftovers", ", ".join(s.container_name for s in leftovers)):
+                step = "remove-leftovers"
+                for leftover in leftovers:
+                    deps.stop(leftover)
         if resolved.loaded.profile.conflicts:
             tx.set_journal("stop-conflicts")
             with tx.phase("stop-conflicts"):
@@ -769,19 +830,18 @@ def _transact(tx: _Swap, resolved: Resolved, current: ServiceLike | None, previo
         with tx.phase("start-target", resolved.name):
             step = "start-target"
             started = deps.runtime.start(
-                resolved=resolved, docker=deps.docker, on_phase=_forward(tx, resolved.name)
+                resolved=resolved, docker=deps.docker, on_phase=tx.progress("start-target")
             )
-            tx.signals.mode = "defer"  # it is up: finish the bookkeeping whatever arrives now
+            tx.signals.mode = "defer"  # it passed the gate: finish the bookkeeping whatever arrives now
         up_at = deps.clock()
     except ServectlError as err:
         tx.signals.mode = "abandon"
         failure = _failure_of(resolved.name, err)
         if step != "start-target":
-            what = (
-                f"stopping {from_profile}"
-                if step == "stop-old"
-                else f"stopping the conflicts of {resolved.name}"
-            )
+            what = {
+                "stop-old": f"stopping {from_profile}",
+                "remove-leftovers": "removing the stopped containers in its way",
+            }.get(step, f"stopping the conflicts of {resolved.name}")
             failure = TargetFailure(
                 resolved.name, f"{what} failed, so {resolved.name} was not started: {err.message}"
             )
@@ -796,44 +856,35 @@ def _transact(tx: _Swap, resolved: Resolved, current: ServiceLike | None, previo
             ) from None
         failure = TargetFailure(resolved.name, f"interrupted ({_signal_name(intr.signum)}) during {step}")
         return _recover(tx, resolved, current, previous, failure, down_since, old_stop_s, forced, intr.signum)
-    outcome: Outcome = "swapped" if from_profile else "started"
+    except _Abandon as abandon:  # a second signal while the runtime was cleaning up the target
+        failure = TargetFailure(resolved.name, f"interrupted ({_signal_name(abandon.signum)}) during {step}")
+        return _abandon(tx, resolved, previous, failure, abandon.signum)
     downtime = up_at - down_since if down_since is not None else None
-    stopped_note = f"; stopped {', '.join(s.label() for s in tx.stopped)}" if tx.stopped else ""
-    message = (
-        f"{resolved.name} is up ({resolved.plan.url})"
-        + (
-            f", replacing {from_profile}; downtime {downtime:.2f} s"
-            if from_profile and downtime is not None
-            else ""
-        )
-        + stopped_note
-    )
+    message = f"{resolved.name} is up ({resolved.plan.url})"
+    if from_profile and downtime is not None:
+        message += f", replacing {from_profile}; downtime {downtime:.2f} s"
+    if tx.stopped:
+        message += f"; stopped {', '.join(s.label() for s in tx.stopped)} (`servectl down` restores it)"
     result = tx.result(
         from_profile=from_profile,
         to_profile=resolved.name,
-        outcome=outcome,
+        outcome="swapped" if from_profile else "started",
         downtime_s=downtime,
         old_stop_s=old_stop_s,
         target_startup_s=started.startup_s,
         forced_stop=forced,
         message=message,
     )
-    tx.record(result)
+    event = tx.result_event(result)
+    event.update(
+        container_id=started.service.container_id,
+        container_name=started.service.container_name,
+        plan_hash=resolved.plan.plan_hash,
+        startup_s=round(started.startup_s, 3),
+    )
+    tx.record(event)
     _clear_journal(deps.state_dir)
     return result
-
-
-def _forward(tx: _Swap, profile: str) -> Callable[..., None]:
-    """The runtime's start progress, forwarded as detail of the start phase."""
-
-    def forward(*args: Any, **kwargs: Any) -> None:
-        if tx.deps.on_phase is None:
-            return
-        detail = " ".join(str(a) for a in args if a is not None)
-        with suppress(Exception):
-            tx.deps.on_phase(PhaseEvent(f"start-target:{profile}", None, True, detail))
-
-    return forward
 
 
 def _recover(
@@ -851,49 +902,49 @@ def _recover(
     deps = tx.deps
     tx.signals.mode = "abandon"
     from_profile = current.profile if current is not None else None
-    why = (
-        failure.describe() if interrupted_by is not None else f"{resolved.name} failed: {failure.describe()}"
-    )
-    if failure.message.startswith(("stopping ", "interrupted")):
+    if interrupted_by is not None or failure.message.startswith("stopping "):
         why = failure.describe()
+    else:
+        why = f"{resolved.name} failed: {failure.describe()}"
     previous_failure: TargetFailure | None = None
+    restored: StartResultLike | None = None
     restored_at: float | None = None
+    cards = ""
     try:
         tx.set_journal("remove-target", why)
         with tx.phase("remove-target", resolved.name):
             # The runtime's start removes what it created; this makes sure, and finishes an interrupted stop.
-            for service in deps.runtime.services(docker=deps.docker):
+            for service in deps.services(probe=False):
                 if _overlaps(service, resolved) or (
                     current is not None and service.container_id == current.container_id
                 ):
-                    deps.runtime.stop(service=service, docker=deps.docker, gpus=deps.gpus)
+                    deps.stop(service)
         if previous is not None:
             tx.set_journal("start-previous", why)
             with tx.phase("start-previous", previous):
                 try:
-                    previous_resolved = deps.resolve(previous)
-                    deps.runtime.start(
-                        resolved=previous_resolved, docker=deps.docker, on_phase=_forward(tx, previous)
+                    restored = deps.runtime.start(
+                        resolved=deps.resolve(previous),
+                        docker=deps.docker,
+                        on_phase=tx.progress("start-previous"),
                     )
                     restored_at = deps.clock()
                 except ServectlError as err:
                     previous_failure = _failure_of(previous, err)
             if previous_failure is not None:
                 with tx.phase("remove-previous", previous):
-                    for service in deps.runtime.services(docker=deps.docker):
+                    for service in deps.services(probe=False):
                         if service.profile == previous:
-                            deps.runtime.stop(service=service, docker=deps.docker, gpus=deps.gpus)
+                            deps.stop(service)
+        if restored is None:
+            cards = _verify_cards_free(tx, resolved, current)
         tx.set_journal("restore-conflicts", why)
         restore = tx.restore_stopped()
     except _Abandon as abandon:
         return _abandon(tx, resolved, previous, failure, abandon.signum)
+    tx.signals.mode = "defer"
     downtime = restored_at - down_since if restored_at is not None and down_since is not None else None
     restore_text = f"; {restore.summary()}" if restore and restore.summary() else ""
-    tail = (
-        f"\n  last log lines of {resolved.name}:\n{_indent(failure.last_log_lines)}"
-        if failure.last_log_lines
-        else ""
-    )
     base: dict[str, Any] = {
         "from_profile": from_profile,
         "to_profile": resolved.name,
@@ -903,45 +954,49 @@ def _recover(
         "conflicts_restore": restore,
         "target_failure": failure,
     }
-    outcome: Outcome
     error: ServectlError
-    if previous is not None and previous_failure is None:
-        outcome = "interrupted" if interrupted_by is not None else "rolled-back"
+    if previous is not None and restored is not None:
         message = (
             f"{why}; {resolved.name} was removed and the previous service {previous} is back "
             "(it passed the health gate"
             + (f"; downtime {downtime:.1f} s)" if downtime is not None else ")")
             + restore_text
-            + (
-                f". Fix {resolved.name} before swapping again (`servectl validate {resolved.name}`)"
-                if interrupted_by is None
-                else ""
-            )
-            + tail
+            + (f". Fix {resolved.name} before swapping again" if interrupted_by is None else "")
+            + _log_tail(failure)
         )
-        result = tx.result(outcome=outcome, message=message, **base)
+        result = tx.result(
+            outcome="interrupted" if interrupted_by else "rolled-back", message=message, **base
+        )
         error = SwapRolledBack(message, result=result)
-    elif previous is not None and previous_failure is not None:
-        outcome = "failed"
-        message = (
-            f"{why}; the previous service {previous} failed to come back too: {previous_failure.describe()}. "
-            f"Nothing of servectl runs now and the cards are free{restore_text}. "
-            f"Check both (`servectl validate {resolved.name} {previous}`, the log lines below), "
-            f"then `servectl up {previous}`"
-            + tail
-            + (
-                f"\n  last log lines of {previous}:\n{_indent(previous_failure.last_log_lines)}"
-                if previous_failure.last_log_lines
-                else ""
-            )
+        tx.record(tx.result_event(result))
+        tx.record(
+            {
+                "event": "up",
+                "profile": previous,
+                "container_id": restored.service.container_id,
+                "container_name": restored.service.container_name,
+                "startup_s": round(restored.startup_s, 3),
+                "restored_after": resolved.name,
+            }
         )
-        result = tx.result(outcome=outcome, message=message, previous_failure=previous_failure, **base)
+    elif previous is not None and previous_failure is not None:
+        message = (
+            f"{why}; the previous service {previous} did not come back either: "
+            f"{previous_failure.describe()}. Nothing of servectl runs now{cards}{restore_text}. "
+            f"Check both (the log lines below, `servectl validate {resolved.name}`), "
+            f"then `servectl up {previous}`" + _log_tail(failure) + _log_tail(previous_failure)
+        )
+        result = tx.result(outcome="failed", message=message, previous_failure=previous_failure, **base)
         error = SwapFailed(message, result=result)
+        tx.record(tx.result_event(result))
     else:  # nothing healthy ran before: this swap acted like `up`
-        outcome = "interrupted" if interrupted_by is not None else "failed"
-        before = f"{from_profile} was not serving and was removed" if from_profile else "nothing ran before"
-        message = f"{why}; {resolved.name} was removed; {before}, so nothing runs now{restore_text}" + tail
-        result = tx.result(outcome=outcome, message=message, **base)
+        before = "nothing was serving before"
+        message = (
+            f"{why}; {resolved.name} was removed; {before}, so nothing runs now{cards}{restore_text}"
+            + _log_tail(failure)
+        )
+        result = tx.result(outcome="interrupted" if interrupted_by else "failed", message=message, **base)
+        tx.record(tx.result_event(result))
         if interrupted_by is not None:
             error = SwapInterrupted(message, result=result)
         else:
@@ -951,34 +1006,61 @@ def _recover(
                 exit_code_of_container=failure.exit_code_of_container,
                 oom_killed=failure.oom_killed,
             )
-    tx.signals.mode = "defer"
-    tx.record(result)
     _clear_journal(deps.state_dir)
     raise error
+
+
+def _verify_cards_free(tx: _Swap, resolved: Resolved, current: ServiceLike | None) -> str:
+    """With a GPU inventory: wait until the target's (and the old service's) cards run nothing."""
+    devices = sorted(
+        {int(d) for d in resolved.plan.docker.device_ids if d.isdigit()}
+        | set(current.gpus if current else ())
+    )
+    gpus = tx.deps.gpus
+    if gpus is None or not devices:
+        return ""
+    with tx.phase("verify-cards", ",".join(map(str, devices))):
+        deadline = time.monotonic() + CARDS_FREE_DEADLINE_S
+        while True:
+            snapshot = gpus.snapshot()
+            pids = sorted(
+                {
+                    p.pid
+                    for i in devices
+                    if (d := snapshot.device(i)) is not None and d.processes
+                    for p in d.processes
+                }
+            )
+            if not pids or time.monotonic() >= deadline:
+                break
+            time.sleep(0.25)
+    shown = ", ".join(map(str, devices))
+    if pids:
+        return f"; but cards {shown} still run pids {', '.join(map(str, pids))}: find them with nvidia-smi"
+    return f" and cards {shown} are free"
 
 
 def _abandon(
     tx: _Swap, resolved: Resolved, previous: str | None, failure: TargetFailure, signum: int
 ) -> SwapResult:
-    """A second signal: stop waiting, say exactly what runs and what to do, leave the journal."""
+    """A signal while restoring: stop waiting, say exactly what runs and what to do, keep the journal."""
     deps = tx.deps
     tx.signals.mode = "defer"
     try:
-        running = [f"{s.profile} ({s.state})" for s in deps.runtime.services(docker=deps.docker)]
+        running = [f"{s.profile} ({s.state})" for s in deps.services(probe=True)]
         now = ", ".join(running) if running else "nothing of servectl"
-    except (ServectlError, _Abandon, _Interrupt):
+    except ServectlError:
         now = "unknown (the engine did not answer)"
-    pending = [s for s in tx.stopped]
-    next_step = f"`servectl status`, then `servectl swap {previous}`" if previous else "`servectl status`"
     note = f"stopped waiting after {_signal_name(signum)}; running now: {now}"
-    lead = failure.message if failure.message.startswith("interrupted") else f"swap to {resolved.name} failed"
+    next_step = f"`servectl status`, then `servectl swap {previous}`" if previous else "`servectl status`"
+    lead = failure.message if failure.message.startswith("interrupted") else f"{resolved.name} failed"
+    message = f"{lead}; {note}. Next: {next_step}"
+    if tx.stopped:
+        message += "; still stopped: " + ", ".join(
+            f"{s.label()} (`{s.restore_command()}`)" for s in tx.stopped
+        )
     with suppress(OSError, AssertionError):
         tx.set_journal("abandoned", note)
-    message = f"{lead}; {note}. Next: {next_step}" + (
-        "; still stopped: " + ", ".join(f"{s.label()} (`{s.restore_command()}`)" for s in pending)
-        if pending
-        else ""
-    )
     result = tx.result(
         from_profile=previous,
         to_profile=resolved.name,
@@ -986,36 +1068,41 @@ def _abandon(
         target_failure=failure,
         message=message,
     )
-    tx.record(result)
+    tx.record(tx.result_event(result))
     raise SwapInterrupted(message, result=result)
 
 
-# -- rollback ------------------------------------------------------------------------------------------------
-def previous_profile(events: Sequence[Mapping[str, Any]], current: str | None) -> str | None:
-    """The profile that ran before ``current``, from history: the newest successful change *to* ``current``.
+# -- rollback ------------------------------------------------------------------------------------------
+def previous_profile(events: Sequence[Mapping[str, Any]], current: str) -> str | None:
+    """The profile that ran before ``current``, from history (runtime event format).
 
-    History events are dicts with ``from``/``to``/``outcome`` (``swap``, ``rollback``, ``up`` events).
+    The newest run event (``up``, ``swap``, ``rollback``) of ``current`` names what it ``replaced``; without
+    that, the newest earlier run event of another profile.
     """
-    for event in reversed(events):
-        to = event.get("to") or (event.get("profile") if event.get("event") == "up" else None)
-        ok = event.get("outcome") in ("swapped", "started", "ok", None)
-        if to == current and ok and event.get("from") and event.get("from") != current:
-            return str(event["from"])
+    runs = [e for e in events if e.get("event") in RUN_EVENTS and e.get("profile")]
+    for index in range(len(runs) - 1, -1, -1):
+        if runs[index]["profile"] != current:
+            continue
+        replaced = runs[index].get("replaced")
+        if isinstance(replaced, str) and replaced and replaced != current:
+            return replaced
+        return next((str(e["profile"]) for e in reversed(runs[:index]) if e["profile"] != current), None)
     return None
 
 
 def rollback(
     *,
     docker: Any,
-    history: HistoryLike | None = None,
     runtime: ServiceRuntime | None = None,
+    history: HistoryLike | None = None,
     state_dir: Path | None = None,
+    scope: Mapping[str, str] | None = None,
     **kwargs: Any,
 ) -> SwapResult:
     """Swap back to the profile that ran before the current one (from history). Same errors as :func:`swap`.
 
     Raises:
-        UsageError: nothing runs, or history has no earlier profile.
+        UsageError: nothing runs, several services run, or history has no earlier profile.
     """
     if state_dir is None:
         from servectl.paths import state_dir as default_state_dir
@@ -1026,9 +1113,12 @@ def rollback(
 
         history = History(state_dir)
     rt = runtime if runtime is not None else _default_runtime()
-    alive = [s for s in rt.services(docker=docker) if s.state in _ALIVE]
+    running = rt.services(docker=docker, probe=False, plan_hash_of=None, state_dir=state_dir, scope=scope)
+    alive = [s for s in running if s.state in _ALIVE]
     if not alive:
-        raise UsageError("nothing of servectl runs; start one with `servectl up NAME`")
+        raise UsageError(
+            "nothing of servectl runs, so there is nothing to roll back; `servectl up NAME` starts one"
+        )
     if len(alive) > 1:
         raise UsageError(
             "several services run (" + ", ".join(s.profile for s in alive) + "); use `servectl swap NAME`"
@@ -1036,21 +1126,22 @@ def rollback(
     before = previous_profile(list(history.events()), alive[0].profile)
     if before is None:
         raise UsageError(
-            f"history has no profile that ran before {alive[0].profile}; use `servectl swap NAME` "
-            f"(or `servectl swap` for its declared rollback)"
+            f"the history has no profile that ran before {alive[0].profile}; use `servectl swap NAME` "
+            "(a plain `servectl swap` goes to its declared rollback)"
         )
     return swap(
         target=before,
         docker=docker,
-        history=history,
         runtime=rt,
+        history=history,
         state_dir=state_dir,
+        scope=scope,
         _kind="rollback",
         **kwargs,
     )
 
 
-# -- rollback-check ------------------------------------------------------------------------------------------
+# -- rollback-check ------------------------------------------------------------------------------------
 def rollback_check(
     *,
     names: Sequence[str] | None,
@@ -1059,30 +1150,28 @@ def rollback_check(
     preflight: Preflight | None = None,
     runtime: ServiceRuntime | None = None,
     resolve_profile: Callable[[str], Resolved] | None = None,
-    list_names: Callable[[], Sequence[str]] | None = None,
+    state_dir: Path | None = None,
+    scope: Mapping[str, str] | None = None,
     path_is_dir: Callable[[str], bool] = os.path.isdir,
 ) -> list[RollbackCheck]:
-    """Prove that each profile's rollback target could start now. Starts nothing.
+    """Prove that each profile's rollback target could start now. Starts and stops nothing.
 
-    For each profile (``names``; default: every profile that declares ``rollback:``) its target must validate,
-    its image must be present (with the pinned digest), its model folder must exist, and preflight must pass
-    counting the service the target would replace as stopped.
+    For each profile (``names``; default: every profile that declares ``rollback:``) its target must
+    validate, its image must be present (with the pinned digest), its model folder must exist, and
+    preflight must pass counting the service the target would replace as stopped.
     """
     if resolve_profile is None:
         from servectl.resolve import resolve
 
-        def resolve_profile(name: str) -> Resolved:
-            return resolve(name)
-
+        resolve_profile = resolve
     rt = runtime if runtime is not None else _default_runtime()
-    check_preflight = preflight if preflight is not None else default_preflight
+    check = preflight if preflight is not None else default_preflight
     if names is None:
-        names = list(list_names() if list_names is not None else _profiles_with_rollback())
-    running = list(rt.services(docker=docker))
-    results = []
-    for name in names:
-        results.append(_check_one(name, docker, gpus, check_preflight, resolve_profile, running, path_is_dir))
-    return results
+        names = _profiles_with_rollback()
+    running = list(
+        rt.services(docker=docker, probe=False, plan_hash_of=None, state_dir=state_dir, scope=scope)
+    )
+    return [_check_one(n, docker, gpus, check, resolve_profile, running, path_is_dir) for n in names]
 
 
 def _profiles_with_rollback() -> list[str]:
@@ -1096,7 +1185,7 @@ def _profiles_with_rollback() -> list[str]:
             if load_profile_file(file).profile.rollback:
                 out.append(name)
         except ServectlError:
-            continue
+            out.append(name)  # reported as "does not load" by the check itself
     return out
 
 
@@ -1113,7 +1202,7 @@ def _check_one(
         source = resolve(name)
     except ServectlError as e:
         return RollbackCheck(
-            name, None, (CheckItem("declared", False, f"{name} itself does not load: {e.lines()[0]}"),)
+            name, None, (CheckItem("declared", False, f"{name} does not load: {e.lines()[0]}"),)
         )
     target = source.loaded.profile.rollback
     if target is None:
@@ -1131,31 +1220,34 @@ def _check_one(
     items.append(CheckItem("validates", True, f"{target} validates and compiles"))
     items.append(_image_item(resolved, docker))
     model_dir = resolved.plan.docker.mounts[0].source
-    items.append(
-        CheckItem("model", True, f"model folder {model_dir} is there")
-        if path_is_dir(model_dir)
-        else CheckItem("model", False, f"model folder {model_dir} does not exist; fix model.path in {target}")
-    )
+    if path_is_dir(model_dir):
+        items.append(CheckItem("model", True, f"model folder {model_dir} is there"))
+    else:
+        items.append(
+            CheckItem("model", False, f"model folder {model_dir} does not exist; fix model.path of {target}")
+        )
     blocking = [s for s in running if _overlaps(s, resolved)]
-    replacing = blocking[0] if len(blocking) == 1 else None
+    if len(blocking) > 1:
+        names = ", ".join(s.profile for s in blocking)
+        items.append(
+            CheckItem("preflight", False, f"{target} would replace several services at once ({names})")
+        )
+        return RollbackCheck(name, target, tuple(items))
+    replacing = blocking[0] if blocking else None
     try:
         preflight(resolved=resolved, replacing=replacing, skip=frozenset(), docker=docker, gpus=gpus)
-        stopped = f" once {replacing.profile} is stopped" if replacing is not None else ""
-        items.append(CheckItem("preflight", True, f"preflight passes{stopped}"))
+        once = f" once {replacing.profile} is stopped" if replacing is not None else ""
+        items.append(CheckItem("preflight", True, f"preflight passes{once}"))
     except PreflightFailed as e:
         items.append(CheckItem("preflight", False, f"preflight fails: {e.lines()[0]}"))
     except ServectlError as e:
         items.append(CheckItem("preflight", False, f"preflight could not run: {e.lines()[0]}"))
-    if len(blocking) > 1:
-        items.append(
-            CheckItem("preflight", False, f"{target} would replace {len(blocking)} services at once")
-        )
     return RollbackCheck(name, target, tuple(items))
 
 
 def _image_item(resolved: Resolved, docker: Any) -> CheckItem:
     image = resolved.loaded.profile.image
-    ref = resolved.plan.docker.image
+    ref = resolved.plan.docker.image  # repo@digest when a digest is pinned
     try:
         present = bool(docker.image_present(ref)) or (
             image.digest is not None and bool(docker.image_present(image.digest))
@@ -1163,11 +1255,11 @@ def _image_item(resolved: Resolved, docker: Any) -> CheckItem:
     except ServectlError as e:
         return CheckItem("image", False, f"cannot ask Docker about {ref}: {e.lines()[0]}")
     if present:
-        pinned = f" with pinned digest {image.digest}" if image.digest else " (no digest pinned)"
+        pinned = f" with the pinned digest {image.digest}" if image.digest else " (no digest pinned)"
         return CheckItem("image", True, f"image {image.ref} is present{pinned}")
     if image.build == "standin" and image.digest is None:
         return CheckItem(
-            "image", True, f"image {image.ref} is missing; servectl builds it on start (stand-in)"
+            "image", True, f"image {image.ref} is missing; servectl builds it at start (stand-in)"
         )
     if image.digest:
         return CheckItem(
@@ -1178,36 +1270,66 @@ def _image_item(resolved: Resolved, docker: Any) -> CheckItem:
     return CheckItem("image", False, f"image {image.ref} is not on this host; `docker pull {image.ref}`")
 
 
-# -- preflight -----------------------------------------------------------------------------------------------
+# -- preflight -----------------------------------------------------------------------------------------
 def default_preflight(
     *, resolved: Resolved, replacing: ServiceLike | None, skip: frozenset[str], docker: Any, gpus: Any
 ) -> None:
-    """servectl's preflight for ``resolved``, counting ``replacing``'s cards and port as free.
+    """The checks a swap needs before it stops anything, counting ``replacing``'s port and cards as free.
+
+    ``docker.engine``: Docker answers. ``port.free``: the port is free, or held by ``replacing`` or a
+    declared conflict. ``conflicts.undeclared``: no container servectl did not start holds the port or a
+    card unless the profile declares it. ``container.name``: the container name is not taken by a container
+    servectl did not start. ``skip`` (``--force ID``) skips checks by id.
 
     Raises:
-        PreflightFailed: a check failed; the message names it and the fix.
+        PreflightFailed: the first failing check, with its id and the fix.
+        EngineUnavailable: Docker does not answer.
     """
-    import importlib
+    from servectl.runtime import port_free
 
-    try:
-        module: Any = importlib.import_module("servectl.preflight_profile")
-    except ImportError:  # preflight arrives on its own branch; until then only the port is checked
-        _port_preflight(resolved=resolved, replacing=replacing)
-        return
-    module.preflight_for_swap(resolved=resolved, replacing=replacing, skip=skip, docker=docker, gpus=gpus)
+    profile = resolved.loaded.profile
+    source = resolved.plan.source
+    docker.ping()
+    port, host = profile.serve.port, profile.serve.host
+    declared_names = {c.container for c in profile.conflicts if c.container}
+    declared_files = {conflict_key(c)[1] for c in profile.conflicts if c.compose_file}
 
+    def declared(container: Any) -> bool:
+        files = container.labels.get(COMPOSE_CONFIG_FILES_LABEL, "")
+        return container.name in declared_names or any(
+            os.path.abspath(f) in declared_files for f in files.split(",") if f
+        )
 
-def _port_preflight(*, resolved: Resolved, replacing: ServiceLike | None) -> None:
-    import socket
-
-    serve = resolved.loaded.profile.serve
-    if replacing is not None and replacing.port == serve.port:
-        return
-    with socket.socket(socket.AF_INET6 if ":" in serve.host else socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind((serve.host, serve.port))
-        except OSError as e:
-            raise PreflightFailed(
-                f"port.free: {serve.host}:{serve.port} is in use ({e.strerror}); "
-                f"stop what listens there or change serve.port in {resolved.name}"
-            ) from e
+    others = [
+        c
+        for c in docker.running_containers()
+        if not (replacing is not None and c.id.startswith(replacing.container_id))
+    ]
+    devices = {d for d in resolved.plan.docker.device_ids}
+    if "conflicts.undeclared" not in skip:
+        for c in others:
+            if c.managed or declared(c):
+                continue
+            holds_port = any(p.host_port == port for p in c.ports)
+            held = sorted(devices & set(c.device_ids)) if "all" not in c.device_ids else sorted(devices)
+            if holds_port or held:
+                what = f"port {port}" if holds_port else f"GPU {', '.join(held)}"
+                raise PreflightFailed(
+                    f"conflicts.undeclared: container {c.name} (not started by servectl) holds {what}; "
+                    f"servectl stops only declared conflicts: add `- container: {c.name}` under conflicts: "
+                    f"in {source}, or stop it yourself"
+                )
+    port_replaced = replacing is not None and replacing.port == port
+    port_of_conflict = any(declared(c) for c in others if any(p.host_port == port for p in c.ports))
+    if "port.free" not in skip and not port_replaced and not port_of_conflict and not port_free(host, port):
+        raise PreflightFailed(
+            f"port.free: {source}: serve.port: port {port} on {host} is in use by another process; "
+            f"stop it (ss -ltnp 'sport = :{port}' shows which) or pick another port"
+        )
+    if "container.name" not in skip:
+        for c in docker.containers_named(resolved.plan.docker.name):
+            if not c.managed:
+                raise PreflightFailed(
+                    f"container.name: a container named {c.name} exists and servectl did not start it; "
+                    f"remove or rename it, or set container.name in {source}"
+                )

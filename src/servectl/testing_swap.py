@@ -57,7 +57,7 @@ class FakeStopResult:
 @dataclass(frozen=True)
 class FakeStartResult:
     startup_s: float
-    container_id: str = ""
+    service: FakeService
 
 
 @dataclass
@@ -94,6 +94,8 @@ class FakeRuntime:
         self.ignores_sigterm: set[str] = set()
         self.leaks_pids: dict[str, tuple[int, ...]] = {}
         self.stop_error: dict[str, ServectlError] = {}
+        self.image_error: dict[str, ServectlError] = {}
+        self.stop_hook: Callable[[FakeRuntime, FakeService], None] | None = None
         self.calls: list[tuple[str, str]] = []
         self._ids = itertools.count(1)
 
@@ -124,8 +126,21 @@ class FakeRuntime:
         return sorted(s.profile for s in self.running.values())
 
     # -- the runtime API
-    def services(self, *, docker: Any = None) -> list[FakeService]:
+    def services(
+        self,
+        *,
+        docker: Any = None,
+        probe: bool = True,
+        plan_hash_of: Any = None,
+        state_dir: Any = None,
+        scope: Any = None,
+    ) -> list[FakeService]:
         return list(self.running.values())
+
+    def ensure_image(self, resolved: Resolved, *, docker: Any = None, on_phase: Any = None) -> None:
+        self.calls.append(("ensure_image", resolved.name))
+        if resolved.name in self.image_error:
+            raise self.image_error[resolved.name]
 
     def start(self, *, resolved: Resolved, docker: Any = None, on_phase: Any = None) -> FakeStartResult:
         name = resolved.name
@@ -161,13 +176,18 @@ class FakeRuntime:
         except BaseException:
             self.running.pop(new.container_name, None)  # the runtime removes what it created
             raise
-        self.running[new.container_name] = FakeService(**{**new.__dict__, "state": "ready"})
-        return FakeStartResult(startup_s=script.startup_s, container_id=new.container_id)
+        ready = FakeService(**{**new.__dict__, "state": "ready"})
+        self.running[new.container_name] = ready
+        return FakeStartResult(startup_s=script.startup_s, service=ready)
 
-    def stop(self, *, service: Any, docker: Any = None, gpus: Any = None) -> FakeStopResult:
+    def stop(
+        self, *, service: Any, docker: Any = None, gpus: Any = None, state_dir: Any = None
+    ) -> FakeStopResult:
         self.calls.append(("stop", service.profile))
         if service.profile in self.stop_error:
             raise self.stop_error[service.profile]
+        if self.stop_hook is not None:
+            self.stop_hook(self, service)
         forced = service.profile in self.ignores_sigterm
         took = self.stop_s + (5.0 if forced else 0.0)
         self.clock.advance(took)
@@ -233,13 +253,16 @@ class FakeLock:
 
     def __init__(self, held_by: int | None = None) -> None:
         self.held_by = held_by
-        self.entered = 0
+        self.purposes: list[str] = []
 
     @contextlib.contextmanager
-    def __call__(self) -> Iterator[None]:
+    def __call__(self, purpose: str = "") -> Iterator[None]:
         if self.held_by is not None:
-            raise LockTimeout(f"the state lock is held by pid {self.held_by}")
-        self.entered += 1
+            raise LockTimeout(
+                f"another servectl process (pid {self.held_by}) is changing services; "
+                "let it finish, then try again"
+            )
+        self.purposes.append(purpose)
         yield
 
 

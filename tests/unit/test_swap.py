@@ -131,19 +131,27 @@ def test_swap_stops_the_old_service_then_starts_the_target_and_measures_downtime
 
     assert result.outcome == "swapped"
     assert (result.from_profile, result.to_profile) == ("alpha", "beta")
-    assert world.runtime.calls == [("stop", "alpha"), ("start", "beta")]
+    assert world.runtime.calls == [("ensure_image", "beta"), ("stop", "alpha"), ("start", "beta")]
     assert world.runtime.profiles() == ["beta"]
     assert result.downtime_s == pytest.approx(1.0 + 2.5)
     assert result.old_stop_s == pytest.approx(1.0)
     assert result.target_startup_s == pytest.approx(2.5)
-    assert [p.phase for p in result.phases] == ["lock", "validate", "preflight", "stop-old", "start-target"]
+    assert [p.phase for p in result.phases] == [
+        "lock",
+        "validate",
+        "preflight",
+        "image",
+        "stop-old",
+        "start-target",
+    ]
     assert result.phase_s("stop-old") == pytest.approx(1.0)
     assert result.phase_s("start-target") == pytest.approx(2.5)
     assert "beta is up" in result.message and "replacing alpha" in result.message
     assert world.preflight_calls == [("beta", "alpha")]
     [event] = world.history.events()
     assert event["event"] == "swap"
-    assert (event["from"], event["to"], event["outcome"]) == ("alpha", "beta", "swapped")
+    assert (event["replaced"], event["profile"], event["outcome"]) == ("alpha", "beta", "swapped")
+    assert event["container_id"] == world.runtime.running["swaptest-beta"].container_id
     assert event["downtime_s"] == pytest.approx(3.5)
     assert read_journal(world.state_dir) is None
 
@@ -179,7 +187,7 @@ def test_swap_when_nothing_runs_acts_like_up(world: World) -> None:
     result = world.swap("beta")
     assert result.outcome == "started"
     assert result.from_profile is None and result.downtime_s is None
-    assert world.runtime.calls == [("start", "beta")]
+    assert world.runtime.calls == [("ensure_image", "beta"), ("start", "beta")]
     assert world.preflight_calls == [("beta", None)]
 
 
@@ -193,10 +201,10 @@ def test_a_service_on_another_port_is_left_alone(world: World) -> None:
 def test_an_exited_previous_service_is_removed_and_not_restored(world: World) -> None:
     world.run("alpha", state="exited")
     world.runtime.script("beta", failure="beta exited during startup", exit_code=1)
-    with pytest.raises(StartupFailed, match=r"alpha was not serving and was removed, so nothing runs now"):
+    with pytest.raises(StartupFailed, match=r"nothing was serving before, so nothing runs now"):
         world.swap("beta")
     assert world.runtime.profiles() == []
-    assert ("start", "alpha") not in world.runtime.calls
+    assert world.runtime.calls == [("ensure_image", "beta"), ("stop", "alpha"), ("start", "beta")]
 
 
 # -- failures before anything changes ------------------------------------------------------------------------
@@ -263,8 +271,13 @@ def test_target_crash_brings_the_previous_service_back_and_says_why(world: World
     err = caught.value
     assert err.exit_code == 4
     assert world.runtime.profiles() == ["alpha"]
-    assert world.runtime.calls == [("stop", "alpha"), ("start", "beta"), ("start", "alpha")]
-    assert "beta failed: beta exited with code 3 during startup (container exit code 3)" in err.message
+    assert world.runtime.calls == [
+        ("ensure_image", "beta"),
+        ("stop", "alpha"),
+        ("start", "beta"),
+        ("start", "alpha"),
+    ]
+    assert err.message.startswith("beta failed: beta exited with code 3 during startup; beta was removed")
     assert "previous service alpha is back" in err.message
     assert "RuntimeError: CUDA out of memory" in err.message
     result = err.result
@@ -273,8 +286,11 @@ def test_target_crash_brings_the_previous_service_back_and_says_why(world: World
     assert result.target_failure is not None and result.target_failure.exit_code_of_container == 3
     assert result.downtime_s == pytest.approx(1.0 + 0.5 + 2.0)
     assert [p.phase for p in result.phases][-2:] == ["remove-target", "start-previous"]
-    assert world.history.events()[-1]["outcome"] == "rolled-back"
-    assert "exited with code 3" in world.history.events()[-1]["reason"]
+    failed, restored = world.history.events()
+    assert (failed["event"], failed["profile"], failed["replaced"]) == ("swap-failed", "beta", "alpha")
+    assert failed["outcome"] == "rolled-back" and "exited with code 3" in failed["reason"]
+    assert (restored["event"], restored["profile"], restored["restored_after"]) == ("up", "alpha", "beta")
+    assert restored["container_id"] == world.runtime.running["swaptest-alpha"].container_id
     assert read_journal(world.state_dir) is None
 
 
@@ -290,7 +306,7 @@ def test_both_failing_leaves_nothing_running_and_says_what_to_do(world: World) -
     assert err.exit_code == 5
     assert world.runtime.profiles() == []
     assert "beta failed: beta: startup timeout after 5 s" in err.message
-    assert "previous service alpha failed to come back too: alpha: fatal log line: CUDA error" in err.message
+    assert "previous service alpha did not come back either: alpha: fatal log line: CUDA error" in err.message
     assert "Nothing of servectl runs now" in err.message and "`servectl up alpha`" in err.message
     assert "last log lines of beta" in err.message and "last log lines of alpha" in err.message
     assert world.history.events()[-1]["outcome"] == "failed"
@@ -303,7 +319,7 @@ def test_target_failure_when_nothing_ran_is_a_startup_failure_with_the_log(world
     with pytest.raises(StartupFailed) as caught:
         world.swap("beta")
     assert caught.value.exit_code == 3
-    assert "nothing ran before, so nothing runs now" in caught.value.message
+    assert "nothing was serving before, so nothing runs now" in caught.value.message
     assert caught.value.last_log_lines == ("waiting",)
     assert world.runtime.profiles() == []
 
@@ -396,7 +412,7 @@ def test_sigint_while_the_target_starts_removes_it_and_restores_the_previous(wor
     assert world.runtime.profiles() == ["alpha"]
     assert read_journal(world.state_dir) is None
     assert signal.getsignal(signal.SIGINT) is before
-    assert world.history.events()[-1]["outcome"] == "interrupted"
+    assert world.history.events()[-2]["outcome"] == "interrupted"
 
 
 def test_sigterm_while_the_old_service_stops_restores_it(world: World) -> None:
@@ -465,14 +481,19 @@ def test_a_stale_journal_is_cleared_by_the_next_swap(world: World) -> None:
 
 
 # -- rollback ------------------------------------------------------------------------------------------------
-def test_previous_profile_is_the_newest_successful_change_to_the_current_one() -> None:
+def test_previous_profile_is_what_the_current_profile_replaced_or_the_run_before_it() -> None:
     events = [
-        {"event": "swap", "from": "a", "to": "b", "outcome": "swapped"},
-        {"event": "swap", "from": "b", "to": "c", "outcome": "rolled-back"},
-        {"event": "swap", "from": "x", "to": "b", "outcome": "swapped"},
+        {"event": "up", "profile": "a"},
+        {"event": "swap", "profile": "b", "replaced": "a"},
+        {"event": "swap-failed", "profile": "c", "replaced": "b", "outcome": "rolled-back"},
+        {"event": "up", "profile": "b", "restored_after": "c"},
+        {"event": "down", "profile": "b"},
+        {"event": "up", "profile": "x"},
     ]
-    assert previous_profile(events, "b") == "x"
-    assert previous_profile(events, "c") is None
+    assert previous_profile(events, "x") == "b"  # no `replaced`: the run before it
+    assert previous_profile(events, "b") == "a"  # the restore event has no `replaced`; a ran before b
+    assert previous_profile(events, "c") is None  # c never served
+    assert previous_profile([{"event": "swap", "profile": "b", "replaced": "a"}], "b") == "a"
     assert previous_profile([], "b") is None
 
 
@@ -482,11 +503,13 @@ def test_rollback_swaps_back_to_the_profile_that_ran_before(world: World) -> Non
     result = rollback(**world.kwargs())
     assert (result.from_profile, result.to_profile, result.outcome) == ("gamma", "alpha", "swapped")
     assert world.history.events()[-1]["event"] == "rollback"
+    again = rollback(**world.kwargs())  # rolling back twice goes forward again
+    assert (again.from_profile, again.to_profile) == ("alpha", "gamma")
 
 
 def test_rollback_without_history_says_what_to_use(world: World) -> None:
     world.run("alpha")
-    with pytest.raises(UsageError, match="history has no profile that ran before alpha"):
+    with pytest.raises(UsageError, match="the history has no profile that ran before alpha"):
         rollback(**world.kwargs())
 
 
@@ -540,9 +563,9 @@ def test_rollback_check_names_each_problem(world: World, env: Path) -> None:
     by_name = {c.profile: c for c in checks}
     assert not any(c.ok for c in checks)
     failed = {i.check: i.message for i in by_name["src1"].items if not i.ok}
-    assert "does not exist; fix model.path in nomodel" in failed["model"]
+    assert "does not exist; fix model.path of nomodel" in failed["model"]
     assert "pid 77" in failed["preflight"]
-    assert "builds it on start" in next(i.message for i in by_name["src1"].items if i.check == "image")
+    assert "builds it at start" in next(i.message for i in by_name["src1"].items if i.check == "image")
     broken = {i.check: i.message for i in by_name["src2"].items if not i.ok}
     assert "broken does not validate" in broken["validates"] and "engine.tp" in broken["validates"]
     assert by_name["gamma"].items[0].message == "gamma declares no `rollback:` target"
