@@ -26,6 +26,7 @@ _COMMAND_MODULES: tuple[str, ...] = (
     "servectl.cli_dev",
     "servectl.cli_profiles",
     "servectl.cli_service",
+    "servectl.cli_swap",
 )
 
 

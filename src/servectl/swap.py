@@ -397,7 +397,11 @@ def _signal_name(signum: int) -> str:
 
 
 # -- helpers -------------------------------------------------------------------------------------------
-def _failure_of(profile: str, err: ServectlError) -> TargetFailure:
+def _failure_of(profile: str, err: Exception) -> TargetFailure:
+    if not isinstance(err, ServectlError):
+        return TargetFailure(
+            profile, f"unexpected {type(err).__name__}: {err} (a servectl bug; please report it)"
+        )
     if isinstance(err, StartupFailed):
         return TargetFailure(
             profile=profile,
@@ -834,7 +838,7 @@ def _transact(
             )
             tx.signals.mode = "defer"  # it passed the gate: finish the bookkeeping whatever arrives now
         up_at = deps.clock()
-    except ServectlError as err:
+    except Exception as err:  # a ServectlError, or a bug: either way the old service must come back
         tx.signals.mode = "abandon"
         failure = _failure_of(resolved.name, err)
         if step != "start-target":
@@ -843,9 +847,9 @@ def _transact(
                 "remove-leftovers": "removing the stopped containers in its way",
             }.get(step, f"stopping the conflicts of {resolved.name}")
             failure = TargetFailure(
-                resolved.name, f"{what} failed, so {resolved.name} was not started: {err.message}"
+                resolved.name, f"{what} failed, so {resolved.name} was not started: {failure.message}"
             )
-        return _recover(tx, resolved, current, previous, failure, down_since, old_stop_s, forced, None)
+        return _recover(tx, resolved, current, previous, failure, down_since, old_stop_s, forced, None, err)
     except _Interrupt as intr:
         if step == "begin":  # nothing was touched yet
             tx.signals.mode = "defer"
@@ -858,7 +862,9 @@ def _transact(
         return _recover(tx, resolved, current, previous, failure, down_since, old_stop_s, forced, intr.signum)
     except _Abandon as abandon:  # a second signal while the runtime was cleaning up the target
         failure = TargetFailure(resolved.name, f"interrupted ({_signal_name(abandon.signum)}) during {step}")
-        return _abandon(tx, resolved, previous, failure, abandon.signum)
+        return _abandon(
+            tx, resolved, previous, failure, f"stopped waiting after {_signal_name(abandon.signum)}"
+        )
     downtime = up_at - down_since if down_since is not None else None
     message = f"{resolved.name} is up ({resolved.plan.url})"
     if from_profile and downtime is not None:
@@ -897,6 +903,7 @@ def _recover(
     old_stop_s: float | None,
     forced: bool,
     interrupted_by: int | None,
+    cause: BaseException | None = None,
 ) -> SwapResult:
     """The target failed or the user interrupted: remove it, bring the previous service back, restore."""
     deps = tx.deps
@@ -941,7 +948,13 @@ def _recover(
         tx.set_journal("restore-conflicts", why)
         restore = tx.restore_stopped()
     except _Abandon as abandon:
-        return _abandon(tx, resolved, previous, failure, abandon.signum)
+        return _abandon(
+            tx, resolved, previous, failure, f"stopped waiting after {_signal_name(abandon.signum)}"
+        )
+    except (
+        ServectlError
+    ) as err:  # the engine failed us while cleaning up: say what is known, keep the journal
+        return _abandon(tx, resolved, previous, failure, f"cleanup failed: {err.message}", SwapFailed)
     tx.signals.mode = "defer"
     downtime = restored_at - down_since if restored_at is not None and down_since is not None else None
     restore_text = f"; {restore.summary()}" if restore and restore.summary() else ""
@@ -1007,7 +1020,7 @@ def _recover(
                 oom_killed=failure.oom_killed,
             )
     _clear_journal(deps.state_dir)
-    raise error
+    raise error from cause
 
 
 def _verify_cards_free(tx: _Swap, resolved: Resolved, current: ServiceLike | None) -> str:
@@ -1041,9 +1054,14 @@ def _verify_cards_free(tx: _Swap, resolved: Resolved, current: ServiceLike | Non
 
 
 def _abandon(
-    tx: _Swap, resolved: Resolved, previous: str | None, failure: TargetFailure, signum: int
+    tx: _Swap,
+    resolved: Resolved,
+    previous: str | None,
+    failure: TargetFailure,
+    why_stopped: str,
+    error: type[SwapInterrupted] | type[SwapFailed] = SwapInterrupted,
 ) -> SwapResult:
-    """A signal while restoring: stop waiting, say exactly what runs and what to do, keep the journal."""
+    """Stop recovering (a signal, or the engine failed): say what runs and what to do; keep the journal."""
     deps = tx.deps
     tx.signals.mode = "defer"
     try:
@@ -1051,7 +1069,7 @@ def _abandon(
         now = ", ".join(running) if running else "nothing of servectl"
     except ServectlError:
         now = "unknown (the engine did not answer)"
-    note = f"stopped waiting after {_signal_name(signum)}; running now: {now}"
+    note = f"{why_stopped}; running now: {now}"
     next_step = f"`servectl status`, then `servectl swap {previous}`" if previous else "`servectl status`"
     lead = failure.message if failure.message.startswith("interrupted") else f"{resolved.name} failed"
     message = f"{lead}; {note}. Next: {next_step}"
@@ -1064,12 +1082,12 @@ def _abandon(
     result = tx.result(
         from_profile=previous,
         to_profile=resolved.name,
-        outcome="interrupted",
+        outcome="interrupted" if error is SwapInterrupted else "failed",
         target_failure=failure,
         message=message,
     )
     tx.record(tx.result_event(result))
-    raise SwapInterrupted(message, result=result)
+    raise error(message, result=result)
 
 
 # -- rollback ------------------------------------------------------------------------------------------

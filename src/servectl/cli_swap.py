@@ -1,0 +1,151 @@
+"""``swap``, ``rollback`` and ``rollback-check``: parse options, call :mod:`servectl.swap`, render."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+if TYPE_CHECKING:
+    from servectl.swap import PhaseEvent, RollbackCheck, SwapResult
+
+_FORCE_HELP = "skip one preflight check by id (repeatable), e.g. port.free"
+_WAIT_HELP = "seconds to wait for another servectl that is changing services (default 10)"
+
+
+def register(app: typer.Typer) -> None:
+    app.command("swap")(swap_command)
+    app.command("rollback")(rollback_command)
+    app.command("rollback-check")(rollback_check_command)
+
+
+def swap_command(
+    target: Annotated[
+        str | None, typer.Argument(help="profile to run instead; default: the running profile's rollback:")
+    ] = None,
+    force: Annotated[list[str] | None, typer.Option("--force", metavar="CHECK-ID", help=_FORCE_HELP)] = None,
+    wait_s: Annotated[float | None, typer.Option("--wait", metavar="SECONDS", help=_WAIT_HELP)] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
+) -> None:
+    """Replace the running service with TARGET, all-or-nothing: the target up, or the previous one back.
+
+    Exit codes: 0 target up; 4 target failed and the previous service is back; 5 both failed, nothing runs.
+    """
+    from servectl.swap import swap
+
+    docker = _docker()
+    result = swap(
+        target=target,
+        docker=docker,
+        gpus=_gpu_inventory(),
+        force=force or (),
+        lock_timeout_s=wait_s,
+        on_phase=None if as_json else _print_phase,
+    )
+    _render(result, as_json)
+
+
+def rollback_command(
+    force: Annotated[list[str] | None, typer.Option("--force", metavar="CHECK-ID", help=_FORCE_HELP)] = None,
+    wait_s: Annotated[float | None, typer.Option("--wait", metavar="SECONDS", help=_WAIT_HELP)] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
+) -> None:
+    """Swap back to the profile that ran before the current one (from servectl's history)."""
+    from servectl.swap import rollback
+
+    result = rollback(
+        docker=_docker(),
+        gpus=_gpu_inventory(),
+        force=force or (),
+        lock_timeout_s=wait_s,
+        on_phase=None if as_json else _print_phase,
+    )
+    _render(result, as_json)
+
+
+def rollback_check_command(
+    name: Annotated[
+        str | None, typer.Argument(help="profile whose rollback target to check; default: all that have one")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the checks as JSON")] = False,
+) -> None:
+    """Prove that each profile's rollback target could start now (validates, image, model, preflight).
+
+    Starts nothing. Exit code 3 when any target could not start.
+    """
+    from servectl.errors import PreflightFailed
+    from servectl.swap import rollback_check
+
+    checks = rollback_check(names=None if name is None else [name], docker=_docker(), gpus=_gpu_inventory())
+    if as_json:
+        typer.echo(json.dumps([c.to_dict() for c in checks], indent=2))
+    else:
+        _print_checks(checks)
+    failed = [c for c in checks if not c.ok]
+    if failed:
+        names = ", ".join(f"{c.profile} -> {c.target or '?'}" for c in failed)
+        raise PreflightFailed(f"rollback target could not start now: {names} (see the checks above)")
+
+
+# -- wiring ----------------------------------------------------------------------------------------------
+def _docker() -> Any:
+    from servectl.docker_engine import DockerSdkEngine
+
+    return DockerSdkEngine()
+
+
+def _gpu_inventory() -> Any:
+    """NVML's inventory when servectl has it and a driver answers; else None (no cards to watch)."""
+    try:
+        from servectl.gpu import NvmlInventory  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:  # the GPU inventory ships on its own branch
+        return None
+    from servectl.errors import EngineUnavailable
+
+    inventory = NvmlInventory()
+    try:
+        inventory.snapshot()
+    except EngineUnavailable:  # no NVIDIA driver here: profiles without devices need none
+        return None
+    return inventory
+
+
+# -- rendering -------------------------------------------------------------------------------------------
+_last_progress: dict[str, str] = {}
+
+
+def _print_phase(event: PhaseEvent) -> None:
+    if event.kind == "begin":
+        return
+    if event.kind == "progress":
+        if _last_progress.get(event.phase) != event.detail:
+            _last_progress[event.phase] = event.detail
+            sys.stderr.write(f"    {event.phase}: {event.detail}\n")
+        return
+    mark = "ok" if event.ok else "FAILED"
+    detail = f"  ({event.detail})" if event.detail else ""
+    sys.stderr.write(f"  {event.phase:<18} {event.duration_s or 0.0:7.2f} s  {mark}{detail}\n")
+
+
+def _render(result: SwapResult, as_json: bool) -> None:
+    if as_json:
+        typer.echo(json.dumps(result.to_dict(), indent=2, default=str))
+        return
+    typer.echo(result.message)
+    if result.downtime_s is not None:
+        stop = f"{result.old_stop_s:.2f}" if result.old_stop_s is not None else "?"
+        start = f"{result.target_startup_s:.2f}" if result.target_startup_s is not None else "?"
+        typer.echo(
+            f"downtime {result.downtime_s:.2f} s (stop {stop} s + start {start} s"
+            f"{', old service was killed after ignoring SIGTERM' if result.forced_stop else ''})"
+        )
+
+
+def _print_checks(checks: list[RollbackCheck]) -> None:
+    for check in checks:
+        head = f"{check.profile} -> {check.target}" if check.target else check.profile
+        typer.echo(f"{'ok  ' if check.ok else 'FAIL'} {head}")
+        for item in check.items:
+            typer.echo(f"     {'ok  ' if item.ok else 'FAIL'} {item.check:<10} {item.message}")
