@@ -403,9 +403,11 @@ def _failure_of(profile: str, err: Exception) -> TargetFailure:
             profile, f"unexpected {type(err).__name__}: {err} (a servectl bug; please report it)"
         )
     if isinstance(err, StartupFailed):
+        # The runtime's wording starts with the profile and ends with the removal; the swap says both itself.
+        message = err.message.removeprefix(f"{profile}: ").removesuffix("; the container was removed")
         return TargetFailure(
             profile=profile,
-            message=err.message,
+            message=message,
             last_log_lines=tuple(err.last_log_lines[-LOG_TAIL_LINES:]),
             exit_code_of_container=err.exit_code_of_container,
             oom_killed=err.oom_killed,

@@ -305,8 +305,8 @@ def test_both_failing_leaves_nothing_running_and_says_what_to_do(world: World) -
     err = caught.value
     assert err.exit_code == 5
     assert world.runtime.profiles() == []
-    assert "beta failed: beta: startup timeout after 5 s" in err.message
-    assert "previous service alpha did not come back either: alpha: fatal log line: CUDA error" in err.message
+    assert "beta failed: startup timeout after 5 s" in err.message
+    assert "previous service alpha did not come back either: fatal log line: CUDA error" in err.message
     assert "Nothing of servectl runs now" in err.message and "`servectl up alpha`" in err.message
     assert "last log lines of beta" in err.message and "last log lines of alpha" in err.message
     assert world.history.events()[-1]["outcome"] == "failed"

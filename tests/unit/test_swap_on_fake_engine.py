@@ -1,0 +1,187 @@
+"""swap through the real runtime (start, stop, health gate, history) on the fake Docker engine.
+
+These pin that swap and :mod:`servectl.runtime` agree: the history events make the runtime count the new
+container as ready, a crash's log lines reach the message, containers are gone after a failure. The
+transaction's own branches are covered with lighter fakes in test_swap.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from servectl import runtime
+from servectl.errors import PreflightFailed, SwapFailed, SwapRolledBack
+from servectl.plan import DockerRunSpec
+from servectl.resolve import Resolved, resolve
+from servectl.state import History
+from servectl.swap import default_preflight, swap
+from servectl.testing_docker import FakeDockerEngine, FakeScript, sglang_like_script
+from servectl.testing_swap import FakeConflicts
+
+PROFILE = "name: {name}\nextends: demo\nrollback: {rollback}\ncontainer:\n  name: fake-{name}\n"
+
+
+class RuntimeOnFakeEngine:
+    """servectl.runtime with the fake engine's HTTP transport bound in (the gate probes through it)."""
+
+    def __init__(self, engine: FakeDockerEngine) -> None:
+        self.http = httpx.Client(transport=engine.http_transport())
+
+    def services(self, **kwargs: Any) -> Any:
+        return runtime.services(http=self.http, **kwargs)
+
+    def start(self, **kwargs: Any) -> Any:
+        return runtime.start(http=self.http, environ={}, **kwargs)
+
+    def stop(self, **kwargs: Any) -> Any:
+        return runtime.stop(**kwargs)
+
+    def ensure_image(self, resolved: Resolved, **kwargs: Any) -> None:
+        runtime.ensure_image(resolved, **kwargs)
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "profiles"
+    folder.mkdir()
+    for name, rollback in (("alpha", "beta"), ("beta", "alpha")):
+        (folder / f"{name}.yaml").write_text(PROFILE.format(name=name, rollback=rollback), encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SERVECTL_PROFILES", str(folder))
+    monkeypatch.setenv("SERVECTL_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+def engine_with(scripts: dict[str, FakeScript]) -> FakeDockerEngine:
+    def script_for(spec: DockerRunSpec) -> FakeScript:
+        return scripts.get(spec.name, sglang_like_script(0.1))
+
+    return FakeDockerEngine(images={"servectl-standin:latest"}, script_for=script_for, sleep=lambda s: None)
+
+
+@pytest.fixture
+def started(home: Path) -> Iterator[Any]:
+    """Run a swap on a fresh fake engine where alpha already serves (started through the runtime)."""
+
+    def run(scripts: dict[str, FakeScript], target: str = "beta") -> tuple[FakeDockerEngine, Any]:
+        engine = engine_with(scripts)
+        rt = RuntimeOnFakeEngine(engine)
+        first = swap(
+            target="alpha", docker=engine, runtime=rt, preflight=no_preflight, conflicts=FakeConflicts()
+        )
+        assert first.outcome == "started"
+        try:
+            return engine, swap(
+                target=target, docker=engine, runtime=rt, preflight=no_preflight, conflicts=FakeConflicts()
+            )
+        except (SwapRolledBack, SwapFailed) as err:
+            return engine, err
+
+    yield run
+
+
+def no_preflight(**kwargs: Any) -> None:
+    return None
+
+
+def names(engine: FakeDockerEngine) -> list[str]:
+    return sorted(c.spec.name for c in engine.containers.values())
+
+
+def test_a_swap_through_the_runtime_leaves_the_target_ready_in_the_runtimes_eyes(
+    started: Any, home: Path
+) -> None:
+    engine, result = started({})
+    assert result.outcome == "swapped"
+    assert names(engine) == ["fake-beta"]
+    [service] = runtime.services(docker=engine, probe=False, plan_hash_of=None, state_dir=home)
+    assert (service.profile, service.state) == ("beta", "ready")  # the history says it passed the gate
+    assert History(home).previous_profile() == "alpha"
+    assert result.downtime_s is not None and result.downtime_s >= result.target_startup_s
+
+
+def test_a_crashing_target_through_the_runtime_brings_alpha_back_with_the_crash_in_the_message(
+    started: Any, home: Path
+) -> None:
+    engine, err = started({"fake-beta": sglang_like_script(0.1, crash_at="kv_cache", exit_code=3)})
+    assert isinstance(err, SwapRolledBack)
+    assert err.message.startswith("beta failed: the engine exited with code 3 while loading weights")
+    assert "the container was removed" not in err.message  # said once, by swap: "beta was removed"
+    assert "    Scheduler hit an exception: RuntimeError: injected" in err.message.splitlines()
+    assert names(engine) == ["fake-alpha"]
+    [service] = runtime.services(docker=engine, probe=False, plan_hash_of=None, state_dir=home)
+    assert (service.profile, service.state) == ("alpha", "ready")
+
+
+def test_both_failing_through_the_runtime_leaves_no_container(started: Any, home: Path) -> None:
+    crash = sglang_like_script(0.1, crash_at="weights", exit_code=7)
+    engine = engine_with({"fake-beta": crash})
+    rt = RuntimeOnFakeEngine(engine)
+    swap(target="alpha", docker=engine, runtime=rt, preflight=no_preflight, conflicts=FakeConflicts())
+    engine.script_for = lambda spec: crash  # from now on alpha crashes too
+    with pytest.raises(SwapFailed, match="did not come back either") as caught:
+        swap(target="beta", docker=engine, runtime=rt, preflight=no_preflight, conflicts=FakeConflicts())
+    assert names(engine) == []
+    assert "last log lines of alpha" in caught.value.message
+
+
+def test_an_old_service_that_ignores_sigterm_is_reported_as_forced(started: Any) -> None:
+    engine = engine_with({"fake-alpha": FakeScript(sglang_like_script(0.1).lines, ignore_sigterm=True)})
+    rt = RuntimeOnFakeEngine(engine)
+    swap(target="alpha", docker=engine, runtime=rt, preflight=no_preflight, conflicts=FakeConflicts())
+    result = swap(target="beta", docker=engine, runtime=rt, preflight=no_preflight, conflicts=FakeConflicts())
+    assert result.forced_stop is True
+    assert names(engine) == ["fake-beta"]
+
+
+# -- default preflight ---------------------------------------------------------------------------------------
+@pytest.fixture
+def resolved(home: Path, monkeypatch: pytest.MonkeyPatch) -> Resolved:
+    monkeypatch.setattr(runtime, "port_free", lambda host, port: True)
+    return resolve("beta")
+
+
+def test_preflight_refuses_an_undeclared_container_on_the_port(resolved: Resolved) -> None:
+    engine = engine_with({})
+    engine.add_foreign("someone-elses", ports=[8190])
+    with pytest.raises(
+        PreflightFailed, match=r"conflicts\.undeclared: container someone-elses .*holds port 8190"
+    ):
+        default_preflight(resolved=resolved, replacing=None, skip=frozenset(), docker=engine, gpus=None)
+    default_preflight(
+        resolved=resolved, replacing=None, skip=frozenset({"conflicts.undeclared"}), docker=engine, gpus=None
+    )
+
+
+def test_preflight_refuses_a_foreign_container_with_the_target_name(resolved: Resolved) -> None:
+    engine = engine_with({})
+    engine.add_foreign("fake-beta", running=False)
+    with pytest.raises(PreflightFailed, match=r"container\.name: a container named fake-beta exists"):
+        default_preflight(resolved=resolved, replacing=None, skip=frozenset(), docker=engine, gpus=None)
+
+
+def test_preflight_counts_the_replaced_service_port_as_free(
+    resolved: Resolved, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(runtime, "port_free", lambda host, port: False)
+    engine = engine_with({})
+    with pytest.raises(PreflightFailed, match=r"port\.free: .*port 8190 on 127\.0\.0\.1 is in use"):
+        default_preflight(resolved=resolved, replacing=None, skip=frozenset(), docker=engine, gpus=None)
+
+    class Replaced:
+        container_id, container_name, profile, plan_hash, state, port, gpus = (
+            "abc",
+            "fake-alpha",
+            "alpha",
+            "",
+            "ready",
+            8190,
+            (),
+        )
+
+    default_preflight(resolved=resolved, replacing=Replaced(), skip=frozenset(), docker=engine, gpus=None)
