@@ -13,6 +13,8 @@ Two pure functions carry the translation, so unit tests pin them without an engi
 
 from __future__ import annotations
 
+import codecs
+import contextlib
 import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -139,6 +141,8 @@ class DockerEngine(Protocol):
 def run_kwargs(spec: DockerRunSpec, *, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The SDK's ``containers.create``/``containers.run`` keyword arguments for ``spec``. Pure.
 
+    Plus ``stop_timeout``, which only the low-level ``create_container`` takes (the adapter passes it there).
+
     The result makes the same container as ``docker run`` with :func:`servectl.plan.docker_run_argv`:
     ``-e NAME`` without a value passes ``NAME`` through from ``environ`` when it is set there and is
     dropped otherwise, exactly as the Docker CLI does.
@@ -213,7 +217,9 @@ def container_state_from_inspect(data: Mapping[str, Any]) -> ContainerState:
         for bind in binds or ():
             host_port = str(bind.get("HostPort") or "")
             if host_port.isdigit():
-                ports.append(PortBinding(str(bind.get("HostIp") or "0.0.0.0"), int(host_port), container_port))
+                ports.append(
+                    PortBinding(str(bind.get("HostIp") or "0.0.0.0"), int(host_port), container_port)
+                )
     device_ids: list[str] = []
     for request in host.get("DeviceRequests") or ():
         capabilities = request.get("Capabilities") or []
@@ -248,14 +254,16 @@ def container_state_from_inspect(data: Mapping[str, Any]) -> ContainerState:
 
 def split_log_chunks(chunks: Iterator[bytes]) -> Iterator[str]:
     """Whole lines from raw log chunks: split on ``\\n`` and ``\\r`` (progress bars redraw with ``\\r``)."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")  # a character may span two chunks
     pending = ""
     for chunk in chunks:
-        pending += chunk.decode("utf-8", errors="replace")
+        pending += decoder.decode(chunk)
         pending = pending.replace("\r\n", "\n")
         *lines, pending = pending.replace("\r", "\n").split("\n")
         for line in lines:
             if line:
                 yield line
+    pending += decoder.decode(b"", final=True)
     if pending:
         yield pending
 
@@ -266,10 +274,17 @@ _UNREACHABLE_FIX = (
 )
 
 
+def _sdk() -> Any:
+    """The Docker SDK module, imported on first use (``docker.errors`` and ``docker.models`` come with it)."""
+    import docker  # type: ignore[import-untyped]  # the SDK ships no type hints
+
+    return docker
+
+
 @contextmanager
 def _sdk_errors(action: str) -> Iterator[None]:
     """Wrap SDK and transport errors in servectl's tree, ``from`` the original."""
-    import docker.errors
+    docker = _sdk()
     import requests.exceptions
 
     try:
@@ -281,7 +296,9 @@ def _sdk_errors(action: str) -> Iterator[None]:
     except docker.errors.APIError as e:
         raise ServectlError(f"docker: {action}: {_explanation(e)}") from e
     except (requests.exceptions.ConnectionError, ConnectionError, FileNotFoundError) as e:
-        raise EngineUnavailable(f"the Docker engine does not answer ({action}): {e}; {_UNREACHABLE_FIX}") from e
+        raise EngineUnavailable(
+            f"the Docker engine does not answer ({action}): {e}; {_UNREACHABLE_FIX}"
+        ) from e
     except docker.errors.DockerException as e:
         raise EngineUnavailable(f"docker: {action}: {e}; {_UNREACHABLE_FIX}") from e
 
@@ -311,10 +328,8 @@ class _SdkLogLines:
     def close(self) -> None:
         close = getattr(self._stream, "close", None)
         if close is not None:
-            try:
+            with contextlib.suppress(Exception):  # its socket may already be gone
                 close()
-            except Exception:  # closing a stream whose socket already went away
-                pass
 
 
 class DockerSdkEngine:
@@ -333,7 +348,7 @@ class DockerSdkEngine:
     def client(self) -> Any:
         """The SDK client (created on first use)."""
         if self._client is None:
-            import docker
+            docker = _sdk()
 
             with _sdk_errors("connect"):
                 self._client = docker.from_env(timeout=int(self._timeout_s))
@@ -349,7 +364,7 @@ class DockerSdkEngine:
             self.client.api.ping()
 
     def image_present(self, ref: str) -> bool:
-        import docker.errors
+        docker = _sdk()
 
         with _sdk_errors(f"inspect image {ref}"):
             try:
@@ -360,16 +375,23 @@ class DockerSdkEngine:
                 return False
         return True
 
-    def create_and_start(self, spec: DockerRunSpec, *, environ: Mapping[str, str] | None = None) -> str:
-        import docker.errors
+    def create(self, spec: DockerRunSpec, *, environ: Mapping[str, str] | None = None) -> str:
+        """Create (not start) the container of ``spec``; return its id."""
+        docker = _sdk()
+        _create_container_args = docker.models.containers._create_container_args
 
         kwargs = run_kwargs(spec, environ=environ)
+        # The high-level create splits kwargs into config and host config but does not know stop_timeout,
+        # which the low-level create_container takes.
+        stop_timeout = kwargs.pop("stop_timeout")
         with _sdk_errors(f"create container {spec.name}"):
             try:
-                container = self.client.containers.create(**kwargs)
+                create_args = _create_container_args({**kwargs, "version": self.client.api._version})
+                created = self.client.api.create_container(**create_args, stop_timeout=stop_timeout)
             except docker.errors.ImageNotFound as e:
                 raise PreflightFailed(
-                    f"image {spec.image} is not on this host: docker pull {spec.image} (or docker load -i FILE)"
+                    f"image {spec.image} is not on this host: "
+                    f"docker pull {spec.image} (or docker load -i FILE)"
                 ) from e
             except docker.errors.APIError as e:
                 if e.status_code == 409:
@@ -378,7 +400,10 @@ class DockerSdkEngine:
                         f"remove it (docker rm {spec.name}) or set container.name in the profile"
                     ) from e
                 raise
-        container_id = str(container.id)
+        return str(created["Id"])
+
+    def create_and_start(self, spec: DockerRunSpec, *, environ: Mapping[str, str] | None = None) -> str:
+        container_id = self.create(spec, environ=environ)
         try:
             with _sdk_errors(f"start container {spec.name}"):
                 self.client.api.start(container_id)
@@ -388,7 +413,7 @@ class DockerSdkEngine:
         return container_id
 
     def _inspect_all(self, filters: Mapping[str, Any], *, all_states: bool) -> list[ContainerState]:
-        import docker.errors
+        docker = _sdk()
 
         with _sdk_errors("list containers"):
             rows = self.client.api.containers(all=all_states, filters=dict(filters))
@@ -415,7 +440,7 @@ class DockerSdkEngine:
         return self._inspect_all({"name": f"^/{name}$"}, all_states=True)
 
     def inspect(self, id_or_name: str) -> ContainerState | None:
-        import docker.errors
+        docker = _sdk()
 
         with _sdk_errors(f"inspect container {id_or_name}"):
             try:
@@ -438,7 +463,7 @@ class DockerSdkEngine:
         return _SdkLogLines(stream)
 
     def stop(self, container_id: str, *, timeout_s: int) -> None:
-        import docker.errors
+        docker = _sdk()
 
         with _sdk_errors(f"stop container {container_id[:12]}"):
             try:
@@ -447,7 +472,7 @@ class DockerSdkEngine:
                 return
 
     def kill(self, container_id: str) -> None:
-        import docker.errors
+        docker = _sdk()
 
         with _sdk_errors(f"kill container {container_id[:12]}"):
             try:
@@ -460,7 +485,7 @@ class DockerSdkEngine:
                 raise
 
     def remove(self, container_id: str, *, force: bool) -> None:
-        import docker.errors
+        docker = _sdk()
 
         with _sdk_errors(f"remove container {container_id[:12]}"):
             try:
@@ -475,4 +500,3 @@ class DockerSdkEngine:
     def start(self, container_id: str) -> None:
         with _sdk_errors(f"start container {container_id[:12]}"):
             self.client.api.start(container_id)
-

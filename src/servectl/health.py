@@ -65,11 +65,19 @@ _KV_TOKENS = re.compile(r"KV Cache is allocated\. #tokens: (\d+)")
 
 #: Lines that mean startup has failed, by what they mean.
 FATAL_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("CUDA out of memory", re.compile(r"CUDA out of memory|torch\.OutOfMemoryError|CUDA error: out of memory")),
+    (
+        "CUDA out of memory",
+        re.compile(r"CUDA out of memory|torch\.OutOfMemoryError|CUDA error: out of memory"),
+    ),
     ("NCCL error", re.compile(r"NCCL error|ncclInternalError|ncclSystemError|ncclUnhandledCudaError")),
     ("address already in use", re.compile(r"address already in use", re.IGNORECASE)),
-    ("scheduler exception", re.compile(r"(Scheduler|TpModelWorkerClient|DataParallelController|Detokenizer\w*) "
-                                       r"hit an exception")),
+    (
+        "scheduler exception",
+        re.compile(
+            r"(Scheduler|TpModelWorkerClient|DataParallelController|Detokenizer\w*) "
+            r"hit an exception"
+        ),
+    ),
     ("child process failed", re.compile(r"Received sigquit from a child process")),
 )
 
@@ -247,12 +255,13 @@ def wait_until_serving(
     client = httpx.Client(timeout=5.0) if http is None else http
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
-    def report(detail_override: str | None = None) -> None:
+    def report(detail_override: str | None = None, at: float | None = None) -> None:
+        elapsed = (clock() if at is None else at) - t0
         if phases[-1][0] != watcher.phase:
-            phases.append((watcher.phase, clock() - t0))
+            phases.append((watcher.phase, elapsed))
         if on_phase is not None:
             detail = watcher.detail if detail_override is None else detail_override
-            on_phase(Progress(watcher.phase, detail, watcher.percent, clock() - t0))
+            on_phase(Progress(watcher.phase, detail, watcher.percent, elapsed))
 
     def fail(message: str, state: Any = None) -> StartupFailed:
         return StartupFailed(
@@ -289,7 +298,7 @@ def wait_until_serving(
     fatal_at: float | None = None
     all_ok_at: float | None = None
     stream_ended = False
-    report()
+    report("container started")
     try:
         while True:
             wait = max(0.0, min(next_poll, next_inspect) - clock())
@@ -317,9 +326,9 @@ def wait_until_serving(
                 progress, moved = watcher.feed(str(line))
                 if progress:
                     last_line_t = arrived
-                changed = changed or moved
-            if changed:
-                report()
+                if moved:
+                    changed = True
+                    report(at=arrived)
             now = clock()
 
             if stream_ended or now >= next_inspect:
@@ -344,7 +353,9 @@ def wait_until_serving(
                 if fatal_at is None:
                     fatal_at = now
                 if now - fatal_at >= fatal_grace_s:
-                    raise fail(f"fatal log line while {watcher.phase} ({watcher.fatal.reason}): {watcher.fatal.line}")
+                    raise fail(
+                        f"fatal log line while {watcher.phase} ({watcher.fatal.reason}): {watcher.fatal.line}"
+                    )
                 continue
 
             if now - t0 > plan.startup_timeout_s:

@@ -137,6 +137,7 @@ class StopResult:
     leaked_pids: tuple[int, ...] = ()
     gpus_checked: bool = False  # False when no GPU inventory was given or the service used no GPU
     exit_code: int | None = None
+    gpus: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -349,7 +350,8 @@ def read_api_key(plan: LaunchPlan, environ: Mapping[str, str]) -> str | None:
         value = Path(secret.name).read_text(encoding="utf-8").strip()
     except OSError as e:
         raise UsageError(
-            f"{plan.source}: serve.api_key_file: cannot read {secret.name} ({e.strerror}); create it with the key"
+            f"{plan.source}: serve.api_key_file: cannot read {secret.name} ({e.strerror}); "
+            "create it with the key"
         ) from e
     if not value:
         raise UsageError(f"{plan.source}: serve.api_key_file: {secret.name} is empty; write the key into it")
@@ -357,7 +359,7 @@ def read_api_key(plan: LaunchPlan, environ: Mapping[str, str]) -> str | None:
 
 
 def write_plan_files(plan: LaunchPlan, *, api_key: str | None) -> list[Path]:
-    """Write the plan's generated files and, for an env-sourced key, the 0600 key file; return what was written."""
+    """Write the plan's generated files and, for an env-sourced key, the 0600 key file; return their paths."""
     written: list[Path] = []
     for generated in plan.files:
         path = Path(generated.host_path)
@@ -386,9 +388,11 @@ def _remove_key_file(mounts: Sequence[tuple[str, str]], state_dir: Path) -> None
 def build_standin(ref: str) -> object:
     """Build the stand-in engine image tagged ``ref`` (servectl ships its Dockerfile)."""
     try:
-        from servectl.standin.image import build_standin_image
+        from servectl.standin.image import IMAGE_REPOSITORY, build_standin_image
     except ImportError as e:
         raise ServectlError(f"cannot build {ref}: servectl's stand-in engine is not installed ({e})") from e
+    if ref == f"{IMAGE_REPOSITORY}:latest":  # the content-addressed build, which also tags latest
+        return build_standin_image()
     return build_standin_image(tag=ref)
 
 
@@ -449,6 +453,8 @@ def start(
     t0 = clock()
     container_id: str | None = None
     try:
+        if on_phase is not None:
+            on_phase(Progress("starting", "creating the container"))
         container_id = docker.create_and_start(plan.docker, environ=env)
         gate = wait_until_serving(
             plan=plan,
@@ -532,7 +538,11 @@ def stop(
     stop_s = clock() - t0
     exit_code = after.exit_code if after is not None else None
     forced = bool(
-        before is not None and before.running and after is not None and exit_code == 137 and not after.oom_killed
+        before is not None
+        and before.running
+        and after is not None
+        and exit_code == 137
+        and not after.oom_killed
     )
     docker.remove(service.container_id, force=True)
     _wait_gone(docker, service.container_id, GONE_DEADLINE_S)
@@ -550,6 +560,7 @@ def stop(
         leaked_pids=leaked,
         gpus_checked=checked,
         exit_code=exit_code,
+        gpus=service.gpus,
     )
 
 
@@ -605,7 +616,11 @@ def basic_preflight(resolved: Resolved, *, docker: DockerEngine) -> None:
     """
     docker.ping()
     profile = resolved.loaded.profile
-    host = "0.0.0.0" if profile.serve.network == "host" and profile.serve.host == "0.0.0.0" else profile.serve.host
+    host = (
+        "0.0.0.0"
+        if profile.serve.network == "host" and profile.serve.host == "0.0.0.0"
+        else profile.serve.host
+    )
     if not port_free(host, profile.serve.port):
         raise PreflightFailed(
             f"{resolved.plan.source}: serve.port: port {profile.serve.port} on {host} is in use by another "
@@ -689,7 +704,8 @@ def up(
                 if svc.plan_hash == plan.plan_hash:
                     return UpResult(action="already-running", service=svc, url=svc.url)
                 raise ServiceConflict(
-                    f"{resolved.name} already runs with plan {svc.plan_hash}, but the profile now compiles to "
+                    f"{resolved.name} already runs with plan {svc.plan_hash}, "
+                    "but the profile now compiles to "
                     f"{plan.plan_hash}: use servectl swap {resolved.name} to replace it"
                 )
             docker.remove(svc.container_id, force=True)
@@ -699,11 +715,22 @@ def up(
         history = History(state)
         try:
             started = start(
-                resolved=resolved, docker=docker, on_phase=on_phase, http=http, environ=env, build_image=build_image
+                resolved=resolved,
+                docker=docker,
+                on_phase=on_phase,
+                http=http,
+                environ=env,
+                build_image=build_image,
             )
         except StartupFailed as err:
-            history.record({"event": "failed", "profile": resolved.name, "plan_hash": plan.plan_hash,
-                            "reason": err.message})
+            history.record(
+                {
+                    "event": "failed",
+                    "profile": resolved.name,
+                    "plan_hash": plan.plan_hash,
+                    "reason": err.message,
+                }
+            )
             raise
         history.record(
             {
@@ -716,7 +743,11 @@ def up(
             }
         )
     return UpResult(
-        action="started", service=started.service, url=started.url, gate=started.gate, removed_stale=tuple(removed)
+        action="started",
+        service=started.service,
+        url=started.url,
+        gate=started.gate,
+        removed_stale=tuple(removed),
     )
 
 
@@ -742,7 +773,8 @@ def _check_conflicts(
         holders = sorted({s.profile for s in services_now if s.running and s.profile != resolved.name})
         target = holders[0] if len(holders) == 1 else "..."
         raise ServiceConflict(
-            f"cannot start {resolved.name}: {'; '.join(problems)}: use servectl swap {resolved.name} to replace "
+            f"cannot start {resolved.name}: {'; '.join(problems)}: "
+            f"use servectl swap {resolved.name} to replace "
             f"it (or servectl down {target} first)"
         )
     name = resolved.plan.docker.name
@@ -772,7 +804,11 @@ def _check_conflicts(
 
 
 def find_services(
-    name: str | None, *, docker: DockerEngine, scope: Mapping[str, str] | None = None, state_dir: Path | None = None
+    name: str | None,
+    *,
+    docker: DockerEngine,
+    scope: Mapping[str, str] | None = None,
+    state_dir: Path | None = None,
 ) -> list[ServiceInfo]:
     """The services of profile (or container) ``name``; all of them when ``name`` is None."""
     all_services = services(docker=docker, probe=False, plan_hash_of=None, scope=scope, state_dir=state_dir)
@@ -808,7 +844,10 @@ def down(
         targets = find_services(name, docker=docker, scope=scope, state_dir=state)
         if name is None and len(targets) > 1:
             names = ", ".join(sorted({s.profile for s in targets}))
-            raise UsageError(f"several services run ({names}): name the one to stop, e.g. servectl down {targets[0].profile}")
+            raise UsageError(
+                f"several services run ({names}): name the one to stop, "
+                f"e.g. servectl down {targets[0].profile}"
+            )
         if name is not None and not targets:
             _require_known_profile(name)
             return []
@@ -818,8 +857,15 @@ def down(
         ]
         history = History(state)
         for result in results:
-            history.record({"event": "down", "profile": result.profile, "container_name": result.container_name,
-                            "forced": result.forced, "leaked_pids": list(result.leaked_pids)})
+            history.record(
+                {
+                    "event": "down",
+                    "profile": result.profile,
+                    "container_name": result.container_name,
+                    "forced": result.forced,
+                    "leaked_pids": list(result.leaked_pids),
+                }
+            )
         return results
 
 
@@ -827,7 +873,9 @@ def _require_known_profile(name: str) -> None:
     from servectl.loader import discover
 
     if name not in discover():
-        raise UsageError(f"no servectl service and no profile named {name}; servectl status lists the services")
+        raise UsageError(
+            f"no servectl service and no profile named {name}; servectl status lists the services"
+        )
 
 
 def follow_logs(
@@ -852,4 +900,3 @@ def follow_logs(
         yield from stream
     finally:
         stream.close()
-

@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from servectl.docker_engine import ContainerState, LogLines, run_kwargs
@@ -24,7 +25,17 @@ from servectl.errors import EngineUnavailable, PreflightFailed, ServectlError, S
 from servectl.health import READY_LINE
 from servectl.plan import LABEL_HOST, LABEL_PORT, LABEL_SERVED_NAME, DockerRunSpec
 
-__all__ = ["FakeContainer", "FakeDockerEngine", "FakeScript", "sglang_like_script"]
+__all__ = [
+    "TEST_SESSION_LABEL",
+    "FakeContainer",
+    "FakeDockerEngine",
+    "FakeScript",
+    "sglang_like_script",
+    "write_test_profile",
+]
+
+#: Label that marks containers of one test session (tests clean up by it).
+TEST_SESSION_LABEL = "servectl.test-session"
 
 
 @dataclass(frozen=True)
@@ -72,16 +83,32 @@ def sglang_like_script(
     "cuda_graph" or "warmup" (``fatal_line`` is written during "kv_cache").
     """
     phases: list[tuple[str, list[str]]] = [
-        ("weights", ["Load weight begin. avail mem=94.00 GB",
-                     "Loading safetensors checkpoint shards:  50% Completed | 1/2",
-                     "Loading safetensors checkpoint shards: 100% Completed | 2/2",
-                     "Load weight end. type=X, dtype=torch.bfloat16"]),
+        (
+            "weights",
+            [
+                "Load weight begin. avail mem=94.00 GB",
+                "Loading safetensors checkpoint shards:  50% Completed | 1/2",
+                "Loading safetensors checkpoint shards: 100% Completed | 2/2",
+                "Load weight end. type=X, dtype=torch.bfloat16",
+            ],
+        ),
         ("kv_cache", ["KV Cache is allocated. #tokens: 524288, K size: 1.00 GB", "Memory pool end."]),
-        ("cuda_graph", ["Capture cuda graph begin. This can take up to several minutes.",
-                        "Capturing batches (bs=1 avail_mem=10.00 GB): 100%| 1/1",
-                        "Capture cuda graph end. Time elapsed: 0.10 s."]),
-        ("warmup", ["INFO:     Uvicorn running on http://0.0.0.0:8190 (Press CTRL+C to quit)",
-                    *extra_lines, READY_LINE]),
+        (
+            "cuda_graph",
+            [
+                "Capture cuda graph begin. This can take up to several minutes.",
+                "Capturing batches (bs=1 avail_mem=10.00 GB): 100%| 1/1",
+                "Capture cuda graph end. Time elapsed: 0.10 s.",
+            ],
+        ),
+        (
+            "warmup",
+            [
+                "INFO:     Uvicorn running on http://0.0.0.0:8190 (Press CTRL+C to quit)",
+                *extra_lines,
+                READY_LINE,
+            ],
+        ),
     ]
     total = sum(len(lines) for _, lines in phases)
     step = delay_s / total
@@ -155,15 +182,26 @@ class FakeDockerEngine:
         self._guard = threading.RLock()
 
     # -- helpers for tests ----------------------------------------------------------------------------
-    def add_foreign(self, name: str, *, ports: Iterable[int] = (), device_ids: Iterable[str] = (),
-                    running: bool = True) -> str:
+    def add_foreign(
+        self, name: str, *, ports: Iterable[int] = (), device_ids: Iterable[str] = (), running: bool = True
+    ) -> str:
         """A container servectl did not start (no servectl labels)."""
         from servectl.plan import PortBinding
 
         spec = DockerRunSpec(
-            image="other:latest", name=name, command=("sleep", "inf"), labels={}, environment=(),
-            device_ids=tuple(device_ids), ipc_mode=None, shm_size=None, ulimits=(), network_mode="bridge",
-            ports=tuple(PortBinding("0.0.0.0", p, p) for p in ports), mounts=(), stop_timeout_s=10,
+            image="other:latest",
+            name=name,
+            command=("sleep", "inf"),
+            labels={},
+            environment=(),
+            device_ids=tuple(device_ids),
+            ipc_mode=None,
+            shm_size=None,
+            ulimits=(),
+            network_mode="bridge",
+            ports=tuple(PortBinding("0.0.0.0", p, p) for p in ports),
+            mounts=(),
+            stop_timeout_s=10,
         )
         cid = self._new(spec, [], FakeScript(), foreign=True)
         if running:
@@ -181,21 +219,29 @@ class FakeDockerEngine:
         if not self.available:
             raise EngineUnavailable("the Docker engine does not answer (fake); start it")
 
-    def _new(self, spec: DockerRunSpec, environment: list[str], script: FakeScript, *, foreign: bool = False) -> str:
+    def _new(
+        self, spec: DockerRunSpec, environment: list[str], script: FakeScript, *, foreign: bool = False
+    ) -> str:
         cid = f"{next(self._ids):012x}" + "f" * 52
         self.containers[cid] = FakeContainer(
-            id=cid, spec=spec, environment=environment, script=script, created_at=self.clock(),
-            labels=dict(spec.labels), foreign=foreign,
+            id=cid,
+            spec=spec,
+            environment=environment,
+            script=script,
+            created_at=self.clock(),
+            labels=dict(spec.labels),
+            foreign=foreign,
         )
         return cid
 
     def _settle(self, c: FakeContainer) -> None:
         """Apply the script's own exit once its time has come."""
         s = c.script
-        if c.exit_code is None and c.started_at is not None and s.exit_at_s is not None:
-            if c.elapsed(self.clock()) >= s.exit_at_s:
-                c.exit_code, c.oom_killed = s.exit_code, s.oom_killed
-                c.stopped_at = c.started_at + s.exit_at_s
+        due = s.exit_at_s is not None and c.started_at is not None and c.elapsed(self.clock()) >= s.exit_at_s
+        if c.exit_code is None and due:
+            assert c.started_at is not None and s.exit_at_s is not None
+            c.exit_code, c.oom_killed = s.exit_code, s.oom_killed
+            c.stopped_at = c.started_at + s.exit_at_s
 
     def _running(self, c: FakeContainer) -> bool:
         self._settle(c)
@@ -208,10 +254,19 @@ class FakeDockerEngine:
         started = None if c.started_at is None else now_wall - (self.clock() - c.started_at)
         finished = None if c.stopped_at is None else now_wall - (self.clock() - c.stopped_at)
         return ContainerState(
-            id=c.id, name=c.spec.name, image=c.spec.image, labels=dict(c.labels), status=status,
-            exit_code=None if running or c.started_at is None else c.exit_code, oom_killed=c.oom_killed,
-            started_at=started, finished_at=finished, ports=c.spec.ports, device_ids=c.spec.device_ids,
-            pid=4242 if running else None, mounts=tuple((m.source, m.target) for m in c.spec.mounts),
+            id=c.id,
+            name=c.spec.name,
+            image=c.spec.image,
+            labels=dict(c.labels),
+            status=status,
+            exit_code=None if running or c.started_at is None else c.exit_code,
+            oom_killed=c.oom_killed,
+            started_at=started,
+            finished_at=finished,
+            ports=c.spec.ports,
+            device_ids=c.spec.device_ids,
+            pid=4242 if running else None,
+            mounts=tuple((m.source, m.target) for m in c.spec.mounts),
             network_mode=c.spec.network_mode,
         )
 
@@ -241,7 +296,9 @@ class FakeDockerEngine:
                     taken = {(p.host_ip, p.host_port) for p in other.spec.ports}
                     for p in spec.ports:
                         if (p.host_ip, p.host_port) in taken or ("0.0.0.0", p.host_port) in taken:
-                            raise StartupFailed(f"docker could not start container {spec.name}: port is already allocated")
+                            raise StartupFailed(
+                                f"docker could not start container {spec.name}: port is already allocated"
+                            )
             environment = run_kwargs(spec, environ=environ or {})["environment"]
             cid = self._new(spec, environment, self.script_for(spec))
             self.containers[cid].started_at = self.clock()
@@ -273,7 +330,9 @@ class FakeDockerEngine:
             c = self._get(id_or_name)
             return None if c is None else self._state(c)
 
-    def logs(self, container_id: str, *, follow: bool, tail: int | None = None, since: float | None = None) -> LogLines:
+    def logs(
+        self, container_id: str, *, follow: bool, tail: int | None = None, since: float | None = None
+    ) -> LogLines:
         self._check("logs", container_id)
         c = self._get(container_id)
         if c is None:
@@ -332,7 +391,10 @@ class FakeDockerEngine:
                     if not self._running(c) or c.foreign:
                         continue
                     ports = {p.host_port for p in c.spec.ports} or {int(c.labels.get(LABEL_PORT, "0"))}
-                    if port in ports and request.url.host in (c.labels.get(LABEL_HOST, "127.0.0.1"), "127.0.0.1"):
+                    if port in ports and request.url.host in (
+                        c.labels.get(LABEL_HOST, "127.0.0.1"),
+                        "127.0.0.1",
+                    ):
                         target = c
             if target is None:
                 raise httpx.ConnectError("connection refused (fake)", request=request)
@@ -343,14 +405,18 @@ class FakeDockerEngine:
                 return httpx.Response(200 if ready else 503)
             if path == "/v1/models":
                 names = target.script.models or (target.labels.get(LABEL_SERVED_NAME, "model"),)
-                return httpx.Response(200, json={"object": "list", "data": [{"id": n, "object": "model"} for n in names]})
+                return httpx.Response(
+                    200, json={"object": "list", "data": [{"id": n, "object": "model"} for n in names]}
+                )
             if path == "/v1/chat/completions":
                 if not ready:
                     return httpx.Response(503)
                 body = json.loads(request.content or b"{}")
                 if target.script.chat_status != 200:
                     return httpx.Response(target.script.chat_status, text="error (fake)")
-                return httpx.Response(200, json={"choices": [{"message": {"content": "OK"}}], "model": body.get("model")})
+                return httpx.Response(
+                    200, json={"choices": [{"message": {"content": "OK"}}], "model": body.get("model")}
+                )
             return httpx.Response(404)
 
         return httpx.MockTransport(handle)
@@ -391,7 +457,11 @@ class _FakeLogLines:
             if not self._engine._running(self._c):
                 # Lines written before the exit are still delivered, then the stream ends.
                 stopped = self._c.stopped_at
-                if stopped is not None and self._index < len(lines) and lines[self._index][0] <= self._c.elapsed(stopped):
+                if (
+                    stopped is not None
+                    and self._index < len(lines)
+                    and lines[self._index][0] <= self._c.elapsed(stopped)
+                ):
                     self._index += 1
                     return lines[self._index - 1][1]
                 raise StopIteration
@@ -400,3 +470,41 @@ class _FakeLogLines:
 
     def close(self) -> None:
         self._closed.set()
+
+
+def write_test_profile(
+    folder: Path,
+    name: str,
+    *,
+    port: int,
+    extends: str | None = "demo",
+    session: str | None = None,
+    **sections: Mapping[str, Any],
+) -> Path:
+    """Write profile ``name`` into ``folder`` (a ``SERVECTL_PROFILES`` entry) and return its path.
+
+    The profile extends ``extends`` (the shipped stand-in ``demo`` by default), serves on ``port`` and,
+    with ``session``, labels its container ``servectl.test-session=<session>`` so that a test session
+    finds and removes exactly what it created. ``sections`` merge over that: ``engine={"env": {...}}``,
+    ``health={...}``, ``container={...}``, ``image={...}``.
+    """
+    import yaml
+
+    doc: dict[str, Any] = {"name": name}
+    if extends:
+        doc["extends"] = extends
+    doc["serve"] = {"port": port}
+    if session is not None:
+        doc["container"] = {"labels": {TEST_SESSION_LABEL: session}}
+    for key, value in sections.items():
+        merged = dict(doc.get(key) or {})
+        for k, v in value.items():
+            if isinstance(v, Mapping) and isinstance(merged.get(k), Mapping):
+                merged[k] = {**merged[k], **v}
+            else:
+                merged[k] = v
+        doc[key] = merged
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    return path

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -179,3 +182,20 @@ def test_ignored_sigterm_needs_a_kill(run_container: Callable[..., Any]) -> None
     container.stop(timeout=1)  # SIGTERM, then SIGKILL after a second
     state = container.wait(timeout=10)
     assert state["StatusCode"] == 137
+
+
+def test_cli_dev_build_standin_prints_the_image_reference(standin_image: str) -> None:
+    src = Path(__file__).parents[2] / "src"
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(src), os.environ.get("PYTHONPATH")])),
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "servectl", "dev", "build-standin"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == standin_image

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import signal
 from pathlib import Path
 
 import pytest
@@ -63,9 +64,13 @@ def test_memory_plan_scales_with_tensor_parallelism_and_kv_dtype() -> None:
     assert plan_memory(info, {"max_total_tokens": 524288}, 202752).kv_tokens == 524288
 
 
-def test_engine_exits_1_with_traceback_on_stderr_when_config_is_missing(tmp_path: Path) -> None:
+def test_engine_exits_1_with_traceback_on_stderr_when_config_is_missing_and_restores_signals(
+    tmp_path: Path,
+) -> None:
     out, err = io.StringIO(), io.StringIO()
+    handlers = (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT))
     code = main(["--model-path", str(tmp_path)], environ={}, stdout=out, stderr=err)
     assert code == 1
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == handlers  # run in-process
     assert "server_args=ServerArgs(model_path=" in out.getvalue()
     assert err.getvalue().splitlines()[-1].startswith(f"OSError: {tmp_path} does not appear to have a file")

@@ -351,3 +351,69 @@ def test_server_info_echoes_the_parsed_flags() -> None:
     assert info["tp_size"] == 2
     assert info["kv_cache_dtype"] == "fp8_e4m3"
     assert info["version"] == "0.5.23"
+
+
+def test_decode_batch_lines_report_accept_length_every_log_interval() -> None:
+    env = {"STANDIN_CHUNK_TOKENS": "3", "STANDIN_TOKEN_RATE": "2000"}
+    with started("--decode-log-interval", "2", **env) as proc:
+        proc.wait_ready()
+        httpx.post(proc.base_url + CHAT, json={"messages": HELLO, "max_tokens": 12})
+        line = proc.wait_for_line("Decode batch.")
+        proc.wait_for_line('"POST /v1/chat/completions HTTP/1.1" 200 OK')
+        decode_lines = [entry for entry in proc.lines if "Decode batch." in entry]
+    assert " TP0] Decode batch. #running-req: 1, #token: 14, " in line  # 8 prompt + 2 chunks of 3
+    assert "accept len: 3.00, " in line
+    assert len(decode_lines) == 2  # 4 chunks, one line every 2
+
+
+# -- speculative decoding checks at startup ------------------------------------------------------------------
+
+
+def test_adaptive_speculation_accepts_num_steps_on_the_configured_ladder(tmp_path: Path) -> None:
+    ladder = tmp_path / "adaptive.json"
+    ladder.write_text(json.dumps({"1": {"candidate_steps": [3, 5]}}))
+    flags = [
+        "--speculative-algorithm",
+        "EAGLE",
+        "--speculative-eagle-topk",
+        "1",
+        "--speculative-num-steps",
+        "3",
+    ]
+    flags += ["--speculative-adaptive", "--speculative-adaptive-config", str(ladder)]
+    with started(*flags) as proc:
+        proc.wait_ready()
+        assert proc.wait_for_line("Adaptive speculative decoding enabled: candidate steps [3, 5]")
+
+
+def test_adaptive_speculation_fails_startup_when_num_steps_is_off_the_ladder(tmp_path: Path) -> None:
+    ladder = tmp_path / "adaptive.json"
+    ladder.write_text(json.dumps({"1": {"candidate_steps": [3, 5]}}))
+    flags = ["--speculative-algorithm", "EAGLE", "--speculative-num-steps", "4", "--speculative-adaptive"]
+    flags += ["--speculative-adaptive-config", str(ladder)]
+    proc = started(*flags)
+    try:
+        assert proc.wait(10) == 1
+        assert proc.stderr_text.rstrip().endswith(
+            "ValueError: speculative_num_steps=4 is not one of the adaptive candidate steps [3, 5]"
+        )
+    finally:
+        proc.stop()
+
+
+def test_adaptive_speculation_with_a_missing_config_file_fails_startup(tmp_path: Path) -> None:
+    flags = ["--speculative-algorithm", "EAGLE3", "--speculative-adaptive"]
+    flags += ["--speculative-adaptive-config", str(tmp_path / "absent.json")]
+    proc = started(*flags)
+    try:
+        assert proc.wait(10) == 1
+        assert "FileNotFoundError: speculative adaptive config" in proc.stderr_text
+    finally:
+        proc.stop()
+
+
+def test_adaptive_speculation_without_eagle_falls_back_with_a_warning() -> None:
+    with started("--speculative-algorithm", "NGRAM", "--speculative-adaptive") as proc:
+        proc.wait_ready()
+        warning = proc.wait_for_line("--speculative-adaptive only supports EAGLE/EAGLE3")
+    assert "using static settings" in warning
