@@ -123,19 +123,32 @@ def down_command(
         return
     for result in results:
         typer.echo(stop_text(result))
+    from servectl.paths import state_dir
+    from servectl.swap import restore_after_down
+
+    restored = restore_after_down(docker=_docker(), state_dir=state_dir())  # conflicts a swap stopped
+    if restored is not None and restored.summary():
+        typer.echo(restored.summary())
 
 
 def status_command(
     as_json: Annotated[bool, typer.Option("--json", help="print the services as JSON")] = False,
 ) -> None:
     """Each servectl service: profile, state, port, GPUs, uptime, plan hash and drift from its profile."""
+    from servectl.paths import state_dir
     from servectl.render_runtime import STATUS_COLUMNS, status_rows
     from servectl.runtime import services
+    from servectl.swap import status_notes
 
     found = services(docker=_docker())
+    notes = status_notes(state_dir=state_dir())  # an unfinished swap, conflicts kept stopped
     if as_json:
         typer.echo(json.dumps([s.to_dict() for s in found], indent=2))
+        for note in notes:
+            sys.stderr.write(f"note: {note}\n")
         return
+    for note in notes:
+        typer.echo(f"note: {note}")
     if not found:
         typer.echo("no servectl services")
         return

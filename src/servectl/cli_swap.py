@@ -119,9 +119,9 @@ _last_progress: dict[str, str] = {}
 def _print_phase(event: PhaseEvent) -> None:
     if event.kind == "begin":
         return
-    if event.kind == "progress":
-        if _last_progress.get(event.phase) != event.detail:
-            _last_progress[event.phase] = event.detail
+    if event.kind == "progress":  # one line per startup step, not per percentage
+        if _last_progress.get(event.phase) != event.step:
+            _last_progress[event.phase] = event.step
             sys.stderr.write(f"    {event.phase}: {event.detail}\n")
         return
     mark = "ok" if event.ok else "FAILED"

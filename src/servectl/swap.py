@@ -63,6 +63,8 @@ if TYPE_CHECKING:
 JOURNAL_FILE = "swap-journal.json"
 LOG_TAIL_LINES = 20
 """Lines of a failed service's log kept in the result and shown in the message."""
+LOG_LINE_CHARS = 240
+"""Longer log lines (SGLang prints all its server args on one) are cut in the message."""
 CARDS_FREE_DEADLINE_S = 30.0
 COMPOSE_CONFIG_FILES_LABEL = "com.docker.compose.project.config_files"
 RUN_EVENTS = frozenset({"up", "swap", "rollback"})
@@ -161,6 +163,7 @@ class PhaseEvent:
     duration_s: float | None = None
     ok: bool = True
     detail: str = ""
+    step: str = ""  # with progress: the startup step (loading weights, capturing CUDA graphs, ...)
 
 
 @dataclass(frozen=True)
@@ -434,7 +437,11 @@ def _indent(lines: Iterable[str]) -> str:
 def _log_tail(failure: TargetFailure) -> str:
     if not failure.last_log_lines:
         return ""
-    return f"\n  last log lines of {failure.profile}:\n{_indent(failure.last_log_lines)}"
+    lines = [
+        line if len(line) <= LOG_LINE_CHARS else line[: LOG_LINE_CHARS - 3] + "..."
+        for line in failure.last_log_lines
+    ]
+    return f"\n  last log lines of {failure.profile}:\n{_indent(lines)}"
 
 
 def _default_runtime() -> ServiceRuntime:
@@ -508,12 +515,13 @@ class _Swap:
         """The runtime's start progress (``Progress`` objects), forwarded as ``progress`` events."""
 
         def forward(progress: Any) -> None:
-            parts = [str(getattr(progress, "phase", progress))]
+            step = str(getattr(progress, "phase", progress))
+            parts = [step]
             if getattr(progress, "percent", None) is not None:
                 parts.append(f"{progress.percent}%")
             if getattr(progress, "detail", ""):
                 parts.append(str(progress.detail))
-            self.deps.emit(PhaseEvent(phase, "progress", detail=" ".join(parts)))
+            self.deps.emit(PhaseEvent(phase, "progress", detail=" ".join(parts), step=step))
 
         return forward
 
@@ -1353,3 +1361,45 @@ def default_preflight(
                     f"container.name: a container named {c.name} exists and servectl did not start it; "
                     f"remove or rename it, or set container.name in {source}"
                 )
+
+
+# -- for status and down ------------------------------------------------------------------------------
+def status_notes(*, state_dir: Path) -> list[str]:
+    """Lines for ``servectl status``: an unfinished swap (its journal), and conflicts servectl keeps stopped."""
+    from servectl.conflicts import load_stopped
+
+    notes = []
+    journal = read_journal(state_dir)
+    if journal is not None:
+        notes.append(f"unfinished swap: {journal.hint()}")
+    for stopped in load_stopped(state_dir):
+        notes.append(
+            f"{stopped.label()} was stopped for {stopped.stopped_by or 'a servectl service'}; "
+            f"`servectl down` restores it once nothing of servectl runs (or `{stopped.restore_command()}`)"
+        )
+    return notes
+
+
+def restore_after_down(
+    *,
+    docker: Any,
+    state_dir: Path,
+    scope: Mapping[str, str] | None = None,
+    conflicts: ConflictHandler | None = None,
+    runtime: ServiceRuntime | None = None,
+) -> RestoreOutcome | None:
+    """After ``down``: once no servectl service runs, start again every conflict servectl stopped.
+
+    Returns:
+        What was restored (``None``: nothing recorded, or a servectl service still runs).
+    """
+    from servectl.conflicts import DockerConflicts, load_stopped, restore_recorded
+
+    if not load_stopped(state_dir):
+        return None
+    rt = runtime if runtime is not None else _default_runtime()
+    running = rt.services(docker=docker, probe=False, plan_hash_of=None, state_dir=state_dir, scope=scope)
+    if any(s.state in _ALIVE for s in running):
+        return None
+    handler = conflicts if conflicts is not None else DockerConflicts(docker=docker)
+    return restore_recorded(handler=handler, state_dir=state_dir)
