@@ -160,12 +160,13 @@ def run_kwargs(spec: DockerRunSpec, *, environ: Mapping[str, str] | None = None)
         "name": spec.name,
         "labels": dict(spec.labels),
         "environment": environment,
-        "network_mode": spec.network_mode,
         "ulimits": [{"name": name, "soft": soft, "hard": hard} for name, soft, hard in spec.ulimits],
         "volumes": [f"{m.source}:{m.target}" + (":ro" if m.read_only else "") for m in spec.mounts],
         "stop_timeout": spec.stop_timeout_s,
         "init": spec.init,
     }
+    if spec.network_mode != "bridge":  # as `docker run` without --network: the engine's default (bridge)
+        kwargs["network_mode"] = spec.network_mode
     if spec.device_ids:
         kwargs["device_requests"] = [{"device_ids": list(spec.device_ids), "capabilities": [["gpu"]]}]
     if spec.ipc_mode:
