@@ -153,6 +153,7 @@ def main() -> None:
                     f"run {i + 1}/{args.runs} {variant:8s} {t:6.3f} s (minus delay {t - args.delay:6.3f} s)",
                     flush=True,
                 )
+            times["imports"].append(import_floor_once(env))
     finally:
         remove_session(session)
 

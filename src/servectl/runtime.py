@@ -449,7 +449,7 @@ def start(
     env = os.environ if environ is None else environ
     api_key = read_api_key(plan, env)
     ensure_image(resolved, docker=docker, build_image=build_image, on_phase=on_phase)
-    written = write_plan_files(plan, api_key=api_key)
+    write_plan_files(plan, api_key=api_key)
     t0 = clock()
     container_id: str | None = None
     try:
@@ -470,7 +470,7 @@ def start(
         # Whatever went wrong (gate, engine, Ctrl-C), nothing we started stays behind.
         if container_id is not None:
             _discard(docker, container_id, grace_s=min(FAILED_START_STOP_S, plan.docker.stop_timeout_s))
-        _discard_files(plan, written)
+        _discard_key_file(plan)
         if isinstance(err, StartupFailed) and container_id is not None:
             raise StartupFailed(
                 f"{err.message}; the container was removed",
@@ -495,7 +495,7 @@ def _discard(docker: DockerEngine, container_id: str, *, grace_s: int) -> None:
     _wait_gone(docker, container_id, GONE_DEADLINE_S)
 
 
-def _discard_files(plan: LaunchPlan, written: Sequence[Path]) -> None:
+def _discard_key_file(plan: LaunchPlan) -> None:
     if plan.secret is not None and plan.secret.source == "env":
         with contextlib.suppress(OSError):
             Path(plan.secret.host_path).unlink(missing_ok=True)
@@ -546,8 +546,8 @@ def stop(
     )
     docker.remove(service.container_id, force=True)
     _wait_gone(docker, service.container_id, GONE_DEADLINE_S)
-    mounts = (after or before).mounts if (after or before) is not None else ()  # type: ignore[union-attr]
-    _remove_key_file(mounts, state_dir or default_state_dir())
+    last_known = after or before
+    _remove_key_file(last_known.mounts if last_known is not None else (), state_dir or default_state_dir())
     leaked: tuple[int, ...] = ()
     checked = gpus is not None and bool(service.gpus)
     if gpus is not None and service.gpus:
@@ -710,7 +710,7 @@ def up(
                 )
             docker.remove(svc.container_id, force=True)
             removed.append(svc.container_name)
-        _check_conflicts(resolved, docker=docker, services_now=current, scope=scope, removed=removed)
+        _check_conflicts(resolved, docker=docker, services_now=current, removed=removed)
         (preflight or (lambda r: basic_preflight(r, docker=docker)))(resolved)
         history = History(state)
         try:
@@ -756,7 +756,6 @@ def _check_conflicts(
     *,
     docker: DockerEngine,
     services_now: Sequence[ServiceInfo],
-    scope: Mapping[str, str] | None,
     removed: Sequence[str],
 ) -> None:
     profile = resolved.loaded.profile
@@ -788,13 +787,11 @@ def _check_conflicts(
             )
         if not c.running:
             docker.remove(c.id, force=True)
-        elif scope is None or all(c.labels.get(k) == v for k, v in scope.items()):
-            raise ServiceConflict(
-                f"container {name} already runs profile {c.labels.get(LABEL_PROFILE)}: use servectl swap "
-                f"{resolved.name}, or set another container.name"
-            )
-        else:
-            raise ServiceConflict(f"a container named {name} is already running; set another container.name")
+            continue
+        raise ServiceConflict(
+            f"container {name} already runs profile {c.labels.get(LABEL_PROFILE)}: use servectl swap "
+            f"{resolved.name}, or set another container.name in {resolved.plan.source}"
+        )
     foreign = _foreign_conflicts(resolved, docker.running_containers())
     if foreign:
         raise ServiceConflict(

@@ -236,7 +236,7 @@ def test_up_waits_for_the_lock_and_gives_up_naming_the_holder(env: Env) -> None:
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
         holder.stdout.close()
-        with pytest.raises(LockTimeout, match=f"pid {holder.pid} \\(swap b"):
+        with pytest.raises(LockTimeout, match=f"process, pid {holder.pid} \\(swap b"):
             env.up("a")
         assert env.created() == 0
     finally:
