@@ -160,12 +160,13 @@ def run_kwargs(spec: DockerRunSpec, *, environ: Mapping[str, str] | None = None)
         "name": spec.name,
         "labels": dict(spec.labels),
         "environment": environment,
-        "network_mode": spec.network_mode,
         "ulimits": [{"name": name, "soft": soft, "hard": hard} for name, soft, hard in spec.ulimits],
         "volumes": [f"{m.source}:{m.target}" + (":ro" if m.read_only else "") for m in spec.mounts],
         "stop_timeout": spec.stop_timeout_s,
         "init": spec.init,
     }
+    if spec.network_mode != "bridge":  # as `docker run` without --network: the engine's default (bridge)
+        kwargs["network_mode"] = spec.network_mode
     if spec.device_ids:
         kwargs["device_requests"] = [{"device_ids": list(spec.device_ids), "capabilities": [["gpu"]]}]
     if spec.ipc_mode:
@@ -296,11 +297,22 @@ def _sdk_errors(action: str) -> Iterator[None]:
     except docker.errors.APIError as e:
         raise ServectlError(f"docker: {action}: {_explanation(e)}") from e
     except (requests.exceptions.ConnectionError, ConnectionError, FileNotFoundError) as e:
-        raise EngineUnavailable(
-            f"the Docker engine does not answer ({action}): {e}; {_UNREACHABLE_FIX}"
-        ) from e
+        raise EngineUnavailable(_unreachable(e)) from e
     except docker.errors.DockerException as e:
+        if "Error while fetching server API version" in str(e):
+            raise EngineUnavailable(_unreachable(e)) from e
         raise EngineUnavailable(f"docker: {action}: {e}; {_UNREACHABLE_FIX}") from e
+
+
+_REASONS = ("No such file or directory", "Connection refused", "Permission denied", "timed out")
+
+
+def _unreachable(err: Exception) -> str:
+    """One line: where the engine was expected, why it did not answer, and the fix."""
+    where = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    text = str(err)
+    reason = next((r for r in _REASONS if r.lower() in text.lower()), text[:160])
+    return f"the Docker engine at {where} does not answer ({reason}); {_UNREACHABLE_FIX}"
 
 
 def _explanation(err: Any) -> str:

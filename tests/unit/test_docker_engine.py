@@ -15,14 +15,7 @@ from servectl.resolve import resolve
 def kwargs_from_docker_run(argv: list[str], environ: dict[str, str]) -> dict[str, Any]:
     """Read back the ``docker run`` argv that servectl prints, as the Docker CLI would read it."""
     assert argv[:3] == ["docker", "run", "-d"]
-    out: dict[str, Any] = {
-        "labels": {},
-        "environment": [],
-        "ulimits": [],
-        "volumes": [],
-        "init": False,
-        "network_mode": "bridge",
-    }
+    out: dict[str, Any] = {"labels": {}, "environment": [], "ulimits": [], "volumes": [], "init": False}
     i = 3
     while argv[i].startswith("-"):
         opt = argv[i]
