@@ -342,6 +342,12 @@ class _SdkLogLines:
         if close is not None:
             with contextlib.suppress(Exception):  # its socket may already be gone
                 close()
+        # CancellableStream.close() shuts the socket down, but the HTTP response still holds a file on it, so
+        # the descriptor stays open until garbage collection (a ResourceWarning); closing the response ends it.
+        response = getattr(self._stream, "_response", None)
+        if response is not None:
+            with contextlib.suppress(Exception):
+                response.close()
 
 
 class DockerSdkEngine:
