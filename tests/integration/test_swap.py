@@ -222,11 +222,11 @@ FAILURES = {
     ),
     "never-ready": (
         {"env": {"STANDIN_NEVER_READY": "1"}, "health": {"startup_timeout_s": 3}},
-        [r"beta failed: .*(3 s|startup timeout|not up)"],
+        [r"beta failed: not ready after 3 s \(health\.startup_timeout_s\)"],
     ),
     "stall": (
         {"env": {"STANDIN_STALL_AT": "kv_cache"}, "health": {"stall_timeout_s": 2}},
-        [r"beta failed: .*(silent|stall|no log)"],
+        [r"beta failed: no new log line for 2 s .*\(health\.stall_timeout_s\)"],
     ),
     "fatal-line": (
         {
@@ -234,11 +234,11 @@ FAILURES = {
                 "STANDIN_FATAL_LINE": "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
             }
         },
-        [r"beta failed: .*CUDA out of memory"],
+        [r"beta failed: fatal log line .*\(CUDA out of memory\): torch\.OutOfMemoryError"],
     ),
     "expect-log": (
         {"health": {"expect_log": ["FlashInfer sparse-MLA decode"]}},
-        [r"beta failed: .*FlashInfer sparse-MLA decode"],
+        [r"beta failed: .*never showed health\.expect_log pattern\(s\) 'FlashInfer sparse-MLA decode'"],
     ),
 }
 
