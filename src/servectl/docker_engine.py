@@ -333,18 +333,19 @@ class _SdkLogLines:
     def __next__(self) -> str:
         try:
             return next(self._lines)
+        except StopIteration:
+            self.close()
+            raise
         except (OSError, ValueError, AttributeError):
             # The stream was closed under us (close() from another thread): that ends it.
+            self.close()
             raise StopIteration from None
 
     def close(self) -> None:
-        close = getattr(self._stream, "close", None)
-        if close is not None:
-            with contextlib.suppress(Exception):  # its socket may already be gone
-                close()
-        # CancellableStream.close() shuts the socket down, but the HTTP response still holds a file on it, so
-        # the descriptor stays open until garbage collection (a ResourceWarning); closing the response ends it.
-        response = getattr(self._stream, "_response", None)
+        """Unblock a reader (shut the socket down), then close the HTTP response so its socket is freed."""
+        with contextlib.suppress(Exception):  # its socket may already be gone
+            self._stream.close()
+        response = getattr(self._stream, "_response", None)  # CancellableStream keeps the requests response
         if response is not None:
             with contextlib.suppress(Exception):
                 response.close()
