@@ -190,7 +190,10 @@ def read_yaml(path: Path) -> tuple[dict[str, Any], dict[PathKey, Location]]:
         text = path.read_text(encoding="utf-8")
     except OSError as e:
         raise ProfileError([Problem(shown, None, "", f"cannot read: {e.strerror}")]) from None
-    loader = yaml.SafeLoader(text)
+    try:
+        loader = yaml.SafeLoader(text)
+    except yaml.YAMLError as e:  # the reader rejects control characters before parsing starts
+        raise ProfileError([Problem(shown, None, "", f"YAML: {str(e).splitlines()[0]}")]) from None
     try:
         node = loader.get_single_node()
         data = loader.construct_document(node) if node is not None else None
@@ -199,7 +202,9 @@ def read_yaml(path: Path) -> tuple[dict[str, Any], dict[PathKey, Location]]:
         line = mark.line + 1 if mark else None
         raise ProfileError([Problem(shown, line, "", f"YAML syntax: {e.problem or e.context}")]) from None
     except yaml.YAMLError as e:
-        raise ProfileError([Problem(shown, None, "", f"YAML: {e}")]) from None
+        raise ProfileError([Problem(shown, None, "", f"YAML: {str(e).splitlines()[0]}")]) from None
+    except (ValueError, OverflowError) as e:  # e.g. a timestamp or number the constructor cannot build
+        raise ProfileError([Problem(shown, None, "", f"YAML value: {e}")]) from None
     finally:
         loader.dispose()
     if not isinstance(data, dict):
