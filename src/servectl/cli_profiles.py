@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -17,6 +18,18 @@ def register(app: typer.Typer) -> None:
     app.command("diff")(diff_command)
     app.command("schema")(schema_command)
     app.command("catalog")(catalog_command)
+    app.command("promote")(promote_command)
+
+
+def promote_command(
+    name: Annotated[str, typer.Argument(help="profile to promote")],
+    evidence: Annotated[Path, typer.Option("--evidence", help="the --out folder of `servectl bench NAME`")],
+) -> None:
+    """Mark a profile promoted, on bench evidence measured on its current plan, image digest and model revision."""
+    from servectl.evidence import promote
+
+    record = promote(name=name, evidence_dir=evidence)
+    typer.echo(f"promoted {name}: evidence {name}.evidence.json (run {record.run_id}, plan {record.plan_hash})")
 
 
 def profiles_command(
@@ -61,6 +74,10 @@ def show_command(
 
     typer.echo(f"# {loaded.profile.name}: resolved from " + " <- ".join(str(p) for p in loaded.chain))
     typer.echo(yaml.safe_dump(data, sort_keys=False, width=110).rstrip())
+    from servectl.evidence import evidence_summary_lines
+
+    for line in evidence_summary_lines(loaded):
+        typer.echo(line)
 
 
 def validate_command(

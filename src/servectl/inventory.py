@@ -61,10 +61,8 @@ def list_profiles() -> list[ProfileRow]:
 
 def headline_for(loaded: Any) -> str | None:
     """The promotion evidence headline of a profile, when it has one."""
-    try:
-        from servectl.evidence import headline
-    except ImportError:  # evidence records arrive with `promote`
-        return None
+    from servectl.evidence import headline
+
     return headline(loaded)
 
 
