@@ -161,10 +161,23 @@ class FlagCatalog:
 
     # -- lookup -------------------------------------------------------------------------------------
     def option(self, name: str) -> CatalogOption | None:
-        """Find an option by flag (``--tp-size``), flag without dashes (``tp-size``), alias or dest."""
-        if name.startswith("--"):
-            return self._by_flag.get(name)
-        return self._by_flag.get("--" + name) or self._by_dest.get(name)
+        """Find an option by flag (``--tp-size``), flag without dashes (``tp-size``), alias, dest, or a
+        unique prefix as argparse allows (``--tp`` for ``--tp-size``).
+
+        Raises:
+            ArgvError: the name is a prefix of several different options.
+        """
+        flag = name if name.startswith("--") else "--" + name
+        exact = self._by_flag.get(flag) or (None if name.startswith("--") else self._by_dest.get(name))
+        if exact is not None:
+            return exact
+        matches = {opt.dest: opt for f, opt in self._by_flag.items() if f.startswith(flag)}
+        if len(matches) == 1:
+            return next(iter(matches.values()))
+        if len(matches) > 1:
+            spelled = ", ".join(sorted(o.primary_flag for o in matches.values())[:6])
+            raise ArgvError(f"ambiguous option: {flag} could match {spelled}")
+        return None
 
     def close_matches(self, name: str, n: int = 3) -> list[str]:
         """Flag names (without dashes) that look like ``name``, for "did you mean" hints."""
@@ -205,7 +218,7 @@ class FlagCatalog:
                 unrecognized.append(token)
                 continue
             flag, eq, inline = token.partition("=")
-            opt = self._by_flag.get(flag)
+            opt = self.option(flag)
             if opt is None:
                 unrecognized.append(token)
                 continue
@@ -214,7 +227,7 @@ class FlagCatalog:
                 if eq:
                     raise ArgvError(f"argument {shown}: ignored explicit argument {inline!r}")
                 if opt.kind == BOOL_OPTIONAL:
-                    result[opt.dest] = flag != "--no-" + opt.flags[0][2:]
+                    result[opt.dest] = not "--no-" + opt.flags[0][2:] == flag
                 else:
                     result[opt.dest] = True
                 continue
