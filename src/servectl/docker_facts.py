@@ -254,8 +254,7 @@ class DockerSdkFacts:
 
     def _api(self) -> Any:
         if self._client is None:
-            import docker  # type: ignore[import-untyped]  # the Docker SDK ships no type information
-
+            docker = _docker_sdk()
             try:
                 self._client = docker.from_env(timeout=int(self._timeout_s))
             except docker.errors.DockerException as err:
@@ -268,9 +267,8 @@ class DockerSdkFacts:
         Raises:
             EngineUnavailable: the engine cannot be reached.
         """
-        import docker
-
         api = self._api()
+        docker = _docker_sdk()
         try:
             info = api.info()
         except (docker.errors.DockerException, OSError) as err:
@@ -286,9 +284,8 @@ class DockerSdkFacts:
 
     def image(self, ref: str) -> ImageInfo | None:
         """The local image for a reference, or ``None`` when the engine has none by that reference."""
-        import docker
-
         api = self._api()
+        docker = _docker_sdk()
         try:
             data = api.inspect_image(ref)
         except docker.errors.ImageNotFound:
@@ -308,9 +305,8 @@ class DockerSdkFacts:
 
     def containers(self) -> tuple[ContainerInfo, ...]:
         """Every running, paused or restarting container, inspected."""
-        import docker
-
         api = self._api()
+        docker = _docker_sdk()
         try:
             listed = api.containers(all=False)
         except (docker.errors.DockerException, OSError) as err:
@@ -330,6 +326,17 @@ class DockerSdkFacts:
         """Close the SDK client's connection pool."""
         if self._client is not None:
             self._client.close()
+
+
+def _docker_sdk() -> Any:
+    """The Docker SDK module, imported on first use."""
+    try:
+        import docker  # type: ignore[import-untyped]  # the Docker SDK ships no type information
+    except ImportError as err:
+        raise EngineUnavailable(
+            "Docker SDK for Python is not installed; install it with: pip install docker"
+        ) from err
+    return docker
 
 
 def _unreachable(err: Exception) -> str:
