@@ -16,7 +16,6 @@ import sys
 import tarfile
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -162,9 +161,14 @@ def test_a_wildcard_listener_in_another_process_blocks_a_loopback_profile(client
         )
         check = report.check("port.free")
         assert check.result == "fail"
-        assert check.message == f"pid {child.pid} {Path(sys.executable).name} listens on 0.0.0.0:{port}" or (
-            check.message.startswith(f"pid {child.pid} ")
-            and check.message.endswith(f"listens on 0.0.0.0:{port}")
+        assert check.message.startswith(f"pid {child.pid} python")
+        assert check.message.endswith(f" listens on 0.0.0.0:{port}")
+        owner = check.facts["owners"][0]
+        assert (owner["kind"], owner["pid"], owner["address"], owner["disposition"]) == (
+            "process",
+            child.pid,
+            "0.0.0.0",
+            "foreign",
         )
     finally:
         child.kill()
