@@ -251,6 +251,7 @@ class DockerSdkFacts:
         self._client = client
         self._timeout_s = timeout_s
         self._default_runtime: str | None = None
+        self._pinged = False
 
     def _api(self) -> Any:
         if self._client is None:
@@ -274,6 +275,7 @@ class DockerSdkFacts:
         except (docker.errors.DockerException, OSError) as err:
             raise EngineUnavailable(_unreachable(err)) from err
         self._default_runtime = info.get("DefaultRuntime") or None
+        self._pinged = True
         return EngineInfo(
             server_version=str(info.get("ServerVersion") or ""),
             runtimes=frozenset((info.get("Runtimes") or {}).keys()),
@@ -305,6 +307,8 @@ class DockerSdkFacts:
 
     def containers(self) -> tuple[ContainerInfo, ...]:
         """Every running, paused or restarting container, inspected."""
+        if not self._pinged:
+            self.ping()  # the default runtime decides whether NVIDIA_VISIBLE_DEVICES hands out GPUs
         api = self._api()
         docker = _docker_sdk()
         try:

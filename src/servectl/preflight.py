@@ -1231,12 +1231,13 @@ def check_host_disk(request: PreflightRequest, facts: Facts) -> CheckResult:
 def check_docker_engine(request: PreflightRequest, facts: Facts) -> CheckResult:
     """The Docker engine answers."""
     if facts.engine is None:
-        return _result(
-            "docker.engine",
-            "fail",
-            facts.engine_error or "Docker engine unreachable",
-            "start the engine (sudo systemctl start docker) or set DOCKER_HOST",
+        message = facts.engine_error or "Docker engine unreachable"
+        fix = (
+            "pip install docker"
+            if "SDK" in message
+            else "start the engine (sudo systemctl start docker) or set DOCKER_HOST"
         )
+        return _result("docker.engine", "fail", message, fix)
     e = facts.engine
     return _result(
         "docker.engine",
