@@ -28,7 +28,7 @@ from servectl.docker_facts import (
     EngineInfo,
     ImageInfo,
 )
-from servectl.errors import EngineUnavailable, GpuUnavailable, UsageError
+from servectl.errors import EngineUnavailable, GpuUnavailable, PreflightFailed, UsageError
 from servectl.gpu import MIB, GpuDevice, GpuInventory, GpuSnapshot, compute_capability_of_arch
 from servectl.host import DiskSpace, HostMemory, HostProbe, Listener, ModelDirInfo, ShmInfo, addresses_overlap
 
@@ -1409,3 +1409,29 @@ def run_preflight(
         duration_seconds=time.perf_counter() - started,
         gpu_query_seconds=facts.gpu_seconds,
     )
+
+
+def raise_if_failed(report: PreflightReport) -> None:
+    """Raise :class:`~servectl.errors.PreflightFailed` (exit 3, one line per failed check, the report
+    attached) when a check failed; ``up`` and ``swap`` call this before starting anything."""
+    if report.failed:
+        raise PreflightFailed(report.failure_summary(), report=report)
+
+
+def preflight_on_this_host(
+    *, request: PreflightRequest, skip: Iterable[str] = frozenset()
+) -> PreflightReport:
+    """:func:`run_preflight` with the real adapters: NVML, psutil and the Docker engine from the environment.
+
+    NVML and the Docker SDK are imported only here, on first use.
+    """
+    from servectl.docker_facts import DockerSdkFacts
+    from servectl.gpu import NvmlInventory
+    from servectl.host import PsutilHostProbe
+
+    docker = DockerSdkFacts()
+    with NvmlInventory() as gpus:
+        try:
+            return run_preflight(request=request, gpus=gpus, host=PsutilHostProbe(), docker=docker, skip=skip)
+        finally:
+            docker.close()

@@ -23,7 +23,7 @@ import pytest
 from servectl.docker_facts import DockerSdkFacts
 from servectl.errors import EngineUnavailable
 from servectl.host import PsutilHostProbe
-from servectl.preflight import ConflictRef, PreflightRequest, Replacing, run_preflight
+from servectl.preflight import ConflictRef, PreflightRequest, Replacing, preflight_on_this_host, run_preflight
 from servectl.testing import FakeGpuInventory
 
 pytestmark = pytest.mark.integration
@@ -231,3 +231,19 @@ def test_an_engine_that_does_not_answer_is_engine_unavailable(monkeypatch: pytes
     del caught  # the traceback keeps the SDK's half-made connection alive
     gc.collect()
     assert "\n" not in message
+
+
+def test_preflight_on_this_host_uses_the_real_engine_and_never_touches_nvml_without_gpus(client: Any) -> None:
+    request = PreflightRequest(
+        profile_name="demo",
+        gpus_requested=False,
+        tp=1,
+        port=free_port(),
+        image_ref=IMAGE,
+        model_path="/nonexistent",
+    )
+    report = preflight_on_this_host(request=request)
+    assert report.check("docker.engine").result == "pass"
+    assert report.check("image.pinned").result == "warn"  # present, not pinned (candidate)
+    assert report.check("gpu.present").result == "skipped"
+    assert report.gpu_query_seconds is None

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from servectl.docker_facts import ContainerInfo, EngineInfo, GpuRequest, ImageInfo, PublishedPort
-from servectl.errors import UsageError
+from servectl.errors import PreflightFailed, UsageError
 from servectl.gpu import MIB, GpuProcess
 from servectl.host import DiskSpace, HostMemory, Listener, ShmInfo
 from servectl.preflight import (
@@ -18,6 +18,7 @@ from servectl.preflight import (
     PreflightReport,
     PreflightRequest,
     Replacing,
+    raise_if_failed,
     run_preflight,
 )
 from servectl.testing import FakeDockerFacts, FakeGpuInventory, FakeHostProbe, fake_model_dir, make_device
@@ -645,3 +646,17 @@ def test_listener_fixture_records_names() -> None:
     probe = host()
     probe.listen("127.0.0.1", 8180, pid=5, name="x")
     assert probe.listeners(8180) == (Listener("127.0.0.1", 8180, 5, "x"),)
+
+
+def test_raise_if_failed_gives_exit_3_with_one_line_per_failed_check() -> None:
+    report = preflight(request(status="retired"), gpus=FakeGpuInventory.scenario("foreign_pid"))
+    with pytest.raises(PreflightFailed) as caught:
+        raise_if_failed(report)
+    assert caught.value.exit_code == 3 and caught.value.report is report
+    assert caught.value.lines() == [
+        "preflight profile.status: profile glm53-393k is retired; "
+        "fix: promote it again or start another profile",
+        "preflight gpu.exclusive: card 0: pid 4242 holds 20,480 MiB; "
+        "fix: end pid(s) 4242 or pick other cards",
+    ]
+    raise_if_failed(preflight())  # nothing failed: no error
