@@ -27,6 +27,7 @@ from servectl.preflight import ConflictRef, PreflightRequest, Replacing, preflig
 from servectl.testing import FakeGpuInventory
 
 pytestmark = pytest.mark.integration
+docker_sdk = pytest.importorskip("docker")
 
 SESSION = uuid.uuid4().hex[:12]
 LABEL = "servectl.test-session"
@@ -51,11 +52,10 @@ def _rootfs_tar() -> bytes:
 
 @pytest.fixture(scope="module")
 def client() -> Iterator[Any]:
-    docker = pytest.importorskip("docker")
     try:
-        api_client = docker.from_env()
+        api_client = docker_sdk.from_env()
         api_client.ping()
-    except docker.errors.DockerException as err:
+    except docker_sdk.errors.DockerException as err:
         pytest.skip(f"no Docker engine: {err}")
     api_client.api.import_image_from_data(_rootfs_tar(), repository=IMAGE.split(":")[0], tag=SESSION)
     try:

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import pytest
 
 from servectl.docker_facts import (
+    DockerSdkFacts,
     GpuRequest,
     ImageInfo,
     container_info_from_inspect,
     gpu_request_from_inspect,
     published_ports_from_inspect,
 )
+from servectl.errors import EngineUnavailable
 
 
 def inspect(**host_config: Any) -> dict[str, Any]:
@@ -155,3 +158,12 @@ def test_image_digests_include_the_id_and_each_repo_digest() -> None:
         id="sha256:" + "1" * 64, repo_digests=("ghcr.io/x/y@sha256:" + "2" * 64,), tags=("y:1",)
     )
     assert image.digests() == {"sha256:" + "1" * 64, "sha256:" + "2" * 64}
+
+
+def test_a_missing_docker_sdk_is_one_line_with_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "docker", None)  # makes `import docker` raise ImportError
+    with pytest.raises(EngineUnavailable) as caught:
+        DockerSdkFacts().ping()
+    assert (
+        caught.value.message == "Docker SDK for Python is not installed; install it with: pip install docker"
+    )
