@@ -738,10 +738,11 @@ def check_gpu_vram_reserve(request: PreflightRequest, facts: Facts) -> CheckResu
     cards: list[dict[str, Any]] = []
     short: list[str] = []
     impossible: list[str] = []
-    unknown: list[int] = []
+    unreadable: list[int] = []
+    freed_unknown: list[int] = []
     for index, d in _requested_devices(request, facts):
         if d is None or d.memory_free_bytes is None or d.memory_total_bytes is None:
-            unknown.append(index)
+            unreadable.append(index)
             continue
         freed = _freed_bytes(facts, index)
         free_after_stop = d.memory_free_bytes + (freed or 0)
@@ -778,7 +779,7 @@ def check_gpu_vram_reserve(request: PreflightRequest, facts: Facts) -> CheckResu
         effective_free = free_after_stop if left is None else min(free_after_stop, int(left))
         row["free_after_start_mib"] = None if left is None else _mib(int(left))
         if freed is None:
-            unknown.append(index)
+            freed_unknown.append(index)
         if _mib(effective_free) < reserve:
             what = "free now" if left is None else "left once the engine runs (estimate)"
             short.append(f"card {index}: {_mib(effective_free):,} MiB {what} < reserve {reserve:,} MiB")
@@ -799,8 +800,6 @@ def check_gpu_vram_reserve(request: PreflightRequest, facts: Facts) -> CheckResu
             "lower mem fraction, raise TP, or free the cards",
             **out,
         )
-    if unknown and not cards:
-        return _result("gpu.vram_reserve", "unknown", f"cannot read memory of card(s) {unknown}", **out)
     summary = "; ".join(
         f"card {r['card']}: free {r['free_before_start_mib']:,} MiB"
         + (
@@ -810,14 +809,7 @@ def check_gpu_vram_reserve(request: PreflightRequest, facts: Facts) -> CheckResu
         )
         for r in cards
     )
-    if request.vram_reserve_waiver is not None:
-        return _result(
-            "gpu.vram_reserve",
-            "pass",
-            f"reserve {reserve:,} MiB waived: {request.vram_reserve_waiver} ({summary})",
-            **out,
-        )
-    if short:
+    if short and request.vram_reserve_waiver is None:
         return _result(
             "gpu.vram_reserve",
             "fail",
@@ -825,11 +817,22 @@ def check_gpu_vram_reserve(request: PreflightRequest, facts: Facts) -> CheckResu
             "free the cards, lower mem fraction, or waive the reserve in the profile with a reason",
             **out,
         )
-    if unknown:
+    if unreadable:
+        return _result(
+            "gpu.vram_reserve", "unknown", f"cannot read the memory of card(s) {unreadable}", **out
+        )
+    if request.vram_reserve_waiver is not None:
+        return _result(
+            "gpu.vram_reserve",
+            "pass",
+            f"reserve {reserve:,} MiB waived: {request.vram_reserve_waiver} ({summary})",
+            **out,
+        )
+    if freed_unknown:
         return _result(
             "gpu.vram_reserve",
             "unknown",
-            f"cannot tell what stopping the replaced service frees on card(s) {unknown} ({summary})",
+            f"cannot tell what stopping the replaced service frees on card(s) {freed_unknown} ({summary})",
             **out,
         )
     return _result("gpu.vram_reserve", "pass", f"reserve {reserve:,} MiB kept ({summary})", **out)

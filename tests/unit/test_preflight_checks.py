@@ -660,3 +660,17 @@ def test_raise_if_failed_gives_exit_3_with_one_line_per_failed_check() -> None:
         "fix: end pid(s) 4242 or pick other cards",
     ]
     raise_if_failed(preflight())  # nothing failed: no error
+
+
+def test_a_card_whose_memory_cannot_be_read_leaves_the_reserve_unknown_even_when_waived() -> None:
+    gpus = FakeGpuInventory.scenario("gpu_lost", card=1)
+    check = preflight(request(vram_reserve_waiver="model-only pair"), gpus=gpus).check("gpu.vram_reserve")
+    assert check.result == "unknown" and check.message == "cannot read the memory of card(s) [1]"
+
+
+def test_a_replaced_service_of_unknown_size_leaves_the_reserve_unknown() -> None:
+    gpus = FakeGpuInventory.of(make_device(0, processes=[GpuProcess(501, None)]), make_device(1))
+    req = request(conflicts=(), replacing=Replacing(pids=frozenset({501})))
+    check = preflight(req, gpus=gpus).check("gpu.vram_reserve")
+    assert check.result == "unknown"
+    assert check.message.startswith("cannot tell what stopping the replaced service frees on card(s) [0]")
