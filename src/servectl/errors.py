@@ -13,6 +13,7 @@ Errors from the Docker SDK, NVML or the OS are wrapped ``from e`` so that the ca
     ├── PreflightFailed             exit 3   a preflight check failed; nothing was started
     ├── StartupFailed               exit 3   the container did not pass the health gate; it was removed
     ├── EngineUnavailable           exit 1   the Docker engine (or NVML) cannot be reached
+    │   └── GpuUnavailable          exit 1   NVML cannot be loaded or initialised (no driver, no library)
     ├── ServiceConflict             exit 1   another service holds the GPUs or port; use ``swap``
     ├── LockTimeout                 exit 1   another servectl process is changing services
     ├── SwapRolledBack              exit 4   swap target failed, the previous service is back and healthy
@@ -110,6 +111,10 @@ class StartupFailed(ServectlError):
 
 class EngineUnavailable(ServectlError):
     """The Docker engine or the NVIDIA driver cannot be reached."""
+
+
+class GpuUnavailable(EngineUnavailable):
+    """NVML cannot be used: the NVIDIA driver or its management library is missing or not loaded."""
 
 
 class ServiceConflict(ServectlError):

@@ -77,7 +77,7 @@ class GpuSpec(_Strict):
     devices: list[Annotated[int, Field(ge=0)]] = Field(default_factory=list, description="NVML device indices")
     arch: Arch | None = Field(default=None, description="expected architecture, e.g. sm120 (CC 12.0)")
     exclusive: bool = Field(default=True, description="no other process may use these cards")
-    vram_reserve_mib: int = Field(default=3072, ge=0, description="free MiB each card must keep before start")
+    vram_reserve_mib: int = Field(default=3072, ge=0, description="free MiB each card must keep once the engine runs (estimated from mem fraction)")
     reserve_waiver: str | None = Field(default=None, min_length=10, description="why the reserve is waived")
 
     @field_validator("devices")

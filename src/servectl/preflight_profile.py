@@ -1,0 +1,91 @@
+"""Preflight for a profile: the bridge from a resolved profile + plan to the measured checks.
+
+:mod:`servectl.preflight` knows nothing of profiles; this module fills its request from the profile and the
+launch plan, and wires the real adapters (NVML, psutil, Docker) when the caller gives none.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+
+from servectl.preflight import ConflictRef, PreflightReport, PreflightRequest, Replacing
+from servectl.resolve import Resolved
+
+_SIZE = re.compile(r"^(\d+)([bkmgBKMG]?)$")
+_UNITS = {"": 1, "b": 1, "k": 2**10, "m": 2**20, "g": 2**30}
+
+
+def parse_size_bytes(text: str | None) -> int | None:
+    """Docker's size notation (``32g``, ``512m``) in bytes."""
+    if not text:
+        return None
+    match = _SIZE.match(text)
+    if match is None:
+        return None
+    return int(match.group(1)) * _UNITS[match.group(2).lower()]
+
+
+def request_for(
+    resolved: Resolved, *, replacing: Replacing | None = None, stop_conflicts: bool = False
+) -> PreflightRequest:
+    """The preflight request of a resolved profile (pure)."""
+    p, plan = resolved.loaded.profile, resolved.plan
+    model_mount = plan.docker.mounts[0]
+    conflicts = tuple(
+        ConflictRef("compose", os.path.expandvars(os.path.expanduser(c.compose_file)))
+        if c.compose_file
+        else ConflictRef("container", str(c.container))
+        for c in p.conflicts
+    )
+    return PreflightRequest(
+        profile_name=p.name,
+        source_file=str(resolved.loaded.file.path),
+        status=p.status,
+        gpus_requested=bool(p.gpus.devices),
+        gpu_indices=tuple(p.gpus.devices),
+        arch=p.gpus.arch,
+        tp=p.engine.tp,
+        pp=p.engine.dp,
+        exclusive=p.gpus.exclusive,
+        vram_reserve_mib=p.gpus.vram_reserve_mib,
+        vram_reserve_waiver=p.gpus.reserve_waiver,
+        mem_fraction=p.engine.mem_fraction_static,
+        host_address=p.serve.host,
+        port=p.serve.port,
+        role=p.serve.role,
+        production_ports=tuple(p.serve.production_ports),
+        network_mode=p.serve.network,
+        host_network_reason="profile sets serve.network: host" if p.serve.network == "host" else None,
+        image_ref=plan.docker.image.split("@", 1)[0],
+        image_digest=p.image.digest,
+        model_path=model_mount.source,
+        model_revision=p.model.revision,
+        ipc_host=plan.docker.ipc_mode == "host",
+        shm_size_bytes=parse_size_bytes(plan.docker.shm_size),
+        cache_paths=tuple(m.source for m in plan.docker.mounts[1:] if not m.read_only),
+        conflicts=conflicts,
+        stop_conflicts=stop_conflicts,
+        replacing=replacing,
+    )
+
+
+def preflight(
+    *,
+    name: str,
+    skip: Iterable[str] = frozenset(),
+    replacing: Replacing | None = None,
+    stop_conflicts: bool = False,
+) -> tuple[Resolved, PreflightReport]:
+    """Resolve profile ``name`` and run every preflight check on this host (NVML, psutil, Docker).
+
+    Raises:
+        UsageError / ProfileError: the profile does not resolve; ``skip`` names an unknown check.
+    """
+    from servectl.preflight import preflight_on_this_host
+    from servectl.resolve import resolve
+
+    resolved = resolve(name)
+    request = request_for(resolved, replacing=replacing, stop_conflicts=stop_conflicts)
+    return resolved, preflight_on_this_host(request=request, skip=skip)
