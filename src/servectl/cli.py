@@ -24,12 +24,8 @@ app = typer.Typer(
 
 # Each module registers its commands on ``app`` through ``register(app)``; keep the list sorted.
 _COMMAND_MODULES: tuple[str, ...] = (
-_COMMAND_MODULES: tuple[str, ...] = (
     "servectl.cli_dev",
     "servectl.cli_preflight",
-    "servectl.cli_profiles",
-    "servectl.cli_service",
-)
     "servectl.cli_profiles",
     "servectl.cli_service",
 )
