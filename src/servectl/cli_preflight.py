@@ -15,7 +15,8 @@ def preflight_command(
     name: Annotated[str, typer.Argument(help="profile to check")],
     as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
     force: Annotated[
-        list[str] | None, typer.Option("--force", help="skip one named check (repeatable); recorded in the report")
+        list[str] | None,
+        typer.Option("--force", help="skip one named check (repeatable); recorded in the report"),
     ] = None,
 ) -> None:
     """Run every preflight check for a profile: exit 0 when none fails, 3 when one does."""

@@ -29,7 +29,9 @@ def promote_command(
     from servectl.evidence import promote
 
     record = promote(name=name, evidence_dir=evidence)
-    typer.echo(f"promoted {name}: evidence {name}.evidence.json (run {record.run_id}, plan {record.plan_hash})")
+    typer.echo(
+        f"promoted {name}: evidence {name}.evidence.json (run {record.run_id}, plan {record.plan_hash})"
+    )
 
 
 def profiles_command(
@@ -53,7 +55,15 @@ def profiles_command(
             table.add_row(r.name, "[red]invalid[/]", "", "", "", "", "", r.error, r.source)
             continue
         table.add_row(
-            r.name, r.status, r.model, str(r.tp), _human(r.context), str(r.port), r.role, r.headline or "", r.source
+            r.name,
+            r.status,
+            r.model,
+            str(r.tp),
+            _human(r.context),
+            str(r.port),
+            r.role,
+            r.headline or "",
+            r.source,
         )
     Console().print(table)
 
@@ -121,7 +131,9 @@ def schema_command() -> None:
 
 
 def catalog_command(
-    name: Annotated[str, typer.Argument(help="catalog name, or a profile name to see its extended catalog")] = "",
+    name: Annotated[
+        str, typer.Argument(help="catalog name, or a profile name to see its extended catalog")
+    ] = "",
     grep: Annotated[str, typer.Option("--grep", "-g", help="only flags containing this text")] = "",
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:

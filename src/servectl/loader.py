@@ -210,7 +210,7 @@ def read_yaml(path: Path) -> tuple[dict[str, Any], dict[PathKey, Location]]:
         raise ProfileError([Problem(shown, None, "", f"YAML value: {e}")]) from None
     finally:
         loader.dispose()
-    if not isinstance(data, dict):
+    if not isinstance(data, dict) or not isinstance(node, yaml.MappingNode):
         raise ProfileError([Problem(shown, 1, "", "a profile must be a YAML mapping of keys to values")])
     locations: dict[PathKey, Location] = {(): (path, 1)}
     problems: list[Problem] = []
@@ -391,7 +391,9 @@ def _model_of(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
-def _problem(locations: Mapping[PathKey, Location], path: PathKey, default_file: Path, message: str) -> Problem:
+def _problem(
+    locations: Mapping[PathKey, Location], path: PathKey, default_file: Path, message: str
+) -> Problem:
     file, line = _locate(locations, path, default_file)
     return Problem(file=_display(file), line=line, field=_dotted(path), message=message)
 

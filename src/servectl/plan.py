@@ -220,7 +220,10 @@ def catalog_problems(profile: Profile, catalog: FlagCatalog) -> Iterator[tuple[P
             continue
         owner_of[opt.dest] = arg.field
         if opt.dest == "api_key":
-            yield arg.field, "the API key is never written in a profile; use serve.api_key_env or serve.api_key_file"
+            yield (
+                arg.field,
+                "the API key is never written in a profile; use serve.api_key_env or serve.api_key_file",
+            )
             continue
         try:
             catalog.parse_argv(list(arg.tokens))
@@ -297,7 +300,8 @@ def compile_plan(
         **profile.container.labels,
     }
     environment = tuple(
-        (name, None if value == "${" + name + "}" else value) for name, value in sorted(profile.engine.env.items())
+        (name, None if value == "${" + name + "}" else value)
+        for name, value in sorted(profile.engine.env.items())
     )
     docker = DockerRunSpec(
         image=f"{profile.image.ref}@{profile.image.digest}" if profile.image.digest else profile.image.ref,
@@ -366,7 +370,9 @@ def _host_path(raw: str, home: Path, environ: Mapping[str, str], *, where: str) 
     def substitute(match: re.Match[str]) -> str:
         name = match.group(1) or match.group(2)
         if name not in environ:
-            raise ProfileError(f"{where}: {raw!r} uses ${{{name}}}, which is not set; export {name}=... first")
+            raise ProfileError(
+                f"{where}: {raw!r} uses ${{{name}}}, which is not set; export {name}=... first"
+            )
         return environ[name]
 
     value = _VAR.sub(substitute, raw)

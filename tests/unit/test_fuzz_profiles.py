@@ -11,17 +11,57 @@ from hypothesis import strategies as st
 from servectl.errors import ProfileError
 from servectl.loader import ProfileFolder, load_profile
 
-KEYS = ["name", "image", "model", "serve", "engine", "gpus", "container", "health", "extends", "status", "tp",
-        "ref", "digest", "path", "served_name", "port", "role", "args", "speculative", "devices", "conflicts",
-        "adaptive_steps", "num_steps", "algorithm", "context_length", "env", "mounts", "catalog_extend"]
-scalars = st.one_of(st.none(), st.booleans(), st.integers(-5, 70000), st.floats(allow_nan=False),
-                    st.sampled_from(["p", "EAGLE", "bench", "sm120", "x/y:1", "/m", "sha256:00", "${X}"]),
-                    st.text(max_size=8))
-documents = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=4),
-                                                          st.dictionaries(st.sampled_from(KEYS), inner, max_size=6)),
-                         max_leaves=25)
-VALID = {"name": "p", "image": {"ref": "x/y:1"}, "model": {"path": "/m", "served_name": "m"},
-         "serve": {"port": 8180, "role": "bench"}}
+KEYS = [
+    "name",
+    "image",
+    "model",
+    "serve",
+    "engine",
+    "gpus",
+    "container",
+    "health",
+    "extends",
+    "status",
+    "tp",
+    "ref",
+    "digest",
+    "path",
+    "served_name",
+    "port",
+    "role",
+    "args",
+    "speculative",
+    "devices",
+    "conflicts",
+    "adaptive_steps",
+    "num_steps",
+    "algorithm",
+    "context_length",
+    "env",
+    "mounts",
+    "catalog_extend",
+]
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-5, 70000),
+    st.floats(allow_nan=False),
+    st.sampled_from(["p", "EAGLE", "bench", "sm120", "x/y:1", "/m", "sha256:00", "${X}"]),
+    st.text(max_size=8),
+)
+documents = st.recursive(
+    scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.sampled_from(KEYS), inner, max_size=6)
+    ),
+    max_leaves=25,
+)
+VALID = {
+    "name": "p",
+    "image": {"ref": "x/y:1"},
+    "model": {"path": "/m", "served_name": "m"},
+    "serve": {"port": 8180, "role": "bench"},
+}
 
 
 def _check(tmp: Path, text: str) -> None:
@@ -31,7 +71,9 @@ def _check(tmp: Path, text: str) -> None:
     try:
         load_profile("p", folders=[ProfileFolder(folder, "test")])
     except ProfileError as err:
-        assert err.lines() and all(line.startswith(str(folder)) or line.startswith("profiles") for line in err.lines())
+        assert err.lines() and all(
+            line.startswith(str(folder)) or line.startswith("profiles") for line in err.lines()
+        )
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

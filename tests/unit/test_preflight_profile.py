@@ -37,8 +37,12 @@ def test_393k_request_matches_the_profile_and_plan() -> None:
 def test_demo_requests_no_gpu_and_passes_on_a_gpu_less_box_with_fakes() -> None:
     request = request_for(resolve("demo"))
     assert not request.gpus_requested
-    report = run_preflight(request=request, gpus=FakeGpuInventory.scenario("no_driver"), host=FakeHostProbe(),
-                           docker=FakeDockerFacts())
+    report = run_preflight(
+        request=request,
+        gpus=FakeGpuInventory.scenario("no_driver"),
+        host=FakeHostProbe(),
+        docker=FakeDockerFacts(),
+    )
     assert report.check("gpu.present").result == "skipped"
 
 
@@ -52,6 +56,8 @@ def test_foreign_process_on_a_card_fails_exclusivity_with_its_pid() -> None:
     assert str(pid) in check.message
 
 
-@pytest.mark.parametrize(("text", "expected"), [("32g", 32 * 2**30), ("512m", 512 * 2**20), ("100", 100), (None, None)])
+@pytest.mark.parametrize(
+    ("text", "expected"), [("32g", 32 * 2**30), ("512m", 512 * 2**20), ("100", 100), (None, None)]
+)
 def test_shm_size_parses_docker_notation(text: str | None, expected: int | None) -> None:
     assert parse_size_bytes(text) == expected

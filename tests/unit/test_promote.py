@@ -25,13 +25,31 @@ serve: {{port: 8180, role: bench}}
 
 
 def summary(plan_hash: str, **provenance: str) -> dict[str, object]:
-    point = {"prompt_tokens_target": 4096, "concurrency": 1, "repeats": 3, "requests_ok": 3, "requests_flagged": 0,
-             "prompt_tokens_actual": {"p50": 2969, "min": 2969, "max": 2969, "n": 3},
-             "decode_tok_s": {"p50": 112.07, "min": 111.0, "max": 113.0, "n": 3},
-             "ttft_s": {"p50": 0.5, "min": 0.4, "max": 0.6, "n": 3}}
-    prov = {"profile": "q", "plan_hash": plan_hash, "image_digest": DIGEST, "model_revision": REVISION, **provenance}
-    return {"kind": "summary", "run_id": "r1", "finished_at": "2026-11-30T12:00:00Z", "provenance": prov,
-            "points": [point], "free_vram_after": [{"index": 0, "memory_free_bytes": 2101 * 2**20, "memory_free_mib": 2101}]}
+    point = {
+        "prompt_tokens_target": 4096,
+        "concurrency": 1,
+        "repeats": 3,
+        "requests_ok": 3,
+        "requests_flagged": 0,
+        "prompt_tokens_actual": {"p50": 2969, "min": 2969, "max": 2969, "n": 3},
+        "decode_tok_s": {"p50": 112.07, "min": 111.0, "max": 113.0, "n": 3},
+        "ttft_s": {"p50": 0.5, "min": 0.4, "max": 0.6, "n": 3},
+    }
+    prov = {
+        "profile": "q",
+        "plan_hash": plan_hash,
+        "image_digest": DIGEST,
+        "model_revision": REVISION,
+        **provenance,
+    }
+    return {
+        "kind": "summary",
+        "run_id": "r1",
+        "finished_at": "2026-11-30T12:00:00Z",
+        "provenance": prov,
+        "points": [point],
+        "free_vram_after": [{"index": 0, "memory_free_bytes": 2101 * 2**20, "memory_free_mib": 2101}],
+    }
 
 
 @pytest.fixture
@@ -42,7 +60,9 @@ def evidence(tmp_path: Path, write_profile: Callable[[str, str], Path]) -> Calla
         folder = tmp_path / "ev"
         folder.mkdir(exist_ok=True)
         plan_hash = plan_for(load_profile("q")).plan_hash
-        (folder / "summary.json").write_text(json.dumps(summary(provenance.pop("plan_hash", plan_hash), **provenance)))
+        (folder / "summary.json").write_text(
+            json.dumps(summary(provenance.pop("plan_hash", plan_hash), **provenance))
+        )
         return folder
 
     return make
@@ -63,10 +83,12 @@ def test_matching_evidence_promotes_keeps_comments_and_records_the_headline(
 
 @pytest.mark.parametrize(
     ("provenance", "reason"),
-    [({"plan_hash": "0" * 16}, "the profile changed since the run"),
-     ({"image_digest": "sha256:" + "e" * 64}, "is not the pinned"),
-     ({"model_revision": "f" * 40}, "is not the pinned"),
-     ({"profile": "other"}, "measured on profile 'other'")],
+    [
+        ({"plan_hash": "0" * 16}, "the profile changed since the run"),
+        ({"image_digest": "sha256:" + "e" * 64}, "is not the pinned"),
+        ({"model_revision": "f" * 40}, "is not the pinned"),
+        ({"profile": "other"}, "measured on profile 'other'"),
+    ],
 )
 def test_mismatched_evidence_is_refused_and_the_profile_is_untouched(
     evidence: Callable[..., Path], profile_dir: Path, provenance: dict[str, str], reason: str
