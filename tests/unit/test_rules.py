@@ -31,7 +31,9 @@ def check(write_profile: Write, minimal: Callable[[str], str]) -> Callable[[str]
     return run
 
 
-ADAPTIVE = "engine:\n  speculative: {{algorithm: {algo}, num_steps: {steps}, eagle_topk: {topk}, adaptive_steps: [3, 5]}}\n"
+ADAPTIVE = (
+    "engine:\n  speculative: {{algorithm: {algo}, num_steps: {steps}, eagle_topk: {topk}, adaptive_steps: [3, 5]}}\n"
+)
 
 CASES: list[tuple[str, str, str, str]] = [
     # rule, bad extra, expected text in the message, good extra
