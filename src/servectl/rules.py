@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
+from servectl.catalog import ArgvError
 from servectl.errors import Problem
 from servectl.plan import catalog_for, catalog_problems
 from servectl.profile import Profile
@@ -78,14 +79,42 @@ def mamba_cache(p: Profile) -> RuleResult:
 
 @rule("gpus.parallelism")
 def parallel_matches_devices(p: Profile) -> RuleResult:
-    """tp x dp = number of GPU devices (when devices are named)."""
+    """tp x dp = number of GPU devices (when devices are named), times the nodes of a multi-node profile."""
     devices = p.gpus.devices
-    if devices and p.engine.tp * p.engine.dp != len(devices):
+    if devices and p.engine.tp * p.engine.dp != len(devices) * p.nodes:
         dp = f" x dp {p.engine.dp}" if p.engine.dp != 1 else ""
+        per_node = f" on each of {p.nodes} nodes" if p.nodes > 1 else ""
+        total = " times the nodes" if p.nodes > 1 else ""
         yield ("engine", "tp"), (
-            f"tp {p.engine.tp}{dp} does not match {len(devices)} GPU devices {devices}; "
-            f"make tp x dp equal the number of devices"
+            f"tp {p.engine.tp}{dp} does not match {len(devices)} GPU devices {devices}{per_node}; "
+            f"make tp x dp equal the number of devices{total}"
         )
+
+
+#: Flags that join a process to a multi-node group (by the catalog's dest name).
+MULTINODE_DESTS = frozenset({"nnodes", "node_rank", "dist_init_addr"})
+
+
+@rule("engine.multinode_flags")
+def multinode_flags_from_renderer(p: Profile) -> RuleResult:
+    """--nnodes, --node-rank and --dist-init-addr are added per pod by `servectl render`, never written."""
+    try:
+        catalog = catalog_for(p)
+    except (KeyError, ValueError):  # reported by the engine.catalog rule
+        catalog = None
+    for key in p.engine.args:
+        dest = key.replace("-", "_")
+        if catalog is not None:
+            try:
+                option = catalog.option("--" + key)
+            except ArgvError:  # an ambiguous abbreviation: reported by the engine.catalog rule
+                option = None
+            dest = option.dest if option is not None else dest
+        if dest in MULTINODE_DESTS:
+            yield ("engine", "args", key), (
+                f"--{key} differs per node and is filled in by `servectl render --to k8s` from `nodes:`; "
+                f"remove it (set `nodes: N` for a multi-node service)"
+            )
 
 
 @rule("status.pins")
