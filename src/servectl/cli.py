@@ -23,6 +23,7 @@ app = typer.Typer(
 
 # Each module registers its commands on ``app`` through ``register(app)``; keep the list sorted.
 _COMMAND_MODULES: tuple[str, ...] = (
+    "servectl.cli_dev",
     "servectl.cli_profiles",
     "servectl.cli_render",
     "servectl.cli_service",
