@@ -333,6 +333,36 @@ def compile_plan(
     return LaunchPlan(**{**plan.__dict__, "docker": labelled, "plan_hash": digest})
 
 
+#: Home and state folder of the *portable* plan: the launch as a profile describes it, nothing of the machine.
+PORTABLE_HOME = Path("~")
+PORTABLE_STATE_DIR = Path("~/.local/state/servectl")
+
+
+class VariablesKeptLiteral(Mapping[str, str]):
+    """An environment in which every variable is set to a reference to itself: ``X`` -> ``${X}``."""
+
+    def __getitem__(self, key: str) -> str:
+        return "${" + key + "}"
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+
+def compile_portable_plan(profile: Profile, *, source: str) -> LaunchPlan:
+    """The plan with nothing of this machine in it: home ``~``, a fixed state folder, ``${VAR}`` kept as is.
+
+    ``servectl render`` writes files from it that can be committed and used on any machine.
+    """
+    portable_env = VariablesKeptLiteral()
+    return compile_plan(profile, source=source, state_dir=PORTABLE_STATE_DIR, home=PORTABLE_HOME, environ=portable_env)
+
+
 def plan_hash(plan: LaunchPlan) -> str:
     """A short, stable hash of everything that shapes the running container (not its hash label)."""
     data = plan.to_dict()

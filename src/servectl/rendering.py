@@ -18,37 +18,19 @@ plan with that machine's home and state folder.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from servectl.errors import RenderUnsupported, UsageError
 from servectl.loader import SHIPPED_PROFILES_DIR, LoadedProfile, ProfileFolder, discover, load_profile
-from servectl.plan import LaunchPlan, compile_plan
+from servectl.plan import compile_portable_plan
 
 Target = Literal["compose", "k8s"]
 TARGETS: tuple[Target, ...] = ("compose", "k8s")
 #: Folder (under the project) that holds each target's files.
 TARGET_DIRS: Mapping[Target, str] = {"compose": "compose", "k8s": "k8s"}
-PORTABLE_HOME = Path("~")
-PORTABLE_STATE_DIR = Path("~/.local/state/servectl")
-
-
-class VariablesKeptLiteral(Mapping[str, str]):
-    """An environment in which every variable is set to a reference to itself: ``X`` -> ``${X}``."""
-
-    def __getitem__(self, key: str) -> str:
-        return "${" + key + "}"
-
-    def __contains__(self, key: object) -> bool:
-        return isinstance(key, str)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(())
-
-    def __len__(self) -> int:
-        return 0
 
 
 @dataclass(frozen=True)
@@ -98,17 +80,6 @@ def parse_target(value: str) -> Target:
     raise UsageError(f"--to {value}: unknown render target; use one of {', '.join(TARGETS)}")
 
 
-def portable_plan(loaded: LoadedProfile, *, source: str) -> LaunchPlan:
-    """The profile's launch plan with nothing of this machine in it (see the module docstring)."""
-    return compile_plan(
-        loaded.profile,
-        source=source,
-        state_dir=PORTABLE_STATE_DIR,
-        home=PORTABLE_HOME,
-        environ=VariablesKeptLiteral(),
-    )
-
-
 def render_text(
     loaded: LoadedProfile,
     *,
@@ -132,7 +103,7 @@ def render_text(
     """
     from servectl.render import compose_notes, k8s_notes, render_compose, render_k8s, to_yaml
 
-    plan = portable_plan(loaded, source=_relative_source(loaded.file.path, project_dir))
+    plan = compile_portable_plan(loaded.profile, source=_relative_source(loaded.file.path, project_dir))
     profile = loaded.profile
     if target == "compose":
         document = render_compose(plan, profile, project_dir=str(project_dir), out_dir=str(out_dir))

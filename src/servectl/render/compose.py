@@ -52,7 +52,7 @@ def render_compose(
     """The Compose file (as a mapping) that runs ``plan`` with ``docker compose up``.
 
     Args:
-        plan: the compiled launch plan (see :func:`servectl.rendering.portable_plan` for files to commit).
+        plan: the compiled launch plan (see :func:`servectl.plan.compile_portable_plan` for files to share).
         profile: the profile the plan came from (only ``nodes`` is read: compose is single-host).
         project_dir: absolute folder; host paths inside it are written relative to ``out_dir``.
         out_dir: absolute folder the file will live in (compose resolves relative paths from there).
