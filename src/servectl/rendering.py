@@ -2,17 +2,19 @@
 
 Rendered files are meant to be committed and shared, so they hold nothing of the machine that rendered them:
 
-- the plan is compiled with home ``~`` (compose expands it; Kubernetes files write ``${HOME}``), a fixed
-  state folder that never appears in the output (generated files become compose ``configs`` / a ConfigMap,
-  an API key from the environment becomes a compose ``secrets`` entry / a Secret reference), and every
-  ``${VAR}`` of a host path kept as the literal ``${VAR}`` (compose fills it in from the shell; for
-  Kubernetes it is an ``envsubst`` placeholder);
-- host paths inside the project folder (the shipped profiles' repository, or the current folder) are written
-  relative to the compose file, and as ``${SERVECTL_PROJECT_DIR}/...`` for Kubernetes;
+- they come from the portable plan (:func:`servectl.plan.compile_portable_plan`): home ``~`` (compose
+  expands it; Kubernetes files write ``${HOME}``), a fixed state folder that never appears in the output
+  (generated files become compose ``configs`` / a ConfigMap, an API key from the environment becomes a
+  compose ``secrets`` entry / a Secret reference), every ``${VAR}`` of a host path kept as the literal
+  ``${VAR}`` (compose fills it in from the shell; for Kubernetes it is an ``envsubst`` placeholder);
+- host paths inside the profile's project folder (the folder above its ``profiles/`` folder: for the shipped
+  profiles, the repository) are written relative to the compose file, and as ``${SERVECTL_PROJECT_DIR}/...``
+  for Kubernetes;
 - the ``servectl.source`` label names the profile file relative to the project folder.
 
-So the plan hash in a rendered file is that of the portable plan; ``servectl up`` on a machine hashes the
-plan with that machine's home and state folder.
+The plan hash is always taken over the portable plan, so a rendered file carries the hash that
+``servectl up`` gives the same profile, and ``servectl status`` shows no drift for a service started with
+``docker compose up`` from an up-to-date file.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import Literal
 
 from servectl.errors import RenderUnsupported, UsageError
 from servectl.loader import SHIPPED_PROFILES_DIR, LoadedProfile, ProfileFolder, discover, load_profile
-from servectl.plan import compile_portable_plan
+from servectl.plan import compile_portable_plan, project_dir_of
 
 Target = Literal["compose", "k8s"]
 TARGETS: tuple[Target, ...] = ("compose", "k8s")
@@ -80,20 +82,12 @@ def parse_target(value: str) -> Target:
     raise UsageError(f"--to {value}: unknown render target; use one of {', '.join(TARGETS)}")
 
 
-def render_text(
-    loaded: LoadedProfile,
-    *,
-    target: Target,
-    project_dir: Path,
-    out_dir: Path,
-    command: str,
-) -> str:
+def render_text(loaded: LoadedProfile, *, target: Target, out_dir: Path, command: str) -> str:
     """The text of one rendered file.
 
     Args:
         loaded: a validated profile.
         target: ``compose`` or ``k8s``.
-        project_dir: absolute folder whose paths are written portably.
         out_dir: absolute folder the file goes to (compose resolves relative paths from it).
         command: the command that regenerates the file (named in its header).
 
@@ -103,13 +97,16 @@ def render_text(
     """
     from servectl.render import compose_notes, k8s_notes, render_compose, render_k8s, to_yaml
 
-    plan = compile_portable_plan(loaded.profile, source=_relative_source(loaded.file.path, project_dir))
+    project_dir = project_dir_of(loaded.file.path)
+    source = _relative_source(loaded.file.path, project_dir)
+    plan = compile_portable_plan(loaded.profile, source=source, project_dir=project_dir)
     profile = loaded.profile
     if target == "compose":
-        document = render_compose(plan, profile, project_dir=str(project_dir), out_dir=str(out_dir))
+        relative = None if project_dir is None else os.path.relpath(project_dir, out_dir)
+        document = render_compose(plan, profile, project_dir=relative)
         return to_yaml(document, plan=plan, command=command, notes=compose_notes(plan, profile, document))
     if target == "k8s":
-        manifests = render_k8s(plan, profile, project_dir=str(project_dir))
+        manifests = render_k8s(plan, profile)
         return to_yaml(manifests, plan=plan, command=command, notes=k8s_notes(plan, profile, manifests))
     raise UsageError(f"unknown render target {target!r}; use one of {', '.join(TARGETS)}")
 
@@ -128,7 +125,7 @@ def render_profile(
         name: profile name (or a path to a profile file).
         target: ``compose`` or ``k8s``.
         out: file to write; ``-`` for standard output; default ``<target dir>/<name>.yaml`` under ``cwd``.
-        cwd: the folder relative paths start from (default: the current folder); it is the project folder.
+        cwd: the folder a relative ``out`` starts from (default: the current folder).
         folders: the profile search path (default: the usual one).
 
     Raises:
@@ -145,7 +142,7 @@ def render_profile(
         path = path if path.is_absolute() else base / path
         out_dir = path.parent
     command = f"servectl render {loaded.profile.name} --to {target}"
-    text = render_text(loaded, target=target, project_dir=base, out_dir=out_dir, command=command)
+    text = render_text(loaded, target=target, out_dir=out_dir, command=command)
     return RenderedFile(loaded.profile.name, target, path, text)
 
 
@@ -177,9 +174,7 @@ def render_shipped(*, project_dir: Path | None = None, targets: Sequence[Target]
         for target in targets:
             out_dir = root / TARGET_DIRS[target]
             try:
-                text = render_text(
-                    loaded, target=target, project_dir=root, out_dir=out_dir, command="servectl render --all"
-                )
+                text = render_text(loaded, target=target, out_dir=out_dir, command="servectl render --all")
             except (RenderUnsupported, ProfileError) as err:
                 skipped.append(Skipped(name, target, err.message))
                 continue
@@ -215,8 +210,7 @@ def render_all(*, project_dir: Path | None = None, targets: Sequence[Target] = T
     return RenderSet(rendered.files, rendered.skipped, tuple(removed))
 
 
-def _relative_source(path: Path, project_dir: Path) -> str:
-    try:
-        return os.path.relpath(path, project_dir) if path.is_relative_to(project_dir) else str(path)
-    except ValueError:
-        return str(path)
+def _relative_source(path: Path, project_dir: Path | None) -> str:
+    if project_dir is not None and path.is_relative_to(project_dir):
+        return path.relative_to(project_dir).as_posix()
+    return str(path)

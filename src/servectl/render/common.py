@@ -17,8 +17,6 @@ from servectl.plan import GeneratedFile, LaunchPlan, MountPlan
 
 #: The port the multi-node leader listens on for ``--dist-init-addr`` (the SGLang and LWS examples use it).
 DIST_INIT_PORT = 20000
-#: Placeholder for the folder of the profiles' project (see ``servectl.rendering``) in Kubernetes host paths.
-PROJECT_DIR_VAR = "SERVECTL_PROJECT_DIR"
 #: Health endpoint: 503 while starting, 200 once the engine serves.
 HEALTH_PATH = "/health"
 #: Seconds between startup and readiness probes; the startup budget is divided by it.
@@ -124,26 +122,6 @@ def health_check_argv(plan: LaunchPlan, listen: Listen) -> list[str]:
 def variables_in(text: str) -> list[str]:
     """Names of the ``${VAR}`` references in ``text``, in order."""
     return _VAR_REF.findall(text)
-
-
-def is_under(path: str, folder: str) -> bool:
-    """Whether absolute ``path`` is ``folder`` or inside it (string logic only)."""
-    if not path.startswith("/") or not folder.startswith("/"):
-        return False
-    return PurePosixPath(path).is_relative_to(PurePosixPath(folder))
-
-
-def relative_path(path: str, start: str) -> str:
-    """``path`` relative to folder ``start``, both absolute; ``./`` or ``../`` first, as compose expects."""
-    target, base = PurePosixPath(path).parts, PurePosixPath(start).parts
-    common = 0
-    while common < min(len(target), len(base)) and target[common] == base[common]:
-        common += 1
-    parts = [".."] * (len(base) - common) + list(target[common:])
-    if not parts:
-        return "."
-    joined = "/".join(parts)
-    return joined if joined.startswith("..") else "./" + joined
 
 
 def dns_label(name: str, *, limit: int = 63) -> str:

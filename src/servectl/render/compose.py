@@ -24,15 +24,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from servectl.plan import LaunchPlan, MountPlan
+from servectl.plan import PROJECT_DIR_VAR, LaunchPlan, MountPlan
 from servectl.profile import Profile
 from servectl.render.common import (
     PROBE_PERIOD_S,
     PROBE_TIMEOUT_S,
     health_check_argv,
-    is_under,
     listen_of,
-    relative_path,
     require_single_node,
     split_mounts,
     variables_in,
@@ -47,15 +45,15 @@ def render_compose(
     profile: Profile,
     *,
     project_dir: str | None = None,
-    out_dir: str | None = None,
 ) -> dict[str, Any]:
     """The Compose file (as a mapping) that runs ``plan`` with ``docker compose up``.
 
     Args:
         plan: the compiled launch plan (see :func:`servectl.plan.compile_portable_plan` for files to share).
-        profile: the profile the plan came from (only ``nodes`` is read: compose is single-host).
-        project_dir: absolute folder; host paths inside it are written relative to ``out_dir``.
-        out_dir: absolute folder the file will live in (compose resolves relative paths from there).
+        profile: the profile the plan came from (only ``nodes`` and ``image.build`` are read).
+        project_dir: the project folder relative to the compose file's folder (e.g. ``..``): host paths
+            starting with ``${SERVECTL_PROJECT_DIR}`` are written relative to the file, which compose
+            resolves; None keeps the variable for compose to fill in from the shell.
 
     Raises:
         RenderUnsupported: a multi-node profile (``nodes > 1``).
@@ -107,7 +105,7 @@ def render_compose(
             name: soft if soft == hard else {"soft": soft, "hard": hard} for name, soft, hard in spec.ulimits
         }
     if parts.host:
-        service["volumes"] = [_bind(m, project_dir=project_dir, out_dir=out_dir) for m in parts.host]
+        service["volumes"] = [_bind(m, project_dir=project_dir) for m in parts.host]
 
     document: dict[str, Any] = {"name": project_name(plan), "services": {plan.profile: service}}
     if parts.generated:
@@ -122,7 +120,7 @@ def render_compose(
         if plan.secret.source == "env":
             source: dict[str, str] = {"environment": plan.secret.name}
         else:
-            source = {"file": _host_path(plan.secret.name, project_dir=project_dir, out_dir=out_dir)}
+            source = {"file": _host_path(plan.secret.name, project_dir=project_dir)}
         document["secrets"] = {API_KEY_SECRET: source}
         service["secrets"] = [{"source": API_KEY_SECRET, "target": parts.api_key.target}]
 
@@ -168,10 +166,10 @@ def project_name(plan: LaunchPlan) -> str:
     return "servectl-" + re.sub(r"[^a-z0-9_-]", "-", plan.profile.lower()).strip("-_")
 
 
-def _bind(mount: MountPlan, *, project_dir: str | None, out_dir: str | None) -> dict[str, Any]:
+def _bind(mount: MountPlan, *, project_dir: str | None) -> dict[str, Any]:
     return {
         "type": "bind",
-        "source": _host_path(mount.source, project_dir=project_dir, out_dir=out_dir),
+        "source": _host_path(mount.source, project_dir=project_dir),
         "target": mount.target,
         "read_only": mount.read_only,
         # weights must already be there (an empty folder would fail much later); caches may be created
@@ -179,9 +177,11 @@ def _bind(mount: MountPlan, *, project_dir: str | None, out_dir: str | None) -> 
     }
 
 
-def _host_path(path: str, *, project_dir: str | None, out_dir: str | None) -> str:
-    if project_dir is not None and out_dir is not None and is_under(path, project_dir):
-        path = relative_path(path, out_dir)
+def _host_path(path: str, *, project_dir: str | None) -> str:
+    placeholder = "${" + PROJECT_DIR_VAR + "}"
+    if project_dir is not None and (path == placeholder or path.startswith(placeholder + "/")):
+        path = project_dir.rstrip("/") + path[len(placeholder) :]
+        path = path if path.startswith(("./", "../", "/")) or path in (".", "..") else "./" + path
     return _DOLLAR_NOT_VAR.sub("$$", path)
 
 

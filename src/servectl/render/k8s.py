@@ -33,10 +33,8 @@ from servectl.render.common import (
     HEALTH_PATH,
     PROBE_PERIOD_S,
     PROBE_TIMEOUT_S,
-    PROJECT_DIR_VAR,
     Listen,
     dns_label,
-    is_under,
     listen_of,
     split_mounts,
     startup_probe_failures,
@@ -50,13 +48,12 @@ CONTAINER_NAME = "sglang"
 _SHM_UNITS = {"b": "", "k": "Ki", "m": "Mi", "g": "Gi"}
 
 
-def render_k8s(plan: LaunchPlan, profile: Profile, *, project_dir: str | None = None) -> list[dict[str, Any]]:
+def render_k8s(plan: LaunchPlan, profile: Profile) -> list[dict[str, Any]]:
     """The manifests that run ``plan`` on Kubernetes, in apply order.
 
     Args:
         plan: the compiled launch plan.
         profile: the profile the plan came from (only ``nodes`` is read).
-        project_dir: absolute folder whose paths are written as ``${SERVECTL_PROJECT_DIR}/...``.
 
     Returns:
         ``[ConfigMap?, Deployment, Service]``, or ``[ConfigMap?, LeaderWorkerSet, Service]`` when
@@ -88,9 +85,7 @@ def render_k8s(plan: LaunchPlan, profile: Profile, *, project_dir: str | None = 
     used = {"dshm"}
     for mount in parts.host:
         volume = _volume_name(mount.target, used)
-        volumes.append(
-            {"name": volume, "hostPath": {"path": host_path(mount.source, project_dir=project_dir)}}
-        )
+        volumes.append({"name": volume, "hostPath": {"path": host_path(mount.source)}})
         mounts.append({"name": volume, "mountPath": mount.target, "readOnly": mount.read_only})
     if parts.generated:
         config_map = f"{name}-files"
@@ -277,12 +272,11 @@ def dist_init_port(plan: LaunchPlan) -> int:
     return DIST_INIT_PORT + 1 if listen_of(plan).port == DIST_INIT_PORT else DIST_INIT_PORT
 
 
-def host_path(path: str, *, project_dir: str | None) -> str:
-    """A plan host path as a node path, machine-specific parts as ``envsubst`` placeholders."""
+def host_path(path: str) -> str:
+    """A plan host path as a node path: ``~`` becomes ``${HOME}``, an ``envsubst`` placeholder like the
+    ``${VAR}`` (and ``${SERVECTL_PROJECT_DIR}``) references a portable plan already holds."""
     if path == "~" or path.startswith("~/"):
         return "${HOME}" + path[1:]
-    if project_dir is not None and is_under(path, project_dir):
-        return "${" + PROJECT_DIR_VAR + "}" + path[len(project_dir.rstrip("/")) :]
     return path
 
 
