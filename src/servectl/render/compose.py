@@ -112,7 +112,7 @@ def render_compose(
         configs = {}
         service["configs"] = []
         for generated, mount in parts.generated:
-            key = f"{project_name(plan)}-{generated.host_path.rsplit('/', 1)[-1].replace('.', '-')}"
+            key = generated.host_path.rsplit("/", 1)[-1].replace(".", "-")  # compose prefixes the project
             configs[key] = {"content": _literal(generated.content)}
             service["configs"].append({"source": key, "target": mount.target})
         document["configs"] = configs
