@@ -312,7 +312,9 @@ def compile_plan(
         device_ids=tuple(str(d) for d in profile.gpus.devices),
         ipc_mode=profile.container.ipc,
         shm_size=profile.container.shm_size,
-        ulimits=SGLANG_ULIMITS,
+        # The stand-in locks no memory. SGLang's memlock=-1 needs CAP_SYS_RESOURCE in the Docker daemon,
+        # which rootless and sandboxed engines lack, and the demo must start there too.
+        ulimits=() if profile.image.build == "standin" else SGLANG_ULIMITS,
         network_mode="bridge" if bridge else "host",
         ports=(PortBinding(profile.serve.host, profile.serve.port, profile.serve.port),) if bridge else (),
         mounts=tuple(mounts),

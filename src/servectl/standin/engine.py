@@ -70,11 +70,11 @@ class Engine:
     # -- process -----------------------------------------------------------------------------------
     def run(self) -> int:
         """Run until SIGTERM (exit 0), a startup failure (its exit code) or forever."""
-        handlers_installed = threading.current_thread() is threading.main_thread()
-        if handlers_installed:
-            signal.signal(
-                signal.SIGTERM, signal.SIG_IGN if self.settings.ignore_sigterm else _raise_terminated
-            )
+        previous: dict[int, Any] = {}
+        if threading.current_thread() is threading.main_thread():
+            previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+            on_sigterm = signal.SIG_IGN if self.settings.ignore_sigterm else _raise_terminated
+            signal.signal(signal.SIGTERM, on_sigterm)
             signal.signal(signal.SIGINT, _raise_terminated)
         try:
             return self._run()
@@ -85,6 +85,8 @@ class Engine:
             return crash.exit_code
         finally:
             self.close()
+            for sig, handler in previous.items():  # run in-process (tests): give the caller its handlers back
+                signal.signal(sig, handler)
 
     def close(self) -> None:
         """Stop listening (request threads are daemons and end with the process)."""
@@ -156,11 +158,6 @@ class Engine:
             target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, name="standin-http", daemon=True
         )
         self._server_thread.start()
-
-    @property
-    def bound_port(self) -> int | None:
-        """The port the HTTP server listens on (useful with ``--port 0``), once it listens."""
-        return self.server.server_port if self.server is not None else None
 
     def _log_uvicorn_start(self) -> None:
         assert self.server is not None

@@ -72,7 +72,10 @@ class HostStandin:
         return self._proc.pid
 
     def start(self) -> HostStandin:
-        """Start the child process (returns at once; see :meth:`wait_for_line` and :meth:`wait_ready`)."""
+        """Start the child process (returns at once; see :meth:`wait_for_line` and :meth:`wait_ready`).
+
+        Entering the ``with`` block starts it too, unless it was started already.
+        """
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "servectl.standin", *self.argv],
             stdout=subprocess.PIPE,
@@ -116,7 +119,7 @@ class HostStandin:
                 exited = self._proc is not None and self._proc.poll() is not None
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or (exited and not self._readers[0].is_alive()):
-                    tail = "\n".join(self.lines[-10:])
+                    tail = "\n".join(line[:300] for line in self.lines[-10:])
                     raise TimeoutError(
                         f"no log line containing {text!r}; last lines:\n{tail}\n{self.stderr_text}"
                     )
@@ -156,7 +159,7 @@ class HostStandin:
                 pipe.close()
 
     def __enter__(self) -> HostStandin:
-        return self.start()
+        return self if self._proc is not None else self.start()
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None

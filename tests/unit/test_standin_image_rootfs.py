@@ -1,0 +1,71 @@
+"""The stand-in image's root filesystem is assembled from this interpreter without Docker (needs only ldd)."""
+
+from __future__ import annotations
+
+import io
+import shutil
+import sys
+import tarfile
+
+import pytest
+
+from servectl.standin import image
+from servectl.standin.image import APP_DIR, DEMO_MODEL_PATH, PREFIX, host_python, standin_digest, write_rootfs
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("ldd") is None, reason="ldd (glibc) is needed to collect libraries"
+)
+
+
+@pytest.fixture(scope="module")
+def rootfs() -> dict[str, tarfile.TarInfo]:
+    buffer = io.BytesIO()
+    write_rootfs(buffer)
+    buffer.seek(0)
+    with tarfile.open(fileobj=buffer) as tar:
+        return {member.name: member for member in tar.getmembers()}
+
+
+def test_rootfs_has_python3_on_path_and_the_stdlib(rootfs: dict[str, tarfile.TarInfo]) -> None:
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    binary = rootfs[f"{PREFIX.strip('/')}/bin/python{version}"]
+    assert binary.isfile() and binary.mode & 0o111
+    assert rootfs[f"{PREFIX.strip('/')}/bin/python3"].linkname == f"python{version}"
+    stdlib = f"{PREFIX.strip('/')}/{sys.platlibdir}/python{version}"
+    for module in ("os.py", "json/__init__.py", "http/server.py", "socketserver.py"):
+        assert f"{stdlib}/{module}" in rootfs
+    assert any(name.startswith(f"{stdlib}/lib-dynload/_json") for name in rootfs)
+    assert rootfs["tmp"].mode == 0o1777
+    assert "etc/passwd" in rootfs
+
+
+def test_rootfs_leaves_out_tests_caches_and_site_packages(rootfs: dict[str, tarfile.TarInfo]) -> None:
+    parts = {part for name in rootfs for part in name.split("/")}
+    for unwanted in ("__pycache__", "test", "tests", "idlelib", "tkinter", "ensurepip", "site-packages"):
+        assert unwanted not in parts
+    assert not any(name.endswith(".pyc") for name in rootfs)
+
+
+def test_rootfs_carries_the_standin_catalog_shim_and_demo_model(rootfs: dict[str, tarfile.TarInfo]) -> None:
+    app = APP_DIR.strip("/")
+    paths = ["servectl/catalog.py", "servectl/catalogs/sglang-0.5.23.json", "servectl/standin/engine.py"]
+    paths += ["sglang/__init__.py", "sglang/launch_server.py"]
+    for path in paths:
+        assert f"{app}/{path}" in rootfs
+    assert f"{DEMO_MODEL_PATH.strip('/')}/config.json" in rootfs
+
+
+def test_rootfs_has_the_interpreters_shared_libraries(rootfs: dict[str, tarfile.TarInfo]) -> None:
+    libc = [name for name in rootfs if name.rsplit("/", 1)[-1].startswith("libc.so")]
+    assert libc, "libc must be in the image"
+    total = sum(member.size for member in rootfs.values())
+    assert total < 150 * 1024 * 1024
+
+
+def test_digest_changes_when_a_standin_source_changes(monkeypatch: pytest.MonkeyPatch) -> None:
+    runtime = host_python()
+    before = standin_digest(runtime)
+    assert before == standin_digest(runtime)
+    original = image._app_files
+    monkeypatch.setattr(image, "_app_files", lambda: [*original(), (f"{APP_DIR}/extra.py", b"x = 1\n")])
+    assert standin_digest(runtime) != before

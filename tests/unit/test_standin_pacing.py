@@ -1,0 +1,62 @@
+"""Token pacing is precise: the decode rate a raw HTTP client measures is the set rate within 0.5 %.
+
+A benchmark test elsewhere relies on this (it checks measured tok/s against the stand-in's set rate), so the
+stand-in schedules chunk ``i`` at an absolute deadline ``t0 + i * chunk / rate`` and never drifts.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from servectl.standin.process import HostStandin
+from servectl.standin.tokens import count_text_tokens
+
+DEMO_MODEL = str(Path(__file__).parents[2] / "examples" / "demo-model")
+
+
+def measure_decode_rate(host: str, port: int, max_tokens: int) -> tuple[float, int, list[int]]:
+    """Stream one chat completion; decode tok/s from the first to the last content chunk's arrival."""
+    connection = http.client.HTTPConnection(host, port, timeout=60)
+    try:
+        body = json.dumps(
+            {"messages": [{"role": "user", "content": "Go"}], "max_tokens": max_tokens, "stream": True}
+        )
+        connection.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
+        response = connection.getresponse()
+        assert response.status == 200
+        arrivals: list[float] = []
+        sizes: list[int] = []
+        for raw in response:
+            line = raw.decode().strip()
+            if not line.startswith("data: {"):
+                continue
+            choices = json.loads(line[len("data: ") :])["choices"]
+            content = choices[0]["delta"].get("content") if choices else None
+            if content:
+                arrivals.append(time.perf_counter())
+                sizes.append(count_text_tokens(content))
+    finally:
+        connection.close()
+    rate = (sum(sizes) - sizes[0]) / (arrivals[-1] - arrivals[0])
+    return rate, sum(sizes), sizes
+
+
+@pytest.mark.parametrize(
+    ("rate", "chunk_tokens", "max_tokens"),
+    [(500, 1, 1000), (500, 4, 1000), (5000, 1, 4000), (5000, 4, 4000), (50, 1, 26)],
+)
+def test_measured_decode_rate_is_within_half_a_percent_of_the_set_rate(
+    rate: int, chunk_tokens: int, max_tokens: int
+) -> None:
+    env = {"STANDIN_TOKEN_RATE": str(rate), "STANDIN_CHUNK_TOKENS": str(chunk_tokens)}
+    with HostStandin(["--model-path", DEMO_MODEL], env=env) as engine:
+        engine.wait_ready()
+        measured, total, sizes = measure_decode_rate(engine.host, engine.port, max_tokens)
+    assert total == max_tokens
+    assert set(sizes) == {chunk_tokens}
+    assert measured == pytest.approx(rate, rel=0.005)
