@@ -27,6 +27,7 @@ _COMMAND_MODULES: tuple[str, ...] = (
     "servectl.cli_dev",
     "servectl.cli_preflight",
     "servectl.cli_profiles",
+    "servectl.cli_render",
     "servectl.cli_service",
 )
 

@@ -1,14 +1,67 @@
-"""Service commands: up (and --dry-run)."""
+"""Service commands: up (and --dry-run), down, status, logs."""
 
 from __future__ import annotations
 
-from typing import Annotated
+import json
+import sys
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+if TYPE_CHECKING:
+    from rich.status import Status
+
+    from servectl.docker_engine import DockerSdkEngine
+    from servectl.health import Progress
 
 
 def register(app: typer.Typer) -> None:
     app.command("up")(up_command)
+    app.command("down")(down_command)
+    app.command("status")(status_command)
+    app.command("logs")(logs_command)
+
+
+def _docker() -> DockerSdkEngine:
+    from servectl.docker_engine import DockerSdkEngine
+
+    return DockerSdkEngine()
+
+
+class _ProgressDisplay:
+    """Startup phases on stderr: a live spinner line on a terminal, one line per phase otherwise."""
+
+    def __init__(self, profile: str) -> None:
+        from rich.console import Console
+
+        self.console = Console(stderr=True, highlight=False)
+        self.profile = profile
+        self._status: Status | None = None
+        self._last_phase = ""
+
+    def __enter__(self) -> _ProgressDisplay:
+        if self.console.is_terminal:
+            self._status = self.console.status(f"{self.profile}: starting")
+            self._status.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._status is not None:
+            self._status.__exit__(None, None, None)
+
+    def __call__(self, progress: Progress) -> None:
+        from rich.markup import escape
+
+        from servectl.render_runtime import progress_text
+
+        text = f"{self.profile}: {progress_text(progress)}"
+        if self._status is not None:
+            if progress.phase != self._last_phase and self._last_phase:
+                self.console.print(f"[dim]{escape(self.profile)}: {escape(self._last_phase)} done[/dim]")
+            self._status.update(escape(text))
+        elif progress.phase != self._last_phase:
+            self.console.print(escape(text))
+        self._last_phase = progress.phase
 
 
 def up_command(
@@ -30,6 +83,85 @@ def up_command(
 
             typer.echo(dry_run_text(resolved.plan), nl=False)
         return
-    from servectl.errors import UsageError
 
-    raise UsageError("starting containers arrives with the runtime; use --dry-run for now")
+    from servectl.errors import StartupFailed
+    from servectl.render_runtime import up_text
+    from servectl.runtime import up
+
+    display = _ProgressDisplay(resolved.name)
+    try:
+        with display:
+            result = up(name=name, docker=_docker(), resolved=resolved, on_phase=display)
+    except StartupFailed as err:
+        _print_last_lines(resolved.name, err.last_log_lines)
+        raise
+    typer.echo(up_text(result))
+
+
+def _print_last_lines(profile: str, lines: tuple[str, ...]) -> None:
+    if not lines:
+        return
+    sys.stderr.write(f"last log lines of {profile}:\n")
+    for line in lines[-20:]:
+        sys.stderr.write(f"  | {line}\n")
+
+
+def down_command(
+    name: Annotated[
+        str | None, typer.Argument(help="profile to stop (default: the only running service)")
+    ] = None,
+) -> None:
+    """Stop a service (SIGTERM, grace period, SIGKILL), remove its container and confirm it is gone."""
+    from servectl.render_runtime import stop_text
+    from servectl.runtime import down
+
+    results = down(name=name, docker=_docker(), gpus=None)
+    if not results:
+        typer.echo(
+            f"{name} is not running; nothing to stop" if name else "no servectl service runs; nothing to stop"
+        )
+        return
+    for result in results:
+        typer.echo(stop_text(result))
+
+
+def status_command(
+    as_json: Annotated[bool, typer.Option("--json", help="print the services as JSON")] = False,
+) -> None:
+    """Each servectl service: profile, state, port, GPUs, uptime, plan hash and drift from its profile."""
+    from servectl.render_runtime import STATUS_COLUMNS, status_rows
+    from servectl.runtime import services
+
+    found = services(docker=_docker())
+    if as_json:
+        typer.echo(json.dumps([s.to_dict() for s in found], indent=2))
+        return
+    if not found:
+        typer.echo("no servectl services")
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
+    for column in STATUS_COLUMNS:
+        table.add_column(column, no_wrap=True)
+    for row in status_rows(found):
+        table.add_row(*row)
+    Console(highlight=False, width=200).print(table)
+
+
+def logs_command(
+    name: Annotated[str, typer.Argument(help="profile (or container name) of the service")],
+    follow: Annotated[bool, typer.Option("-f", "--follow", help="keep printing new lines")] = False,
+    tail: Annotated[int | None, typer.Option("--tail", help="only the last N lines", min=0)] = None,
+) -> None:
+    """Print a service's log (stdout and stderr of its container)."""
+    from servectl.runtime import follow_logs
+
+    try:
+        for line in follow_logs(name=name, docker=_docker(), follow=follow, tail=tail):
+            sys.stdout.write(line + "\n")
+            if follow:
+                sys.stdout.flush()
+    except KeyboardInterrupt:
+        return

@@ -8,6 +8,7 @@ Errors from the Docker SDK, NVML or the OS are wrapped ``from e`` so that the ca
 
     ServectlError                   exit 1   runtime failure (base class)
     ├── UsageError                  exit 2   bad command-line use (unknown profile name, bad option value)
+    │   └── RenderUnsupported       exit 2   the profile cannot be expressed in the requested render target
     ├── ProfileError                exit 2   profile files: schema, catalog or cross-field rule problems
     │   └── CatalogError            exit 2   a flag or value the engine's flag catalog rejects
     ├── PreflightFailed             exit 3   a preflight check failed; nothing was started
@@ -46,6 +47,10 @@ class UsageError(ServectlError):
     """The command line asks for something that cannot be (unknown profile, bad option)."""
 
     exit_code = 2
+
+
+class RenderUnsupported(UsageError):
+    """``servectl render`` cannot express this profile in the target asked for (e.g. multi-node compose)."""
 
 
 @dataclass(frozen=True)

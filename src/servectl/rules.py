@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
+from servectl.catalog import ArgvError
 from servectl.errors import Problem
 from servectl.plan import catalog_for, catalog_problems
 from servectl.profile import Profile
@@ -57,9 +58,7 @@ def adaptive_speculative(p: Profile) -> RuleResult:
     if spec.eagle_topk != 1:
         yield (
             (*base, "eagle_topk"),
-            (
-                f"adaptive_steps needs eagle_topk: 1 (got {spec.eagle_topk}); SGLang ignores the ladder otherwise"
-            ),
+            (f"adaptive_steps needs eagle_topk: 1 (got {spec.eagle_topk}); SGLang ignores the ladder otherwise"),
         )
     if spec.num_steps is None or spec.num_steps not in spec.adaptive_steps:
         yield (
@@ -90,17 +89,48 @@ def mamba_cache(p: Profile) -> RuleResult:
 
 @rule("gpus.parallelism")
 def parallel_matches_devices(p: Profile) -> RuleResult:
-    """tp x dp = number of GPU devices (when devices are named)."""
+    """tp x dp = number of GPU devices (when devices are named), times the nodes of a multi-node profile."""
     devices = p.gpus.devices
-    if devices and p.engine.tp * p.engine.dp != len(devices):
+    if devices and p.engine.tp * p.engine.dp != len(devices) * p.nodes:
         dp = f" x dp {p.engine.dp}" if p.engine.dp != 1 else ""
+        per_node = f" on each of {p.nodes} nodes" if p.nodes > 1 else ""
+        total = " times the nodes" if p.nodes > 1 else ""
         yield (
             ("engine", "tp"),
             (
-                f"tp {p.engine.tp}{dp} does not match {len(devices)} GPU devices {devices}; "
-                f"make tp x dp equal the number of devices"
+                f"tp {p.engine.tp}{dp} does not match {len(devices)} GPU devices {devices}{per_node}; "
+                f"make tp x dp equal the number of devices{total}"
             ),
         )
+
+
+#: Flags that join a process to a multi-node group (by the catalog's dest name).
+MULTINODE_DESTS = frozenset({"nnodes", "node_rank", "dist_init_addr"})
+
+
+@rule("engine.multinode_flags")
+def multinode_flags_from_renderer(p: Profile) -> RuleResult:
+    """--nnodes, --node-rank and --dist-init-addr are added per pod by `servectl render`, never written."""
+    try:
+        catalog = catalog_for(p)
+    except (KeyError, ValueError):  # reported by the engine.catalog rule
+        catalog = None
+    for key in p.engine.args:
+        dest = key.replace("-", "_")
+        if catalog is not None:
+            try:
+                option = catalog.option("--" + key)
+            except ArgvError:  # an ambiguous abbreviation: reported by the engine.catalog rule
+                option = None
+            dest = option.dest if option is not None else dest
+        if dest in MULTINODE_DESTS:
+            yield (
+                ("engine", "args", key),
+                (
+                    f"--{key} differs per node and is filled in by `servectl render --to k8s` from `nodes:`; "
+                    f"remove it (set `nodes: N` for a multi-node service)"
+                ),
+            )
 
 
 @rule("status.pins")
@@ -121,18 +151,12 @@ def role_port(p: Profile) -> RuleResult:
     if s.role == "bench" and s.port in s.production_ports:
         yield (
             ("serve", "port"),
-            (
-                f"{s.port} is a production port (clients point there); a bench profile must use another "
-                f"port, e.g. 8180"
-            ),
+            (f"{s.port} is a production port (clients point there); a bench profile must use another port, e.g. 8180"),
         )
     if s.role == "production" and s.port not in s.production_ports:
         yield (
             ("serve", "port"),
-            (
-                f"{s.port} is not a production port {s.production_ports}; use one, or add it to "
-                f"serve.production_ports"
-            ),
+            (f"{s.port} is not a production port {s.production_ports}; use one, or add it to serve.production_ports"),
         )
 
 
@@ -143,14 +167,9 @@ def non_loopback_needs_key(p: Profile) -> RuleResult:
     if not LOOPBACK.match(s.host) and not (s.api_key_env or s.api_key_file):
         yield (
             ("serve", "host"),
-            (
-                f"{s.host} is reachable from other machines; set serve.api_key_env (or api_key_file) or bind "
-                f"127.0.0.1"
-            ),
+            (f"{s.host} is reachable from other machines; set serve.api_key_env (or api_key_file) or bind 127.0.0.1"),
         )
-    if (s.api_key_env or s.api_key_file) and not (
-        len(p.image.entrypoint) == 3 and p.image.entrypoint[1] == "-m"
-    ):
+    if (s.api_key_env or s.api_key_file) and not (len(p.image.entrypoint) == 3 and p.image.entrypoint[1] == "-m"):
         yield ("image", "entrypoint"), "an API key needs an entrypoint of the form [python3, -m, module]"
 
 
@@ -170,16 +189,10 @@ def hicache_needs_hierarchical(p: Profile) -> RuleResult:
 def context_fits_total(p: Profile) -> RuleResult:
     """context_length <= max_total_tokens where both are set."""
     e = p.engine
-    if (
-        e.context_length is not None
-        and e.max_total_tokens is not None
-        and e.context_length > e.max_total_tokens
-    ):
+    if e.context_length is not None and e.max_total_tokens is not None and e.context_length > e.max_total_tokens:
         yield (
             ("engine", "context_length"),
-            (
-                f"{e.context_length} exceeds max_total_tokens {e.max_total_tokens}; one request could never fit"
-            ),
+            (f"{e.context_length} exceeds max_total_tokens {e.max_total_tokens}; one request could never fit"),
         )
 
 

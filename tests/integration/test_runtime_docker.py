@@ -1,0 +1,343 @@
+"""The runtime against the real Docker engine and the stand-in SGLang image.
+
+Each behaviour of ``up``/``down``/``status``/``logs`` and of the health gate is shown once here; the rules
+themselves are unit-tested on the fake engine. Every container carries this session's
+``servectl.test-session`` label and is removed by it after each test, passed or failed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from servectl import runtime
+from servectl.docker_engine import DockerSdkEngine
+from servectl.errors import StartupFailed
+from servectl.plan import API_KEY_CONTAINER_PATH, PortBinding, docker_run_argv
+from servectl.resolve import resolve
+from servectl.testing_docker import TEST_SESSION_LABEL, write_test_profile
+
+pytestmark = pytest.mark.integration
+
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Runtime:
+    """One test's view: its profile folder, state folder, engine, and this session's label."""
+
+    folder: Path
+    home: Path
+    session: str
+    tag: str
+    image: str
+    engine: DockerSdkEngine
+
+    @property
+    def scope(self) -> dict[str, str]:
+        return {TEST_SESSION_LABEL: self.session}
+
+    def name(self, short: str) -> str:
+        return f"t{self.tag}-{short}"
+
+    def profile(self, short: str, *, env: dict[str, str] | None = None, **sections: Any) -> tuple[str, int]:
+        """A stand-in profile: 1 s startup, a free port, a unique container name, the session label."""
+        name, port = self.name(short), free_port()
+        engine = {"env": {"STANDIN_STARTUP_DELAY_S": "1", **(env or {})}, **sections.pop("engine", {})}
+        container = {"name": f"servectl-{name}", **sections.pop("container", {})}
+        write_test_profile(
+            self.folder,
+            name,
+            port=port,
+            session=self.session,
+            image={"ref": self.image},
+            engine=engine,
+            container=container,
+            **sections,
+        )
+        return name, port
+
+    def environ(self, **extra: str) -> dict[str, str]:
+        env = {
+            **os.environ,
+            "PYTHONPATH": SRC,
+            "SERVECTL_HOME": str(self.home),
+            "SERVECTL_PROFILES": str(self.folder),
+            **extra,
+        }
+        return env
+
+    def cli(self, *args: str, timeout: float = 60, **extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "servectl", *args],
+            capture_output=True,
+            text=True,
+            env=self.environ(**extra),
+            cwd=self.folder,
+            timeout=timeout,
+        )
+
+    def up(self, name: str, **kwargs: Any) -> runtime.UpResult:
+        return runtime.up(
+            name=name,
+            docker=self.engine,
+            state_dir=self.home,
+            scope=self.scope,
+            environ=self.environ(),
+            lock_timeout_s=5,
+            **kwargs,
+        )
+
+    def containers(self) -> list[Any]:
+        return self.engine.list_managed(self.scope)
+
+
+@pytest.fixture
+def rt(
+    docker_client: Any,
+    standin_image: str,
+    test_session_id: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[Runtime]:
+    folder, home = tmp_path / "profiles", tmp_path / "home"
+    folder.mkdir()
+    monkeypatch.setenv("SERVECTL_HOME", str(home))
+    monkeypatch.setenv("SERVECTL_PROFILES", str(folder))
+    engine = DockerSdkEngine(client=docker_client)
+    yield Runtime(folder, home, test_session_id, os.urandom(3).hex(), standin_image, engine)
+    for container in docker_client.containers.list(
+        all=True, filters={"label": f"{TEST_SESSION_LABEL}={test_session_id}"}
+    ):
+        container.remove(force=True)
+
+
+def _assert_nothing_left(rt: Runtime) -> None:
+    assert rt.containers() == []
+
+
+# -- up to ready, status, logs, up twice, down -----------------------------------------------------------
+def test_up_to_ready_then_status_logs_up_again_and_down(rt: Runtime) -> None:
+    name, port = rt.profile(
+        "ready",
+        serve={"api_key_env": "T_KEY"},
+        env={"STANDIN_EXTRA_LOG": "marker: sparse path on"},
+        health={"expect_log": ["marker: sparse"]},
+    )
+    key = "sk-" + os.urandom(8).hex()
+    up = rt.cli("up", name, T_KEY=key)
+    assert up.returncode == 0, up.stderr
+    assert f"{name} is ready at http://127.0.0.1:{port}" in up.stdout
+    for phase in ("loading weights", "KV cache allocated", "capturing CUDA graphs", "warming up", "ready"):
+        assert f"{name}: {phase}" in up.stderr
+    assert key not in up.stdout + up.stderr
+
+    [container] = rt.containers()
+    inspect = rt.engine.client.api.inspect_container(container.id)
+    assert key not in json.dumps(inspect)  # only mounted as a file, never in argv or env
+    key_file = rt.home / "generated" / name / "api-key"
+    assert key_file.stat().st_mode & 0o777 == 0o600
+    assert (str(key_file), API_KEY_CONTAINER_PATH) in container.mounts
+
+    status = rt.cli("status", "--json")
+    [svc] = [s for s in json.loads(status.stdout) if s["profile"] == name]
+    assert (svc["state"], svc["port"], svc["drift"], svc["container_name"]) == (
+        "ready",
+        port,
+        False,
+        f"servectl-{name}",
+    )
+
+    logs = rt.cli("logs", name, "--tail", "40")
+    assert "The server is fired up and ready to roll!" in logs.stdout
+
+    again = rt.cli("up", name, T_KEY=key)
+    assert again.returncode == 0 and "already runs with the same plan" in again.stdout
+    assert len(rt.containers()) == 1
+
+    down = rt.cli("down", name)
+    assert down.returncode == 0, down.stderr
+    assert f"{name}: stopped in" in down.stdout and "(SIGTERM)" in down.stdout
+    _assert_nothing_left(rt)
+    assert not key_file.exists()
+
+
+def test_up_of_a_bad_profile_fails_before_any_container_is_created(rt: Runtime) -> None:
+    name, _ = rt.profile("bad", engine={"args": {"no-such-flag": 1}})
+    result = rt.cli("up", name)
+    assert result.returncode == 2
+    assert f"{name}.yaml" in result.stderr and "--no-such-flag is not a flag" in result.stderr
+    _assert_nothing_left(rt)
+
+
+# -- failing fast ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("short", "env", "health", "message"),
+    [
+        (
+            "crash",
+            {"STANDIN_CRASH_AT": "kv_cache"},
+            {},
+            "the engine exited with code 1 while loading weights",
+        ),
+        (
+            "never",
+            {"STANDIN_NEVER_READY": "1"},
+            {"startup_timeout_s": 4, "stall_timeout_s": 30},
+            "not ready after 4 s (health.startup_timeout_s) while capturing CUDA graphs",
+        ),
+        (
+            "stall",
+            {"STANDIN_STALL_AT": "kv_cache"},
+            {"stall_timeout_s": 1.5},
+            "no new log line for 1.5 s while loading weights (health.stall_timeout_s)",
+        ),
+        (
+            "fatal",
+            {"STANDIN_FATAL_LINE": "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2 GiB"},
+            {},
+            "fatal log line while loading weights (CUDA out of memory)",
+        ),
+        (
+            "expect",
+            {},
+            {"expect_log": ["flashinfer_sparse_mla"]},
+            "never showed health.expect_log pattern(s) 'flashinfer_sparse_mla'",
+        ),
+    ],
+)
+def test_startup_failure_fails_fast_with_the_reason_and_leaves_nothing(
+    rt: Runtime, short: str, env: dict[str, str], health: dict[str, float], message: str
+) -> None:
+    name, _ = rt.profile(short, env=env, health=health)
+    t0 = time.monotonic()
+    with pytest.raises(StartupFailed) as info:
+        rt.up(name)
+    elapsed = time.monotonic() - t0
+    assert message in info.value.message
+    assert info.value.message.endswith("; the container was removed")
+    assert info.value.last_log_lines
+    assert elapsed < 15
+    if short == "crash":
+        assert info.value.exit_code_of_container == 1 and not info.value.oom_killed
+        assert "Scheduler hit an exception" in "\n".join(info.value.last_log_lines)
+    _assert_nothing_left(rt)
+
+
+def test_cli_shows_the_last_log_lines_and_exits_3_on_a_crash(rt: Runtime) -> None:
+    name, _ = rt.profile("crashcli", env={"STANDIN_CRASH_AT": "weights"})
+    result = rt.cli("up", name)
+    assert result.returncode == 3
+    assert f"last log lines of {name}:" in result.stderr and "  | " in result.stderr
+    assert "error: " + name + ": the engine exited with code 1" in result.stderr
+    _assert_nothing_left(rt)
+
+
+# -- Docker is the source of truth -----------------------------------------------------------------------
+def test_status_after_docker_rm_behind_servectls_back(rt: Runtime) -> None:
+    name, _ = rt.profile("gone")
+    rt.up(name)
+    subprocess.run(["docker", "rm", "-f", f"servectl-{name}"], check=True, capture_output=True)
+    status = rt.cli("status", "--json")
+    assert status.returncode == 0
+    assert [s for s in json.loads(status.stdout) if s["profile"] == name] == []
+    down = rt.cli("down", name)
+    assert down.returncode == 0 and f"{name} is not running" in down.stdout
+
+
+def test_two_ups_at_once_one_starts_the_other_waits_then_gives_up(rt: Runtime) -> None:
+    name, _ = rt.profile("lock", env={"STANDIN_STARTUP_DELAY_S": "2"})
+    env = rt.environ(SERVECTL_LOCK_TIMEOUT_S="1")
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "servectl", "up", name],
+            env=env,
+            cwd=rt.folder,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for _ in range(2)
+    ]
+    results = [(p.pid, *p.communicate(timeout=60), p.returncode) for p in procs]
+    winners = [r for r in results if r[3] == 0]
+    losers = [r for r in results if r[3] != 0]
+    assert len(winners) == 1 and len(losers) == 1, results
+    _, _, stderr, code = losers[0]
+    assert code == 1
+    assert f"another servectl process (pid {winners[0][0]} (up {name}" in stderr
+    assert "waited 1 s" in stderr
+    assert len(rt.containers()) == 1
+
+
+def test_down_kills_an_engine_that_ignores_sigterm_after_the_grace_period(rt: Runtime) -> None:
+    name, _ = rt.profile("stubborn", env={"STANDIN_IGNORE_SIGTERM": "1"}, container={"stop_grace_s": 2})
+    rt.up(name)
+    t0 = time.monotonic()
+    down = rt.cli("down", name)
+    assert down.returncode == 0, down.stderr
+    assert "(SIGKILL after the grace period)" in down.stdout
+    assert time.monotonic() - t0 >= 2
+    _assert_nothing_left(rt)
+
+
+# -- the adapter's container equals the printed docker run ----------------------------------------------
+def _comparable(inspect: dict[str, Any]) -> dict[str, Any]:
+    config, host = inspect["Config"], inspect["HostConfig"]
+    return {
+        "Image": config["Image"],
+        "Cmd": config["Cmd"],
+        "Env": sorted(config["Env"] or []),
+        "Labels": config["Labels"],
+        "StopTimeout": config.get("StopTimeout"),
+        "Binds": sorted(host["Binds"] or []),
+        "PortBindings": host["PortBindings"],
+        "Ulimits": host["Ulimits"],
+        "ShmSize": host["ShmSize"],
+        "IpcMode": host["IpcMode"],
+        "NetworkMode": host["NetworkMode"],
+        "Init": host["Init"],
+        "DeviceRequests": host["DeviceRequests"],
+    }
+
+
+def test_sdk_container_equals_the_one_docker_run_argv_creates(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HF_TOKEN", "hf_pass_through")
+    glm = resolve("glm53-393k").plan.docker
+    base = replace(
+        glm,
+        image=rt.image,
+        labels={**glm.labels, TEST_SESSION_LABEL: rt.session},
+        ports=(PortBinding("127.0.0.1", free_port(), 8180),),
+        environment=(("HF_TOKEN", None), ("NCCL_DEBUG", "WARN")),
+        shm_size="1g",
+    )
+    sdk_spec = replace(base, name=f"servectl-t{rt.tag}-sdk")
+    cli_spec = replace(base, name=f"servectl-t{rt.tag}-cli")
+    sdk_id = rt.engine.create(sdk_spec)
+    argv = docker_run_argv(cli_spec)
+    assert argv[:3] == ["docker", "run", "-d"]
+    created = subprocess.run(["docker", "create", *argv[3:]], capture_output=True, text=True)
+    assert created.returncode == 0, created.stderr
+    sdk = _comparable(rt.engine.client.api.inspect_container(sdk_id))
+    cli = _comparable(rt.engine.client.api.inspect_container(created.stdout.strip()))
+    assert sdk == cli
+    assert "HF_TOKEN=hf_pass_through" in sdk["Env"] and sdk["DeviceRequests"][0]["DeviceIDs"] == ["0", "1"]

@@ -1,0 +1,63 @@
+"""``servectl --help`` and ``up --dry-run`` stay light: no Docker SDK, no NVML, no HTTP client."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+HEAVY = ("docker", "pynvml", "httpx", "requests")
+
+_PROBE = """
+import json, sys
+sys.argv = ["servectl", *json.loads(sys.argv[1])]
+from servectl.cli import main
+try:
+    main()
+except SystemExit as e:
+    code = e.code
+else:
+    code = 0
+sys.stderr.write("MODULES " + json.dumps({"code": code, "modules": sorted(sys.modules)}) + "\\n")
+"""
+
+
+def _modules_after(args: list[str], tmp_path: Path) -> tuple[int, set[str], str]:
+    env = {**os.environ, "PYTHONPATH": SRC, "SERVECTL_HOME": str(tmp_path)}
+    env.pop("SERVECTL_PROFILES", None)
+    proc = subprocess.run(
+        [sys.executable, "-c", _PROBE, json.dumps(args)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    line = next(line for line in proc.stderr.splitlines() if line.startswith("MODULES "))
+    data = json.loads(line[len("MODULES ") :])
+    return data["code"], set(data["modules"]), proc.stdout
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--help"],
+        ["up", "demo", "--dry-run"],
+        ["up", "--help"],
+        ["status", "--help"],
+        ["down", "--help"],
+        ["logs", "--help"],
+    ],
+)
+def test_command_does_not_import_docker_nvml_or_http(args: list[str], tmp_path: Path) -> None:
+    code, modules, stdout = _modules_after(args, tmp_path)
+    assert code in (0, None), stdout
+    loaded = sorted(m for m in modules if m.split(".")[0] in HEAVY)
+    assert loaded == []
+    if "--dry-run" in args:
+        assert "docker run -d" in stdout

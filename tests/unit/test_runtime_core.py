@@ -1,0 +1,409 @@
+"""up / down / status rules on the fake engine: conflicts, idempotence, secrets, history, GPU release."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from servectl import runtime
+from servectl.errors import LockTimeout, PreflightFailed, ServiceConflict, StartupFailed, UsageError
+from servectl.resolve import resolve
+from servectl.state import History
+from servectl.testing_docker import FakeDockerEngine, FakeScript, sglang_like_script, write_test_profile
+
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Env:
+    folder: Path
+    home: Path
+    engine: FakeDockerEngine
+    http: httpx.Client
+    environ: dict[str, str]
+
+    def profile(self, name: str, *, port: int | None = None, **sections: Any) -> int:
+        port = port or free_port()
+        write_test_profile(self.folder, name, port=port, **sections)
+        return port
+
+    def up(self, name: str, **kwargs: Any) -> runtime.UpResult:
+        return runtime.up(
+            name=name,
+            docker=self.engine,
+            http=self.http,
+            environ=self.environ,
+            state_dir=self.home,
+            lock_timeout_s=1,
+            **kwargs,
+        )
+
+    def down(self, name: str | None, **kwargs: Any) -> list[runtime.StopResult]:
+        return runtime.down(name=name, docker=self.engine, state_dir=self.home, lock_timeout_s=1, **kwargs)
+
+    def services(self, **kwargs: Any) -> list[runtime.ServiceInfo]:
+        return runtime.services(docker=self.engine, http=self.http, state_dir=self.home, **kwargs)
+
+    def created(self) -> int:
+        return sum(1 for call, _ in self.engine.calls if call == "create_and_start")
+
+
+@pytest.fixture
+def env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Env]:
+    folder, home = tmp_path / "profiles", tmp_path / "home"
+    folder.mkdir()
+    monkeypatch.setenv("SERVECTL_HOME", str(home))
+    monkeypatch.setenv("SERVECTL_PROFILES", str(folder))
+    engine = FakeDockerEngine(
+        images={"servectl-standin:latest"}, script_for=lambda s: sglang_like_script(0.1), sleep=lambda s: None
+    )
+    with httpx.Client(transport=engine.http_transport()) as http:
+        yield Env(folder, home, engine, http, {"HOME": str(tmp_path), "SERVECTL_HOME": str(home)})
+
+
+# -- up -----------------------------------------------------------------------------------------------------
+def test_up_starts_the_service_and_records_it_in_the_history(env: Env) -> None:
+    port = env.profile("a")
+    result = env.up("a")
+    assert result.action == "started" and result.url == f"http://127.0.0.1:{port}"
+    assert result.startup_s is not None and result.startup_s >= 0.1
+    [svc] = env.services()
+    assert (svc.profile, svc.state, svc.port, svc.drift) == ("a", "ready", port, False)
+    [event] = History(env.home).events()
+    assert event["event"] == "up" and event["profile"] == "a" and event["container_id"] == svc.container_id
+
+
+def test_up_twice_with_the_same_plan_does_nothing_and_says_so(env: Env) -> None:
+    env.profile("a")
+    first = env.up("a")
+    second = env.up("a")
+    assert second.action == "already-running" and second.service.container_id == first.service.container_id
+    assert env.created() == 1
+
+
+def test_up_of_a_changed_profile_that_runs_refuses_and_points_to_swap(env: Env) -> None:
+    port = env.profile("a")
+    env.up("a")
+    env.profile("a", port=port, engine={"env": {"STANDIN_TOKEN_RATE": "999"}})
+    with pytest.raises(ServiceConflict, match=r"a already runs with plan .* use servectl swap a"):
+        env.up("a")
+    [svc] = env.services()
+    assert svc.drift is True and svc.state == "ready"
+
+
+def test_up_refuses_when_another_servectl_service_holds_the_port(env: Env) -> None:
+    port = env.profile("a")
+    env.profile("b", port=port)
+    env.up("a")
+    with pytest.raises(ServiceConflict, match=f"servectl service a holds port {port}: use servectl swap b"):
+        env.up("b")
+    assert env.created() == 1
+
+
+def test_up_refuses_when_another_servectl_service_holds_the_gpus(env: Env) -> None:
+    env.profile("a", gpus={"devices": [0, 1]}, engine={"tp": 2})
+    env.profile("b", gpus={"devices": [1]})
+    env.up("a")
+    with pytest.raises(ServiceConflict, match="servectl service a holds GPU 1: use servectl swap b"):
+        env.up("b")
+
+
+def test_foreign_container_on_the_port_is_a_conflict_and_is_left_alone(env: Env) -> None:
+    port = env.profile("a")
+    foreign = env.engine.add_foreign("someone-elses", ports=[port])
+    with pytest.raises(
+        ServiceConflict, match=f"container someone-elses \\(not started by servectl\\) publishes port {port}"
+    ):
+        env.up("a")
+    assert env.engine.inspect(foreign) is not None and env.engine.inspect(foreign).running  # type: ignore[union-attr]
+    assert env.created() == 0
+
+
+def test_foreign_container_on_a_gpu_is_a_conflict(env: Env) -> None:
+    env.profile("a", gpus={"devices": [0]})
+    env.engine.add_foreign("trainer", device_ids=["all"])
+    with pytest.raises(ServiceConflict, match="container trainer \\(not started by servectl\\) uses GPU 0"):
+        env.up("a")
+
+
+def test_foreign_container_with_our_name_is_never_removed(env: Env) -> None:
+    env.profile("a", container={"name": "taken-name"})
+    foreign = env.engine.add_foreign("taken-name", running=False)
+    with pytest.raises(ServiceConflict, match="servectl did not start it"):
+        env.up("a")
+    assert env.engine.inspect(foreign) is not None
+
+
+def test_an_exited_container_of_the_profile_is_cleared_before_starting_again(env: Env) -> None:
+    env.profile("a")
+    first = env.up("a")
+    env.engine.kill(first.service.container_id)
+    [svc] = env.services()
+    assert svc.state == "exited" and svc.exit_code == 137
+    again = env.up("a")
+    assert again.action == "started" and again.removed_stale == (first.service.container_name,)
+    assert [s.container_id for s in env.services()] == [again.service.container_id]
+
+
+def test_failed_start_removes_the_container_and_records_the_failure(env: Env) -> None:
+    env.profile("a", engine={"env": {"STANDIN_CRASH_AT": "kv_cache"}})
+    env.engine.script_for = lambda spec: sglang_like_script(0.1, crash_at="kv_cache")
+    with pytest.raises(StartupFailed, match=r"exited with code 1 .*; the container was removed"):
+        env.up("a")
+    assert env.engine.containers == {}
+    assert History(env.home).events()[-1]["event"] == "failed"
+
+
+def test_up_builds_the_standin_image_when_it_is_missing(env: Env) -> None:
+    env.profile("a")
+    env.engine.images.clear()
+    built: list[str] = []
+
+    def build(ref: str) -> str:
+        built.append(ref)
+        env.engine.images.add(ref)
+        return ref
+
+    assert env.up("a", build_image=build).action == "started"
+    assert built == ["servectl-standin:latest"]
+
+
+def test_missing_image_that_servectl_cannot_build_is_a_clear_error(env: Env) -> None:
+    env.profile("a", image={"ref": "registry.example/sglang:v1", "build": None})
+    with pytest.raises(
+        PreflightFailed, match=r"registry\.example/sglang:v1 is not on this host .*docker pull .*docker load"
+    ):
+        env.up("a")
+    assert env.created() == 0
+
+
+def test_bad_profile_fails_before_the_engine_is_asked_anything(env: Env) -> None:
+    env.profile("a", engine={"tp": 0})
+    with pytest.raises(Exception, match=r"engine\.tp"):
+        env.up("a")
+    assert env.engine.calls == []
+
+
+def test_port_taken_by_a_host_process_fails_preflight(env: Env) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        env.profile("a", port=port)
+        with pytest.raises(PreflightFailed, match=f"serve.port: port {port} on 127.0.0.1 is in use"):
+            env.up("a")
+    assert env.created() == 0
+
+
+def test_preflight_callable_runs_before_anything_starts(env: Env) -> None:
+    env.profile("a")
+
+    def refuse(resolved: Any) -> None:
+        raise PreflightFailed(f"{resolved.name}: GPU 0 has 1 GiB free")
+
+    with pytest.raises(PreflightFailed, match="a: GPU 0 has 1 GiB free"):
+        env.up("a", preflight=refuse)
+    assert env.created() == 0
+
+
+def test_up_waits_for_the_lock_and_gives_up_naming_the_holder(env: Env) -> None:
+    env.profile("a")
+    code = textwrap.dedent(f"""
+        import sys, time, pathlib
+        sys.path.insert(0, {SRC!r})
+        from servectl.state import StateLock
+        with StateLock(pathlib.Path({str(env.home)!r}), 5, purpose="swap b"):
+            print("locked", flush=True); time.sleep(5)
+    """)
+    holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        holder.stdout.close()
+        with pytest.raises(LockTimeout, match=f"pid {holder.pid} \\(swap b"):
+            env.up("a")
+        assert env.created() == 0
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+# -- secrets --------------------------------------------------------------------------------------------
+def test_api_key_from_env_is_written_0600_mounted_and_removed_on_down(env: Env) -> None:
+    env.profile("a", serve={"api_key_env": "A_KEY"})
+    env.environ["A_KEY"] = "sk-very-secret"
+    env.up("a")
+    key_file = env.home / "generated" / "a" / "api-key"
+    assert key_file.read_text() == "sk-very-secret\n" and key_file.stat().st_mode & 0o777 == 0o600
+    [container] = env.engine.containers.values()
+    assert (str(key_file), "/run/secrets/servectl-api-key") in [
+        (m.source, m.target) for m in container.spec.mounts
+    ]
+    assert "sk-very-secret" not in json.dumps(History(env.home).events())
+    assert "sk-very-secret" not in repr(container.spec) + repr(container.environment)
+    env.down("a")
+    assert not key_file.exists()
+
+
+def test_missing_api_key_variable_is_one_line_before_anything_starts(env: Env) -> None:
+    env.profile("a", serve={"api_key_env": "A_KEY"})
+    with pytest.raises(UsageError) as info:
+        env.up("a")
+    assert (
+        "serve.api_key_env: $A_KEY is not set; export A_KEY=<key> before servectl up a" in info.value.message
+    )
+    assert len(info.value.lines()) == 1 and env.created() == 0
+
+
+def test_failed_start_removes_the_key_file(env: Env) -> None:
+    env.profile("a", serve={"api_key_env": "A_KEY"})
+    env.environ["A_KEY"] = "sk-x"
+    env.engine.script_for = lambda spec: sglang_like_script(0.1, crash_at="weights")
+    with pytest.raises(StartupFailed):
+        env.up("a")
+    assert not (env.home / "generated" / "a" / "api-key").exists()
+
+
+# -- down -------------------------------------------------------------------------------------------------
+def test_down_stops_gracefully_removes_and_records(env: Env) -> None:
+    env.profile("a")
+    env.up("a")
+    [result] = env.down("a")
+    assert (result.profile, result.forced, result.exit_code, result.gpus_checked) == ("a", False, 0, False)
+    assert env.engine.containers == {} and env.services() == []
+    assert History(env.home).events()[-1]["event"] == "down"
+
+
+def test_down_kills_an_engine_that_ignores_sigterm_after_the_grace_period(env: Env) -> None:
+    env.profile("a", container={"stop_grace_s": 7})
+    env.engine.script_for = lambda spec: sglang_like_script(0.1, ignore_sigterm=True)
+    waited: list[float] = []
+    env.engine.sleep = waited.append
+    env.up("a")
+    [result] = env.down("a")
+    assert result.forced and result.exit_code == 137 and waited == [7]
+
+
+def test_down_without_a_name_needs_a_single_service(env: Env) -> None:
+    assert env.down(None) == []
+    env.profile("a")
+    env.profile("b")
+    env.up("a")
+    env.up("b")
+    with pytest.raises(UsageError, match="several services run \\(a, b\\): name the one to stop"):
+        env.down(None)
+    env.down("b")
+    assert [r.profile for r in env.down(None)] == ["a"]
+
+
+def test_down_of_a_profile_that_does_not_run_is_a_no_op_but_a_typo_is_an_error(env: Env) -> None:
+    env.profile("a")
+    assert env.down("a") == []
+    with pytest.raises(UsageError, match="no servectl service and no profile named nope"):
+        env.down("nope")
+
+
+@dataclass
+class _Proc:
+    pid: int
+
+
+@dataclass
+class _Device:
+    processes: tuple[_Proc, ...]
+
+
+class _Snapshot:
+    def __init__(self, busy: bool) -> None:
+        self.busy = busy
+
+    def device(self, index: int) -> _Device:
+        return _Device((_Proc(777),) if self.busy and index == 1 else ())
+
+
+class _Inventory:
+    """GPU inventory whose card 1 keeps process 777 for the first ``busy_snapshots`` snapshots."""
+
+    def __init__(self, busy_snapshots: int) -> None:
+        self.left = busy_snapshots
+
+    def snapshot(self) -> _Snapshot:
+        self.left -= 1
+        return _Snapshot(self.left >= 0)
+
+
+def test_down_confirms_the_cards_are_free_or_names_the_leaked_pids(env: Env) -> None:
+    env.profile("a", gpus={"devices": [0, 1]}, engine={"tp": 2})
+    env.up("a")
+    [freed] = env.down("a", gpus=_Inventory(busy_snapshots=2), free_deadline_s=5)
+    assert freed.gpus_checked and freed.leaked_pids == ()
+    env.up("a")
+    [leaked] = env.down("a", gpus=_Inventory(busy_snapshots=1000), free_deadline_s=0.3)
+    assert leaked.leaked_pids == (777,)
+
+
+# -- status -------------------------------------------------------------------------------------------
+def test_status_forgets_a_container_removed_behind_our_back(env: Env) -> None:
+    env.profile("a")
+    result = env.up("a")
+    env.engine.remove_behind_back(result.service.container_id)
+    assert env.services() == []
+    assert env.up("a").action == "started"
+
+
+def test_status_reports_exit_code_and_oom_flag_of_a_dead_service(env: Env) -> None:
+    env.profile("a")
+    env.engine.script_for = lambda spec: replace(
+        sglang_like_script(0.1), exit_at_s=0.5, exit_code=137, oom_killed=True
+    )
+    env.up("a")
+    time.sleep(0.5)
+    [svc] = env.services()
+    assert (svc.state, svc.exit_code, svc.oom_killed, svc.uptime_s) == ("exited", 137, True, None)
+
+
+def test_status_tells_unhealthy_from_starting(env: Env) -> None:
+    env.profile("a")
+    env.up("a")
+    sick = httpx.Client(transport=httpx.MockTransport(lambda r: httpx.Response(503)))
+    [svc] = runtime.services(docker=env.engine, http=sick, state_dir=env.home)
+    assert svc.state == "unhealthy"
+    env.engine.script_for = lambda spec: FakeScript()
+    env.profile("b")
+    cid = env.engine.create_and_start(resolve("b").plan.docker, environ={})
+    states = {s.profile: s.state for s in runtime.services(docker=env.engine, http=sick, state_dir=env.home)}
+    assert states == {"a": "unhealthy", "b": "starting"}
+    assert env.engine.inspect(cid) is not None
+
+
+def test_status_scope_sees_only_labelled_containers(env: Env) -> None:
+    env.profile("a", container={"labels": {"servectl.test-session": "one"}})
+    env.profile("b")
+    env.up("a")
+    env.up("b")
+    assert [s.profile for s in env.services(scope={"servectl.test-session": "one"})] == ["a"]
+
+
+def test_follow_logs_prints_a_services_lines(env: Env) -> None:
+    env.profile("a")
+    env.up("a")
+    lines = list(runtime.follow_logs(name="a", docker=env.engine, tail=2))
+    assert lines[-1].endswith("ready to roll!") and len(lines) == 2
+    with pytest.raises(UsageError, match="no servectl service named b"):
+        list(runtime.follow_logs(name="b", docker=env.engine))
