@@ -22,7 +22,7 @@ app = typer.Typer(
 )
 
 # Each module registers its commands on ``app`` through ``register(app)``; keep the list sorted.
-_COMMAND_MODULES: tuple[str, ...] = ()
+_COMMAND_MODULES: tuple[str, ...] = ("servectl.cli_bench",)
 
 
 @app.callback()
