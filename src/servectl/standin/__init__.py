@@ -1,0 +1,71 @@
+"""A stand-in for the SGLang server, for tests and demos on machines without a GPU.
+
+It answers ``python3 -m sglang.launch_server [flags]`` the way SGLang 0.5.23 does, from the outside: flags are
+checked against servectl's flag catalog (argparse-style error and exit status 2 for unknown flags or bad
+values), ``config.json`` is read from ``--model-path``, the startup log walks SGLang's phases with its line
+formats, and an HTTP server answers SGLang's health, model and OpenAI-compatible endpoints with paced,
+counted tokens.
+It is standard-library only (plus :mod:`servectl.catalog`), so that it runs in a bare image that holds only a
+Python interpreter: see :mod:`servectl.standin.image`. On the host: ``python -m servectl.standin [flags]``.
+
+Behaviour is set with environment variables:
+
+``STANDIN_STARTUP_DELAY_S``
+    Total startup time in seconds (float, default 2.0), spread over the phases ``weights`` (45 %),
+    ``kv_cache`` (10 %), ``cuda_graph`` (30 %) and ``warmup`` (15 %).
+``STANDIN_TOKEN_RATE``
+    Decode rate in tokens per second per request (default 50).
+``STANDIN_CHUNK_TOKENS``
+    Tokens per streamed chunk (default 1); more than one looks like speculative decoding.
+``STANDIN_ACCEPT_LENGTH``
+    Speculative accept length to report (default: the chunk size). Reported whenever chunks are larger than
+    one token or this is set: in ``usage`` of chat/completions responses as ``spec_accept_length`` and
+    ``spec_verify_ct`` (plus SGLang's ``completion_tokens_details`` with accepted/rejected draft tokens), in
+    ``meta_info`` of ``/generate`` (``spec_accept_length``, ``spec_verify_ct``, SGLang's names), and as
+    ``accept len: X.XX`` in the ``Decode batch`` log lines.
+``STANDIN_PREFILL_RATE``
+    Prefill speed in prompt tokens per second (default 0: no prefill delay).
+``STANDIN_CRASH_AT`` / ``STANDIN_CRASH_EXIT_CODE``
+    At the named phase (``weights``, ``kv_cache``, ``cuda_graph``, ``warmup``), print a traceback-like
+    ``Scheduler hit an exception`` block and exit with the code (default 1).
+``STANDIN_NEVER_READY=1``
+    After the KV cache, print a CUDA-graph capture progress line every second forever; ``/health`` stays 503.
+``STANDIN_STALL_AT``
+    At the named phase, stop printing and hang (``/health`` stays 503).
+``STANDIN_FATAL_LINE`` / ``STANDIN_FATAL_AT``
+    Print this line at the named phase (default ``kv_cache``), e.g.
+    ``torch.OutOfMemoryError: CUDA out of memory``, then hang like a wedged SGLang.
+``STANDIN_IGNORE_SIGTERM=1``
+    Ignore SIGTERM (only SIGKILL ends the process). Otherwise SIGTERM (and SIGINT) exit 0 at once.
+``STANDIN_EXTRA_LOG``
+    Lines separated by ``|``, printed as they are just before the ready line.
+``STANDIN_COMPLETION_SHORTFALL``
+    Return this many fewer completion tokens than asked (finish reason ``stop``).
+``STANDIN_DIE_AFTER_TOKENS``
+    Drop the connection after this many completion tokens of every request: a stream ends without ``[DONE]``
+    (and without the end of the chunked body); a non-streamed request gets no response. The process lives on.
+``STANDIN_CATALOG`` / ``STANDIN_CATALOG_EXTEND``
+    The flag catalog to check argv against (default ``sglang-0.5.23``), and a JSON extension of it in the
+    shape :meth:`servectl.catalog.FlagCatalog.extended` takes, for custom images that add flags or choices.
+``STANDIN_LISTEN_AT``
+    ``start`` (default): listen from the first moment and answer 503 while starting. ``uvicorn``: listen only
+    from the ``Uvicorn running`` line on, as real SGLang does (connections are refused before that).
+
+Log: every line is flushed. SGLang's format, ``[2026-11-30 10:00:00] ...`` for the main process and
+``[2026-11-30 10:00:00 TP0] ...`` for the scheduler: ``server_args=ServerArgs(...)``, ``Load weight begin``,
+``Loading safetensors checkpoint shards:  50% Completed | 2/4 [...]``, ``Load weight end``,
+``KV Cache is allocated. #tokens: N, K size: ... GB, V size: ... GB``, ``Capture cuda graph begin/end``,
+uvicorn's ``Uvicorn running on http://HOST:PORT``, then ``The server is fired up and ready to roll!``. With
+``--dsa-decode-backend flashinfer_sparse_mla`` it logs ``Using FlashInfer sparse-MLA decode backend ...``.
+
+Tokens (see :mod:`servectl.standin.tokens`): prompt tokens are counted by a documented regular expression
+plus a per-message overhead of 4; completions are exactly ``max_tokens`` long (16 tokens with finish reason
+``stop`` when unset), paced at absolute deadlines so that the measured decode rate is the set rate. A prompt
+that does not fit the context length (``--context-length``, else ``max_position_embeddings``) is a 400 error
+worded like SGLang's. With ``--api-key``, every route but ``/health*`` needs ``Authorization: Bearer <key>``
+(else 401).
+"""
+
+from servectl.standin.engine import READY_LINE, SPARSE_MLA_LINE, main
+
+__all__ = ["READY_LINE", "SPARSE_MLA_LINE", "main"]

@@ -1,0 +1,176 @@
+"""The stand-in engine's behaviour knobs, read from ``STANDIN_*`` environment variables.
+
+Each variable is documented in :mod:`servectl.standin`. Parsing is strict: a value that cannot be read is an
+error naming the variable, so that a typo in a test does not silently fall back to a default.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+#: Startup phases, in order. ``STANDIN_CRASH_AT``/``STANDIN_STALL_AT``/``STANDIN_FATAL_AT`` name one of them.
+PHASES: tuple[str, ...] = ("weights", "kv_cache", "cuda_graph", "warmup")
+
+#: Share of ``STANDIN_STARTUP_DELAY_S`` that each phase takes (they add up to 1).
+PHASE_SHARES: Mapping[str, float] = {"weights": 0.45, "kv_cache": 0.10, "cuda_graph": 0.30, "warmup": 0.15}
+
+DEFAULT_CATALOG = "sglang-0.5.23"
+
+
+class SettingsError(ValueError):
+    """A ``STANDIN_*`` variable holds a value the stand-in cannot use."""
+
+
+@dataclass(frozen=True)
+class StandinSettings:
+    """How the stand-in behaves; every field comes from one ``STANDIN_*`` variable."""
+
+    startup_delay_s: float = 2.0
+    token_rate_per_s: float = 50.0
+    chunk_tokens: int = 1
+    prefill_rate_per_s: float = 0.0
+    crash_at: str | None = None
+    crash_exit_code: int = 1
+    never_ready: bool = False
+    stall_at: str | None = None
+    fatal_line: str | None = None
+    fatal_at: str = "kv_cache"
+    ignore_sigterm: bool = False
+    extra_log_lines: tuple[str, ...] = ()
+    completion_shortfall_tokens: int = 0
+    die_after_tokens: int | None = None
+    accept_length: float | None = None
+    catalog_name: str = DEFAULT_CATALOG
+    catalog_extension: Mapping[str, Any] | None = None
+    listen_at: str = "start"
+
+    @property
+    def reports_accept_length(self) -> bool:
+        """Whether responses carry speculative-decoding figures (chunks of more than one token)."""
+        return self.chunk_tokens > 1 or self.accept_length is not None
+
+    @property
+    def effective_accept_length(self) -> float:
+        """The accept length reported to clients: ``STANDIN_ACCEPT_LENGTH``, else the chunk size."""
+        return self.accept_length if self.accept_length is not None else float(self.chunk_tokens)
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> StandinSettings:
+        """Read the settings from an environment mapping.
+
+        Raises:
+            SettingsError: a variable is set to a value that cannot be used (the message names it).
+        """
+        reader = _Reader(environ)
+        settings = cls(
+            startup_delay_s=reader.number("STANDIN_STARTUP_DELAY_S", 2.0, minimum=0.0),
+            token_rate_per_s=reader.number("STANDIN_TOKEN_RATE", 50.0, minimum=1e-3),
+            chunk_tokens=reader.integer("STANDIN_CHUNK_TOKENS", 1, minimum=1),
+            prefill_rate_per_s=reader.number("STANDIN_PREFILL_RATE", 0.0, minimum=0.0),
+            crash_at=reader.phase("STANDIN_CRASH_AT"),
+            crash_exit_code=reader.integer("STANDIN_CRASH_EXIT_CODE", 1, minimum=0, maximum=255),
+            never_ready=reader.flag("STANDIN_NEVER_READY"),
+            stall_at=reader.phase("STANDIN_STALL_AT"),
+            fatal_line=reader.text("STANDIN_FATAL_LINE"),
+            fatal_at=reader.phase("STANDIN_FATAL_AT") or "kv_cache",
+            ignore_sigterm=reader.flag("STANDIN_IGNORE_SIGTERM"),
+            extra_log_lines=tuple(
+                line for line in (reader.text("STANDIN_EXTRA_LOG") or "").split("|") if line
+            ),
+            completion_shortfall_tokens=reader.integer("STANDIN_COMPLETION_SHORTFALL", 0, minimum=0),
+            die_after_tokens=reader.optional_integer("STANDIN_DIE_AFTER_TOKENS", minimum=0),
+            accept_length=reader.optional_number("STANDIN_ACCEPT_LENGTH", minimum=1.0),
+            catalog_name=reader.text("STANDIN_CATALOG") or DEFAULT_CATALOG,
+            catalog_extension=reader.json_object("STANDIN_CATALOG_EXTEND"),
+            listen_at=reader.choice("STANDIN_LISTEN_AT", ("start", "uvicorn"), "start"),
+        )
+        return settings
+
+
+class _Reader:
+    def __init__(self, environ: Mapping[str, str]) -> None:
+        self._env = environ
+
+    def _raw(self, name: str) -> str | None:
+        value = self._env.get(name)
+        if value is None or value.strip() == "":
+            return None
+        return value
+
+    def text(self, name: str) -> str | None:
+        return self._raw(name)
+
+    def number(self, name: str, default: float, *, minimum: float) -> float:
+        value = self.optional_number(name, minimum=minimum)
+        return default if value is None else value
+
+    def optional_number(self, name: str, *, minimum: float) -> float | None:
+        raw = self._raw(name)
+        if raw is None:
+            return None
+        try:
+            value = float(raw)
+        except ValueError:
+            raise SettingsError(f"{name}={raw!r} is not a number") from None
+        if not value >= minimum or value != value or value == float("inf"):
+            raise SettingsError(f"{name}={raw!r} must be a finite number >= {minimum:g}")
+        return value
+
+    def integer(self, name: str, default: int, *, minimum: int, maximum: int | None = None) -> int:
+        value = self.optional_integer(name, minimum=minimum, maximum=maximum)
+        return default if value is None else value
+
+    def optional_integer(self, name: str, *, minimum: int, maximum: int | None = None) -> int | None:
+        raw = self._raw(name)
+        if raw is None:
+            return None
+        try:
+            value = int(raw)
+        except ValueError:
+            raise SettingsError(f"{name}={raw!r} is not an integer") from None
+        if value < minimum or (maximum is not None and value > maximum):
+            upper = f" and <= {maximum}" if maximum is not None else ""
+            raise SettingsError(f"{name}={raw!r} must be >= {minimum}{upper}")
+        return value
+
+    def flag(self, name: str) -> bool:
+        raw = self._raw(name)
+        if raw is None:
+            return False
+        lowered = raw.strip().lower()
+        if lowered in ("1", "true", "yes", "on"):
+            return True
+        if lowered in ("0", "false", "no", "off"):
+            return False
+        raise SettingsError(f"{name}={raw!r} must be 1 or 0")
+
+    def phase(self, name: str) -> str | None:
+        raw = self._raw(name)
+        if raw is None:
+            return None
+        if raw.strip() not in PHASES:
+            raise SettingsError(f"{name}={raw!r} is not a startup phase (one of {', '.join(PHASES)})")
+        return raw.strip()
+
+    def choice(self, name: str, choices: tuple[str, ...], default: str) -> str:
+        raw = self._raw(name)
+        if raw is None:
+            return default
+        if raw.strip() not in choices:
+            raise SettingsError(f"{name}={raw!r} must be one of {', '.join(choices)}")
+        return raw.strip()
+
+    def json_object(self, name: str) -> Mapping[str, Any] | None:
+        raw = self._raw(name)
+        if raw is None:
+            return None
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError as err:
+            raise SettingsError(f"{name} is not valid JSON: {err}") from None
+        if not isinstance(value, dict):
+            raise SettingsError(f"{name} must be a JSON object with 'choices' and/or 'options'")
+        return value
