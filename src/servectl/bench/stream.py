@@ -16,6 +16,7 @@ from servectl.bench.model import FailureKind, RequestMeasurement, RequestRole
 
 _DATA = b"data:"
 _DONE = b"[DONE]"
+_SPEC = b"spec_"
 
 
 def _accept_length(obj: dict[str, Any], completion_tokens: int | None) -> float | None:
@@ -141,7 +142,7 @@ class StreamAccumulator:
                 self._first_usage_tokens = usage_tokens
             self.last_at = at
             self._last_usage_tokens = usage_tokens
-        if usage is not None or choices:
+        if _SPEC in payload:  # a substring test is cheaper than walking the object for every chunk
             accept = _accept_length(obj, self.completion_tokens)
             if accept is not None:
                 self.accept_length = accept
@@ -150,8 +151,10 @@ class StreamAccumulator:
         """Split ``pending + data`` into lines, feed the complete ones, return the unfinished rest."""
         buf = pending + data if pending else data
         lines = buf.split(b"\n")
+        feed = self.feed_line
         for line in lines[:-1]:
-            self.feed_line(line.rstrip(b"\r"), at)
+            if line:  # skip the blank line that ends each event
+                feed(line.rstrip(b"\r") if line.endswith(b"\r") else line, at)
         return lines[-1]
 
     def measurement(
