@@ -133,7 +133,9 @@ def _render_notes(console: Console, report: BenchReport) -> None:
         console.print(f"[yellow]warning[/yellow]: {escape(warning)}", highlight=False)
     if report.free_vram_after:
         cards = ", ".join(
-            f"GPU{c.index} {c.memory_free_bytes // 2**20:,} MiB" for c in report.free_vram_after
+            f"GPU{c.index} "
+            + ("unknown" if c.memory_free_bytes is None else f"{c.memory_free_bytes // 2**20:,} MiB")
+            for c in report.free_vram_after
         )
         console.print(f"free VRAM after the run: {cards}", highlight=False)
 

@@ -187,7 +187,7 @@ def test_progress_counts_every_request_up_to_the_total() -> None:
 @dataclass(frozen=True)
 class Card:
     index: int
-    memory_free_bytes: int
+    memory_free_bytes: int | None
 
 
 def test_context_and_free_vram_after_the_run_are_recorded(tmp_path: Path) -> None:
@@ -195,7 +195,7 @@ def test_context_and_free_vram_after_the_run_are_recorded(tmp_path: Path) -> Non
 
     def free_vram() -> list[Card]:
         calls.append(1)
-        return [Card(0, 2101 * 2**20), Card(1, 2543 * 2**20)]
+        return [Card(0, 2101 * 2**20), Card(1, 2543 * 2**20), Card(2, None)]
 
     context = BenchContext(
         profile_name="glm53-393k",
@@ -217,7 +217,7 @@ def test_context_and_free_vram_after_the_run_are_recorded(tmp_path: Path) -> Non
         }
         assert doc["run_id"] == report.run_id and doc["started_at"] and doc["finished_at"]
     summary = json.loads((tmp_path / "summary.json").read_text())
-    assert [c["memory_free_mib"] for c in summary["free_vram_after"]] == [2101, 2543]
+    assert [c["memory_free_mib"] for c in summary["free_vram_after"]] == [2101, 2543, None]
 
 
 def test_a_failing_vram_reader_becomes_a_warning_not_a_lost_run() -> None:

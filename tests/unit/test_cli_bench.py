@@ -196,3 +196,49 @@ def test_help_does_not_import_httpx_or_matplotlib() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, env={"PYTHONPATH": str(src)}
     )
     assert result.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_bench_name_takes_url_model_key_and_provenance_from_the_profile_lookup(
+    server: FakeOpenAIServer,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    import servectl.cli_bench as cli_bench
+    from servectl.bench import BenchContext, CardFreeMemory
+
+    server.required_key = "sk-prof"
+    monkeypatch.setenv("PROFILE_KEY", "sk-prof")
+    monkeypatch.setattr(
+        cli_bench,
+        "resolve_profile_target",
+        lambda name: cli_bench.BenchTarget(
+            url="http://fake:8180",
+            model="fake-model",
+            api_key_env="PROFILE_KEY",
+            context=BenchContext(
+                profile_name=name,
+                plan_hash="ph-9",
+                free_vram_after=lambda: [CardFreeMemory(0, 2101 * 2**20), CardFreeMemory(1, None)],
+            ),
+        ),
+    )
+    code, out, _ = run_cli(
+        monkeypatch,
+        capsys,
+        "bench",
+        "glm53-393k",
+        "--prompt-tokens",
+        "4096",
+        "--max-tokens",
+        "10",
+        "--repeats",
+        "1",
+        "--out",
+        str(tmp_path),
+    )
+    assert code == 0
+    assert "free VRAM after the run: GPU0 2,101 MiB, GPU1 unknown" in out
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["provenance"]["profile"] == "glm53-393k" and summary["provenance"]["plan_hash"] == "ph-9"
+    assert summary["request_settings"]["api_key_env"] == "PROFILE_KEY"

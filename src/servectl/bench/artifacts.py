@@ -146,7 +146,7 @@ def summary_document(report: BenchReport) -> dict[str, Any]:
             {
                 "index": c.index,
                 "memory_free_bytes": c.memory_free_bytes,
-                "memory_free_mib": c.memory_free_bytes // 2**20,
+                "memory_free_mib": None if c.memory_free_bytes is None else c.memory_free_bytes // 2**20,
             }
             for c in report.free_vram_after
         ]

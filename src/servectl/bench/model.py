@@ -134,21 +134,21 @@ class BenchSettings:
 
 
 class CardMemory(Protocol):
-    """One card's free memory as the GPU inventory reports it."""
+    """One card's free memory as the GPU inventory reports it (``servectl.gpu.GpuDevice`` fits)."""
 
     @property
     def index(self) -> int: ...
 
     @property
-    def memory_free_bytes(self) -> int: ...
+    def memory_free_bytes(self) -> int | None: ...
 
 
 @dataclass(frozen=True)
 class CardFreeMemory:
-    """Free memory of one card, read after the run."""
+    """Free memory of one card, read after the run; ``None`` where the driver cannot tell."""
 
     index: int
-    memory_free_bytes: int
+    memory_free_bytes: int | None
 
 
 @dataclass(frozen=True)
@@ -160,7 +160,8 @@ class BenchContext:
         plan_hash: Hash of the resolved launch plan the service runs.
         image_digest: ``sha256:...`` of the engine image.
         model_revision: Commit of the model weights.
-        free_vram_after: Called once after the run; returns each card's free memory (GPU inventory).
+        free_vram_after: Called once after the run; returns each card's free memory, e.g.
+            ``lambda: inventory.snapshot().devices`` with a :class:`servectl.gpu.GpuInventory`.
     """
 
     profile_name: str | None = None
