@@ -159,6 +159,8 @@ def test_http_errors_on_measured_requests_are_flagged() -> None:
     (point,) = report.points
     assert point.ok_count == 0 and point.decode_tok_s is None
     assert {r.failure for r in point.requests} == {"http_error"}
+    assert point.warmup is not None and point.warmup.ok  # request 3 passed; the warning list says so
+    assert not any(w.startswith("warm-up") for w in point.warnings)
     assert (
         point.requests[0].error
         == 'HTTP 500 from /v1/chat/completions: {"error":{"message":"engine overloaded"}}'
@@ -294,3 +296,12 @@ def test_plot_refuses_a_report_without_decode_numbers(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="no point has a decode measurement"):
         plot_taper(report, tmp_path / "x.png")
     assert not (tmp_path / "x.png").exists()
+
+
+def test_a_failed_warm_up_is_a_warning_on_its_point() -> None:
+    server = scripted(status=500, status_from_request=3)  # the warm-up is the third chat request
+    (point,) = run(server, settings(prompt_tokens=(4096,))).points
+    assert point.warmup is not None and point.warmup.failure == "http_error"
+    assert point.warnings[0].startswith(
+        "warm-up request failed (http_error): HTTP 500 from /v1/chat/completions"
+    )

@@ -318,6 +318,8 @@ def _aggregate(
         warnings.append(
             f"client CPU was {100 * cpu_s / wall_s:.0f} % of one core; the client may have limited the result"
         )
+    if warmup is not None and not warmup.ok:
+        warnings.append(f"warm-up request failed ({warmup.failure}): {warmup.error}")
     flagged = [r for r in requests if not r.ok]
     if flagged:
         kinds = sorted({str(r.failure) for r in flagged})
