@@ -24,6 +24,7 @@ app = typer.Typer(
 
 # Each module registers its commands on ``app`` through ``register(app)``; keep the list sorted.
 _COMMAND_MODULES: tuple[str, ...] = (
+    "servectl.cli_bench",
     "servectl.cli_dev",
     "servectl.cli_preflight",
     "servectl.cli_profiles",

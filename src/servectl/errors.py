@@ -17,6 +17,7 @@ Errors from the Docker SDK, NVML or the OS are wrapped ``from e`` so that the ca
     │   └── GpuUnavailable          exit 1   NVML cannot be loaded or initialised (no driver, no library)
     ├── ServiceConflict             exit 1   another service holds the GPUs or port; use ``swap``
     ├── LockTimeout                 exit 1   another servectl process is changing services
+    ├── BenchFailed                 exit 1   the benchmark could not run or had flagged requests
     ├── SwapRolledBack              exit 4   swap target failed, the previous service is back and healthy
     └── SwapFailed                  exit 5   swap target failed and the previous service failed too
 
@@ -128,6 +129,11 @@ class ServiceConflict(ServectlError):
 
 class LockTimeout(ServectlError):
     """Another servectl process held the state lock for longer than we wait."""
+
+
+class BenchFailed(ServectlError):
+    """The benchmark could not run (server unreachable, no such model, calibration failed) or some of its
+    requests were flagged (short, broken or failed streams) and left out of the results."""
 
 
 class SwapRolledBack(ServectlError):
