@@ -96,6 +96,8 @@ def up_command(
         _print_last_lines(resolved.name, err.last_log_lines)
         raise
     typer.echo(up_text(result))
+    for note in result.notes:
+        typer.echo(f"note: {note}", err=True)
 
 
 def _print_last_lines(profile: str, lines: tuple[str, ...]) -> None:

@@ -297,11 +297,22 @@ def _sdk_errors(action: str) -> Iterator[None]:
     except docker.errors.APIError as e:
         raise ServectlError(f"docker: {action}: {_explanation(e)}") from e
     except (requests.exceptions.ConnectionError, ConnectionError, FileNotFoundError) as e:
-        raise EngineUnavailable(
-            f"the Docker engine does not answer ({action}): {e}; {_UNREACHABLE_FIX}"
-        ) from e
+        raise EngineUnavailable(_unreachable(e)) from e
     except docker.errors.DockerException as e:
+        if "Error while fetching server API version" in str(e):
+            raise EngineUnavailable(_unreachable(e)) from e
         raise EngineUnavailable(f"docker: {action}: {e}; {_UNREACHABLE_FIX}") from e
+
+
+_REASONS = ("No such file or directory", "Connection refused", "Permission denied", "timed out")
+
+
+def _unreachable(err: Exception) -> str:
+    """One line: where the engine was expected, why it did not answer, and the fix."""
+    where = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    text = str(err)
+    reason = next((r for r in _REASONS if r.lower() in text.lower()), text[:160])
+    return f"the Docker engine at {where} does not answer ({reason}); {_UNREACHABLE_FIX}"
 
 
 def _explanation(err: Any) -> str:
@@ -322,15 +333,22 @@ class _SdkLogLines:
     def __next__(self) -> str:
         try:
             return next(self._lines)
+        except StopIteration:
+            self.close()
+            raise
         except (OSError, ValueError, AttributeError):
             # The stream was closed under us (close() from another thread): that ends it.
+            self.close()
             raise StopIteration from None
 
     def close(self) -> None:
-        close = getattr(self._stream, "close", None)
-        if close is not None:
-            with contextlib.suppress(Exception):  # its socket may already be gone
-                close()
+        """Unblock a reader (shut the socket down), then close the HTTP response so its socket is freed."""
+        with contextlib.suppress(Exception):  # its socket may already be gone
+            self._stream.close()
+        response = getattr(self._stream, "_response", None)  # CancellableStream keeps the requests response
+        if response is not None:
+            with contextlib.suppress(Exception):
+                response.close()
 
 
 class DockerSdkEngine:

@@ -275,16 +275,22 @@ def wait_until_serving(
     stop_pump = threading.Event()
 
     def pump(since: float | None) -> None:
+        stream: LogLines | None = None
         try:
             stream = docker.logs(container_id, follow=True, since=since)
             streams.append(stream)
+            if stop_pump.is_set():  # the gate ended before the stream was listed: it may not close it
+                return
             for line in stream:
                 if stop_pump.is_set():
                     break
                 lines.put((clock(), line))
         except Exception as e:  # the engine went away: the state check below says what happened
             lines.put((clock(), e))
-        lines.put(_END)
+        finally:
+            if stream is not None:
+                stream.close()
+            lines.put(_END)
 
     def start_pump(since: float | None) -> threading.Thread:
         thread = threading.Thread(target=pump, args=(since,), name="servectl-log-follow", daemon=True)

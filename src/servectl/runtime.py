@@ -149,6 +149,7 @@ class UpResult:
     url: str
     gate: GateResult | None = None
     removed_stale: tuple[str, ...] = ()  # exited containers of this profile that were cleared first
+    notes: tuple[str, ...] = ()  # what the checks before start did not cover (e.g. no GPU inventory)
 
     @property
     def startup_s(self) -> float | None:
@@ -167,6 +168,20 @@ class GpuDeviceLike(Protocol):
 
 class GpuSnapshotLike(Protocol):
     def device(self, index: int) -> GpuDeviceLike | None: ...
+
+
+class ListenerLike(Protocol):
+    @property
+    def pid(self) -> int | None: ...
+
+    @property
+    def process_name(self) -> str | None: ...
+
+
+class HostProbeLike(Protocol):
+    """The part of the host probe (``servectl.host.HostProbe``) that the built-in preflight uses."""
+
+    def listeners(self, port: int) -> Sequence[ListenerLike]: ...
 
 
 class GpuInventoryLike(Protocol):
@@ -449,7 +464,7 @@ def start(
     env = os.environ if environ is None else environ
     api_key = read_api_key(plan, env)
     ensure_image(resolved, docker=docker, build_image=build_image, on_phase=on_phase)
-    written = write_plan_files(plan, api_key=api_key)
+    write_plan_files(plan, api_key=api_key)
     t0 = clock()
     container_id: str | None = None
     try:
@@ -470,7 +485,7 @@ def start(
         # Whatever went wrong (gate, engine, Ctrl-C), nothing we started stays behind.
         if container_id is not None:
             _discard(docker, container_id, grace_s=min(FAILED_START_STOP_S, plan.docker.stop_timeout_s))
-        _discard_files(plan, written)
+        _discard_key_file(plan)
         if isinstance(err, StartupFailed) and container_id is not None:
             raise StartupFailed(
                 f"{err.message}; the container was removed",
@@ -495,7 +510,7 @@ def _discard(docker: DockerEngine, container_id: str, *, grace_s: int) -> None:
     _wait_gone(docker, container_id, GONE_DEADLINE_S)
 
 
-def _discard_files(plan: LaunchPlan, written: Sequence[Path]) -> None:
+def _discard_key_file(plan: LaunchPlan) -> None:
     if plan.secret is not None and plan.secret.source == "env":
         with contextlib.suppress(OSError):
             Path(plan.secret.host_path).unlink(missing_ok=True)
@@ -546,8 +561,8 @@ def stop(
     )
     docker.remove(service.container_id, force=True)
     _wait_gone(docker, service.container_id, GONE_DEADLINE_S)
-    mounts = (after or before).mounts if (after or before) is not None else ()  # type: ignore[union-attr]
-    _remove_key_file(mounts, state_dir or default_state_dir())
+    last_known = after or before
+    _remove_key_file(last_known.mounts if last_known is not None else (), state_dir or default_state_dir())
     leaked: tuple[int, ...] = ()
     checked = gpus is not None and bool(service.gpus)
     if gpus is not None and service.gpus:
@@ -608,24 +623,49 @@ def port_free(host: str, port: int) -> bool:
     return True
 
 
-def basic_preflight(resolved: Resolved, *, docker: DockerEngine) -> None:
-    """The checks that need no GPU: Docker answers and the port is free on the host address.
+def basic_preflight(
+    resolved: Resolved,
+    *,
+    docker: DockerEngine,
+    gpus: GpuInventoryLike | None = None,
+    host: HostProbeLike | None = None,
+) -> list[str]:
+    """The checks that need no GPU driver: Docker answers, the port is free on the host address, and (with a
+    GPU inventory) the profile's cards run no process when it wants them exclusively.
+
+    Returns:
+        Notes on what was not checked (e.g. no GPU inventory).
 
     Raises:
-        EngineUnavailable: Docker does not answer. PreflightFailed: the port is taken.
+        EngineUnavailable: Docker does not answer. PreflightFailed: the port or a card is taken.
     """
     docker.ping()
     profile = resolved.loaded.profile
-    host = (
-        "0.0.0.0"
-        if profile.serve.network == "host" and profile.serve.host == "0.0.0.0"
-        else profile.serve.host
-    )
-    if not port_free(host, profile.serve.port):
+    address, port = profile.serve.host, profile.serve.port
+    if not port_free(address, port):
+        holders = [
+            f"pid {lst.pid} ({lst.process_name or '?'})"
+            for lst in (host.listeners(port) if host else ())
+            if lst.pid
+        ]
+        who = ", ".join(holders) if holders else f"another process (ss -ltnp 'sport = :{port}' shows which)"
         raise PreflightFailed(
-            f"{resolved.plan.source}: serve.port: port {profile.serve.port} on {host} is in use by another "
-            f"process; stop it (ss -ltnp 'sport = :{profile.serve.port}' shows which) or pick another port"
+            f"{resolved.plan.source}: serve.port: port {port} on {address} is in use by {who}; "
+            "stop it or pick another port"
         )
+    devices = list(profile.gpus.devices)
+    if not devices:
+        return []
+    if gpus is None:
+        return [f"GPU {', '.join(map(str, devices))} not checked (no GPU inventory)"]
+    if profile.gpus.exclusive:
+        pids = _gpu_pids(gpus, devices)
+        if pids:
+            raise PreflightFailed(
+                f"{resolved.plan.source}: gpus.devices: GPU {', '.join(map(str, devices))} run(s) processes "
+                f"{', '.join(map(str, pids))}; stop them first (the profile wants its cards exclusively)"
+            )
+    return []
 
 
 def _overlap(a: Sequence[int], b: Sequence[int]) -> list[int]:
@@ -652,6 +692,7 @@ def up(
     name: str,
     docker: DockerEngine,
     gpus: GpuInventoryLike | None = None,
+    host: HostProbeLike | None = None,
     preflight: Preflight | None = None,
     http: httpx.Client | None = None,
     on_phase: Callable[[Progress], None] | None = None,
@@ -667,9 +708,11 @@ def up(
     Args:
         name: the profile.
         docker: the engine.
-        gpus: GPU inventory (passed to nothing yet; the full preflight uses it).
-        preflight: checks run before anything starts (raise PreflightFailed); default
-            :func:`basic_preflight` (Docker answers, port free).
+        gpus: GPU inventory for the built-in preflight (cards of an exclusive profile must be idle);
+            None skips that check and says so in ``UpResult.notes``.
+        host: host probe; the built-in preflight names the process that holds the port with it.
+        preflight: checks run before anything starts (raise PreflightFailed) instead of the built-in
+            :func:`basic_preflight` (Docker answers, port free, cards idle).
         http: HTTP client for the gate's probes.
         on_phase: progress callback of the gate.
         environ: environment (API key variable, pass-through variables); default ``os.environ``.
@@ -710,8 +753,12 @@ def up(
                 )
             docker.remove(svc.container_id, force=True)
             removed.append(svc.container_name)
-        _check_conflicts(resolved, docker=docker, services_now=current, scope=scope, removed=removed)
-        (preflight or (lambda r: basic_preflight(r, docker=docker)))(resolved)
+        _check_conflicts(resolved, docker=docker, services_now=current, removed=removed)
+        notes: list[str] = []
+        if preflight is None:
+            notes = basic_preflight(resolved, docker=docker, gpus=gpus, host=host)
+        else:
+            preflight(resolved)
         history = History(state)
         try:
             started = start(
@@ -748,6 +795,7 @@ def up(
         url=started.url,
         gate=started.gate,
         removed_stale=tuple(removed),
+        notes=tuple(notes),
     )
 
 
@@ -756,7 +804,6 @@ def _check_conflicts(
     *,
     docker: DockerEngine,
     services_now: Sequence[ServiceInfo],
-    scope: Mapping[str, str] | None,
     removed: Sequence[str],
 ) -> None:
     profile = resolved.loaded.profile
@@ -788,13 +835,11 @@ def _check_conflicts(
             )
         if not c.running:
             docker.remove(c.id, force=True)
-        elif scope is None or all(c.labels.get(k) == v for k, v in scope.items()):
-            raise ServiceConflict(
-                f"container {name} already runs profile {c.labels.get(LABEL_PROFILE)}: use servectl swap "
-                f"{resolved.name}, or set another container.name"
-            )
-        else:
-            raise ServiceConflict(f"a container named {name} is already running; set another container.name")
+            continue
+        raise ServiceConflict(
+            f"container {name} already runs profile {c.labels.get(LABEL_PROFILE)}: use servectl swap "
+            f"{resolved.name}, or set another container.name in {resolved.plan.source}"
+        )
     foreign = _foreign_conflicts(resolved, docker.running_containers())
     if foreign:
         raise ServiceConflict(

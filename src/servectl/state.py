@@ -122,7 +122,7 @@ class StateLock:
                 holder = _read_holder(fd)
                 os.close(fd)
                 raise LockTimeout(
-                    f"another servectl process {holder} is changing services (lock {self.path}); "
+                    f"another servectl process, {holder}, is changing services (lock {self.path}); "
                     f"waited {self.timeout_s:g} s: let it finish, then try again"
                 )
             time.sleep(self.poll_s)
@@ -159,9 +159,9 @@ def _read_holder(fd: int) -> str:
         info = json.loads(raw)
         since = time.strftime("%H:%M:%S", time.localtime(float(info["since"])))
         purpose = f" ({info['purpose']}, since {since})" if info.get("purpose") else f" (since {since})"
-        return f"(pid {int(info['pid'])}{purpose})"
+        return f"pid {int(info['pid'])}{purpose}"
     except (OSError, ValueError, KeyError, TypeError):
-        return "(pid unknown)"
+        return "pid unknown"
 
 
 # -- history --------------------------------------------------------------------------------------------

@@ -281,7 +281,7 @@ def test_two_ups_at_once_one_starts_the_other_waits_then_gives_up(rt: Runtime) -
     assert len(winners) == 1 and len(losers) == 1, results
     _, _, stderr, code = losers[0]
     assert code == 1
-    assert f"another servectl process (pid {winners[0][0]} (up {name}" in stderr
+    assert f"another servectl process, pid {winners[0][0]} (up {name}" in stderr
     assert "waited 1 s" in stderr
     assert len(rt.containers()) == 1
 

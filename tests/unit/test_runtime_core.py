@@ -236,7 +236,7 @@ def test_up_waits_for_the_lock_and_gives_up_naming_the_holder(env: Env) -> None:
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
         holder.stdout.close()
-        with pytest.raises(LockTimeout, match=f"pid {holder.pid} \\(swap b"):
+        with pytest.raises(LockTimeout, match=f"process, pid {holder.pid} \\(swap b"):
             env.up("a")
         assert env.created() == 0
     finally:
@@ -407,3 +407,38 @@ def test_follow_logs_prints_a_services_lines(env: Env) -> None:
     assert lines[-1].endswith("ready to roll!") and len(lines) == 2
     with pytest.raises(UsageError, match="no servectl service named b"):
         list(runtime.follow_logs(name="b", docker=env.engine))
+
+
+def test_up_without_gpu_inventory_says_the_cards_were_not_checked(env: Env) -> None:
+    env.profile("a", gpus={"devices": [0, 1]}, engine={"tp": 2})
+    assert env.up("a").notes == ("GPU 0, 1 not checked (no GPU inventory)",)
+
+
+def test_up_refuses_cards_that_run_a_process_when_the_profile_wants_them_exclusively(env: Env) -> None:
+    env.profile("a", gpus={"devices": [0, 1]}, engine={"tp": 2})
+    with pytest.raises(PreflightFailed, match=r"gpus\.devices: GPU 0, 1 run\(s\) processes 777"):
+        env.up("a", gpus=_Inventory(busy_snapshots=1000))
+    assert env.created() == 0
+    assert env.up("a", gpus=_Inventory(busy_snapshots=0)).notes == ()
+
+
+@dataclass
+class _Listener:
+    pid: int | None
+    process_name: str | None
+
+
+class _Host:
+    def listeners(self, port: int) -> list[_Listener]:
+        return [_Listener(4321, "nginx")]
+
+
+def test_port_holder_is_named_when_a_host_probe_is_given(env: Env) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        env.profile("a", port=holder.getsockname()[1])
+        with pytest.raises(
+            PreflightFailed, match="is in use by pid 4321 \\(nginx\\); stop it or pick another port"
+        ):
+            env.up("a", host=_Host())

@@ -44,7 +44,7 @@ def test_second_process_times_out_naming_the_holder_and_what_it_does(tmp_path: P
         with pytest.raises(LockTimeout) as info, StateLock(tmp_path, 0.3):
             pass
         assert 0.3 <= time.monotonic() - t0 < 2
-        assert f"pid {holder.pid} (up demo, since" in info.value.message
+        assert f"another servectl process, pid {holder.pid} (up demo, since" in info.value.message
         assert "waited 0.3 s" in info.value.message
     finally:
         holder.kill()
