@@ -8,10 +8,19 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING
 
+from servectl.paths import state_dir as default_state_dir
 from servectl.preflight import ConflictRef, PreflightReport, PreflightRequest, Replacing
 from servectl.resolve import Resolved
+
+if TYPE_CHECKING:
+    from servectl.docker_engine import DockerEngine
+    from servectl.docker_facts import DockerFacts
+    from servectl.gpu import GpuInventory
+    from servectl.host import HostProbe
 
 _SIZE = re.compile(r"^(\d+)([bkmgBKMG]?)$")
 _UNITS = {"": 1, "b": 1, "k": 2**10, "m": 2**20, "g": 2**30}
@@ -89,3 +98,60 @@ def preflight(
     resolved = resolve(name)
     request = request_for(resolved, replacing=replacing, stop_conflicts=stop_conflicts)
     return resolved, preflight_on_this_host(request=request, skip=skip)
+
+
+def full_preflight(
+    *,
+    docker: DockerEngine,
+    skip: Iterable[str] = frozenset(),
+    replacing: Replacing | None = None,
+    stop_conflicts: bool = False,
+    state_dir: Path | None = None,
+    on_report: Callable[[PreflightReport], None] | None = None,
+    adapters: tuple[GpuInventory, HostProbe, DockerFacts] | None = None,
+) -> Callable[[Resolved], None]:
+    """The preflight that ``up`` and ``swap`` run before anything starts: every check, measured.
+
+    The stand-in image is built first when the profile says so (so ``image.pinned`` sees it); checks skipped
+    with ``--force`` are recorded in the history; a failed check raises before anything is created.
+    ``adapters`` (GPU inventory, host probe, Docker facts) replace the real NVML/psutil/Docker ones in tests.
+    """
+    from servectl.preflight import preflight_on_this_host, raise_if_failed, run_preflight, validate_skip
+    from servectl.runtime import ensure_image
+    from servectl.state import History
+
+    skipped = validate_skip(skip)  # an unknown id is a usage error before anything happens
+
+    def run(resolved: Resolved) -> None:
+        ensure_image(resolved, docker=docker)
+        request = request_for(resolved, replacing=replacing, stop_conflicts=stop_conflicts)
+        if adapters is None:
+            report = preflight_on_this_host(request=request, skip=skipped)
+        else:
+            gpus, host, facts = adapters
+            report = run_preflight(request=request, gpus=gpus, host=host, docker=facts, skip=skipped)
+        if on_report is not None:
+            on_report(report)
+        forced = {c.id: c.facts.get("result_without_force") for c in report.checks if c.forced}
+        if forced:
+            History(state_dir or default_state_dir()).record(
+                {"event": "preflight-forced", "profile": resolved.name, "checks": forced}
+            )
+        raise_if_failed(report)
+
+    return run
+
+
+def optional_gpu_inventory(resolved: Resolved | None = None) -> GpuInventory | None:
+    """NVML when the driver answers (and the profile uses GPUs), else None: callers say what went unchecked."""
+    if resolved is not None and not resolved.loaded.profile.gpus.devices:
+        return None
+    from servectl.errors import GpuUnavailable
+    from servectl.gpu import NvmlInventory
+
+    inventory = NvmlInventory()
+    try:
+        inventory.snapshot()
+    except GpuUnavailable:
+        return None
+    return inventory

@@ -61,3 +61,30 @@ def test_foreign_process_on_a_card_fails_exclusivity_with_its_pid() -> None:
 )
 def test_shm_size_parses_docker_notation(text: str | None, expected: int | None) -> None:
     assert parse_size_bytes(text) == expected
+
+
+def test_full_preflight_raises_on_a_failed_check_and_records_forced_skips(tmp_path: Path) -> None:
+    from servectl.errors import PreflightFailed
+    from servectl.preflight_profile import full_preflight
+    from servectl.state import History
+    from servectl.testing_docker import FakeDockerEngine
+
+    resolved = resolve("glm53-393k")
+    adapters = (FakeGpuInventory.scenario("foreign_pid"), FakeHostProbe(), FakeDockerFacts())
+    engine = FakeDockerEngine(images=[resolved.plan.docker.image])
+    with pytest.raises(PreflightFailed, match="preflight gpu.exclusive"):
+        full_preflight(docker=engine, adapters=adapters, state_dir=tmp_path)(resolved)
+    seen = []
+    check = full_preflight(
+        docker=engine,
+        adapters=adapters,
+        state_dir=tmp_path,
+        skip={"gpu.exclusive", "gpu.vram_reserve", "model.present", "model.revision", "image.pinned",
+              "docker.gpu_runtime", "host.disk", "host.memory"},
+        on_report=seen.append,
+    )
+    check(resolved)
+    (report,) = seen
+    assert report.check("gpu.exclusive").result == "skipped"
+    forced = [e for e in History(tmp_path).events() if e.get("event") == "preflight-forced"]
+    assert forced and forced[-1]["checks"]["gpu.exclusive"] == "fail"
