@@ -72,7 +72,7 @@ def test_full_preflight_raises_on_a_failed_check_and_records_forced_skips(tmp_pa
     resolved = resolve("glm53-393k")
     adapters = (FakeGpuInventory.scenario("foreign_pid"), FakeHostProbe(), FakeDockerFacts())
     engine = FakeDockerEngine(images=[resolved.plan.docker.image])
-    with pytest.raises(PreflightFailed, match="preflight gpu.exclusive"):
+    with pytest.raises(PreflightFailed, match=r"preflight gpu\.exclusive"):
         full_preflight(docker=engine, adapters=adapters, state_dir=tmp_path)(resolved)
     seen = []
     check = full_preflight(
