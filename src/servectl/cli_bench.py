@@ -8,44 +8,29 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from servectl.bench_profile import BenchTarget
 from servectl.errors import BenchFailed, UsageError
 
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
 
-    from servectl.bench import BenchContext, BenchReport, PointResult, Stat
+    from servectl.bench import BenchReport, PointResult, Stat
 
 
-@dataclass(frozen=True)
-class BenchTarget:
-    """Where and what to benchmark, as a profile resolves it."""
-
-    url: str
-    model: str | None = None
-    api_key_env: str | None = None
-    context: BenchContext | None = None
-
-
-# --- profile lookup: the lead replaces this one function when profiles land ------------------------------
 def resolve_profile_target(name: str) -> BenchTarget:
-    """The served URL, model name, API key variable and provenance of profile ``name``.
+    """The running service of profile ``name`` and the provenance its results carry."""
+    from servectl.bench_profile import bench_target
+    from servectl.docker_engine import DockerSdkEngine
+    from servectl.preflight_profile import optional_gpu_inventory
+    from servectl.resolve import resolve
 
-    Placeholder until profiles exist: it should load the profile, resolve its plan, find the running
-    service, and return ``BenchTarget(url=..., model=served_model_name, api_key_env=...,
-    context=BenchContext(profile_name=name, plan_hash=..., image_digest=..., model_revision=...,
-    free_vram_after=<GPU inventory reader>))``.
-    """
-    raise UsageError(
-        f"bench {name}: benchmarking a profile by name is not yet supported without --url; "
-        "run `servectl bench --url http://HOST:PORT`"
-    )
+    return bench_target(name=name, docker=DockerSdkEngine(), gpus=optional_gpu_inventory(resolve(name)))
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -150,7 +135,7 @@ def _default_out_dir() -> Path:
 def bench_command(
     name: Annotated[
         str | None,
-        typer.Argument(help="Profile to benchmark (not yet supported; use --url).", show_default=False),
+        typer.Argument(help="Profile to benchmark: its running service, with the plan hash and pins recorded.", show_default=False),
     ] = None,
     url: Annotated[
         str | None,

@@ -150,11 +150,6 @@ def test_api_key_env_sends_the_key_and_an_unset_variable_is_a_usage_error(
     [
         (["bench"], "error: bench: give a profile NAME or --url http://HOST:PORT"),
         (
-            ["bench", "glm53-393k"],
-            "error: bench glm53-393k: benchmarking a profile by name is not yet supported without --url; "
-            "run `servectl bench --url http://HOST:PORT`",
-        ),
-        (
             ["bench", "--url", "http://h:1", "--prompt-tokens", "4k"],
             "error: --prompt-tokens: '4k' is not a comma-separated list of integers, e.g. 4096,65536",
         ),
