@@ -135,7 +135,10 @@ def _default_out_dir() -> Path:
 def bench_command(
     name: Annotated[
         str | None,
-        typer.Argument(help="Profile to benchmark: its running service, with the plan hash and pins recorded.", show_default=False),
+        typer.Argument(
+            help="Profile to benchmark: its running service, with the plan hash and pins recorded.",
+            show_default=False,
+        ),
     ] = None,
     url: Annotated[
         str | None,
