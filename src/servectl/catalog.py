@@ -140,7 +140,9 @@ class FlagCatalog:
         """
         unknown_keys = set(extension) - {"choices", "options"}
         if unknown_keys:
-            raise ValueError(f"catalog extension: unknown keys {sorted(unknown_keys)} (use 'choices', 'options')")
+            raise ValueError(
+                f"catalog extension: unknown keys {sorted(unknown_keys)} (use 'choices', 'options')"
+            )
         options = list(self.options)
         index = {opt.dest: i for i, opt in enumerate(options)}
         for key, extra in (extension.get("choices") or {}).items():
@@ -157,7 +159,9 @@ class FlagCatalog:
             if clash:
                 raise ValueError(f"catalog extension: flag {clash[0]} already exists in {self.name}")
             options.append(new)
-        return FlagCatalog(name=f"{self.name}+ext", engine=self.engine, version=self.version, options=tuple(options))
+        return FlagCatalog(
+            name=f"{self.name}+ext", engine=self.engine, version=self.version, options=tuple(options)
+        )
 
     # -- lookup -------------------------------------------------------------------------------------
     def option(self, name: str) -> CatalogOption | None:
@@ -197,7 +201,9 @@ class FlagCatalog:
             probe = raw if opt.type not in ("int", "float") else str(converted)
             if probe not in opt.choices and raw not in opt.choices:
                 choices = ", ".join(repr(c) for c in opt.choices)
-                raise ArgvError(f"argument {'/'.join(opt.flags)}: invalid choice: {raw!r} (choose from {choices})")
+                raise ArgvError(
+                    f"argument {'/'.join(opt.flags)}: invalid choice: {raw!r} (choose from {choices})"
+                )
         return converted
 
     def parse_argv(self, argv: Sequence[str]) -> dict[str, Any]:
@@ -227,7 +233,7 @@ class FlagCatalog:
                 if eq:
                     raise ArgvError(f"argument {shown}: ignored explicit argument {inline!r}")
                 if opt.kind == BOOL_OPTIONAL:
-                    result[opt.dest] = not "--no-" + opt.flags[0][2:] == flag
+                    result[opt.dest] = "--no-" + opt.flags[0][2:] != flag
                 else:
                     result[opt.dest] = True
                 continue

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -17,6 +18,20 @@ def register(app: typer.Typer) -> None:
     app.command("diff")(diff_command)
     app.command("schema")(schema_command)
     app.command("catalog")(catalog_command)
+    app.command("promote")(promote_command)
+
+
+def promote_command(
+    name: Annotated[str, typer.Argument(help="profile to promote")],
+    evidence: Annotated[Path, typer.Option("--evidence", help="the --out folder of `servectl bench NAME`")],
+) -> None:
+    """Mark a profile promoted, on bench evidence measured on its current plan, image digest and model revision."""
+    from servectl.evidence import promote
+
+    record = promote(name=name, evidence_dir=evidence)
+    typer.echo(
+        f"promoted {name}: evidence {name}.evidence.json (run {record.run_id}, plan {record.plan_hash})"
+    )
 
 
 def profiles_command(
@@ -40,7 +55,15 @@ def profiles_command(
             table.add_row(r.name, "[red]invalid[/]", "", "", "", "", "", r.error, r.source)
             continue
         table.add_row(
-            r.name, r.status, r.model, str(r.tp), _human(r.context), str(r.port), r.role, r.headline or "", r.source
+            r.name,
+            r.status,
+            r.model,
+            str(r.tp),
+            _human(r.context),
+            str(r.port),
+            r.role,
+            r.headline or "",
+            r.source,
         )
     Console().print(table)
 
@@ -61,6 +84,10 @@ def show_command(
 
     typer.echo(f"# {loaded.profile.name}: resolved from " + " <- ".join(str(p) for p in loaded.chain))
     typer.echo(yaml.safe_dump(data, sort_keys=False, width=110).rstrip())
+    from servectl.evidence import evidence_summary_lines
+
+    for line in evidence_summary_lines(loaded):
+        typer.echo(line)
 
 
 def validate_command(
@@ -104,7 +131,9 @@ def schema_command() -> None:
 
 
 def catalog_command(
-    name: Annotated[str, typer.Argument(help="catalog name, or a profile name to see its extended catalog")] = "",
+    name: Annotated[
+        str, typer.Argument(help="catalog name, or a profile name to see its extended catalog")
+    ] = "",
     grep: Annotated[str, typer.Option("--grep", "-g", help="only flags containing this text")] = "",
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
 
     from servectl.docker_engine import DockerSdkEngine
     from servectl.health import Progress
+    from servectl.preflight import PreflightReport
 
 
 def register(app: typer.Typer) -> None:
@@ -70,6 +71,10 @@ def up_command(
         bool, typer.Option("--dry-run", help="print the exact docker run and SGLang argv; touch nothing")
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="with --dry-run: print the plan as JSON")] = False,
+    force: Annotated[
+        list[str] | None,
+        typer.Option("--force", help="skip one named preflight check (repeatable); recorded in the history"),
+    ] = None,
 ) -> None:
     """Validate, preflight and start a profile, then wait until it really serves."""
     from servectl.resolve import resolve
@@ -85,18 +90,33 @@ def up_command(
         return
 
     from servectl.errors import StartupFailed
+    from servectl.preflight_profile import full_preflight, optional_gpu_inventory
     from servectl.render_runtime import up_text
     from servectl.runtime import up
+
+    docker = _docker()
+    warnings: list[str] = []
+
+    def keep_warnings(report: PreflightReport) -> None:
+        warnings.extend(f"preflight {c.id} {c.result}: {c.message}" for c in report.checks if c.result == "warn")
+        warnings.extend(f"preflight {c.id} skipped with --force" for c in report.checks if c.forced)
 
     display = _ProgressDisplay(resolved.name)
     try:
         with display:
-            result = up(name=name, docker=_docker(), resolved=resolved, on_phase=display)
+            result = up(
+                name=name,
+                docker=docker,
+                resolved=resolved,
+                on_phase=display,
+                gpus=optional_gpu_inventory(resolved),
+                preflight=full_preflight(docker=docker, skip=force or (), on_report=keep_warnings),
+            )
     except StartupFailed as err:
         _print_last_lines(resolved.name, err.last_log_lines)
         raise
     typer.echo(up_text(result))
-    for note in result.notes:
+    for note in (*warnings, *result.notes):
         typer.echo(f"note: {note}", err=True)
 
 
@@ -114,10 +134,11 @@ def down_command(
     ] = None,
 ) -> None:
     """Stop a service (SIGTERM, grace period, SIGKILL), remove its container and confirm it is gone."""
+    from servectl.preflight_profile import optional_gpu_inventory
     from servectl.render_runtime import stop_text
     from servectl.runtime import down
 
-    results = down(name=name, docker=_docker(), gpus=None)
+    results = down(name=name, docker=_docker(), gpus=optional_gpu_inventory())
     if not results:
         typer.echo(
             f"{name} is not running; nothing to stop" if name else "no servectl service runs; nothing to stop"

@@ -8,13 +8,16 @@ Errors from the Docker SDK, NVML or the OS are wrapped ``from e`` so that the ca
 
     ServectlError                   exit 1   runtime failure (base class)
     ├── UsageError                  exit 2   bad command-line use (unknown profile name, bad option value)
+    │   └── RenderUnsupported       exit 2   the profile cannot be expressed in the requested render target
     ├── ProfileError                exit 2   profile files: schema, catalog or cross-field rule problems
     │   └── CatalogError            exit 2   a flag or value the engine's flag catalog rejects
     ├── PreflightFailed             exit 3   a preflight check failed; nothing was started
     ├── StartupFailed               exit 3   the container did not pass the health gate; it was removed
     ├── EngineUnavailable           exit 1   the Docker engine (or NVML) cannot be reached
+    │   └── GpuUnavailable          exit 1   NVML cannot be loaded or initialised (no driver, no library)
     ├── ServiceConflict             exit 1   another service holds the GPUs or port; use ``swap``
     ├── LockTimeout                 exit 1   another servectl process is changing services
+    ├── BenchFailed                 exit 1   the benchmark could not run or had flagged requests
     ├── SwapRolledBack              exit 4   swap target failed, the previous service is back and healthy
     ├── SwapFailed                  exit 5   swap target failed and the previous service failed too
     └── SwapInterrupted             exit 130 a swap was interrupted where no rollback applied; the message
@@ -47,6 +50,10 @@ class UsageError(ServectlError):
     """The command line asks for something that cannot be (unknown profile, bad option)."""
 
     exit_code = 2
+
+
+class RenderUnsupported(UsageError):
+    """``servectl render`` cannot express this profile in the target asked for (e.g. multi-node compose)."""
 
 
 @dataclass(frozen=True)
@@ -114,12 +121,21 @@ class EngineUnavailable(ServectlError):
     """The Docker engine or the NVIDIA driver cannot be reached."""
 
 
+class GpuUnavailable(EngineUnavailable):
+    """NVML cannot be used: the NVIDIA driver or its management library is missing or not loaded."""
+
+
 class ServiceConflict(ServectlError):
     """Another service holds what this one needs (GPUs, port, the same profile with another plan)."""
 
 
 class LockTimeout(ServectlError):
     """Another servectl process held the state lock for longer than we wait."""
+
+
+class BenchFailed(ServectlError):
+    """The benchmark could not run (server unreachable, no such model, calibration failed) or some of its
+    requests were flagged (short, broken or failed streams) and left out of the results."""
 
 
 class _SwapError(ServectlError):

@@ -39,7 +39,11 @@ def list_profiles() -> list[ProfileRow]:
             loaded = load_profile_file(file)
         except ProfileError as err:
             count = len(err.problems) or 1
-            rows.append(ProfileRow(name, str(file.path), file.origin, error=f"{count} problem(s): servectl validate {name}"))
+            rows.append(
+                ProfileRow(
+                    name, str(file.path), file.origin, error=f"{count} problem(s): servectl validate {name}"
+                )
+            )
             continue
         p = loaded.profile
         rows.append(
@@ -61,10 +65,8 @@ def list_profiles() -> list[ProfileRow]:
 
 def headline_for(loaded: Any) -> str | None:
     """The promotion evidence headline of a profile, when it has one."""
-    try:
-        from servectl.evidence import headline
-    except ImportError:  # evidence records arrive with `promote`
-        return None
+    from servectl.evidence import headline
+
     return headline(loaded)
 
 
@@ -79,7 +81,9 @@ def validate_profiles(names: list[str] | None) -> dict[str, ServectlError | None
     results: dict[str, ServectlError | None] = {}
     for name, file in files.items():
         if file.is_base and names is not None:
-            results[name] = UsageError(f"{name} is a base profile (name starts with '_'); validate a profile that extends it")
+            results[name] = UsageError(
+                f"{name} is a base profile (name starts with '_'); validate a profile that extends it"
+            )
             continue
         try:
             load_profile_file(file)

@@ -36,6 +36,9 @@ _RELATIVE_PATH_LIST_FIELDS: tuple[tuple[PathKey, str], ...] = (
     (("conflicts",), "compose_file"),
 )
 
+#: libyaml's parser when PyYAML was built with it (same marks, several times faster).
+_YamlLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 SHIPPED_PROFILES_DIR = Path(__file__).resolve().parents[2] / "profiles"
 
 
@@ -190,7 +193,10 @@ def read_yaml(path: Path) -> tuple[dict[str, Any], dict[PathKey, Location]]:
         text = path.read_text(encoding="utf-8")
     except OSError as e:
         raise ProfileError([Problem(shown, None, "", f"cannot read: {e.strerror}")]) from None
-    loader = yaml.SafeLoader(text)
+    try:
+        loader = _YamlLoader(text)
+    except yaml.YAMLError as e:  # the reader rejects control characters before parsing starts
+        raise ProfileError([Problem(shown, None, "", f"YAML: {str(e).splitlines()[0]}")]) from None
     try:
         node = loader.get_single_node()
         data = loader.construct_document(node) if node is not None else None
@@ -199,10 +205,12 @@ def read_yaml(path: Path) -> tuple[dict[str, Any], dict[PathKey, Location]]:
         line = mark.line + 1 if mark else None
         raise ProfileError([Problem(shown, line, "", f"YAML syntax: {e.problem or e.context}")]) from None
     except yaml.YAMLError as e:
-        raise ProfileError([Problem(shown, None, "", f"YAML: {e}")]) from None
+        raise ProfileError([Problem(shown, None, "", f"YAML: {str(e).splitlines()[0]}")]) from None
+    except (ValueError, OverflowError) as e:  # e.g. a timestamp or number the constructor cannot build
+        raise ProfileError([Problem(shown, None, "", f"YAML value: {e}")]) from None
     finally:
         loader.dispose()
-    if not isinstance(data, dict):
+    if not isinstance(data, dict) or not isinstance(node, yaml.MappingNode):
         raise ProfileError([Problem(shown, 1, "", "a profile must be a YAML mapping of keys to values")])
     locations: dict[PathKey, Location] = {(): (path, 1)}
     problems: list[Problem] = []
@@ -383,7 +391,9 @@ def _model_of(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
-def _problem(locations: Mapping[PathKey, Location], path: PathKey, default_file: Path, message: str) -> Problem:
+def _problem(
+    locations: Mapping[PathKey, Location], path: PathKey, default_file: Path, message: str
+) -> Problem:
     file, line = _locate(locations, path, default_file)
     return Problem(file=_display(file), line=line, field=_dotted(path), message=message)
 

@@ -2,7 +2,9 @@
 
 The plan holds the SGLang argv, the Docker run spec, the files servectl writes before starting (the
 adaptive speculative ladder), and a hash of all of it that labels the container, so ``status`` can tell
-when a running service no longer matches its profile. Secrets enter the plan only as references.
+when a running service no longer matches its profile. The hash is taken over the portable plan (see
+:func:`compile_portable_plan`): the same profile hashes the same on every machine and in rendered files.
+Secrets enter the plan only as references.
 """
 
 from __future__ import annotations
@@ -220,7 +222,10 @@ def catalog_problems(profile: Profile, catalog: FlagCatalog) -> Iterator[tuple[P
             continue
         owner_of[opt.dest] = arg.field
         if opt.dest == "api_key":
-            yield arg.field, "the API key is never written in a profile; use serve.api_key_env or serve.api_key_file"
+            yield (
+                arg.field,
+                "the API key is never written in a profile; use serve.api_key_env or serve.api_key_file",
+            )
             continue
         try:
             catalog.parse_argv(list(arg.tokens))
@@ -236,6 +241,7 @@ def compile_plan(
     state_dir: Path,
     home: Path,
     environ: Mapping[str, str] | None = None,
+    project_dir: Path | None = None,
 ) -> LaunchPlan:
     """Compile a validated profile into its launch plan. Pure: reads nothing, writes nothing.
 
@@ -245,6 +251,8 @@ def compile_plan(
         state_dir: servectl's state folder (where generated files will be written at start).
         home: the user's home folder, for ``~`` in host paths.
         environ: variables for ``${VAR}`` in host paths (none when omitted).
+        project_dir: the profile's project folder (:func:`project_dir_of`); paths inside it are hashed
+            relative to it, so the plan hash does not depend on where the project is checked out.
 
     Raises:
         ProfileError: a host path names a variable that ``environ`` lacks.
@@ -297,7 +305,8 @@ def compile_plan(
         **profile.container.labels,
     }
     environment = tuple(
-        (name, None if value == "${" + name + "}" else value) for name, value in sorted(profile.engine.env.items())
+        (name, None if value == "${" + name + "}" else value)
+        for name, value in sorted(profile.engine.env.items())
     )
     docker = DockerRunSpec(
         image=f"{profile.image.ref}@{profile.image.digest}" if profile.image.digest else profile.image.ref,
@@ -330,9 +339,76 @@ def compile_plan(
         stall_timeout_s=profile.health.stall_timeout_s,
         expect_log=tuple(profile.health.expect_log),
     )
-    digest = plan_hash(plan)
+    # The hash names the launch the profile describes, not the machine: it is taken over the portable plan
+    # (home ~, fixed state folder, ${VAR} kept), so a service started from a rendered compose file carries
+    # the hash that `servectl up` computes for the same profile on any machine.
+    portable = isinstance(env, VariablesKeptLiteral) and (home, state_dir) == (PORTABLE_HOME, PORTABLE_STATE_DIR)
+    hashed = plan if portable else compile_portable_plan(profile, source=source, project_dir=project_dir)
+    digest = plan_hash(hashed)
     labelled = DockerRunSpec(**{**docker.__dict__, "labels": {**labels, LABEL_PLAN_HASH: digest}})
     return LaunchPlan(**{**plan.__dict__, "docker": labelled, "plan_hash": digest})
+
+
+#: Home and state folder of the *portable* plan: the launch as a profile describes it, nothing of the machine.
+PORTABLE_HOME = Path("~")
+PORTABLE_STATE_DIR = Path("~/.local/state/servectl")
+#: In the portable plan, host paths inside the profile's project folder start with this variable.
+PROJECT_DIR_VAR = "SERVECTL_PROJECT_DIR"
+
+
+class VariablesKeptLiteral(Mapping[str, str]):
+    """An environment in which every variable is set to a reference to itself: ``X`` -> ``${X}``."""
+
+    def __getitem__(self, key: str) -> str:
+        return "${" + key + "}"
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+
+def project_dir_of(profile_file: Path) -> Path | None:
+    """The project folder of a profile file: the folder above its folder (``<project>/profiles/x.yaml``).
+
+    None for a file in the file system root's folder (every path would be inside that "project").
+    """
+    project = profile_file.parent.parent
+    return None if project == project.parent else project
+
+
+def compile_portable_plan(profile: Profile, *, source: str, project_dir: Path | None = None) -> LaunchPlan:
+    """The plan with nothing of this machine in it, for files to share and for the plan hash.
+
+    Home is ``~``, the state folder is fixed, every ``${VAR}`` stays as it is, and host paths inside
+    ``project_dir`` (relative paths in a profile resolve there) start with ``${SERVECTL_PROJECT_DIR}``.
+    """
+    anchored = profile if project_dir is None else _anchor_host_paths(profile, project_dir)
+    env = VariablesKeptLiteral()
+    return compile_plan(anchored, source=source, state_dir=PORTABLE_STATE_DIR, home=PORTABLE_HOME, environ=env)
+
+
+def _anchor_host_paths(profile: Profile, project_dir: Path) -> Profile:
+    def anchor(path: str) -> str:
+        if not path.startswith("/") or not Path(path).is_relative_to(project_dir):
+            return path
+        rest = Path(path).relative_to(project_dir).as_posix()
+        return "${" + PROJECT_DIR_VAR + "}" + ("" if rest == "." else "/" + rest)
+
+    serve, model, container = profile.serve, profile.model, profile.container
+    key_file = serve.api_key_file
+    mounts = [m.model_copy(update={"source": anchor(m.source)}) for m in container.mounts]
+    return profile.model_copy(
+        update={
+            "model": model.model_copy(update={"path": anchor(model.path)}),
+            "serve": serve.model_copy(update={"api_key_file": anchor(key_file) if key_file else key_file}),
+            "container": container.model_copy(update={"mounts": mounts}),
+        }
+    )
 
 
 def plan_hash(plan: LaunchPlan) -> str:
@@ -368,7 +444,9 @@ def _host_path(raw: str, home: Path, environ: Mapping[str, str], *, where: str) 
     def substitute(match: re.Match[str]) -> str:
         name = match.group(1) or match.group(2)
         if name not in environ:
-            raise ProfileError(f"{where}: {raw!r} uses ${{{name}}}, which is not set; export {name}=... first")
+            raise ProfileError(
+                f"{where}: {raw!r} uses ${{{name}}}, which is not set; export {name}=... first"
+            )
         return environ[name]
 
     value = _VAR.sub(substitute, raw)

@@ -64,8 +64,12 @@ class ImageSpec(_Strict):
 class ModelSpec(_Strict):
     """Where the weights are on the host and which revision they must be."""
 
-    path: str = Field(min_length=1, description="host folder with config.json and weights (~ and relative ok)")
-    repo: str | None = Field(default=None, pattern=r"^[\w.-]+/[\w.-]+$", description="Hugging Face owner/name")
+    path: str = Field(
+        min_length=1, description="host folder with config.json and weights (~ and relative ok)"
+    )
+    repo: str | None = Field(
+        default=None, pattern=r"^[\w.-]+/[\w.-]+$", description="Hugging Face owner/name"
+    )
     revision: GitRevision | None = None
     served_name: str = Field(min_length=1, description="name clients use (--served-model-name)")
     container_path: str = Field(default="/model", pattern=r"^/", description="where the weights are mounted")
@@ -74,10 +78,16 @@ class ModelSpec(_Strict):
 class GpuSpec(_Strict):
     """Which cards the service uses and what must be true of them."""
 
-    devices: list[Annotated[int, Field(ge=0)]] = Field(default_factory=list, description="NVML device indices")
+    devices: list[Annotated[int, Field(ge=0)]] = Field(
+        default_factory=list, description="NVML device indices"
+    )
     arch: Arch | None = Field(default=None, description="expected architecture, e.g. sm120 (CC 12.0)")
     exclusive: bool = Field(default=True, description="no other process may use these cards")
-    vram_reserve_mib: int = Field(default=3072, ge=0, description="free MiB each card must keep before start")
+    vram_reserve_mib: int = Field(
+        default=3072,
+        ge=0,
+        description="free MiB each card must keep once the engine runs (estimated from mem fraction)",
+    )
     reserve_waiver: str | None = Field(default=None, min_length=10, description="why the reserve is waived")
 
     @field_validator("devices")
@@ -120,7 +130,9 @@ class SpeculativeSpec(_Strict):
     num_draft_tokens: int | None = Field(default=None, ge=1)
     draft_model_path: str | None = None
     adaptive_steps: list[Annotated[int, Field(ge=0)]] | None = Field(
-        default=None, min_length=1, description="adaptive ladder, e.g. [3, 5]; compiles to the JSON config file"
+        default=None,
+        min_length=1,
+        description="adaptive ladder, e.g. [3, 5]; compiles to the JSON config file",
     )
 
 

@@ -12,7 +12,10 @@ from servectl.plan import LaunchPlan, format_docker_run, format_engine_argv
 
 def dry_run_text(plan: LaunchPlan) -> str:
     """A shell script that starts the same container as ``servectl up`` (secrets as references)."""
-    out = [f"# servectl plan for profile {plan.profile} (plan hash {plan.plan_hash})", f"# from {plan.source}"]
+    out = [
+        f"# servectl plan for profile {plan.profile} (plan hash {plan.plan_hash})",
+        f"# from {plan.source}",
+    ]
     if plan.files:
         out.append("# files servectl writes before start:")
         for f in plan.files:
@@ -22,10 +25,10 @@ def dry_run_text(plan: LaunchPlan) -> str:
             out.append("SERVECTL_EOF")
     if plan.secret is not None:
         if plan.secret.source == "env":
-            out.append(f"# API key: written from ${plan.secret.name} (***) to {plan.secret.host_path}, mode 0600")
             out.append(
-                f"(umask 077 && printenv {plan.secret.name} > {shlex.quote(plan.secret.host_path)})"
+                f"# API key: written from ${plan.secret.name} (***) to {plan.secret.host_path}, mode 0600"
             )
+            out.append(f"(umask 077 && printenv {plan.secret.name} > {shlex.quote(plan.secret.host_path)})")
         else:
             out.append(f"# API key: read from {plan.secret.name} (***), mounted read-only")
     out.append(format_docker_run(plan))
@@ -45,7 +48,14 @@ def plan_diff(a: LaunchPlan, b: LaunchPlan) -> list[str]:
         if va != vb:
             lines.append(f"engine {flag}: {_show(va)} -> {_show(vb)}")
     da, db = _flatten(a.to_dict()), _flatten(b.to_dict())
-    skip = ("engine_argv", "docker.command", "plan_hash", "profile", "source", "docker.labels.servectl.source")
+    skip = (
+        "engine_argv",
+        "docker.command",
+        "plan_hash",
+        "profile",
+        "source",
+        "docker.labels.servectl.source",
+    )
     for key in sorted(set(da) | set(db)):
         if key.startswith(skip):
             continue

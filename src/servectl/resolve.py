@@ -9,7 +9,7 @@ from pathlib import Path
 
 from servectl.loader import LoadedProfile, load_profile
 from servectl.paths import state_dir
-from servectl.plan import LaunchPlan, compile_plan
+from servectl.plan import LaunchPlan, compile_plan, project_dir_of
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,7 @@ def plan_for(loaded: LoadedProfile, *, environ: Mapping[str, str] | None = None)
         state_dir=state_dir(env),
         home=Path(env.get("HOME") or Path.home()),
         environ=env,
+        project_dir=project_dir_of(loaded.file.path),
     )
 
 

@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
+from servectl.catalog import ArgvError
 from servectl.errors import Problem
 from servectl.plan import catalog_for, catalog_problems
 from servectl.profile import Profile
@@ -47,18 +48,25 @@ def adaptive_speculative(p: Profile) -> RuleResult:
         return
     base: PathKey = ("engine", "speculative")
     if spec.algorithm not in ("EAGLE", "EAGLE3"):
-        yield (*base, "algorithm"), (
-            f"adaptive_steps needs algorithm EAGLE or EAGLE3, not {spec.algorithm} "
-            "(SGLang silently falls back to static steps); change the algorithm or drop adaptive_steps"
+        yield (
+            (*base, "algorithm"),
+            (
+                f"adaptive_steps needs algorithm EAGLE or EAGLE3, not {spec.algorithm} "
+                "(SGLang silently falls back to static steps); change the algorithm or drop adaptive_steps"
+            ),
         )
     if spec.eagle_topk != 1:
-        yield (*base, "eagle_topk"), (
-            f"adaptive_steps needs eagle_topk: 1 (got {spec.eagle_topk}); SGLang ignores the ladder otherwise"
+        yield (
+            (*base, "eagle_topk"),
+            (f"adaptive_steps needs eagle_topk: 1 (got {spec.eagle_topk}); SGLang ignores the ladder otherwise"),
         )
     if spec.num_steps is None or spec.num_steps not in spec.adaptive_steps:
-        yield (*base, "num_steps"), (
-            f"{spec.num_steps} is not one of adaptive_steps {spec.adaptive_steps}; SGLang refuses to start - "
-            f"set num_steps to one of them"
+        yield (
+            (*base, "num_steps"),
+            (
+                f"{spec.num_steps} is not one of adaptive_steps {spec.adaptive_steps}; SGLang refuses to start - "
+                f"set num_steps to one of them"
+            ),
         )
 
 
@@ -70,22 +78,59 @@ def mamba_cache(p: Profile) -> RuleResult:
     if isinstance(size, int) and not isinstance(size, bool) and running is not None:
         need = MAMBA_CACHE_FACTOR * running
         if size < need:
-            yield ("engine", "args", "max-mamba-cache-size"), (
-                f"{size} is below {MAMBA_CACHE_FACTOR} x max_running_requests ({running}) = {need}; "
-                f"raise it to at least {need} or lower max_running_requests"
+            yield (
+                ("engine", "args", "max-mamba-cache-size"),
+                (
+                    f"{size} is below {MAMBA_CACHE_FACTOR} x max_running_requests ({running}) = {need}; "
+                    f"raise it to at least {need} or lower max_running_requests"
+                ),
             )
 
 
 @rule("gpus.parallelism")
 def parallel_matches_devices(p: Profile) -> RuleResult:
-    """tp x dp = number of GPU devices (when devices are named)."""
+    """tp x dp = number of GPU devices (when devices are named), times the nodes of a multi-node profile."""
     devices = p.gpus.devices
-    if devices and p.engine.tp * p.engine.dp != len(devices):
+    if devices and p.engine.tp * p.engine.dp != len(devices) * p.nodes:
         dp = f" x dp {p.engine.dp}" if p.engine.dp != 1 else ""
-        yield ("engine", "tp"), (
-            f"tp {p.engine.tp}{dp} does not match {len(devices)} GPU devices {devices}; "
-            f"make tp x dp equal the number of devices"
+        per_node = f" on each of {p.nodes} nodes" if p.nodes > 1 else ""
+        total = " times the nodes" if p.nodes > 1 else ""
+        yield (
+            ("engine", "tp"),
+            (
+                f"tp {p.engine.tp}{dp} does not match {len(devices)} GPU devices {devices}{per_node}; "
+                f"make tp x dp equal the number of devices{total}"
+            ),
         )
+
+
+#: Flags that join a process to a multi-node group (by the catalog's dest name).
+MULTINODE_DESTS = frozenset({"nnodes", "node_rank", "dist_init_addr"})
+
+
+@rule("engine.multinode_flags")
+def multinode_flags_from_renderer(p: Profile) -> RuleResult:
+    """--nnodes, --node-rank and --dist-init-addr are added per pod by `servectl render`, never written."""
+    try:
+        catalog = catalog_for(p)
+    except (KeyError, ValueError):  # reported by the engine.catalog rule
+        catalog = None
+    for key in p.engine.args:
+        dest = key.replace("-", "_")
+        if catalog is not None:
+            try:
+                option = catalog.option("--" + key)
+            except ArgvError:  # an ambiguous abbreviation: reported by the engine.catalog rule
+                option = None
+            dest = option.dest if option is not None else dest
+        if dest in MULTINODE_DESTS:
+            yield (
+                ("engine", "args", key),
+                (
+                    f"--{key} differs per node and is filled in by `servectl render --to k8s` from `nodes:`; "
+                    f"remove it (set `nodes: N` for a multi-node service)"
+                ),
+            )
 
 
 @rule("status.pins")
@@ -104,14 +149,14 @@ def role_port(p: Profile) -> RuleResult:
     """A bench profile never takes a production port; a production profile uses one."""
     s = p.serve
     if s.role == "bench" and s.port in s.production_ports:
-        yield ("serve", "port"), (
-            f"{s.port} is a production port (clients point there); a bench profile must use another "
-            f"port, e.g. 8180"
+        yield (
+            ("serve", "port"),
+            (f"{s.port} is a production port (clients point there); a bench profile must use another port, e.g. 8180"),
         )
     if s.role == "production" and s.port not in s.production_ports:
-        yield ("serve", "port"), (
-            f"{s.port} is not a production port {s.production_ports}; use one, or add it to "
-            f"serve.production_ports"
+        yield (
+            ("serve", "port"),
+            (f"{s.port} is not a production port {s.production_ports}; use one, or add it to serve.production_ports"),
         )
 
 
@@ -120,13 +165,11 @@ def non_loopback_needs_key(p: Profile) -> RuleResult:
     """Binding anything but loopback requires an API key source."""
     s = p.serve
     if not LOOPBACK.match(s.host) and not (s.api_key_env or s.api_key_file):
-        yield ("serve", "host"), (
-            f"{s.host} is reachable from other machines; set serve.api_key_env (or api_key_file) or bind "
-            f"127.0.0.1"
+        yield (
+            ("serve", "host"),
+            (f"{s.host} is reachable from other machines; set serve.api_key_env (or api_key_file) or bind 127.0.0.1"),
         )
-    if (s.api_key_env or s.api_key_file) and not (
-        len(p.image.entrypoint) == 3 and p.image.entrypoint[1] == "-m"
-    ):
+    if (s.api_key_env or s.api_key_file) and not (len(p.image.entrypoint) == 3 and p.image.entrypoint[1] == "-m"):
         yield ("image", "entrypoint"), "an API key needs an entrypoint of the form [python3, -m, module]"
 
 
@@ -136,8 +179,9 @@ def hicache_needs_hierarchical(p: Profile) -> RuleResult:
     args = p.engine.args
     on = args.get("enable-hierarchical-cache") is True or args.get("enable-hicache") is True
     if "hicache-size" in args and not on:
-        yield ("engine", "args", "hicache-size"), (
-            "needs the hierarchical cache: add `enable-hierarchical-cache: true` or drop hicache-size"
+        yield (
+            ("engine", "args", "hicache-size"),
+            ("needs the hierarchical cache: add `enable-hierarchical-cache: true` or drop hicache-size"),
         )
 
 
@@ -146,8 +190,9 @@ def context_fits_total(p: Profile) -> RuleResult:
     """context_length <= max_total_tokens where both are set."""
     e = p.engine
     if e.context_length is not None and e.max_total_tokens is not None and e.context_length > e.max_total_tokens:
-        yield ("engine", "context_length"), (
-            f"{e.context_length} exceeds max_total_tokens {e.max_total_tokens}; one request could never fit"
+        yield (
+            ("engine", "context_length"),
+            (f"{e.context_length} exceeds max_total_tokens {e.max_total_tokens}; one request could never fit"),
         )
 
 
@@ -164,8 +209,9 @@ def no_literal_secrets(p: Profile) -> RuleResult:
     for name, value in p.engine.env.items():
         looks_secret = name.upper().rsplit("_", 1)[-1] in SECRET_WORDS
         if looks_secret and value != "${" + name + "}":
-            yield ("engine", "env", name), (
-                f"looks like a secret; write `{name}: ${{{name}}}` to pass it from your environment"
+            yield (
+                ("engine", "env", name),
+                (f"looks like a secret; write `{name}: ${{{name}}}` to pass it from your environment"),
             )
 
 

@@ -341,3 +341,23 @@ def test_sdk_container_equals_the_one_docker_run_argv_creates(
     cli = _comparable(rt.engine.client.api.inspect_container(created.stdout.strip()))
     assert sdk == cli
     assert "HF_TOKEN=hf_pass_through" in sdk["Env"] and sdk["DeviceRequests"][0]["DeviceIDs"] == ["0", "1"]
+
+
+# -- bench by profile name ---------------------------------------------------------------------------------
+def test_bench_by_profile_name_records_the_running_plan_and_refuses_a_drifted_one(
+    rt: Runtime, tmp_path: Path
+) -> None:
+    name, _ = rt.profile("bench", env={"STANDIN_TOKEN_RATE": "400"})
+    rt.up(name)
+    out = tmp_path / "evidence"
+    result = rt.cli("bench", name, "--prompt-tokens", "128", "--repeats", "1", "--max-tokens", "24", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["provenance"]["profile"] == name
+    assert summary["provenance"]["plan_hash"] == resolve(name).plan.plan_hash
+    assert summary["points"][0]["requests_ok"] == 1
+    # the profile changes under the running service: its results would no longer describe the profile
+    rt.profile("bench", env={"STANDIN_TOKEN_RATE": "300"})
+    drifted = rt.cli("bench", name, "--prompt-tokens", "128", "--repeats", "1", "--out", str(tmp_path / "x"))
+    assert drifted.returncode == 2
+    assert "swap" in drifted.stderr and "Traceback" not in drifted.stderr

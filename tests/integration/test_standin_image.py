@@ -51,9 +51,10 @@ def test_image_is_small_labelled_tagged_latest_and_reused(docker_client: Any, st
     assert standin_image == standin_image_ref()
     assert image.labels[IMAGE_LABEL] == "1"
     assert image.attrs["Size"] < 150 * 1024 * 1024
-    assert docker_client.images.get("servectl-standin:latest").id == image.id
     begin = time.monotonic()
     assert build_standin_image(docker_client=docker_client) == standin_image  # found, not rebuilt
+    # Checked right after the call: other worktrees sharing this engine may move `latest` to their build.
+    assert docker_client.images.get("servectl-standin:latest").id == image.id
     assert time.monotonic() - begin < 2.0
     assert docker_client.images.get(standin_image).id == image.id
 

@@ -39,11 +39,24 @@ def test_rootfs_has_python3_on_path_and_the_stdlib(rootfs: dict[str, tarfile.Tar
     assert "etc/passwd" in rootfs
 
 
-def test_rootfs_leaves_out_tests_caches_and_site_packages(rootfs: dict[str, tarfile.TarInfo]) -> None:
+def test_rootfs_leaves_out_tests_ides_and_site_packages(rootfs: dict[str, tarfile.TarInfo]) -> None:
     parts = {part for name in rootfs for part in name.split("/")}
-    for unwanted in ("__pycache__", "test", "tests", "idlelib", "tkinter", "ensurepip", "site-packages"):
+    for unwanted in ("test", "tests", "idlelib", "tkinter", "ensurepip", "site-packages"):
         assert unwanted not in parts
-    assert not any(name.endswith(".pyc") for name in rootfs)
+
+
+def test_only_modules_the_engine_imports_get_bytecode(rootfs: dict[str, tarfile.TarInfo]) -> None:
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    stdlib = f"{PREFIX.strip('/')}/{sys.platlibdir}/python{version}"
+    tag = sys.implementation.cache_tag
+    assert f"{APP_DIR.strip('/')}/servectl/standin/__pycache__/engine.{tag}.pyc" in rootfs
+    assert f"{stdlib}/http/__pycache__/server.{tag}.pyc" in rootfs
+    assert (
+        f"{stdlib}/__pycache__/tarfile.{tag}.pyc" not in rootfs
+    )  # in the image, never imported by the engine
+    assert f"{stdlib}/tarfile.py" in rootfs
+    pyc = [name for name in rootfs if name.endswith(".pyc")]
+    assert 50 < len(pyc) < 400
 
 
 def test_rootfs_carries_the_standin_catalog_shim_and_demo_model(rootfs: dict[str, tarfile.TarInfo]) -> None:

@@ -1,0 +1,86 @@
+"""Write docs/cli.md from the CLI's own --help, so the reference cannot drift (a test checks it).
+
+    python scripts/gen_cli_docs.py          # rewrite docs/cli.md
+    python scripts/gen_cli_docs.py --check  # exit 1 when docs/cli.md is stale
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DOC = REPO / "docs" / "cli.md"
+
+
+def help_text(*args: str) -> str:
+    env = {**os.environ, "COLUMNS": "100", "NO_COLOR": "1", "TERM": "dumb", "PYTHONPATH": str(REPO / "src")}
+    env.pop("FORCE_COLOR", None)
+    out = subprocess.run(
+        [sys.executable, "-m", "servectl", *args, "--help"], cwd=REPO, env=env, capture_output=True, text=True, check=True
+    ).stdout
+    out = out.replace("python -m servectl", "servectl")
+    return "\n".join(line.rstrip() for line in out.splitlines()).strip("\n")
+
+
+def commands() -> list[list[str]]:
+    sys.path.insert(0, str(REPO / "src"))
+    import typer.main
+
+    from servectl import cli
+
+    cli._register_commands()
+    group = typer.main.get_command(cli.app)
+    found: list[list[str]] = []
+
+    def walk(command: object, path: list[str]) -> None:
+        subcommands = getattr(command, "commands", None)
+        if subcommands is None:
+            found.append(path)
+            return
+        if path:
+            found.append(path)
+        for name in sorted(subcommands):
+            walk(subcommands[name], [*path, name])
+
+    walk(group, [])
+    return found
+
+
+def render() -> str:
+    parts = [
+        "# CLI reference",
+        "",
+        "Generated from `servectl ... --help` by `scripts/gen_cli_docs.py`; a test fails when it is stale.",
+        "",
+        "## servectl",
+        "",
+        "```text",
+        help_text(),
+        "```",
+    ]
+    for path in commands():
+        parts += ["", f"## servectl {' '.join(path)}", "", "```text", help_text(*path), "```"]
+    return "\n".join(parts) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--check", action="store_true")
+    args = parser.parse_args()
+    text = render()
+    if args.check:
+        if not DOC.exists() or DOC.read_text() != text:
+            print(f"{DOC} is stale: run python scripts/gen_cli_docs.py", file=sys.stderr)
+            sys.exit(1)
+        return
+    DOC.parent.mkdir(exist_ok=True)
+    DOC.write_text(text)
+    print(f"wrote {DOC}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,66 @@
+"""Qualification benchmark of an OpenAI-compatible server (SGLang): TTFT, prefill and decode tok/s.
+
+Library entry points (keyword-only, typed)::
+
+    report = run_bench(settings=BenchSettings(url="http://127.0.0.1:8180", prompt_tokens=(4096,)))
+    write_artifacts(report, Path("evidence"))
+    plot_taper(report, Path("evidence/taper.png"))
+
+Method, and the pitfalls it avoids:
+
+* streaming ``/v1/chat/completions`` with ``stream_options.include_usage`` and ``continuous_usage_stats``;
+  token counts come from ``usage``, never from counting chunks (speculative decoding packs several tokens
+  into one chunk);
+* fixed output length (``ignore_eos``, ``min_tokens``) and a check that it was produced;
+* a unique, calibrated prompt per request (no prefix-cache hits); target and actual length both reported;
+* TTFT = first chunk carrying a token; prefill tok/s = prompt tokens / TTFT; decode tok/s = (completion
+  tokens - tokens of the first chunk) / (last token chunk time - first token chunk time);
+* a warm-up request per prompt length; client CPU measured and reported;
+* p50/min/max over the repeats; short, broken and failed streams are flagged and left out.
+
+matplotlib is imported only by :func:`plot_taper`.
+"""
+
+from __future__ import annotations
+
+from servectl.bench.artifacts import write_artifacts
+from servectl.bench.model import (
+    DEFAULT_PROMPT_TOKENS,
+    ApiKey,
+    BenchContext,
+    BenchProgressEvent,
+    BenchReport,
+    BenchSettings,
+    Calibration,
+    CardFreeMemory,
+    CardMemory,
+    ClientInfo,
+    FailureKind,
+    PointResult,
+    RequestMeasurement,
+    Stat,
+    prompt_tolerance_tokens,
+)
+from servectl.bench.plot import plot_taper
+from servectl.bench.runner import run_bench
+
+__all__ = [
+    "DEFAULT_PROMPT_TOKENS",
+    "ApiKey",
+    "BenchContext",
+    "BenchProgressEvent",
+    "BenchReport",
+    "BenchSettings",
+    "Calibration",
+    "CardFreeMemory",
+    "CardMemory",
+    "ClientInfo",
+    "FailureKind",
+    "PointResult",
+    "RequestMeasurement",
+    "Stat",
+    "plot_taper",
+    "prompt_tolerance_tokens",
+    "run_bench",
+    "write_artifacts",
+]

@@ -1,0 +1,351 @@
+"""What a benchmark run measures and what it found: settings, provenance and the measurements.
+
+Plain frozen dataclasses, no I/O. Units are in the field names (``ttft_s``, ``decode_tok_s``,
+``memory_free_bytes``). The API key is held in :class:`ApiKey`, whose repr is ``***``; artifacts record only
+the name of the environment variable it came from.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from servectl.errors import UsageError
+
+#: Prompt-length targets of the qualification run (tokens): 4K, 64K, 128K and the 304,491 of the seed.
+DEFAULT_PROMPT_TOKENS: tuple[int, ...] = (4096, 65536, 131072, 304491)
+
+#: Why a request is flagged and left out of the aggregates.
+FailureKind = Literal[
+    "http_error",  # the server answered with a status >= 400
+    "transport_error",  # connection refused or broken before any token arrived
+    "timeout",  # no byte within the read timeout
+    "server_error",  # the stream carried an error object
+    "incomplete_stream",  # the stream ended (or broke) without ``data: [DONE]``
+    "no_usage",  # the stream ended without a ``usage`` object, so token counts are unknown
+    "short_completion",  # fewer completion tokens than asked although a fixed length was requested
+]
+
+#: Which requests a measurement belongs to.
+RequestRole = Literal["probe", "warmup", "measure"]
+
+
+def prompt_tolerance_tokens(target_tokens: int) -> int:
+    """How far the actual prompt length may be from its target: 1 % of the target, at least 64 tokens.
+
+    Prompts are sized from a two-probe fit of the server's tokens per word and corrected after every batch
+    (see :mod:`servectl.bench.prompts`), so they normally land within a few tokens; this bound is what the
+    run checks and reports.
+    """
+    return max(64, math.ceil(target_tokens * 0.01))
+
+
+class ApiKey:
+    """An API key value that never shows in a repr, a log line or an artifact (``***``)."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        """The key itself, for the ``Authorization`` header only."""
+        return self._value
+
+    def __repr__(self) -> str:
+        return "ApiKey('***')"
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ApiKey) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+
+def _base_url(url: str) -> str:
+    url = url.strip().rstrip("/")
+    if url.endswith("/v1"):
+        url = url[: -len("/v1")]
+    return url
+
+
+@dataclass(frozen=True)
+class BenchSettings:
+    """What to measure and how to ask for it.
+
+    Attributes:
+        url: Base URL of the OpenAI-compatible server (``http://host:8180``; a trailing ``/v1`` is dropped).
+        model: Served model name; ``None`` takes the only model that ``/v1/models`` lists.
+        api_key: The key value (never recorded); ``None`` sends no ``Authorization`` header.
+        api_key_env: Name of the environment variable the key came from; recorded in artifacts.
+        prompt_tokens: Prompt-length targets in tokens; prompts are calibrated to reach them.
+        repeats: Measured rounds per (prompt length, concurrency).
+        concurrency: Concurrency levels; level N runs N simultaneous streams per round.
+        max_tokens: Completion tokens asked for each measured request (at least 2, for a decode window).
+        fixed_length: Send ``ignore_eos`` and ``min_tokens`` so that every request produces ``max_tokens``.
+        warmup: Send one unmeasured request at each prompt length first.
+        timeout_s: Read timeout per request (covers the prefill of the longest prompt).
+        seed: Seed of the word salad; a per-run nonce still keeps prompts unique across runs.
+        temperature: Sampling temperature to send; ``None`` leaves the server's default.
+        extra_body: Further request fields sent as they are (e.g. ``chat_template_kwargs``); recorded.
+    """
+
+    url: str
+    model: str | None = None
+    api_key: ApiKey | None = field(default=None, repr=False, compare=False)
+    api_key_env: str | None = None
+    prompt_tokens: tuple[int, ...] = DEFAULT_PROMPT_TOKENS
+    repeats: int = 3
+    concurrency: tuple[int, ...] = (1,)
+    max_tokens: int = 512
+    fixed_length: bool = True
+    warmup: bool = True
+    timeout_s: float = 900.0
+    seed: int = 0
+    temperature: float | None = None
+    extra_body: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "url", _base_url(self.url))
+        object.__setattr__(self, "prompt_tokens", tuple(self.prompt_tokens))
+        object.__setattr__(self, "concurrency", tuple(self.concurrency))
+        if not self.url.startswith(("http://", "https://")):
+            raise UsageError(
+                f"bench url: {self.url!r} is not an http(s) URL; give e.g. http://127.0.0.1:8180"
+            )
+        if not self.prompt_tokens or any(t < 1 for t in self.prompt_tokens):
+            raise UsageError("bench prompt_tokens: give one or more positive token counts, e.g. 4096,65536")
+        if not self.concurrency or any(c < 1 for c in self.concurrency):
+            raise UsageError("bench concurrency: give one or more levels >= 1, e.g. 1,2,4")
+        if self.repeats < 1:
+            raise UsageError(f"bench repeats: {self.repeats} is below 1; use 3 for a p50 of three")
+        if self.max_tokens < 2:
+            raise UsageError(f"bench max_tokens: {self.max_tokens} leaves no decode window; use at least 2")
+        if self.timeout_s <= 0:
+            raise UsageError(f"bench timeout_s: {self.timeout_s} must be positive")
+        reserved = {"model", "messages", "stream", "stream_options", "max_tokens"} & set(self.extra_body)
+        if reserved:
+            raise UsageError(f"bench extra_body: {sorted(reserved)} are set by the bench itself; remove them")
+
+
+class CardMemory(Protocol):
+    """One card's free memory as the GPU inventory reports it (``servectl.gpu.GpuDevice`` fits)."""
+
+    @property
+    def index(self) -> int: ...
+
+    @property
+    def memory_free_bytes(self) -> int | None: ...
+
+
+@dataclass(frozen=True)
+class CardFreeMemory:
+    """Free memory of one card, read after the run; ``None`` where the driver cannot tell."""
+
+    index: int
+    memory_free_bytes: int | None
+
+
+@dataclass(frozen=True)
+class BenchContext:
+    """Where the measured service came from, so that a result goes stale when the profile changes.
+
+    Attributes:
+        profile_name: The servectl profile, when servectl manages the service.
+        plan_hash: Hash of the resolved launch plan the service runs.
+        image_digest: ``sha256:...`` of the engine image.
+        model_revision: Commit of the model weights.
+        free_vram_after: Called once after the run; returns each card's free memory, e.g.
+            ``lambda: inventory.snapshot().devices`` with a :class:`servectl.gpu.GpuInventory`.
+    """
+
+    profile_name: str | None = None
+    plan_hash: str | None = None
+    image_digest: str | None = None
+    model_revision: str | None = None
+    free_vram_after: Callable[[], Sequence[CardMemory]] | None = field(
+        default=None, repr=False, compare=False
+    )
+
+
+@dataclass(frozen=True)
+class Stat:
+    """p50, min and max of one metric over the requests (or rounds) of a point."""
+
+    p50: float
+    min: float
+    max: float
+    n: int
+
+    @staticmethod
+    def of(values: Iterable[float | None]) -> Stat | None:
+        """The statistic of the known values, or ``None`` when there is none."""
+        known = [v for v in values if v is not None]
+        if not known:
+            return None
+        return Stat(p50=statistics.median(known), min=min(known), max=max(known), n=len(known))
+
+
+@dataclass(frozen=True)
+class RequestMeasurement:
+    """One streamed request, measured from the server's ``usage`` and the arrival times of chunks.
+
+    TTFT runs from sending the request to the first chunk that carries a token (content, reasoning, tool
+    call, or a rise of the streamed ``usage.completion_tokens``). Decode tok/s is (completion tokens minus
+    the tokens of the first token chunk) divided by (last token chunk time minus first token chunk time).
+    """
+
+    role: RequestRole
+    prompt_tokens_target: int
+    prompt_words: int
+    completion_tokens_requested: int
+    round_index: int = 0
+    stream_index: int = 0
+    prompt_tokens_actual: int | None = None
+    completion_tokens_produced: int | None = None
+    ttft_s: float | None = None
+    prefill_tok_s: float | None = None
+    decode_tok_s: float | None = None
+    decode_window_s: float | None = None
+    e2e_s: float | None = None
+    sent_offset_s: float = 0.0
+    token_chunks: int = 0
+    first_chunk_tokens: int | None = None
+    first_chunk_tokens_source: Literal["usage", "estimated"] | None = None
+    accept_length: float | None = None
+    finish_reason: str | None = None
+    client_cpu_s: float = 0.0
+    complete: bool = False
+    failure: FailureKind | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Whether this request counts in the aggregates."""
+        return self.complete and self.failure is None
+
+
+@dataclass(frozen=True)
+class PointResult:
+    """All requests at one (prompt length target, concurrency) and their p50/min/max.
+
+    Only requests that are :attr:`RequestMeasurement.ok` count; flagged ones are listed in
+    :attr:`requests` with their failure and left out of every statistic.
+    """
+
+    prompt_tokens_target: int
+    concurrency: int
+    repeats: int
+    prompt_words: int
+    requests: tuple[RequestMeasurement, ...] = ()
+    warmup: RequestMeasurement | None = None
+    prompt_tokens_actual: Stat | None = None
+    ttft_s: Stat | None = None
+    prefill_tok_s: Stat | None = None
+    decode_tok_s: Stat | None = None
+    round_output_tok_s: Stat | None = None
+    accept_length: Stat | None = None
+    server_accept_length: float | None = None
+    prompt_tokens_within_tolerance: bool | None = None
+    client_cpu_s: float = 0.0
+    wall_s: float = 0.0
+    chunks: int = 0
+    started_at: str = ""
+    finished_at: str = ""
+    skipped: str | None = None
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def flagged(self) -> tuple[RequestMeasurement, ...]:
+        """Measured requests left out of the statistics, with their failure."""
+        return tuple(r for r in self.requests if not r.ok)
+
+    @property
+    def ok_count(self) -> int:
+        """How many measured requests count."""
+        return sum(1 for r in self.requests if r.ok)
+
+    @property
+    def client_cpu_fraction(self) -> float | None:
+        """Client CPU seconds per wall second during the point (1.0 = one core busy)."""
+        return self.client_cpu_s / self.wall_s if self.wall_s > 0 else None
+
+    @property
+    def client_cpu_ms_per_1000_chunks(self) -> float | None:
+        """Client CPU milliseconds per 1,000 stream chunks received."""
+        return 1e6 * self.client_cpu_s / self.chunks if self.chunks else None
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The server's prompt tokens as a line in words: ``tokens = overhead_tokens + tokens_per_word * words``.
+
+    Fitted from two ``max_tokens=1`` probes of different sizes; the overhead is the chat template and the
+    nonce.
+    """
+
+    probe_words: tuple[int, ...]
+    probe_prompt_tokens: tuple[int, ...]
+    tokens_per_word: float
+    overhead_tokens: float
+
+    def words_for(self, target_tokens: int) -> int:
+        """Words that should give ``target_tokens`` prompt tokens."""
+        return max(1, round((target_tokens - self.overhead_tokens) / self.tokens_per_word))
+
+
+@dataclass(frozen=True)
+class ClientInfo:
+    """The measuring client, so that a slow client can be told apart from a slow server."""
+
+    servectl_version: str
+    python_version: str
+    httpx_version: str
+    cpu_count: int | None
+    run_client_cpu_s: float
+    run_wall_s: float
+
+
+@dataclass(frozen=True)
+class BenchReport:
+    """The result of :func:`servectl.bench.run_bench`."""
+
+    settings: BenchSettings
+    context: BenchContext | None
+    run_id: str
+    model: str
+    max_model_len: int | None
+    calibration: Calibration
+    points: tuple[PointResult, ...]
+    client: ClientInfo
+    started_at: str
+    finished_at: str
+    free_vram_after: tuple[CardFreeMemory, ...] | None = None
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def flagged_requests(self) -> tuple[RequestMeasurement, ...]:
+        """Every measured request left out of the statistics."""
+        return tuple(r for p in self.points for r in p.flagged)
+
+    @property
+    def measured_requests(self) -> int:
+        """How many measured requests the run sent."""
+        return sum(len(p.requests) for p in self.points)
+
+
+@dataclass(frozen=True)
+class BenchProgressEvent:
+    """Sent to the progress callback after each request (or round of concurrent requests)."""
+
+    done: int
+    total: int
+    role: RequestRole
+    prompt_tokens_target: int | None = None
+    concurrency: int | None = None
+    round_index: int | None = None

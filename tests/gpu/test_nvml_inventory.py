@@ -1,0 +1,302 @@
+"""The real NVML inventory and preflight on real cards, checked against nvidia-smi and torch.
+
+Run on a machine with NVIDIA GPUs (``pytest -m gpu tests/gpu``); everything here skips where NVML cannot be
+initialised, and the tests that need a second process holding memory skip where torch is missing.
+Set ``SERVECTL_GPU_NUMBERS=path`` to have the compared numbers appended there as JSON lines.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from servectl.errors import GpuUnavailable
+from servectl.gpu import MIB, GpuSnapshot, NvmlInventory, wait_until_free
+from servectl.host import PsutilHostProbe
+from servectl.preflight import PreflightRequest, run_preflight
+from servectl.testing import FakeDockerFacts
+
+pytestmark = pytest.mark.gpu
+
+HOLDER = Path(__file__).with_name("holder.py")
+HOLD_GIB = 6.0
+
+
+@pytest.fixture(scope="module")
+def inventory() -> Iterator[NvmlInventory]:
+    """The real inventory; skips the test where NVML cannot be initialised."""
+    inv = NvmlInventory()
+    try:
+        snapshot = inv.snapshot()
+    except GpuUnavailable as err:
+        pytest.skip(f"no NVIDIA driver here: {err}")
+    if not snapshot.devices:
+        pytest.skip("NVML answers but lists no GPU")
+    yield inv
+    inv.close()
+
+
+@dataclass
+class Holder:
+    """A process holding memory on one card."""
+
+    process: subprocess.Popen[str]
+    pid: int
+    uuid: str
+    card: int
+    gib: float
+
+    def mem_get_info(self) -> tuple[int, int]:
+        """``torch.cuda.mem_get_info`` in the holder: (free, total) bytes."""
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write("meminfo\n")
+        self.process.stdin.flush()
+        words = self.process.stdout.readline().split()
+        assert words and words[0] == "meminfo", f"holder answered {words!r}"
+        return int(words[1]), int(words[2])
+
+    def stop(self) -> None:
+        """End the holder and wait for it."""
+        if self.process.poll() is None:
+            assert self.process.stdin is not None
+            try:
+                self.process.stdin.write("exit\n")
+                self.process.stdin.close()
+            except BrokenPipeError:
+                pass
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=30)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+
+
+def start_holder(card: int, gib: float) -> Holder:
+    """Start a torch process that holds ``gib`` GiB on ``card``; wait until it has allocated."""
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("torch is not installed: it is what holds memory on the card")
+    process = subprocess.Popen(
+        [sys.executable, str(HOLDER), "--card", str(card), "--gib", str(gib)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    words = process.stdout.readline().split()
+    if not words or words[0] != "ready":
+        process.kill()
+        process.wait(timeout=30)
+        pytest.fail(f"the GPU holder did not start (said {words!r}, exit {process.poll()})")
+    return Holder(process=process, pid=int(words[1]), uuid=words[2], card=card, gib=gib)
+
+
+@pytest.fixture(scope="module")
+def holder(inventory: NvmlInventory) -> Iterator[Holder]:
+    """A second process holding several GiB on card 0 for the whole module."""
+    h = start_holder(0, HOLD_GIB)
+    yield h
+    h.stop()
+
+
+@pytest.fixture
+def holder_factory(inventory: NvmlInventory) -> Iterator[Callable[[int, float], Holder]]:
+    """Start holders on demand; all are stopped at the end of the test."""
+    started: list[Holder] = []
+
+    def start(card: int, gib: float) -> Holder:
+        h = start_holder(card, gib)
+        started.append(h)
+        return h
+
+    yield start
+    for h in started:
+        h.stop()
+
+
+def nvidia_smi(*query: str) -> list[list[str]]:
+    """Rows of ``nvidia-smi --query-...=... --format=csv,noheader,nounits``."""
+    out = subprocess.run(
+        ["nvidia-smi", *query, "--format=csv,noheader,nounits"], check=True, capture_output=True, text=True
+    ).stdout
+    return [[cell.strip() for cell in line.split(",")] for line in out.splitlines() if line.strip()]
+
+
+def uuid_key(uuid: str | None) -> str:
+    """UUIDs as NVML and torch spell them differ by a ``GPU-`` prefix."""
+    return (uuid or "").lower().removeprefix("gpu-")
+
+
+def card_of(snapshot: GpuSnapshot, uuid: str) -> int:
+    """The NVML index of the card with this UUID."""
+    for device in snapshot.devices:
+        if uuid_key(device.uuid) == uuid_key(uuid):
+            return device.index
+    raise AssertionError(f"no card with uuid {uuid} in {[d.uuid for d in snapshot.devices]}")
+
+
+def within(actual: float, expected: float, fraction: float = 0.01) -> bool:
+    """Whether ``actual`` is within ``fraction`` of ``expected``."""
+    return abs(actual - expected) <= fraction * abs(expected)
+
+
+def record(what: str, **numbers: Any) -> None:
+    """Print the compared numbers, and append them to $SERVECTL_GPU_NUMBERS when set."""
+    line = json.dumps({"what": what, **numbers})
+    print(line)
+    path = os.environ.get("SERVECTL_GPU_NUMBERS")
+    if path:
+        with open(path, "a") as handle:
+            handle.write(line + "\n")
+
+
+def test_snapshot_lists_the_cards_nvidia_smi_lists(inventory: NvmlInventory) -> None:
+    snapshot = inventory.snapshot()
+    rows = nvidia_smi("--query-gpu=index,uuid,name,memory.total,compute_cap")
+    assert [d.index for d in snapshot.devices] == [int(r[0]) for r in rows]
+    for device, row in zip(snapshot.devices, rows, strict=True):
+        assert device.uuid == row[1]
+        assert device.name == row[2]
+        assert device.memory_total_bytes is not None
+        assert within(device.memory_total_bytes / MIB, float(row[3]))
+        assert device.compute_capability == tuple(int(x) for x in row[4].split("."))
+        assert device.processes is not None, "this driver should list processes"
+    record(
+        "cards",
+        cards=[
+            {
+                "index": d.index,
+                "name": d.name,
+                "arch": d.arch,
+                "total_mib": round((d.memory_total_bytes or 0) / MIB),
+            }
+            for d in snapshot.devices
+        ],
+        driver=snapshot.driver_version,
+        cuda=snapshot.cuda_driver_version,
+    )
+
+
+def test_holder_pid_and_its_memory_match_nvidia_smi_within_1_percent(
+    inventory: NvmlInventory, holder: Holder
+) -> None:
+    snapshot = inventory.snapshot()
+    apps = nvidia_smi("--query-compute-apps=pid,used_memory,gpu_uuid")
+    smi_mib = {(int(r[0]), uuid_key(r[2])): float(r[1]) for r in apps}
+    card = card_of(snapshot, holder.uuid)
+    device = snapshot.device(card)
+    assert device is not None and device.processes is not None
+    ours = [p for p in device.processes if p.pid == holder.pid]
+    assert len(ours) == 1, f"pid {holder.pid} not listed on card {card}: {device.processes}"
+    assert ours[0].used_memory_bytes is not None
+    nvml_mib = ours[0].used_memory_bytes / MIB
+    expected = smi_mib[(holder.pid, uuid_key(device.uuid))]
+    record(
+        "process_memory",
+        pid=holder.pid,
+        card=card,
+        nvml_mib=round(nvml_mib, 1),
+        nvidia_smi_mib=expected,
+        held_gib=holder.gib,
+    )
+    assert within(nvml_mib, expected)
+    assert ours[0].used_memory_bytes >= holder.gib * 1024 * MIB
+
+
+def test_free_memory_matches_torch_mem_get_info_within_1_percent(
+    inventory: NvmlInventory, holder: Holder
+) -> None:
+    before = inventory.snapshot()
+    torch_free, torch_total = holder.mem_get_info()
+    after = inventory.snapshot()
+    card = card_of(before, holder.uuid)
+    frees: list[int] = []
+    for snapshot in (before, after):
+        device = snapshot.device(card)
+        assert device is not None and device.memory_free_bytes is not None
+        frees.append(device.memory_free_bytes)
+    device = before.device(card)
+    assert device is not None and device.memory_total_bytes is not None
+    total = device.memory_total_bytes
+    closest = min(frees, key=lambda free: abs(free - torch_free))
+    record(
+        "free_memory",
+        card=card,
+        nvml_free_mib=round(closest / MIB, 1),
+        torch_free_mib=round(torch_free / MIB, 1),
+        nvml_total_mib=round(total / MIB, 1),
+        torch_total_mib=round(torch_total / MIB, 1),
+    )
+    assert within(closest, torch_free)
+    assert within(total, torch_total)
+
+
+def test_preflight_names_the_foreign_pid_and_its_mib_on_real_cards(
+    inventory: NvmlInventory, holder: Holder
+) -> None:
+    snapshot = inventory.snapshot()
+    card = card_of(snapshot, holder.uuid)
+    indices = tuple(d.index for d in snapshot.devices)
+    request = PreflightRequest(
+        profile_name="gpu-test",
+        gpu_indices=indices,
+        arch=snapshot.devices[0].arch,
+        tp=len(indices),
+        port=1,  # nothing listens on port 1
+        image_ref="none",
+        model_path="/nonexistent",
+    )
+    report = run_preflight(request=request, gpus=inventory, host=PsutilHostProbe(), docker=FakeDockerFacts())
+    apps = nvidia_smi("--query-compute-apps=pid,used_memory,gpu_uuid")
+    smi_mib = {int(r[0]): float(r[1]) for r in apps if uuid_key(r[2]) == uuid_key(holder.uuid)}
+    exclusive = report.check("gpu.exclusive")
+    assert exclusive.result == "fail"
+    named = [p for p in exclusive.facts["foreign_processes"] if p["pid"] == holder.pid]
+    assert len(named) == 1 and named[0]["card"] == card
+    assert "python" in (named[0]["process_name"] or "")
+    assert f"pid {holder.pid}" in exclusive.message
+    assert within(named[0]["used_mib"], smi_mib[holder.pid])
+    torch_free, _ = holder.mem_get_info()
+    row = next(r for r in report.check("gpu.vram_reserve").facts["cards"] if r["card"] == card)
+    record(
+        "preflight",
+        pid=holder.pid,
+        card=card,
+        reported_mib=named[0]["used_mib"],
+        nvidia_smi_mib=smi_mib[holder.pid],
+        reported_free_mib=row["free_mib"],
+        torch_free_mib=round(torch_free / MIB),
+        gpu_query_ms=round((report.gpu_query_seconds or 0) * 1000, 2),
+        preflight_ms=round(report.duration_seconds * 1000, 2),
+    )
+    assert within(row["free_mib"], torch_free / MIB)
+    assert report.check("gpu.present").result == "pass"
+    assert report.check("gpu.arch").result == "pass"
+    assert report.check("gpu.count").result == "pass"
+
+
+def test_wait_until_free_names_the_pid_then_sees_the_card_empty(
+    inventory: NvmlInventory, holder_factory: Callable[[int, float], Holder]
+) -> None:
+    snapshot = inventory.snapshot()
+    card = snapshot.devices[-1].index
+    device = snapshot.device(card)
+    assert device is not None and device.processes is not None
+    already = {p.pid for p in device.processes}
+    extra = holder_factory(card, 1.0)
+    held = wait_until_free(inventory, [card], deadline_s=1.0, ignore_pids=already)
+    assert not held.free and held.leaked_pids == (extra.pid,)
+    extra.stop()
+    freed = wait_until_free(inventory, [card], deadline_s=60.0, ignore_pids=already)
+    record("wait_until_free", card=card, pid=extra.pid, waited_s=round(freed.waited_seconds, 3))
+    assert freed.free, f"card {card} still held: {freed}"

@@ -1,0 +1,1 @@
+"""The render tests import their helpers from ``render_support`` (a unique module name, not ``conftest``)."""

@@ -1,0 +1,239 @@
+"""``servectl bench`` CLI: options, rendering, artifacts and exit codes (server scripted in-process)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from bench_fakes import FakeOpenAIServer, ScriptedClock
+
+import servectl.bench
+from servectl.cli import main
+
+
+@pytest.fixture
+def server(monkeypatch: pytest.MonkeyPatch) -> FakeOpenAIServer:
+    """Route the CLI's run_bench to a scripted server; keep the real run_bench otherwise."""
+    fake = FakeOpenAIServer(clock=ScriptedClock(), rate_tok_s=100.0, chunk_tokens=2)
+    real = servectl.bench.run_bench
+
+    def routed(**kwargs: Any) -> Any:
+        assert fake.clock is not None
+        return real(**kwargs, transport=fake.transport(), clock=fake.clock)
+
+    monkeypatch.setattr(servectl.bench, "run_bench", routed)
+    return fake
+
+
+def run_cli(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str
+) -> tuple[int, str, str]:
+    monkeypatch.setattr(sys, "argv", ["servectl", *args])
+    monkeypatch.setenv("COLUMNS", "200")
+    with pytest.raises(SystemExit) as exc:
+        main()
+    out, err = capsys.readouterr()
+    code = exc.value.code
+    return (code if isinstance(code, int) else 0), out, err
+
+
+def test_bench_url_prints_the_table_and_writes_artifacts_and_plot(
+    server: FakeOpenAIServer,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    out_dir, png = tmp_path / "ev", tmp_path / "taper.png"
+    code, out, _ = run_cli(
+        monkeypatch,
+        capsys,
+        "bench",
+        "--url",
+        "http://fake:8180",
+        "--prompt-tokens",
+        "4096,16384",
+        "--repeats",
+        "3",
+        "--max-tokens",
+        "40",
+        "--out",
+        str(out_dir),
+        "--plot",
+        str(png),
+    )
+    assert code == 0
+    assert "4,096 / 4,09" in out and "16,384 / 16,38" in out  # target / actual
+    assert "100.00" in out  # decode tok/s p50 of the scripted 100 tok/s
+    assert "3/3" in out
+    assert f"artifacts: {out_dir}" in out
+    assert sorted(p.name for p in out_dir.iterdir()) == [
+        "c1-p16384-r3.json",
+        "c1-p4096-r3.json",
+        "summary.json",
+    ]
+    assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_flagged_requests_give_exit_1_with_one_error_line_after_writing_artifacts(
+    server: FakeOpenAIServer,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    server.shortfall = 5
+    code, out, err = run_cli(
+        monkeypatch,
+        capsys,
+        "bench",
+        "--url",
+        "http://fake:8180",
+        "--prompt-tokens",
+        "4096",
+        "--max-tokens",
+        "40",
+        "--out",
+        str(tmp_path),
+    )
+    assert code == 1
+    assert err.strip().splitlines()[-1] == (
+        "error: bench: 3 of 3 measured requests were flagged (short_completion) and left out of the results; "
+        f"see {tmp_path / 'summary.json'}"
+    )
+    assert "short completion: 35 of 40 tokens" in out
+    assert json.loads((tmp_path / "summary.json").read_text())["requests_flagged"] == 3
+
+
+def test_api_key_env_sends_the_key_and_an_unset_variable_is_a_usage_error(
+    server: FakeOpenAIServer,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    server.required_key = "sk-123"
+    monkeypatch.setenv("BENCH_TEST_KEY", "sk-123")
+    code, out, _ = run_cli(
+        monkeypatch,
+        capsys,
+        "bench",
+        "--url",
+        "http://fake:8180",
+        "--prompt-tokens",
+        "4096",
+        "--max-tokens",
+        "10",
+        "--repeats",
+        "1",
+        "--out",
+        str(tmp_path),
+        "--api-key-env",
+        "BENCH_TEST_KEY",
+    )
+    assert code == 0 and "sk-123" not in out
+    assert "sk-123" not in (tmp_path / "summary.json").read_text()
+    monkeypatch.delenv("BENCH_TEST_KEY")
+    code, _, err = run_cli(
+        monkeypatch, capsys, "bench", "--url", "http://fake:8180", "--api-key-env", "BENCH_TEST_KEY"
+    )
+    assert code == 2
+    assert (
+        err.strip()
+        == "error: --api-key-env BENCH_TEST_KEY: the variable is not set or empty; export it first"
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["bench"], "error: bench: give a profile NAME or --url http://HOST:PORT"),
+        (
+            ["bench", "--url", "http://h:1", "--prompt-tokens", "4k"],
+            "error: --prompt-tokens: '4k' is not a comma-separated list of integers, e.g. 4096,65536",
+        ),
+        (
+            ["bench", "--url", "http://h:1", "--repeats", "0"],
+            "error: bench repeats: 0 is below 1; use 3 for a p50 of three",
+        ),
+    ],
+)
+def test_usage_errors_are_one_line_with_exit_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], args: list[str], line: str
+) -> None:
+    code, _, err = run_cli(monkeypatch, capsys, *args)
+    assert code == 2
+    assert err.strip() == line
+
+
+def test_unreachable_server_is_one_error_line_with_exit_1(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run_cli(
+        monkeypatch, capsys, "bench", "--url", "http://127.0.0.1:9", "--prompt-tokens", "100"
+    )
+    assert code == 1
+    assert err.startswith("error: http://127.0.0.1:9/v1/models: cannot reach the server (ConnectError")
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_help_does_not_import_httpx_or_matplotlib() -> None:
+    code = (
+        "import sys\n"
+        "sys.argv = ['servectl', 'bench', '--help']\n"
+        "from servectl.cli import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in ('httpx', 'matplotlib', 'servectl.bench') if m in sys.modules))\n"
+    )
+    src = Path(__file__).resolve().parents[2] / "src"
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env={"PYTHONPATH": str(src)}
+    )
+    assert result.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_bench_name_takes_url_model_key_and_provenance_from_the_profile_lookup(
+    server: FakeOpenAIServer,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    import servectl.cli_bench as cli_bench
+    from servectl.bench import BenchContext, CardFreeMemory
+
+    server.required_key = "sk-prof"
+    monkeypatch.setenv("PROFILE_KEY", "sk-prof")
+    monkeypatch.setattr(
+        cli_bench,
+        "resolve_profile_target",
+        lambda name: cli_bench.BenchTarget(
+            url="http://fake:8180",
+            model="fake-model",
+            api_key_env="PROFILE_KEY",
+            context=BenchContext(
+                profile_name=name,
+                plan_hash="ph-9",
+                free_vram_after=lambda: [CardFreeMemory(0, 2101 * 2**20), CardFreeMemory(1, None)],
+            ),
+        ),
+    )
+    code, out, _ = run_cli(
+        monkeypatch,
+        capsys,
+        "bench",
+        "glm53-393k",
+        "--prompt-tokens",
+        "4096",
+        "--max-tokens",
+        "10",
+        "--repeats",
+        "1",
+        "--out",
+        str(tmp_path),
+    )
+    assert code == 0
+    assert "free VRAM after the run: GPU0 2,101 MiB, GPU1 unknown" in out
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["provenance"]["profile"] == "glm53-393k" and summary["provenance"]["plan_hash"] == "ph-9"
+    assert summary["request_settings"]["api_key_env"] == "PROFILE_KEY"

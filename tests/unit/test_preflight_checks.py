@@ -1,0 +1,676 @@
+"""Every preflight check, failing and passing, on fake GPUs, a fake host and a fake Docker engine."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from servectl.docker_facts import ContainerInfo, EngineInfo, GpuRequest, ImageInfo, PublishedPort
+from servectl.errors import PreflightFailed, UsageError
+from servectl.gpu import MIB, GpuProcess
+from servectl.host import DiskSpace, HostMemory, Listener, ShmInfo
+from servectl.preflight import (
+    CHECK_IDS,
+    ConflictRef,
+    PreflightReport,
+    PreflightRequest,
+    Replacing,
+    raise_if_failed,
+    run_preflight,
+)
+from servectl.testing import FakeDockerFacts, FakeGpuInventory, FakeHostProbe, fake_model_dir, make_device
+
+GIB = 1024 * MIB
+TAG = "ghcr.io/ormandj/sglang-glm53-flash-sm120:v0.4.3"
+IMAGE_ID = "sha256:" + "0c" * 32
+REPO_DIGEST = "sha256:" + "d1" * 32
+COMMIT = "c3cbb9891b67c741bcbf6b176dd7af9265b069db"
+MODEL = "/models/GLM-5.3-Flash"
+DS4_COMPOSE = "/home/me/vllm/compose-DeepSeek-V4-Flash.yml"
+DS4_ID = "d5" * 32
+OTHER_ID = "0a" * 32
+
+
+def request(**changes: Any) -> PreflightRequest:
+    base = PreflightRequest(
+        profile_name="glm53-393k",
+        source_file="profiles/glm53-393k.yaml",
+        status="promoted",
+        gpu_indices=(0, 1),
+        arch="sm120",
+        tp=2,
+        port=8180,
+        role="bench",
+        image_ref=TAG,
+        image_digest=IMAGE_ID,
+        model_path=MODEL,
+        model_revision=COMMIT,
+        ipc_host=True,
+        cache_paths=("/home/me/vllm/cache",),
+        conflicts=(ConflictRef("compose", DS4_COMPOSE),),
+    )
+    return replace(base, **changes)
+
+
+def host(**changes: Any) -> FakeHostProbe:
+    probe = FakeHostProbe(models={MODEL: fake_model_dir(MODEL, weights_bytes=100 * GIB, revision=COMMIT)})
+    for key, value in changes.items():
+        setattr(probe, key, value)
+    return probe
+
+
+def image(**changes: Any) -> ImageInfo:
+    base = ImageInfo(
+        id=IMAGE_ID, repo_digests=(f"ghcr.io/ormandj/sglang-glm53-flash-sm120@{REPO_DIGEST}",), tags=(TAG,)
+    )
+    return replace(base, **changes)
+
+
+def docker(*containers: ContainerInfo, **changes: Any) -> FakeDockerFacts:
+    facts = FakeDockerFacts(images=[image()], running=list(containers))
+    for key, value in changes.items():
+        setattr(facts, key, value)
+    return facts
+
+
+def ds4(**changes: Any) -> ContainerInfo:
+    base = ContainerInfo(
+        id=DS4_ID,
+        name="ds4-daily",
+        image="ds4:v9",
+        state="running",
+        labels={"com.docker.compose.project.config_files": DS4_COMPOSE, "com.docker.compose.service": "ds4"},
+        gpu_request=GpuRequest(True, (), "device-request"),
+        published_ports=(PublishedPort("0.0.0.0", 8080, 8080),),
+    )
+    return replace(base, **changes)
+
+
+def preflight(
+    req: PreflightRequest | None = None,
+    gpus: FakeGpuInventory | None = None,
+    probe: FakeHostProbe | None = None,
+    engine: FakeDockerFacts | None = None,
+    skip: frozenset[str] = frozenset(),
+) -> PreflightReport:
+    return run_preflight(
+        request=req or request(),
+        gpus=gpus or FakeGpuInventory.scenario("two_free_sm120"),
+        host=probe or host(),
+        docker=engine or docker(),
+        skip=skip,
+    )
+
+
+def ds4_on_both_cards(mib: int = 90_000) -> FakeGpuInventory:
+    return FakeGpuInventory.of(
+        make_device(0, processes=[GpuProcess(501, mib * MIB)]),
+        make_device(1, processes=[GpuProcess(502, mib * MIB)]),
+    )
+
+
+def ds4_host() -> FakeHostProbe:
+    return host(container_ids={501: DS4_ID, 502: DS4_ID}, process_names={501: "python3", 502: "python3"})
+
+
+# ------------------------------------------------------------------------------------------ whole report
+
+
+def test_a_ready_box_passes_every_check_in_the_stable_order() -> None:
+    report = preflight()
+    assert [c.id for c in report.checks] == list(CHECK_IDS)
+    assert {c.id: c.result for c in report.checks if c.result != "pass"} == {}
+    assert not report.failed and report.exit_code == 0
+
+
+def test_the_report_is_json_with_every_check_its_facts_and_counts() -> None:
+    report = preflight(gpus=FakeGpuInventory.scenario("foreign_pid"))
+    data = json.loads(report.to_json())
+    assert data["profile"] == "glm53-393k" and data["failed"] is True
+    assert data["counts"]["fail"] == 1
+    exclusive = next(c for c in data["checks"] if c["id"] == "gpu.exclusive")
+    assert exclusive["result"] == "fail"
+    assert exclusive["facts"]["foreign_processes"][0] == {
+        "card": 0,
+        "pid": 4242,
+        "process_name": None,
+        "container_id": None,
+        "container_name": None,
+        "used_mib": 20480,
+        "disposition": "foreign",
+    }
+    assert report.exit_code == 3
+    assert report.failure_summary().startswith("preflight gpu.exclusive: card 0: pid 4242 holds 20,480 MiB")
+
+
+def test_force_skips_one_named_check_and_records_what_it_would_have_said() -> None:
+    report = preflight(gpus=FakeGpuInventory.scenario("foreign_pid"), skip=frozenset({"gpu.exclusive"}))
+    check = report.check("gpu.exclusive")
+    assert check.result == "skipped" and check.forced
+    assert check.facts["result_without_force"] == "fail"
+    assert "pid 4242" in check.message
+    assert not report.failed
+
+
+def test_force_with_an_unknown_check_id_is_a_usage_error_with_a_suggestion() -> None:
+    with pytest.raises(UsageError, match=r"did you mean gpu\.exclusive\?"):
+        preflight(skip=frozenset({"gpu.exclusiv"}))
+
+
+def test_a_profile_without_gpus_skips_the_gpu_checks_and_never_asks_nvml() -> None:
+    gpus = FakeGpuInventory.scenario("no_driver")
+    report = preflight(request(gpus_requested=False, gpu_indices=(), tp=1, arch=None), gpus=gpus)
+    for check_id in (
+        "gpu.present",
+        "gpu.arch",
+        "gpu.count",
+        "gpu.mig",
+        "gpu.exclusive",
+        "gpu.vram_reserve",
+        "docker.gpu_runtime",
+    ):
+        assert report.check(check_id).result == "skipped", check_id
+        assert report.check(check_id).message == "the profile requests no GPUs"
+    assert gpus.calls == 0
+    assert not report.failed
+
+
+def test_a_retired_profile_fails() -> None:
+    assert preflight(request(status="retired")).check("profile.status").result == "fail"
+
+
+# ------------------------------------------------------------------------------------------ GPUs
+
+
+def test_no_driver_is_one_clear_line_and_the_other_gpu_checks_are_unknown() -> None:
+    report = preflight(gpus=FakeGpuInventory.scenario("no_driver"))
+    present = report.check("gpu.present")
+    assert present.result == "fail"
+    assert present.message.startswith("NVML unavailable: NVML library (libnvidia-ml.so.1) not found")
+    assert "\n" not in present.message
+    for check_id in ("gpu.arch", "gpu.mig", "gpu.exclusive", "gpu.vram_reserve"):
+        assert report.check(check_id).result == "unknown"
+
+
+def test_a_lost_card_fails_gpu_present_with_a_reset_hint() -> None:
+    check = preflight(gpus=FakeGpuInventory.scenario("gpu_lost", card=1)).check("gpu.present")
+    assert check.result == "fail" and "card 1: GPU is lost" in check.message
+    assert "nvidia-smi -r" in check.fix
+
+
+def test_a_card_the_host_does_not_have_fails_gpu_present() -> None:
+    check = preflight(request(gpu_indices=(0, 2))).check("gpu.present")
+    assert check.result == "fail"
+    assert check.message == "card(s) [2] not found; this host has 2 card(s) [0, 1]"
+
+
+def test_the_wrong_architecture_fails_naming_each_card() -> None:
+    gpus = FakeGpuInventory.of(make_device(0, compute_capability=(9, 0)), make_device(1))
+    check = preflight(gpus=gpus).check("gpu.arch")
+    assert check.result == "fail"
+    assert check.message == "profile needs sm120 (compute capability 12.0); card 0 is sm90 (9.0)"
+
+
+def test_an_unreadable_architecture_is_unknown_and_no_pin_passes() -> None:
+    assert preflight(gpus=FakeGpuInventory.scenario("not_supported")).check("gpu.arch").result == "unknown"
+    assert preflight(request(arch=None)).check("gpu.arch").message == "no architecture pinned"
+
+
+def test_card_count_must_equal_tp_times_pp() -> None:
+    check = preflight(request(tp=1)).check("gpu.count")
+    assert check.result == "fail" and check.message == "tp 1 x pp 1 = 1 ranks but 2 card(s) [0, 1]"
+    assert preflight(request(gpu_indices=(0, 0))).check("gpu.count").message == "card(s) [0] listed twice"
+    assert preflight(request(tp=1, pp=2)).check("gpu.count").result == "pass"
+
+
+def test_mig_mode_fails_with_the_command_that_turns_it_off() -> None:
+    check = preflight(gpus=FakeGpuInventory.scenario("mig")).check("gpu.mig")
+    assert check.result == "fail" and "card(s) [0]" in check.message and "-mig 0" in check.fix
+
+
+# ------------------------------------------------------------------------------------------ exclusive use
+
+
+def test_a_foreign_host_process_fails_exclusive_use_with_pid_name_and_mib() -> None:
+    probe = host(process_names={4242: "python3"})
+    check = preflight(gpus=FakeGpuInventory.scenario("foreign_pid", mib=8802), probe=probe).check(
+        "gpu.exclusive"
+    )
+    assert check.result == "fail"
+    assert check.message == "card 0: pid 4242 python3 holds 8,802 MiB"
+    assert check.fix == "end pid(s) 4242 or pick other cards"
+
+
+def test_a_foreign_process_in_a_container_is_named_by_container() -> None:
+    other = ContainerInfo(id=OTHER_ID, name="comfyui", image="comfy", state="running")
+    probe = host(process_names={4242: "python"}, container_ids={4242: OTHER_ID})
+    check = preflight(gpus=FakeGpuInventory.scenario("foreign_pid"), probe=probe, engine=docker(other)).check(
+        "gpu.exclusive"
+    )
+    assert check.result == "fail"
+    assert check.message == f"card 0: pid 4242 python in container comfyui ({OTHER_ID[:12]}) holds 20,480 MiB"
+    assert check.fix.startswith("stop comfyui (docker stop NAME)")
+    assert check.facts["foreign_processes"][0]["container_id"] == OTHER_ID
+
+
+def test_an_idle_container_that_requests_the_cards_is_reported_too() -> None:
+    idle = ContainerInfo(
+        id=OTHER_ID,
+        name="jupyter",
+        image="jupyter",
+        state="running",
+        gpu_request=GpuRequest(False, ("1",), "device-request"),
+    )
+    check = preflight(engine=docker(idle)).check("gpu.exclusive")
+    assert check.result == "fail"
+    assert check.message == f"container jupyter ({OTHER_ID[:12]}) requests card(s) [1] (idle)"
+
+
+def test_a_container_requesting_other_cards_does_not_count() -> None:
+    elsewhere = ContainerInfo(
+        id=OTHER_ID, name="tts", image="tts", state="running", gpu_request=GpuRequest(False, ("2",), "cdi")
+    )
+    assert preflight(engine=docker(elsewhere)).check("gpu.exclusive").result == "pass"
+
+
+def test_another_servectl_service_on_the_cards_points_at_swap() -> None:
+    other = ContainerInfo(
+        id=OTHER_ID,
+        name="servectl-glm53-exl3",
+        image="x",
+        state="running",
+        labels={"servectl.profile": "glm53-exl3-524k"},
+        gpu_request=GpuRequest(False, ("0", "1"), "device-request"),
+    )
+    check = preflight(engine=docker(other)).check("gpu.exclusive")
+    assert check.result == "fail"
+    assert check.message.startswith("servectl service glm53-exl3-524k servectl-glm53-exl3")
+    assert "servectl swap" in check.fix
+
+
+def test_the_service_being_replaced_does_not_count_and_its_memory_is_freed() -> None:
+    replaced = ds4(name="servectl-glm53-exl3", labels={"servectl.profile": "glm53-exl3-524k"})
+    req = request(
+        conflicts=(),
+        replacing=Replacing(container_id=DS4_ID[:12]),
+        vram_reserve_waiver=None,
+        mem_fraction=0.95,
+    )
+    report = preflight(req, gpus=ds4_on_both_cards(), probe=ds4_host(), engine=docker(replaced))
+    exclusive = report.check("gpu.exclusive")
+    assert exclusive.result == "pass", exclusive.message
+    assert exclusive.message.endswith("will stop 2 process(es) first")
+    assert [p["disposition"] for p in exclusive.facts["will_stop_processes"]] == ["replacing", "replacing"]
+    reserve = report.check("gpu.vram_reserve")
+    assert reserve.result == "pass", reserve.message
+    card0 = reserve.facts["cards"][0]
+    assert card0["freed_by_stopping_mib"] == 90_000 and card0["free_before_start_mib"] == 97_400
+
+
+def test_a_declared_conflict_blocks_a_plain_up_and_is_stopped_by_swap() -> None:
+    plain = preflight(gpus=ds4_on_both_cards(), probe=ds4_host(), engine=docker(ds4()))
+    assert plain.check("conflicts").result == "fail"
+    assert plain.check("conflicts").message == "conflicting service(s) running: ds4-daily"
+    assert "servectl swap glm53-393k" in plain.check("conflicts").fix
+    assert plain.check("gpu.exclusive").result == "fail"
+
+    swap = preflight(
+        request(stop_conflicts=True, vram_reserve_waiver="model-only pair"),
+        gpus=ds4_on_both_cards(),
+        probe=ds4_host(),
+        engine=docker(ds4()),
+    )
+    assert swap.check("conflicts").result == "warn"
+    assert swap.check("conflicts").message == "will be stopped: ds4-daily (restored afterwards)"
+    assert swap.check("conflicts").facts["running"][0]["compose_file"] == DS4_COMPOSE
+    assert swap.check("gpu.exclusive").result == "pass"
+    assert swap.check("gpu.vram_reserve").facts["cards"][1]["free_before_start_mib"] == 97_400
+    assert not swap.failed
+
+
+def test_conflicts_match_compose_files_with_a_home_folder_and_container_names(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("HOME", "/home/me")
+    tilde = request(
+        conflicts=(ConflictRef("compose", "~/vllm/compose-DeepSeek-V4-Flash.yml", service="ds4"),)
+    )
+    assert preflight(tilde, engine=docker(ds4())).check("conflicts").result == "fail"
+    other_service = request(conflicts=(ConflictRef("compose", DS4_COMPOSE, service="other"),))
+    assert preflight(other_service, engine=docker(ds4())).check("conflicts").result == "pass"
+    by_name = request(conflicts=(ConflictRef("container", "ds4-daily"),))
+    assert preflight(by_name, engine=docker(ds4())).check("conflicts").result == "fail"
+
+
+def test_shared_use_allowed_by_the_profile_only_warns() -> None:
+    check = preflight(request(exclusive=False), gpus=FakeGpuInventory.scenario("foreign_pid")).check(
+        "gpu.exclusive"
+    )
+    assert check.result == "warn"
+
+
+def test_cards_whose_processes_cannot_be_listed_leave_exclusive_use_unknown() -> None:
+    check = preflight(gpus=FakeGpuInventory.scenario("not_supported")).check("gpu.exclusive")
+    assert check.result == "unknown" and check.facts["cards_without_process_list"] == [0, 1]
+
+
+def test_memory_used_with_no_listed_process_warns() -> None:
+    gpus = FakeGpuInventory.of(make_device(0, extra_used_mib=5000), make_device(1))
+    check = preflight(gpus=gpus).check("gpu.exclusive")
+    assert (
+        check.result == "warn"
+        and check.message == "memory in use that no listed process holds (card 0: 5,000 MiB)"
+    )
+
+
+# ------------------------------------------------------------------------------------------ VRAM reserve
+
+
+def test_the_reserve_is_checked_against_what_the_engine_leaves_and_fails_without_a_waiver() -> None:
+    check = preflight(request(mem_fraction=0.99)).check("gpu.vram_reserve")
+    assert check.result == "fail"
+    assert check.message.startswith(
+        "card 0: 979 MiB left once the engine runs (estimate) < reserve 3,072 MiB"
+    )
+    assert "waive the reserve" in check.fix
+    row = check.facts["cards"][0]
+    assert row["free_mib"] == 97_400 and row["engine_estimate_mib"] == 96_421
+    assert row["weights_per_card_mib"] == 51_200 and row["free_after_start_mib"] == 979
+
+
+def test_a_waived_reserve_passes_and_records_the_reason() -> None:
+    check = preflight(request(mem_fraction=0.99, vram_reserve_waiver="model-only pair")).check(
+        "gpu.vram_reserve"
+    )
+    assert check.result == "pass"
+    assert check.message.startswith("reserve 3,072 MiB waived: model-only pair (card 0: free 97,400 MiB")
+    assert check.facts["waived"] is True and check.facts["waiver_reason"] == "model-only pair"
+
+
+def test_without_estimate_inputs_the_reserve_is_checked_against_free_memory_now() -> None:
+    tight = FakeGpuInventory.of(make_device(0, extra_used_mib=95_000), make_device(1))
+    probe = host(models={MODEL: fake_model_dir(MODEL, weight_files=0, revision=COMMIT)})
+    check = preflight(gpus=tight, probe=probe).check("gpu.vram_reserve")
+    assert check.result == "fail" and check.message == "card 0: 2,400 MiB free now < reserve 3,072 MiB"
+
+
+def test_weights_that_do_not_fit_fail_even_with_a_waiver() -> None:
+    big = host(models={MODEL: fake_model_dir(MODEL, weights_bytes=200 * GIB, revision=COMMIT)})
+    check = preflight(request(vram_reserve_waiver="model-only pair"), probe=big).check("gpu.vram_reserve")
+    assert check.result == "fail"
+    assert check.message.startswith("card 0: weights need 102,400 MiB per card but only 97,400 MiB are free")
+
+
+def test_a_mem_fraction_that_leaves_no_room_for_weights_fails() -> None:
+    check = preflight(request(mem_fraction=0.5, vram_reserve_waiver="x" * 10)).check("gpu.vram_reserve")
+    assert check.result == "fail"
+    assert (
+        "mem fraction 0.5 leaves 48,456 MiB for weights + KV cache but weights need 51,200 MiB"
+        in check.message
+    )
+
+
+# ------------------------------------------------------------------------------------------ ports and network
+
+
+def test_a_listener_on_the_port_fails_naming_the_owner() -> None:
+    probe = host()
+    probe.listen("0.0.0.0", 8180, pid=999, name="llama-server")
+    check = preflight(probe=probe).check("port.free")
+    assert check.result == "fail" and check.message == "pid 999 llama-server listens on 0.0.0.0:8180"
+
+
+def test_a_listener_of_another_user_is_still_reported() -> None:
+    probe = host()
+    probe.listen("::", 8180)
+    check = preflight(probe=probe).check("port.free")
+    assert check.message == "a process of another user (run as root to name it) listens on :::8180"
+
+
+def test_a_listener_on_another_address_does_not_collide() -> None:
+    probe = host()
+    probe.listen("10.0.0.5", 8180, pid=999, name="x")
+    assert preflight(probe=probe).check("port.free").result == "pass"
+
+
+def test_a_docker_published_port_is_named_by_container_not_by_docker_proxy() -> None:
+    other = ContainerInfo(
+        id=OTHER_ID,
+        name="bench-old",
+        image="x",
+        state="running",
+        published_ports=(PublishedPort("127.0.0.1", 8180, 30000),),
+    )
+    probe = host()
+    probe.listen("127.0.0.1", 8180, pid=77, name="docker-proxy")
+    check = preflight(probe=probe, engine=docker(other)).check("port.free")
+    assert check.result == "fail"
+    assert check.message == f"container bench-old ({OTHER_ID[:12]}) publishes 127.0.0.1:8180"
+
+
+def test_the_port_of_the_service_being_replaced_is_free_to_take() -> None:
+    old = ContainerInfo(
+        id=OTHER_ID,
+        name="servectl-old",
+        image="x",
+        state="running",
+        published_ports=(PublishedPort("127.0.0.1", 8180, 30000),),
+    )
+    req = request(replacing=Replacing(container_name="servectl-old", port=8180))
+    check = preflight(req, engine=docker(old)).check("port.free")
+    assert check.result == "pass" and check.message.endswith("(held by the service being replaced)")
+
+
+@pytest.mark.parametrize(
+    ("role", "port", "ports", "result"),
+    [
+        ("bench", 8080, (8080,), "fail"),
+        ("bench", 8180, (8080,), "pass"),
+        ("production", 8080, (8080,), "pass"),
+        ("production", 8180, (8080,), "fail"),
+        ("production", 9000, (8080, 9000), "pass"),
+        ("bench", 9000, (8080, 9000), "fail"),
+    ],
+)
+def test_port_role_keeps_bench_off_production_ports(
+    role: Any, port: int, ports: tuple[int, ...], result: str
+) -> None:
+    check = preflight(request(role=role, port=port, production_ports=ports)).check("port.role")
+    assert check.result == result
+
+
+def test_host_networking_needs_a_reason_and_then_warns() -> None:
+    assert preflight(request(network_mode="host")).check("network.mode").result == "fail"
+    check = preflight(request(network_mode="host", host_network_reason="RDMA between nodes")).check(
+        "network.mode"
+    )
+    assert check.result == "warn" and "RDMA between nodes" in check.message
+
+
+# ------------------------------------------------------------------------------------------ image
+
+
+def test_the_pinned_image_passes_by_repo_digest_too() -> None:
+    pinned_by_repo_digest = request(image_digest=REPO_DIGEST)
+    assert preflight(pinned_by_repo_digest).check("image.pinned").result == "pass"
+
+
+def test_a_missing_image_fails_with_the_pull_command() -> None:
+    check = preflight(engine=docker(images=[])).check("image.pinned")
+    assert check.result == "fail" and "not present locally" in check.message
+    assert check.fix == f"docker pull the pinned image (repo@{IMAGE_ID}) or docker load it"
+
+
+def test_a_tag_that_moved_fails_for_promoted_and_warns_for_candidates() -> None:
+    moved = image(id="sha256:" + "ee" * 32, repo_digests=())
+    old = image(tags=())
+    promoted = preflight(engine=docker(images=[moved, old])).check("image.pinned")
+    assert promoted.result == "fail"
+    assert promoted.message == (
+        f"tag {TAG} now points to sha256:eeeeeeeeeeee, not the pinned sha256:0c0c0c0c0c0c "
+        "(the pinned image is still present)"
+    )
+    candidate = preflight(request(status="candidate"), engine=docker(images=[moved])).check("image.pinned")
+    assert candidate.result == "warn"
+
+
+def test_an_unpinned_image_warns_for_candidates_and_fails_for_promoted() -> None:
+    assert preflight(request(image_digest=None, status="candidate")).check("image.pinned").result == "warn"
+    check = preflight(request(image_digest=None)).check("image.pinned")
+    assert check.result == "fail" and check.fix == f"pin it in the profile: image digest {IMAGE_ID}"
+
+
+# ------------------------------------------------------------------------------------------ model
+
+
+def test_a_missing_model_folder_fails_with_the_download_hint() -> None:
+    check = preflight(request(model_path="/models/nope")).check("model.present")
+    assert check.result == "fail" and check.message == "model folder /models/nope does not exist"
+    assert preflight(request(model_path="/models/nope")).check("model.revision").result == "unknown"
+
+
+@pytest.mark.parametrize(
+    ("config", "files", "missing"),
+    [(False, 3, "config.json"), (True, 0, "weight files"), (False, 0, "config.json and no weight files")],
+)
+def test_a_model_folder_without_config_or_weights_fails(config: bool, files: int, missing: str) -> None:
+    probe = host(models={MODEL: fake_model_dir(MODEL, has_config_json=config, weight_files=files)})
+    check = preflight(probe=probe).check("model.present")
+    assert check.result == "fail" and check.message == f"model folder {MODEL} has no {missing}"
+
+
+def test_model_present_reports_the_weights_size() -> None:
+    check = preflight().check("model.present")
+    assert check.message == f"40 weight file(s), 100.0 GiB in {MODEL}"
+    assert check.facts["weights_bytes"] == 100 * GIB
+
+
+def test_a_snapshot_of_another_revision_fails() -> None:
+    probe = host(models={MODEL: fake_model_dir(MODEL, revision="ab" * 20, hf_repo_id="ormandj/GLM")})
+    check = preflight(probe=probe).check("model.revision")
+    assert (
+        check.result == "fail"
+        and check.message == "hf cache snapshot is abababababab, the profile pins c3cbb9891b67"
+    )
+    assert check.fix.startswith(f"hf download ormandj/GLM --revision {COMMIT}")
+
+
+def test_a_revision_pinned_by_ref_name_or_read_from_local_dir_metadata_passes() -> None:
+    by_ref = host(models={MODEL: fake_model_dir(MODEL, revision=COMMIT, refs={"main": COMMIT})})
+    assert preflight(request(model_revision="main"), probe=by_ref).check("model.revision").result == "pass"
+    local = host(models={MODEL: fake_model_dir(MODEL, local_dir_revision=COMMIT)})
+    assert preflight(probe=local).check("model.revision").result == "pass"
+
+
+def test_a_plain_folder_cannot_prove_its_revision() -> None:
+    plain = host(models={MODEL: fake_model_dir(MODEL)})
+    assert preflight(probe=plain).check("model.revision").result == "unknown"
+    assert preflight(request(model_revision=None), probe=plain).check("model.revision").result == "warn"
+
+
+# ------------------------------------------------------------------------------------------ host
+
+
+def test_tp_above_one_needs_shared_memory() -> None:
+    check = preflight(request(ipc_host=False)).check("host.shm")
+    assert (
+        check.result == "fail"
+        and check.message == "2 ranks with a 64 MiB container /dev/shm (needs 4,096 MiB)"
+    )
+    assert preflight(request(ipc_host=False, shm_size_bytes=32 * GIB)).check("host.shm").result == "pass"
+    assert preflight(request(ipc_host=False, tp=1, gpu_indices=(0,))).check("host.shm").result == "pass"
+
+
+def test_ipc_host_needs_room_on_the_host_dev_shm() -> None:
+    probe = host(shm_info=ShmInfo("/dev/shm", 8 * GIB, 1 * GIB))
+    check = preflight(probe=probe).check("host.shm")
+    assert check.result == "fail" and "1,024 MiB free, needs 4,096 MiB" in check.message
+
+
+def test_host_memory_must_cover_the_minimum_plus_the_engine_host_buffers() -> None:
+    probe = host(host_memory=HostMemory(64 * GIB, 40 * GIB))
+    assert preflight(probe=probe).check("host.memory").result == "pass"
+    check = preflight(request(host_memory_extra_bytes=64 * GIB), probe=probe).check("host.memory")
+    assert check.result == "fail" and check.message == "40,960 MiB host RAM available, needs 73,728 MiB"
+
+
+def test_a_cache_folder_on_a_full_disk_fails() -> None:
+    path = "/home/me/vllm/cache"
+    probe = host(disks={path: DiskSpace(path, "/home", 100 * GIB, 2 * GIB)})
+    check = preflight(probe=probe).check("host.disk")
+    assert check.result == "fail" and check.message == f"{path}: 2.0 GiB free (needs 10 GiB)"
+
+
+# ------------------------------------------------------------------------------------------ Docker
+
+
+def test_an_unreachable_engine_fails_once_and_leaves_engine_checks_unknown() -> None:
+    report = preflight(engine=docker(engine=None))
+    assert report.check("docker.engine").result == "fail"
+    assert report.check("docker.engine").message.startswith("Docker engine unreachable")
+    for check_id in ("image.pinned", "docker.gpu_runtime", "conflicts"):
+        assert report.check(check_id).result == "unknown", check_id
+    assert report.check("gpu.exclusive").result == "pass"  # NVML still answers
+
+
+def test_gpus_without_any_nvidia_container_support_fail_with_the_toolkit_fix() -> None:
+    bare = EngineInfo(server_version="27.5.1", runtimes=frozenset({"runc"}), default_runtime="runc")
+    check = preflight(probe=host(executables={}), engine=docker(engine=bare)).check("docker.gpu_runtime")
+    assert check.result == "fail" and "nvidia-ctk runtime configure" in check.fix
+
+
+def test_a_cdi_spec_alone_is_enough_for_gpus() -> None:
+    bare = EngineInfo(
+        server_version="28.0",
+        runtimes=frozenset({"runc"}),
+        default_runtime="runc",
+        cdi_spec_dirs=("/etc/cdi",),
+    )
+    probe = host(executables={}, existing_paths={"/etc/cdi/nvidia.yaml"})
+    check = preflight(probe=probe, engine=docker(engine=bare)).check("docker.gpu_runtime")
+    assert check.result == "pass" and check.message == "CDI spec /etc/cdi/nvidia.yaml"
+
+
+def test_each_fact_is_gathered_once() -> None:
+    engine = docker()
+    gpus = FakeGpuInventory.scenario("two_free_sm120")
+    preflight(gpus=gpus, engine=engine)
+    assert gpus.calls == 1
+    assert engine.calls == {"ping": 1, "containers": 1, "image": 1}
+
+
+def test_listener_fixture_records_names() -> None:
+    probe = host()
+    probe.listen("127.0.0.1", 8180, pid=5, name="x")
+    assert probe.listeners(8180) == (Listener("127.0.0.1", 8180, 5, "x"),)
+
+
+def test_raise_if_failed_gives_exit_3_with_one_line_per_failed_check() -> None:
+    report = preflight(request(status="retired"), gpus=FakeGpuInventory.scenario("foreign_pid"))
+    with pytest.raises(PreflightFailed) as caught:
+        raise_if_failed(report)
+    assert caught.value.exit_code == 3 and caught.value.report is report
+    assert caught.value.lines() == [
+        "preflight profile.status: profile glm53-393k is retired; "
+        "fix: promote it again or start another profile",
+        "preflight gpu.exclusive: card 0: pid 4242 holds 20,480 MiB; "
+        "fix: end pid(s) 4242 or pick other cards",
+    ]
+    raise_if_failed(preflight())  # nothing failed: no error
+
+
+def test_a_card_whose_memory_cannot_be_read_leaves_the_reserve_unknown_even_when_waived() -> None:
+    gpus = FakeGpuInventory.scenario("gpu_lost", card=1)
+    check = preflight(request(vram_reserve_waiver="model-only pair"), gpus=gpus).check("gpu.vram_reserve")
+    assert check.result == "unknown" and check.message == "cannot read the memory of card(s) [1]"
+
+
+def test_a_replaced_service_of_unknown_size_leaves_the_reserve_unknown() -> None:
+    gpus = FakeGpuInventory.of(make_device(0, processes=[GpuProcess(501, None)]), make_device(1))
+    req = request(conflicts=(), replacing=Replacing(pids=frozenset({501})))
+    check = preflight(req, gpus=gpus).check("gpu.vram_reserve")
+    assert check.result == "unknown"
+    assert check.message.startswith("cannot tell what stopping the replaced service frees on card(s) [0]")

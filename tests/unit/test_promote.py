@@ -1,0 +1,110 @@
+"""Promotion needs evidence measured on the profile's current plan, image digest and model revision."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from servectl.errors import ProfileError
+from servectl.evidence import headline, promote
+from servectl.loader import load_profile
+from servectl.resolve import plan_for
+
+DIGEST = "sha256:" + "c" * 64
+REVISION = "d" * 40
+PROFILE = f"""# yaml-language-server: $schema=../schema/profile.schema.json
+name: q
+status: candidate   # bench first
+image: {{ref: "x/sglang:1", digest: "{DIGEST}"}}
+model: {{path: /models/m, served_name: m, revision: {REVISION}}}
+serve: {{port: 8180, role: bench}}
+"""
+
+
+def summary(plan_hash: str, **provenance: str) -> dict[str, object]:
+    point = {
+        "prompt_tokens_target": 4096,
+        "concurrency": 1,
+        "repeats": 3,
+        "requests_ok": 3,
+        "requests_flagged": 0,
+        "prompt_tokens_actual": {"p50": 2969, "min": 2969, "max": 2969, "n": 3},
+        "decode_tok_s": {"p50": 112.07, "min": 111.0, "max": 113.0, "n": 3},
+        "ttft_s": {"p50": 0.5, "min": 0.4, "max": 0.6, "n": 3},
+    }
+    prov = {
+        "profile": "q",
+        "plan_hash": plan_hash,
+        "image_digest": DIGEST,
+        "model_revision": REVISION,
+        **provenance,
+    }
+    return {
+        "kind": "summary",
+        "run_id": "r1",
+        "finished_at": "2026-11-30T12:00:00Z",
+        "provenance": prov,
+        "points": [point],
+        "free_vram_after": [{"index": 0, "memory_free_bytes": 2101 * 2**20, "memory_free_mib": 2101}],
+    }
+
+
+@pytest.fixture
+def evidence(tmp_path: Path, write_profile: Callable[[str, str], Path]) -> Callable[..., Path]:
+    write_profile("q", PROFILE)
+
+    def make(**provenance: str) -> Path:
+        folder = tmp_path / "ev"
+        folder.mkdir(exist_ok=True)
+        plan_hash = plan_for(load_profile("q")).plan_hash
+        (folder / "summary.json").write_text(
+            json.dumps(summary(provenance.pop("plan_hash", plan_hash), **provenance))
+        )
+        return folder
+
+    return make
+
+
+def test_matching_evidence_promotes_keeps_comments_and_records_the_headline(
+    evidence: Callable[..., Path], profile_dir: Path
+) -> None:
+    record = promote(name="q", evidence_dir=evidence())
+    text = (profile_dir / "q.yaml").read_text()
+    assert "status: promoted  # bench first" in text and "evidence: q.evidence.json" in text
+    assert text.startswith("# yaml-language-server")
+    loaded = load_profile("q")
+    assert loaded.profile.status == "promoted"
+    assert record.points[0].decode_tok_s_p50 == 112.07
+    assert headline(loaded) == "112.1 @ 2,969 tok/s (C1, p50)"
+
+
+@pytest.mark.parametrize(
+    ("provenance", "reason"),
+    [
+        ({"plan_hash": "0" * 16}, "the profile changed since the run"),
+        ({"image_digest": "sha256:" + "e" * 64}, "is not the pinned"),
+        ({"model_revision": "f" * 40}, "is not the pinned"),
+        ({"profile": "other"}, "measured on profile 'other'"),
+    ],
+)
+def test_mismatched_evidence_is_refused_and_the_profile_is_untouched(
+    evidence: Callable[..., Path], profile_dir: Path, provenance: dict[str, str], reason: str
+) -> None:
+    folder = evidence(**provenance)
+    before = (profile_dir / "q.yaml").read_text()
+    with pytest.raises(ProfileError, match=reason):
+        promote(name="q", evidence_dir=folder)
+    assert (profile_dir / "q.yaml").read_text() == before
+    assert not (profile_dir / "q.evidence.json").exists()
+
+
+def test_changing_the_profile_after_promotion_marks_the_headline_stale(
+    evidence: Callable[..., Path], profile_dir: Path
+) -> None:
+    promote(name="q", evidence_dir=evidence())
+    path = profile_dir / "q.yaml"
+    path.write_text(path.read_text() + "engine: {context_length: 8192}\n")
+    assert (headline(load_profile("q")) or "").endswith("[stale: plan changed]")
