@@ -35,16 +35,17 @@ def swap_command(
     """
     from servectl.swap import swap
 
-    docker = _docker()
+    notes: list[str] = []
     result = swap(
         target=target,
-        docker=docker,
+        docker=_docker(),
         gpus=_gpu_inventory(),
+        preflight=_preflight(notes),
         force=force or (),
         lock_timeout_s=wait_s,
         on_phase=None if as_json else _print_phase,
     )
-    _render(result, as_json)
+    _render(result, as_json, notes)
 
 
 def rollback_command(
@@ -55,14 +56,16 @@ def rollback_command(
     """Swap back to the profile that ran before the current one (from servectl's history)."""
     from servectl.swap import rollback
 
+    notes: list[str] = []
     result = rollback(
         docker=_docker(),
         gpus=_gpu_inventory(),
+        preflight=_preflight(notes),
         force=force or (),
         lock_timeout_s=wait_s,
         on_phase=None if as_json else _print_phase,
     )
-    _render(result, as_json)
+    _render(result, as_json, notes)
 
 
 def rollback_check_command(
@@ -97,19 +100,22 @@ def _docker() -> Any:
 
 
 def _gpu_inventory() -> Any:
-    """NVML's inventory when servectl has it and a driver answers; else None (no cards to watch)."""
-    try:
-        from servectl.gpu import NvmlInventory  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:  # the GPU inventory ships on its own branch
-        return None
-    from servectl.errors import EngineUnavailable
+    """NVML's inventory when a driver answers (stop then waits until the old service's cards are free)."""
+    from servectl.preflight_profile import optional_gpu_inventory
 
-    inventory = NvmlInventory()
-    try:
-        inventory.snapshot()
-    except EngineUnavailable:  # no NVIDIA driver here: profiles without devices need none
-        return None
-    return inventory
+    return optional_gpu_inventory()
+
+
+def _preflight(notes: list[str]) -> Any:
+    """servectl's full preflight; its warnings and forced checks end up in ``notes``."""
+    from servectl.paths import state_dir
+    from servectl.swap import profile_preflight
+
+    def keep(report: Any) -> None:
+        notes.extend(f"preflight {c.id} {c.result}: {c.message}" for c in report.checks if c.result == "warn")
+        notes.extend(f"preflight {c.id} skipped with --force" for c in report.checks if c.forced)
+
+    return profile_preflight(state_dir=state_dir(), on_report=keep)
 
 
 # -- rendering -------------------------------------------------------------------------------------------
@@ -129,7 +135,9 @@ def _print_phase(event: PhaseEvent) -> None:
     sys.stderr.write(f"  {event.phase:<18} {event.duration_s or 0.0:7.2f} s  {mark}{detail}\n")
 
 
-def _render(result: SwapResult, as_json: bool) -> None:
+def _render(result: SwapResult, as_json: bool, notes: list[str]) -> None:
+    for note in notes:
+        sys.stderr.write(f"note: {note}\n")
     if as_json:
         typer.echo(json.dumps(result.to_dict(), indent=2, default=str))
         return

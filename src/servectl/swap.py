@@ -7,8 +7,8 @@ with one of:
 * the target failed, the previous service is back and proven up: :class:`SwapRolledBack` (exit 4);
 * both failed: nothing of servectl runs, the cards are free: :class:`SwapFailed` (exit 5).
 
-Steps, all under the state lock: validate and compile the target; preflight it counting the current
-service's cards and port as about to be freed; make sure its image is there; stop the current service
+Steps, all under the state lock: validate and compile the target; make sure its image is there; preflight
+it counting the current service's cards and port as about to be freed; stop the current service
 (SIGTERM, then SIGKILL) and wait until its cards are free; stop declared conflicts; start the target
 through the health gate. On failure: keep the target's last log lines and exit code, make sure it is
 removed, start the previous profile again through the same gate, restore the conflicts this swap stopped,
@@ -66,7 +66,6 @@ LOG_TAIL_LINES = 20
 LOG_LINE_CHARS = 240
 """Longer log lines (SGLang prints all its server args on one) are cut in the message."""
 CARDS_FREE_DEADLINE_S = 30.0
-COMPOSE_CONFIG_FILES_LABEL = "com.docker.compose.project.config_files"
 RUN_EVENTS = frozenset({"up", "swap", "rollback"})
 """History events that mean "this profile started serving" (same set as :mod:`servectl.state`)."""
 
@@ -126,9 +125,7 @@ class ServiceRuntime(Protocol):
 
     def start(self, *, resolved: Resolved, docker: Any, on_phase: Any = ...) -> StartResultLike: ...
 
-    def stop(
-        self, *, service: Any, docker: Any, gpus: Any = ..., state_dir: Path | None = ...
-    ) -> StopResultLike: ...
+    def stop(self, *, service: Any, docker: Any, gpus: Any = ..., state_dir: Path | None = ...) -> StopResultLike: ...
 
     def ensure_image(self, resolved: Resolved, *, docker: Any, on_phase: Any = ...) -> None: ...
 
@@ -189,10 +186,7 @@ class TargetFailure:
     def describe(self) -> str:
         """One line: the reason, with the exit code when there is one."""
         extra = []
-        if (
-            self.exit_code_of_container is not None
-            and f"code {self.exit_code_of_container}" not in self.message
-        ):
+        if self.exit_code_of_container is not None and f"code {self.exit_code_of_container}" not in self.message:
             extra.append(f"container exit code {self.exit_code_of_container}")
         if self.oom_killed and "OOM" not in self.message:
             extra.append("killed for lack of memory (OOM)")
@@ -312,9 +306,7 @@ class SwapJournal:
         )
         if self.note:
             text += f" ({self.note})"
-        nxt = (
-            f"servectl swap {self.from_profile}" if self.from_profile else f"servectl swap {self.to_profile}"
-        )
+        nxt = f"servectl swap {self.from_profile}" if self.from_profile else f"servectl swap {self.to_profile}"
         return text + f"; check what runs, then `{nxt}` (or `servectl down`)"
 
 
@@ -326,9 +318,7 @@ def read_journal(state_dir: Path) -> SwapJournal | None:
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, TypeError) as e:
-        raise ServectlError(
-            f"{path}: unreadable swap journal ({e}); delete it once `servectl status` is clear"
-        ) from e
+        raise ServectlError(f"{path}: unreadable swap journal ({e}); delete it once `servectl status` is clear") from e
 
 
 def _write_journal(state_dir: Path, journal: SwapJournal) -> None:
@@ -402,9 +392,7 @@ def _signal_name(signum: int) -> str:
 # -- helpers -------------------------------------------------------------------------------------------
 def _failure_of(profile: str, err: Exception) -> TargetFailure:
     if not isinstance(err, ServectlError):
-        return TargetFailure(
-            profile, f"unexpected {type(err).__name__}: {err} (a servectl bug; please report it)"
-        )
+        return TargetFailure(profile, f"unexpected {type(err).__name__}: {err} (a servectl bug; please report it)")
     if isinstance(err, StartupFailed):
         # The runtime's wording starts with the profile and ends with the removal; the swap says both itself.
         message = err.message.removeprefix(f"{profile}: ").removesuffix("; the container was removed")
@@ -438,8 +426,7 @@ def _log_tail(failure: TargetFailure) -> str:
     if not failure.last_log_lines:
         return ""
     lines = [
-        line if len(line) <= LOG_LINE_CHARS else line[: LOG_LINE_CHARS - 3] + "..."
-        for line in failure.last_log_lines
+        line if len(line) <= LOG_LINE_CHARS else line[: LOG_LINE_CHARS - 3] + "..." for line in failure.last_log_lines
     ]
     return f"\n  last log lines of {failure.profile}:\n{_indent(lines)}"
 
@@ -475,9 +462,7 @@ class _Deps:
         )
 
     def stop(self, service: ServiceLike) -> StopResultLike:
-        return self.runtime.stop(
-            service=service, docker=self.docker, gpus=self.gpus, state_dir=self.state_dir
-        )
+        return self.runtime.stop(service=service, docker=self.docker, gpus=self.gpus, state_dir=self.state_dir)
 
     def emit(self, event: PhaseEvent) -> None:
         if self.on_phase is not None:
@@ -609,7 +594,7 @@ def swap(
         target: profile to run; ``None``: the running profile's ``rollback:``.
         docker: the Docker engine (:class:`servectl.docker_engine.DockerEngine`).
         gpus: GPU inventory; with it, stopping waits until the old service's cards are free.
-        preflight: checks the target before anything stops; default :func:`default_preflight`.
+        preflight: checks the target before anything stops; default :func:`profile_preflight`.
         on_phase: called as each phase begins and ends, and with the target's startup progress.
         clock: monotonic clock for the timings.
         force: preflight check ids to skip (``--force CHECK-ID``).
@@ -715,7 +700,7 @@ def _build_deps(
         docker=docker,
         gpus=gpus,
         runtime=runtime if runtime is not None else _default_runtime(),
-        preflight=preflight if preflight is not None else default_preflight,
+        preflight=preflight if preflight is not None else profile_preflight(state_dir=sd),
         conflicts=conflicts,
         resolve=resolve_profile,
         history=history,
@@ -748,32 +733,24 @@ def _run_locked(tx: _Swap, target: str | None) -> SwapResult:
                 "stop all but one with `servectl down NAME` first"
             )
         current = blocking[0] if blocking else None
-        if (
-            current is not None
-            and current.profile == resolved.name
-            and current.state in ("ready", "starting")
-        ):
-            message = (
-                f"{resolved.name} already runs ({current.container_name}, {current.state}); nothing to do"
-            )
+        if current is not None and current.profile == resolved.name and current.state in ("ready", "starting"):
+            message = f"{resolved.name} already runs ({current.container_name}, {current.state}); nothing to do"
             if current.plan_hash != resolved.plan.plan_hash:
                 message += (
                     f"; its running plan {current.plan_hash} differs from the profile's plan "
                     f"{resolved.plan.plan_hash} now - `servectl down {resolved.name}` then "
                     f"`servectl up {resolved.name}` applies it"
                 )
-            return tx.result(
-                from_profile=current.profile, to_profile=resolved.name, outcome="noop", message=message
-            )
+            return tx.result(from_profile=current.profile, to_profile=resolved.name, outcome="noop", message=message)
         # On failure the previous service is brought back only when it is another profile.
         previous = current.profile if current is not None and current.profile != resolved.name else None
 
-    with tx.phase("preflight"):
-        deps.conflicts.check_available(resolved.loaded.profile.conflicts)
-        deps.preflight(resolved=resolved, replacing=current, skip=tx.skip, docker=deps.docker, gpus=deps.gpus)
     with tx.phase("image", resolved.plan.docker.image):
         # Before anything stops: building the stand-in (or finding the image missing) costs no downtime.
         deps.runtime.ensure_image(resolved, docker=deps.docker, on_phase=tx.progress("image"))
+    with tx.phase("preflight"):
+        deps.conflicts.check_available(resolved.loaded.profile.conflicts)
+        deps.preflight(resolved=resolved, replacing=current, skip=tx.skip, docker=deps.docker, gpus=deps.gpus)
 
     tx.journal = SwapJournal(
         pid=os.getpid(),
@@ -788,9 +765,7 @@ def _run_locked(tx: _Swap, target: str | None) -> SwapResult:
 def _default_target(running: Sequence[ServiceLike], resolve: Callable[[str], Resolved]) -> str:
     alive = [s for s in running if s.state in _ALIVE]
     if not alive:
-        raise UsageError(
-            "no servectl service runs, so there is no rollback target; name one: `servectl swap NAME`"
-        )
+        raise UsageError("no servectl service runs, so there is no rollback target; name one: `servectl swap NAME`")
     if len(alive) > 1:
         names = ", ".join(s.profile for s in alive)
         raise UsageError(f"several services run ({names}); name the target: `servectl swap NAME`")
@@ -827,9 +802,7 @@ def _transact(
             old_stop_s, forced = stopped.stop_s, stopped.forced
             if stopped.leaked_pids:
                 pids = ", ".join(str(p) for p in stopped.leaked_pids)
-                raise ServectlError(
-                    f"the cards are still in use after {current.profile} stopped (pids {pids})"
-                )
+                raise ServectlError(f"the cards are still in use after {current.profile} stopped (pids {pids})")
         if leftovers:
             with tx.phase("remove-leftovers", ", ".join(s.container_name for s in leftovers)):
                 step = "remove-leftovers"
@@ -843,9 +816,7 @@ def _transact(
         tx.set_journal("start-target")
         with tx.phase("start-target", resolved.name):
             step = "start-target"
-            started = deps.runtime.start(
-                resolved=resolved, docker=deps.docker, on_phase=tx.progress("start-target")
-            )
+            started = deps.runtime.start(resolved=resolved, docker=deps.docker, on_phase=tx.progress("start-target"))
             tx.signals.mode = "defer"  # it passed the gate: finish the bookkeeping whatever arrives now
         up_at = deps.clock()
     except Exception as err:  # a ServectlError, or a bug: either way the old service must come back
@@ -872,9 +843,7 @@ def _transact(
         return _recover(tx, resolved, current, previous, failure, down_since, old_stop_s, forced, intr.signum)
     except _Abandon as abandon:  # a second signal while the runtime was cleaning up the target
         failure = TargetFailure(resolved.name, f"interrupted ({_signal_name(abandon.signum)}) during {step}")
-        return _abandon(
-            tx, resolved, previous, failure, f"stopped waiting after {_signal_name(abandon.signum)}"
-        )
+        return _abandon(tx, resolved, previous, failure, f"stopped waiting after {_signal_name(abandon.signum)}")
     downtime = up_at - down_since if down_since is not None else None
     message = f"{resolved.name} is up ({resolved.plan.url})"
     if from_profile and downtime is not None:
@@ -958,12 +927,8 @@ def _recover(
         tx.set_journal("restore-conflicts", why)
         restore = tx.restore_stopped()
     except _Abandon as abandon:
-        return _abandon(
-            tx, resolved, previous, failure, f"stopped waiting after {_signal_name(abandon.signum)}"
-        )
-    except (
-        ServectlError
-    ) as err:  # the engine failed us while cleaning up: say what is known, keep the journal
+        return _abandon(tx, resolved, previous, failure, f"stopped waiting after {_signal_name(abandon.signum)}")
+    except ServectlError as err:  # the engine failed us while cleaning up: say what is known, keep the journal
         return _abandon(tx, resolved, previous, failure, f"cleanup failed: {err.message}", SwapFailed)
     tx.signals.mode = "defer"
     downtime = restored_at - down_since if restored_at is not None and down_since is not None else None
@@ -987,9 +952,7 @@ def _recover(
             + (f". Fix {resolved.name} before swapping again" if interrupted_by is None else "")
             + _log_tail(failure)
         )
-        result = tx.result(
-            outcome="interrupted" if interrupted_by else "rolled-back", message=message, **base
-        )
+        result = tx.result(outcome="interrupted" if interrupted_by else "rolled-back", message=message, **base)
         error = SwapRolledBack(message, result=result)
         tx.record(tx.result_event(result))
         tx.record(
@@ -1014,9 +977,8 @@ def _recover(
         tx.record(tx.result_event(result))
     else:  # nothing healthy ran before: this swap acted like `up`
         before = "nothing was serving before"
-        message = (
-            f"{why}; {resolved.name} was removed; {before}, so nothing runs now{cards}{restore_text}"
-            + _log_tail(failure)
+        message = f"{why}; {resolved.name} was removed; {before}, so nothing runs now{cards}{restore_text}" + _log_tail(
+            failure
         )
         result = tx.result(outcome="interrupted" if interrupted_by else "failed", message=message, **base)
         tx.record(tx.result_event(result))
@@ -1036,8 +998,7 @@ def _recover(
 def _verify_cards_free(tx: _Swap, resolved: Resolved, current: ServiceLike | None) -> str:
     """With a GPU inventory: wait until the target's (and the old service's) cards run nothing."""
     devices = sorted(
-        {int(d) for d in resolved.plan.docker.device_ids if d.isdigit()}
-        | set(current.gpus if current else ())
+        {int(d) for d in resolved.plan.docker.device_ids if d.isdigit()} | set(current.gpus if current else ())
     )
     gpus = tx.deps.gpus
     if gpus is None or not devices:
@@ -1047,12 +1008,7 @@ def _verify_cards_free(tx: _Swap, resolved: Resolved, current: ServiceLike | Non
         while True:
             snapshot = gpus.snapshot()
             pids = sorted(
-                {
-                    p.pid
-                    for i in devices
-                    if (d := snapshot.device(i)) is not None and d.processes
-                    for p in d.processes
-                }
+                {p.pid for i in devices if (d := snapshot.device(i)) is not None and d.processes for p in d.processes}
             )
             if not pids or time.monotonic() >= deadline:
                 break
@@ -1084,9 +1040,7 @@ def _abandon(
     lead = failure.message if failure.message.startswith("interrupted") else f"{resolved.name} failed"
     message = f"{lead}; {note}. Next: {next_step}"
     if tx.stopped:
-        message += "; still stopped: " + ", ".join(
-            f"{s.label()} (`{s.restore_command()}`)" for s in tx.stopped
-        )
+        message += "; still stopped: " + ", ".join(f"{s.label()} (`{s.restore_command()}`)" for s in tx.stopped)
     with suppress(OSError, AssertionError):
         tx.set_journal("abandoned", note)
     result = tx.result(
@@ -1144,13 +1098,9 @@ def rollback(
     running = rt.services(docker=docker, probe=False, plan_hash_of=None, state_dir=state_dir, scope=scope)
     alive = [s for s in running if s.state in _ALIVE]
     if not alive:
-        raise UsageError(
-            "nothing of servectl runs, so there is nothing to roll back; `servectl up NAME` starts one"
-        )
+        raise UsageError("nothing of servectl runs, so there is nothing to roll back; `servectl up NAME` starts one")
     if len(alive) > 1:
-        raise UsageError(
-            "several services run (" + ", ".join(s.profile for s in alive) + "); use `servectl swap NAME`"
-        )
+        raise UsageError("several services run (" + ", ".join(s.profile for s in alive) + "); use `servectl swap NAME`")
     before = previous_profile(list(history.events()), alive[0].profile)
     if before is None:
         raise UsageError(
@@ -1193,12 +1143,10 @@ def rollback_check(
 
         resolve_profile = resolve
     rt = runtime if runtime is not None else _default_runtime()
-    check = preflight if preflight is not None else default_preflight
+    check = preflight if preflight is not None else profile_preflight(build_image=False)
     if names is None:
         names = _profiles_with_rollback()
-    running = list(
-        rt.services(docker=docker, probe=False, plan_hash_of=None, state_dir=state_dir, scope=scope)
-    )
+    running = list(rt.services(docker=docker, probe=False, plan_hash_of=None, state_dir=state_dir, scope=scope))
     return [_check_one(n, docker, gpus, check, resolve_profile, running, path_is_dir) for n in names]
 
 
@@ -1229,14 +1177,10 @@ def _check_one(
     try:
         source = resolve(name)
     except ServectlError as e:
-        return RollbackCheck(
-            name, None, (CheckItem("declared", False, f"{name} does not load: {e.lines()[0]}"),)
-        )
+        return RollbackCheck(name, None, (CheckItem("declared", False, f"{name} does not load: {e.lines()[0]}"),))
     target = source.loaded.profile.rollback
     if target is None:
-        return RollbackCheck(
-            name, None, (CheckItem("declared", False, f"{name} declares no `rollback:` target"),)
-        )
+        return RollbackCheck(name, None, (CheckItem("declared", False, f"{name} declares no `rollback:` target"),))
     items = [CheckItem("declared", True, f"{name} rolls back to {target}")]
     try:
         resolved = resolve(target)
@@ -1251,15 +1195,11 @@ def _check_one(
     if path_is_dir(model_dir):
         items.append(CheckItem("model", True, f"model folder {model_dir} is there"))
     else:
-        items.append(
-            CheckItem("model", False, f"model folder {model_dir} does not exist; fix model.path of {target}")
-        )
+        items.append(CheckItem("model", False, f"model folder {model_dir} does not exist; fix model.path of {target}"))
     blocking = [s for s in running if _overlaps(s, resolved)]
     if len(blocking) > 1:
         names = ", ".join(s.profile for s in blocking)
-        items.append(
-            CheckItem("preflight", False, f"{target} would replace several services at once ({names})")
-        )
+        items.append(CheckItem("preflight", False, f"{target} would replace several services at once ({names})"))
         return RollbackCheck(name, target, tuple(items))
     replacing = blocking[0] if blocking else None
     try:
@@ -1286,9 +1226,7 @@ def _image_item(resolved: Resolved, docker: Any) -> CheckItem:
         pinned = f" with the pinned digest {image.digest}" if image.digest else " (no digest pinned)"
         return CheckItem("image", True, f"image {image.ref} is present{pinned}")
     if image.build == "standin" and image.digest is None:
-        return CheckItem(
-            "image", True, f"image {image.ref} is missing; servectl builds it at start (stand-in)"
-        )
+        return CheckItem("image", True, f"image {image.ref} is missing; servectl builds it at start (stand-in)")
     if image.digest:
         return CheckItem(
             "image",
@@ -1299,68 +1237,78 @@ def _image_item(resolved: Resolved, docker: Any) -> CheckItem:
 
 
 # -- preflight -----------------------------------------------------------------------------------------
-def default_preflight(
-    *, resolved: Resolved, replacing: ServiceLike | None, skip: frozenset[str], docker: Any, gpus: Any
-) -> None:
-    """The checks a swap needs before it stops anything, counting ``replacing``'s port and cards as free.
+CONTAINER_NAME_CHECK = "container.name"
+"""swap's own check (besides servectl's preflight): the target's container name is not taken."""
 
-    ``docker.engine``: Docker answers. ``port.free``: the port is free, or held by ``replacing`` or a
-    declared conflict. ``conflicts.undeclared``: no container servectl did not start holds the port or a
-    card unless the profile declares it. ``container.name``: the container name is not taken by a container
-    servectl did not start. ``skip`` (``--force ID``) skips checks by id.
 
-    Raises:
-        PreflightFailed: the first failing check, with its id and the fix.
-        EngineUnavailable: Docker does not answer.
+def profile_preflight(
+    *,
+    state_dir: Path | None = None,
+    on_report: Callable[[Any], None] | None = None,
+    adapters: tuple[Any, Any, Any] | None = None,
+    build_image: bool = True,
+) -> Preflight:
+    """servectl's preflight (:mod:`servectl.preflight`) as a swap :class:`Preflight`.
+
+    The service being replaced counts as stopped (its container, main pid and port) and declared conflicts
+    as about to be stopped. Checks skipped with ``--force`` are recorded in the history.
+
+    Args:
+        state_dir: where forced checks are recorded.
+        on_report: gets the full report (warnings, skipped checks) before a failure is raised.
+        adapters: (GPU inventory, host probe, Docker facts) instead of NVML, psutil and Docker (tests).
+        build_image: build the stand-in image first when the profile says so (``rollback-check``: no).
     """
-    from servectl.runtime import port_free
 
-    profile = resolved.loaded.profile
-    source = resolved.plan.source
-    docker.ping()
-    port, host = profile.serve.port, profile.serve.host
-    declared_names = {c.container for c in profile.conflicts if c.container}
-    declared_files = {conflict_key(c)[1] for c in profile.conflicts if c.compose_file}
+    def check(
+        *, resolved: Resolved, replacing: ServiceLike | None, skip: frozenset[str], docker: Any, gpus: Any
+    ) -> None:
+        from servectl.preflight import Replacing, preflight_on_this_host, raise_if_failed, run_preflight
+        from servectl.preflight_profile import full_preflight, request_for
 
-    def declared(container: Any) -> bool:
-        files = container.labels.get(COMPOSE_CONFIG_FILES_LABEL, "")
-        return container.name in declared_names or any(
-            os.path.abspath(f) in declared_files for f in files.split(",") if f
-        )
+        if CONTAINER_NAME_CHECK not in skip:
+            _container_name_free(resolved, docker)
+        skip = skip - {CONTAINER_NAME_CHECK}
+        freed: Replacing | None = None
+        if replacing is not None:
+            state = docker.inspect(replacing.container_id)
+            pid = getattr(state, "pid", None)
+            freed = Replacing(
+                container_id=replacing.container_id,
+                container_name=replacing.container_name,
+                pids=frozenset({pid} if pid else ()),
+                port=replacing.port,
+            )
+        if build_image:
+            full_preflight(
+                docker=docker,
+                skip=skip,
+                replacing=freed,
+                stop_conflicts=True,
+                state_dir=state_dir,
+                on_report=on_report,
+                adapters=adapters,
+            )(resolved)
+            return
+        request = request_for(resolved, replacing=freed, stop_conflicts=True)
+        if adapters is None:
+            report = preflight_on_this_host(request=request, skip=skip)
+        else:
+            report = run_preflight(request=request, gpus=adapters[0], host=adapters[1], docker=adapters[2], skip=skip)
+        if on_report is not None:
+            on_report(report)
+        raise_if_failed(report)
 
-    others = [
-        c
-        for c in docker.running_containers()
-        if not (replacing is not None and c.id.startswith(replacing.container_id))
-    ]
-    devices = {d for d in resolved.plan.docker.device_ids}
-    if "conflicts.undeclared" not in skip:
-        for c in others:
-            if c.managed or declared(c):
-                continue
-            holds_port = any(p.host_port == port for p in c.ports)
-            held = sorted(devices & set(c.device_ids)) if "all" not in c.device_ids else sorted(devices)
-            if holds_port or held:
-                what = f"port {port}" if holds_port else f"GPU {', '.join(held)}"
-                raise PreflightFailed(
-                    f"conflicts.undeclared: container {c.name} (not started by servectl) holds {what}; "
-                    f"servectl stops only declared conflicts: add `- container: {c.name}` under conflicts: "
-                    f"in {source}, or stop it yourself"
-                )
-    port_replaced = replacing is not None and replacing.port == port
-    port_of_conflict = any(declared(c) for c in others if any(p.host_port == port for p in c.ports))
-    if "port.free" not in skip and not port_replaced and not port_of_conflict and not port_free(host, port):
-        raise PreflightFailed(
-            f"port.free: {source}: serve.port: port {port} on {host} is in use by another process; "
-            f"stop it (ss -ltnp 'sport = :{port}' shows which) or pick another port"
-        )
-    if "container.name" not in skip:
-        for c in docker.containers_named(resolved.plan.docker.name):
-            if not c.managed:
-                raise PreflightFailed(
-                    f"container.name: a container named {c.name} exists and servectl did not start it; "
-                    f"remove or rename it, or set container.name in {source}"
-                )
+    return check
+
+
+def _container_name_free(resolved: Resolved, docker: Any) -> None:
+    for c in docker.containers_named(resolved.plan.docker.name):
+        if not c.managed:
+            raise PreflightFailed(
+                f"{CONTAINER_NAME_CHECK}: a container named {c.name} exists and servectl did not start it; "
+                f"remove or rename it, or set container.name in {resolved.plan.source}"
+            )
 
 
 # -- for status and down ------------------------------------------------------------------------------

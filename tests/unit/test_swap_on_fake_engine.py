@@ -15,11 +15,13 @@ import httpx
 import pytest
 
 from servectl import runtime
+from servectl.docker_facts import ContainerInfo, ImageInfo, PublishedPort
 from servectl.errors import PreflightFailed, SwapFailed, SwapRolledBack
 from servectl.plan import DockerRunSpec
 from servectl.resolve import Resolved, resolve
 from servectl.state import History
-from servectl.swap import default_preflight, swap
+from servectl.swap import profile_preflight, swap
+from servectl.testing import FakeDockerFacts, FakeGpuInventory, FakeHostProbe, fake_model_dir
 from servectl.testing_docker import FakeDockerEngine, FakeScript, sglang_like_script
 from servectl.testing_swap import FakeConflicts
 
@@ -71,9 +73,7 @@ def started(home: Path) -> Iterator[Any]:
     def run(scripts: dict[str, FakeScript], target: str = "beta") -> tuple[FakeDockerEngine, Any]:
         engine = engine_with(scripts)
         rt = RuntimeOnFakeEngine(engine)
-        first = swap(
-            target="alpha", docker=engine, runtime=rt, preflight=no_preflight, conflicts=FakeConflicts()
-        )
+        first = swap(target="alpha", docker=engine, runtime=rt, preflight=no_preflight, conflicts=FakeConflicts())
         assert first.outcome == "started"
         try:
             return engine, swap(
@@ -93,9 +93,7 @@ def names(engine: FakeDockerEngine) -> list[str]:
     return sorted(c.spec.name for c in engine.containers.values())
 
 
-def test_a_swap_through_the_runtime_leaves_the_target_ready_in_the_runtimes_eyes(
-    started: Any, home: Path
-) -> None:
+def test_a_swap_through_the_runtime_leaves_the_target_ready_in_the_runtimes_eyes(started: Any, home: Path) -> None:
     engine, result = started({})
     assert result.outcome == "swapped"
     assert names(engine) == ["fake-beta"]
@@ -139,43 +137,54 @@ def test_an_old_service_that_ignores_sigterm_is_reported_as_forced(started: Any)
     assert names(engine) == ["fake-beta"]
 
 
-# -- default preflight ---------------------------------------------------------------------------------------
-@pytest.fixture
-def resolved(home: Path, monkeypatch: pytest.MonkeyPatch) -> Resolved:
-    monkeypatch.setattr(runtime, "port_free", lambda host, port: True)
-    return resolve("beta")
+# -- the preflight swap runs ---------------------------------------------------------------------------
+def adapters_with(resolved: Resolved, *containers: ContainerInfo) -> tuple[Any, Any, Any]:
+    model_dir = resolved.plan.docker.mounts[0].source
+    host = FakeHostProbe(models={model_dir: fake_model_dir(model_dir, weights_bytes=10**6, weight_files=1)})
+    facts = FakeDockerFacts(
+        images=[ImageInfo(id="sha256:" + "1" * 64, repo_digests=(), tags=("servectl-standin:latest",))],
+        running=list(containers),
+    )
+    return FakeGpuInventory.of(), host, facts
 
 
-def test_preflight_refuses_an_undeclared_container_on_the_port(resolved: Resolved) -> None:
-    engine = engine_with({})
-    engine.add_foreign("someone-elses", ports=[8190])
-    with pytest.raises(
-        PreflightFailed, match=r"conflicts\.undeclared: container someone-elses .*holds port 8190"
-    ):
-        default_preflight(resolved=resolved, replacing=None, skip=frozenset(), docker=engine, gpus=None)
-    default_preflight(
-        resolved=resolved, replacing=None, skip=frozenset({"conflicts.undeclared"}), docker=engine, gpus=None
+def on_port(name: str, container_id: str, port: int, **labels: str) -> ContainerInfo:
+    return ContainerInfo(
+        id=container_id,
+        name=name,
+        image="other:1",
+        state="running",
+        labels=labels,
+        published_ports=(PublishedPort("127.0.0.1", port, port),),
     )
 
 
-def test_preflight_refuses_a_foreign_container_with_the_target_name(resolved: Resolved) -> None:
-    engine = engine_with({})
-    engine.add_foreign("fake-beta", running=False)
-    with pytest.raises(PreflightFailed, match=r"container\.name: a container named fake-beta exists"):
-        default_preflight(resolved=resolved, replacing=None, skip=frozenset(), docker=engine, gpus=None)
+@pytest.fixture
+def resolved(home: Path) -> Resolved:
+    return resolve("beta")
 
 
-def test_preflight_counts_the_replaced_service_port_as_free(
-    resolved: Resolved, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(runtime, "port_free", lambda host, port: False)
-    engine = engine_with({})
-    with pytest.raises(PreflightFailed, match=r"port\.free: .*port 8190 on 127\.0\.0\.1 is in use"):
-        default_preflight(resolved=resolved, replacing=None, skip=frozenset(), docker=engine, gpus=None)
+def run_check(resolved: Resolved, adapters: Any, *, replacing: Any = None, skip: frozenset[str] = frozenset()) -> Any:
+    reports: list[Any] = []
+    check = profile_preflight(adapters=adapters, build_image=False, on_report=reports.append)
+    check(resolved=resolved, replacing=replacing, skip=skip, docker=engine_with({}), gpus=None)
+    return reports[0]
+
+
+def test_preflight_refuses_a_container_servectl_did_not_start_on_the_port(resolved: Resolved) -> None:
+    adapters = adapters_with(resolved, on_port("someone-elses", "f" * 64, 8190))
+    with pytest.raises(PreflightFailed, match=r"port\.free.*container someone-elses .*publishes 127\.0\.0\.1:8190"):
+        run_check(resolved, adapters)
+    report = run_check(resolved, adapters, skip=frozenset({"port.free"}))
+    assert report.check("port.free").forced
+
+
+def test_preflight_counts_the_replaced_service_port_as_free(resolved: Resolved) -> None:
+    alpha = on_port("fake-alpha", "a" * 64, 8190, **{"servectl.managed": "1", "servectl.profile": "alpha"})
 
     class Replaced:
         container_id, container_name, profile, plan_hash, state, port, gpus = (
-            "abc",
+            "a" * 64,
             "fake-alpha",
             "alpha",
             "",
@@ -184,4 +193,17 @@ def test_preflight_counts_the_replaced_service_port_as_free(
             (),
         )
 
-    default_preflight(resolved=resolved, replacing=Replaced(), skip=frozenset(), docker=engine, gpus=None)
+    with pytest.raises(PreflightFailed, match=r"port\.free"):
+        run_check(resolved, adapters_with(resolved, alpha))
+    report = run_check(resolved, adapters_with(resolved, alpha), replacing=Replaced())
+    assert report.check("port.free").result == "pass"
+    assert "replaced" in report.check("port.free").message
+
+
+def test_preflight_refuses_a_foreign_container_with_the_target_name(resolved: Resolved) -> None:
+    engine = engine_with({})
+    engine.add_foreign("fake-beta", running=False)
+    check = profile_preflight(adapters=adapters_with(resolved), build_image=False)
+    with pytest.raises(PreflightFailed, match=r"container\.name: a container named fake-beta exists"):
+        check(resolved=resolved, replacing=None, skip=frozenset(), docker=engine, gpus=None)
+    check(resolved=resolved, replacing=None, skip=frozenset({"container.name"}), docker=engine, gpus=None)
