@@ -12,13 +12,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from servectl.errors import ProfileError, UsageError
 from servectl.loader import LoadedProfile, load_profile
+from servectl.state import atomic_write_text
 
 EVIDENCE_SCHEMA = "servectl.evidence/v1"
 SUMMARY_FILE = "summary.json"
@@ -263,13 +263,6 @@ def _set_top_level(text: str, key: str, value: str) -> str:
 
 
 def _atomic_write(path: Path, content: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(content)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Replace ``path`` atomically, keeping the permissions of a file that exists."""
+    mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
+    atomic_write_text(path, content, mode=mode)

@@ -361,23 +361,24 @@ def _is_scalar(value: object) -> bool:
     return isinstance(value, str | int | float | bool) or value is None
 
 
-def _field_names_at(path: PathKey) -> list[str]:
+def _model_at(path: PathKey) -> type[BaseModel] | None:
+    """The profile model class that validates the mapping at ``path`` (None for free-form maps)."""
     model: type[BaseModel] | None = Profile
     for part in path:
         if model is None or isinstance(part, int):
             continue
         info = model.model_fields.get(str(part))
         model = _model_of(info.annotation) if info else None
+    return model
+
+
+def _field_names_at(path: PathKey) -> list[str]:
+    model = _model_at(path)
     return sorted(model.model_fields) if model else []
 
 
 def _required_fields_at(path: PathKey) -> list[str]:
-    model: type[BaseModel] | None = Profile
-    for part in path:
-        if model is None or isinstance(part, int):
-            continue
-        info = model.model_fields.get(str(part))
-        model = _model_of(info.annotation) if info else None
+    model = _model_at(path)
     return [name for name, info in model.model_fields.items() if info.is_required()] if model else []
 
 
