@@ -134,8 +134,7 @@ def baseline_argv(profile: str, session: str, port: int) -> list[str]:
     spec = replace(
         spec,
         name=f"bench-baseline-{profile}-{uuid.uuid4().hex[:6]}",
-        labels={k: v for k, v in spec.labels.items() if not k.startswith("servectl.")}
-        | {TEST_SESSION_LABEL: session},
+        labels={k: v for k, v in spec.labels.items() if not k.startswith("servectl.")} | {TEST_SESSION_LABEL: session},
         ports=(PortBinding("127.0.0.1", port, spec.ports[0].container_port),),
     )
     return docker_run_argv(spec)

@@ -246,9 +246,7 @@ class DockerConflicts:
     def stop(self, spec: ConflictSpec, *, stopped_by: str) -> StoppedConflict | None:
         kind, ref = conflict_key(spec)
         if kind == "container":
-            running = [
-                c.id for c in self._docker.containers_named(ref) if c.status in ("running", "restarting")
-            ]
+            running = [c.id for c in self._docker.containers_named(ref) if c.status in ("running", "restarting")]
             if not running:
                 return None
             for container_id in running:
@@ -261,9 +259,7 @@ class DockerConflicts:
         if not Path(ref).is_file():
             raise ServectlError(f"conflict compose file {ref} does not exist; fix conflicts[].compose_file")
         ids = compose.container_ids(ref)
-        running = [
-            i for i in ids if (state := self._docker.inspect(i)) is not None and state.status == "running"
-        ]
+        running = [i for i in ids if (state := self._docker.inspect(i)) is not None and state.status == "running"]
         if not running:
             return None
         compose.down(ref)
@@ -276,9 +272,7 @@ class DockerConflicts:
             return
         compose = self._compose_cli()
         if compose is None:
-            raise EngineUnavailable(
-                f"cannot restore {stopped.label()}: no compose CLI; {INSTALL_COMPOSE_HINT}"
-            )
+            raise EngineUnavailable(f"cannot restore {stopped.label()}: no compose CLI; {INSTALL_COMPOSE_HINT}")
         compose.up(stopped.ref)
 
 
@@ -291,9 +285,7 @@ def load_stopped(state_dir: Path) -> list[StoppedConflict]:
     except FileNotFoundError:
         return []
     except (OSError, json.JSONDecodeError) as e:
-        raise ServectlError(
-            f"{path}: cannot read the record of stopped conflicts ({e}); fix or delete it"
-        ) from e
+        raise ServectlError(f"{path}: cannot read the record of stopped conflicts ({e}); fix or delete it") from e
     try:
         return [StoppedConflict.from_dict(item) for item in data.get("stopped", [])]
     except (KeyError, TypeError, ValueError, AttributeError) as e:
@@ -324,9 +316,7 @@ def record_stopped(state_dir: Path, stopped: StoppedConflict) -> None:
 
 def forget_stopped(state_dir: Path, restored: StoppedConflict) -> None:
     """Drop one conflict from the record once it is restored."""
-    save_stopped(
-        state_dir, [s for s in load_stopped(state_dir) if (s.kind, s.ref) != (restored.kind, restored.ref)]
-    )
+    save_stopped(state_dir, [s for s in load_stopped(state_dir) if (s.kind, s.ref) != (restored.kind, restored.ref)])
 
 
 @dataclass(frozen=True)

@@ -180,9 +180,7 @@ class FakeRuntime:
         self.running[new.container_name] = ready
         return FakeStartResult(startup_s=script.startup_s, service=ready)
 
-    def stop(
-        self, *, service: Any, docker: Any = None, gpus: Any = None, state_dir: Any = None
-    ) -> FakeStopResult:
+    def stop(self, *, service: Any, docker: Any = None, gpus: Any = None, state_dir: Any = None) -> FakeStopResult:
         self.calls.append(("stop", service.profile))
         if service.profile in self.stop_error:
             raise self.stop_error[service.profile]
@@ -192,9 +190,7 @@ class FakeRuntime:
         took = self.stop_s + (5.0 if forced else 0.0)
         self.clock.advance(took)
         self.running.pop(service.container_name, None)
-        return FakeStopResult(
-            stop_s=took, forced=forced, leaked_pids=self.leaks_pids.get(service.profile, ())
-        )
+        return FakeStopResult(stop_s=took, forced=forced, leaked_pids=self.leaks_pids.get(service.profile, ()))
 
 
 class FakeConflicts:
@@ -259,8 +255,7 @@ class FakeLock:
     def __call__(self, purpose: str = "") -> Iterator[None]:
         if self.held_by is not None:
             raise LockTimeout(
-                f"another servectl process (pid {self.held_by}) is changing services; "
-                "let it finish, then try again"
+                f"another servectl process (pid {self.held_by}) is changing services; let it finish, then try again"
             )
         self.purposes.append(purpose)
         yield

@@ -45,9 +45,7 @@ def free_port() -> int:
 class Bench:
     """One test's world: a profile folder, a state folder, a port, labels, and helpers to look at Docker."""
 
-    def __init__(
-        self, tmp: Path, client: Any, image: str, session: str, monkeypatch: pytest.MonkeyPatch
-    ) -> None:
+    def __init__(self, tmp: Path, client: Any, image: str, session: str, monkeypatch: pytest.MonkeyPatch) -> None:
         self.client = client
         self.image = image
         self.tid = uuid.uuid4().hex[:10]
@@ -177,11 +175,7 @@ def test_swap_replaces_the_running_service_and_reports_downtime(alpha_running: B
     assert (result.outcome, result.from_profile, result.to_profile) == ("swapped", "alpha", "beta")
     assert b.containers() == {b.container_name("beta"): "running"}
     assert b.serves("beta")
-    assert (
-        result.downtime_s is not None
-        and result.old_stop_s is not None
-        and result.target_startup_s is not None
-    )
+    assert result.downtime_s is not None and result.old_stop_s is not None and result.target_startup_s is not None
     assert result.downtime_s >= result.old_stop_s + result.target_startup_s
     assert f"beta is up (http://127.0.0.1:{b.port}), replacing alpha; downtime" in result.message
     back = rollback(docker=b.docker, scope=b.scope, state_dir=b.home)
@@ -229,11 +223,7 @@ FAILURES = {
         [r"beta failed: no new log line for 2 s .*\(health\.stall_timeout_s\)"],
     ),
     "fatal-line": (
-        {
-            "env": {
-                "STANDIN_FATAL_LINE": "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
-            }
-        },
+        {"env": {"STANDIN_FATAL_LINE": "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"}},
         [r"beta failed: fatal log line .*\(CUDA out of memory\): torch\.OutOfMemoryError"],
     ),
     "expect-log": (
@@ -244,9 +234,7 @@ FAILURES = {
 
 
 @pytest.mark.parametrize("case", sorted(FAILURES))
-def test_a_failing_target_is_removed_and_the_previous_service_comes_back(
-    alpha_running: Bench, case: str
-) -> None:
+def test_a_failing_target_is_removed_and_the_previous_service_comes_back(alpha_running: Bench, case: str) -> None:
     b = alpha_running
     settings, patterns = FAILURES[case]
     b.profile("beta", **settings)
@@ -347,9 +335,7 @@ def test_a_conflict_container_is_stopped_and_restored_when_the_target_fails(
     assert load_stopped(b.home) == []
 
 
-def test_a_conflict_stays_stopped_after_a_swap_and_comes_back_after_down(
-    alpha_running: Bench, conflict: str
-) -> None:
+def test_a_conflict_stays_stopped_after_a_swap_and_comes_back_after_down(alpha_running: Bench, conflict: str) -> None:
     b = alpha_running
     b.profile("beta", conflicts=[{"container": conflict}])
     result = b.swap("beta")
@@ -364,9 +350,7 @@ def test_a_conflict_stays_stopped_after_a_swap_and_comes_back_after_down(
 COMPOSE = detect_compose()
 
 
-@pytest.mark.skipif(
-    COMPOSE is None, reason="no compose CLI (`docker compose` or `docker-compose`) on this host"
-)
+@pytest.mark.skipif(COMPOSE is None, reason="no compose CLI (`docker compose` or `docker-compose`) on this host")
 def test_a_compose_conflict_is_brought_down_and_up_again(alpha_running: Bench) -> None:
     b = alpha_running
     compose_file = b.tmp / f"daily-{b.tid}" / "compose.yml"
@@ -382,9 +366,7 @@ def test_a_compose_conflict_is_brought_down_and_up_again(alpha_running: Bench) -
     try:
         COMPOSE.up(str(compose_file))
         assert wait(lambda: len(b.running()) == 2), b.containers()
-        b.profile(
-            "beta", env={"STANDIN_CRASH_AT": "weights"}, conflicts=[{"compose_file": str(compose_file)}]
-        )
+        b.profile("beta", env={"STANDIN_CRASH_AT": "weights"}, conflicts=[{"compose_file": str(compose_file)}])
         handler = DockerConflicts(docker=b.docker, compose=COMPOSE)
         with pytest.raises(SwapRolledBack, match=r"restored compose file .*compose\.yml"):
             b.swap("beta", conflicts=handler)
