@@ -48,23 +48,20 @@ def profiles_command(
     from rich.table import Table
 
     table = Table(title="servectl profiles", title_justify="left")
-    for column in ("name", "status", "model", "TP", "context", "port", "role", "headline", "source"):
+    table.add_column("name", no_wrap=True)
+    for column in ("status", "model", "TP", "context", "port", "role"):
         table.add_column(column, overflow="fold")
+    if any(r.headline or r.error for r in rows):
+        table.add_column("headline", overflow="fold")
+    table.add_column("source", no_wrap=True)
+    with_headline = len(table.columns) == 9
     for r in rows:
-        if r.error:
-            table.add_row(r.name, "[red]invalid[/]", "", "", "", "", "", r.error, r.source)
-            continue
-        table.add_row(
-            r.name,
-            r.status,
-            r.model,
-            str(r.tp),
-            _human(r.context),
-            str(r.port),
-            r.role,
-            r.headline or "",
-            r.source,
+        cells = (
+            [r.name, "[red]invalid[/]", "", "", "", "", "", r.error or ""]
+            if r.error
+            else [r.name, r.status, r.served_name, str(r.tp), _human(r.context), str(r.port), r.role, r.headline or ""]
         )
+        table.add_row(*(cells if with_headline else cells[:-1]), _short_path(r.source))
     Console().print(table)
 
 
@@ -162,7 +159,16 @@ def catalog_command(
         typer.echo(f"{', '.join(o.flags)}  [{detail}]{choices}")
 
 
+def _short_path(path: str) -> str:
+    """A path relative to the working folder, or with ~ for the home folder, for narrow tables."""
+    p = Path(path)
+    for base, prefix in ((Path.cwd(), ""), (Path.home(), "~/")):
+        try:
+            return prefix + str(p.relative_to(base))
+        except ValueError:
+            continue
+    return path
+
+
 def _human(tokens: int | None) -> str:
-    if tokens is None:
-        return ""
-    return f"{tokens // 1024}K" if tokens % 1024 == 0 else str(tokens)
+    return "" if tokens is None else f"{tokens:,}"

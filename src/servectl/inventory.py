@@ -18,6 +18,7 @@ class ProfileRow:
     origin: str
     status: str = ""
     model: str = ""
+    served_name: str = ""
     tp: int = 0
     context: int | None = None
     port: int = 0
@@ -53,6 +54,7 @@ def list_profiles() -> list[ProfileRow]:
                 origin=file.origin,
                 status=p.status,
                 model=p.model.repo or p.model.served_name,
+                served_name=p.model.served_name,
                 tp=p.engine.tp,
                 context=p.engine.context_length,
                 port=p.serve.port,
