@@ -53,7 +53,7 @@ def profiles_command(
         table.add_column(column, overflow="fold")
     if any(r.headline or r.error for r in rows):
         table.add_column("headline", overflow="fold")
-    table.add_column("source", no_wrap=True)
+    table.add_column("source", overflow="fold")
     with_headline = len(table.columns) == 9
     for r in rows:
         cells = (
