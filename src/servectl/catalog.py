@@ -16,7 +16,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -340,9 +340,3 @@ def _load_path(path: Path) -> FlagCatalog:
             cached = FlagCatalog.from_dict(json.load(fh), name=path.stem)
         _CACHE[path] = cached
     return cached
-
-
-def iter_flag_names(options: Iterable[CatalogOption]) -> Iterable[str]:
-    """Every spelling of every option, for listings."""
-    for opt in options:
-        yield from opt.flags

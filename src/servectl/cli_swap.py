@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from servectl.swap import PhaseEvent, RollbackCheck, SwapResult
 
 _FORCE_HELP = "skip one preflight check by id (repeatable), e.g. port.free"
@@ -35,17 +37,7 @@ def swap_command(
     """
     from servectl.swap import swap
 
-    notes: list[str] = []
-    result = swap(
-        target=target,
-        docker=_docker(),
-        gpus=_gpu_inventory(),
-        preflight=_preflight(notes),
-        force=force or (),
-        lock_timeout_s=wait_s,
-        on_phase=None if as_json else _print_phase,
-    )
-    _render(result, as_json, notes)
+    _swap_and_render(swap, force=force, wait_s=wait_s, as_json=as_json, target=target)
 
 
 def rollback_command(
@@ -56,16 +48,7 @@ def rollback_command(
     """Swap back to the profile that ran before the current one (from servectl's history)."""
     from servectl.swap import rollback
 
-    notes: list[str] = []
-    result = rollback(
-        docker=_docker(),
-        gpus=_gpu_inventory(),
-        preflight=_preflight(notes),
-        force=force or (),
-        lock_timeout_s=wait_s,
-        on_phase=None if as_json else _print_phase,
-    )
-    _render(result, as_json, notes)
+    _swap_and_render(rollback, force=force, wait_s=wait_s, as_json=as_json)
 
 
 def rollback_check_command(
@@ -93,6 +76,23 @@ def rollback_check_command(
 
 
 # -- wiring ----------------------------------------------------------------------------------------------
+def _swap_and_render(
+    core: Callable[..., SwapResult], *, force: list[str] | None, wait_s: float | None, as_json: bool, **target: Any
+) -> None:
+    """Run ``swap`` or ``rollback`` with the real engine, cards and preflight, then print the result."""
+    notes: list[str] = []
+    result = core(
+        docker=_docker(),
+        gpus=_gpu_inventory(),
+        preflight=_preflight(notes),
+        force=force or (),
+        lock_timeout_s=wait_s,
+        on_phase=None if as_json else _print_phase,
+        **target,
+    )
+    _render(result, as_json, notes)
+
+
 def _docker() -> Any:
     from servectl.docker_engine import DockerSdkEngine
 

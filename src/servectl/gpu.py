@@ -69,6 +69,23 @@ class GpuDevice:
         major, minor = self.compute_capability
         return f"sm{major}{minor}"
 
+    @classmethod
+    def unreadable(cls, index: int, *, lost: bool, problem: str) -> GpuDevice:
+        """A card the driver lists but cannot describe: every reading unknown, ``problem`` says why."""
+        return cls(
+            index=index,
+            uuid=None,
+            name=None,
+            compute_capability=None,
+            memory_total_bytes=None,
+            memory_used_bytes=None,
+            memory_free_bytes=None,
+            processes=None,
+            mig_enabled=None,
+            lost=lost,
+            problem=problem,
+        )
+
 
 @dataclass(frozen=True)
 class GpuSnapshot:
@@ -285,14 +302,14 @@ class NvmlInventory:
         try:
             return self._read_device(nvml, index)
         except _DeviceLost as err:
-            return _blank_device(index, lost=True, problem=f"GPU is lost ({err}); reset the card or reboot")
+            return GpuDevice.unreadable(index, lost=True, problem=f"GPU is lost ({err}); reset the card or reboot")
         except _DeviceQueryFailed as err:
-            return _blank_device(index, lost=False, problem=f"NVML query failed: {err}")
+            return GpuDevice.unreadable(index, lost=False, problem=f"NVML query failed: {err}")
 
     def _read_device(self, nvml: Any, index: int) -> GpuDevice:
         handle = nvml_query(nvml, "nvmlDeviceGetHandleByIndex", index)
         if handle is None:
-            return _blank_device(index, lost=False, problem="NVML gives no handle for this index")
+            return GpuDevice.unreadable(index, lost=False, problem="NVML gives no handle for this index")
         uuid = _text(nvml_query(nvml, "nvmlDeviceGetUUID", handle))
         name = _text(nvml_query(nvml, "nvmlDeviceGetName", handle))
         capability = nvml_query(nvml, "nvmlDeviceGetCudaComputeCapability", handle)
@@ -311,22 +328,6 @@ class NvmlInventory:
             processes=_processes(nvml, handle),
             mig_enabled=mig_enabled,
         )
-
-
-def _blank_device(index: int, *, lost: bool, problem: str) -> GpuDevice:
-    return GpuDevice(
-        index=index,
-        uuid=None,
-        name=None,
-        compute_capability=None,
-        memory_total_bytes=None,
-        memory_used_bytes=None,
-        memory_free_bytes=None,
-        processes=None,
-        mig_enabled=None,
-        lost=lost,
-        problem=problem,
-    )
 
 
 def _memory(nvml: Any, handle: Any) -> tuple[int | None, int | None, int | None, int | None]:

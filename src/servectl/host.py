@@ -296,19 +296,10 @@ class PsutilHostProbe:
         """Whether the folder exists, holds ``config.json`` and weights (count and bytes, symlinks
         followed as in the Hugging Face cache), and which revision it is when that can be told."""
         folder = Path(path).expanduser()
-        if not folder.exists():
-            return ModelDirInfo(
-                path=path,
-                exists=False,
-                is_dir=False,
-                has_config_json=False,
-                weight_file_count=0,
-                weights_bytes=0,
-            )
         if not folder.is_dir():
             return ModelDirInfo(
                 path=path,
-                exists=True,
+                exists=folder.exists(),
                 is_dir=False,
                 has_config_json=False,
                 weight_file_count=0,

@@ -132,18 +132,8 @@ class FakeGpuInventory:
         if name == "gpu_lost":
             card = int(options.get("card", 1))
             devices = [make_device(i) for i in range(2)]
-            devices[card] = GpuDevice(
-                index=card,
-                uuid=None,
-                name=None,
-                compute_capability=None,
-                memory_total_bytes=None,
-                memory_used_bytes=None,
-                memory_free_bytes=None,
-                processes=None,
-                mig_enabled=None,
-                lost=True,
-                problem="GPU is lost (GPU is lost); reset the card or reboot",
+            devices[card] = GpuDevice.unreadable(
+                card, lost=True, problem="GPU is lost (GPU is lost); reset the card or reboot"
             )
             return cls.of(*devices)
         if name == "foreign_pid":

@@ -132,7 +132,10 @@ def test_baked_in_demo_model_needs_no_mount(run_container: Callable[..., Any]) -
     container = run_container(
         [*LAUNCH, "--model-path", DEMO_MODEL_PATH], environment={"STANDIN_STARTUP_DELAY_S": "0"}
     )
-    assert READY_LINE in wait_for_log(container, READY_LINE)
+    log = wait_for_log(container, READY_LINE)
+    assert READY_LINE in log
+    assert f"server_args=ServerArgs(model_path={DEMO_MODEL_PATH!r}" in log
+    assert "Load weight end" in log and "Traceback" not in log
 
 
 def test_crash_at_phase_exits_with_the_configured_code(run_container: Callable[..., Any]) -> None:

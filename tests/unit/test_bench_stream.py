@@ -153,6 +153,9 @@ def test_short_completion_is_accepted_when_fixed_length_is_off() -> None:
         ended_at=1.0,
     )
     assert m.ok
+    assert m.failure is None and m.error is None
+    assert m.completion_tokens_produced == 37
+    assert m.decode_tok_s == pytest.approx(100.0)
 
 
 def test_error_object_in_stream_is_flagged_server_error() -> None:

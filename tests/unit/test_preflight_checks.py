@@ -21,7 +21,15 @@ from servectl.preflight import (
     raise_if_failed,
     run_preflight,
 )
-from servectl.testing import FakeDockerFacts, FakeGpuInventory, FakeHostProbe, fake_model_dir, make_device
+from servectl.testing import (
+    DRIVER_RESERVED_MIB,
+    RTX_PRO_6000_TOTAL_MIB,
+    FakeDockerFacts,
+    FakeGpuInventory,
+    FakeHostProbe,
+    fake_model_dir,
+    make_device,
+)
 
 GIB = 1024 * MIB
 TAG = "ghcr.io/ormandj/sglang-glm53-flash-sm120:v0.4.3"
@@ -379,6 +387,11 @@ def test_the_reserve_is_checked_against_what_the_engine_leaves_and_fails_without
     row = check.facts["cards"][0]
     assert row["free_mib"] == 97_400 and row["engine_estimate_mib"] == 96_421
     assert row["weights_per_card_mib"] == 51_200 and row["free_after_start_mib"] == 979
+    # where those numbers come from: SGLang leaves (1 - mem_fraction) of the card's total free, the
+    # driver keeps its reservation, and the 100 GiB of weights split over tp 2
+    assert RTX_PRO_6000_TOTAL_MIB - DRIVER_RESERVED_MIB == 97_400
+    assert round(RTX_PRO_6000_TOTAL_MIB * (1 - 0.99)) == 979 and 97_400 - 979 == 96_421
+    assert 100 * GIB // 2 // MIB == 51_200
 
 
 def test_a_waived_reserve_passes_and_records_the_reason() -> None:

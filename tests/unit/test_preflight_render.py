@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 from rich.console import Console
@@ -57,7 +58,12 @@ def test_forced_checks_are_marked_in_the_table() -> None:
 
 
 def test_the_summary_counts_results() -> None:
-    assert summary_line(_report("two_free_sm120")).startswith("1 fail, ")
+    report = _report("two_free_sm120")
+    assert summary_line(report).startswith("1 fail, ")
+    counts = Counter(c.result for c in report.checks)
+    parts = [f"{counts[r]} {r}" for r in ("fail", "warn", "unknown", "skipped", "pass") if counts[r]]
+    assert summary_line(report) == f"{', '.join(parts)} in {report.duration_seconds:.2f} s: nothing may start"
+    assert summary_line(_report("two_free_sm120", skip=frozenset({"image.pinned"}))).endswith(": ready")
 
 
 def test_preflight_modules_import_neither_nvml_nor_the_docker_sdk() -> None:

@@ -123,6 +123,8 @@ def test_up_refuses_when_another_servectl_service_holds_the_gpus(env: Env) -> No
     env.up("a")
     with pytest.raises(ServiceConflict, match="servectl service a holds GPU 1: use servectl swap b"):
         env.up("b")
+    assert env.created() == 1
+    assert [s.profile for s in env.services()] == ["a"]
 
 
 def test_foreign_container_on_the_port_is_a_conflict_and_is_left_alone(env: Env) -> None:
@@ -138,9 +140,11 @@ def test_foreign_container_on_the_port_is_a_conflict_and_is_left_alone(env: Env)
 
 def test_foreign_container_on_a_gpu_is_a_conflict(env: Env) -> None:
     env.profile("a", gpus={"devices": [0]})
-    env.engine.add_foreign("trainer", device_ids=["all"])
+    trainer = env.engine.add_foreign("trainer", device_ids=["all"])
     with pytest.raises(ServiceConflict, match="container trainer \\(not started by servectl\\) uses GPU 0"):
         env.up("a")
+    assert env.engine.inspect(trainer) is not None and env.engine.inspect(trainer).running  # type: ignore[union-attr]
+    assert env.created() == 0
 
 
 def test_foreign_container_with_our_name_is_never_removed(env: Env) -> None:

@@ -85,8 +85,10 @@ def test_health_is_503_while_starting_and_200_once_ready() -> None:
 def test_sparse_mla_decode_backend_is_logged() -> None:
     with started("--dsa-decode-backend", "flashinfer_sparse_mla") as proc:
         proc.wait_ready()
-        assert "sparse-MLA" in proc.wait_for_line("FlashInfer sparse-MLA decode backend")
-        assert proc.wait_for_line(SPARSE_MLA_LINE)
+        line = proc.wait_for_line("FlashInfer sparse-MLA decode backend")
+        assert "(dsa_decode_backend=flashinfer_sparse_mla)" in line
+        assert line.endswith(SPARSE_MLA_LINE)
+        assert line.index(SPARSE_MLA_LINE) > 0  # after SGLang's timestamp prefix, as the gate reads it
 
 
 def test_extra_log_lines_come_just_before_the_ready_line() -> None:

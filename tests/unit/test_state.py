@@ -37,6 +37,20 @@ def _hold_lock_in_another_process(state_dir: Path, seconds: float) -> subprocess
     return proc
 
 
+_TRY_LOCK = """
+import sys
+sys.path.insert(0, {src!r})
+from pathlib import Path
+from servectl.errors import LockTimeout
+from servectl.state import StateLock
+try:
+    with StateLock(Path({state_dir!r}), 0.2):
+        print("locked")
+except LockTimeout:
+    print("LockTimeout")
+"""
+
+
 def test_second_process_times_out_naming_the_holder_and_what_it_does(tmp_path: Path) -> None:
     holder = _hold_lock_in_another_process(tmp_path, 5)
     try:
@@ -62,10 +76,18 @@ def test_lock_is_taken_once_the_holder_finishes_within_the_wait(tmp_path: Path) 
 
 
 def test_lock_is_reentrant_within_one_process(tmp_path: Path) -> None:
-    with StateLock(tmp_path, 0.2), StateLock(tmp_path, 0.2):
-        pass
+    with StateLock(tmp_path, 0.2):
+        with StateLock(tmp_path, 0.2):
+            pass
+        # the inner exit must not release the outer hold: another process still cannot take it
+        probe = subprocess.run(
+            [sys.executable, "-c", _TRY_LOCK.format(src=SRC, state_dir=str(tmp_path))],
+            capture_output=True,
+            text=True,
+        )
+        assert probe.stdout.strip() == "LockTimeout", probe.stderr
     holder = _hold_lock_in_another_process(tmp_path, 0)  # released: another process can take it
-    holder.wait()
+    assert holder.wait() == 0
 
 
 def test_history_records_events_in_order_with_a_time(tmp_path: Path) -> None:
