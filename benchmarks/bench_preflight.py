@@ -106,8 +106,7 @@ def main() -> None:
             print(f"  {check.id}: {check.result}: {check.message}")
     print(f"first run (SDK imports, first connection): {first * 1000:.1f} ms")
     print(
-        f"median of {args.runs} runs: {median * 1000:.1f} ms (min {min(times) * 1000:.1f}, "
-        f"max {max(times) * 1000:.1f})"
+        f"median of {args.runs} runs: {median * 1000:.1f} ms (min {min(times) * 1000:.1f}, max {max(times) * 1000:.1f})"
     )
     verdict = "within" if median <= TARGET_SECONDS else "OVER"
     print(f"target {TARGET_SECONDS * 1000:.0f} ms: {verdict}")

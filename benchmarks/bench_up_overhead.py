@@ -66,8 +66,7 @@ def baseline_once(name: str, session: str, port: int) -> float:
     spec = replace(
         spec,
         name=f"bench-baseline-{uuid.uuid4().hex[:8]}",
-        labels={k: v for k, v in spec.labels.items() if not k.startswith("servectl.")}
-        | {TEST_SESSION_LABEL: session},
+        labels={k: v for k, v in spec.labels.items() if not k.startswith("servectl.")} | {TEST_SESSION_LABEL: session},
         ports=(PortBinding("127.0.0.1", port, spec.ports[0].container_port),),
     )
     argv = docker_run_argv(spec)

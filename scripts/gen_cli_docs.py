@@ -1,7 +1,7 @@
 """Write docs/cli.md from the CLI's own --help, so the reference cannot drift (a test checks it).
 
-    python scripts/gen_cli_docs.py          # rewrite docs/cli.md
-    python scripts/gen_cli_docs.py --check  # exit 1 when docs/cli.md is stale
+python scripts/gen_cli_docs.py          # rewrite docs/cli.md
+python scripts/gen_cli_docs.py --check  # exit 1 when docs/cli.md is stale
 """
 
 from __future__ import annotations
@@ -20,7 +20,12 @@ def help_text(*args: str) -> str:
     env = {**os.environ, "COLUMNS": "100", "NO_COLOR": "1", "TERM": "dumb", "PYTHONPATH": str(REPO / "src")}
     env.pop("FORCE_COLOR", None)
     out = subprocess.run(
-        [sys.executable, "-m", "servectl", *args, "--help"], cwd=REPO, env=env, capture_output=True, text=True, check=True
+        [sys.executable, "-m", "servectl", *args, "--help"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     out = out.replace("python -m servectl", "servectl")
     return "\n".join(line.rstrip() for line in out.splitlines()).strip("\n")

@@ -140,9 +140,7 @@ class FlagCatalog:
         """
         unknown_keys = set(extension) - {"choices", "options"}
         if unknown_keys:
-            raise ValueError(
-                f"catalog extension: unknown keys {sorted(unknown_keys)} (use 'choices', 'options')"
-            )
+            raise ValueError(f"catalog extension: unknown keys {sorted(unknown_keys)} (use 'choices', 'options')")
         options = list(self.options)
         index = {opt.dest: i for i, opt in enumerate(options)}
         for key, extra in (extension.get("choices") or {}).items():
@@ -159,9 +157,7 @@ class FlagCatalog:
             if clash:
                 raise ValueError(f"catalog extension: flag {clash[0]} already exists in {self.name}")
             options.append(new)
-        return FlagCatalog(
-            name=f"{self.name}+ext", engine=self.engine, version=self.version, options=tuple(options)
-        )
+        return FlagCatalog(name=f"{self.name}+ext", engine=self.engine, version=self.version, options=tuple(options))
 
     # -- lookup -------------------------------------------------------------------------------------
     def option(self, name: str) -> CatalogOption | None:
@@ -201,9 +197,7 @@ class FlagCatalog:
             probe = raw if opt.type not in ("int", "float") else str(converted)
             if probe not in opt.choices and raw not in opt.choices:
                 choices = ", ".join(repr(c) for c in opt.choices)
-                raise ArgvError(
-                    f"argument {'/'.join(opt.flags)}: invalid choice: {raw!r} (choose from {choices})"
-                )
+                raise ArgvError(f"argument {'/'.join(opt.flags)}: invalid choice: {raw!r} (choose from {choices})")
         return converted
 
     def parse_argv(self, argv: Sequence[str]) -> dict[str, Any]:

@@ -40,9 +40,7 @@ def _int_list(option: str, text: str) -> tuple[int, ...]:
     try:
         values = tuple(int(part.strip().replace("_", "")) for part in text.split(",") if part.strip())
     except ValueError:
-        raise UsageError(
-            f"{option}: {text!r} is not a comma-separated list of integers, e.g. 4096,65536"
-        ) from None
+        raise UsageError(f"{option}: {text!r} is not a comma-separated list of integers, e.g. 4096,65536") from None
     if not values:
         raise UsageError(f"{option}: give at least one value")
     return values
@@ -68,9 +66,7 @@ def results_table(report: BenchReport) -> Table:
     """The headline numbers of every point, one row each."""
     from rich.table import Table
 
-    table = Table(
-        title=f"{report.model} @ {report.settings.url}  ({report.settings.max_tokens} output tokens)"
-    )
+    table = Table(title=f"{report.model} @ {report.settings.url}  ({report.settings.max_tokens} output tokens)")
     table.add_column("prompt tokens\ntarget / actual", justify="right")
     table.add_column("C", justify="right")
     table.add_column("ok", justify="right")
@@ -81,9 +77,7 @@ def results_table(report: BenchReport) -> Table:
     table.add_column("client\nCPU", justify="right")
     for p in report.points:
         if p.skipped:
-            table.add_row(
-                f"{p.prompt_tokens_target:,} / -", str(p.concurrency), "skipped", "-", "-", "-", "-", "-"
-            )
+            table.add_row(f"{p.prompt_tokens_target:,} / -", str(p.concurrency), "skipped", "-", "-", "-", "-", "-")
             continue
         accept = p.accept_length.p50 if p.accept_length is not None else p.server_accept_length
         cpu = p.client_cpu_fraction
@@ -118,8 +112,7 @@ def _render_notes(console: Console, report: BenchReport) -> None:
         console.print(f"[yellow]warning[/yellow]: {escape(warning)}", highlight=False)
     if report.free_vram_after:
         cards = ", ".join(
-            f"GPU{c.index} "
-            + ("unknown" if c.memory_free_bytes is None else f"{c.memory_free_bytes // 2**20:,} MiB")
+            f"GPU{c.index} " + ("unknown" if c.memory_free_bytes is None else f"{c.memory_free_bytes // 2**20:,} MiB")
             for c in report.free_vram_after
         )
         console.print(f"free VRAM after the run: {cards}", highlight=False)
@@ -151,16 +144,12 @@ def bench_command(
     prompt_tokens: Annotated[
         str, typer.Option("--prompt-tokens", help="Prompt-length targets in tokens, comma-separated.")
     ] = "4096,65536,131072,304491",
-    repeats: Annotated[
-        int, typer.Option("--repeats", help="Measured rounds per length and concurrency.")
-    ] = 3,
+    repeats: Annotated[int, typer.Option("--repeats", help="Measured rounds per length and concurrency.")] = 3,
     concurrency: Annotated[
         str,
         typer.Option("--concurrency", help="Concurrency levels, comma-separated (N simultaneous streams)."),
     ] = "1",
-    max_tokens: Annotated[
-        int, typer.Option("--max-tokens", help="Completion tokens per request (fixed).")
-    ] = 512,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", help="Completion tokens per request (fixed).")] = 512,
     out: Annotated[
         Path | None,
         typer.Option(
@@ -174,13 +163,9 @@ def bench_command(
     ] = None,
     api_key_env: Annotated[
         str | None,
-        typer.Option(
-            "--api-key-env", help="Environment variable holding the server's API key.", show_default=False
-        ),
+        typer.Option("--api-key-env", help="Environment variable holding the server's API key.", show_default=False),
     ] = None,
-    warmup: Annotated[
-        bool, typer.Option("--warmup/--no-warmup", help="One unmeasured request per length.")
-    ] = True,
+    warmup: Annotated[bool, typer.Option("--warmup/--no-warmup", help="One unmeasured request per length.")] = True,
     timeout: Annotated[float, typer.Option("--timeout", help="Read timeout per request, seconds.")] = 900.0,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the prompt word salad.")] = 0,
 ) -> None:

@@ -29,9 +29,7 @@ def promote_command(
     from servectl.evidence import promote
 
     record = promote(name=name, evidence_dir=evidence)
-    typer.echo(
-        f"promoted {name}: evidence {name}.evidence.json (run {record.run_id}, plan {record.plan_hash})"
-    )
+    typer.echo(f"promoted {name}: evidence {name}.evidence.json (run {record.run_id}, plan {record.plan_hash})")
 
 
 def profiles_command(
@@ -128,9 +126,7 @@ def schema_command() -> None:
 
 
 def catalog_command(
-    name: Annotated[
-        str, typer.Argument(help="catalog name, or a profile name to see its extended catalog")
-    ] = "",
+    name: Annotated[str, typer.Argument(help="catalog name, or a profile name to see its extended catalog")] = "",
     grep: Annotated[str, typer.Option("--grep", "-g", help="only flags containing this text")] = "",
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:

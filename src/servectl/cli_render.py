@@ -21,9 +21,7 @@ def render_command(
     ] = None,
     out: Annotated[
         str | None,
-        typer.Option(
-            "--out", "-o", help="file to write; '-' for stdout; default compose/NAME.yaml or k8s/NAME.yaml"
-        ),
+        typer.Option("--out", "-o", help="file to write; '-' for stdout; default compose/NAME.yaml or k8s/NAME.yaml"),
     ] = None,
     render_all_: Annotated[
         bool,

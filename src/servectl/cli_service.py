@@ -129,9 +129,7 @@ def _print_last_lines(profile: str, lines: tuple[str, ...]) -> None:
 
 
 def down_command(
-    name: Annotated[
-        str | None, typer.Argument(help="profile to stop (default: the only running service)")
-    ] = None,
+    name: Annotated[str | None, typer.Argument(help="profile to stop (default: the only running service)")] = None,
 ) -> None:
     """Stop a service (SIGTERM, grace period, SIGKILL), remove its container and confirm it is gone."""
     from servectl.preflight_profile import optional_gpu_inventory
@@ -140,9 +138,7 @@ def down_command(
 
     results = down(name=name, docker=_docker(), gpus=optional_gpu_inventory())
     if not results:
-        typer.echo(
-            f"{name} is not running; nothing to stop" if name else "no servectl service runs; nothing to stop"
-        )
+        typer.echo(f"{name} is not running; nothing to stop" if name else "no servectl service runs; nothing to stop")
         return
     for result in results:
         typer.echo(stop_text(result))

@@ -116,9 +116,7 @@ class DockerEngine(Protocol):
     def inspect(self, id_or_name: str) -> ContainerState | None:
         """The container's state, or None when there is no such container."""
 
-    def logs(
-        self, container_id: str, *, follow: bool, tail: int | None = None, since: float | None = None
-    ) -> LogLines:
+    def logs(self, container_id: str, *, follow: bool, tail: int | None = None, since: float | None = None) -> LogLines:
         """Log lines (stdout and stderr), split on newlines and carriage returns.
 
         With ``follow`` the stream ends when the container stops (or on ``close()``).
@@ -218,9 +216,7 @@ def container_state_from_inspect(data: Mapping[str, Any]) -> ContainerState:
         for bind in binds or ():
             host_port = str(bind.get("HostPort") or "")
             if host_port.isdigit():
-                ports.append(
-                    PortBinding(str(bind.get("HostIp") or "0.0.0.0"), int(host_port), container_port)
-                )
+                ports.append(PortBinding(str(bind.get("HostIp") or "0.0.0.0"), int(host_port), container_port))
     device_ids: list[str] = []
     for request in host.get("DeviceRequests") or ():
         capabilities = request.get("Capabilities") or []
@@ -231,8 +227,7 @@ def container_state_from_inspect(data: Mapping[str, Any]) -> ContainerState:
         device_ids.extend(str(d) for d in request.get("DeviceIDs") or ())
     pid = state.get("Pid")
     mounts = tuple(
-        (str(m.get("Source") or m.get("Name") or ""), str(m.get("Destination") or ""))
-        for m in data.get("Mounts") or ()
+        (str(m.get("Source") or m.get("Name") or ""), str(m.get("Destination") or "")) for m in data.get("Mounts") or ()
     )
     return ContainerState(
         id=str(data.get("Id") or ""),
@@ -270,9 +265,7 @@ def split_log_chunks(chunks: Iterator[bytes]) -> Iterator[str]:
 
 
 # -- the real engine ------------------------------------------------------------------------------------
-_UNREACHABLE_FIX = (
-    "start it (sudo systemctl start docker, or bash scripts/ensure-docker.sh) or point DOCKER_HOST at it"
-)
+_UNREACHABLE_FIX = "start it (sudo systemctl start docker, or bash scripts/ensure-docker.sh) or point DOCKER_HOST at it"
 
 
 def _sdk() -> Any:
@@ -409,8 +402,7 @@ class DockerSdkEngine:
                 created = self.client.api.create_container(**create_args, stop_timeout=stop_timeout)
             except docker.errors.ImageNotFound as e:
                 raise PreflightFailed(
-                    f"image {spec.image} is not on this host: "
-                    f"docker pull {spec.image} (or docker load -i FILE)"
+                    f"image {spec.image} is not on this host: docker pull {spec.image} (or docker load -i FILE)"
                 ) from e
             except docker.errors.APIError as e:
                 if e.status_code == 409:
@@ -468,9 +460,7 @@ class DockerSdkEngine:
                 return None
         return container_state_from_inspect(data)
 
-    def logs(
-        self, container_id: str, *, follow: bool, tail: int | None = None, since: float | None = None
-    ) -> LogLines:
+    def logs(self, container_id: str, *, follow: bool, tail: int | None = None, since: float | None = None) -> LogLines:
         with _sdk_errors(f"logs of {container_id[:12]}"):
             stream = self.client.api.logs(
                 container_id,

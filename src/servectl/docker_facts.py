@@ -152,9 +152,7 @@ def _visible_devices(value: str) -> tuple[bool, tuple[str, ...]] | None:
     return False, tuple(part.strip() for part in text.split(",") if part.strip())
 
 
-def gpu_request_from_inspect(
-    data: Mapping[str, Any], *, default_runtime: str | None = None
-) -> GpuRequest | None:
+def gpu_request_from_inspect(data: Mapping[str, Any], *, default_runtime: str | None = None) -> GpuRequest | None:
     """Which GPUs a container asked for, from its ``docker inspect`` data; ``None`` for none."""
     host = data.get("HostConfig") or {}
     for request in host.get("DeviceRequests") or ():
@@ -174,9 +172,7 @@ def gpu_request_from_inspect(
         if count < 0:
             return GpuRequest(all_gpus=True, device_ids=(), via="device-request")
         if count > 0:  # Docker hands out the first `count` cards
-            return GpuRequest(
-                all_gpus=False, device_ids=tuple(str(i) for i in range(count)), via="device-request"
-            )
+            return GpuRequest(all_gpus=False, device_ids=tuple(str(i) for i in range(count)), via="device-request")
     nodes = []
     for device in host.get("Devices") or ():
         path = str(device.get("PathOnHost") or "")
@@ -213,9 +209,7 @@ def published_ports_from_inspect(data: Mapping[str, Any]) -> tuple[PublishedPort
     return tuple(sorted(set(ports), key=lambda p: (p.host_port, p.host_ip, p.protocol)))
 
 
-def container_info_from_inspect(
-    data: Mapping[str, Any], *, default_runtime: str | None = None
-) -> ContainerInfo:
+def container_info_from_inspect(data: Mapping[str, Any], *, default_runtime: str | None = None) -> ContainerInfo:
     """Translate one ``docker inspect`` document into a :class:`ContainerInfo`."""
     config = data.get("Config") or {}
     state = data.get("State") or {}
@@ -337,9 +331,7 @@ def _docker_sdk() -> Any:
     try:
         import docker  # type: ignore[import-untyped]  # the Docker SDK ships no type information
     except ImportError as err:
-        raise EngineUnavailable(
-            "Docker SDK for Python is not installed; install it with: pip install docker"
-        ) from err
+        raise EngineUnavailable("Docker SDK for Python is not installed; install it with: pip install docker") from err
     return docker
 
 

@@ -90,13 +90,9 @@ def check_evidence(loaded: LoadedProfile, summary: dict[str, Any], *, plan_hash:
             "the profile changed since the run; benchmark it again"
         )
     if p.image.digest and prov.get("image_digest") != p.image.digest:
-        problems.append(
-            f"evidence image digest {prov.get('image_digest')} is not the pinned {p.image.digest}"
-        )
+        problems.append(f"evidence image digest {prov.get('image_digest')} is not the pinned {p.image.digest}")
     if p.model.revision and prov.get("model_revision") != p.model.revision:
-        problems.append(
-            f"evidence model revision {prov.get('model_revision')} is not the pinned {p.model.revision}"
-        )
+        problems.append(f"evidence model revision {prov.get('model_revision')} is not the pinned {p.model.revision}")
     points = summary.get("points") or []
     good = [pt for pt in points if pt.get("requests_ok") and not pt.get("requests_flagged")]
     if not good:
@@ -104,9 +100,7 @@ def check_evidence(loaded: LoadedProfile, summary: dict[str, Any], *, plan_hash:
     return problems
 
 
-def build_record(
-    loaded: LoadedProfile, summary: dict[str, Any], *, plan_hash: str, source: Path
-) -> EvidenceRecord:
+def build_record(loaded: LoadedProfile, summary: dict[str, Any], *, plan_hash: str, source: Path) -> EvidenceRecord:
     """The evidence record of a checked summary."""
 
     def stat(point: dict[str, Any], key: str, field: str) -> float | None:
@@ -223,9 +217,7 @@ def evidence_summary_lines(loaded: LoadedProfile) -> list[str]:
         lines.append(
             f"#   C{pt.concurrency} {pt.prompt_tokens_target:,} target / {actual} actual: "
             f"{pt.decode_tok_s_p50:.2f} decode tok/s p50 (min {pt.decode_tok_s_min:.2f}, max {pt.decode_tok_s_max:.2f})"
-            if pt.decode_tok_s_p50 is not None
-            and pt.decode_tok_s_min is not None
-            and pt.decode_tok_s_max is not None
+            if pt.decode_tok_s_p50 is not None and pt.decode_tok_s_min is not None and pt.decode_tok_s_max is not None
             else f"#   C{pt.concurrency} {pt.prompt_tokens_target:,}: no decode measurement"
         )
     if record.free_vram_after_mib:

@@ -206,8 +206,7 @@ def _unavailable_message(nvml: Any, err: Exception) -> str:
             "reboot, then check with nvidia-smi"
         ),
         "NVML_ERROR_NO_PERMISSION": (
-            "no permission to open the NVIDIA device files (/dev/nvidia*); run as a user in the video "
-            "group or as root"
+            "no permission to open the NVIDIA device files (/dev/nvidia*); run as a user in the video group or as root"
         ),
     }
     for name, message in reasons.items():
@@ -363,9 +362,7 @@ def _processes(nvml: Any, handle: Any) -> tuple[GpuProcess, ...] | None:
         for entry in entries:
             pid = int(entry.pid)
             if pid not in seen:  # a process with both kinds of context counts once, as compute
-                seen[pid] = GpuProcess(
-                    pid=pid, used_memory_bytes=_used_bytes(entry.usedGpuMemory, nvml), kind=kind
-                )
+                seen[pid] = GpuProcess(pid=pid, used_memory_bytes=_used_bytes(entry.usedGpuMemory, nvml), kind=kind)
     return tuple(sorted(seen.values(), key=lambda p: p.pid))
 
 

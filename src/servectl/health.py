@@ -359,9 +359,7 @@ def wait_until_serving(
                 if fatal_at is None:
                     fatal_at = now
                 if now - fatal_at >= fatal_grace_s:
-                    raise fail(
-                        f"fatal log line while {watcher.phase} ({watcher.fatal.reason}): {watcher.fatal.line}"
-                    )
+                    raise fail(f"fatal log line while {watcher.phase} ({watcher.fatal.reason}): {watcher.fatal.line}")
                 continue
 
             if now - t0 > plan.startup_timeout_s:
@@ -459,9 +457,7 @@ def _probe(
             if response.status_code == 503:
                 return
             if response.status_code != 200:
-                raise fail(
-                    f"the one-token chat completion answered {response.status_code}: {response.text[:200]}"
-                )
+                raise fail(f"the one-token chat completion answered {response.status_code}: {response.text[:200]}")
             choices = response.json().get("choices")
             if not choices:
                 raise fail(f"the one-token chat completion returned no choices: {response.text[:200]}")

@@ -280,9 +280,7 @@ class PsutilHostProbe:
             st = os.statvfs(self._shm_path)
         except OSError:
             return None
-        return ShmInfo(
-            path=self._shm_path, total_bytes=st.f_blocks * st.f_frsize, free_bytes=st.f_bavail * st.f_frsize
-        )
+        return ShmInfo(path=self._shm_path, total_bytes=st.f_blocks * st.f_frsize, free_bytes=st.f_bavail * st.f_frsize)
 
     def disk_space(self, path: str) -> DiskSpace:
         """Room on the file system that holds ``path``, measured on its nearest existing ancestor."""

@@ -41,9 +41,7 @@ def list_profiles() -> list[ProfileRow]:
         except ProfileError as err:
             count = len(err.problems) or 1
             rows.append(
-                ProfileRow(
-                    name, str(file.path), file.origin, error=f"{count} problem(s): servectl validate {name}"
-                )
+                ProfileRow(name, str(file.path), file.origin, error=f"{count} problem(s): servectl validate {name}")
             )
             continue
         p = loaded.profile

@@ -220,9 +220,7 @@ def read_yaml(path: Path) -> tuple[dict[str, Any], dict[PathKey, Location]]:
     return data, locations
 
 
-def _walk(
-    node: yaml.Node, prefix: PathKey, path: Path, out: dict[PathKey, Location], problems: list[Problem]
-) -> None:
+def _walk(node: yaml.Node, prefix: PathKey, path: Path, out: dict[PathKey, Location], problems: list[Problem]) -> None:
     if isinstance(node, yaml.MappingNode):
         seen: set[str] = set()
         for key_node, value_node in node.value:
@@ -392,9 +390,7 @@ def _model_of(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
-def _problem(
-    locations: Mapping[PathKey, Location], path: PathKey, default_file: Path, message: str
-) -> Problem:
+def _problem(locations: Mapping[PathKey, Location], path: PathKey, default_file: Path, message: str) -> Problem:
     file, line = _locate(locations, path, default_file)
     return Problem(file=_display(file), line=line, field=_dotted(path), message=message)
 

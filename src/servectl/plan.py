@@ -305,8 +305,7 @@ def compile_plan(
         **profile.container.labels,
     }
     environment = tuple(
-        (name, None if value == "${" + name + "}" else value)
-        for name, value in sorted(profile.engine.env.items())
+        (name, None if value == "${" + name + "}" else value) for name, value in sorted(profile.engine.env.items())
     )
     docker = DockerRunSpec(
         image=f"{profile.image.ref}@{profile.image.digest}" if profile.image.digest else profile.image.ref,
@@ -444,9 +443,7 @@ def _host_path(raw: str, home: Path, environ: Mapping[str, str], *, where: str) 
     def substitute(match: re.Match[str]) -> str:
         name = match.group(1) or match.group(2)
         if name not in environ:
-            raise ProfileError(
-                f"{where}: {raw!r} uses ${{{name}}}, which is not set; export {name}=... first"
-            )
+            raise ProfileError(f"{where}: {raw!r} uses ${{{name}}}, which is not set; export {name}=... first")
         return environ[name]
 
     value = _VAR.sub(substitute, raw)

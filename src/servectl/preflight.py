@@ -316,9 +316,7 @@ def _mib(n_bytes: int) -> int:
 
 def _conflict_matches(conflict: ConflictRef, container: ContainerInfo) -> bool:
     if conflict.kind == "container":
-        return container.name == conflict.ref or (
-            len(conflict.ref) >= 12 and container.id.startswith(conflict.ref)
-        )
+        return container.name == conflict.ref or (len(conflict.ref) >= 12 and container.id.startswith(conflict.ref))
     files = container.labels.get(COMPOSE_CONFIG_FILES_LABEL, "")
     wanted = str(Path(conflict.ref).expanduser())
     in_file = any(str(Path(f.strip()).expanduser()) == wanted for f in files.split(",") if f.strip())
@@ -347,9 +345,7 @@ def _classify(
     return "foreign"
 
 
-def gather_facts(
-    *, request: PreflightRequest, gpus: GpuInventory, host: HostProbe, docker: DockerFacts
-) -> Facts:
+def gather_facts(*, request: PreflightRequest, gpus: GpuInventory, host: HostProbe, docker: DockerFacts) -> Facts:
     """Measure everything the checks need, once. Unreachable NVML or Docker become recorded errors."""
     snapshot: GpuSnapshot | None = None
     gpu_error: str | None = None
@@ -436,9 +432,7 @@ def gather_facts(
 
 
 def _result(check_id: str, result: Result, message: str, fix: str = "", /, **facts: Any) -> CheckResult:
-    return CheckResult(
-        id=check_id, title=TITLES[check_id], result=result, message=message, fix=fix, facts=facts
-    )
+    return CheckResult(id=check_id, title=TITLES[check_id], result=result, message=message, fix=fix, facts=facts)
 
 
 def _no_gpus(check_id: str) -> CheckResult:
@@ -492,9 +486,7 @@ def check_gpu_present(request: PreflightRequest, facts: Facts) -> CheckResult:
     missing = [i for i, d in _requested_devices(request, facts) if d is None]
     lost = [(i, d.problem) for i, d in _requested_devices(request, facts) if d is not None and d.lost]
     broken = [
-        (i, d.problem)
-        for i, d in _requested_devices(request, facts)
-        if d is not None and not d.lost and d.problem
+        (i, d.problem) for i, d in _requested_devices(request, facts) if d is not None and not d.lost and d.problem
     ]
     facts_out = {
         "driver_version": snapshot.driver_version,
@@ -580,9 +572,7 @@ def check_gpu_count(request: PreflightRequest, facts: Facts) -> CheckResult:
     duplicates = sorted({i for i in request.gpu_indices if request.gpu_indices.count(i) > 1})
     found: dict[str, Any] = {"devices": list(request.gpu_indices), "tp": request.tp, "pp": request.pp}
     if duplicates:
-        return _result(
-            "gpu.count", "fail", f"card(s) {duplicates} listed twice", "list each card once", **found
-        )
+        return _result("gpu.count", "fail", f"card(s) {duplicates} listed twice", "list each card once", **found)
     if n != wanted:
         return _result(
             "gpu.count",
@@ -663,20 +653,16 @@ def check_gpu_exclusive(request: PreflightRequest, facts: Facts) -> CheckResult:
     for c in claimants:
         kind = f"servectl service {c['servectl_profile']}" if c["servectl_profile"] else "container"
         idle = " (idle)" if c["idle"] else ""
-        problems.append(
-            f"{kind} {c['container_name']} ({c['container_id']}) requests card(s) {c['cards']}{idle}"
-        )
+        problems.append(f"{kind} {c['container_name']} ({c['container_id']}) requests card(s) {c['cards']}{idle}")
     if problems:
         names = sorted(
-            {str(c["container_name"]) for c in claimants}
-            | {str(p.container_name) for p in foreign if p.container_name}
+            {str(c["container_name"]) for c in claimants} | {str(p.container_name) for p in foreign if p.container_name}
         )
         pids = sorted({p.pid for p in foreign if not p.container_id})
         fixes = []
         if names:
             fixes.append(
-                f"stop {', '.join(names)} (docker stop NAME), or declare it as a conflict so swap stops "
-                "and restores it"
+                f"stop {', '.join(names)} (docker stop NAME), or declare it as a conflict so swap stops and restores it"
             )
         if pids:
             fixes.append(f"end pid(s) {', '.join(map(str, pids))} or pick other cards")
@@ -818,9 +804,7 @@ def check_gpu_vram_reserve(request: PreflightRequest, facts: Facts) -> CheckResu
             **out,
         )
     if unreadable:
-        return _result(
-            "gpu.vram_reserve", "unknown", f"cannot read the memory of card(s) {unreadable}", **out
-        )
+        return _result("gpu.vram_reserve", "unknown", f"cannot read the memory of card(s) {unreadable}", **out)
     if request.vram_reserve_waiver is not None:
         return _result(
             "gpu.vram_reserve",
@@ -846,9 +830,7 @@ def _owner_of_port(request: PreflightRequest, facts: Facts) -> tuple[list[dict[s
         (c, p)
         for c in facts.containers
         for p in c.published_ports
-        if p.host_port == request.port
-        and p.protocol == "tcp"
-        and addresses_overlap(request.host_address, p.host_ip)
+        if p.host_port == request.port and p.protocol == "tcp" and addresses_overlap(request.host_address, p.host_ip)
     ]
     publisher_ids = {c.id for c, _ in publishers}
     for c, p in publishers:
@@ -908,8 +890,7 @@ def check_port_free(request: PreflightRequest, facts: Facts) -> CheckResult:
         return _result(
             "port.free",
             "pass",
-            f"{request.host_address}:{request.port} has no listener "
-            "(Docker unreachable: published ports not checked)",
+            f"{request.host_address}:{request.port} has no listener (Docker unreachable: published ports not checked)",
             **out,
         )
     note = " (held by the service being replaced)" if owners else ""
@@ -1015,9 +996,7 @@ def check_image_pinned(request: PreflightRequest, facts: Facts) -> CheckResult:
             "run the image by digest, or tag the pinned image again",
             **out,
         )
-    message = (
-        f"tag {request.image_ref} now points to {image.id[:19]}, not the pinned {request.image_digest[:19]}"
-    )
+    message = f"tag {request.image_ref} now points to {image.id[:19]}, not the pinned {request.image_digest[:19]}"
     if pinned is not None:
         out.update(pinned_image_id=pinned.id, pinned_tags=list(pinned.tags))
         message += " (the pinned image is still present)"
@@ -1034,9 +1013,7 @@ def check_model_present(request: PreflightRequest, facts: Facts) -> CheckResult:
     """The model folder exists and holds config.json and weight files."""
     model = facts.model
     if model is None:
-        return _result(
-            "model.present", "fail", "no model path in the request", "set the profile's model path"
-        )
+        return _result("model.present", "fail", "no model path in the request", "set the profile's model path")
     out: dict[str, Any] = {
         "path": model.path,
         "exists": model.exists,
@@ -1157,8 +1134,7 @@ def check_host_shm(request: PreflightRequest, facts: Facts) -> CheckResult:
             return _result(
                 "host.shm",
                 "fail",
-                f"ipc host; /dev/shm has {_mib(shm.free_bytes):,} MiB free, "
-                f"needs {_mib(request.min_shm_bytes):,} MiB",
+                f"ipc host; /dev/shm has {_mib(shm.free_bytes):,} MiB free, needs {_mib(request.min_shm_bytes):,} MiB",
                 "free /dev/shm (stale NCCL segments) or enlarge it",
                 **out,
             )
@@ -1168,8 +1144,7 @@ def check_host_shm(request: PreflightRequest, facts: Facts) -> CheckResult:
         return _result(
             "host.shm",
             "fail",
-            f"{ranks} ranks with a {_mib(size):,} MiB container /dev/shm "
-            f"(needs {_mib(request.min_shm_bytes):,} MiB)",
+            f"{ranks} ranks with a {_mib(size):,} MiB container /dev/shm (needs {_mib(request.min_shm_bytes):,} MiB)",
             "set shm size in the profile (e.g. 32g) or use ipc host",
             **out,
         )
@@ -1310,8 +1285,7 @@ def check_conflicts(request: PreflightRequest, facts: Facts) -> CheckResult:
         "conflicts",
         "fail",
         f"conflicting service(s) running: {names}",
-        f"use servectl swap {request.profile_name} (or up --replace), which stops them and restores "
-        "them afterwards",
+        f"use servectl swap {request.profile_name} (or up --replace), which stops them and restores them afterwards",
         **out,
     )
 
@@ -1356,9 +1330,7 @@ def validate_skip(skip: Iterable[str]) -> frozenset[str]:
     return wanted
 
 
-def run_checks(
-    request: PreflightRequest, facts: Facts, skip: Iterable[str] = frozenset()
-) -> tuple[CheckResult, ...]:
+def run_checks(request: PreflightRequest, facts: Facts, skip: Iterable[str] = frozenset()) -> tuple[CheckResult, ...]:
     """Run every check on already-gathered facts; skipped checks keep what they would have said."""
     skipped = validate_skip(skip)
     results: list[CheckResult] = []
@@ -1421,9 +1393,7 @@ def raise_if_failed(report: PreflightReport) -> None:
         raise PreflightFailed(report.failure_summary(), report=report)
 
 
-def preflight_on_this_host(
-    *, request: PreflightRequest, skip: Iterable[str] = frozenset()
-) -> PreflightReport:
+def preflight_on_this_host(*, request: PreflightRequest, skip: Iterable[str] = frozenset()) -> PreflightReport:
     """:func:`run_preflight` with the real adapters: NVML, psutil and the Docker engine from the environment.
 
     NVML and the Docker SDK are imported only here, on first use.

@@ -64,12 +64,8 @@ class ImageSpec(_Strict):
 class ModelSpec(_Strict):
     """Where the weights are on the host and which revision they must be."""
 
-    path: str = Field(
-        min_length=1, description="host folder with config.json and weights (~ and relative ok)"
-    )
-    repo: str | None = Field(
-        default=None, pattern=r"^[\w.-]+/[\w.-]+$", description="Hugging Face owner/name"
-    )
+    path: str = Field(min_length=1, description="host folder with config.json and weights (~ and relative ok)")
+    repo: str | None = Field(default=None, pattern=r"^[\w.-]+/[\w.-]+$", description="Hugging Face owner/name")
     revision: GitRevision | None = None
     served_name: str = Field(min_length=1, description="name clients use (--served-model-name)")
     container_path: str = Field(default="/model", pattern=r"^/", description="where the weights are mounted")
@@ -78,9 +74,7 @@ class ModelSpec(_Strict):
 class GpuSpec(_Strict):
     """Which cards the service uses and what must be true of them."""
 
-    devices: list[Annotated[int, Field(ge=0)]] = Field(
-        default_factory=list, description="NVML device indices"
-    )
+    devices: list[Annotated[int, Field(ge=0)]] = Field(default_factory=list, description="NVML device indices")
     arch: Arch | None = Field(default=None, description="expected architecture, e.g. sm120 (CC 12.0)")
     exclusive: bool = Field(default=True, description="no other process may use these cards")
     vram_reserve_mib: int = Field(

@@ -25,9 +25,7 @@ def dry_run_text(plan: LaunchPlan) -> str:
             out.append("SERVECTL_EOF")
     if plan.secret is not None:
         if plan.secret.source == "env":
-            out.append(
-                f"# API key: written from ${plan.secret.name} (***) to {plan.secret.host_path}, mode 0600"
-            )
+            out.append(f"# API key: written from ${plan.secret.name} (***) to {plan.secret.host_path}, mode 0600")
             out.append(f"(umask 077 && printenv {plan.secret.name} > {shlex.quote(plan.secret.host_path)})")
         else:
             out.append(f"# API key: read from {plan.secret.name} (***), mounted read-only")

@@ -41,9 +41,7 @@ def report_table(report: PreflightReport) -> Table:
 def summary_line(report: PreflightReport) -> str:
     """``3 fail, 1 warn, 14 pass in 0.12 s: nothing may start`` (plain text)."""
     counts = report.counts()
-    parts = [
-        f"{counts[name]} {name}" for name in ("fail", "warn", "unknown", "skipped", "pass") if counts[name]
-    ]
+    parts = [f"{counts[name]} {name}" for name in ("fail", "warn", "unknown", "skipped", "pass") if counts[name]]
     verdict = "nothing may start" if report.failed else "ready"
     return f"{', '.join(parts)} in {report.duration_seconds:.2f} s: {verdict}"
 

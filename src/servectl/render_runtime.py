@@ -70,9 +70,7 @@ def up_text(result: UpResult) -> str:
     """What ``up`` did, in one line."""
     s = result.service
     if result.action == "already-running":
-        return (
-            f"{s.profile} already runs with the same plan ({s.plan_hash[:8]}) at {result.url}; nothing to do"
-        )
+        return f"{s.profile} already runs with the same plan ({s.plan_hash[:8]}) at {result.url}; nothing to do"
     startup = f"{result.startup_s:.1f} s" if result.startup_s is not None else "?"
     return (
         f"{s.profile} is ready at {result.url} (serves {s.served_name!r}); startup took {startup} "
@@ -83,10 +81,7 @@ def up_text(result: UpResult) -> str:
 def stop_text(result: StopResult) -> str:
     """What ``down`` did for one service, in one line."""
     how = "SIGKILL after the grace period" if result.forced else "SIGTERM"
-    line = (
-        f"{result.profile}: stopped in {result.stop_s:.1f} s ({how}); "
-        f"container {result.container_name} removed"
-    )
+    line = f"{result.profile}: stopped in {result.stop_s:.1f} s ({how}); container {result.container_name} removed"
     if not result.gpus:
         return line
     if not result.gpus_checked:

@@ -365,8 +365,7 @@ def read_api_key(plan: LaunchPlan, environ: Mapping[str, str]) -> str | None:
         value = Path(secret.name).read_text(encoding="utf-8").strip()
     except OSError as e:
         raise UsageError(
-            f"{plan.source}: serve.api_key_file: cannot read {secret.name} ({e.strerror}); "
-            "create it with the key"
+            f"{plan.source}: serve.api_key_file: cannot read {secret.name} ({e.strerror}); create it with the key"
         ) from e
     if not value:
         raise UsageError(f"{plan.source}: serve.api_key_file: {secret.name} is empty; write the key into it")
@@ -553,11 +552,7 @@ def stop(
     stop_s = clock() - t0
     exit_code = after.exit_code if after is not None else None
     forced = bool(
-        before is not None
-        and before.running
-        and after is not None
-        and exit_code == 137
-        and not after.oom_killed
+        before is not None and before.running and after is not None and exit_code == 137 and not after.oom_killed
     )
     docker.remove(service.container_id, force=True)
     _wait_gone(docker, service.container_id, GONE_DEADLINE_S)
@@ -644,9 +639,7 @@ def basic_preflight(
     address, port = profile.serve.host, profile.serve.port
     if not port_free(address, port):
         holders = [
-            f"pid {lst.pid} ({lst.process_name or '?'})"
-            for lst in (host.listeners(port) if host else ())
-            if lst.pid
+            f"pid {lst.pid} ({lst.process_name or '?'})" for lst in (host.listeners(port) if host else ()) if lst.pid
         ]
         who = ", ".join(holders) if holders else f"another process (ss -ltnp 'sport = :{port}' shows which)"
         raise PreflightFailed(
@@ -890,8 +883,7 @@ def down(
         if name is None and len(targets) > 1:
             names = ", ".join(sorted({s.profile for s in targets}))
             raise UsageError(
-                f"several services run ({names}): name the one to stop, "
-                f"e.g. servectl down {targets[0].profile}"
+                f"several services run ({names}): name the one to stop, e.g. servectl down {targets[0].profile}"
             )
         if name is not None and not targets:
             _require_known_profile(name)
@@ -918,9 +910,7 @@ def _require_known_profile(name: str) -> None:
     from servectl.loader import discover
 
     if name not in discover():
-        raise UsageError(
-            f"no servectl service and no profile named {name}; servectl status lists the services"
-        )
+        raise UsageError(f"no servectl service and no profile named {name}; servectl status lists the services")
 
 
 def follow_logs(

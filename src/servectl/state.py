@@ -127,9 +127,7 @@ class StateLock:
                 )
             time.sleep(self.poll_s)
         os.ftruncate(fd, 0)
-        os.pwrite(
-            fd, json.dumps({"pid": os.getpid(), "purpose": self.purpose, "since": time.time()}).encode(), 0
-        )
+        os.pwrite(fd, json.dumps({"pid": os.getpid(), "purpose": self.purpose, "since": time.time()}).encode(), 0)
         with _held_guard:
             _held[key] = 1
         self._fd, self._key = fd, key
@@ -197,13 +195,9 @@ class History:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as e:
-            raise ServectlError(
-                f"{self.path}: not valid JSON ({e}); move it aside to start a new history"
-            ) from e
+            raise ServectlError(f"{self.path}: not valid JSON ({e}); move it aside to start a new history") from e
         if not isinstance(data, list):
-            raise ServectlError(
-                f"{self.path}: expected a list of events; move it aside to start a new history"
-            )
+            raise ServectlError(f"{self.path}: expected a list of events; move it aside to start a new history")
         return [e for e in data if isinstance(e, dict)]
 
     def last_run(self) -> dict[str, Any] | None:
@@ -227,11 +221,7 @@ class History:
 
     def ready_container_ids(self) -> set[str]:
         """Ids of containers that passed the health gate (so a later failing probe means "unhealthy")."""
-        return {
-            str(e["container_id"])
-            for e in self.events()
-            if e.get("event") in RUN_EVENTS and e.get("container_id")
-        }
+        return {str(e["container_id"]) for e in self.events() if e.get("event") in RUN_EVENTS and e.get("container_id")}
 
     @contextlib.contextmanager
     def _write_lock(self) -> Iterator[None]:

@@ -219,9 +219,7 @@ class FakeDockerEngine:
         if not self.available:
             raise EngineUnavailable("the Docker engine does not answer (fake); start it")
 
-    def _new(
-        self, spec: DockerRunSpec, environment: list[str], script: FakeScript, *, foreign: bool = False
-    ) -> str:
+    def _new(self, spec: DockerRunSpec, environment: list[str], script: FakeScript, *, foreign: bool = False) -> str:
         cid = f"{next(self._ids):012x}" + "f" * 52
         self.containers[cid] = FakeContainer(
             id=cid,
@@ -330,9 +328,7 @@ class FakeDockerEngine:
             c = self._get(id_or_name)
             return None if c is None else self._state(c)
 
-    def logs(
-        self, container_id: str, *, follow: bool, tail: int | None = None, since: float | None = None
-    ) -> LogLines:
+    def logs(self, container_id: str, *, follow: bool, tail: int | None = None, since: float | None = None) -> LogLines:
         self._check("logs", container_id)
         c = self._get(container_id)
         if c is None:

@@ -67,8 +67,7 @@ def test_a_server_that_returns_fewer_tokens_than_asked_is_flagged(start_standin:
     assert point.ok_count == 0 and point.decode_tok_s is None
     assert {r.failure for r in point.requests} == {"short_completion"}
     assert point.requests[0].error == (
-        "short completion: 37 of 40 tokens asked (finish_reason 'stop'); "
-        "the server ignored min_tokens/ignore_eos"
+        "short completion: 37 of 40 tokens asked (finish_reason 'stop'); the server ignored min_tokens/ignore_eos"
     )
 
 

@@ -187,9 +187,7 @@ def test_snapshot_lists_the_cards_nvidia_smi_lists(inventory: NvmlInventory) -> 
     )
 
 
-def test_holder_pid_and_its_memory_match_nvidia_smi_within_1_percent(
-    inventory: NvmlInventory, holder: Holder
-) -> None:
+def test_holder_pid_and_its_memory_match_nvidia_smi_within_1_percent(inventory: NvmlInventory, holder: Holder) -> None:
     snapshot = inventory.snapshot()
     apps = nvidia_smi("--query-compute-apps=pid,used_memory,gpu_uuid")
     smi_mib = {(int(r[0]), uuid_key(r[2])): float(r[1]) for r in apps}
@@ -213,9 +211,7 @@ def test_holder_pid_and_its_memory_match_nvidia_smi_within_1_percent(
     assert ours[0].used_memory_bytes >= holder.gib * 1024 * MIB
 
 
-def test_free_memory_matches_torch_mem_get_info_within_1_percent(
-    inventory: NvmlInventory, holder: Holder
-) -> None:
+def test_free_memory_matches_torch_mem_get_info_within_1_percent(inventory: NvmlInventory, holder: Holder) -> None:
     before = inventory.snapshot()
     torch_free, torch_total = holder.mem_get_info()
     after = inventory.snapshot()
@@ -241,9 +237,7 @@ def test_free_memory_matches_torch_mem_get_info_within_1_percent(
     assert within(total, torch_total)
 
 
-def test_preflight_names_the_foreign_pid_and_its_mib_on_real_cards(
-    inventory: NvmlInventory, holder: Holder
-) -> None:
+def test_preflight_names_the_foreign_pid_and_its_mib_on_real_cards(inventory: NvmlInventory, holder: Holder) -> None:
     snapshot = inventory.snapshot()
     card = card_of(snapshot, holder.uuid)
     indices = tuple(d.index for d in snapshot.devices)

@@ -54,9 +54,7 @@ def standin_image(docker_client: Any) -> str:
 
 
 @pytest.fixture
-def run_container(
-    docker_client: Any, standin_image: str, test_session_id: str
-) -> Iterator[Callable[..., Any]]:
+def run_container(docker_client: Any, standin_image: str, test_session_id: str) -> Iterator[Callable[..., Any]]:
     import docker.errors
 
     created: list[Any] = []

@@ -110,9 +110,7 @@ def test_containers_report_names_labels_published_ports_and_pids(client: Any) ->
     info = found[container.id]
     assert info.name == f"ports-{SESSION}" and info.state == "running"
     assert info.labels[LABEL] == SESSION and info.servectl_profile == "demo"
-    assert [(p.host_ip, p.host_port, p.container_port) for p in info.published_ports] == [
-        ("127.0.0.1", port, 8000)
-    ]
+    assert [(p.host_ip, p.host_port, p.container_port) for p in info.published_ports] == [("127.0.0.1", port, 8000)]
     assert info.pid == container.attrs["State"]["Pid"] and info.gpu_request is None
 
 
@@ -201,9 +199,7 @@ def test_full_preflight_names_the_container_on_the_port_and_accepts_it_when_repl
     )
     port_check = report.check("port.free")
     assert port_check.result == "fail"
-    assert (
-        port_check.message == f"container {container.name} ({container.id[:12]}) publishes 127.0.0.1:{port}"
-    )
+    assert port_check.message == f"container {container.name} ({container.id[:12]}) publishes 127.0.0.1:{port}"
     assert report.check("conflicts").message == f"conflicting service(s) running: {container.name}"
     assert report.check("image.pinned").result == "warn"  # a candidate with no digest pinned
     assert report.check("docker.engine").result == "pass"

@@ -77,9 +77,7 @@ def run_compose(*args: str, cwd: Path, env: dict[str, str] | None = None) -> sub
 
 
 def rendered_compose_files() -> list[Path]:
-    return sorted((REPO / "compose").glob("*.yaml")) + sorted(
-        (REPO / "tests/snapshots/render").glob("*.compose.yaml")
-    )
+    return sorted((REPO / "compose").glob("*.yaml")) + sorted((REPO / "tests/snapshots/render").glob("*.compose.yaml"))
 
 
 @needs_compose
@@ -166,14 +164,10 @@ def started(
     profiles, out_dir, state_dir = tmp / "profiles", tmp / "compose", tmp / "state"
     for folder in (profiles, out_dir, state_dir):
         folder.mkdir()
-    name = demo_variant(
-        profiles, image=standin_image, port=free_port(), session=test_session_id, secure=secure
-    )
+    name = demo_variant(profiles, image=standin_image, port=free_port(), session=test_session_id, secure=secure)
     loaded = load_profile(name, folders=[ProfileFolder(profiles, "test")])
     rendered = out_dir / f"{name}.yaml"
-    rendered.write_text(
-        render_text(loaded, target="compose", out_dir=out_dir, command="test"), encoding="utf-8"
-    )
+    rendered.write_text(render_text(loaded, target="compose", out_dir=out_dir, command="test"), encoding="utf-8")
     key = f"sk-{uuid.uuid4().hex}" if secure else None
     env = {"SERVECTL_RENDER_TEST_KEY": key} if key else {}
     compose_args = ["-p", f"servectl-{name}", "-f", rendered.name]
@@ -223,9 +217,7 @@ def test_servectl_status_lists_it_ready_without_drift(started: Started, test_ses
     wait_until_serving(
         plan=started.plan, container_id=started.container.id, docker=started.engine, api_key=started.api_key
     )
-    (service,) = services(
-        docker=started.engine, scope={SESSION_LABEL: test_session_id}, state_dir=started.state_dir
-    )
+    (service,) = services(docker=started.engine, scope={SESSION_LABEL: test_session_id}, state_dir=started.state_dir)
     assert service.profile == started.plan.profile
     assert service.container_name == started.plan.docker.name
     assert service.state == "ready"

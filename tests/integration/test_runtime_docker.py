@@ -317,9 +317,7 @@ def _comparable(inspect: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def test_sdk_container_equals_the_one_docker_run_argv_creates(
-    rt: Runtime, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_sdk_container_equals_the_one_docker_run_argv_creates(rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_TOKEN", "hf_pass_through")
     glm = resolve("glm53-393k").plan.docker
     base = replace(
@@ -344,9 +342,7 @@ def test_sdk_container_equals_the_one_docker_run_argv_creates(
 
 
 # -- bench by profile name ---------------------------------------------------------------------------------
-def test_bench_by_profile_name_records_the_running_plan_and_refuses_a_drifted_one(
-    rt: Runtime, tmp_path: Path
-) -> None:
+def test_bench_by_profile_name_records_the_running_plan_and_refuses_a_drifted_one(rt: Runtime, tmp_path: Path) -> None:
     name, _ = rt.profile("bench", env={"STANDIN_TOKEN_RATE": "400"})
     rt.up(name)
     out = tmp_path / "evidence"

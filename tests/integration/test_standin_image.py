@@ -129,9 +129,7 @@ def test_container_starts_through_phases_serves_health_models_and_streaming_chat
 
 
 def test_baked_in_demo_model_needs_no_mount(run_container: Callable[..., Any]) -> None:
-    container = run_container(
-        [*LAUNCH, "--model-path", DEMO_MODEL_PATH], environment={"STANDIN_STARTUP_DELAY_S": "0"}
-    )
+    container = run_container([*LAUNCH, "--model-path", DEMO_MODEL_PATH], environment={"STANDIN_STARTUP_DELAY_S": "0"})
     log = wait_for_log(container, READY_LINE)
     assert READY_LINE in log
     assert f"server_args=ServerArgs(model_path={DEMO_MODEL_PATH!r}" in log
@@ -157,15 +155,11 @@ def test_bad_flag_exits_2_with_argparse_error(run_container: Callable[..., Any])
     container = run_container([*LAUNCH, "--model-path", DEMO_MODEL_PATH, "--tp-size", "two"])
     assert container.wait(timeout=30)["StatusCode"] == 2
     last = logs(container).rstrip("\n").splitlines()[-1]
-    assert (
-        last == "launch_server.py: error: argument --tp-size/--tensor-parallel-size: invalid int value: 'two'"
-    )
+    assert last == "launch_server.py: error: argument --tp-size/--tensor-parallel-size: invalid int value: 'two'"
 
 
 def test_sigterm_stops_the_engine_with_exit_0(run_container: Callable[..., Any]) -> None:
-    container = run_container(
-        [*LAUNCH, "--model-path", DEMO_MODEL_PATH], environment={"STANDIN_STARTUP_DELAY_S": "0"}
-    )
+    container = run_container([*LAUNCH, "--model-path", DEMO_MODEL_PATH], environment={"STANDIN_STARTUP_DELAY_S": "0"})
     wait_for_log(container, READY_LINE)
     begin = time.monotonic()
     container.stop(timeout=10)

@@ -79,10 +79,7 @@ class FakeOpenAIServer:
 
     def handle(self, request: httpx.Request) -> httpx.Response:
         self.headers.append(dict(request.headers))
-        if (
-            self.required_key is not None
-            and request.headers.get("authorization") != f"Bearer {self.required_key}"
-        ):
+        if self.required_key is not None and request.headers.get("authorization") != f"Bearer {self.required_key}":
             return httpx.Response(401, json={"error": "bad key"})
         if request.url.path == "/v1/models":
             if self.models_status != 200:
@@ -103,9 +100,7 @@ class FakeOpenAIServer:
             number = len(self.bodies)
         if self.status != 200 and number >= self.status_from_request:
             return httpx.Response(self.status, json={"error": {"message": "engine overloaded"}})
-        return httpx.Response(
-            200, headers={"content-type": "text/event-stream"}, content=self._stream(body, number)
-        )
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=self._stream(body, number))
 
     def _stream(self, body: dict[str, Any], number: int) -> Iterator[bytes]:
         with self._lock:
@@ -125,11 +120,7 @@ class FakeOpenAIServer:
         if self.shortfall and measured and (not self.shortfall_every or number % self.shortfall_every == 0):
             total = asked - self.shortfall
         die = None
-        if (
-            self.die_after_tokens is not None
-            and measured
-            and (not self.die_every or number % self.die_every == 0)
-        ):
+        if self.die_after_tokens is not None and measured and (not self.die_every or number % self.die_every == 0):
             die = self.die_after_tokens
         continuous = self.continuous_usage and body.get("stream_options", {}).get("continuous_usage_stats")
         base = {"id": f"chatcmpl-{number}", "object": "chat.completion.chunk", "model": self.model}

@@ -106,9 +106,7 @@ def test_api_key_is_sent_as_bearer_and_never_written_to_artifacts(tmp_path: Path
 def test_refused_key_and_unreachable_server_raise_bench_failed_with_a_hint() -> None:
     with pytest.raises(BenchFailed, match=r"http://fake:8180/v1/models: HTTP 401; pass --api-key-env NAME"):
         run(scripted(required_key="k"), settings())
-    with pytest.raises(
-        BenchFailed, match=r"serves 3 models \[.a., .b., .fake-model.\]; pick one with --model"
-    ):
+    with pytest.raises(BenchFailed, match=r"serves 3 models \[.a., .b., .fake-model.\]; pick one with --model"):
         run(scripted(models=("a", "b")), settings())
     with pytest.raises(BenchFailed, match="model 'nope' is not served"):
         run(scripted(), settings(model="nope"))
@@ -161,10 +159,7 @@ def test_http_errors_on_measured_requests_are_flagged() -> None:
     assert {r.failure for r in point.requests} == {"http_error"}
     assert point.warmup is not None and point.warmup.ok  # request 3 passed; the warning list says so
     assert not any(w.startswith("warm-up") for w in point.warnings)
-    assert (
-        point.requests[0].error
-        == 'HTTP 500 from /v1/chat/completions: {"error":{"message":"engine overloaded"}}'
-    )
+    assert point.requests[0].error == 'HTTP 500 from /v1/chat/completions: {"error":{"message":"engine overloaded"}}'
 
 
 def test_targets_beyond_the_served_context_are_skipped_with_the_reason() -> None:
@@ -258,9 +253,7 @@ def test_concurrency_runs_simultaneous_streams_and_reports_round_throughput() ->
     c1, c3 = report.points
     assert (c1.concurrency, len(c1.requests)) == (1, 2)
     assert (c3.concurrency, len(c3.requests)) == (3, 6)
-    assert sorted((r.round_index, r.stream_index) for r in c3.requests) == [
-        (i, j) for i in range(2) for j in range(3)
-    ]
+    assert sorted((r.round_index, r.stream_index) for r in c3.requests) == [(i, j) for i in range(2) for j in range(3)]
     assert c3.round_output_tok_s is not None and c3.round_output_tok_s.n == 2
     assert c3.client_cpu_s > 0 and c3.chunks == 6 * 20
 

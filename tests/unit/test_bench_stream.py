@@ -14,9 +14,7 @@ def line(obj: Any) -> bytes:
     return b"data: " + json.dumps(obj).encode()
 
 
-def token_chunk(
-    text: str, *, completion: int | None = None, prompt: int = 100, key: str = "content"
-) -> bytes:
+def token_chunk(text: str, *, completion: int | None = None, prompt: int = 100, key: str = "content") -> bytes:
     obj: dict[str, Any] = {"choices": [{"index": 0, "delta": {key: text}}]}
     if completion is not None:
         obj["usage"] = {"prompt_tokens": prompt, "completion_tokens": completion}
@@ -171,20 +169,13 @@ def test_error_object_in_stream_is_flagged_server_error() -> None:
 def test_connection_broken_after_tokens_is_reported_as_incomplete_stream() -> None:
     acc = StreamAccumulator(sent_at=0.0)
     acc.feed_line(token_chunk("x", completion=3), 0.1)
-    m = measure(
-        acc, asked=10, failure="transport_error", error="RemoteProtocolError: incomplete chunked read"
-    )
+    m = measure(acc, asked=10, failure="transport_error", error="RemoteProtocolError: incomplete chunked read")
     assert m.failure == "incomplete_stream"
-    assert (
-        m.error
-        == "stream broke after 1 token chunks (3 tokens): RemoteProtocolError: incomplete chunked read"
-    )
+    assert m.error == "stream broke after 1 token chunks (3 tokens): RemoteProtocolError: incomplete chunked read"
 
 
 def test_connection_refused_before_any_token_stays_transport_error() -> None:
-    m = measure(
-        StreamAccumulator(sent_at=0.0), asked=10, failure="transport_error", error="ConnectError: refused"
-    )
+    m = measure(StreamAccumulator(sent_at=0.0), asked=10, failure="transport_error", error="ConnectError: refused")
     assert m.failure == "transport_error"
     assert m.ttft_s is None and m.decode_tok_s is None
 
@@ -219,11 +210,7 @@ def test_comments_events_and_blank_lines_are_ignored_and_bad_json_is_counted() -
     [
         ({"choices": [{"index": 0, "delta": {}, "meta_info": {"spec_accept_length": 3.25}}]}, 3.25),
         (
-            {
-                "choices": [
-                    {"index": 0, "delta": {}, "meta_info": {"spec_verify_ct": 10, "completion_tokens": 40}}
-                ]
-            },
+            {"choices": [{"index": 0, "delta": {}, "meta_info": {"spec_verify_ct": 10, "completion_tokens": 40}}]},
             4.0,
         ),
         (
@@ -235,9 +222,7 @@ def test_comments_events_and_blank_lines_are_ignored_and_bad_json_is_counted() -
         ),
     ],
 )
-def test_speculative_accept_length_is_read_where_the_server_reports_it(
-    where: dict[str, Any], expected: float
-) -> None:
+def test_speculative_accept_length_is_read_where_the_server_reports_it(where: dict[str, Any], expected: float) -> None:
     acc = StreamAccumulator(sent_at=0.0)
     acc.feed_line(line(where), 0.1)
     assert acc.accept_length == pytest.approx(expected)

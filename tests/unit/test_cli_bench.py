@@ -29,9 +29,7 @@ def server(monkeypatch: pytest.MonkeyPatch) -> FakeOpenAIServer:
     return fake
 
 
-def run_cli(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str
-) -> tuple[int, str, str]:
+def run_cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     monkeypatch.setattr(sys, "argv", ["servectl", *args])
     monkeypatch.setenv("COLUMNS", "200")
     with pytest.raises(SystemExit) as exc:
@@ -135,14 +133,9 @@ def test_api_key_env_sends_the_key_and_an_unset_variable_is_a_usage_error(
     assert code == 0 and "sk-123" not in out
     assert "sk-123" not in (tmp_path / "summary.json").read_text()
     monkeypatch.delenv("BENCH_TEST_KEY")
-    code, _, err = run_cli(
-        monkeypatch, capsys, "bench", "--url", "http://fake:8180", "--api-key-env", "BENCH_TEST_KEY"
-    )
+    code, _, err = run_cli(monkeypatch, capsys, "bench", "--url", "http://fake:8180", "--api-key-env", "BENCH_TEST_KEY")
     assert code == 2
-    assert (
-        err.strip()
-        == "error: --api-key-env BENCH_TEST_KEY: the variable is not set or empty; export it first"
-    )
+    assert err.strip() == "error: --api-key-env BENCH_TEST_KEY: the variable is not set or empty; export it first"
 
 
 @pytest.mark.parametrize(
@@ -170,9 +163,7 @@ def test_usage_errors_are_one_line_with_exit_2(
 def test_unreachable_server_is_one_error_line_with_exit_1(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, _, err = run_cli(
-        monkeypatch, capsys, "bench", "--url", "http://127.0.0.1:9", "--prompt-tokens", "100"
-    )
+    code, _, err = run_cli(monkeypatch, capsys, "bench", "--url", "http://127.0.0.1:9", "--prompt-tokens", "100")
     assert code == 1
     assert err.startswith("error: http://127.0.0.1:9/v1/models: cannot reach the server (ConnectError")
     assert len(err.strip().splitlines()) == 1

@@ -14,9 +14,7 @@ from servectl.profile import profile_json_schema
 REPO = Path(__file__).resolve().parents[2]
 
 
-def servectl(
-    *args: str, cwd: Path = REPO, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
+def servectl(*args: str, cwd: Path = REPO, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     base = {
         "PYTHONPATH": str(REPO / "src"),
         "PATH": "/usr/bin:/bin",
@@ -120,9 +118,7 @@ def test_shipped_schema_is_current_and_every_profile_points_at_it() -> None:
         assert first == "# yaml-language-server: $schema=../schema/profile.schema.json", path
 
 
-@pytest.mark.parametrize(
-    "name", ["glm53-393k", "glm53-524k-bringup", "demo", "demo-rollback", "glm53-exl3-q4-tp4"]
-)
+@pytest.mark.parametrize("name", ["glm53-393k", "glm53-524k-bringup", "demo", "demo-rollback", "glm53-exl3-q4-tp4"])
 def test_shipped_profile_validates_against_the_json_schema(name: str) -> None:
     import jsonschema
     import yaml

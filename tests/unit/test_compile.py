@@ -118,9 +118,7 @@ def test_exl3_recipe_reproduces_its_24_flags_values_env_and_mounts() -> None:
 def test_promoted_393k_plan_carries_the_seed_facts() -> None:
     plan = plan_of("glm53-393k")
     argv = plan.engine_argv
-    assert plan.docker.image.endswith(
-        "@sha256:0c0637959c3931829f05154087bbefd2c50003fb9b2010200ce0ec82f4d71a53"
-    )
+    assert plan.docker.image.endswith("@sha256:0c0637959c3931829f05154087bbefd2c50003fb9b2010200ce0ec82f4d71a53")
     for flag, value in [
         ("--tp-size", "2"),
         ("--context-length", "393216"),
@@ -141,9 +139,7 @@ def test_promoted_393k_plan_carries_the_seed_facts() -> None:
     assert json.loads(ladder.content) == {"1": {"candidate_steps": [3, 5]}}
     assert ladder.host_path == "/state/generated/glm53-393k/speculative-adaptive.json"
     assert any(m.target == ADAPTIVE_CONFIG_CONTAINER_PATH and m.read_only for m in plan.docker.mounts)
-    assert [(p.host_ip, p.host_port, p.container_port) for p in plan.docker.ports] == [
-        ("127.0.0.1", 8180, 8180)
-    ]
+    assert [(p.host_ip, p.host_port, p.container_port) for p in plan.docker.ports] == [("127.0.0.1", 8180, 8180)]
     assert plan.docker.device_ids == ("0", "1") and plan.docker.ipc_mode == "host"
     assert ("memlock", -1, -1) in plan.docker.ulimits and plan.docker.init
     assert plan.docker.labels[LABEL_PROFILE] == "glm53-393k"
@@ -170,9 +166,7 @@ def test_plan_is_deterministic_and_hash_tracks_changes() -> None:
     assert plan_of("glm53-393k").plan_hash != plan_of("glm53-524k-bringup").plan_hash
 
 
-def test_api_key_is_a_reference_and_never_in_the_command(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_api_key_is_a_reference_and_never_in_the_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "profiles").mkdir()
     (tmp_path / "profiles" / "k.yaml").write_text(
         "name: k\nimage: {ref: x/y:1}\nmodel: {path: /m, served_name: m}\n"
@@ -191,10 +185,7 @@ def test_api_key_is_a_reference_and_never_in_the_command(
     assert "sk-very-secret" not in text
     assert plan.secret is not None and plan.secret.name == "SECRET_API_KEY"
     assert "--api-key" not in plan.engine_argv
-    assert (
-        plan.docker.command[:2] == ("python3", "-c")
-        and "/run/secrets/servectl-api-key" in plan.docker.command[2]
-    )
+    assert plan.docker.command[:2] == ("python3", "-c") and "/run/secrets/servectl-api-key" in plan.docker.command[2]
 
 
 def test_dry_run_docker_command_round_trips_through_the_shell() -> None:
@@ -255,9 +246,7 @@ def test_unset_path_variable_is_one_clear_error() -> None:
     from servectl.errors import ProfileError
 
     loaded = load_profile("glm53-exl3-q4-tp4")
-    with pytest.raises(
-        ProfileError, match=r"model.path: .*\$\{MODEL_ROOT\}, which is not set; export MODEL_ROOT="
-    ):
+    with pytest.raises(ProfileError, match=r"model.path: .*\$\{MODEL_ROOT\}, which is not set; export MODEL_ROOT="):
         compile_plan(loaded.profile, source="x", state_dir=Path("/s"), home=Path("/h"), environ={})
 
 

@@ -32,9 +32,7 @@ def kwargs_from_docker_run(argv: list[str], environ: dict[str, str]) -> dict[str
             out["labels"][key] = label
         elif opt == "--gpus":
             assert value.startswith('"device=') and value.endswith('"'), value
-            out["device_requests"] = [
-                {"device_ids": value[len('"device=') : -1].split(","), "capabilities": [["gpu"]]}
-            ]
+            out["device_requests"] = [{"device_ids": value[len('"device=') : -1].split(","), "capabilities": [["gpu"]]}]
         elif opt == "--ipc":
             out["ipc_mode"] = value
         elif opt == "--shm-size":
@@ -108,9 +106,7 @@ def test_run_kwargs_pass_through_variables_only_when_set() -> None:
 def test_run_kwargs_request_gpus_only_when_the_spec_names_devices(shipped_plans: list[DockerRunSpec]) -> None:
     demo, glm = shipped_plans
     assert "device_requests" not in run_kwargs(demo, environ={})
-    assert run_kwargs(glm, environ={})["device_requests"] == [
-        {"device_ids": ["0", "1"], "capabilities": [["gpu"]]}
-    ]
+    assert run_kwargs(glm, environ={})["device_requests"] == [{"device_ids": ["0", "1"], "capabilities": [["gpu"]]}]
 
 
 def test_run_kwargs_publish_no_ports_with_host_networking() -> None:

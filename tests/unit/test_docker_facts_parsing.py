@@ -40,20 +40,12 @@ def inspect(**host_config: Any) -> dict[str, Any]:
         ),
         # docker run --gpus '"device=0,1"'
         (
-            {
-                "DeviceRequests": [
-                    {"Driver": "", "Count": 0, "DeviceIDs": ["0", "1"], "Capabilities": [["gpu"]]}
-                ]
-            },
+            {"DeviceRequests": [{"Driver": "", "Count": 0, "DeviceIDs": ["0", "1"], "Capabilities": [["gpu"]]}]},
             GpuRequest(False, ("0", "1"), "device-request"),
         ),
         # docker run --gpus 2 : Docker hands out the first two cards
         (
-            {
-                "DeviceRequests": [
-                    {"Driver": "nvidia", "Count": 2, "DeviceIDs": [], "Capabilities": [["gpu"]]}
-                ]
-            },
+            {"DeviceRequests": [{"Driver": "nvidia", "Count": 2, "DeviceIDs": [], "Capabilities": [["gpu"]]}]},
             GpuRequest(False, ("0", "1"), "device-request"),
         ),
         # compose: deploy.resources.reservations.devices with a UUID
@@ -95,9 +87,7 @@ def inspect(**host_config: Any) -> dict[str, Any]:
         ),
     ],
 )
-def test_gpu_requests_are_read_from_every_docker_spelling(
-    host_config: dict[str, Any], expected: GpuRequest
-) -> None:
+def test_gpu_requests_are_read_from_every_docker_spelling(host_config: dict[str, Any], expected: GpuRequest) -> None:
     assert gpu_request_from_inspect(inspect(**host_config)) == expected
 
 
@@ -154,9 +144,7 @@ def test_container_info_keeps_name_labels_state_and_pid() -> None:
 
 
 def test_image_digests_include_the_id_and_each_repo_digest() -> None:
-    image = ImageInfo(
-        id="sha256:" + "1" * 64, repo_digests=("ghcr.io/x/y@sha256:" + "2" * 64,), tags=("y:1",)
-    )
+    image = ImageInfo(id="sha256:" + "1" * 64, repo_digests=("ghcr.io/x/y@sha256:" + "2" * 64,), tags=("y:1",))
     assert image.digests() == {"sha256:" + "1" * 64, "sha256:" + "2" * 64}
 
 
@@ -164,6 +152,4 @@ def test_a_missing_docker_sdk_is_one_line_with_the_install_command(monkeypatch: 
     monkeypatch.setitem(sys.modules, "docker", None)  # makes `import docker` raise ImportError
     with pytest.raises(EngineUnavailable) as caught:
         DockerSdkFacts().ping()
-    assert (
-        caught.value.message == "Docker SDK for Python is not installed; install it with: pip install docker"
-    )
+    assert caught.value.message == "Docker SDK for Python is not installed; install it with: pip install docker"

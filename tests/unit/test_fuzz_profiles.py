@@ -51,9 +51,7 @@ scalars = st.one_of(
 )
 documents = st.recursive(
     scalars,
-    lambda inner: st.one_of(
-        st.lists(inner, max_size=4), st.dictionaries(st.sampled_from(KEYS), inner, max_size=6)
-    ),
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.sampled_from(KEYS), inner, max_size=6)),
     max_leaves=25,
 )
 VALID = {
@@ -71,9 +69,7 @@ def _check(tmp: Path, text: str) -> None:
     try:
         load_profile("p", folders=[ProfileFolder(folder, "test")])
     except ProfileError as err:
-        assert err.lines() and all(
-            line.startswith(str(folder)) or line.startswith("profiles") for line in err.lines()
-        )
+        assert err.lines() and all(line.startswith(str(folder)) or line.startswith("profiles") for line in err.lines())
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -170,9 +170,7 @@ def test_oom_kill_is_reported_with_the_oom_flag(demo_plan: LaunchPlan) -> None:
         ),
     ],
 )
-def test_fatal_line_fails_fast_while_the_container_still_runs(
-    demo_plan: LaunchPlan, line: str, reason: str
-) -> None:
+def test_fatal_line_fails_fast_while_the_container_still_runs(demo_plan: LaunchPlan, line: str, reason: str) -> None:
     t0 = time.monotonic()
     err = _fails(demo_plan, sglang_like_script(0.2, fatal_line=line), fatal_grace_s=0.1)
     assert time.monotonic() - t0 < 1.5
@@ -190,9 +188,7 @@ def test_silent_log_fails_after_the_stall_timeout_naming_the_phase(demo_plan: La
 
 
 def test_our_own_probe_access_lines_do_not_count_as_progress(demo_plan: LaunchPlan) -> None:
-    access = (
-        '[2026-11-30 10:00:00] INFO:     172.17.0.1:5000 - "GET /health HTTP/1.1" 503 Service Unavailable'
-    )
+    access = '[2026-11-30 10:00:00] INFO:     172.17.0.1:5000 - "GET /health HTTP/1.1" 503 Service Unavailable'
     lines = [(0.0, "Load weight begin. avail mem=94.00 GB")] + [(0.05 * i, access) for i in range(1, 40)]
     plan = replace(demo_plan, stall_timeout_s=0.4)
     t0 = time.monotonic()

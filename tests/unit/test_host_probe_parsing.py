@@ -88,9 +88,7 @@ def test_container_id_of_reads_the_pid_cgroup_file(tmp_path: Path) -> None:
         ("192.168.1.10", "192.168.1.11", False),
     ],
 )
-def test_address_overlap_follows_wildcard_and_dual_stack_rules(
-    wanted: str, bound: str, overlap: bool
-) -> None:
+def test_address_overlap_follows_wildcard_and_dual_stack_rules(wanted: str, bound: str, overlap: bool) -> None:
     assert addresses_overlap(wanted, bound) is overlap
 
 

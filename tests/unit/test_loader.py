@@ -28,9 +28,7 @@ def test_minimal_profile_loads_with_defaults(write_profile: Write, minimal: Mini
     assert loaded.profile.serve.network == "bridge"
 
 
-def test_unknown_key_names_file_line_and_suggests_the_close_key(
-    write_profile: Write, minimal: Minimal
-) -> None:
+def test_unknown_key_names_file_line_and_suggests_the_close_key(write_profile: Write, minimal: Minimal) -> None:
     write_profile("p", minimal("p") + "engine:\n  tp: 1\n  contxt_length: 8192\n")
     (line,) = problems_of("p")
     assert line == "profiles/p.yaml:7: engine.contxt_length: unknown key; did you mean 'context_length'?"
@@ -39,8 +37,7 @@ def test_unknown_key_names_file_line_and_suggests_the_close_key(
 def test_all_problems_are_reported_at_once_one_per_line(write_profile: Write, minimal: Minimal) -> None:
     write_profile(
         "p",
-        minimal("p").replace("role: bench", "role: benchmark")
-        + "engine: {tp: zero}\ngpus: {vram_reserve_mib: -1}\n",
+        minimal("p").replace("role: bench", "role: benchmark") + "engine: {tp: zero}\ngpus: {vram_reserve_mib: -1}\n",
     )
     lines = problems_of("p")
     assert len(lines) == 3
@@ -70,12 +67,9 @@ def test_repeated_key_is_an_error(write_profile: Write, minimal: Minimal) -> Non
 def test_extends_merges_maps_and_replaces_lists(write_profile: Write, minimal: Minimal) -> None:
     write_profile(
         "_base",
-        minimal("_base")
-        + "gpus: {devices: [0, 1], arch: sm120}\nengine: {tp: 2, args: {chunked-prefill-size: 256}}\n",
+        minimal("_base") + "gpus: {devices: [0, 1], arch: sm120}\nengine: {tp: 2, args: {chunked-prefill-size: 256}}\n",
     )
-    write_profile(
-        "child", "name: child\nextends: _base\ngpus: {devices: [2, 3]}\nengine: {context_length: 4096}\n"
-    )
+    write_profile("child", "name: child\nextends: _base\ngpus: {devices: [2, 3]}\nengine: {context_length: 4096}\n")
     p = load_profile("child").profile
     assert p.gpus.devices == [2, 3]
     assert p.gpus.arch == "sm120"  # map merged

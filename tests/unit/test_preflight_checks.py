@@ -244,9 +244,7 @@ def test_mig_mode_fails_with_the_command_that_turns_it_off() -> None:
 
 def test_a_foreign_host_process_fails_exclusive_use_with_pid_name_and_mib() -> None:
     probe = host(process_names={4242: "python3"})
-    check = preflight(gpus=FakeGpuInventory.scenario("foreign_pid", mib=8802), probe=probe).check(
-        "gpu.exclusive"
-    )
+    check = preflight(gpus=FakeGpuInventory.scenario("foreign_pid", mib=8802), probe=probe).check("gpu.exclusive")
     assert check.result == "fail"
     assert check.message == "card 0: pid 4242 python3 holds 8,802 MiB"
     assert check.fix == "end pid(s) 4242 or pick other cards"
@@ -343,9 +341,7 @@ def test_conflicts_match_compose_files_with_a_home_folder_and_container_names(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("HOME", "/home/me")
-    tilde = request(
-        conflicts=(ConflictRef("compose", "~/vllm/compose-DeepSeek-V4-Flash.yml", service="ds4"),)
-    )
+    tilde = request(conflicts=(ConflictRef("compose", "~/vllm/compose-DeepSeek-V4-Flash.yml", service="ds4"),))
     assert preflight(tilde, engine=docker(ds4())).check("conflicts").result == "fail"
     other_service = request(conflicts=(ConflictRef("compose", DS4_COMPOSE, service="other"),))
     assert preflight(other_service, engine=docker(ds4())).check("conflicts").result == "pass"
@@ -354,9 +350,7 @@ def test_conflicts_match_compose_files_with_a_home_folder_and_container_names(
 
 
 def test_shared_use_allowed_by_the_profile_only_warns() -> None:
-    check = preflight(request(exclusive=False), gpus=FakeGpuInventory.scenario("foreign_pid")).check(
-        "gpu.exclusive"
-    )
+    check = preflight(request(exclusive=False), gpus=FakeGpuInventory.scenario("foreign_pid")).check("gpu.exclusive")
     assert check.result == "warn"
 
 
@@ -368,10 +362,7 @@ def test_cards_whose_processes_cannot_be_listed_leave_exclusive_use_unknown() ->
 def test_memory_used_with_no_listed_process_warns() -> None:
     gpus = FakeGpuInventory.of(make_device(0, extra_used_mib=5000), make_device(1))
     check = preflight(gpus=gpus).check("gpu.exclusive")
-    assert (
-        check.result == "warn"
-        and check.message == "memory in use that no listed process holds (card 0: 5,000 MiB)"
-    )
+    assert check.result == "warn" and check.message == "memory in use that no listed process holds (card 0: 5,000 MiB)"
 
 
 # ------------------------------------------------------------------------------------------ VRAM reserve
@@ -380,9 +371,7 @@ def test_memory_used_with_no_listed_process_warns() -> None:
 def test_the_reserve_is_checked_against_what_the_engine_leaves_and_fails_without_a_waiver() -> None:
     check = preflight(request(mem_fraction=0.99)).check("gpu.vram_reserve")
     assert check.result == "fail"
-    assert check.message.startswith(
-        "card 0: 979 MiB left once the engine runs (estimate) < reserve 3,072 MiB"
-    )
+    assert check.message.startswith("card 0: 979 MiB left once the engine runs (estimate) < reserve 3,072 MiB")
     assert "waive the reserve" in check.fix
     row = check.facts["cards"][0]
     assert row["free_mib"] == 97_400 and row["engine_estimate_mib"] == 96_421
@@ -395,9 +384,7 @@ def test_the_reserve_is_checked_against_what_the_engine_leaves_and_fails_without
 
 
 def test_a_waived_reserve_passes_and_records_the_reason() -> None:
-    check = preflight(request(mem_fraction=0.99, vram_reserve_waiver="model-only pair")).check(
-        "gpu.vram_reserve"
-    )
+    check = preflight(request(mem_fraction=0.99, vram_reserve_waiver="model-only pair")).check("gpu.vram_reserve")
     assert check.result == "pass"
     assert check.message.startswith("reserve 3,072 MiB waived: model-only pair (card 0: free 97,400 MiB")
     assert check.facts["waived"] is True and check.facts["waiver_reason"] == "model-only pair"
@@ -420,10 +407,7 @@ def test_weights_that_do_not_fit_fail_even_with_a_waiver() -> None:
 def test_a_mem_fraction_that_leaves_no_room_for_weights_fails() -> None:
     check = preflight(request(mem_fraction=0.5, vram_reserve_waiver="x" * 10)).check("gpu.vram_reserve")
     assert check.result == "fail"
-    assert (
-        "mem fraction 0.5 leaves 48,456 MiB for weights + KV cache but weights need 51,200 MiB"
-        in check.message
-    )
+    assert "mem fraction 0.5 leaves 48,456 MiB for weights + KV cache but weights need 51,200 MiB" in check.message
 
 
 # ------------------------------------------------------------------------------------------ ports and network
@@ -488,18 +472,14 @@ def test_the_port_of_the_service_being_replaced_is_free_to_take() -> None:
         ("bench", 9000, (8080, 9000), "fail"),
     ],
 )
-def test_port_role_keeps_bench_off_production_ports(
-    role: Any, port: int, ports: tuple[int, ...], result: str
-) -> None:
+def test_port_role_keeps_bench_off_production_ports(role: Any, port: int, ports: tuple[int, ...], result: str) -> None:
     check = preflight(request(role=role, port=port, production_ports=ports)).check("port.role")
     assert check.result == result
 
 
 def test_host_networking_needs_a_reason_and_then_warns() -> None:
     assert preflight(request(network_mode="host")).check("network.mode").result == "fail"
-    check = preflight(request(network_mode="host", host_network_reason="RDMA between nodes")).check(
-        "network.mode"
-    )
+    check = preflight(request(network_mode="host", host_network_reason="RDMA between nodes")).check("network.mode")
     assert check.result == "warn" and "RDMA between nodes" in check.message
 
 
@@ -565,8 +545,7 @@ def test_a_snapshot_of_another_revision_fails() -> None:
     probe = host(models={MODEL: fake_model_dir(MODEL, revision="ab" * 20, hf_repo_id="ormandj/GLM")})
     check = preflight(probe=probe).check("model.revision")
     assert (
-        check.result == "fail"
-        and check.message == "hf cache snapshot is abababababab, the profile pins c3cbb9891b67"
+        check.result == "fail" and check.message == "hf cache snapshot is abababababab, the profile pins c3cbb9891b67"
     )
     assert check.fix.startswith(f"hf download ormandj/GLM --revision {COMMIT}")
 
@@ -589,10 +568,7 @@ def test_a_plain_folder_cannot_prove_its_revision() -> None:
 
 def test_tp_above_one_needs_shared_memory() -> None:
     check = preflight(request(ipc_host=False)).check("host.shm")
-    assert (
-        check.result == "fail"
-        and check.message == "2 ranks with a 64 MiB container /dev/shm (needs 4,096 MiB)"
-    )
+    assert check.result == "fail" and check.message == "2 ranks with a 64 MiB container /dev/shm (needs 4,096 MiB)"
     assert preflight(request(ipc_host=False, shm_size_bytes=32 * GIB)).check("host.shm").result == "pass"
     assert preflight(request(ipc_host=False, tp=1, gpu_indices=(0,))).check("host.shm").result == "pass"
 
@@ -667,10 +643,8 @@ def test_raise_if_failed_gives_exit_3_with_one_line_per_failed_check() -> None:
         raise_if_failed(report)
     assert caught.value.exit_code == 3 and caught.value.report is report
     assert caught.value.lines() == [
-        "preflight profile.status: profile glm53-393k is retired; "
-        "fix: promote it again or start another profile",
-        "preflight gpu.exclusive: card 0: pid 4242 holds 20,480 MiB; "
-        "fix: end pid(s) 4242 or pick other cards",
+        "preflight profile.status: profile glm53-393k is retired; fix: promote it again or start another profile",
+        "preflight gpu.exclusive: card 0: pid 4242 holds 20,480 MiB; fix: end pid(s) 4242 or pick other cards",
     ]
     raise_if_failed(preflight())  # nothing failed: no error
 

@@ -56,9 +56,7 @@ def test_foreign_process_on_a_card_fails_exclusivity_with_its_pid() -> None:
     assert str(pid) in check.message
 
 
-@pytest.mark.parametrize(
-    ("text", "expected"), [("32g", 32 * 2**30), ("512m", 512 * 2**20), ("100", 100), (None, None)]
-)
+@pytest.mark.parametrize(("text", "expected"), [("32g", 32 * 2**30), ("512m", 512 * 2**20), ("100", 100), (None, None)])
 def test_shm_size_parses_docker_notation(text: str | None, expected: int | None) -> None:
     assert parse_size_bytes(text) == expected
 
@@ -79,8 +77,16 @@ def test_full_preflight_raises_on_a_failed_check_and_records_forced_skips(tmp_pa
         docker=engine,
         adapters=adapters,
         state_dir=tmp_path,
-        skip={"gpu.exclusive", "gpu.vram_reserve", "model.present", "model.revision", "image.pinned",
-              "docker.gpu_runtime", "host.disk", "host.memory"},
+        skip={
+            "gpu.exclusive",
+            "gpu.vram_reserve",
+            "model.present",
+            "model.revision",
+            "image.pinned",
+            "docker.gpu_runtime",
+            "host.disk",
+            "host.memory",
+        },
         on_report=seen.append,
     )
     check(resolved)

@@ -76,7 +76,5 @@ def test_preflight_modules_import_neither_nvml_nor_the_docker_sdk() -> None:
     )
     src = str(Path(servectl.__file__).resolve().parents[1])
     env = {**os.environ, "PYTHONPATH": src}
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
-    ).stdout
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout
     assert out.strip() == ""

@@ -60,9 +60,7 @@ def evidence(tmp_path: Path, write_profile: Callable[[str, str], Path]) -> Calla
         folder = tmp_path / "ev"
         folder.mkdir(exist_ok=True)
         plan_hash = plan_for(load_profile("q")).plan_hash
-        (folder / "summary.json").write_text(
-            json.dumps(summary(provenance.pop("plan_hash", plan_hash), **provenance))
-        )
+        (folder / "summary.json").write_text(json.dumps(summary(provenance.pop("plan_hash", plan_hash), **provenance)))
         return folder
 
     return make

@@ -33,15 +33,11 @@ def test_durations_are_short_and_readable() -> None:
 
 
 def test_status_row_of_a_ready_service() -> None:
-    assert status_rows([_service()]) == [
-        ("demo", "ready", "8190", "0,1", "2m05s", "01234567", "no", "servectl-demo")
-    ]
+    assert status_rows([_service()]) == [("demo", "ready", "8190", "0,1", "2m05s", "01234567", "no", "servectl-demo")]
 
 
 def test_status_row_of_an_oom_killed_service_shows_code_and_flag_and_unknown_drift() -> None:
-    row = status_rows(
-        [_service(state="exited", exit_code=137, oom_killed=True, uptime_s=None, drift=None, gpus=())]
-    )[0]
+    row = status_rows([_service(state="exited", exit_code=137, oom_killed=True, uptime_s=None, drift=None, gpus=())])[0]
     assert row[1:5] == ("exited (code 137, OOM-killed)", "8190", "-", "-") and row[6] == "-"
 
 

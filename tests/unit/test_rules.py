@@ -170,9 +170,7 @@ CASES: list[tuple[str, str, str, str]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("rule", "bad", "message", "good"), CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)]
-)
+@pytest.mark.parametrize(("rule", "bad", "message", "good"), CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
 def test_rule_rejects_bad_and_accepts_good(
     check: Callable[[str], list[str]], rule: str, bad: str, message: str, good: str
 ) -> None:

@@ -256,9 +256,7 @@ def test_api_key_from_env_is_written_0600_mounted_and_removed_on_down(env: Env) 
     key_file = env.home / "generated" / "a" / "api-key"
     assert key_file.read_text() == "sk-very-secret\n" and key_file.stat().st_mode & 0o777 == 0o600
     [container] = env.engine.containers.values()
-    assert (str(key_file), "/run/secrets/servectl-api-key") in [
-        (m.source, m.target) for m in container.spec.mounts
-    ]
+    assert (str(key_file), "/run/secrets/servectl-api-key") in [(m.source, m.target) for m in container.spec.mounts]
     assert "sk-very-secret" not in json.dumps(History(env.home).events())
     assert "sk-very-secret" not in repr(container.spec) + repr(container.environment)
     env.down("a")
@@ -269,9 +267,7 @@ def test_missing_api_key_variable_is_one_line_before_anything_starts(env: Env) -
     env.profile("a", serve={"api_key_env": "A_KEY"})
     with pytest.raises(UsageError) as info:
         env.up("a")
-    assert (
-        "serve.api_key_env: $A_KEY is not set; export A_KEY=<key> before servectl up a" in info.value.message
-    )
+    assert "serve.api_key_env: $A_KEY is not set; export A_KEY=<key> before servectl up a" in info.value.message
     assert len(info.value.lines()) == 1 and env.created() == 0
 
 
@@ -373,9 +369,7 @@ def test_status_forgets_a_container_removed_behind_our_back(env: Env) -> None:
 
 def test_status_reports_exit_code_and_oom_flag_of_a_dead_service(env: Env) -> None:
     env.profile("a")
-    env.engine.script_for = lambda spec: replace(
-        sglang_like_script(0.1), exit_at_s=0.5, exit_code=137, oom_killed=True
-    )
+    env.engine.script_for = lambda spec: replace(sglang_like_script(0.1), exit_at_s=0.5, exit_code=137, oom_killed=True)
     env.up("a")
     time.sleep(0.5)
     [svc] = env.services()
@@ -442,7 +436,5 @@ def test_port_holder_is_named_when_a_host_probe_is_given(env: Env) -> None:
         holder.bind(("127.0.0.1", 0))
         holder.listen()
         env.profile("a", port=holder.getsockname()[1])
-        with pytest.raises(
-            PreflightFailed, match="is in use by pid 4321 \\(nginx\\); stop it or pick another port"
-        ):
+        with pytest.raises(PreflightFailed, match="is in use by pid 4321 \\(nginx\\); stop it or pick another port"):
             env.up("a", host=_Host())

@@ -32,9 +32,7 @@ def test_bad_int_value_names_the_flag_and_the_value() -> None:
     code, _, err = run(["--model-path", NO_CONFIG, "--tp-size", "x"])
     assert code == 2
     last = err.rstrip("\n").splitlines()[-1]
-    assert (
-        last == "launch_server.py: error: argument --tp-size/--tensor-parallel-size: invalid int value: 'x'"
-    )
+    assert last == "launch_server.py: error: argument --tp-size/--tensor-parallel-size: invalid int value: 'x'"
 
 
 def test_choice_outside_upstream_catalog_is_rejected() -> None:
@@ -60,15 +58,11 @@ def test_catalog_extension_from_environment_accepts_custom_choice_and_flag() -> 
 def test_missing_model_path_is_a_required_argument_error() -> None:
     code, _, err = run(["--tp-size", "2"])
     assert code == 2
-    assert err.endswith(
-        "launch_server.py: error: the following arguments are required: --model-path/--model\n"
-    )
+    assert err.endswith("launch_server.py: error: the following arguments are required: --model-path/--model\n")
 
 
 def test_malformed_catalog_extension_exits_2_naming_the_variable() -> None:
-    code, _, err = run(
-        ["--model-path", NO_CONFIG], STANDIN_CATALOG_EXTEND='{"choices": {"no_such_flag": ["x"]}}'
-    )
+    code, _, err = run(["--model-path", NO_CONFIG], STANDIN_CATALOG_EXTEND='{"choices": {"no_such_flag": ["x"]}}')
     assert code == 2
     assert err.startswith("launch_server.py: error: STANDIN_CATALOG_EXTEND: ")
     assert "no_such_flag" in err
@@ -112,10 +106,7 @@ def test_parsed_args_fill_catalog_defaults_and_sglang_derived_names() -> None:
 
 def test_human_readable_context_length_is_parsed_like_sglang() -> None:
     catalog = load_catalog("sglang-0.5.23", None)
-    assert (
-        parse_server_args(catalog, ["--model-path", "/m", "--context-length", "384K"])["context_length"]
-        == 393216
-    )
+    assert parse_server_args(catalog, ["--model-path", "/m", "--context-length", "384K"])["context_length"] == 393216
     with pytest.raises(ArgvError, match="invalid human_readable_int value: 'lots'"):
         parse_server_args(catalog, ["--model-path", "/m", "--context-length", "lots"])
 

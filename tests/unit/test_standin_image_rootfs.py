@@ -12,9 +12,7 @@ import pytest
 from servectl.standin import image
 from servectl.standin.image import APP_DIR, DEMO_MODEL_PATH, PREFIX, host_python, standin_digest, write_rootfs
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("ldd") is None, reason="ldd (glibc) is needed to collect libraries"
-)
+pytestmark = pytest.mark.skipif(shutil.which("ldd") is None, reason="ldd (glibc) is needed to collect libraries")
 
 
 @pytest.fixture(scope="module")
@@ -51,9 +49,7 @@ def test_only_modules_the_engine_imports_get_bytecode(rootfs: dict[str, tarfile.
     tag = sys.implementation.cache_tag
     assert f"{APP_DIR.strip('/')}/servectl/standin/__pycache__/engine.{tag}.pyc" in rootfs
     assert f"{stdlib}/http/__pycache__/server.{tag}.pyc" in rootfs
-    assert (
-        f"{stdlib}/__pycache__/tarfile.{tag}.pyc" not in rootfs
-    )  # in the image, never imported by the engine
+    assert f"{stdlib}/__pycache__/tarfile.{tag}.pyc" not in rootfs  # in the image, never imported by the engine
     assert f"{stdlib}/tarfile.py" in rootfs
     pyc = [name for name in rootfs if name.endswith(".pyc")]
     assert 50 < len(pyc) < 400

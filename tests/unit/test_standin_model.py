@@ -32,9 +32,7 @@ def test_missing_folder_is_the_transformers_cannot_load_error(tmp_path: Path) ->
     with pytest.raises(ModelConfigError) as caught:
         load_model_info(str(tmp_path / "absent"))
     assert caught.value.lines[0] == "Traceback (most recent call last):"
-    assert caught.value.lines[-1].startswith(
-        f"OSError: Can't load the configuration of '{tmp_path / 'absent'}'"
-    )
+    assert caught.value.lines[-1].startswith(f"OSError: Can't load the configuration of '{tmp_path / 'absent'}'")
 
 
 def test_folder_without_config_json_is_reported(tmp_path: Path) -> None:

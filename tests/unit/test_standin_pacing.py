@@ -23,9 +23,7 @@ def measure_decode_rate(host: str, port: int, max_tokens: int) -> tuple[float, i
     """Stream one chat completion; decode tok/s from the first to the last content chunk's arrival."""
     connection = http.client.HTTPConnection(host, port, timeout=60)
     try:
-        body = json.dumps(
-            {"messages": [{"role": "user", "content": "Go"}], "max_tokens": max_tokens, "stream": True}
-        )
+        body = json.dumps({"messages": [{"role": "user", "content": "Go"}], "max_tokens": max_tokens, "stream": True})
         connection.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
         response = connection.getresponse()
         assert response.status == 200

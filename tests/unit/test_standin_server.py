@@ -283,10 +283,7 @@ def test_prompt_longer_than_context_is_a_400_like_sglang() -> None:
         response = httpx.post(proc.base_url + CHAT, json={"messages": [{"role": "user", "content": words}]})
         too_many = httpx.post(proc.base_url + CHAT, json={"messages": HELLO, "max_tokens": 100})
     assert response.status_code == 400
-    assert (
-        response.json()["message"]
-        == "The input (34 tokens) is longer than the model's context length (20 tokens)."
-    )
+    assert response.json()["message"] == "The input (34 tokens) is longer than the model's context length (20 tokens)."
     assert response.json()["object"] == "error"
     assert too_many.status_code == 400
     assert too_many.json()["message"].startswith(

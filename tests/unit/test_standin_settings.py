@@ -91,6 +91,4 @@ def test_bad_values_are_errors_naming_the_variable(name: str, value: str, messag
 
 
 def test_empty_values_mean_unset() -> None:
-    assert (
-        StandinSettings.from_environ({"STANDIN_TOKEN_RATE": "", "STANDIN_CRASH_AT": " "}) == StandinSettings()
-    )
+    assert StandinSettings.from_environ({"STANDIN_TOKEN_RATE": "", "STANDIN_CRASH_AT": " "}) == StandinSettings()

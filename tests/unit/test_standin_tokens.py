@@ -56,9 +56,7 @@ def test_generated_text_continues_where_the_previous_chunk_stopped() -> None:
     ("total", "chunk", "sizes"),
     [(10, 4, [4, 4, 2]), (8, 4, [4, 4]), (3, 1, [1, 1, 1]), (0, 4, []), (2, 4, [2])],
 )
-def test_chunk_sizes_split_the_total_with_a_short_last_chunk(
-    total: int, chunk: int, sizes: list[int]
-) -> None:
+def test_chunk_sizes_split_the_total_with_a_short_last_chunk(total: int, chunk: int, sizes: list[int]) -> None:
     assert chunk_sizes(total, chunk) == sizes
 
 
@@ -68,9 +66,7 @@ def test_chunk_deadlines_are_absolute_multiples_of_chunk_over_rate() -> None:
 
 
 @pytest.mark.parametrize(("total", "chunk", "rate"), [(500, 1, 50.0), (500, 4, 500.0), (1001, 4, 5000.0)])
-def test_rate_between_first_and_last_chunk_is_exactly_the_set_rate(
-    total: int, chunk: int, rate: float
-) -> None:
+def test_rate_between_first_and_last_chunk_is_exactly_the_set_rate(total: int, chunk: int, rate: float) -> None:
     sizes = chunk_sizes(total, chunk)
     deadlines = chunk_deadlines(0.0, sizes, rate)
     measured = (total - sizes[0]) / (deadlines[-1] - deadlines[0])
@@ -90,8 +86,6 @@ def test_chunk_arguments_are_validated() -> None:
         chunk_deadlines(0.0, [1], 0.0)
 
 
-@pytest.mark.parametrize(
-    ("tokens", "accept", "steps"), [(10, 4.0, 3), (12, 4.0, 3), (100, 3.2, 32), (0, 4.0, 0)]
-)
+@pytest.mark.parametrize(("tokens", "accept", "steps"), [(10, 4.0, 3), (12, 4.0, 3), (100, 3.2, 32), (0, 4.0, 0)])
 def test_verify_count_is_tokens_over_accept_length_rounded_up(tokens: int, accept: float, steps: int) -> None:
     assert verify_count(tokens, accept) == steps

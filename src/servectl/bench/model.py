@@ -115,9 +115,7 @@ class BenchSettings:
         object.__setattr__(self, "prompt_tokens", tuple(self.prompt_tokens))
         object.__setattr__(self, "concurrency", tuple(self.concurrency))
         if not self.url.startswith(("http://", "https://")):
-            raise UsageError(
-                f"bench url: {self.url!r} is not an http(s) URL; give e.g. http://127.0.0.1:8180"
-            )
+            raise UsageError(f"bench url: {self.url!r} is not an http(s) URL; give e.g. http://127.0.0.1:8180")
         if not self.prompt_tokens or any(t < 1 for t in self.prompt_tokens):
             raise UsageError("bench prompt_tokens: give one or more positive token counts, e.g. 4096,65536")
         if not self.concurrency or any(c < 1 for c in self.concurrency):
@@ -168,9 +166,7 @@ class BenchContext:
     plan_hash: str | None = None
     image_digest: str | None = None
     model_revision: str | None = None
-    free_vram_after: Callable[[], Sequence[CardMemory]] | None = field(
-        default=None, repr=False, compare=False
-    )
+    free_vram_after: Callable[[], Sequence[CardMemory]] | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)

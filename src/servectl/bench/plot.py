@@ -11,9 +11,7 @@ from pathlib import Path
 from servectl.bench.model import BenchReport, PointResult, Stat
 
 
-def _series(
-    points: list[PointResult], attr: str
-) -> tuple[list[float], list[float], list[float], list[float]]:
+def _series(points: list[PointResult], attr: str) -> tuple[list[float], list[float], list[float], list[float]]:
     xs: list[float] = []
     p50: list[float] = []
     lo: list[float] = []

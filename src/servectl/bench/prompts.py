@@ -92,8 +92,7 @@ def fit_calibration(*, words: Sequence[int], prompt_tokens: Sequence[int]) -> Ca
     ratio = cov / var
     if ratio <= 0:
         raise ValueError(
-            f"prompt tokens do not grow with prompt words (probes {list(words)} words -> "
-            f"{list(prompt_tokens)} tokens)"
+            f"prompt tokens do not grow with prompt words (probes {list(words)} words -> {list(prompt_tokens)} tokens)"
         )
     return Calibration(
         probe_words=tuple(words),

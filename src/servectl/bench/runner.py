@@ -106,9 +106,7 @@ class _Runner:
     def _prompt(self, words: int) -> str:
         with self.rng_lock:
             self.request_number += 1
-            return build_prompt(
-                rng=self.rng, words=words, run_id=self.run_id, request_number=self.request_number
-            )
+            return build_prompt(rng=self.rng, words=words, run_id=self.run_id, request_number=self.request_number)
 
     def _body(self, prompt: str, max_tokens: int) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -182,8 +180,7 @@ class _Runner:
         bodies = [self._body(self._prompt(job.words), job.max_tokens) for job in jobs]  # built before start
         barrier = threading.Barrier(len(jobs))
         futures = [
-            pool.submit(self.request, job, body=body, barrier=barrier)
-            for job, body in zip(jobs, bodies, strict=True)
+            pool.submit(self.request, job, body=body, barrier=barrier) for job, body in zip(jobs, bodies, strict=True)
         ]
         return [f.result() for f in futures]
 
@@ -198,9 +195,7 @@ class _Runner:
                 f"{url}: cannot reach the server ({type(err).__name__}: {err}); check --url and that it is up"
             ) from err
         if response.status_code in (401, 403):
-            hint = (
-                "the key in --api-key-env was refused" if self.settings.api_key else "pass --api-key-env NAME"
-            )
+            hint = "the key in --api-key-env was refused" if self.settings.api_key else "pass --api-key-env NAME"
             raise BenchFailed(f"{url}: HTTP {response.status_code}; {hint}")
         if response.status_code >= 400:
             raise BenchFailed(f"{url}: HTTP {response.status_code}: {response.text[:200]}")
@@ -212,9 +207,7 @@ class _Runner:
         wanted = self.settings.model
         if wanted is None:
             if len(models) != 1:
-                raise BenchFailed(
-                    f"{url}: serves {len(models)} models {sorted(models)}; pick one with --model"
-                )
+                raise BenchFailed(f"{url}: serves {len(models)} models {sorted(models)}; pick one with --model")
             wanted = next(iter(models))
         elif wanted not in models:
             raise BenchFailed(f"{url}: model {wanted!r} is not served; served: {sorted(models)}")
@@ -245,9 +238,7 @@ class _Runner:
     # -- phases -----------------------------------------------------------------------------------------
 
     def calibrate(self, *, max_model_len: int | None) -> Calibration:
-        sizes = probe_word_counts(
-            smallest_target_tokens=min(self.settings.prompt_tokens), max_model_len=max_model_len
-        )
+        sizes = probe_word_counts(smallest_target_tokens=min(self.settings.prompt_tokens), max_model_len=max_model_len)
         tokens: list[int] = []
         for words in sizes:
             probe = self.single(_Job(role="probe", target_tokens=0, words=words, max_tokens=1))
@@ -291,9 +282,7 @@ def _aggregate(
     round_rates: list[float] = []
     for members in rounds.values():
         if all(m.ok for m in members):
-            span = max(m.sent_offset_s + (m.e2e_s or 0.0) for m in members) - min(
-                m.sent_offset_s for m in members
-            )
+            span = max(m.sent_offset_s + (m.e2e_s or 0.0) for m in members) - min(m.sent_offset_s for m in members)
             produced = sum(m.completion_tokens_produced or 0 for m in members)
             if span > 0:
                 round_rates.append(produced / span)
@@ -302,11 +291,7 @@ def _aggregate(
     within = (
         None
         if actual is None
-        else all(
-            abs(r.prompt_tokens_actual - target) <= tolerance
-            for r in ok
-            if r.prompt_tokens_actual is not None
-        )
+        else all(abs(r.prompt_tokens_actual - target) <= tolerance for r in ok if r.prompt_tokens_actual is not None)
     )
     warnings: list[str] = []
     if within is False and actual is not None:

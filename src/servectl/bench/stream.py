@@ -190,10 +190,7 @@ class StreamAccumulator:
             failure, error = "server_error", f"server error in stream: {self.server_error}"
         elif failure is None and not self.done:
             failure = "incomplete_stream"
-            error = (
-                f"stream ended after {self.token_chunks} token chunks ({produced or 0} tokens) "
-                "without data: [DONE]"
-            )
+            error = f"stream ended after {self.token_chunks} token chunks ({produced or 0} tokens) without data: [DONE]"
         elif failure is None and not self.seen_usage:
             failure, error = "no_usage", "stream ended without a usage object; token counts are unknown"
         elif failure is None and fixed_length and (produced or 0) < completion_tokens_requested:

@@ -71,16 +71,12 @@ def render_compose(
     }
     if spec.environment:
         # None: passed through from the shell that runs compose, as servectl passes its own environment
-        service["environment"] = {
-            name: None if value is None else _literal(value) for name, value in spec.environment
-        }
+        service["environment"] = {name: None if value is None else _literal(value) for name, value in spec.environment}
     if spec.device_ids:
         service["deploy"] = {
             "resources": {
                 "reservations": {
-                    "devices": [
-                        {"driver": "nvidia", "device_ids": list(spec.device_ids), "capabilities": ["gpu"]}
-                    ]
+                    "devices": [{"driver": "nvidia", "device_ids": list(spec.device_ids), "capabilities": ["gpu"]}]
                 }
             }
         }
@@ -147,9 +143,7 @@ def compose_notes(plan: LaunchPlan, profile: Profile, document: dict[str, Any]) 
         )
     if plan.secret is not None:
         if plan.secret.source == "env":
-            notes.append(
-                f"API key: compose reads it from ${plan.secret.name} in your shell (export it first)"
-            )
+            notes.append(f"API key: compose reads it from ${plan.secret.name} in your shell (export it first)")
         else:
             notes.append(f"API key: compose reads it from the file {plan.secret.name}")
     passed = [name for name, value in plan.docker.environment if value is None]

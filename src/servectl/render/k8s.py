@@ -93,9 +93,7 @@ def render_k8s(plan: LaunchPlan, profile: Profile) -> list[dict[str, Any]]:
         for generated, mount in parts.generated:
             key = generated.host_path.rsplit("/", 1)[-1]
             data[key] = generated.content
-            mounts.append(
-                {"name": "servectl-files", "mountPath": mount.target, "subPath": key, "readOnly": True}
-            )
+            mounts.append({"name": "servectl-files", "mountPath": mount.target, "subPath": key, "readOnly": True})
         volumes.append({"name": "servectl-files", "configMap": {"name": config_map}})
         manifests.append(
             {
@@ -232,9 +230,7 @@ def k8s_notes(plan: LaunchPlan, profile: Profile, manifests: list[dict[str, Any]
     variables = sorted({var for p in paths for var in variables_in(p)})
     if variables:
         listed = " ".join(f"${{{v}}}" for v in variables)
-        notes.append(
-            f"host paths hold placeholders; fill them in: envsubst '{listed}' < FILE | kubectl apply -f -"
-        )
+        notes.append(f"host paths hold placeholders; fill them in: envsubst '{listed}' < FILE | kubectl apply -f -")
     if paths:
         notes.append("hostPath volumes: the weights and files must be at these paths on every node")
     if spec.device_ids:
@@ -246,9 +242,7 @@ def k8s_notes(plan: LaunchPlan, profile: Profile, manifests: list[dict[str, Any]
     if spec.ipc_mode == "host":
         dropped.append("ipc=host (a memory-backed /dev/shm stands in)")
     if dropped:
-        notes.append(
-            "not expressible in a pod spec (the node runtime's defaults apply): " + ", ".join(dropped)
-        )
+        notes.append("not expressible in a pod spec (the node runtime's defaults apply): " + ", ".join(dropped))
     if profile.nodes > 1:
         notes.append(
             f"needs the LeaderWorkerSet controller ({LWS_API_VERSION}); leader and workers add --nnodes "

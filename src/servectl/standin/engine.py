@@ -56,9 +56,7 @@ class StartupCrash(Exception):
 class Engine:
     """One stand-in server process: startup sequence on the calling thread, HTTP on a daemon thread."""
 
-    def __init__(
-        self, settings: StandinSettings, args: dict[str, Any], *, stdout: TextIO, stderr: TextIO
-    ) -> None:
+    def __init__(self, settings: StandinSettings, args: dict[str, Any], *, stdout: TextIO, stderr: TextIO) -> None:
         self.settings = settings
         self.args = args
         self.log = EngineLog(stdout)
@@ -166,9 +164,7 @@ class Engine:
         self.log.uvicorn(f"Started server process [{os.getpid()}]")
         self.log.uvicorn("Waiting for application startup.")
         self.log.uvicorn("Application startup complete.")
-        self.log.uvicorn(
-            f"Uvicorn running on http://{shown}:{self.server.server_port} (Press CTRL+C to quit)"
-        )
+        self.log.uvicorn(f"Uvicorn running on http://{shown}:{self.server.server_port} (Press CTRL+C to quit)")
 
     # -- phases ------------------------------------------------------------------------------------
     def _enter(self, phase: str) -> None:
@@ -336,9 +332,7 @@ class Engine:
             try:
                 loaded = json.loads(Path(str(config_path)).read_text(encoding="utf-8"))
             except (OSError, ValueError) as err:
-                self._fail_startup(
-                    f"{type(err).__name__}: speculative adaptive config {config_path!r}: {err}"
-                )
+                self._fail_startup(f"{type(err).__name__}: speculative adaptive config {config_path!r}: {err}")
             if (
                 not isinstance(loaded, dict)
                 or not loaded
@@ -359,8 +353,7 @@ class Engine:
         num_steps = args.get("speculative_num_steps")
         if num_steps is not None and int(num_steps) not in steps:
             self._fail_startup(
-                f"ValueError: speculative_num_steps={num_steps} is not one of the adaptive "
-                f"candidate steps {steps}"
+                f"ValueError: speculative_num_steps={num_steps} is not one of the adaptive candidate steps {steps}"
             )
         self.log.info(f"Adaptive speculative decoding enabled: candidate steps {steps}")
 

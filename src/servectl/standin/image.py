@@ -132,12 +132,8 @@ def _app_files() -> list[tuple[str, bytes]]:
         ),
         (f"{APP_DIR}/servectl/catalog.py", (pkg / "catalog.py").read_bytes()),
     ]
-    files += [
-        (f"{APP_DIR}/servectl/catalogs/{p.name}", p.read_bytes()) for p in sorted(pkg.glob("catalogs/*.json"))
-    ]
-    files += [
-        (f"{APP_DIR}/servectl/standin/{p.name}", p.read_bytes()) for p in sorted(pkg.glob("standin/*.py"))
-    ]
+    files += [(f"{APP_DIR}/servectl/catalogs/{p.name}", p.read_bytes()) for p in sorted(pkg.glob("catalogs/*.json"))]
+    files += [(f"{APP_DIR}/servectl/standin/{p.name}", p.read_bytes()) for p in sorted(pkg.glob("standin/*.py"))]
     files += [
         (f"{APP_DIR}/sglang/__init__.py", _SHIM_INIT.encode()),
         (f"{APP_DIR}/sglang/launch_server.py", _SHIM_LAUNCH.encode()),
@@ -307,9 +303,7 @@ def write_rootfs(fileobj: BinaryIO, runtime: PythonRuntime | None = None) -> lis
     if not exe_complete:
         from servectl.errors import ServectlError
 
-        raise ServectlError(
-            f"cannot build the stand-in image: ldd {runtime.executable} reports missing libraries"
-        )
+        raise ServectlError(f"cannot build the stand-in image: ldd {runtime.executable} reports missing libraries")
     libraries = set(exe_libs)
     kept_extensions = []
     for ext in extensions:

@@ -46,11 +46,7 @@ class ModelInfo:
 
 def _as_int(config: dict[str, Any], key: str, default: int) -> int:
     value = config.get(key)
-    return (
-        int(value)
-        if isinstance(value, int | float) and not isinstance(value, bool) and value > 0
-        else default
-    )
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) and value > 0 else default
 
 
 def load_model_info(model_path: str) -> ModelInfo:
@@ -91,8 +87,7 @@ def load_model_info(model_path: str) -> ModelInfo:
         raise ModelConfigError(
             [
                 *trace,
-                f"OSError: It looks like the config file at '{config_file}' is not a "
-                f"valid JSON file. ({err})",
+                f"OSError: It looks like the config file at '{config_file}' is not a valid JSON file. ({err})",
             ]
         ) from None
     if not isinstance(config, dict):
@@ -111,9 +106,7 @@ def model_info_from_config(path: str, config: dict[str, Any]) -> ModelInfo:
     head_dim = _as_int(config, "head_dim", max(1, hidden // heads))
     context = next((_as_int(config, k, 0) for k in _CONTEXT_KEYS if _as_int(config, k, 0)), _DEFAULT_CONTEXT)
     architectures = config.get("architectures")
-    architecture = (
-        str(architectures[0]) if isinstance(architectures, list) and architectures else "LlamaForCausalLM"
-    )
+    architecture = str(architectures[0]) if isinstance(architectures, list) and architectures else "LlamaForCausalLM"
     return ModelInfo(
         path=path,
         architecture=architecture,
@@ -128,9 +121,7 @@ def model_info_from_config(path: str, config: dict[str, Any]) -> ModelInfo:
     )
 
 
-def _parameter_count(
-    config: dict[str, Any], hidden: int, layers: int, heads: int, kv_heads: int, head_dim: int
-) -> int:
+def _parameter_count(config: dict[str, Any], hidden: int, layers: int, heads: int, kv_heads: int, head_dim: int) -> int:
     vocab = _as_int(config, "vocab_size", 32000)
     intermediate = _as_int(config, "intermediate_size", 4 * hidden)
     experts = _as_int(config, "n_routed_experts", _as_int(config, "num_experts", 0))
@@ -183,9 +174,7 @@ class MemoryPlan:
 def plan_memory(info: ModelInfo, args: dict[str, Any], context_length: int) -> MemoryPlan:
     """Weights, KV cache and graph sizes for the log, from the config and the server arguments."""
     tp = max(1, int(args.get("tp_size") or 1))
-    total_weight_bytes = info.parameter_count * bytes_per_parameter(
-        args.get("quantization"), info.torch_dtype
-    )
+    total_weight_bytes = info.parameter_count * bytes_per_parameter(args.get("quantization"), info.torch_dtype)
     weights_gb = total_weight_bytes / tp / 1e9
     kv_dtype = str(args.get("kv_cache_dtype") or "auto")
     kv_bytes = 1 if ("fp8" in kv_dtype or "mxfp8" in kv_dtype) else (0.5 if "fp4" in kv_dtype else 2)

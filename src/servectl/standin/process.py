@@ -120,9 +120,7 @@ class HostStandin:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or (exited and not self._readers[0].is_alive()):
                     tail = "\n".join(line[:300] for line in self.lines[-10:])
-                    raise TimeoutError(
-                        f"no log line containing {text!r}; last lines:\n{tail}\n{self.stderr_text}"
-                    )
+                    raise TimeoutError(f"no log line containing {text!r}; last lines:\n{tail}\n{self.stderr_text}")
                 self._cond.wait(min(remaining, 0.1))
 
     def wait_ready(self, timeout_s: float = 10.0) -> None:

@@ -134,8 +134,7 @@ def plan_generation(
     if prompt_tokens >= context:
         raise RequestError(
             400,
-            f"The input ({prompt_tokens} tokens) is longer than the model's context length "
-            f"({context} tokens).",
+            f"The input ({prompt_tokens} tokens) is longer than the model's context length ({context} tokens).",
         )
     if max_tokens is not None:
         if prompt_tokens + max_tokens > context:
@@ -328,9 +327,7 @@ class StandinHandler(BaseHTTPRequestHandler):
         route = _ROUTES.get((method, path))
         if route is None:
             allowed = any(p == path for _, p in _ROUTES)
-            self._send_json(
-                405 if allowed else 404, {"detail": "Method Not Allowed" if allowed else "Not Found"}
-            )
+            self._send_json(405 if allowed else 404, {"detail": "Method Not Allowed" if allowed else "Not Found"})
             return
         key = self.state.api_key
         if key and not path.startswith("/health") and self.headers.get("Authorization") != f"Bearer {key}":
@@ -461,9 +458,7 @@ class StandinHandler(BaseHTTPRequestHandler):
                 "standin": {
                     "token_rate_per_s": settings.token_rate_per_s,
                     "chunk_tokens": settings.chunk_tokens,
-                    "accept_length": settings.effective_accept_length
-                    if settings.reports_accept_length
-                    else None,
+                    "accept_length": settings.effective_accept_length if settings.reports_accept_length else None,
                 },
             }
         )
@@ -473,11 +468,7 @@ class StandinHandler(BaseHTTPRequestHandler):
     def chat_completions(self, body: dict[str, Any]) -> None:
         self._require_ready()
         messages = body.get("messages")
-        if (
-            not isinstance(messages, list)
-            or not messages
-            or not all(isinstance(m, Mapping) for m in messages)
-        ):
+        if not isinstance(messages, list) or not messages or not all(isinstance(m, Mapping) for m in messages):
             raise RequestError(400, "messages must be a non-empty list of message objects")
         prompt_tokens = count_chat_prompt_tokens(messages)
         self._generate_openai(body, prompt_tokens, chat=True)
@@ -496,11 +487,7 @@ class StandinHandler(BaseHTTPRequestHandler):
         self._generate_openai(body, prompt_tokens, chat=False)
 
     def _generate_openai(self, body: dict[str, Any], prompt_tokens: int, *, chat: bool) -> None:
-        max_tokens = (
-            _int_field(body, "max_completion_tokens", "max_tokens")
-            if chat
-            else _int_field(body, "max_tokens")
-        )
+        max_tokens = _int_field(body, "max_completion_tokens", "max_tokens") if chat else _int_field(body, "max_tokens")
         if max_tokens is None and not chat:
             max_tokens = 16  # OpenAI/SGLang completions default
         plan = plan_generation(
@@ -542,9 +529,7 @@ class StandinHandler(BaseHTTPRequestHandler):
                     }
                 else:
                     choice["text"] = text
-                choice.update(
-                    {"logprobs": None, "finish_reason": plan.finish_reason, "matched_stop": matched_stop}
-                )
+                choice.update({"logprobs": None, "finish_reason": plan.finish_reason, "matched_stop": matched_stop})
                 self._send_json(
                     200,
                     {
@@ -592,9 +577,7 @@ class StandinHandler(BaseHTTPRequestHandler):
                 c["delta"] = delta
             else:
                 c["text"] = text or ""
-            c.update(
-                {"logprobs": None, "finish_reason": finish, "matched_stop": matched_stop if finish else None}
-            )
+            c.update({"logprobs": None, "finish_reason": finish, "matched_stop": matched_stop if finish else None})
             return c
 
         def running_usage(done: int) -> dict[str, Any] | None:
@@ -663,9 +646,7 @@ class StandinHandler(BaseHTTPRequestHandler):
                 for first, count in paced_chunks(self.state, plan):
                     done = first + count
                     finished = done == plan.completion_tokens
-                    self._send_event(
-                        {"text": generated_text(0, done), "meta_info": meta_info(done, finished)}
-                    )
+                    self._send_event({"text": generated_text(0, done), "meta_info": meta_info(done, finished)})
                 if plan.completion_tokens == 0:
                     self._send_event({"text": "", "meta_info": meta_info(0, True)})
                 self._send_event("[DONE]")

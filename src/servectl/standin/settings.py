@@ -77,9 +77,7 @@ class StandinSettings:
             fatal_line=reader.text("STANDIN_FATAL_LINE"),
             fatal_at=reader.phase("STANDIN_FATAL_AT") or "kv_cache",
             ignore_sigterm=reader.flag("STANDIN_IGNORE_SIGTERM"),
-            extra_log_lines=tuple(
-                line for line in (reader.text("STANDIN_EXTRA_LOG") or "").split("|") if line
-            ),
+            extra_log_lines=tuple(line for line in (reader.text("STANDIN_EXTRA_LOG") or "").split("|") if line),
             completion_shortfall_tokens=reader.integer("STANDIN_COMPLETION_SHORTFALL", 0, minimum=0),
             die_after_tokens=reader.optional_integer("STANDIN_DIE_AFTER_TOKENS", minimum=0),
             accept_length=reader.optional_number("STANDIN_ACCEPT_LENGTH", minimum=1.0),

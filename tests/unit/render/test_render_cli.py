@@ -42,9 +42,7 @@ def test_render_writes_the_default_file_under_the_working_folder(tmp_path: Path)
 
 def test_render_writes_where_out_says(tmp_path: Path) -> None:
     out = tmp_path / "deploy" / "x.yaml"
-    done = servectl(
-        "render", str(RENDER_PROFILES / "multinode.yaml"), "--to", "k8s", "--out", str(out), cwd=REPO
-    )
+    done = servectl("render", str(RENDER_PROFILES / "multinode.yaml"), "--to", "k8s", "--out", str(out), cwd=REPO)
     assert done.returncode == 0, done.stderr
     assert "kind: LeaderWorkerSet" in out.read_text()
 
@@ -56,9 +54,7 @@ def test_unknown_target_is_one_error_line_with_exit_2() -> None:
 
 
 def test_multinode_to_compose_is_one_error_line_with_the_fix() -> None:
-    done = servectl(
-        "render", str(RENDER_PROFILES / "multinode.yaml"), "--to", "compose", "--out", "-", cwd=REPO
-    )
+    done = servectl("render", str(RENDER_PROFILES / "multinode.yaml"), "--to", "compose", "--out", "-", cwd=REPO)
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1
     assert done.stderr.startswith("error: multinode: nodes: 2 needs several hosts")

@@ -30,9 +30,7 @@ def test_demo_service_runs_the_plans_image_command_and_labels() -> None:
 
 def test_demo_ports_are_bound_to_the_profiles_host_address() -> None:
     service = compose_service("demo")
-    assert service["ports"] == [
-        {"target": 8190, "published": "8190", "host_ip": "127.0.0.1", "protocol": "tcp"}
-    ]
+    assert service["ports"] == [{"target": 8190, "published": "8190", "host_ip": "127.0.0.1", "protocol": "tcp"}]
     assert "network_mode" not in service
 
 
@@ -74,9 +72,7 @@ def test_gpus_are_reserved_by_device_id_with_the_gpu_capability() -> None:
     devices = service["deploy"]["resources"]["reservations"]["devices"]
     assert devices == [{"driver": "nvidia", "device_ids": ["0", "1"], "capabilities": ["gpu"]}]
     assert service["ipc"] == "host"
-    assert service["image"].endswith(
-        "@sha256:0c0637959c3931829f05154087bbefd2c50003fb9b2010200ce0ec82f4d71a53"
-    )
+    assert service["image"].endswith("@sha256:0c0637959c3931829f05154087bbefd2c50003fb9b2010200ce0ec82f4d71a53")
 
 
 def test_the_adaptive_ladder_is_an_inline_config_at_the_path_the_argv_names() -> None:
@@ -86,9 +82,7 @@ def test_the_adaptive_ladder_is_an_inline_config_at_the_path_the_argv_names() ->
     service = document["services"]["glm53-393k"]
     (config_ref,) = service["configs"]
     assert config_ref["target"] == "/etc/servectl/speculative-adaptive.json"
-    assert (
-        plan.engine_argv[plan.engine_argv.index("--speculative-adaptive-config") + 1] == config_ref["target"]
-    )
+    assert plan.engine_argv[plan.engine_argv.index("--speculative-adaptive-config") + 1] == config_ref["target"]
     assert document["configs"][config_ref["source"]]["content"] == plan.files[0].content
     # the generated file is not also bind-mounted from the state folder
     assert [v["target"] for v in service["volumes"]] == ["/model", "/root/.cache"]

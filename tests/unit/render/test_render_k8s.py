@@ -69,9 +69,7 @@ def test_service_selects_the_pods_and_forwards_the_serving_port() -> None:
     pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
     assert service["spec"]["selector"].items() <= pod_labels.items()
     assert deployment["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
-    assert service["spec"]["ports"] == [
-        {"name": "http", "port": 8180, "targetPort": "http", "protocol": "TCP"}
-    ]
+    assert service["spec"]["ports"] == [{"name": "http", "port": 8180, "targetPort": "http", "protocol": "TCP"}]
 
 
 def test_servectl_labels_are_annotations_and_home_paths_are_placeholders() -> None:
@@ -149,9 +147,7 @@ def test_host_network_on_all_addresses_uses_host_network_and_keeps_dollars_liter
 
 def test_loopback_on_the_host_network_cannot_be_served_by_kubernetes() -> None:
     loaded = load("glm53-exl3-q4-tp4")
-    with pytest.raises(
-        RenderUnsupported, match=r"binds 127\.0\.0\.1 on the host network.*serve\.network: bridge"
-    ):
+    with pytest.raises(RenderUnsupported, match=r"binds 127\.0\.0\.1 on the host network.*serve\.network: bridge"):
         render_k8s(portable(loaded), loaded.profile)
 
 
@@ -181,9 +177,7 @@ def test_leader_and_workers_run_the_plan_argv_plus_the_multinode_flags() -> None
     ]
     index_env = {
         "name": "LWS_WORKER_INDEX",
-        "valueFrom": {
-            "fieldRef": {"fieldPath": "metadata.labels['leaderworkerset.sigs.k8s.io/worker-index']"}
-        },
+        "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['leaderworkerset.sigs.k8s.io/worker-index']"}},
     }
     for role in ("leaderTemplate", "workerTemplate"):
         container = only_container(template[role]["spec"])

@@ -29,9 +29,7 @@ def problems_of(folder: Path) -> list[str]:
     ["nnodes: 2", "node-rank: 0", "dist-init-addr: 10.0.0.1:20000", "nccl-init-addr: 10.0.0.1:20000"],
 )
 def test_multinode_flags_in_engine_args_are_a_profile_error(tmp_path: Path, flag_line: str) -> None:
-    folder = write_variant(
-        tmp_path, "    trust-remote-code: true\n", f"    trust-remote-code: true\n    {flag_line}\n"
-    )
+    folder = write_variant(tmp_path, "    trust-remote-code: true\n", f"    trust-remote-code: true\n    {flag_line}\n")
     key = flag_line.split(":")[0]
     (problem,) = problems_of(folder)
     line = (folder / "multinode.yaml").read_text().splitlines().index(f"    {flag_line}") + 1
@@ -47,6 +45,4 @@ def test_the_multinode_fixture_is_valid_because_tp_counts_every_node() -> None:
 def test_tp_must_cover_the_gpus_of_every_node(tmp_path: Path) -> None:
     folder = write_variant(tmp_path, "  tp: 16\n", "  tp: 8\n")
     (problem,) = problems_of(folder)
-    assert (
-        "engine.tp: tp 8 does not match 8 GPU devices [0, 1, 2, 3, 4, 5, 6, 7] on each of 2 nodes" in problem
-    )
+    assert "engine.tp: tp 8 does not match 8 GPU devices [0, 1, 2, 3, 4, 5, 6, 7] on each of 2 nodes" in problem

@@ -38,9 +38,7 @@ def lws_validator() -> jsonschema.Draft7Validator:
 
 
 def test_every_shipped_runnable_profile_renders_to_compose_and_most_to_k8s() -> None:
-    assert {"demo", "demo-rollback", "glm53-393k", "glm53-524k-bringup", "glm53-exl3-q4-tp4"} <= set(
-        COMPOSE_FILES
-    )
+    assert {"demo", "demo-rollback", "glm53-393k", "glm53-524k-bringup", "glm53-exl3-q4-tp4"} <= set(COMPOSE_FILES)
     assert {"demo", "glm53-393k"} <= set(K8S_FILES)
 
 
