@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from servectl.errors import StartupFailed
+from servectl.redact import redact
 
 if TYPE_CHECKING:
     import httpx
@@ -143,7 +144,7 @@ class LogWatcher:
 
     def feed(self, line: str) -> tuple[bool, bool]:
         """Read one line. Returns (counts as engine progress, progress display changed)."""
-        self.tail.append(line)
+        self.tail.append(redact(line))
         for pattern, regex in self._expect:
             if pattern not in self._seen and regex.search(line):
                 self._seen.add(pattern)
@@ -152,7 +153,7 @@ class LogWatcher:
         if self.fatal is None:
             for reason, regex in FATAL_PATTERNS:
                 if regex.search(line):
-                    self.fatal = FatalLine(reason, line.strip())
+                    self.fatal = FatalLine(reason, redact(line.strip()))
                     break
         if READY_LINE in line:
             self.ready_line_seen = True

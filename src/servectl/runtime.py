@@ -45,6 +45,7 @@ from servectl.plan import (
     LABEL_STOP_GRACE,
     LaunchPlan,
 )
+from servectl.redact import redact
 from servectl.state import History, StateLock, atomic_write_text
 
 if TYPE_CHECKING:
@@ -932,6 +933,7 @@ def follow_logs(
     running = [t for t in targets if t.running] or targets
     stream = docker.logs(running[0].container_id, follow=follow, tail=tail)
     try:
-        yield from stream
+        for line in stream:
+            yield redact(line)
     finally:
         stream.close()
