@@ -23,7 +23,6 @@ import argparse
 import json
 import os
 import shlex
-import socket
 import statistics
 import subprocess
 import sys
@@ -43,28 +42,13 @@ from servectl.docker_engine import DockerSdkEngine  # noqa: E402
 from servectl.plan import PortBinding, docker_run_argv  # noqa: E402
 from servectl.resolve import resolve  # noqa: E402
 from servectl.standin.image import build_standin_image  # noqa: E402
+from servectl.standin.process import free_port  # noqa: E402
 from servectl.swap import swap  # noqa: E402
 from servectl.testing_docker import TEST_SESSION_LABEL, write_test_profile  # noqa: E402
+from servectl.testing_docker import remove_test_session as remove_session  # noqa: E402
 
 TARGET_S = 0.3
 PROBE_EVERY_S = 0.01
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def remove_session(session: str) -> None:
-    ids = subprocess.run(
-        ["docker", "ps", "-aq", "--filter", f"label={TEST_SESSION_LABEL}={session}"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    if ids:
-        subprocess.run(["docker", "rm", "-f", *ids], capture_output=True, check=True)
 
 
 class Prober:

@@ -504,3 +504,17 @@ def write_test_profile(
     path = folder / f"{name}.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
     return path
+
+
+def remove_test_session(session: str) -> None:
+    """Remove every container labelled ``servectl.test-session=<session>`` (tests and benchmarks clean up)."""
+    import subprocess
+
+    ids = subprocess.run(
+        ["docker", "ps", "-aq", "--filter", f"label={TEST_SESSION_LABEL}={session}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    if ids:
+        subprocess.run(["docker", "rm", "-f", *ids], capture_output=True, check=True)
