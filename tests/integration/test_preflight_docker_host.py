@@ -24,6 +24,7 @@ from servectl.docker_facts import DockerSdkFacts
 from servectl.errors import EngineUnavailable
 from servectl.host import PsutilHostProbe
 from servectl.preflight import ConflictRef, PreflightRequest, Replacing, preflight_on_this_host, run_preflight
+from servectl.standin.process import free_port
 from servectl.testing import FakeGpuInventory
 
 pytestmark = pytest.mark.integration
@@ -65,12 +66,6 @@ def client() -> Iterator[Any]:
             container.remove(force=True)
         api_client.images.remove(IMAGE, force=True)
         api_client.close()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def run_container(client: Any, name: str, **kwargs: Any) -> Any:

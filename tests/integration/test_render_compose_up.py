@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import time
 import uuid
@@ -38,6 +37,7 @@ from servectl.plan import LABEL_PLAN_HASH, LaunchPlan
 from servectl.rendering import render_text
 from servectl.resolve import plan_for
 from servectl.runtime import services
+from servectl.standin.process import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -107,12 +107,6 @@ class Started:
     container: Any  # docker.models.containers.Container
     engine: DockerSdkEngine
     state_dir: Path
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def demo_variant(folder: Path, *, image: str, port: int, session: str, secure: bool) -> str:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -25,17 +24,12 @@ from servectl.docker_engine import DockerSdkEngine
 from servectl.errors import StartupFailed
 from servectl.plan import API_KEY_CONTAINER_PATH, PortBinding, docker_run_argv
 from servectl.resolve import resolve
+from servectl.standin.process import free_port
 from servectl.testing_docker import TEST_SESSION_LABEL, write_test_profile
 
 pytestmark = pytest.mark.integration
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

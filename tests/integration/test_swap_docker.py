@@ -11,7 +11,6 @@ import contextlib
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -27,6 +26,7 @@ from servectl.conflicts import DockerConflicts, detect_compose, load_stopped
 from servectl.docker_engine import DockerSdkEngine
 from servectl.errors import LockTimeout, SwapFailed, SwapRolledBack
 from servectl.runtime import down
+from servectl.standin.process import free_port
 from servectl.swap import SwapResult, read_journal, restore_after_down, rollback, swap
 
 pytestmark = pytest.mark.integration
@@ -34,12 +34,6 @@ pytestmark = pytest.mark.integration
 SESSION_LABEL = "servectl.test-session"
 TEST_LABEL = "servectl.test-swap"
 REPO = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Bench:

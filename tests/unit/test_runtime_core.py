@@ -19,16 +19,11 @@ import pytest
 from servectl import runtime
 from servectl.errors import LockTimeout, PreflightFailed, ServiceConflict, StartupFailed, UsageError
 from servectl.resolve import resolve
+from servectl.standin.process import free_port
 from servectl.state import History
 from servectl.testing_docker import FakeDockerEngine, FakeScript, sglang_like_script, write_test_profile
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
