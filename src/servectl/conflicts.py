@@ -86,9 +86,12 @@ class StoppedConflict:
 
 
 def conflict_key(spec: ConflictSpec) -> tuple[ConflictKind, str]:
-    """(kind, ref) of a declared conflict, with ``~`` expanded in compose paths."""
+    """(kind, ref) of a declared conflict, with ``~`` and ``${VAR}`` expanded in compose paths.
+
+    The one place a conflict's compose path is resolved: preflight reports and swap stops the same file.
+    """
     if spec.compose_file:
-        return "compose", os.path.abspath(os.path.expanduser(spec.compose_file))
+        return "compose", os.path.abspath(os.path.expandvars(os.path.expanduser(spec.compose_file)))
     assert spec.container is not None  # the model guarantees exactly one of the two
     return "container", spec.container
 

@@ -6,12 +6,12 @@ launch plan, and wires the real adapters (NVML, psutil, Docker) when the caller 
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from servectl.conflicts import conflict_key
 from servectl.paths import state_dir as default_state_dir
 from servectl.preflight import ConflictRef, PreflightReport, PreflightRequest, Replacing
 from servectl.resolve import Resolved
@@ -42,12 +42,7 @@ def request_for(
     """The preflight request of a resolved profile (pure)."""
     p, plan = resolved.loaded.profile, resolved.plan
     model_mount = plan.docker.mounts[0]
-    conflicts = tuple(
-        ConflictRef("compose", os.path.expandvars(os.path.expanduser(c.compose_file)))
-        if c.compose_file
-        else ConflictRef("container", str(c.container))
-        for c in p.conflicts
-    )
+    conflicts = tuple(ConflictRef(*conflict_key(c)) for c in p.conflicts)
     return PreflightRequest(
         profile_name=p.name,
         source_file=str(resolved.loaded.file.path),
