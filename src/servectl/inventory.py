@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from servectl.errors import ProfileError, ServectlError, UsageError
+from servectl.evidence import headline
 from servectl.loader import discover, find_profile, load_profile_file
 
 
@@ -57,17 +58,10 @@ def list_profiles() -> list[ProfileRow]:
                 context=p.engine.context_length,
                 port=p.serve.port,
                 role=p.serve.role,
-                headline=headline_for(loaded),
+                headline=headline(loaded),
             )
         )
     return rows
-
-
-def headline_for(loaded: Any) -> str | None:
-    """The promotion evidence headline of a profile, when it has one."""
-    from servectl.evidence import headline
-
-    return headline(loaded)
 
 
 def validate_profiles(names: list[str] | None) -> dict[str, ServectlError | None]:
