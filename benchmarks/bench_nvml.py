@@ -21,11 +21,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from rich.console import Console  # after the src/ path is set
 
-from servectl.docker_facts import DockerSdkFacts
-from servectl.gpu import NvmlInventory
-from servectl.host import PsutilHostProbe
-from servectl.preflight import PreflightRequest, run_preflight
-from servectl.render_preflight import render_report
+from servectl.adapters.docker_facts import DockerSdkFacts
+from servectl.adapters.gpu import NvmlInventory
+from servectl.adapters.host import PsutilHostProbe
+from servectl.cli.views.preflight import render_report
+from servectl.preflight.checks import PreflightRequest, run_preflight
 
 
 def main() -> None:

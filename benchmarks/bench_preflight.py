@@ -21,10 +21,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from servectl.docker_facts import DockerSdkFacts
-from servectl.host import PsutilHostProbe
-from servectl.preflight import ConflictRef, PreflightReport, PreflightRequest, run_preflight
-from servectl.testing import FakeGpuInventory
+from servectl.adapters.docker_facts import DockerSdkFacts
+from servectl.adapters.host import PsutilHostProbe
+from servectl.preflight.checks import ConflictRef, PreflightReport, PreflightRequest, run_preflight
+from servectl.testing.fakes import FakeGpuInventory
 
 TARGET_SECONDS = 0.3
 COMMIT = "c3cbb9891b67c741bcbf6b176dd7af9265b069db"

@@ -38,14 +38,14 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from servectl.docker_engine import DockerSdkEngine  # noqa: E402
-from servectl.plan import PortBinding, docker_run_argv  # noqa: E402
-from servectl.resolve import resolve  # noqa: E402
+from servectl.adapters.docker_engine import DockerSdkEngine  # noqa: E402
+from servectl.plan.compile import PortBinding, docker_run_argv  # noqa: E402
+from servectl.plan.resolve import resolve  # noqa: E402
+from servectl.service.swap import swap  # noqa: E402
 from servectl.standin.image import build_standin_image  # noqa: E402
 from servectl.standin.process import free_port  # noqa: E402
-from servectl.swap import swap  # noqa: E402
-from servectl.testing_docker import TEST_SESSION_LABEL, write_test_profile  # noqa: E402
-from servectl.testing_docker import remove_test_session as remove_session  # noqa: E402
+from servectl.testing.docker import TEST_SESSION_LABEL, write_test_profile  # noqa: E402
+from servectl.testing.docker import remove_test_session as remove_session  # noqa: E402
 
 TARGET_S = 0.3
 PROBE_EVERY_S = 0.01

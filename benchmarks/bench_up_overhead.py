@@ -8,7 +8,7 @@ completion). Runs alternate so that drift in the engine's speed hits both alike.
 
 Reported per variant (median over the runs): time to ready, time minus the fixed delay, and servectl's own
 overhead = servectl - baseline, for the CLI (a fresh ``python -m servectl up``: interpreter, imports,
-profile load, checks, gate) and for the library call ``servectl.runtime.up()`` in a warm process.
+profile load, checks, gate) and for the library call ``servectl.service.runtime.up()`` in a warm process.
 Target: library overhead <= 0.3 s.
 
 Usage: python benchmarks/bench_up_overhead.py [--runs 5] [--delay 2]
@@ -33,13 +33,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from servectl import runtime  # noqa: E402
-from servectl.docker_engine import DockerSdkEngine  # noqa: E402
-from servectl.plan import PortBinding, docker_run_argv  # noqa: E402
-from servectl.resolve import resolve  # noqa: E402
+from servectl.adapters.docker_engine import DockerSdkEngine  # noqa: E402
+from servectl.plan.compile import PortBinding, docker_run_argv  # noqa: E402
+from servectl.plan.resolve import resolve  # noqa: E402
 from servectl.standin.image import build_standin_image  # noqa: E402
 from servectl.standin.process import free_port  # noqa: E402
-from servectl.testing_docker import TEST_SESSION_LABEL, write_test_profile  # noqa: E402
-from servectl.testing_docker import remove_test_session as remove_session  # noqa: E402
+from servectl.testing.docker import TEST_SESSION_LABEL, write_test_profile  # noqa: E402
+from servectl.testing.docker import remove_test_session as remove_session  # noqa: E402
 
 TARGET_S = 0.3
 
@@ -75,8 +75,9 @@ def cli_once(name: str, env: dict[str, str]) -> float:
 
 
 _IMPORTS = (
-    "import servectl.cli as c; c._register_commands(); "
-    "import servectl.resolve, servectl.runtime, servectl.docker_engine, docker, httpx, rich.status"
+    "import servectl.cli.app as c; c._register_commands(); "
+    "import servectl.plan.resolve, servectl.service.runtime, servectl.adapters.docker_engine, "
+    "docker, httpx, rich.status"
 )
 
 

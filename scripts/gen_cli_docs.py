@@ -35,7 +35,7 @@ def commands() -> list[list[str]]:
     sys.path.insert(0, str(REPO / "src"))
     import typer.main
 
-    from servectl import cli
+    from servectl.cli import app as cli
 
     cli._register_commands()
     group = typer.main.get_command(cli.app)

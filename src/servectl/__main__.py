@@ -1,3 +1,3 @@
-from servectl.cli import main
+from servectl.cli.app import main
 
 main()

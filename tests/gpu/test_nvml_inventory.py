@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 
+from servectl.adapters.gpu import MIB, GpuSnapshot, NvmlInventory, wait_until_free
+from servectl.adapters.host import PsutilHostProbe
 from servectl.errors import GpuUnavailable
-from servectl.gpu import MIB, GpuSnapshot, NvmlInventory, wait_until_free
-from servectl.host import PsutilHostProbe
-from servectl.preflight import PreflightRequest, run_preflight
-from servectl.testing import FakeDockerFacts
+from servectl.preflight.checks import PreflightRequest, run_preflight
+from servectl.testing.fakes import FakeDockerFacts
 
 pytestmark = pytest.mark.gpu
 

@@ -20,12 +20,12 @@ from typing import Any
 
 import pytest
 
-from servectl.docker_facts import DockerSdkFacts
+from servectl.adapters.docker_facts import DockerSdkFacts
+from servectl.adapters.host import PsutilHostProbe
 from servectl.errors import EngineUnavailable
-from servectl.host import PsutilHostProbe
-from servectl.preflight import ConflictRef, PreflightRequest, Replacing, preflight_on_this_host, run_preflight
+from servectl.preflight.checks import ConflictRef, PreflightRequest, Replacing, preflight_on_this_host, run_preflight
 from servectl.standin.process import free_port
-from servectl.testing import FakeGpuInventory
+from servectl.testing.fakes import FakeGpuInventory
 
 pytestmark = pytest.mark.integration
 docker_sdk = pytest.importorskip("docker")

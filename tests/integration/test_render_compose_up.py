@@ -30,13 +30,13 @@ import httpx
 import pytest
 import yaml
 
-from servectl.docker_engine import DockerSdkEngine
-from servectl.health import wait_until_serving
-from servectl.loader import ProfileFolder, load_profile
-from servectl.plan import LABEL_PLAN_HASH, LaunchPlan
-from servectl.rendering import render_text
-from servectl.resolve import plan_for
-from servectl.runtime import services
+from servectl.adapters.docker_engine import DockerSdkEngine
+from servectl.plan.compile import LABEL_PLAN_HASH, LaunchPlan
+from servectl.plan.resolve import plan_for
+from servectl.profile.loader import ProfileFolder, load_profile
+from servectl.render.files import render_text
+from servectl.service.health import wait_until_serving
+from servectl.service.runtime import services
 from servectl.standin.process import free_port
 
 pytestmark = pytest.mark.integration

@@ -19,13 +19,13 @@ from typing import Any
 
 import pytest
 
-from servectl import runtime
-from servectl.docker_engine import DockerSdkEngine
+from servectl.adapters.docker_engine import DockerSdkEngine
 from servectl.errors import StartupFailed
-from servectl.plan import API_KEY_CONTAINER_PATH, PortBinding, docker_run_argv
-from servectl.resolve import resolve
+from servectl.plan.compile import API_KEY_CONTAINER_PATH, PortBinding, docker_run_argv
+from servectl.plan.resolve import resolve
+from servectl.service import runtime
 from servectl.standin.process import free_port
-from servectl.testing_docker import TEST_SESSION_LABEL, write_test_profile
+from servectl.testing.docker import TEST_SESSION_LABEL, write_test_profile
 
 pytestmark = pytest.mark.integration
 

@@ -22,12 +22,12 @@ from typing import Any
 import pytest
 import yaml
 
-from servectl.conflicts import DockerConflicts, detect_compose, load_stopped
-from servectl.docker_engine import DockerSdkEngine
+from servectl.adapters.conflicts import DockerConflicts, detect_compose, load_stopped
+from servectl.adapters.docker_engine import DockerSdkEngine
 from servectl.errors import LockTimeout, SwapFailed, SwapRolledBack
-from servectl.runtime import down
+from servectl.service.runtime import down
+from servectl.service.swap import SwapResult, read_journal, restore_after_down, rollback, swap
 from servectl.standin.process import free_port
-from servectl.swap import SwapResult, read_journal, restore_after_down, rollback, swap
 
 pytestmark = pytest.mark.integration
 

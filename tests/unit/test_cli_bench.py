@@ -12,7 +12,7 @@ import pytest
 from bench_fakes import FakeOpenAIServer, ScriptedClock
 
 import servectl.bench
-from servectl.cli import main
+from servectl.cli.app import main
 
 
 @pytest.fixture
@@ -173,9 +173,9 @@ def test_help_does_not_import_httpx_or_matplotlib() -> None:
     code = (
         "import sys\n"
         "sys.argv = ['servectl', 'bench', '--help']\n"
-        "from servectl.cli import main\n"
+        "from servectl.cli.app import main\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
-        "print(sorted(m for m in ('httpx', 'matplotlib', 'servectl.bench') if m in sys.modules))\n"
+        "print(sorted(m for m in ('httpx', 'matplotlib', 'servectl.bench.runner') if m in sys.modules))\n"
     )
     src = Path(__file__).resolve().parents[2] / "src"
     result = subprocess.run(
@@ -190,7 +190,7 @@ def test_bench_name_takes_url_model_key_and_provenance_from_the_profile_lookup(
     capsys: pytest.CaptureFixture[str],
     tmp_path: Path,
 ) -> None:
-    import servectl.cli_bench as cli_bench
+    import servectl.cli.bench as cli_bench
     from servectl.bench import BenchContext, CardFreeMemory
 
     server.required_key = "sk-prof"

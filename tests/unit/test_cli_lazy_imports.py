@@ -16,7 +16,7 @@ HEAVY = ("docker", "pynvml", "httpx", "requests")
 _PROBE = """
 import json, sys
 sys.argv = ["servectl", *json.loads(sys.argv[1])]
-from servectl.cli import main
+from servectl.cli.app import main
 try:
     main()
 except SystemExit as e:

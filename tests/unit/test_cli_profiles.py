@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from servectl.profile import profile_json_schema
+from servectl.profile.models import profile_json_schema
 
 REPO = Path(__file__).resolve().parents[2]
 

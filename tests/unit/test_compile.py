@@ -11,16 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from servectl.catalog import FlagCatalog
-from servectl.loader import load_profile
-from servectl.plan import (
+from servectl.plan.compile import (
     ADAPTIVE_CONFIG_CONTAINER_PATH,
     LABEL_PLAN_HASH,
     LABEL_PROFILE,
     compile_plan,
     docker_run_argv,
 )
-from servectl.render_plan import dry_run_text
+from servectl.plan.script import dry_run_text
+from servectl.profile.catalog import FlagCatalog
+from servectl.profile.loader import load_profile
 
 REPO = Path(__file__).resolve().parents[2]
 ENV = {"MODEL_ROOT": "/srv/models", "RUNTIME_ASSETS": "/srv/assets", "HOME": "/home/u"}
@@ -253,7 +253,7 @@ def test_unset_path_variable_is_one_clear_error() -> None:
 def test_dry_run_imports_neither_docker_nor_nvml() -> None:
     code = (
         "import sys; sys.argv=['servectl','up','glm53-393k','--dry-run'];"
-        "from servectl.cli import main\n"
+        "from servectl.cli.app import main\n"
         "try:\n main()\nexcept SystemExit as e:\n assert e.code == 0, e.code\n"
         "bad=[m for m in ('docker','pynvml','httpx','psutil') if m in sys.modules]\n"
         "assert not bad, bad"

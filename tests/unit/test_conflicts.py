@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from servectl.conflicts import (
+from servectl.adapters.conflicts import (
     STOPPED_CONFLICTS_FILE,
     DockerConflicts,
     StoppedConflict,
@@ -20,8 +20,8 @@ from servectl.conflicts import (
     restore_recorded,
 )
 from servectl.errors import EngineUnavailable, ServectlError
-from servectl.profile import ConflictSpec
-from servectl.testing_swap import FakeConflicts, FakeContainer, FakeContainerControl
+from servectl.profile.models import ConflictSpec
+from servectl.testing.swap import FakeConflicts, FakeContainer, FakeContainerControl
 
 
 class Runner:

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from servectl.docker_engine import container_state_from_inspect, run_kwargs, split_log_chunks
-from servectl.plan import DockerRunSpec, MountPlan, PortBinding, docker_run_argv
-from servectl.resolve import resolve
+from servectl.adapters.docker_engine import container_state_from_inspect, run_kwargs, split_log_chunks
+from servectl.plan.compile import DockerRunSpec, MountPlan, PortBinding, docker_run_argv
+from servectl.plan.resolve import resolve
 
 
 def kwargs_from_docker_run(argv: list[str], environ: dict[str, str]) -> dict[str, Any]:

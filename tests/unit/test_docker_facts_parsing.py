@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from servectl.docker_facts import (
+from servectl.adapters.docker_facts import (
     DockerSdkFacts,
     GpuRequest,
     ImageInfo,

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from servectl.errors import ProfileError
-from servectl.loader import ProfileFolder, load_profile
+from servectl.profile.loader import ProfileFolder, load_profile
 
 KEYS = [
     "name",

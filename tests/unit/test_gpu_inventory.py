@@ -10,8 +10,7 @@ from typing import Any
 import pynvml
 import pytest
 
-from servectl.errors import EngineUnavailable, GpuUnavailable
-from servectl.gpu import (
+from servectl.adapters.gpu import (
     MIB,
     GpuProcess,
     NvmlInventory,
@@ -19,7 +18,8 @@ from servectl.gpu import (
     nvml_query,
     wait_until_free,
 )
-from servectl.testing import FakeGpuInventory, make_device
+from servectl.errors import EngineUnavailable, GpuUnavailable
+from servectl.testing.fakes import FakeGpuInventory, make_device
 
 
 @dataclass

@@ -11,7 +11,9 @@ import httpx
 import pytest
 
 from servectl.errors import StartupFailed
-from servectl.health import (
+from servectl.plan.compile import LaunchPlan
+from servectl.plan.resolve import resolve
+from servectl.service.health import (
     CUDA_GRAPHS,
     KV_CACHE,
     LOADING_WEIGHTS,
@@ -24,9 +26,7 @@ from servectl.health import (
     Progress,
     wait_until_serving,
 )
-from servectl.plan import LaunchPlan
-from servectl.resolve import resolve
-from servectl.testing_docker import FakeDockerEngine, FakeScript, sglang_like_script
+from servectl.testing.docker import FakeDockerEngine, FakeScript, sglang_like_script
 
 SPARSE_MLA = "DSA decode backend: flashinfer_sparse_mla (sparse MLA decode path active)"
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from servectl.host import (
+from servectl.adapters.host import (
     PsutilHostProbe,
     addresses_overlap,
     container_id_from_cgroup,

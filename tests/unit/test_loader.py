@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from servectl.errors import ProfileError, UsageError
-from servectl.loader import discover, load_profile, search_path
+from servectl.profile.loader import discover, load_profile, search_path
 
 Write = Callable[[str, str], Path]
 Minimal = Callable[[str], str]

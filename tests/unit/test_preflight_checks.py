@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from servectl.docker_facts import ContainerInfo, EngineInfo, GpuRequest, ImageInfo, PublishedPort
+from servectl.adapters.docker_facts import ContainerInfo, EngineInfo, GpuRequest, ImageInfo, PublishedPort
+from servectl.adapters.gpu import MIB, GpuProcess
+from servectl.adapters.host import DiskSpace, HostMemory, Listener, ShmInfo
 from servectl.errors import PreflightFailed, UsageError
-from servectl.gpu import MIB, GpuProcess
-from servectl.host import DiskSpace, HostMemory, Listener, ShmInfo
-from servectl.preflight import (
+from servectl.preflight.checks import (
     CHECK_IDS,
     ConflictRef,
     PreflightReport,
@@ -21,7 +21,7 @@ from servectl.preflight import (
     raise_if_failed,
     run_preflight,
 )
-from servectl.testing import (
+from servectl.testing.fakes import (
     DRIVER_RESERVED_MIB,
     RTX_PRO_6000_TOTAL_MIB,
     FakeDockerFacts,

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from servectl.preflight import run_preflight
-from servectl.preflight_profile import parse_size_bytes, request_for
-from servectl.resolve import resolve
-from servectl.testing import FakeDockerFacts, FakeGpuInventory, FakeHostProbe
+from servectl.plan.resolve import resolve
+from servectl.preflight.checks import run_preflight
+from servectl.preflight.request import parse_size_bytes, request_for
+from servectl.testing.fakes import FakeDockerFacts, FakeGpuInventory, FakeHostProbe
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -62,10 +62,10 @@ def test_shm_size_parses_docker_notation(text: str | None, expected: int | None)
 
 
 def test_full_preflight_raises_on_a_failed_check_and_records_forced_skips(tmp_path: Path) -> None:
+    from servectl.adapters.state import History
     from servectl.errors import PreflightFailed
-    from servectl.preflight_profile import full_preflight
-    from servectl.state import History
-    from servectl.testing_docker import FakeDockerEngine
+    from servectl.preflight.request import full_preflight
+    from servectl.testing.docker import FakeDockerEngine
 
     resolved = resolve("glm53-393k")
     adapters = (FakeGpuInventory.scenario("foreign_pid"), FakeHostProbe(), FakeDockerFacts())

@@ -11,9 +11,9 @@ from pathlib import Path
 from rich.console import Console
 
 import servectl
-from servectl.preflight import PreflightReport, PreflightRequest, run_preflight
-from servectl.render_preflight import render_report, summary_line
-from servectl.testing import FakeDockerFacts, FakeGpuInventory, FakeHostProbe, fake_model_dir
+from servectl.cli.views.preflight import render_report, summary_line
+from servectl.preflight.checks import PreflightReport, PreflightRequest, run_preflight
+from servectl.testing.fakes import FakeDockerFacts, FakeGpuInventory, FakeHostProbe, fake_model_dir
 
 
 def _report(scenario: str, skip: frozenset[str] = frozenset()) -> PreflightReport:
@@ -69,8 +69,8 @@ def test_the_summary_counts_results() -> None:
 def test_preflight_modules_import_neither_nvml_nor_the_docker_sdk() -> None:
     code = (
         "import sys\n"
-        "import servectl.preflight, servectl.render_preflight, servectl.testing\n"
-        "import servectl.gpu, servectl.host, servectl.docker_facts\n"
+        "import servectl.preflight.checks, servectl.cli.views.preflight, servectl.testing.fakes\n"
+        "import servectl.adapters.gpu, servectl.adapters.host, servectl.adapters.docker_facts\n"
         "heavy = sorted(m for m in ('pynvml', 'docker', 'psutil') if m in sys.modules)\n"
         "print(','.join(heavy))\n"
     )

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from servectl.bench.promote import headline, promote
 from servectl.errors import ProfileError
-from servectl.evidence import headline, promote
-from servectl.loader import load_profile
-from servectl.resolve import plan_for
+from servectl.plan.resolve import plan_for
+from servectl.profile.loader import load_profile
 
 DIGEST = "sha256:" + "c" * 64
 REVISION = "d" * 40

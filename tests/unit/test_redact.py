@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from servectl.health import LogWatcher
 from servectl.redact import redact
+from servectl.service.health import LogWatcher
 
 KEY = "sk-live-4f9a0c2e"
 

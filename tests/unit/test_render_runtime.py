@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from servectl.health import Progress
-from servectl.render_runtime import duration, progress_text, status_rows, stop_text
-from servectl.runtime import ServiceInfo, StopResult
+from servectl.cli.views.runtime import duration, progress_text, status_rows, stop_text
+from servectl.service.health import Progress
+from servectl.service.runtime import ServiceInfo, StopResult
 
 
 def _service(**changes: object) -> ServiceInfo:

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from servectl.errors import ProfileError
-from servectl.loader import load_profile
-from servectl.rules import RULES
+from servectl.plan.rules import RULES
+from servectl.profile.loader import load_profile
 
 Write = Callable[[str, str], Path]
 

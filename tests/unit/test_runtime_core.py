@@ -16,12 +16,12 @@ from typing import Any
 import httpx
 import pytest
 
-from servectl import runtime
+from servectl.adapters.state import History
 from servectl.errors import LockTimeout, PreflightFailed, ServiceConflict, StartupFailed, UsageError
-from servectl.resolve import resolve
+from servectl.plan.resolve import resolve
+from servectl.service import runtime
 from servectl.standin.process import free_port
-from servectl.state import History
-from servectl.testing_docker import FakeDockerEngine, FakeScript, sglang_like_script, write_test_profile
+from servectl.testing.docker import FakeDockerEngine, FakeScript, sglang_like_script, write_test_profile
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
@@ -227,7 +227,7 @@ def test_up_waits_for_the_lock_and_gives_up_naming_the_holder(env: Env) -> None:
     code = textwrap.dedent(f"""
         import sys, time, pathlib
         sys.path.insert(0, {SRC!r})
-        from servectl.state import StateLock
+        from servectl.adapters.state import StateLock
         with StateLock(pathlib.Path({str(env.home)!r}), 5, purpose="swap b"):
             print("locked", flush=True); time.sleep(5)
     """)

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from servectl.catalog import ArgvError, FlagCatalog
+from servectl.profile.catalog import ArgvError, FlagCatalog
 from servectl.standin.argv import load_catalog, parse_server_args, usage_text
 from servectl.standin.engine import main
 

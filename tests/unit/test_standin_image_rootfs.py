@@ -57,7 +57,11 @@ def test_only_modules_the_engine_imports_get_bytecode(rootfs: dict[str, tarfile.
 
 def test_rootfs_carries_the_standin_catalog_shim_and_demo_model(rootfs: dict[str, tarfile.TarInfo]) -> None:
     app = APP_DIR.strip("/")
-    paths = ["servectl/catalog.py", "servectl/catalogs/sglang-0.5.23.json", "servectl/standin/engine.py"]
+    paths = [
+        "servectl/profile/catalog.py",
+        "servectl/profile/catalogs/sglang-0.5.23.json",
+        "servectl/standin/engine.py",
+    ]
     paths += ["sglang/__init__.py", "sglang/launch_server.py"]
     for path in paths:
         assert f"{app}/{path}" in rootfs

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from servectl.adapters.state import History, StateLock, atomic_write_text
 from servectl.errors import LockTimeout, ServectlError
-from servectl.state import History, StateLock, atomic_write_text
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
@@ -23,7 +23,7 @@ def _hold_lock_in_another_process(state_dir: Path, seconds: float) -> subprocess
         f"""
         import sys, time
         sys.path.insert(0, {SRC!r})
-        from servectl.state import StateLock
+        from servectl.adapters.state import StateLock
         with StateLock(__import__('pathlib').Path({str(state_dir)!r}), 5, purpose="up demo"):
             print("locked", flush=True)
             time.sleep({seconds})
@@ -42,7 +42,7 @@ import sys
 sys.path.insert(0, {src!r})
 from pathlib import Path
 from servectl.errors import LockTimeout
-from servectl.state import StateLock
+from servectl.adapters.state import StateLock
 try:
     with StateLock(Path({state_dir!r}), 0.2):
         print("locked")
@@ -140,7 +140,7 @@ def test_concurrent_history_writers_lose_no_event(tmp_path: Path) -> None:
         f"""
         import sys
         sys.path.insert(0, {SRC!r})
-        from servectl.state import History
+        from servectl.adapters.state import History
         h = History(__import__('pathlib').Path({str(tmp_path)!r}))
         for i in range(20):
             h.record({{"event": "up", "profile": sys.argv[1] + str(i)}})

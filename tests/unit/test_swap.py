@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from servectl.conflicts import load_stopped
+from servectl.adapters.conflicts import load_stopped
 from servectl.errors import (
     EngineUnavailable,
     LockTimeout,
@@ -21,8 +21,8 @@ from servectl.errors import (
     SwapRolledBack,
     UsageError,
 )
-from servectl.resolve import Resolved, resolve
-from servectl.swap import (
+from servectl.plan.resolve import Resolved, resolve
+from servectl.service.swap import (
     JOURNAL_FILE,
     PhaseEvent,
     SwapJournal,
@@ -33,7 +33,7 @@ from servectl.swap import (
     rollback_check,
     swap,
 )
-from servectl.testing_swap import FakeClock, FakeConflicts, FakeHistory, FakeLock, FakeRuntime
+from servectl.testing.swap import FakeClock, FakeConflicts, FakeHistory, FakeLock, FakeRuntime
 
 PROFILE = """\
 name: {name}

@@ -1,6 +1,6 @@
 """swap through the real runtime (start, stop, health gate, history) on the fake Docker engine.
 
-These pin that swap and :mod:`servectl.runtime` agree: the history events make the runtime count the new
+These pin that swap and :mod:`servectl.service.runtime` agree: the history events make the runtime count the new
 container as ready, a crash's log lines reach the message, containers are gone after a failure. The
 transaction's own branches are covered with lighter fakes in test_swap.py.
 """
@@ -14,22 +14,22 @@ from typing import Any
 import httpx
 import pytest
 
-from servectl import runtime
-from servectl.docker_facts import ContainerInfo, ImageInfo, PublishedPort
+from servectl.adapters.docker_facts import ContainerInfo, ImageInfo, PublishedPort
+from servectl.adapters.state import History
 from servectl.errors import PreflightFailed, SwapFailed, SwapRolledBack
-from servectl.plan import DockerRunSpec
-from servectl.resolve import Resolved, resolve
-from servectl.state import History
-from servectl.swap import profile_preflight, swap
-from servectl.testing import FakeDockerFacts, FakeGpuInventory, FakeHostProbe, fake_model_dir
-from servectl.testing_docker import FakeDockerEngine, FakeScript, sglang_like_script
-from servectl.testing_swap import FakeConflicts
+from servectl.plan.compile import DockerRunSpec
+from servectl.plan.resolve import Resolved, resolve
+from servectl.service import runtime
+from servectl.service.swap import profile_preflight, swap
+from servectl.testing.docker import FakeDockerEngine, FakeScript, sglang_like_script
+from servectl.testing.fakes import FakeDockerFacts, FakeGpuInventory, FakeHostProbe, fake_model_dir
+from servectl.testing.swap import FakeConflicts
 
 PROFILE = "name: {name}\nextends: demo\nrollback: {rollback}\ncontainer:\n  name: fake-{name}\n"
 
 
 class RuntimeOnFakeEngine:
-    """servectl.runtime with the fake engine's HTTP transport bound in (the gate probes through it)."""
+    """servectl.service.runtime with the fake engine's HTTP transport bound in (the gate probes through it)."""
 
     def __init__(self, engine: FakeDockerEngine) -> None:
         self.http = httpx.Client(transport=engine.http_transport())

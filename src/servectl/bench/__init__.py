@@ -23,26 +23,30 @@ matplotlib is imported only by :func:`plot_taper`.
 
 from __future__ import annotations
 
-from servectl.bench.artifacts import write_artifacts
-from servectl.bench.model import (
-    DEFAULT_PROMPT_TOKENS,
-    ApiKey,
-    BenchContext,
-    BenchProgressEvent,
-    BenchReport,
-    BenchSettings,
-    Calibration,
-    CardFreeMemory,
-    CardMemory,
-    ClientInfo,
-    FailureKind,
-    PointResult,
-    RequestMeasurement,
-    Stat,
-    prompt_tolerance_tokens,
-)
-from servectl.bench.plot import plot_taper
-from servectl.bench.runner import run_bench
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Exports load on first use: `servectl bench --help` and the CLI start must not import httpx or matplotlib.
+_EXPORTS: dict[str, str] = {
+    "ApiKey": "servectl.bench.model",
+    "BenchContext": "servectl.bench.model",
+    "BenchProgressEvent": "servectl.bench.model",
+    "BenchReport": "servectl.bench.model",
+    "BenchSettings": "servectl.bench.model",
+    "Calibration": "servectl.bench.model",
+    "CardFreeMemory": "servectl.bench.model",
+    "CardMemory": "servectl.bench.model",
+    "ClientInfo": "servectl.bench.model",
+    "DEFAULT_PROMPT_TOKENS": "servectl.bench.model",
+    "FailureKind": "servectl.bench.model",
+    "PointResult": "servectl.bench.model",
+    "RequestMeasurement": "servectl.bench.model",
+    "Stat": "servectl.bench.model",
+    "plot_taper": "servectl.bench.plot",
+    "prompt_tolerance_tokens": "servectl.bench.model",
+    "run_bench": "servectl.bench.runner",
+    "write_artifacts": "servectl.bench.artifacts",
+}
 
 __all__ = [
     "DEFAULT_PROMPT_TOKENS",
@@ -64,3 +68,32 @@ __all__ = [
     "run_bench",
     "write_artifacts",
 ]
+
+if TYPE_CHECKING:
+    from servectl.bench.artifacts import write_artifacts
+    from servectl.bench.model import (
+        DEFAULT_PROMPT_TOKENS,
+        ApiKey,
+        BenchContext,
+        BenchProgressEvent,
+        BenchReport,
+        BenchSettings,
+        Calibration,
+        CardFreeMemory,
+        CardMemory,
+        ClientInfo,
+        FailureKind,
+        PointResult,
+        RequestMeasurement,
+        Stat,
+        prompt_tolerance_tokens,
+    )
+    from servectl.bench.plot import plot_taper
+    from servectl.bench.runner import run_bench
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -132,7 +132,7 @@ class BenchSettings:
 
 
 class CardMemory(Protocol):
-    """One card's free memory as the GPU inventory reports it (``servectl.gpu.GpuDevice`` fits)."""
+    """One card's free memory as the GPU inventory reports it (``servectl.adapters.gpu.GpuDevice`` fits)."""
 
     @property
     def index(self) -> int: ...
@@ -159,7 +159,7 @@ class BenchContext:
         image_digest: ``sha256:...`` of the engine image.
         model_revision: Commit of the model weights.
         free_vram_after: Called once after the run; returns each card's free memory, e.g.
-            ``lambda: inventory.snapshot().devices`` with a :class:`servectl.gpu.GpuInventory`.
+            ``lambda: inventory.snapshot().devices`` with a :class:`servectl.adapters.gpu.GpuInventory`.
     """
 
     profile_name: str | None = None

@@ -1,7 +1,7 @@
 """Render a launch plan to files other tools run: a Compose file, Kubernetes manifests. Pure: no I/O.
 
-Everything comes from the :class:`~servectl.plan.LaunchPlan` that ``servectl up`` would run, so the files
-cannot drift from it; :mod:`servectl.rendering` loads profiles, compiles portable plans and writes files.
+Everything comes from the :class:`~servectl.plan.compile.LaunchPlan` that ``servectl up`` would run, so the files
+cannot drift from it; :mod:`servectl.render.files` loads profiles, compiles portable plans and writes files.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from servectl.errors import RenderUnsupported
-from servectl.plan import GeneratedFile, LaunchPlan, MountPlan
+from servectl.plan.compile import GeneratedFile, LaunchPlan, MountPlan
 
 #: The port the multi-node leader listens on for ``--dist-init-addr`` (the SGLang and LWS examples use it).
 DIST_INIT_PORT = 20000

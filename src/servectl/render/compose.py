@@ -24,8 +24,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from servectl.plan import PROJECT_DIR_VAR, LaunchPlan, MountPlan
-from servectl.profile import Profile
+from servectl.plan.compile import PROJECT_DIR_VAR, LaunchPlan, MountPlan
+from servectl.profile.models import Profile
 from servectl.render.common import (
     PROBE_PERIOD_S,
     PROBE_TIMEOUT_S,
@@ -49,7 +49,7 @@ def render_compose(
     """The Compose file (as a mapping) that runs ``plan`` with ``docker compose up``.
 
     Args:
-        plan: the compiled launch plan (see :func:`servectl.plan.compile_portable_plan` for files to share).
+        plan: the compiled launch plan (see :func:`servectl.plan.compile.compile_portable_plan` for files to share).
         profile: the profile the plan came from (only ``nodes`` and ``image.build`` are read).
         project_dir: the project folder relative to the compose file's folder (e.g. ``..``): host paths
             starting with ``${SERVECTL_PROJECT_DIR}`` are written relative to the file, which compose

@@ -26,8 +26,8 @@ import re
 from typing import Any
 
 from servectl.errors import RenderUnsupported
-from servectl.plan import LaunchPlan
-from servectl.profile import Profile
+from servectl.plan.compile import LaunchPlan
+from servectl.profile.models import Profile
 from servectl.render.common import (
     DIST_INIT_PORT,
     HEALTH_PATH,

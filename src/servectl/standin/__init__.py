@@ -5,7 +5,7 @@ checked against servectl's flag catalog (argparse-style error and exit status 2 
 values), ``config.json`` is read from ``--model-path``, the startup log walks SGLang's phases with its line
 formats, and an HTTP server answers SGLang's health, model and OpenAI-compatible endpoints with paced,
 counted tokens.
-It is standard-library only (plus :mod:`servectl.catalog`), so that it runs in a bare image that holds only a
+It is standard-library only (plus :mod:`servectl.profile.catalog`), so that it runs in a bare image that holds only a
 Python interpreter: see :mod:`servectl.standin.image`. On the host: ``python -m servectl.standin [flags]``.
 
 Behaviour is set with environment variables:
@@ -46,7 +46,7 @@ Behaviour is set with environment variables:
     (and without the end of the chunked body); a non-streamed request gets no response. The process lives on.
 ``STANDIN_CATALOG`` / ``STANDIN_CATALOG_EXTEND``
     The flag catalog to check argv against (default ``sglang-0.5.23``), and a JSON extension of it in the
-    shape :meth:`servectl.catalog.FlagCatalog.extended` takes, for custom images that add flags or choices.
+    shape :meth:`servectl.profile.catalog.FlagCatalog.extended` takes, for custom images that add flags or choices.
 ``STANDIN_LISTEN_AT``
     ``start`` (default): listen from the first moment and answer 503 while starting. ``uvicorn``: listen only
     from the ``Uvicorn running`` line on, as real SGLang does (connections are refused before that).

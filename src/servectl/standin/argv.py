@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from servectl.catalog import BOOL_OPTIONAL, ArgvError, CatalogOption, FlagCatalog
+from servectl.profile.catalog import BOOL_OPTIONAL, ArgvError, CatalogOption, FlagCatalog
 
 PROG = "launch_server.py"
 _USAGE_WIDTH = 78  # argparse: terminal columns (80 without a terminal) minus 2

@@ -3,7 +3,7 @@
 The image is a root filesystem assembled here, in Python, from the interpreter that runs servectl: its
 binary, the shared libraries ``ldd`` lists for it and for the standard library's extension modules, the
 standard library (without test suites, ``__pycache__``, IDLE, tkinter, ensurepip, site-packages), a few
-``/etc`` files, the stand-in package with :mod:`servectl.catalog` and the flag catalogs, and an
+``/etc`` files, the stand-in package with :mod:`servectl.profile.catalog` and the flag catalogs, and an
 ``sglang/launch_server.py`` shim so that ``python3 -m sglang.launch_server ...`` runs
 :func:`servectl.standin.main`. The modules the engine imports get bytecode compiled here (the host's
 ``__pycache__`` is not copied), so that the engine starts in a fraction of a second. The tarball is imported
@@ -130,9 +130,13 @@ def _app_files() -> list[tuple[str, bytes]]:
             f"{APP_DIR}/servectl/__init__.py",
             f'"""servectl: the stand-in image\'s subset."""\n\n__version__ = "{__version__}"\n'.encode(),
         ),
-        (f"{APP_DIR}/servectl/catalog.py", (pkg / "catalog.py").read_bytes()),
+        (f"{APP_DIR}/servectl/profile/__init__.py", b""),
+        (f"{APP_DIR}/servectl/profile/catalog.py", (pkg / "profile" / "catalog.py").read_bytes()),
     ]
-    files += [(f"{APP_DIR}/servectl/catalogs/{p.name}", p.read_bytes()) for p in sorted(pkg.glob("catalogs/*.json"))]
+    files += [
+        (f"{APP_DIR}/servectl/profile/catalogs/{p.name}", p.read_bytes())
+        for p in sorted(pkg.glob("profile/catalogs/*.json"))
+    ]
     files += [(f"{APP_DIR}/servectl/standin/{p.name}", p.read_bytes()) for p in sorted(pkg.glob("standin/*.py"))]
     files += [
         (f"{APP_DIR}/sglang/__init__.py", _SHIM_INIT.encode()),

@@ -9,9 +9,9 @@ from typing import Any
 
 import yaml
 
-from servectl.loader import LoadedProfile, ProfileFolder, load_profile
-from servectl.plan import LaunchPlan, compile_portable_plan, project_dir_of
-from servectl.rendering import Target, render_text
+from servectl.plan.compile import LaunchPlan, compile_portable_plan, project_dir_of
+from servectl.profile.loader import LoadedProfile, ProfileFolder, load_profile
+from servectl.render.files import Target, render_text
 
 REPO = Path(__file__).resolve().parents[3]
 DATA = REPO / "tests" / "data"

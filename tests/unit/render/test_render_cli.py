@@ -71,7 +71,7 @@ def test_missing_target_and_mixing_all_with_a_name_are_usage_errors() -> None:
 def test_render_imports_neither_the_docker_sdk_nor_nvml() -> None:
     code = (
         "import sys\n"
-        "from servectl.cli import main\n"
+        "from servectl.cli.app import main\n"
         "sys.argv = ['servectl', 'render', 'glm53-393k', '--to', 'k8s', '--out', '-']\n"
         "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('docker', 'pynvml'))\n"

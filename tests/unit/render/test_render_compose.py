@@ -6,7 +6,7 @@ import pytest
 from render_support import REPO, documents, fresh_text_of, load, portable, text_of
 
 from servectl.errors import RenderUnsupported
-from servectl.plan import API_KEY_CONTAINER_PATH, LABEL_PLAN_HASH, LABEL_SOURCE
+from servectl.plan.compile import API_KEY_CONTAINER_PATH, LABEL_PLAN_HASH, LABEL_SOURCE
 from servectl.render import render_compose
 from servectl.render.yaml_out import GENERATED_MARK
 

@@ -9,7 +9,7 @@ import pytest
 from render_support import documents, fresh_text_of, load, portable, text_of
 
 from servectl.errors import RenderUnsupported
-from servectl.plan import API_KEY_CONTAINER_PATH, LABEL_PLAN_HASH
+from servectl.plan.compile import API_KEY_CONTAINER_PATH, LABEL_PLAN_HASH
 from servectl.render import render_k8s
 
 
@@ -201,8 +201,8 @@ def test_only_the_leader_serves_has_probes_and_is_selected_by_the_service() -> N
 
 
 def test_dist_init_port_moves_when_the_engine_serves_on_it(tmp_path: Any) -> None:
-    from servectl.loader import ProfileFolder, load_profile
-    from servectl.plan import compile_portable_plan
+    from servectl.plan.compile import compile_portable_plan
+    from servectl.profile.loader import ProfileFolder, load_profile
 
     source = (load("multinode").file.path).read_text(encoding="utf-8").replace("port: 30000", "port: 20000")
     (tmp_path / "multinode.yaml").write_text(source, encoding="utf-8")

@@ -8,7 +8,7 @@ import pytest
 from render_support import RENDER_PROFILES
 
 from servectl.errors import ProfileError
-from servectl.loader import ProfileFolder, load_profile
+from servectl.profile.loader import ProfileFolder, load_profile
 
 
 def write_variant(tmp_path: Path, old: str, new: str) -> Path:

@@ -10,7 +10,7 @@ import kubernetes_validate
 import pytest
 from render_support import compose_schema, documents, lws_schema, text_of
 
-from servectl.rendering import render_shipped
+from servectl.render.files import render_shipped
 
 #: Kubernetes version whose official schemas the core objects are checked against.
 K8S_VERSION = "1.30"

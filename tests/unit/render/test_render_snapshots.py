@@ -12,7 +12,7 @@ import os
 import pytest
 from render_support import REPO, text_of
 
-from servectl.rendering import Target
+from servectl.render.files import Target
 
 SNAPSHOTS = REPO / "tests" / "snapshots" / "render"
 CASES: list[tuple[str, Target]] = [

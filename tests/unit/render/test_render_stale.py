@@ -9,7 +9,7 @@ import pytest
 from render_support import REPO
 
 from servectl.render import GENERATED_MARK
-from servectl.rendering import TARGET_DIRS, TARGETS, render_all, render_shipped, stale_generated_files
+from servectl.render.files import TARGET_DIRS, TARGETS, render_all, render_shipped, stale_generated_files
 
 FIX = "run `servectl render --all` and commit compose/ and k8s/"
 

@@ -1,0 +1,260 @@
+"""Promotion: a profile becomes `promoted` only on benchmark evidence that matches it exactly.
+
+Evidence is a `servectl bench` output folder (``summary.json`` plus one JSON per point). It matches a profile
+when it was measured on the profile's current plan hash, image digest and model revision. `promote` writes a
+small record next to the profile (``<name>.evidence.json``), points the profile at it (``evidence:``) and sets
+``status: promoted``; the profile file is edited in place line by line (comments kept), validated, and
+replaced atomically, so a failed promotion never leaves a half-written profile.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from servectl.adapters.state import atomic_write_text
+from servectl.errors import ProfileError, UsageError
+from servectl.profile.loader import LoadedProfile, load_profile
+
+EVIDENCE_SCHEMA = "servectl.evidence/v1"
+SUMMARY_FILE = "summary.json"
+
+
+@dataclass(frozen=True)
+class EvidencePoint:
+    prompt_tokens_target: int
+    prompt_tokens_actual_p50: float | None
+    concurrency: int
+    decode_tok_s_p50: float | None
+    decode_tok_s_min: float | None
+    decode_tok_s_max: float | None
+    ttft_s_p50: float | None
+    repeats: int
+
+
+@dataclass(frozen=True)
+class EvidenceRecord:
+    """What `promote` writes next to the profile."""
+
+    schema: str
+    profile: str
+    plan_hash: str
+    image_digest: str
+    model_revision: str
+    run_id: str
+    measured_at: str
+    source_dir: str
+    points: tuple[EvidencePoint, ...]
+    free_vram_after_mib: tuple[int, ...] | None
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2) + "\n"
+
+
+def read_summary(evidence_dir: Path) -> dict[str, Any]:
+    """The bench summary in ``evidence_dir``.
+
+    Raises:
+        UsageError: the folder has no readable summary.json.
+    """
+    path = evidence_dir / SUMMARY_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"{path}: not found; pass the --out folder of `servectl bench`") from None
+    except (OSError, json.JSONDecodeError) as e:
+        raise UsageError(f"{path}: unreadable bench summary ({e}); re-run `servectl bench`") from None
+    if not isinstance(data, dict) or data.get("kind") != "summary":
+        raise UsageError(f"{path}: not a servectl bench summary")
+    return data
+
+
+def check_evidence(loaded: LoadedProfile, summary: dict[str, Any], *, plan_hash: str) -> list[str]:
+    """Why this evidence cannot promote this profile (empty when it can)."""
+    p = loaded.profile
+    prov = summary.get("provenance") or {}
+    problems = []
+    if not p.image.digest:
+        problems.append("image.digest: the image is not pinned by digest; pin it before promoting")
+    if not p.model.revision:
+        problems.append("model.revision: the model is not pinned by revision; pin it before promoting")
+    if prov.get("profile") != p.name:
+        problems.append(f"evidence was measured on profile {prov.get('profile')!r}, not {p.name!r}")
+    if prov.get("plan_hash") != plan_hash:
+        problems.append(
+            f"evidence plan hash {prov.get('plan_hash')} differs from the profile's current plan {plan_hash}: "
+            "the profile changed since the run; benchmark it again"
+        )
+    if p.image.digest and prov.get("image_digest") != p.image.digest:
+        problems.append(f"evidence image digest {prov.get('image_digest')} is not the pinned {p.image.digest}")
+    if p.model.revision and prov.get("model_revision") != p.model.revision:
+        problems.append(f"evidence model revision {prov.get('model_revision')} is not the pinned {p.model.revision}")
+    points = summary.get("points") or []
+    good = [pt for pt in points if pt.get("requests_ok") and not pt.get("requests_flagged")]
+    if not good:
+        problems.append("evidence has no point with every request complete; nothing to promote on")
+    return problems
+
+
+def build_record(loaded: LoadedProfile, summary: dict[str, Any], *, plan_hash: str, source: Path) -> EvidenceRecord:
+    """The evidence record of a checked summary."""
+
+    def stat(point: dict[str, Any], key: str, field: str) -> float | None:
+        value = (point.get(key) or {}).get(field)
+        return float(value) if value is not None else None
+
+    points = tuple(
+        EvidencePoint(
+            prompt_tokens_target=int(pt["prompt_tokens_target"]),
+            prompt_tokens_actual_p50=stat(pt, "prompt_tokens_actual", "p50"),
+            concurrency=int(pt["concurrency"]),
+            decode_tok_s_p50=stat(pt, "decode_tok_s", "p50"),
+            decode_tok_s_min=stat(pt, "decode_tok_s", "min"),
+            decode_tok_s_max=stat(pt, "decode_tok_s", "max"),
+            ttft_s_p50=stat(pt, "ttft_s", "p50"),
+            repeats=int(pt.get("repeats") or 0),
+        )
+        for pt in summary.get("points") or []
+        if pt.get("requests_ok")
+    )
+    vram = summary.get("free_vram_after")
+    return EvidenceRecord(
+        schema=EVIDENCE_SCHEMA,
+        profile=loaded.profile.name,
+        plan_hash=plan_hash,
+        image_digest=str(loaded.profile.image.digest),
+        model_revision=str(loaded.profile.model.revision),
+        run_id=str(summary.get("run_id", "")),
+        measured_at=str(summary.get("finished_at", "")),
+        source_dir=str(source),
+        points=points,
+        free_vram_after_mib=tuple(int(c["memory_free_mib"]) for c in vram) if vram else None,
+    )
+
+
+def promote(*, name: str, evidence_dir: Path) -> EvidenceRecord:
+    """Promote profile ``name`` on the bench results in ``evidence_dir``.
+
+    Raises:
+        UsageError: unreadable evidence. ProfileError: the evidence does not match the profile (every reason).
+    """
+    from servectl.plan.resolve import plan_for
+
+    loaded = load_profile(name)
+    plan_hash = plan_for(loaded).plan_hash
+    summary = read_summary(evidence_dir)
+    problems = check_evidence(loaded, summary, plan_hash=plan_hash)
+    if problems:
+        raise ProfileError("\n".join(f"{loaded.file.path}: cannot promote: {p}" for p in problems))
+    record = build_record(loaded, summary, plan_hash=plan_hash, source=evidence_dir.resolve())
+    record_path = loaded.file.path.with_name(f"{name}.evidence.json")
+    original = loaded.file.path.read_text(encoding="utf-8")
+    edited = _set_top_level(_set_top_level(original, "status", "promoted"), "evidence", record_path.name)
+    _atomic_write(record_path, record.to_json())
+    try:
+        _atomic_write(loaded.file.path, edited)
+        load_profile(name)  # the edited file must still be a valid profile
+    except Exception:
+        _atomic_write(loaded.file.path, original)
+        record_path.unlink(missing_ok=True)
+        raise
+    return record
+
+
+def load_record(loaded: LoadedProfile) -> EvidenceRecord | None:
+    """The evidence record a profile points to, if any (None when missing or unreadable)."""
+    ref = loaded.profile.evidence
+    if not ref:
+        return None
+    path = Path(ref) if os.path.isabs(ref) else loaded.file.path.parent / ref
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        data["points"] = tuple(EvidencePoint(**pt) for pt in data["points"])
+        vram = data.get("free_vram_after_mib")
+        data["free_vram_after_mib"] = tuple(vram) if vram else None
+        return EvidenceRecord(**data)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def headline(loaded: LoadedProfile) -> str | None:
+    """E.g. ``112.1 tok/s @ 2,969 · 99.8 @ 304,491 (C1, p50)``; stale evidence is marked."""
+    record = load_record(loaded)
+    if record is None:
+        return None
+    c1 = [pt for pt in record.points if pt.concurrency == 1 and pt.decode_tok_s_p50 is not None]
+    chosen = c1 or [pt for pt in record.points if pt.decode_tok_s_p50 is not None]
+    parts = [
+        f"{pt.decode_tok_s_p50:.1f} @ {int(pt.prompt_tokens_actual_p50 or pt.prompt_tokens_target):,}"
+        for pt in sorted(chosen, key=lambda pt: pt.prompt_tokens_target)
+    ]
+    if not parts:
+        return None
+    text = " · ".join(parts) + f" tok/s (C{chosen[0].concurrency}, p50)"
+    from servectl.plan.resolve import plan_for
+
+    try:
+        current = plan_for(loaded).plan_hash
+    except ProfileError:
+        current = None
+    return text if current == record.plan_hash else text + " [stale: plan changed]"
+
+
+def evidence_summary_lines(loaded: LoadedProfile) -> list[str]:
+    """Lines for `servectl show`."""
+    record = load_record(loaded)
+    if loaded.profile.evidence and record is None:
+        return [f"# evidence: {loaded.profile.evidence} is missing or unreadable"]
+    if record is None:
+        return []
+    lines = [f"# evidence: {loaded.profile.evidence} (run {record.run_id}, {record.measured_at})"]
+    for pt in record.points:
+        actual = f"{int(pt.prompt_tokens_actual_p50):,}" if pt.prompt_tokens_actual_p50 else "?"
+        lines.append(
+            f"#   C{pt.concurrency} {pt.prompt_tokens_target:,} target / {actual} actual: "
+            f"{pt.decode_tok_s_p50:.2f} decode tok/s p50 (min {pt.decode_tok_s_min:.2f}, max {pt.decode_tok_s_max:.2f})"
+            if pt.decode_tok_s_p50 is not None and pt.decode_tok_s_min is not None and pt.decode_tok_s_max is not None
+            else f"#   C{pt.concurrency} {pt.prompt_tokens_target:,}: no decode measurement"
+        )
+    if record.free_vram_after_mib:
+        lines.append("#   free VRAM after: " + ", ".join(f"{m:,} MiB" for m in record.free_vram_after_mib))
+    head = headline(loaded)
+    if head and head.endswith("[stale: plan changed]"):
+        lines.append("#   STALE: the profile's plan changed since this evidence was measured")
+    return lines
+
+
+_TOP_KEY = re.compile(r"^(?P<key>[A-Za-z_][\w-]*):(?P<rest>.*)$")
+
+
+def _set_top_level(text: str, key: str, value: str) -> str:
+    """Set a top-level scalar key in YAML text, keeping every other line (and comments) as written."""
+    lines = text.splitlines(keepends=True)
+    for i, line in enumerate(lines):
+        match = _TOP_KEY.match(line.rstrip("\n"))
+        if match and match.group("key") == key:
+            comment = ""
+            if "#" in match.group("rest"):
+                comment = "  #" + match.group("rest").split("#", 1)[1].rstrip()
+            lines[i] = f"{key}: {value}{comment}\n"
+            return "".join(lines)
+    insert_at = next(
+        (
+            i + 1
+            for i, line in enumerate(lines)
+            if (m := _TOP_KEY.match(line.rstrip("\n"))) and m.group("key") == "name"
+        ),
+        len(lines),
+    )
+    lines.insert(insert_at, f"{key}: {value}\n")
+    return "".join(lines)
+
+
+def _atomic_write(path: Path, content: str) -> None:
+    """Replace ``path`` atomically, keeping the permissions of a file that exists."""
+    mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
+    atomic_write_text(path, content, mode=mode)

@@ -1,0 +1,69 @@
+"""Benchmark a managed profile: find its running service and record the provenance the evidence needs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from servectl.errors import UsageError
+
+if TYPE_CHECKING:
+    from servectl.adapters.docker_engine import DockerEngine
+    from servectl.adapters.gpu import GpuInventory
+    from servectl.bench import BenchContext
+
+
+@dataclass(frozen=True)
+class BenchTarget:
+    """Where and what to benchmark, as a profile resolves it."""
+
+    url: str
+    model: str | None = None
+    api_key_env: str | None = None
+    context: BenchContext | None = None
+
+
+def bench_target(*, name: str, docker: DockerEngine, gpus: GpuInventory | None = None) -> BenchTarget:
+    """The running service of profile ``name``, with the plan hash and pins its results will carry.
+
+    Raises:
+        UsageError: the profile does not run, is not ready, or runs another plan than the profile now has
+            (evidence of it would not match the profile).
+    """
+    from servectl.bench import BenchContext
+    from servectl.plan.resolve import resolve
+    from servectl.service.runtime import services
+
+    resolved = resolve(name)
+    profile = resolved.loaded.profile
+    running = [s for s in services(docker=docker) if s.profile == name and s.running]
+    if not running:
+        raise UsageError(f"bench {name}: the profile does not run; start it with `servectl up {name}`")
+    service = running[0]
+    if service.state != "ready":
+        raise UsageError(f"bench {name}: the service is {service.state}; wait for it (servectl status) or restart it")
+    if service.plan_hash != resolved.plan.plan_hash:
+        raise UsageError(
+            f"bench {name}: the running container has plan {service.plan_hash} but the profile now compiles to "
+            f"{resolved.plan.plan_hash}; results would not match the profile: `servectl swap {name}` first"
+        )
+    if profile.serve.api_key_file:
+        raise UsageError(
+            f"bench {name}: the key is in a file ({profile.serve.api_key_file}); export it and pass --api-key-env"
+        )
+
+    def free_vram() -> list[object]:
+        assert gpus is not None
+        wanted = set(profile.gpus.devices)
+        return [d for d in gpus.snapshot().devices if d.index in wanted]
+
+    context = BenchContext(
+        profile_name=name,
+        plan_hash=resolved.plan.plan_hash,
+        image_digest=profile.image.digest,
+        model_revision=profile.model.revision,
+        free_vram_after=free_vram if gpus is not None else None,  # type: ignore[arg-type]
+    )
+    return BenchTarget(
+        url=service.url, model=profile.model.served_name, api_key_env=profile.serve.api_key_env, context=context
+    )

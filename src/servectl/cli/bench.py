@@ -1,0 +1,255 @@
+"""``servectl bench``: measure TTFT, prefill and decode tok/s of a running server.
+
+Parses options, calls :func:`servectl.bench.run_bench`, renders a progress bar and the results table, writes
+the JSON artifacts (and the plot). Heavy modules (httpx, rich, matplotlib) are imported inside the command.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from servectl.bench.target import BenchTarget
+from servectl.errors import BenchFailed, UsageError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+    from servectl.bench import BenchReport, PointResult, Stat
+
+
+def resolve_profile_target(name: str) -> BenchTarget:
+    """The running service of profile ``name`` and the provenance its results carry."""
+    from servectl.adapters.docker_engine import DockerSdkEngine
+    from servectl.bench.target import bench_target
+    from servectl.plan.resolve import resolve
+    from servectl.preflight.request import optional_gpu_inventory
+
+    return bench_target(name=name, docker=DockerSdkEngine(), gpus=optional_gpu_inventory(resolve(name)))
+
+
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _int_list(option: str, text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(part.strip().replace("_", "")) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise UsageError(f"{option}: {text!r} is not a comma-separated list of integers, e.g. 4096,65536") from None
+    if not values:
+        raise UsageError(f"{option}: give at least one value")
+    return values
+
+
+def _fmt_stat(stat: Stat | None, fmt: str) -> str:
+    if stat is None:
+        return "-"
+    if stat.n == 1 or stat.min == stat.max:
+        return format(stat.p50, fmt)
+    return f"{format(stat.p50, fmt)} [{format(stat.min, fmt)}-{format(stat.max, fmt)}]"
+
+
+def _prompt_cell(point: PointResult) -> str:
+    actual = point.prompt_tokens_actual
+    if actual is None:
+        return f"{point.prompt_tokens_target:,} / -"
+    shown = f"{actual.p50:,.0f}" if actual.min == actual.max else f"{actual.min:,.0f}-{actual.max:,.0f}"
+    return f"{point.prompt_tokens_target:,} / {shown}"
+
+
+def results_table(report: BenchReport) -> Table:
+    """The headline numbers of every point, one row each."""
+    from rich.table import Table
+
+    table = Table(title=f"{report.model} @ {report.settings.url}  ({report.settings.max_tokens} output tokens)")
+    table.add_column("prompt tokens\ntarget / actual", justify="right")
+    table.add_column("C", justify="right")
+    table.add_column("ok", justify="right")
+    table.add_column("TTFT s\np50 [min-max]", justify="right")
+    table.add_column("prefill tok/s\np50", justify="right")
+    table.add_column("decode tok/s\np50 [min-max]", justify="right")
+    table.add_column("accept\nlength", justify="right")
+    table.add_column("client\nCPU", justify="right")
+    for p in report.points:
+        if p.skipped:
+            table.add_row(f"{p.prompt_tokens_target:,} / -", str(p.concurrency), "skipped", "-", "-", "-", "-", "-")
+            continue
+        accept = p.accept_length.p50 if p.accept_length is not None else p.server_accept_length
+        cpu = p.client_cpu_fraction
+        ok = f"{p.ok_count}/{len(p.requests)}"
+        table.add_row(
+            _prompt_cell(p),
+            str(p.concurrency),
+            ok if not p.flagged else f"[red]{ok}[/red]",
+            _fmt_stat(p.ttft_s, ".3f"),
+            _fmt_stat(p.prefill_tok_s, ",.0f").split(" ")[0],
+            _fmt_stat(p.decode_tok_s, ".2f"),
+            f"{accept:.2f}" if accept is not None else "-",
+            f"{100 * cpu:.0f} %" if cpu is not None else "-",
+        )
+    return table
+
+
+def _render_notes(console: Console, report: BenchReport) -> None:
+    from rich.markup import escape
+
+    for point in report.points:
+        for warning in point.warnings:
+            where = f"{point.prompt_tokens_target:,} tokens C{point.concurrency}"
+            console.print(f"[yellow]warning[/yellow]: {where}: {escape(warning)}", highlight=False)
+        for r in point.flagged:
+            console.print(
+                f"  flagged round {r.round_index + 1} stream {r.stream_index + 1}: {r.failure}: {r.error}",
+                markup=False,
+                highlight=False,
+            )
+    for warning in report.warnings:
+        console.print(f"[yellow]warning[/yellow]: {escape(warning)}", highlight=False)
+    if report.free_vram_after:
+        cards = ", ".join(
+            f"GPU{c.index} " + ("unknown" if c.memory_free_bytes is None else f"{c.memory_free_bytes // 2**20:,} MiB")
+            for c in report.free_vram_after
+        )
+        console.print(f"free VRAM after the run: {cards}", highlight=False)
+
+
+def _default_out_dir() -> Path:
+    from servectl.paths import state_dir
+
+    stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    return state_dir() / "bench" / stamp
+
+
+def bench_command(
+    name: Annotated[
+        str | None,
+        typer.Argument(
+            help="Profile to benchmark: its running service, with the plan hash and pins recorded.",
+            show_default=False,
+        ),
+    ] = None,
+    url: Annotated[
+        str | None,
+        typer.Option("--url", help="Base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8180."),
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option("--model", help="Served model name (default: the only one /v1/models lists)."),
+    ] = None,
+    prompt_tokens: Annotated[
+        str, typer.Option("--prompt-tokens", help="Prompt-length targets in tokens, comma-separated.")
+    ] = "4096,65536,131072,304491",
+    repeats: Annotated[int, typer.Option("--repeats", help="Measured rounds per length and concurrency.")] = 3,
+    concurrency: Annotated[
+        str,
+        typer.Option("--concurrency", help="Concurrency levels, comma-separated (N simultaneous streams)."),
+    ] = "1",
+    max_tokens: Annotated[int, typer.Option("--max-tokens", help="Completion tokens per request (fixed).")] = 512,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            help="Folder for the JSON artifacts (default: STATE/bench/<UTC time>).",
+            show_default=False,
+        ),
+    ] = None,
+    plot: Annotated[
+        Path | None, typer.Option("--plot", help="Write the taper plot (PNG) here.", show_default=False)
+    ] = None,
+    api_key_env: Annotated[
+        str | None,
+        typer.Option("--api-key-env", help="Environment variable holding the server's API key.", show_default=False),
+    ] = None,
+    warmup: Annotated[bool, typer.Option("--warmup/--no-warmup", help="One unmeasured request per length.")] = True,
+    timeout: Annotated[float, typer.Option("--timeout", help="Read timeout per request, seconds.")] = 900.0,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the prompt word salad.")] = 0,
+) -> None:
+    """Measure TTFT, prefill and decode tok/s at each prompt length and concurrency."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from servectl.bench import (
+        ApiKey,
+        BenchProgressEvent,
+        BenchSettings,
+        plot_taper,
+        run_bench,
+        write_artifacts,
+    )
+
+    target = BenchTarget(url=url or "") if name is None else resolve_profile_target(name)
+    if name is None and not url:
+        raise UsageError("bench: give a profile NAME or --url http://HOST:PORT")
+    bench_url = url or target.url
+    key_env = api_key_env or target.api_key_env
+    api_key = None
+    if key_env:
+        value = os.environ.get(key_env)
+        if not value:
+            raise UsageError(f"--api-key-env {key_env}: the variable is not set or empty; export it first")
+        api_key = ApiKey(value)
+    settings = BenchSettings(
+        url=bench_url,
+        model=model or target.model,
+        api_key=api_key,
+        api_key_env=key_env,
+        prompt_tokens=_int_list("--prompt-tokens", prompt_tokens),
+        repeats=repeats,
+        concurrency=_int_list("--concurrency", concurrency),
+        max_tokens=max_tokens,
+        warmup=warmup,
+        timeout_s=timeout,
+        seed=seed,
+    )
+    out_dir = out or _default_out_dir()
+    console = Console()
+    err_console = Console(stderr=True)
+
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+        disable=not err_console.is_terminal,
+    ) as bar:
+        task = bar.add_task("discovering model", total=None)
+
+        def on_progress(event: BenchProgressEvent) -> None:
+            if event.role == "probe":
+                what = "calibrating prompt length"
+            else:
+                what = f"{event.role} {event.prompt_tokens_target:,} tokens"
+                if event.concurrency is not None:
+                    what += f" C{event.concurrency} round {(event.round_index or 0) + 1}/{settings.repeats}"
+            bar.update(task, completed=event.done, total=event.total, description=what)
+
+        report = run_bench(settings=settings, context=target.context, progress=on_progress)
+
+    console.print(results_table(report))
+    _render_notes(console, report)
+    write_artifacts(report, out_dir)
+    console.print(f"artifacts: {out_dir}", highlight=False)
+    if plot is not None:
+        try:
+            console.print(f"plot: {plot_taper(report, plot)}", highlight=False)
+        except ValueError as err:
+            console.print(f"warning: plot not written: {err}", markup=False, highlight=False)
+    flagged = report.flagged_requests
+    if flagged:
+        kinds = ", ".join(sorted({str(r.failure) for r in flagged}))
+        raise BenchFailed(
+            f"bench: {len(flagged)} of {report.measured_requests} measured requests were flagged ({kinds}) "
+            f"and left out of the results; see {out_dir / 'summary.json'}"
+        )
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``bench`` to the ``servectl`` app."""
+    app.command("bench")(bench_command)

@@ -1,0 +1,34 @@
+"""`servectl preflight NAME`: prove the box is ready for a profile, without starting anything."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    app.command("preflight")(preflight_command)
+
+
+def preflight_command(
+    name: Annotated[str, typer.Argument(help="profile to check")],
+    as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
+    force: Annotated[
+        list[str] | None,
+        typer.Option("--force", help="skip one named check (repeatable); recorded in the report"),
+    ] = None,
+) -> None:
+    """Run every preflight check for a profile: exit 0 when none fails, 3 when one does."""
+    from servectl.preflight.request import preflight
+
+    _, report = preflight(name=name, skip=force or ())
+    if as_json:
+        typer.echo(report.to_json())
+    else:
+        from rich.console import Console
+
+        from servectl.cli.views.preflight import render_report
+
+        render_report(report, Console())
+    raise typer.Exit(report.exit_code)

@@ -1,0 +1,170 @@
+"""Profile commands: profiles, show, validate, diff, schema, catalog."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from servectl.errors import ProfileError
+
+
+def register(app: typer.Typer) -> None:
+    app.command("profiles")(profiles_command)
+    app.command("show")(show_command)
+    app.command("validate")(validate_command)
+    app.command("diff")(diff_command)
+    app.command("schema")(schema_command)
+    app.command("catalog")(catalog_command)
+    app.command("promote")(promote_command)
+
+
+def promote_command(
+    name: Annotated[str, typer.Argument(help="profile to promote")],
+    evidence: Annotated[Path, typer.Option("--evidence", help="the --out folder of `servectl bench NAME`")],
+) -> None:
+    """Mark a profile promoted, on bench evidence measured on its current plan, image digest and model revision."""
+    from servectl.bench.promote import promote
+
+    record = promote(name=name, evidence_dir=evidence)
+    typer.echo(f"promoted {name}: evidence {name}.evidence.json (run {record.run_id}, plan {record.plan_hash})")
+
+
+def profiles_command(
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON instead of a table")] = False,
+) -> None:
+    """List the profiles on the search path: name, status, model, TP, context, port, role, source file."""
+    from servectl.plan.inventory import list_profiles
+
+    rows = list_profiles()
+    if as_json:
+        typer.echo(json.dumps([r.to_dict() for r in rows], indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="servectl profiles", title_justify="left")
+    table.add_column("name", no_wrap=True)
+    for column in ("status", "model", "TP", "context", "port", "role"):
+        table.add_column(column, overflow="fold")
+    if any(r.headline or r.error for r in rows):
+        table.add_column("headline", overflow="fold")
+    table.add_column("source", overflow="fold")
+    with_headline = len(table.columns) == 9
+    for r in rows:
+        cells = (
+            [r.name, "[red]invalid[/]", "", "", "", "", "", r.error or ""]
+            if r.error
+            else [r.name, r.status, r.served_name, str(r.tp), _human(r.context), str(r.port), r.role, r.headline or ""]
+        )
+        table.add_row(*(cells if with_headline else cells[:-1]), _short_path(r.source))
+    Console().print(table)
+
+
+def show_command(
+    name: Annotated[str, typer.Argument(help="profile name")],
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON instead of YAML")] = False,
+) -> None:
+    """Print the resolved profile (after `extends`), with where it came from."""
+    from servectl.profile.loader import load_profile
+
+    loaded = load_profile(name)
+    data = loaded.profile.model_dump(mode="json", exclude_none=True)
+    if as_json:
+        typer.echo(json.dumps(data, indent=2))
+        return
+    import yaml
+
+    typer.echo(f"# {loaded.profile.name}: resolved from " + " <- ".join(str(p) for p in loaded.chain))
+    typer.echo(yaml.safe_dump(data, sort_keys=False, width=110).rstrip())
+    from servectl.bench.promote import evidence_summary_lines
+
+    for line in evidence_summary_lines(loaded):
+        typer.echo(line)
+
+
+def validate_command(
+    names: Annotated[list[str] | None, typer.Argument(help="profiles to validate (default: all)")] = None,
+) -> None:
+    """Validate profiles (all runnable ones when none are named); exit 2 listing every problem."""
+    from servectl.plan.inventory import validate_profiles
+
+    results = validate_profiles(names or None)
+    problems: list[str] = []
+    for name, error in results.items():
+        if error is None:
+            typer.echo(f"ok      {name}")
+        else:
+            typer.echo(f"invalid {name}")
+            problems.extend(error.lines())
+    if problems:
+        raise ProfileError("\n".join(problems))
+
+
+def diff_command(
+    a: Annotated[str, typer.Argument(help="first profile")],
+    b: Annotated[str, typer.Argument(help="second profile")],
+) -> None:
+    """Show what differs between the resolved launch plans of two profiles."""
+    from servectl.plan.resolve import resolve
+    from servectl.plan.script import plan_diff
+
+    lines = plan_diff(resolve(a).plan, resolve(b).plan)
+    if not lines:
+        typer.echo(f"{a} and {b} compile to the same launch")
+    for line in lines:
+        typer.echo(line)
+
+
+def schema_command() -> None:
+    """Print the JSON Schema of the profile format (shipped as schema/profile.schema.json)."""
+    from servectl.profile.models import profile_json_schema
+
+    typer.echo(json.dumps(profile_json_schema(), indent=2))
+
+
+def catalog_command(
+    name: Annotated[str, typer.Argument(help="catalog name, or a profile name to see its extended catalog")] = "",
+    grep: Annotated[str, typer.Option("--grep", "-g", help="only flags containing this text")] = "",
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+) -> None:
+    """List the flags a catalog holds (the shipped ones when no name is given)."""
+    from servectl.profile.catalog import FlagCatalog
+
+    if not name:
+        for catalog_name in FlagCatalog.available():
+            cat = FlagCatalog.load(catalog_name)
+            typer.echo(f"{catalog_name}  ({cat.engine} {cat.version}, {len(cat.options)} options)")
+        return
+    if name in FlagCatalog.available():
+        catalog = FlagCatalog.load(name)
+    else:
+        from servectl.plan.compile import catalog_for
+        from servectl.profile.loader import load_profile
+
+        catalog = catalog_for(load_profile(name).profile)
+    options = [o for o in catalog.options if not grep or any(grep in f for f in o.flags)]
+    if as_json:
+        typer.echo(json.dumps([o.__dict__ for o in options], indent=2, default=list))
+        return
+    for o in options:
+        detail = o.kind if o.kind != "value" else (o.type or "str") + (f" nargs={o.nargs}" if o.nargs else "")
+        choices = f"  choices: {', '.join(o.choices)}" if o.choices else ""
+        typer.echo(f"{', '.join(o.flags)}  [{detail}]{choices}")
+
+
+def _short_path(path: str) -> str:
+    """A path relative to the working folder, or with ~ for the home folder, for narrow tables."""
+    p = Path(path)
+    for base, prefix in ((Path.cwd(), ""), (Path.home(), "~/")):
+        try:
+            return prefix + str(p.relative_to(base))
+        except ValueError:
+            continue
+    return path
+
+
+def _human(tokens: int | None) -> str:
+    return "" if tokens is None else f"{tokens:,}"

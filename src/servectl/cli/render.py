@@ -1,0 +1,56 @@
+"""Render command: profiles to docker compose files and Kubernetes manifests."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from servectl.errors import UsageError
+
+
+def register(app: typer.Typer) -> None:
+    app.command("render")(render_command)
+
+
+def render_command(
+    name: Annotated[str | None, typer.Argument(help="profile to render")] = None,
+    to: Annotated[
+        str | None,
+        typer.Option("--to", help="compose or k8s (with --all: only that target)", metavar="TARGET"),
+    ] = None,
+    out: Annotated[
+        str | None,
+        typer.Option("--out", "-o", help="file to write; '-' for stdout; default compose/NAME.yaml or k8s/NAME.yaml"),
+    ] = None,
+    render_all_: Annotated[
+        bool,
+        typer.Option("--all", help="re-render the shipped profiles into the repository's compose/ and k8s/"),
+    ] = False,
+) -> None:
+    """Render a profile to a docker compose file or Kubernetes manifests, from the plan `up` would run."""
+    from servectl.render.files import TARGETS, parse_target, render_all, render_profile
+
+    target = None if to is None else parse_target(to)
+    if render_all_:
+        if name is not None or out is not None:
+            raise UsageError("--all renders every shipped profile; drop the profile name and --out")
+        result = render_all(targets=TARGETS if target is None else (target,))
+        for file in result.files:
+            typer.echo(f"wrote   {file.path}")
+        for path in result.removed:
+            typer.echo(f"removed {path} (its profile is gone)")
+        for skip in result.skipped:
+            where = f" for {skip.target}" if skip.target else ""
+            typer.echo(f"skipped {skip.profile}{where}: {skip.reason}")
+        return
+    if name is None:
+        raise UsageError("name a profile to render (or use --all)")
+    if target is None:
+        raise UsageError("--to is required: compose or k8s")
+    rendered = render_profile(name, target=target, out=out)
+    if rendered.path is None:
+        typer.echo(rendered.text, nl=False)
+        return
+    rendered.write()
+    typer.echo(f"wrote {rendered.path}")

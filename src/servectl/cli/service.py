@@ -1,0 +1,199 @@
+"""Service commands: up (and --dry-run), down, status, logs."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+if TYPE_CHECKING:
+    from rich.status import Status
+
+    from servectl.adapters.docker_engine import DockerSdkEngine
+    from servectl.preflight.checks import PreflightReport
+    from servectl.service.health import Progress
+
+
+def register(app: typer.Typer) -> None:
+    app.command("up")(up_command)
+    app.command("down")(down_command)
+    app.command("status")(status_command)
+    app.command("logs")(logs_command)
+
+
+def _docker() -> DockerSdkEngine:
+    from servectl.adapters.docker_engine import DockerSdkEngine
+
+    return DockerSdkEngine()
+
+
+class _ProgressDisplay:
+    """Startup phases on stderr: a live spinner line on a terminal, one line per phase otherwise."""
+
+    def __init__(self, profile: str) -> None:
+        from rich.console import Console
+
+        self.console = Console(stderr=True, highlight=False)
+        self.profile = profile
+        self._status: Status | None = None
+        self._last_phase = ""
+
+    def __enter__(self) -> _ProgressDisplay:
+        if self.console.is_terminal:
+            self._status = self.console.status(f"{self.profile}: starting")
+            self._status.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._status is not None:
+            self._status.__exit__(None, None, None)
+
+    def __call__(self, progress: Progress) -> None:
+        from rich.markup import escape
+
+        from servectl.cli.views.runtime import progress_text
+
+        text = f"{self.profile}: {progress_text(progress)}"
+        if self._status is not None:
+            if progress.phase != self._last_phase and self._last_phase:
+                self.console.print(f"[dim]{escape(self.profile)}: {escape(self._last_phase)} done[/dim]")
+            self._status.update(escape(text))
+        elif progress.phase != self._last_phase:
+            self.console.print(escape(text))
+        self._last_phase = progress.phase
+
+
+def up_command(
+    name: Annotated[str, typer.Argument(help="profile to start")],
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="print the exact docker run and SGLang argv; touch nothing")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="with --dry-run: print the plan as JSON")] = False,
+    force: Annotated[
+        list[str] | None,
+        typer.Option("--force", help="skip one named preflight check (repeatable); recorded in the history"),
+    ] = None,
+) -> None:
+    """Validate, preflight and start a profile, then wait until it really serves."""
+    from servectl.plan.resolve import resolve
+
+    resolved = resolve(name)
+    if dry_run:
+        if as_json:
+            typer.echo(resolved.plan.to_json())
+        else:
+            from servectl.plan.script import dry_run_text
+
+            typer.echo(dry_run_text(resolved.plan), nl=False)
+        return
+
+    from servectl.cli.views.runtime import up_text
+    from servectl.errors import StartupFailed
+    from servectl.preflight.request import full_preflight, optional_gpu_inventory
+    from servectl.service.runtime import up
+
+    docker = _docker()
+    warnings: list[str] = []
+
+    def keep_warnings(report: PreflightReport) -> None:
+        warnings.extend(f"preflight {c.id} {c.result}: {c.message}" for c in report.checks if c.result == "warn")
+        warnings.extend(f"preflight {c.id} skipped with --force" for c in report.checks if c.forced)
+
+    display = _ProgressDisplay(resolved.name)
+    try:
+        with display:
+            result = up(
+                name=name,
+                docker=docker,
+                resolved=resolved,
+                on_phase=display,
+                gpus=optional_gpu_inventory(resolved),
+                preflight=full_preflight(docker=docker, skip=force or (), on_report=keep_warnings),
+            )
+    except StartupFailed as err:
+        _print_last_lines(resolved.name, err.last_log_lines)
+        raise
+    typer.echo(up_text(result))
+    for note in (*warnings, *result.notes):
+        typer.echo(f"note: {note}", err=True)
+
+
+def _print_last_lines(profile: str, lines: tuple[str, ...]) -> None:
+    if not lines:
+        return
+    sys.stderr.write(f"last log lines of {profile}:\n")
+    for line in lines[-20:]:
+        sys.stderr.write(f"  | {line}\n")
+
+
+def down_command(
+    name: Annotated[str | None, typer.Argument(help="profile to stop (default: the only running service)")] = None,
+) -> None:
+    """Stop a service (SIGTERM, grace period, SIGKILL), remove its container and confirm it is gone."""
+    from servectl.cli.views.runtime import stop_text
+    from servectl.preflight.request import optional_gpu_inventory
+    from servectl.service.runtime import down
+
+    results = down(name=name, docker=_docker(), gpus=optional_gpu_inventory())
+    if not results:
+        typer.echo(f"{name} is not running; nothing to stop" if name else "no servectl service runs; nothing to stop")
+        return
+    for result in results:
+        typer.echo(stop_text(result))
+    from servectl.paths import state_dir
+    from servectl.service.swap import restore_after_down
+
+    restored = restore_after_down(docker=_docker(), state_dir=state_dir())  # conflicts a swap stopped
+    if restored is not None and restored.summary():
+        typer.echo(restored.summary())
+
+
+def status_command(
+    as_json: Annotated[bool, typer.Option("--json", help="print the services as JSON")] = False,
+) -> None:
+    """Each servectl service: profile, state, port, GPUs, uptime, plan hash and drift from its profile."""
+    from servectl.cli.views.runtime import STATUS_COLUMNS, status_rows
+    from servectl.paths import state_dir
+    from servectl.service.runtime import services
+    from servectl.service.swap import status_notes
+
+    found = services(docker=_docker())
+    notes = status_notes(state_dir=state_dir())  # an unfinished swap, conflicts kept stopped
+    if as_json:
+        typer.echo(json.dumps([s.to_dict() for s in found], indent=2))
+        for note in notes:
+            sys.stderr.write(f"note: {note}\n")
+        return
+    for note in notes:
+        typer.echo(f"note: {note}")
+    if not found:
+        typer.echo("no servectl services")
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
+    for column in STATUS_COLUMNS:
+        table.add_column(column, no_wrap=True)
+    for row in status_rows(found):
+        table.add_row(*row)
+    Console(highlight=False, width=200).print(table)
+
+
+def logs_command(
+    name: Annotated[str, typer.Argument(help="profile (or container name) of the service")],
+    follow: Annotated[bool, typer.Option("-f", "--follow", help="keep printing new lines")] = False,
+    tail: Annotated[int | None, typer.Option("--tail", help="only the last N lines", min=0)] = None,
+) -> None:
+    """Print a service's log (stdout and stderr of its container)."""
+    from servectl.service.runtime import follow_logs
+
+    try:
+        for line in follow_logs(name=name, docker=_docker(), follow=follow, tail=tail):
+            sys.stdout.write(line + "\n")
+            if follow:
+                sys.stdout.flush()
+    except KeyboardInterrupt:
+        return

@@ -1,0 +1,159 @@
+"""``swap``, ``rollback`` and ``rollback-check``: parse options, call :mod:`servectl.service.swap`, render."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from servectl.service.swap import PhaseEvent, RollbackCheck, SwapResult
+
+_FORCE_HELP = "skip one preflight check by id (repeatable), e.g. port.free"
+_WAIT_HELP = "seconds to wait for another servectl that is changing services (default 10)"
+
+
+def register(app: typer.Typer) -> None:
+    app.command("swap")(swap_command)
+    app.command("rollback")(rollback_command)
+    app.command("rollback-check")(rollback_check_command)
+
+
+def swap_command(
+    target: Annotated[
+        str | None, typer.Argument(help="profile to run instead; default: the running profile's rollback:")
+    ] = None,
+    force: Annotated[list[str] | None, typer.Option("--force", metavar="CHECK-ID", help=_FORCE_HELP)] = None,
+    wait_s: Annotated[float | None, typer.Option("--wait", metavar="SECONDS", help=_WAIT_HELP)] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
+) -> None:
+    """Replace the running service with TARGET, all-or-nothing: the target up, or the previous one back.
+
+    Exit codes: 0 target up; 4 target failed and the previous service is back; 5 both failed, nothing runs.
+    """
+    from servectl.service.swap import swap
+
+    _swap_and_render(swap, force=force, wait_s=wait_s, as_json=as_json, target=target)
+
+
+def rollback_command(
+    force: Annotated[list[str] | None, typer.Option("--force", metavar="CHECK-ID", help=_FORCE_HELP)] = None,
+    wait_s: Annotated[float | None, typer.Option("--wait", metavar="SECONDS", help=_WAIT_HELP)] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
+) -> None:
+    """Swap back to the profile that ran before the current one (from servectl's history)."""
+    from servectl.service.swap import rollback
+
+    _swap_and_render(rollback, force=force, wait_s=wait_s, as_json=as_json)
+
+
+def rollback_check_command(
+    name: Annotated[
+        str | None, typer.Argument(help="profile whose rollback target to check; default: all that have one")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the checks as JSON")] = False,
+) -> None:
+    """Prove that each profile's rollback target could start now (validates, image, model, preflight).
+
+    Starts nothing. Exit code 3 when any target could not start.
+    """
+    from servectl.errors import PreflightFailed
+    from servectl.service.swap import rollback_check
+
+    checks = rollback_check(names=None if name is None else [name], docker=_docker(), gpus=_gpu_inventory())
+    if as_json:
+        typer.echo(json.dumps([c.to_dict() for c in checks], indent=2))
+    else:
+        _print_checks(checks)
+    failed = [c for c in checks if not c.ok]
+    if failed:
+        names = ", ".join(f"{c.profile} -> {c.target or '?'}" for c in failed)
+        raise PreflightFailed(f"rollback target could not start now: {names} (see the checks above)")
+
+
+# -- wiring ----------------------------------------------------------------------------------------------
+def _swap_and_render(
+    core: Callable[..., SwapResult], *, force: list[str] | None, wait_s: float | None, as_json: bool, **target: Any
+) -> None:
+    """Run ``swap`` or ``rollback`` with the real engine, cards and preflight, then print the result."""
+    notes: list[str] = []
+    result = core(
+        docker=_docker(),
+        gpus=_gpu_inventory(),
+        preflight=_preflight(notes),
+        force=force or (),
+        lock_timeout_s=wait_s,
+        on_phase=None if as_json else _print_phase,
+        **target,
+    )
+    _render(result, as_json, notes)
+
+
+def _docker() -> Any:
+    from servectl.adapters.docker_engine import DockerSdkEngine
+
+    return DockerSdkEngine()
+
+
+def _gpu_inventory() -> Any:
+    """NVML's inventory when a driver answers (stop then waits until the old service's cards are free)."""
+    from servectl.preflight.request import optional_gpu_inventory
+
+    return optional_gpu_inventory()
+
+
+def _preflight(notes: list[str]) -> Any:
+    """servectl's full preflight; its warnings and forced checks end up in ``notes``."""
+    from servectl.paths import state_dir
+    from servectl.service.swap import profile_preflight
+
+    def keep(report: Any) -> None:
+        notes.extend(f"preflight {c.id} {c.result}: {c.message}" for c in report.checks if c.result == "warn")
+        notes.extend(f"preflight {c.id} skipped with --force" for c in report.checks if c.forced)
+
+    return profile_preflight(state_dir=state_dir(), on_report=keep)
+
+
+# -- rendering -------------------------------------------------------------------------------------------
+_last_progress: dict[str, str] = {}
+
+
+def _print_phase(event: PhaseEvent) -> None:
+    if event.kind == "begin":
+        return
+    if event.kind == "progress":  # one line per startup step, not per percentage
+        if _last_progress.get(event.phase) != event.step:
+            _last_progress[event.phase] = event.step
+            sys.stderr.write(f"    {event.phase}: {event.detail}\n")
+        return
+    mark = "ok" if event.ok else "FAILED"
+    detail = f"  ({event.detail})" if event.detail else ""
+    sys.stderr.write(f"  {event.phase:<18} {event.duration_s or 0.0:7.2f} s  {mark}{detail}\n")
+
+
+def _render(result: SwapResult, as_json: bool, notes: list[str]) -> None:
+    for note in notes:
+        sys.stderr.write(f"note: {note}\n")
+    if as_json:
+        typer.echo(json.dumps(result.to_dict(), indent=2, default=str))
+        return
+    typer.echo(result.message)
+    if result.downtime_s is not None:
+        stop = f"{result.old_stop_s:.2f}" if result.old_stop_s is not None else "?"
+        start = f"{result.target_startup_s:.2f}" if result.target_startup_s is not None else "?"
+        typer.echo(
+            f"downtime {result.downtime_s:.2f} s (stop {stop} s + start {start} s"
+            f"{', old service was killed after ignoring SIGTERM' if result.forced_stop else ''})"
+        )
+
+
+def _print_checks(checks: list[RollbackCheck]) -> None:
+    for check in checks:
+        head = f"{check.profile} -> {check.target}" if check.target else check.profile
+        typer.echo(f"{'ok  ' if check.ok else 'FAIL'} {head}")
+        for item in check.items:
+            typer.echo(f"     {'ok  ' if item.ok else 'FAIL'} {item.check:<10} {item.message}")

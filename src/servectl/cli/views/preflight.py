@@ -1,0 +1,53 @@
+"""Render a :class:`~servectl.preflight.checks.PreflightReport` for people: one rich table, then a summary line.
+
+The CLI calls :func:`render_report` (or prints ``report.to_json()`` for ``--json``); nothing here decides
+anything.
+"""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from servectl.preflight.checks import PreflightReport
+
+RESULT_STYLES: dict[str, str] = {
+    "pass": "green",
+    "warn": "yellow",
+    "fail": "bold red",
+    "unknown": "magenta",
+    "skipped": "dim",
+}
+
+
+def report_table(report: PreflightReport) -> Table:
+    """The report as a table: check id, result, what was found, how to fix it."""
+    where = f" ({report.source_file})" if report.source_file else ""
+    table = Table(title=f"preflight {report.profile_name}{where}", title_justify="left", expand=False)
+    table.add_column("check", no_wrap=True)
+    table.add_column("result", no_wrap=True)
+    table.add_column("found")
+    table.add_column("fix")
+    for check in report.checks:
+        style = RESULT_STYLES.get(check.result, "")
+        result = f"[{style}]{check.result}[/]" if style else check.result
+        if check.forced:
+            result += " [dim](--force)[/]"
+        table.add_row(escape(check.id), result, escape(check.message), escape(check.fix))
+    return table
+
+
+def summary_line(report: PreflightReport) -> str:
+    """``3 fail, 1 warn, 14 pass in 0.12 s: nothing may start`` (plain text)."""
+    counts = report.counts()
+    parts = [f"{counts[name]} {name}" for name in ("fail", "warn", "unknown", "skipped", "pass") if counts[name]]
+    verdict = "nothing may start" if report.failed else "ready"
+    return f"{', '.join(parts)} in {report.duration_seconds:.2f} s: {verdict}"
+
+
+def render_report(report: PreflightReport, console: Console) -> None:
+    """Print the table and the summary line."""
+    console.print(report_table(report))
+    style = "bold red" if report.failed else "green"
+    console.print(f"[{style}]{escape(summary_line(report))}[/]")

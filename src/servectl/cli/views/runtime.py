@@ -1,0 +1,91 @@
+"""Printed forms of services, startup progress and stop results (pure text; the CLI prints them)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from servectl.service.health import Progress
+    from servectl.service.runtime import ServiceInfo, StopResult, UpResult
+
+STATUS_COLUMNS = ("PROFILE", "STATE", "PORT", "GPUS", "UPTIME", "PLAN", "DRIFT", "CONTAINER")
+
+
+def duration(seconds: float | None) -> str:
+    """``42s``, ``3m05s``, ``2h04m``, ``3d02h``; ``-`` for None."""
+    if seconds is None:
+        return "-"
+    s = int(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+def progress_text(p: Progress) -> str:
+    """One line for the current startup phase: ``loading weights 50% (12.3 s)``."""
+    parts = [p.phase]
+    if p.percent is not None:
+        parts.append(f"{p.percent}%")
+    if p.detail:
+        parts.append(f"- {p.detail}")
+    return f"{' '.join(parts)} ({p.elapsed_s:.1f} s)"
+
+
+def state_text(s: ServiceInfo) -> str:
+    """The state, with the exit code and OOM flag of an exited service."""
+    if s.state != "exited":
+        return s.state
+    extras = [f"code {s.exit_code}" if s.exit_code is not None else "code ?"]
+    if s.oom_killed:
+        extras.append("OOM-killed")
+    return f"exited ({', '.join(extras)})"
+
+
+def status_rows(services: Sequence[ServiceInfo]) -> list[tuple[str, ...]]:
+    """Rows of ``servectl status`` in :data:`STATUS_COLUMNS` order."""
+    rows: list[tuple[str, ...]] = []
+    for s in services:
+        drift = "-" if s.drift is None else ("yes" if s.drift else "no")
+        rows.append(
+            (
+                s.profile,
+                state_text(s),
+                "-" if s.port is None else str(s.port),
+                ",".join(str(g) for g in s.gpus) or "-",
+                duration(s.uptime_s),
+                s.plan_hash[:8] or "-",
+                drift,
+                s.container_name,
+            )
+        )
+    return rows
+
+
+def up_text(result: UpResult) -> str:
+    """What ``up`` did, in one line."""
+    s = result.service
+    if result.action == "already-running":
+        return f"{s.profile} already runs with the same plan ({s.plan_hash[:8]}) at {result.url}; nothing to do"
+    startup = f"{result.startup_s:.1f} s" if result.startup_s is not None else "?"
+    return (
+        f"{s.profile} is ready at {result.url} (serves {s.served_name!r}); startup took {startup} "
+        f"[container {s.container_name}, plan {s.plan_hash[:8]}]"
+    )
+
+
+def stop_text(result: StopResult) -> str:
+    """What ``down`` did for one service, in one line."""
+    how = "SIGKILL after the grace period" if result.forced else "SIGTERM"
+    line = f"{result.profile}: stopped in {result.stop_s:.1f} s ({how}); container {result.container_name} removed"
+    if not result.gpus:
+        return line
+    if not result.gpus_checked:
+        return line + "; GPU release not checked (no GPU inventory)"
+    if result.leaked_pids:
+        return line + f"; processes still on its GPUs: pids {', '.join(map(str, result.leaked_pids))}"
+    return line + "; its GPUs are free"

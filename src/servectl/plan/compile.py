@@ -1,0 +1,511 @@
+"""The compiler: a resolved profile (+ host facts) -> a :class:`LaunchPlan`. Pure: no Docker, GPU or network.
+
+The plan holds the SGLang argv, the Docker run spec, the files servectl writes before starting (the
+adaptive speculative ladder), and a hash of all of it that labels the container, so ``status`` can tell
+when a running service no longer matches its profile. The hash is taken over the portable plan (see
+:func:`compile_portable_plan`): the same profile hashes the same on every machine and in rendered files.
+Secrets enter the plan only as references.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shlex
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from servectl.errors import ProfileError
+from servectl.profile.catalog import BOOL_OPTIONAL, ArgvError, FlagCatalog, format_value
+from servectl.profile.models import Profile
+
+PathKey = tuple[str | int, ...]
+
+LABEL_PREFIX = "servectl."
+LABEL_MANAGED = "servectl.managed"
+LABEL_PROFILE = "servectl.profile"
+LABEL_PLAN_HASH = "servectl.plan-hash"
+LABEL_PORT = "servectl.port"
+LABEL_HOST = "servectl.host"
+LABEL_GPUS = "servectl.gpus"
+LABEL_ROLE = "servectl.role"
+LABEL_SERVED_NAME = "servectl.served-name"
+LABEL_SOURCE = "servectl.source"
+LABEL_STOP_GRACE = "servectl.stop-grace-s"
+
+ADAPTIVE_CONFIG_CONTAINER_PATH = "/etc/servectl/speculative-adaptive.json"
+API_KEY_CONTAINER_PATH = "/run/secrets/servectl-api-key"
+REDACTED = "***"
+
+#: SGLang's own Docker instructions: unlimited locked memory, 64 MiB stack.
+SGLANG_ULIMITS: tuple[tuple[str, int, int], ...] = (("memlock", -1, -1), ("stack", 67108864, 67108864))
+
+#: Reads the API key from the mounted secret file and appends it to argv *inside* the process, so the key
+#: shows neither in ``docker inspect`` nor in the host's process list (/proc/<pid>/cmdline keeps ``-c``).
+_API_KEY_WRAPPER = (
+    "import runpy,sys;"
+    "k=open({path!r}).read().strip();"
+    "sys.argv=[{module!r},*sys.argv[1:],'--api-key',k];"
+    "runpy.run_module({module!r},run_name='__main__',alter_sys=True)"
+)
+
+
+@dataclass(frozen=True)
+class EngineArg:
+    """Command-line tokens of one flag and the profile field that produced them."""
+
+    flag: str
+    tokens: tuple[str, ...]
+    field: PathKey
+
+
+@dataclass(frozen=True)
+class MountPlan:
+    source: str
+    target: str
+    read_only: bool
+
+
+@dataclass(frozen=True)
+class PortBinding:
+    host_ip: str
+    host_port: int
+    container_port: int
+
+
+@dataclass(frozen=True)
+class GeneratedFile:
+    """A file servectl writes on the host before starting the container."""
+
+    host_path: str
+    content: str
+
+
+@dataclass(frozen=True)
+class SecretRef:
+    """Where the API key comes from; never the key itself."""
+
+    source: str  # "env" or "file"
+    name: str  # env var name or host file path
+    host_path: str  # the file mounted into the container (written from the env var at start)
+    container_path: str = API_KEY_CONTAINER_PATH
+
+
+@dataclass(frozen=True)
+class DockerRunSpec:
+    """Everything ``docker run`` needs, as plain values."""
+
+    image: str
+    name: str
+    command: tuple[str, ...]
+    labels: Mapping[str, str]
+    environment: tuple[tuple[str, str | None], ...]  # None: passed through from servectl's environment
+    device_ids: tuple[str, ...]
+    ipc_mode: str | None
+    shm_size: str | None
+    ulimits: tuple[tuple[str, int, int], ...]
+    network_mode: str
+    ports: tuple[PortBinding, ...]
+    mounts: tuple[MountPlan, ...]
+    stop_timeout_s: int
+    init: bool = True
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """The resolved, validated launch of one profile."""
+
+    profile: str
+    source: str
+    served_name: str
+    url: str
+    engine_argv: tuple[str, ...]
+    docker: DockerRunSpec
+    files: tuple[GeneratedFile, ...]
+    secret: SecretRef | None
+    startup_timeout_s: float
+    stall_timeout_s: float
+    expect_log: tuple[str, ...]
+    plan_hash: str = field(default="")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (secrets are references only)."""
+        data = asdict(self)
+        data["docker"]["labels"] = dict(self.docker.labels)
+        return data
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=False)
+
+
+# -- argv ----------------------------------------------------------------------------------------------
+def engine_args(profile: Profile, catalog: FlagCatalog) -> list[EngineArg]:
+    """The SGLang flags of a profile, each with the field it came from. Pure."""
+    p, e = profile, profile.engine
+    out: list[EngineArg] = []
+
+    def add(flag: str, value: Any, path: PathKey) -> None:
+        if value is None:
+            return
+        if value is True:
+            out.append(EngineArg(flag, (flag,), path))
+        elif value is False:
+            opt = catalog.option(flag)
+            if opt is not None and opt.kind == BOOL_OPTIONAL:
+                negative = "--no-" + opt.flags[0][2:]
+                out.append(EngineArg(negative, (negative,), path))
+        else:
+            out.append(EngineArg(flag, (flag, *format_value(value)), path))
+
+    add("--model-path", p.model.container_path, ("model", "container_path"))
+    add("--served-model-name", p.model.served_name, ("model", "served_name"))
+    add("--host", "0.0.0.0" if p.serve.network == "bridge" else p.serve.host, ("serve", "host"))
+    add("--port", p.serve.port, ("serve", "port"))
+    add("--tp-size", e.tp, ("engine", "tp"))
+    if e.dp != 1:
+        add("--dp-size", e.dp, ("engine", "dp"))
+    add("--context-length", e.context_length, ("engine", "context_length"))
+    add("--max-total-tokens", e.max_total_tokens, ("engine", "max_total_tokens"))
+    add("--max-running-requests", e.max_running_requests, ("engine", "max_running_requests"))
+    add("--mem-fraction-static", e.mem_fraction_static, ("engine", "mem_fraction_static"))
+    add("--kv-cache-dtype", e.kv_cache_dtype, ("engine", "kv_cache_dtype"))
+    add("--quantization", e.quantization, ("engine", "quantization"))
+    spec = e.speculative
+    if spec is not None:
+        base: PathKey = ("engine", "speculative")
+        add("--speculative-algorithm", spec.algorithm, (*base, "algorithm"))
+        add("--speculative-num-steps", spec.num_steps, (*base, "num_steps"))
+        add("--speculative-eagle-topk", spec.eagle_topk, (*base, "eagle_topk"))
+        add("--speculative-num-draft-tokens", spec.num_draft_tokens, (*base, "num_draft_tokens"))
+        add("--speculative-draft-model-path", spec.draft_model_path, (*base, "draft_model_path"))
+        if spec.adaptive_steps is not None:
+            add("--speculative-adaptive", True, (*base, "adaptive_steps"))
+            add("--speculative-adaptive-config", ADAPTIVE_CONFIG_CONTAINER_PATH, (*base, "adaptive_steps"))
+    for key, value in e.args.items():
+        add("--" + key, value, ("engine", "args", key))
+    return out
+
+
+def catalog_for(profile: Profile) -> FlagCatalog:
+    """The profile's flag catalog, extended for its image when the profile says so.
+
+    Raises:
+        KeyError: unknown catalog name. ValueError: a malformed extension.
+    """
+    catalog = FlagCatalog.load(profile.engine.catalog)
+    ext = profile.engine.catalog_extend
+    if ext is not None:
+        catalog = catalog.extended(ext.model_dump())
+    return catalog
+
+
+def catalog_problems(profile: Profile, catalog: FlagCatalog) -> Iterator[tuple[PathKey, str]]:
+    """Every flag the profile compiles to, checked against the catalog: (field, message) per problem."""
+    owner_of: dict[str, PathKey] = {}
+    for arg in engine_args(profile, catalog):
+        try:
+            opt = catalog.option(arg.flag)
+        except ArgvError as err:
+            yield arg.field, f"{err}; spell the flag out"
+            continue
+        if opt is None:
+            close = catalog.close_matches(arg.flag)
+            hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+            yield arg.field, f"{arg.flag} is not a flag of catalog {catalog.name}{hint}"
+            continue
+        if opt.dest in owner_of:
+            other = ".".join(str(p) for p in owner_of[opt.dest])
+            yield arg.field, f"{arg.flag} is already set by {other}; set it in one place only"
+            continue
+        owner_of[opt.dest] = arg.field
+        if opt.dest == "api_key":
+            yield (
+                arg.field,
+                "the API key is never written in a profile; use serve.api_key_env or serve.api_key_file",
+            )
+            continue
+        try:
+            catalog.parse_argv(list(arg.tokens))
+        except ArgvError as err:
+            yield arg.field, str(err)
+
+
+# -- the plan ------------------------------------------------------------------------------------------
+def compile_plan(
+    profile: Profile,
+    *,
+    source: str,
+    state_dir: Path,
+    home: Path,
+    environ: Mapping[str, str] | None = None,
+    project_dir: Path | None = None,
+) -> LaunchPlan:
+    """Compile a validated profile into its launch plan. Pure: reads nothing, writes nothing.
+
+    Args:
+        profile: a profile that passed :func:`servectl.profile.loader.load_profile`.
+        source: the profile file (recorded in a label).
+        state_dir: servectl's state folder (where generated files will be written at start).
+        home: the user's home folder, for ``~`` in host paths.
+        environ: variables for ``${VAR}`` in host paths (none when omitted).
+        project_dir: the profile's project folder (:func:`project_dir_of`); paths inside it are hashed
+            relative to it, so the plan hash does not depend on where the project is checked out.
+
+    Raises:
+        ProfileError: a host path names a variable that ``environ`` lacks.
+    """
+    env: Mapping[str, str] = {} if environ is None else environ
+
+    def host_path(raw: str, field: str) -> str:
+        return _host_path(raw, home, env, where=f"{source}: {field}")
+
+    catalog = catalog_for(profile)
+    argv = tuple(token for arg in engine_args(profile, catalog) for token in arg.tokens)
+    gen_dir = state_dir / "generated" / profile.name
+
+    files: list[GeneratedFile] = []
+    mounts = [MountPlan(host_path(profile.model.path, "model.path"), profile.model.container_path, True)]
+    mounts += [
+        MountPlan(host_path(m.source, f"container.mounts[{i}].source"), m.target, m.read_only)
+        for i, m in enumerate(profile.container.mounts)
+    ]
+    spec = profile.engine.speculative
+    if spec is not None and spec.adaptive_steps is not None:
+        ladder_path = gen_dir / "speculative-adaptive.json"
+        files.append(GeneratedFile(str(ladder_path), adaptive_ladder_json(profile)))
+        mounts.append(MountPlan(str(ladder_path), ADAPTIVE_CONFIG_CONTAINER_PATH, True))
+
+    secret: SecretRef | None = None
+    command = (*profile.image.entrypoint, *argv)
+    if profile.serve.api_key_env or profile.serve.api_key_file:
+        if profile.serve.api_key_file:
+            key_file = host_path(profile.serve.api_key_file, "serve.api_key_file")
+            secret = SecretRef("file", key_file, key_file)
+        else:
+            secret = SecretRef("env", str(profile.serve.api_key_env), str(gen_dir / "api-key"))
+        mounts.append(MountPlan(secret.host_path, secret.container_path, True))
+        python, module = _python_module_entrypoint(profile.image.entrypoint)
+        wrapper = _API_KEY_WRAPPER.format(path=secret.container_path, module=module)
+        command = (python, "-c", wrapper, *argv)
+
+    bridge = profile.serve.network == "bridge"
+    labels = {
+        LABEL_MANAGED: "1",
+        LABEL_PROFILE: profile.name,
+        LABEL_PORT: str(profile.serve.port),
+        LABEL_HOST: profile.serve.host,
+        LABEL_GPUS: ",".join(str(d) for d in profile.gpus.devices),
+        LABEL_ROLE: profile.serve.role,
+        LABEL_SERVED_NAME: profile.model.served_name,
+        LABEL_SOURCE: source,
+        LABEL_STOP_GRACE: str(profile.container.stop_grace_s),
+        **profile.container.labels,
+    }
+    environment = tuple(
+        (name, None if value == "${" + name + "}" else value) for name, value in sorted(profile.engine.env.items())
+    )
+    docker = DockerRunSpec(
+        image=f"{profile.image.ref}@{profile.image.digest}" if profile.image.digest else profile.image.ref,
+        name=profile.container.name or f"servectl-{profile.name}",
+        command=command,
+        labels=labels,
+        environment=environment,
+        device_ids=tuple(str(d) for d in profile.gpus.devices),
+        ipc_mode=profile.container.ipc,
+        shm_size=profile.container.shm_size,
+        # The stand-in locks no memory. SGLang's memlock=-1 needs CAP_SYS_RESOURCE in the Docker daemon,
+        # which rootless and sandboxed engines lack, and the demo must start there too.
+        ulimits=() if profile.image.build == "standin" else SGLANG_ULIMITS,
+        network_mode="bridge" if bridge else "host",
+        ports=(PortBinding(profile.serve.host, profile.serve.port, profile.serve.port),) if bridge else (),
+        mounts=tuple(mounts),
+        stop_timeout_s=profile.container.stop_grace_s,
+    )
+    host_for_url = "127.0.0.1" if profile.serve.host in ("0.0.0.0", "::") else profile.serve.host
+    plan = LaunchPlan(
+        profile=profile.name,
+        source=source,
+        served_name=profile.model.served_name,
+        url=f"http://{_bracket(host_for_url)}:{profile.serve.port}",
+        engine_argv=argv,
+        docker=docker,
+        files=tuple(files),
+        secret=secret,
+        startup_timeout_s=profile.health.startup_timeout_s,
+        stall_timeout_s=profile.health.stall_timeout_s,
+        expect_log=tuple(profile.health.expect_log),
+    )
+    # The hash names the launch the profile describes, not the machine: it is taken over the portable plan
+    # (home ~, fixed state folder, ${VAR} kept), so a service started from a rendered compose file carries
+    # the hash that `servectl up` computes for the same profile on any machine.
+    portable = isinstance(env, VariablesKeptLiteral) and (home, state_dir) == (PORTABLE_HOME, PORTABLE_STATE_DIR)
+    hashed = plan if portable else compile_portable_plan(profile, source=source, project_dir=project_dir)
+    digest = plan_hash(hashed)
+    labelled = DockerRunSpec(**{**docker.__dict__, "labels": {**labels, LABEL_PLAN_HASH: digest}})
+    return LaunchPlan(**{**plan.__dict__, "docker": labelled, "plan_hash": digest})
+
+
+#: Home and state folder of the *portable* plan: the launch as a profile describes it, nothing of the machine.
+PORTABLE_HOME = Path("~")
+PORTABLE_STATE_DIR = Path("~/.local/state/servectl")
+#: In the portable plan, host paths inside the profile's project folder start with this variable.
+PROJECT_DIR_VAR = "SERVECTL_PROJECT_DIR"
+
+
+class VariablesKeptLiteral(Mapping[str, str]):
+    """An environment in which every variable is set to a reference to itself: ``X`` -> ``${X}``."""
+
+    def __getitem__(self, key: str) -> str:
+        return "${" + key + "}"
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+
+def project_dir_of(profile_file: Path) -> Path | None:
+    """The project folder of a profile file: the folder above its folder (``<project>/profiles/x.yaml``).
+
+    None for a file in the file system root's folder (every path would be inside that "project").
+    """
+    project = profile_file.parent.parent
+    return None if project == project.parent else project
+
+
+def compile_portable_plan(profile: Profile, *, source: str, project_dir: Path | None = None) -> LaunchPlan:
+    """The plan with nothing of this machine in it, for files to share and for the plan hash.
+
+    Home is ``~``, the state folder is fixed, every ``${VAR}`` stays as it is, and host paths inside
+    ``project_dir`` (relative paths in a profile resolve there) start with ``${SERVECTL_PROJECT_DIR}``.
+    """
+    anchored = profile if project_dir is None else _anchor_host_paths(profile, project_dir)
+    env = VariablesKeptLiteral()
+    return compile_plan(anchored, source=source, state_dir=PORTABLE_STATE_DIR, home=PORTABLE_HOME, environ=env)
+
+
+def _anchor_host_paths(profile: Profile, project_dir: Path) -> Profile:
+    def anchor(path: str) -> str:
+        if not path.startswith("/") or not Path(path).is_relative_to(project_dir):
+            return path
+        rest = Path(path).relative_to(project_dir).as_posix()
+        return "${" + PROJECT_DIR_VAR + "}" + ("" if rest == "." else "/" + rest)
+
+    serve, model, container = profile.serve, profile.model, profile.container
+    key_file = serve.api_key_file
+    mounts = [m.model_copy(update={"source": anchor(m.source)}) for m in container.mounts]
+    return profile.model_copy(
+        update={
+            "model": model.model_copy(update={"path": anchor(model.path)}),
+            "serve": serve.model_copy(update={"api_key_file": anchor(key_file) if key_file else key_file}),
+            "container": container.model_copy(update={"mounts": mounts}),
+        }
+    )
+
+
+def plan_hash(plan: LaunchPlan) -> str:
+    """A short, stable hash of everything that shapes the running container (not its hash label)."""
+    data = plan.to_dict()
+    data["docker"]["labels"].pop(LABEL_PLAN_HASH, None)
+    data["docker"]["labels"].pop(LABEL_SOURCE, None)  # moving a file does not change the service
+    data.pop("plan_hash", None)
+    data.pop("source", None)
+    blob = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def adaptive_ladder_json(profile: Profile) -> str:
+    """The JSON that ``--speculative-adaptive-config`` reads: batch size -> candidate steps."""
+    spec = profile.engine.speculative
+    assert spec is not None and spec.adaptive_steps is not None
+    batches = range(1, (profile.engine.max_running_requests or 1) + 1)
+    ladder = {str(b): {"candidate_steps": list(spec.adaptive_steps)} for b in batches}
+    return json.dumps(ladder, separators=(",", ":")) + "\n"
+
+
+def _python_module_entrypoint(entrypoint: list[str]) -> tuple[str, str]:
+    if len(entrypoint) == 3 and entrypoint[1] == "-m" and "python" in Path(entrypoint[0]).name:
+        return entrypoint[0], entrypoint[2]
+    raise ValueError("an API key needs an entrypoint of the form [python3, -m, module]")
+
+
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _host_path(raw: str, home: Path, environ: Mapping[str, str], *, where: str) -> str:
+    def substitute(match: re.Match[str]) -> str:
+        name = match.group(1) or match.group(2)
+        if name not in environ:
+            raise ProfileError(f"{where}: {raw!r} uses ${{{name}}}, which is not set; export {name}=... first")
+        return environ[name]
+
+    value = _VAR.sub(substitute, raw)
+    if value == "~" or value.startswith("~/"):
+        return str(home / value[2:]) if value != "~" else str(home)
+    return value
+
+
+def _bracket(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+# -- printed forms -------------------------------------------------------------------------------------
+def docker_run_groups(spec: DockerRunSpec, *, detach: bool = True) -> list[list[str]]:
+    """``docker run`` tokens grouped by option (for printing one option per line)."""
+    groups: list[list[str]] = [["docker", "run", *(["-d"] if detach else [])], ["--name", spec.name]]
+    groups += [["--label", f"{key}={value}"] for key, value in spec.labels.items()]
+    if spec.device_ids:
+        groups.append(["--gpus", '"device=' + ",".join(spec.device_ids) + '"'])
+    if spec.ipc_mode:
+        groups.append(["--ipc", spec.ipc_mode])
+    if spec.shm_size:
+        groups.append(["--shm-size", spec.shm_size])
+    for name, soft, hard in spec.ulimits:
+        groups.append(["--ulimit", f"{name}={soft}" if soft == hard else f"{name}={soft}:{hard}"])
+    if spec.network_mode == "host":
+        groups.append(["--network", "host"])
+    groups += [["-p", f"{_bracket(p.host_ip)}:{p.host_port}:{p.container_port}"] for p in spec.ports]
+    groups += [["-v", f"{m.source}:{m.target}" + (":ro" if m.read_only else "")] for m in spec.mounts]
+    groups += [["-e", name if value is None else f"{name}={value}"] for name, value in spec.environment]
+    groups.append(["--stop-timeout", str(spec.stop_timeout_s)])
+    if spec.init:
+        groups.append(["--init"])
+    groups.append([spec.image])
+    command = list(spec.command)
+    first_flag = next((i for i, t in enumerate(command) if t.startswith("--")), len(command))
+    groups.append(command[:first_flag])
+    for token in command[first_flag:]:
+        if token.startswith("--") or not groups[-1]:
+            groups.append([token])
+        else:
+            groups[-1].append(token)
+    return [g for g in groups if g]
+
+
+def docker_run_argv(spec: DockerRunSpec, *, detach: bool = True) -> list[str]:
+    """The ``docker run`` command that creates the same container as servectl does."""
+    return [token for group in docker_run_groups(spec, detach=detach) for token in group]
+
+
+def format_docker_run(plan: LaunchPlan) -> str:
+    """``docker run`` as a shell command, one option per line; secrets only as references."""
+    groups = docker_run_groups(plan.docker)
+    return " \\\n  ".join(" ".join(shlex.quote(t) for t in group) for group in groups)
+
+
+def format_engine_argv(plan: LaunchPlan) -> str:
+    """The SGLang argv, one flag with its values per line."""
+    lines: list[str] = []
+    for token in plan.engine_argv:
+        if token.startswith("--") or not lines:
+            lines.append(token)
+        else:
+            lines[-1] += " " + shlex.quote(token)
+    return "\n".join(lines)

@@ -1,0 +1,87 @@
+"""The profiles on the search path, as rows for listing and as validation results."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from servectl.bench.promote import headline
+from servectl.errors import ProfileError, ServectlError, UsageError
+from servectl.profile.loader import discover, find_profile, load_profile_file
+
+
+@dataclass(frozen=True)
+class ProfileRow:
+    """One line of `servectl profiles`."""
+
+    name: str
+    source: str
+    origin: str
+    status: str = ""
+    model: str = ""
+    served_name: str = ""
+    tp: int = 0
+    context: int | None = None
+    port: int = 0
+    role: str = ""
+    headline: str | None = None
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def list_profiles() -> list[ProfileRow]:
+    """Every runnable profile (bases excluded) with its key settings, or why it does not load."""
+    rows = []
+    for name, file in sorted(discover().items()):
+        if file.is_base:
+            continue
+        try:
+            loaded = load_profile_file(file)
+        except ProfileError as err:
+            count = len(err.problems) or 1
+            rows.append(
+                ProfileRow(name, str(file.path), file.origin, error=f"{count} problem(s): servectl validate {name}")
+            )
+            continue
+        p = loaded.profile
+        rows.append(
+            ProfileRow(
+                name=name,
+                source=str(file.path),
+                origin=file.origin,
+                status=p.status,
+                model=p.model.repo or p.model.served_name,
+                served_name=p.model.served_name,
+                tp=p.engine.tp,
+                context=p.engine.context_length,
+                port=p.serve.port,
+                role=p.serve.role,
+                headline=headline(loaded),
+            )
+        )
+    return rows
+
+
+def validate_profiles(names: list[str] | None) -> dict[str, ServectlError | None]:
+    """Validate the named profiles (all runnable ones when None): name -> error or None."""
+    if names is None:
+        files = {n: f for n, f in discover().items() if not f.is_base}
+    else:
+        files = {}
+        for name in names:
+            files[name] = find_profile(name)
+    results: dict[str, ServectlError | None] = {}
+    for name, file in files.items():
+        if file.is_base and names is not None:
+            results[name] = UsageError(
+                f"{name} is a base profile (name starts with '_'); validate a profile that extends it"
+            )
+            continue
+        try:
+            load_profile_file(file)
+            results[name] = None
+        except ProfileError as err:
+            results[name] = err
+    return results

@@ -1,0 +1,152 @@
+"""Preflight for a profile: the bridge from a resolved profile + plan to the measured checks.
+
+:mod:`servectl.preflight.checks` knows nothing of profiles; this module fills its request from the profile and the
+launch plan, and wires the real adapters (NVML, psutil, Docker) when the caller gives none.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from servectl.adapters.conflicts import conflict_key
+from servectl.paths import state_dir as default_state_dir
+from servectl.plan.resolve import Resolved
+from servectl.preflight.checks import ConflictRef, PreflightReport, PreflightRequest, Replacing
+
+if TYPE_CHECKING:
+    from servectl.adapters.docker_engine import DockerEngine
+    from servectl.adapters.docker_facts import DockerFacts
+    from servectl.adapters.gpu import GpuInventory
+    from servectl.adapters.host import HostProbe
+
+_SIZE = re.compile(r"^(\d+)([bkmgBKMG]?)$")
+_UNITS = {"": 1, "b": 1, "k": 2**10, "m": 2**20, "g": 2**30}
+
+
+def parse_size_bytes(text: str | None) -> int | None:
+    """Docker's size notation (``32g``, ``512m``) in bytes."""
+    if not text:
+        return None
+    match = _SIZE.match(text)
+    if match is None:
+        return None
+    return int(match.group(1)) * _UNITS[match.group(2).lower()]
+
+
+def request_for(
+    resolved: Resolved, *, replacing: Replacing | None = None, stop_conflicts: bool = False
+) -> PreflightRequest:
+    """The preflight request of a resolved profile (pure)."""
+    p, plan = resolved.loaded.profile, resolved.plan
+    model_mount = plan.docker.mounts[0]
+    conflicts = tuple(ConflictRef(*conflict_key(c)) for c in p.conflicts)
+    return PreflightRequest(
+        profile_name=p.name,
+        source_file=str(resolved.loaded.file.path),
+        status=p.status,
+        gpus_requested=bool(p.gpus.devices),
+        gpu_indices=tuple(p.gpus.devices),
+        arch=p.gpus.arch,
+        tp=p.engine.tp,
+        pp=p.engine.dp,
+        exclusive=p.gpus.exclusive,
+        vram_reserve_mib=p.gpus.vram_reserve_mib,
+        vram_reserve_waiver=p.gpus.reserve_waiver,
+        mem_fraction=p.engine.mem_fraction_static,
+        host_address=p.serve.host,
+        port=p.serve.port,
+        role=p.serve.role,
+        production_ports=tuple(p.serve.production_ports),
+        network_mode=p.serve.network,
+        host_network_reason="profile sets serve.network: host" if p.serve.network == "host" else None,
+        image_ref=plan.docker.image.split("@", 1)[0],
+        image_digest=p.image.digest,
+        model_path=model_mount.source,
+        model_revision=p.model.revision,
+        ipc_host=plan.docker.ipc_mode == "host",
+        shm_size_bytes=parse_size_bytes(plan.docker.shm_size),
+        cache_paths=tuple(m.source for m in plan.docker.mounts[1:] if not m.read_only),
+        conflicts=conflicts,
+        stop_conflicts=stop_conflicts,
+        replacing=replacing,
+    )
+
+
+def preflight(
+    *,
+    name: str,
+    skip: Iterable[str] = frozenset(),
+    replacing: Replacing | None = None,
+    stop_conflicts: bool = False,
+) -> tuple[Resolved, PreflightReport]:
+    """Resolve profile ``name`` and run every preflight check on this host (NVML, psutil, Docker).
+
+    Raises:
+        UsageError / ProfileError: the profile does not resolve; ``skip`` names an unknown check.
+    """
+    from servectl.plan.resolve import resolve
+    from servectl.preflight.checks import preflight_on_this_host
+
+    resolved = resolve(name)
+    request = request_for(resolved, replacing=replacing, stop_conflicts=stop_conflicts)
+    return resolved, preflight_on_this_host(request=request, skip=skip)
+
+
+def full_preflight(
+    *,
+    docker: DockerEngine,
+    skip: Iterable[str] = frozenset(),
+    replacing: Replacing | None = None,
+    stop_conflicts: bool = False,
+    state_dir: Path | None = None,
+    on_report: Callable[[PreflightReport], None] | None = None,
+    adapters: tuple[GpuInventory, HostProbe, DockerFacts] | None = None,
+) -> Callable[[Resolved], None]:
+    """The preflight that ``up`` and ``swap`` run before anything starts: every check, measured.
+
+    The stand-in image is built first when the profile says so (so ``image.pinned`` sees it); checks skipped
+    with ``--force`` are recorded in the history; a failed check raises before anything is created.
+    ``adapters`` (GPU inventory, host probe, Docker facts) replace the real NVML/psutil/Docker ones in tests.
+    """
+    from servectl.adapters.state import History
+    from servectl.preflight.checks import preflight_on_this_host, raise_if_failed, run_preflight, validate_skip
+    from servectl.service.runtime import ensure_image
+
+    skipped = validate_skip(skip)  # an unknown id is a usage error before anything happens
+
+    def run(resolved: Resolved) -> None:
+        ensure_image(resolved, docker=docker)
+        request = request_for(resolved, replacing=replacing, stop_conflicts=stop_conflicts)
+        if adapters is None:
+            report = preflight_on_this_host(request=request, skip=skipped)
+        else:
+            gpus, host, facts = adapters
+            report = run_preflight(request=request, gpus=gpus, host=host, docker=facts, skip=skipped)
+        if on_report is not None:
+            on_report(report)
+        forced = {c.id: c.facts.get("result_without_force") for c in report.checks if c.forced}
+        if forced:
+            History(state_dir or default_state_dir()).record(
+                {"event": "preflight-forced", "profile": resolved.name, "checks": forced}
+            )
+        raise_if_failed(report)
+
+    return run
+
+
+def optional_gpu_inventory(resolved: Resolved | None = None) -> GpuInventory | None:
+    """NVML when the driver answers (and the profile uses GPUs), else None: callers say what went unchecked."""
+    if resolved is not None and not resolved.loaded.profile.gpus.devices:
+        return None
+    from servectl.adapters.gpu import NvmlInventory
+    from servectl.errors import GpuUnavailable
+
+    inventory = NvmlInventory()
+    try:
+        inventory.snapshot()
+    except GpuUnavailable:
+        return None
+    return inventory

@@ -1,0 +1,427 @@
+"""Find, read, merge and validate profile files.
+
+Profiles are searched in ``./profiles``, then each folder of ``SERVECTL_PROFILES`` (colon-separated), then
+the user's config folder, then the profiles shipped with servectl; the first file named ``<name>.yaml``
+wins. ``extends`` merges deeply (maps merge, lists and scalars replace) and resolves through the same search
+path. Every problem is reported with the file and line where the offending key was written, which for an
+inherited key is the base file.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from servectl.errors import Problem, ProfileError, UsageError
+from servectl.paths import user_profiles_dir
+from servectl.profile.models import Profile
+
+PathKey = tuple[str | int, ...]
+Location = tuple[Path, int]
+
+#: Profile fields holding host paths that are relative to the file that sets them.
+_RELATIVE_PATH_FIELDS: tuple[PathKey, ...] = (
+    ("model", "path"),
+    ("serve", "api_key_file"),
+)
+_RELATIVE_PATH_LIST_FIELDS: tuple[tuple[PathKey, str], ...] = (
+    (("container", "mounts"), "source"),
+    (("conflicts",), "compose_file"),
+)
+
+#: libyaml's parser when PyYAML was built with it (same marks, several times faster).
+_YamlLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+SHIPPED_PROFILES_DIR = Path(__file__).resolve().parents[3] / "profiles"
+
+
+@dataclass(frozen=True)
+class ProfileFolder:
+    """One folder of the search path and where it came from."""
+
+    path: Path
+    origin: str  # "./profiles", "SERVECTL_PROFILES", "user", "shipped"
+
+
+@dataclass(frozen=True)
+class ProfileFile:
+    """A profile file found on the search path."""
+
+    name: str
+    path: Path
+    origin: str
+    shadows: tuple[Path, ...] = ()
+
+    @property
+    def is_base(self) -> bool:
+        return self.name.startswith("_")
+
+
+@dataclass(frozen=True)
+class LoadedProfile:
+    """A validated profile with where each of its keys was written."""
+
+    profile: Profile
+    file: ProfileFile
+    chain: tuple[Path, ...]  # the file, then its bases
+    locations: Mapping[PathKey, Location] = field(repr=False)
+    data: Mapping[str, Any] = field(repr=False)  # merged document, relative paths resolved
+
+    def location(self, path: PathKey) -> Location:
+        """File and line of the key at ``path`` (or of its closest written parent)."""
+        return _locate(self.locations, path, self.file.path)
+
+    def problem(self, path: PathKey, message: str) -> Problem:
+        """A problem at a dotted field path, located in the file that wrote it."""
+        file, line = self.location(path)
+        return Problem(file=_display(file), line=line, field=_dotted(path), message=message)
+
+
+def search_path(*, cwd: Path | None = None, environ: Mapping[str, str] | None = None) -> list[ProfileFolder]:
+    """The profile folders in search order."""
+    env = os.environ if environ is None else environ
+    base = Path.cwd() if cwd is None else cwd
+    folders = [ProfileFolder(base / "profiles", "./profiles")]
+    for entry in (env.get("SERVECTL_PROFILES") or "").split(":"):
+        if entry:
+            folders.append(ProfileFolder(Path(entry).expanduser(), "SERVECTL_PROFILES"))
+    folders.append(ProfileFolder(user_profiles_dir(env), "user"))
+    folders.append(ProfileFolder(SHIPPED_PROFILES_DIR, "shipped"))
+    unique: list[ProfileFolder] = []
+    seen: set[Path] = set()
+    for folder in folders:
+        resolved = folder.path.resolve()
+        if resolved not in seen:
+            seen.add(resolved)
+            unique.append(ProfileFolder(resolved, folder.origin))
+    return unique
+
+
+def discover(folders: Sequence[ProfileFolder] | None = None) -> dict[str, ProfileFile]:
+    """All profile files on the search path by name; the first folder that has a name wins."""
+    found: dict[str, ProfileFile] = {}
+    for folder in search_path() if folders is None else folders:
+        if not folder.path.is_dir():
+            continue
+        for path in sorted(folder.path.glob("*.yaml")):
+            name = path.stem
+            if name in found:
+                prior = found[name]
+                found[name] = ProfileFile(prior.name, prior.path, prior.origin, (*prior.shadows, path))
+            else:
+                found[name] = ProfileFile(name, path, folder.origin)
+    return found
+
+
+def find_profile(name: str, folders: Sequence[ProfileFolder] | None = None) -> ProfileFile:
+    """The file of profile ``name``.
+
+    Raises:
+        UsageError: no such profile (with close names and the folders searched).
+    """
+    if name.endswith((".yaml", ".yml")) and Path(name).is_file():
+        path = Path(name).resolve()
+        return ProfileFile(path.stem, path, "path")
+    files = discover(folders)
+    if name in files:
+        return files[name]
+    close = difflib.get_close_matches(name, [n for n in files if not n.startswith("_")], n=3)
+    hint = f"; did you mean {', '.join(close)}?" if close else "; `servectl profiles` lists them"
+    searched = ", ".join(str(f.path) for f in (search_path() if folders is None else folders))
+    raise UsageError(f"profile {name!r} not found in {searched}{hint}")
+
+
+def load_profile(name: str, *, folders: Sequence[ProfileFolder] | None = None) -> LoadedProfile:
+    """Find, merge and validate profile ``name``.
+
+    Raises:
+        UsageError: the profile does not exist, or it is a base (``_`` prefix) and cannot run.
+        ProfileError: every problem in the file and its bases, one per line.
+    """
+    file = find_profile(name, folders)
+    return load_profile_file(file, folders=folders)
+
+
+def load_profile_file(file: ProfileFile, *, folders: Sequence[ProfileFolder] | None = None) -> LoadedProfile:
+    """Merge and validate the profile in ``file`` (see :func:`load_profile`)."""
+    data, locations, chain = _resolve(file, folders, stack=())
+    problems: list[Problem] = []
+    if data.get("name") != file.name:
+        problems.append(
+            _problem(
+                locations,
+                ("name",),
+                file.path,
+                f"{data.get('name')!r} must equal the file name {file.name!r}"
+                if "name" in data
+                else f"missing; add `name: {file.name}`",
+            )
+        )
+    _resolve_relative_paths(data, locations)
+    try:
+        profile = Profile.model_validate(data)
+    except ValidationError as e:
+        problems.extend(_pydantic_problems(e, locations, file.path))
+        raise ProfileError(_dedupe(problems)) from None
+    if problems:
+        raise ProfileError(problems)
+    loaded = LoadedProfile(profile=profile, file=file, chain=chain, locations=locations, data=data)
+    from servectl.plan.rules import check_profile
+
+    rule_problems = check_profile(loaded)
+    if rule_problems:
+        raise ProfileError(rule_problems)
+    return loaded
+
+
+# -- YAML with locations -------------------------------------------------------------------------------
+def read_yaml(path: Path) -> tuple[dict[str, Any], dict[PathKey, Location]]:
+    """Parse one YAML mapping and the line of every key in it.
+
+    Raises:
+        ProfileError: the file cannot be read, is not valid YAML, is not a mapping, or repeats a key.
+    """
+    shown = _display(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ProfileError([Problem(shown, None, "", f"cannot read: {e.strerror}")]) from None
+    try:
+        loader = _YamlLoader(text)
+    except yaml.YAMLError as e:  # the reader rejects control characters before parsing starts
+        raise ProfileError([Problem(shown, None, "", f"YAML: {str(e).splitlines()[0]}")]) from None
+    try:
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else None
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        line = mark.line + 1 if mark else None
+        raise ProfileError([Problem(shown, line, "", f"YAML syntax: {e.problem or e.context}")]) from None
+    except yaml.YAMLError as e:
+        raise ProfileError([Problem(shown, None, "", f"YAML: {str(e).splitlines()[0]}")]) from None
+    except (ValueError, OverflowError) as e:  # e.g. a timestamp or number the constructor cannot build
+        raise ProfileError([Problem(shown, None, "", f"YAML value: {e}")]) from None
+    finally:
+        loader.dispose()
+    if not isinstance(data, dict) or not isinstance(node, yaml.MappingNode):
+        raise ProfileError([Problem(shown, 1, "", "a profile must be a YAML mapping of keys to values")])
+    locations: dict[PathKey, Location] = {(): (path, 1)}
+    problems: list[Problem] = []
+    _walk(node, (), path, locations, problems)
+    if problems:
+        raise ProfileError(problems)
+    return data, locations
+
+
+def _walk(node: yaml.Node, prefix: PathKey, path: Path, out: dict[PathKey, Location], problems: list[Problem]) -> None:
+    if isinstance(node, yaml.MappingNode):
+        seen: set[str] = set()
+        for key_node, value_node in node.value:
+            key = str(key_node.value)
+            child = (*prefix, key)
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                problems.append(Problem(_display(path), line, _dotted(child), "key repeats; keep one"))
+            seen.add(key)
+            out[child] = (path, line)
+            _walk(value_node, child, path, out, problems)
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            child = (*prefix, index)
+            out[child] = (path, item.start_mark.line + 1)
+            _walk(item, child, path, out, problems)
+
+
+# -- extends ------------------------------------------------------------------------------------------
+def _resolve(
+    file: ProfileFile, folders: Sequence[ProfileFolder] | None, stack: tuple[str, ...]
+) -> tuple[dict[str, Any], dict[PathKey, Location], tuple[Path, ...]]:
+    data, locations = read_yaml(file.path)
+    base_name = data.get("extends")
+    if base_name is None:
+        return data, locations, (file.path,)
+    where = _locate(locations, ("extends",), file.path)
+    if not isinstance(base_name, str):
+        raise ProfileError([Problem(_display(where[0]), where[1], "extends", "must be a profile name")])
+    if base_name in (*stack, file.name):
+        cycle = " -> ".join((*stack, file.name, base_name))
+        raise ProfileError([Problem(_display(where[0]), where[1], "extends", f"cycle: {cycle}")])
+    try:
+        base_file = find_profile(base_name, folders)
+    except UsageError as e:
+        raise ProfileError([Problem(_display(where[0]), where[1], "extends", e.message)]) from None
+    base_data, base_locations, base_chain = _resolve(base_file, folders, (*stack, file.name))
+    merged, merged_locations = _merge(base_data, base_locations, data, locations)
+    return merged, merged_locations, (file.path, *base_chain)
+
+
+def _merge(
+    base: dict[str, Any],
+    base_locations: dict[PathKey, Location],
+    child: dict[str, Any],
+    child_locations: dict[PathKey, Location],
+) -> tuple[dict[str, Any], dict[PathKey, Location]]:
+    """Deep merge: maps merge, lists and scalars replace; locations follow the value that wins."""
+    locations = dict(base_locations)
+
+    def merge(into: dict[str, Any], over: dict[str, Any], prefix: PathKey) -> dict[str, Any]:
+        result = dict(into)
+        for key, value in over.items():
+            path = (*prefix, key)
+            if isinstance(value, dict) and isinstance(result.get(key), dict):
+                result[key] = merge(result[key], value, path)
+                if path in child_locations:
+                    locations[path] = child_locations[path]
+                continue
+            for stale in [p for p in locations if p[: len(path)] == path]:
+                del locations[stale]
+            result[key] = value
+            for p, loc in child_locations.items():
+                if p[: len(path)] == path:
+                    locations[p] = loc
+        return result
+
+    merged = merge(base, child, ())
+    merged.pop("extends", None)
+    locations[()] = child_locations[()]
+    return merged, locations
+
+
+def _resolve_relative_paths(data: dict[str, Any], locations: Mapping[PathKey, Location]) -> None:
+    """Make relative host paths absolute against the folder of the file that wrote them."""
+
+    def fix(container: dict[str, Any], key: str, path: PathKey) -> None:
+        value = container.get(key)
+        if isinstance(value, str) and value and not value.startswith(("/", "~", "$")):
+            file, _ = locations.get(path, (Path.cwd() / "x", 0))
+            container[key] = os.path.normpath(str(Path(file).parent / value))
+
+    for path in _RELATIVE_PATH_FIELDS:
+        parent = _get(data, path[:-1])
+        if isinstance(parent, dict):
+            fix(parent, str(path[-1]), path)
+    for list_path, key in _RELATIVE_PATH_LIST_FIELDS:
+        items = _get(data, list_path)
+        if isinstance(items, list):
+            for index, item in enumerate(items):
+                if isinstance(item, dict):
+                    fix(item, key, (*list_path, index, key))
+
+
+def _get(data: Any, path: PathKey) -> Any:
+    for key in path:
+        if isinstance(data, dict) and isinstance(key, str):
+            data = data.get(key)
+        elif isinstance(data, list) and isinstance(key, int) and key < len(data):
+            data = data[key]
+        else:
+            return None
+    return data
+
+
+# -- pydantic errors -> problems ---------------------------------------------------------------------------
+def _pydantic_problems(
+    error: ValidationError, locations: Mapping[PathKey, Location], default_file: Path
+) -> list[Problem]:
+    problems = []
+    for item in error.errors(include_url=False):
+        path: PathKey = tuple(p for p in item["loc"] if not _is_union_tag(p))
+        kind = item["type"]
+        if kind == "missing":
+            required = _required_fields_at(path)
+            message = "missing required key" + (f" (with {', '.join(required)})" if required else "")
+        elif kind == "extra_forbidden":
+            choices = _field_names_at(path[:-1])
+            close = difflib.get_close_matches(str(path[-1]), choices, n=1, cutoff=0.6)
+            hint = f"did you mean {close[0]!r}?" if close else f"allowed keys: {', '.join(choices)}"
+            message = f"unknown key; {hint}"
+        else:
+            shown = item.get("input")
+            text = item["msg"].removeprefix("Value error, ")
+            message = f"{shown!r}: {text}" if _is_scalar(shown) else text
+        problems.append(_problem(locations, path, default_file, message))
+    return problems
+
+
+def _is_union_tag(part: str | int) -> bool:
+    """Pydantic puts union member names (``int``, ``list[...]``) in error locations; drop them."""
+    return isinstance(part, str) and (part in {"int", "float", "str", "bool"} or "[" in part)
+
+
+def _is_scalar(value: object) -> bool:
+    return isinstance(value, str | int | float | bool) or value is None
+
+
+def _model_at(path: PathKey) -> type[BaseModel] | None:
+    """The profile model class that validates the mapping at ``path`` (None for free-form maps)."""
+    model: type[BaseModel] | None = Profile
+    for part in path:
+        if model is None or isinstance(part, int):
+            continue
+        info = model.model_fields.get(str(part))
+        model = _model_of(info.annotation) if info else None
+    return model
+
+
+def _field_names_at(path: PathKey) -> list[str]:
+    model = _model_at(path)
+    return sorted(model.model_fields) if model else []
+
+
+def _required_fields_at(path: PathKey) -> list[str]:
+    model = _model_at(path)
+    return [name for name, info in model.model_fields.items() if info.is_required()] if model else []
+
+
+def _model_of(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()) or ():
+        found = _model_of(arg)
+        if found:
+            return found
+    return None
+
+
+def _problem(locations: Mapping[PathKey, Location], path: PathKey, default_file: Path, message: str) -> Problem:
+    file, line = _locate(locations, path, default_file)
+    return Problem(file=_display(file), line=line, field=_dotted(path), message=message)
+
+
+def _locate(locations: Mapping[PathKey, Location], path: PathKey, default_file: Path) -> Location:
+    for cut in range(len(path), -1, -1):
+        loc = locations.get(path[:cut])
+        if loc is not None and loc[1]:
+            return loc
+    return (default_file, 1)
+
+
+def _dotted(path: PathKey) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _display(path: Path) -> str:
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def _dedupe(problems: list[Problem]) -> list[Problem]:
+    seen: set[str] = set()
+    out = []
+    for problem in problems:
+        if str(problem) not in seen:
+            seen.add(str(problem))
+            out.append(problem)
+    return out

@@ -1,0 +1,243 @@
+"""The serving-profile format: pydantic v2 models, closed sets as ``Literal``, ``extra="forbid"``.
+
+A profile is one YAML file under a profile folder; :mod:`servectl.profile.loader` finds, merges (``extends``) and
+validates it, and turns pydantic errors into one-line problems with file and line. Cross-field rules that
+need the flag catalog live in :mod:`servectl.plan.rules`; the JSON Schema shipped in ``schema/`` is generated
+from these models (``servectl schema``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+SCHEMA_VERSION = 1
+
+Sha256Digest = Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$", description="sha256:<64 hex>")]
+GitRevision = Annotated[str, Field(pattern=r"^[0-9a-f]{40}$", description="40-hex commit of the model repo")]
+ProfileName = Annotated[str, Field(pattern=r"^_?[a-z0-9][a-z0-9._-]*$", max_length=63)]
+EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+ArgValue = bool | int | float | str | list[int | float | str] | dict[str, object]
+
+#: Architectures by the name the profile uses and NVML's compute capability.
+ARCH_COMPUTE_CAPABILITY: dict[str, tuple[int, int]] = {
+    "sm80": (8, 0),
+    "sm86": (8, 6),
+    "sm89": (8, 9),
+    "sm90": (9, 0),
+    "sm100": (10, 0),
+    "sm103": (10, 3),
+    "sm120": (12, 0),
+    "sm121": (12, 1),
+}
+Arch = Literal["sm80", "sm86", "sm89", "sm90", "sm100", "sm103", "sm120", "sm121"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=False)
+
+
+class ImageSpec(_Strict):
+    """The engine image. Promoted profiles pin ``digest``; ``build: standin`` lets servectl build it locally."""
+
+    ref: str = Field(min_length=1, description="image reference: repository[:tag]")
+    digest: Sha256Digest | None = Field(default=None, description="pinned image digest (sha256:...)")
+    entrypoint: list[str] = Field(
+        default_factory=lambda: ["python3", "-m", "sglang.launch_server"],
+        min_length=1,
+        description="the command that starts the engine; SGLang flags follow it",
+    )
+    build: Literal["standin"] | None = Field(
+        default=None, description="'standin': servectl builds this image itself when it is missing"
+    )
+
+    @field_validator("ref")
+    @classmethod
+    def _ref_has_no_digest(cls, value: str) -> str:
+        if "@" in value:
+            raise ValueError("put the digest in image.digest, not in image.ref (ref is repository[:tag])")
+        return value
+
+
+class ModelSpec(_Strict):
+    """Where the weights are on the host and which revision they must be."""
+
+    path: str = Field(min_length=1, description="host folder with config.json and weights (~ and relative ok)")
+    repo: str | None = Field(default=None, pattern=r"^[\w.-]+/[\w.-]+$", description="Hugging Face owner/name")
+    revision: GitRevision | None = None
+    served_name: str = Field(min_length=1, description="name clients use (--served-model-name)")
+    container_path: str = Field(default="/model", pattern=r"^/", description="where the weights are mounted")
+
+
+class GpuSpec(_Strict):
+    """Which cards the service uses and what must be true of them."""
+
+    devices: list[Annotated[int, Field(ge=0)]] = Field(default_factory=list, description="NVML device indices")
+    arch: Arch | None = Field(default=None, description="expected architecture, e.g. sm120 (CC 12.0)")
+    exclusive: bool = Field(default=True, description="no other process may use these cards")
+    vram_reserve_mib: int = Field(
+        default=3072,
+        ge=0,
+        description="free MiB each card must keep once the engine runs (estimated from mem fraction)",
+    )
+    reserve_waiver: str | None = Field(default=None, min_length=10, description="why the reserve is waived")
+
+    @field_validator("devices")
+    @classmethod
+    def _unique_devices(cls, value: list[int]) -> list[int]:
+        if len(set(value)) != len(value):
+            raise ValueError(f"device indices repeat: {value}")
+        return value
+
+
+class ServeSpec(_Strict):
+    """Where clients reach the service."""
+
+    host: str = Field(default="127.0.0.1", description="host address the port is bound to")
+    port: int = Field(ge=1, le=65535)
+    role: Literal["bench", "production"] = Field(description="bench servers never take production ports")
+    production_ports: list[Annotated[int, Field(ge=1, le=65535)]] = Field(
+        default_factory=lambda: [8080], description="ports real clients use"
+    )
+    network: Literal["bridge", "host"] = Field(
+        default="bridge",
+        description="bridge: engine binds 0.0.0.0 inside, port published on host; host: engine binds host",
+    )
+    api_key_env: EnvName | None = Field(default=None, description="env var holding the API key (not the key)")
+    api_key_file: str | None = Field(default=None, description="file holding the API key (not the key)")
+
+    @model_validator(mode="after")
+    def _one_key_source(self) -> ServeSpec:
+        if self.api_key_env and self.api_key_file:
+            raise ValueError("set either api_key_env or api_key_file, not both")
+        return self
+
+
+class SpeculativeSpec(_Strict):
+    """MTP / EAGLE speculative decoding."""
+
+    algorithm: Literal["EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH"]
+    num_steps: int | None = Field(default=None, ge=0)
+    eagle_topk: int | None = Field(default=None, ge=1)
+    num_draft_tokens: int | None = Field(default=None, ge=1)
+    draft_model_path: str | None = None
+    adaptive_steps: list[Annotated[int, Field(ge=0)]] | None = Field(
+        default=None,
+        min_length=1,
+        description="adaptive ladder, e.g. [3, 5]; compiles to the JSON config file",
+    )
+
+
+class CatalogExtension(_Strict):
+    """Flags and choices a custom engine image adds to its base catalog."""
+
+    choices: dict[str, list[str]] = Field(default_factory=dict, description="option -> extra accepted values")
+    options: list[dict[str, object]] = Field(default_factory=list, description="new options, catalog format")
+
+
+class EngineSpec(_Strict):
+    """SGLang settings. Typed keys for what servectl reasons about; ``args`` for any other flag."""
+
+    catalog: str = Field(default="sglang-0.5.23", description="flag catalog of the engine build")
+    catalog_extend: CatalogExtension | None = None
+    tp: int = Field(default=1, ge=1)
+    dp: int = Field(default=1, ge=1)
+    context_length: int | None = Field(default=None, ge=1)
+    max_total_tokens: int | None = Field(default=None, ge=1)
+    max_running_requests: int | None = Field(default=None, ge=1)
+    mem_fraction_static: float | None = Field(default=None, gt=0, le=1)
+    kv_cache_dtype: str | None = None
+    quantization: str | None = None
+    speculative: SpeculativeSpec | None = None
+    args: dict[str, ArgValue] = Field(default_factory=dict, description="other flags, name without '--'")
+    env: dict[EnvName, str] = Field(default_factory=dict)
+
+    @field_validator("args")
+    @classmethod
+    def _arg_names(cls, value: dict[str, ArgValue]) -> dict[str, ArgValue]:
+        for key in value:
+            if key.startswith("-"):
+                raise ValueError(f"args key {key!r}: write flag names without the leading '--'")
+            if not re.fullmatch(r"[a-z0-9][a-z0-9-]*", key):
+                raise ValueError(f"args key {key!r}: flag names are lower-case words joined by '-'")
+        return value
+
+
+class MountSpec(_Strict):
+    source: str = Field(min_length=1, description="host path (~ and relative to the profile file ok)")
+    target: str = Field(pattern=r"^/", description="absolute path in the container")
+    read_only: bool = False
+
+
+class ContainerSpec(_Strict):
+    name: str | None = Field(default=None, pattern=r"^[a-zA-Z0-9][a-zA-Z0-9_.-]+$")
+    shm_size: str | None = Field(default=None, pattern=r"^\d+[bkmgBKMG]?$", description="e.g. 32g")
+    ipc: Literal["host", "private", "shareable"] | None = None
+    mounts: list[MountSpec] = Field(default_factory=list)
+    stop_grace_s: int = Field(default=30, ge=0, description="SIGTERM to SIGKILL")
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+class HealthSpec(_Strict):
+    startup_timeout_s: float = Field(default=1800, gt=0)
+    stall_timeout_s: float = Field(default=600, gt=0, description="fail when the log is silent this long")
+    expect_log: list[str] = Field(default_factory=list, description="regexes that must appear before ready")
+
+    @field_validator("expect_log")
+    @classmethod
+    def _valid_regexes(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            try:
+                re.compile(pattern)
+            except re.error as e:
+                raise ValueError(f"expect_log pattern {pattern!r} is not a valid regex: {e}") from None
+        return value
+
+
+class ConflictSpec(_Strict):
+    """A service that must be stopped first (and is restored afterwards)."""
+
+    compose_file: str | None = None
+    container: str | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> ConflictSpec:
+        if bool(self.compose_file) == bool(self.container):
+            raise ValueError("a conflict names exactly one of compose_file or container")
+        return self
+
+
+class Profile(_Strict):
+    """One serving profile, after ``extends`` is resolved."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        json_schema_extra={"$id": "https://servectl.dev/schema/profile-v1.json"},
+    )
+
+    name: ProfileName
+    description: str = ""
+    status: Literal["candidate", "promoted", "retired"] = "candidate"
+    extends: str | None = Field(default=None, description="base profile this one merges over")
+    rollback: ProfileName | None = Field(default=None, description="target of a plain `servectl swap`")
+    nodes: int = Field(default=1, ge=1, description="nodes for multi-node rendering (k8s LeaderWorkerSet)")
+    evidence: str | None = Field(default=None, description="promotion evidence record (set by `promote`)")
+    image: ImageSpec
+    model: ModelSpec
+    gpus: GpuSpec = Field(default_factory=GpuSpec)
+    serve: ServeSpec
+    engine: EngineSpec = Field(default_factory=EngineSpec)
+    container: ContainerSpec = Field(default_factory=ContainerSpec)
+    health: HealthSpec = Field(default_factory=HealthSpec)
+    conflicts: list[ConflictSpec] = Field(default_factory=list)
+
+
+def profile_json_schema() -> dict[str, object]:
+    """The JSON Schema of a profile file (a base file may omit required keys; editors still complete)."""
+    schema = Profile.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "servectl profile"
+    return schema

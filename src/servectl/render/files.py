@@ -1,0 +1,216 @@
+"""``servectl render``: load a profile, compile its portable plan, render it, and write the file.
+
+Rendered files are meant to be committed and shared, so they hold nothing of the machine that rendered them:
+
+- they come from the portable plan (:func:`servectl.plan.compile.compile_portable_plan`): home ``~`` (compose
+  expands it; Kubernetes files write ``${HOME}``), a fixed state folder that never appears in the output
+  (generated files become compose ``configs`` / a ConfigMap, an API key from the environment becomes a
+  compose ``secrets`` entry / a Secret reference), every ``${VAR}`` of a host path kept as the literal
+  ``${VAR}`` (compose fills it in from the shell; for Kubernetes it is an ``envsubst`` placeholder);
+- host paths inside the profile's project folder (the folder above its ``profiles/`` folder: for the shipped
+  profiles, the repository) are written relative to the compose file, and as ``${SERVECTL_PROJECT_DIR}/...``
+  for Kubernetes;
+- the ``servectl.source`` label names the profile file relative to the project folder.
+
+The plan hash is always taken over the portable plan, so a rendered file carries the hash that
+``servectl up`` gives the same profile, and ``servectl status`` shows no drift for a service started with
+``docker compose up`` from an up-to-date file.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from servectl.errors import RenderUnsupported, UsageError
+from servectl.plan.compile import compile_portable_plan, project_dir_of
+from servectl.profile.loader import SHIPPED_PROFILES_DIR, LoadedProfile, ProfileFolder, discover, load_profile
+
+Target = Literal["compose", "k8s"]
+TARGETS: tuple[Target, ...] = ("compose", "k8s")
+#: Folder (under the project) that holds each target's files.
+TARGET_DIRS: Mapping[Target, str] = {"compose": "compose", "k8s": "k8s"}
+
+
+@dataclass(frozen=True)
+class RenderedFile:
+    """One rendered file and where it goes (``path`` None: standard output)."""
+
+    profile: str
+    target: Target
+    path: Path | None
+    text: str
+
+    def write(self) -> None:
+        """Write the file, creating its folder."""
+        if self.path is None:
+            raise ValueError("this rendering goes to standard output")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.write_text(self.text, encoding="utf-8")
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A profile that was not rendered for a target, and why."""
+
+    profile: str
+    target: Target | None  # None: for every target (the profile does not validate)
+    reason: str
+
+
+@dataclass(frozen=True)
+class RenderSet:
+    """What ``render --all`` produces."""
+
+    files: tuple[RenderedFile, ...]
+    skipped: tuple[Skipped, ...]
+    removed: tuple[Path, ...] = field(default=())
+
+
+def parse_target(value: str) -> Target:
+    """``compose`` or ``k8s``.
+
+    Raises:
+        UsageError: any other value.
+    """
+    for target in TARGETS:
+        if value == target:
+            return target
+    raise UsageError(f"--to {value}: unknown render target; use one of {', '.join(TARGETS)}")
+
+
+def render_text(loaded: LoadedProfile, *, target: Target, out_dir: Path, command: str) -> str:
+    """The text of one rendered file.
+
+    Args:
+        loaded: a validated profile.
+        target: ``compose`` or ``k8s``.
+        out_dir: absolute folder the file goes to (compose resolves relative paths from it).
+        command: the command that regenerates the file (named in its header).
+
+    Raises:
+        RenderUnsupported: the profile cannot be expressed in ``target``.
+        ProfileError: the profile cannot be compiled.
+    """
+    from servectl.render import compose_notes, k8s_notes, render_compose, render_k8s, to_yaml
+
+    project_dir = project_dir_of(loaded.file.path)
+    source = _relative_source(loaded.file.path, project_dir)
+    plan = compile_portable_plan(loaded.profile, source=source, project_dir=project_dir)
+    profile = loaded.profile
+    if target == "compose":
+        relative = None if project_dir is None else os.path.relpath(project_dir, out_dir)
+        document = render_compose(plan, profile, project_dir=relative)
+        return to_yaml(document, plan=plan, command=command, notes=compose_notes(plan, profile, document))
+    if target == "k8s":
+        manifests = render_k8s(plan, profile)
+        return to_yaml(manifests, plan=plan, command=command, notes=k8s_notes(plan, profile, manifests))
+    raise UsageError(f"unknown render target {target!r}; use one of {', '.join(TARGETS)}")
+
+
+def render_profile(
+    name: str,
+    *,
+    target: Target,
+    out: str | None = None,
+    cwd: Path | None = None,
+    folders: Sequence[ProfileFolder] | None = None,
+) -> RenderedFile:
+    """Render profile ``name`` for ``target`` (nothing written: call :meth:`RenderedFile.write`).
+
+    Args:
+        name: profile name (or a path to a profile file).
+        target: ``compose`` or ``k8s``.
+        out: file to write; ``-`` for standard output; default ``<target dir>/<name>.yaml`` under ``cwd``.
+        cwd: the folder a relative ``out`` starts from (default: the current folder).
+        folders: the profile search path (default: the usual one).
+
+    Raises:
+        UsageError: unknown profile or target. RenderUnsupported, ProfileError: see :func:`render_text`.
+    """
+    if target not in TARGETS:
+        raise UsageError(f"unknown render target {target!r}; use one of {', '.join(TARGETS)}")
+    base = (Path.cwd() if cwd is None else cwd).resolve()
+    loaded = load_profile(name, folders=folders)
+    if out == "-":
+        path, out_dir = None, base
+    else:
+        path = Path(out) if out else Path(TARGET_DIRS[target]) / f"{loaded.profile.name}.yaml"
+        path = path if path.is_absolute() else base / path
+        out_dir = path.parent
+    command = f"servectl render {loaded.profile.name} --to {target}"
+    text = render_text(loaded, target=target, out_dir=out_dir, command=command)
+    return RenderedFile(loaded.profile.name, target, path, text)
+
+
+def shipped_project_dir() -> Path:
+    """The repository that holds the shipped profiles and their rendered copies."""
+    return SHIPPED_PROFILES_DIR.parent
+
+
+def render_shipped(*, project_dir: Path | None = None, targets: Sequence[Target] = TARGETS) -> RenderSet:
+    """Render every runnable shipped profile for each target (nothing written).
+
+    Profiles that do not validate are skipped for every target; a profile that one target cannot express
+    is skipped for that target. Each skip carries its reason.
+    """
+    from servectl.errors import ProfileError
+
+    root = (shipped_project_dir() if project_dir is None else project_dir).resolve()
+    folders = [ProfileFolder(root / "profiles", "shipped")]
+    files: list[RenderedFile] = []
+    skipped: list[Skipped] = []
+    for name, file in sorted(discover(folders).items()):
+        if file.is_base:
+            continue
+        try:
+            loaded = load_profile(name, folders=folders)
+        except ProfileError as err:
+            skipped.append(Skipped(name, None, f"does not validate ({len(err.problems) or 1} problem(s))"))
+            continue
+        for target in targets:
+            out_dir = root / TARGET_DIRS[target]
+            try:
+                text = render_text(loaded, target=target, out_dir=out_dir, command="servectl render --all")
+            except (RenderUnsupported, ProfileError) as err:
+                skipped.append(Skipped(name, target, err.message))
+                continue
+            files.append(RenderedFile(name, target, out_dir / f"{name}.yaml", text))
+    return RenderSet(tuple(files), tuple(skipped))
+
+
+def stale_generated_files(rendered: RenderSet, *, project_dir: Path, targets: Sequence[Target]) -> list[Path]:
+    """Generated files in the target folders that no shipped profile produces any more."""
+    from servectl.render import GENERATED_MARK
+
+    keep = {f.path for f in rendered.files}
+    stale = []
+    for target in targets:
+        folder = project_dir / TARGET_DIRS[target]
+        for path in sorted(folder.glob("*.yaml")) if folder.is_dir() else []:
+            if path not in keep and GENERATED_MARK in path.read_text(encoding="utf-8").split("\n", 1)[0]:
+                stale.append(path)
+    return stale
+
+
+def render_all(*, project_dir: Path | None = None, targets: Sequence[Target] = TARGETS) -> RenderSet:
+    """Re-render the shipped profiles into ``compose/`` and ``k8s/``; remove generated files of gone ones."""
+    root = (shipped_project_dir() if project_dir is None else project_dir).resolve()
+    if not (root / "profiles").is_dir():
+        raise UsageError(f"{root}/profiles does not exist: render --all works in a servectl source checkout")
+    rendered = render_shipped(project_dir=root, targets=targets)
+    for file in rendered.files:
+        file.write()
+    removed = stale_generated_files(rendered, project_dir=root, targets=targets)
+    for path in removed:
+        path.unlink()
+    return RenderSet(rendered.files, rendered.skipped, tuple(removed))
+
+
+def _relative_source(path: Path, project_dir: Path | None) -> str:
+    if project_dir is not None and path.is_relative_to(project_dir):
+        return path.relative_to(project_dir).as_posix()
+    return str(path)

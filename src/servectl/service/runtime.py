@@ -1,0 +1,939 @@
+"""Services on the Docker engine: start one through the health gate, list them, stop them.
+
+Docker is the source of truth: every decision is derived from the containers that carry servectl's labels
+(profile, plan hash, port, GPUs, stop grace), so a crashed or restarted servectl, or a container removed
+behind its back, never leaves it confused. Containers servectl did not start are never touched; they are
+reported as conflicts when they hold a port or a GPU that a profile needs.
+
+Core functions (keyword-only, typed, used by the CLI and by ``swap``):
+
+* :func:`services` - every servectl service with its state, port, GPUs, uptime and plan drift.
+* :func:`start` / :func:`stop` - one container through the gate / gracefully down and gone.
+* :func:`up` / :func:`down` - the commands: lock, conflict rules, preflight, history.
+* :func:`follow_logs` - a service's log lines.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import os
+import socket
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from servectl.adapters.state import History, StateLock, atomic_write_text
+from servectl.errors import (
+    PreflightFailed,
+    ServectlError,
+    ServiceConflict,
+    StartupFailed,
+    UsageError,
+)
+from servectl.paths import state_dir as default_state_dir
+from servectl.plan.compile import (
+    API_KEY_CONTAINER_PATH,
+    LABEL_GPUS,
+    LABEL_HOST,
+    LABEL_PLAN_HASH,
+    LABEL_PORT,
+    LABEL_PROFILE,
+    LABEL_SERVED_NAME,
+    LABEL_STOP_GRACE,
+    LaunchPlan,
+)
+from servectl.redact import redact
+from servectl.service.health import GateResult, Progress, wait_until_serving
+
+if TYPE_CHECKING:
+    import httpx
+
+    from servectl.adapters.docker_engine import ContainerState, DockerEngine
+    from servectl.plan.resolve import Resolved
+
+ServiceState = Literal["starting", "ready", "unhealthy", "exited", "created"]
+
+#: How long a second servectl process waits for the first one (``SERVECTL_LOCK_TIMEOUT_S`` overrides).
+DEFAULT_LOCK_TIMEOUT_S = 10.0
+#: After a failed start, the engine gets at most this long to stop before it is killed.
+FAILED_START_STOP_S = 5
+#: How long ``stop`` waits for Docker to report the container gone.
+GONE_DEADLINE_S = 10.0
+
+
+# -- values ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ServiceInfo:
+    """One servectl service, as derived from its container's labels and state."""
+
+    container_id: str
+    container_name: str
+    profile: str
+    plan_hash: str
+    state: ServiceState
+    exit_code: int | None
+    oom_killed: bool
+    host: str
+    port: int | None
+    gpus: tuple[int, ...]
+    started_at: float | None
+    uptime_s: float | None
+    stop_grace_s: int
+    drift: bool | None
+    served_name: str = ""
+    image: str = ""
+    running: bool = False
+
+    @property
+    def url(self) -> str:
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host
+        return f"http://{f'[{host}]' if ':' in host else host}:{self.port}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "profile": self.profile,
+            "state": self.state,
+            "exit_code": self.exit_code,
+            "oom_killed": self.oom_killed,
+            "host": self.host,
+            "port": self.port,
+            "url": self.url,
+            "gpus": list(self.gpus),
+            "uptime_s": None if self.uptime_s is None else round(self.uptime_s, 1),
+            "started_at": self.started_at,
+            "plan_hash": self.plan_hash,
+            "drift": self.drift,
+            "served_name": self.served_name,
+            "container_id": self.container_id,
+            "container_name": self.container_name,
+            "image": self.image,
+            "stop_grace_s": self.stop_grace_s,
+        }
+
+
+@dataclass(frozen=True)
+class StartResult:
+    """A container that passed the health gate."""
+
+    service: ServiceInfo
+    gate: GateResult
+    url: str
+
+    @property
+    def startup_s(self) -> float:
+        return self.gate.startup_s
+
+
+@dataclass(frozen=True)
+class StopResult:
+    """A service that was stopped and removed."""
+
+    profile: str
+    container_name: str
+    stop_s: float
+    forced: bool  # SIGKILL after the grace period
+    leaked_pids: tuple[int, ...] = ()
+    gpus_checked: bool = False  # False when no GPU inventory was given or the service used no GPU
+    exit_code: int | None = None
+    gpus: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class UpResult:
+    """What ``up`` did: started the service, or found it already running with the same plan."""
+
+    action: Literal["started", "already-running"]
+    service: ServiceInfo
+    url: str
+    gate: GateResult | None = None
+    removed_stale: tuple[str, ...] = ()  # exited containers of this profile that were cleared first
+    notes: tuple[str, ...] = ()  # what the checks before start did not cover (e.g. no GPU inventory)
+
+    @property
+    def startup_s(self) -> float | None:
+        return None if self.gate is None else self.gate.startup_s
+
+
+class GpuProcessLike(Protocol):
+    @property
+    def pid(self) -> int: ...
+
+
+class GpuDeviceLike(Protocol):
+    @property
+    def processes(self) -> Sequence[GpuProcessLike] | None: ...
+
+
+class GpuSnapshotLike(Protocol):
+    def device(self, index: int) -> GpuDeviceLike | None: ...
+
+
+class ListenerLike(Protocol):
+    @property
+    def pid(self) -> int | None: ...
+
+    @property
+    def process_name(self) -> str | None: ...
+
+
+class HostProbeLike(Protocol):
+    """The part of the host probe (``servectl.adapters.host.HostProbe``) that the built-in preflight uses."""
+
+    def listeners(self, port: int) -> Sequence[ListenerLike]: ...
+
+
+class GpuInventoryLike(Protocol):
+    """The part of the GPU inventory (``servectl.adapters.gpu.GpuInventory``) that ``stop`` uses."""
+
+    def snapshot(self) -> GpuSnapshotLike: ...
+
+
+Preflight = Callable[["Resolved"], object]
+ImageBuilder = Callable[[str], object]
+
+
+# -- reading services -----------------------------------------------------------------------------------
+def _int(value: str | None) -> int | None:
+    try:
+        return int(value) if value else None
+    except ValueError:
+        return None
+
+
+def _gpus(value: str | None) -> tuple[int, ...]:
+    out: list[int] = []
+    for part in (value or "").split(","):
+        if part.strip().isdigit():
+            out.append(int(part))
+    return tuple(out)
+
+
+def service_from_container(
+    container: ContainerState,
+    *,
+    now: float,
+    answers_health: bool | None,
+    passed_gate: bool,
+    current_plan_hash: str | None,
+) -> ServiceInfo:
+    """A service from its container. Pure.
+
+    Args:
+        container: a servectl-managed container.
+        now: epoch seconds (for the uptime).
+        answers_health: whether ``/health`` answers 200 now (None: not probed).
+        passed_gate: whether this container passed the health gate (the history says so).
+        current_plan_hash: the plan hash of the profile as it is now (None: profile unreadable).
+    """
+    labels = container.labels
+    state: ServiceState
+    if container.status == "created":
+        state = "created"
+    elif not container.running:
+        state = "exited"
+    elif answers_health is True or (answers_health is None and passed_gate):
+        state = "ready"
+    elif passed_gate:
+        state = "unhealthy"
+    else:
+        state = "starting"
+    plan_hash = labels.get(LABEL_PLAN_HASH, "")
+    uptime = now - container.started_at if container.running and container.started_at else None
+    return ServiceInfo(
+        container_id=container.id,
+        container_name=container.name,
+        profile=labels.get(LABEL_PROFILE, "?"),
+        plan_hash=plan_hash,
+        state=state,
+        exit_code=container.exit_code if state == "exited" else None,
+        oom_killed=container.oom_killed,
+        host=labels.get(LABEL_HOST, "127.0.0.1"),
+        port=_int(labels.get(LABEL_PORT)),
+        gpus=_gpus(labels.get(LABEL_GPUS)),
+        started_at=container.started_at,
+        uptime_s=uptime,
+        stop_grace_s=_int(labels.get(LABEL_STOP_GRACE)) or 0,
+        drift=None if current_plan_hash is None else current_plan_hash != plan_hash,
+        served_name=labels.get(LABEL_SERVED_NAME, ""),
+        image=container.image,
+        running=container.running,
+    )
+
+
+def current_plan_hash(profile: str) -> str | None:
+    """The plan hash that profile ``profile`` compiles to now, or None when it no longer loads."""
+    from servectl.plan.resolve import resolve
+
+    try:
+        return resolve(profile).plan.plan_hash
+    except ServectlError:
+        return None
+
+
+def _answers_health(client: httpx.Client, url: str) -> bool:
+    import httpx
+
+    try:
+        return client.get(f"{url}/health", timeout=1.0).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def services(
+    *,
+    docker: DockerEngine,
+    http: httpx.Client | None = None,
+    probe: bool = True,
+    plan_hash_of: Callable[[str], str | None] | None = current_plan_hash,
+    state_dir: Path | None = None,
+    scope: Mapping[str, str] | None = None,
+    clock: Callable[[], float] = time.time,
+) -> list[ServiceInfo]:
+    """Every servectl service, derived from labelled containers (Docker is the source of truth).
+
+    Args:
+        docker: the engine.
+        http: client for the ``/health`` probe of running services (a short-lived one when None).
+        probe: probe ``/health`` to tell ready from starting/unhealthy; without it a running service that
+            passed the gate counts as ready.
+        plan_hash_of: profile name -> its plan hash now, for drift; None skips drift (reported as None).
+        state_dir: state folder (history says which containers passed the gate).
+        scope: only containers that also carry these labels (tests use a per-session label).
+        clock: epoch seconds.
+    """
+    containers = docker.list_managed(scope)
+    passed = History(state_dir or default_state_dir()).ready_container_ids() if containers else set()
+    hashes: dict[str, str | None] = {}
+    out: list[ServiceInfo] = []
+    client = http
+    own = False
+    try:
+        for c in sorted(containers, key=lambda c: (c.labels.get(LABEL_PROFILE, ""), c.name)):
+            profile = c.labels.get(LABEL_PROFILE, "")
+            if plan_hash_of is not None and profile not in hashes:
+                hashes[profile] = plan_hash_of(profile)
+            answers: bool | None = None
+            if probe and c.running:
+                if client is None:
+                    import httpx
+
+                    client, own = httpx.Client(), True
+                port = _int(c.labels.get(LABEL_PORT))
+                host = c.labels.get(LABEL_HOST, "127.0.0.1")
+                host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+                answers = port is not None and _answers_health(client, f"http://{_bracket(host)}:{port}")
+            out.append(
+                service_from_container(
+                    c,
+                    now=clock(),
+                    answers_health=answers,
+                    passed_gate=c.id in passed,
+                    current_plan_hash=hashes.get(profile),
+                )
+            )
+    finally:
+        if own and client is not None:
+            client.close()
+    return out
+
+
+def _bracket(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+# -- secrets, files, image ------------------------------------------------------------------------------
+def read_api_key(plan: LaunchPlan, environ: Mapping[str, str]) -> str | None:
+    """The service's API key (from the env var or file the profile names), or None if it has none.
+
+    Raises:
+        UsageError: the variable is not set or the file cannot be read.
+    """
+    secret = plan.secret
+    if secret is None:
+        return None
+    if secret.source == "env":
+        value = environ.get(secret.name, "").strip()
+        if not value:
+            raise UsageError(
+                f"{plan.source}: serve.api_key_env: ${secret.name} is not set; "
+                f"export {secret.name}=<key> before servectl up {plan.profile}"
+            )
+        return value
+    try:
+        value = Path(secret.name).read_text(encoding="utf-8").strip()
+    except OSError as e:
+        raise UsageError(
+            f"{plan.source}: serve.api_key_file: cannot read {secret.name} ({e.strerror}); create it with the key"
+        ) from e
+    if not value:
+        raise UsageError(f"{plan.source}: serve.api_key_file: {secret.name} is empty; write the key into it")
+    return value
+
+
+def write_plan_files(plan: LaunchPlan, *, api_key: str | None) -> list[Path]:
+    """Write the plan's generated files and, for an env-sourced key, the 0600 key file; return their paths."""
+    written: list[Path] = []
+    for generated in plan.files:
+        path = Path(generated.host_path)
+        atomic_write_text(path, generated.content)
+        written.append(path)
+    if plan.secret is not None and plan.secret.source == "env" and api_key is not None:
+        path = Path(plan.secret.host_path)
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        atomic_write_text(path, api_key + "\n", mode=0o600)
+        written.append(path)
+    return written
+
+
+def _remove_key_file(mounts: Sequence[tuple[str, str]], state_dir: Path) -> None:
+    """Delete the key file servectl wrote for a container (never a user's own key file)."""
+    generated = (state_dir / "generated").resolve()
+    for source, destination in mounts:
+        if destination != API_KEY_CONTAINER_PATH or not source:
+            continue
+        path = Path(source)
+        with contextlib.suppress(OSError):
+            if path.resolve().is_relative_to(generated):
+                path.unlink(missing_ok=True)
+
+
+def build_standin(ref: str) -> object:
+    """Build the stand-in engine image tagged ``ref`` (servectl ships its Dockerfile)."""
+    try:
+        from servectl.standin.image import IMAGE_REPOSITORY, build_standin_image
+    except ImportError as e:
+        raise ServectlError(f"cannot build {ref}: servectl's stand-in engine is not installed ({e})") from e
+    if ref == f"{IMAGE_REPOSITORY}:latest":  # the content-addressed build, which also tags latest
+        return build_standin_image()
+    return build_standin_image(tag=ref)
+
+
+def ensure_image(
+    resolved: Resolved,
+    *,
+    docker: DockerEngine,
+    build_image: ImageBuilder | None = None,
+    on_phase: Callable[[Progress], None] | None = None,
+) -> None:
+    """Make sure the profile's image is on this host: build the stand-in when the profile says so.
+
+    Raises:
+        PreflightFailed: the image is missing and servectl cannot build it (it pulls from no registry).
+    """
+    ref = resolved.plan.docker.image
+    if docker.image_present(ref):
+        return
+    image = resolved.loaded.profile.image
+    if image.build == "standin":
+        if on_phase is not None:
+            on_phase(Progress("building image", ref))
+        (build_image or build_standin)(ref)
+        return
+    raise PreflightFailed(
+        f"{resolved.plan.source}: image.ref: image {ref} is not on this host and servectl pulls from no "
+        f"registry: run docker pull {ref} where a registry is reachable, or docker load -i FILE"
+    )
+
+
+# -- start / stop ---------------------------------------------------------------------------------------
+def start(
+    *,
+    resolved: Resolved,
+    docker: DockerEngine,
+    on_phase: Callable[[Progress], None] | None = None,
+    http: httpx.Client | None = None,
+    environ: Mapping[str, str] | None = None,
+    build_image: ImageBuilder | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> StartResult:
+    """Start the profile's container and wait until it passes the health gate.
+
+    Writes the plan's generated files and the API-key file, makes sure the image is there (building the
+    stand-in when ``image.build`` is "standin"), creates and starts the container, then runs the gate.
+    No conflict rules and no lock: :func:`up` and ``swap`` add those.
+
+    Raises:
+        UsageError: the API key's variable or file is missing (before anything starts).
+        PreflightFailed: the image is missing.
+        StartupFailed: the container did not pass the gate; it has been stopped and removed.
+    """
+    plan = resolved.plan
+    env = os.environ if environ is None else environ
+    api_key = read_api_key(plan, env)
+    ensure_image(resolved, docker=docker, build_image=build_image, on_phase=on_phase)
+    write_plan_files(plan, api_key=api_key)
+    t0 = clock()
+    container_id: str | None = None
+    try:
+        if on_phase is not None:
+            on_phase(Progress("starting", "creating the container"))
+        container_id = docker.create_and_start(plan.docker, environ=env)
+        gate = wait_until_serving(
+            plan=plan,
+            container_id=container_id,
+            docker=docker,
+            http=http,
+            on_phase=on_phase,
+            clock=clock,
+            api_key=api_key,
+            started_at=t0,
+        )
+    except BaseException as err:
+        # Whatever went wrong (gate, engine, Ctrl-C), nothing we started stays behind.
+        if container_id is not None:
+            _discard(docker, container_id, grace_s=min(FAILED_START_STOP_S, plan.docker.stop_timeout_s))
+        _discard_key_file(plan)
+        if isinstance(err, StartupFailed) and container_id is not None:
+            raise StartupFailed(
+                f"{err.message}; the container was removed",
+                last_log_lines=err.last_log_lines,
+                exit_code_of_container=err.exit_code_of_container,
+                oom_killed=err.oom_killed,
+            ) from err
+        raise
+    state = docker.inspect(container_id)
+    if state is None:
+        raise StartupFailed(f"{plan.profile}: the container vanished right after passing the health gate")
+    service = service_from_container(
+        state, now=time.time(), answers_health=True, passed_gate=True, current_plan_hash=plan.plan_hash
+    )
+    return StartResult(service=service, gate=gate, url=plan.url)
+
+
+def _discard(docker: DockerEngine, container_id: str, *, grace_s: int) -> None:
+    with contextlib.suppress(ServectlError):
+        docker.stop(container_id, timeout_s=grace_s)
+    docker.remove(container_id, force=True)
+    _wait_gone(docker, container_id, GONE_DEADLINE_S)
+
+
+def _discard_key_file(plan: LaunchPlan) -> None:
+    if plan.secret is not None and plan.secret.source == "env":
+        with contextlib.suppress(OSError):
+            Path(plan.secret.host_path).unlink(missing_ok=True)
+
+
+def _wait_gone(docker: DockerEngine, container_id: str, deadline_s: float) -> None:
+    deadline = time.monotonic() + deadline_s
+    while docker.inspect(container_id) is not None:
+        if time.monotonic() > deadline:
+            raise ServectlError(
+                f"container {container_id[:12]} is still there {deadline_s:g} s after removal; "
+                f"check docker ps -a and remove it with docker rm -f {container_id[:12]}"
+            )
+        time.sleep(0.05)
+
+
+def stop(
+    *,
+    service: ServiceInfo,
+    docker: DockerEngine,
+    gpus: GpuInventoryLike | None = None,
+    free_deadline_s: float = 30.0,
+    state_dir: Path | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> StopResult:
+    """Stop a service gracefully and make sure it is gone.
+
+    SIGTERM, the service's grace period (its ``servectl.stop-grace-s`` label), then SIGKILL; remove the
+    container and confirm Docker no longer has it; delete the API-key file servectl wrote for it. With a
+    GPU inventory, wait until its cards run no process, or name the pids left behind.
+
+    Raises:
+        ServectlError: the container is still there after removal.
+    """
+    t0 = clock()
+    before = docker.inspect(service.container_id)
+    if before is not None and before.running:
+        docker.stop(service.container_id, timeout_s=service.stop_grace_s)
+    after = docker.inspect(service.container_id)
+    stop_s = clock() - t0
+    exit_code = after.exit_code if after is not None else None
+    forced = bool(
+        before is not None and before.running and after is not None and exit_code == 137 and not after.oom_killed
+    )
+    docker.remove(service.container_id, force=True)
+    _wait_gone(docker, service.container_id, GONE_DEADLINE_S)
+    last_known = after or before
+    _remove_key_file(last_known.mounts if last_known is not None else (), state_dir or default_state_dir())
+    leaked: tuple[int, ...] = ()
+    checked = gpus is not None and bool(service.gpus)
+    if gpus is not None and service.gpus:
+        leaked = _wait_gpus_free(gpus, service.gpus, free_deadline_s)
+    return StopResult(
+        profile=service.profile,
+        container_name=service.container_name,
+        stop_s=stop_s,
+        forced=forced,
+        leaked_pids=leaked,
+        gpus_checked=checked,
+        exit_code=exit_code,
+        gpus=service.gpus,
+    )
+
+
+def _gpu_pids(gpus: GpuInventoryLike, devices: Sequence[int]) -> tuple[int, ...]:
+    snapshot = gpus.snapshot()
+    pids: set[int] = set()
+    for index in devices:
+        device = snapshot.device(index)
+        if device is not None and device.processes:
+            pids.update(p.pid for p in device.processes)
+    return tuple(sorted(pids))
+
+
+def _wait_gpus_free(gpus: GpuInventoryLike, devices: Sequence[int], deadline_s: float) -> tuple[int, ...]:
+    deadline = time.monotonic() + deadline_s
+    while True:
+        pids = _gpu_pids(gpus, devices)
+        if not pids or time.monotonic() >= deadline:
+            return pids
+        time.sleep(0.25)
+
+
+# -- up / down ------------------------------------------------------------------------------------------
+def lock_timeout_default(environ: Mapping[str, str] | None = None) -> float:
+    env = os.environ if environ is None else environ
+    raw = env.get("SERVECTL_LOCK_TIMEOUT_S")
+    try:
+        return float(raw) if raw else DEFAULT_LOCK_TIMEOUT_S
+    except ValueError:
+        raise UsageError(f"SERVECTL_LOCK_TIMEOUT_S={raw!r} is not a number of seconds") from None
+
+
+def port_free(host: str, port: int) -> bool:
+    """Whether ``port`` can be bound on ``host`` now (a listener on it makes the bind fail)."""
+    try:
+        family = socket.AF_INET6 if ipaddress.ip_address(host).version == 6 else socket.AF_INET
+    except ValueError:
+        family = socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def basic_preflight(
+    resolved: Resolved,
+    *,
+    docker: DockerEngine,
+    gpus: GpuInventoryLike | None = None,
+    host: HostProbeLike | None = None,
+) -> list[str]:
+    """The checks that need no GPU driver: Docker answers, the port is free on the host address, and (with a
+    GPU inventory) the profile's cards run no process when it wants them exclusively.
+
+    Returns:
+        Notes on what was not checked (e.g. no GPU inventory).
+
+    Raises:
+        EngineUnavailable: Docker does not answer. PreflightFailed: the port or a card is taken.
+    """
+    docker.ping()
+    profile = resolved.loaded.profile
+    address, port = profile.serve.host, profile.serve.port
+    if not port_free(address, port):
+        holders = [
+            f"pid {lst.pid} ({lst.process_name or '?'})" for lst in (host.listeners(port) if host else ()) if lst.pid
+        ]
+        who = ", ".join(holders) if holders else f"another process (ss -ltnp 'sport = :{port}' shows which)"
+        raise PreflightFailed(
+            f"{resolved.plan.source}: serve.port: port {port} on {address} is in use by {who}; "
+            "stop it or pick another port"
+        )
+    devices = list(profile.gpus.devices)
+    if not devices:
+        return []
+    if gpus is None:
+        return [f"GPU {', '.join(map(str, devices))} not checked (no GPU inventory)"]
+    if profile.gpus.exclusive:
+        pids = _gpu_pids(gpus, devices)
+        if pids:
+            raise PreflightFailed(
+                f"{resolved.plan.source}: gpus.devices: GPU {', '.join(map(str, devices))} run(s) processes "
+                f"{', '.join(map(str, pids))}; stop them first (the profile wants its cards exclusively)"
+            )
+    return []
+
+
+def _overlap(a: Sequence[int], b: Sequence[int]) -> list[int]:
+    return sorted(set(a) & set(b))
+
+
+def _foreign_conflicts(resolved: Resolved, running: Sequence[ContainerState]) -> list[str]:
+    profile = resolved.loaded.profile
+    port, devices = profile.serve.port, [str(d) for d in profile.gpus.devices]
+    problems: list[str] = []
+    for c in running:
+        if c.managed:
+            continue
+        if any(p.host_port == port for p in c.ports):
+            problems.append(f"container {c.name} (not started by servectl) publishes port {port}")
+        held = sorted(set(devices) & set(c.device_ids)) if "all" not in c.device_ids else devices
+        if devices and held:
+            problems.append(f"container {c.name} (not started by servectl) uses GPU {', '.join(held)}")
+    return problems
+
+
+def up(
+    *,
+    name: str,
+    docker: DockerEngine,
+    gpus: GpuInventoryLike | None = None,
+    host: HostProbeLike | None = None,
+    preflight: Preflight | None = None,
+    http: httpx.Client | None = None,
+    on_phase: Callable[[Progress], None] | None = None,
+    environ: Mapping[str, str] | None = None,
+    state_dir: Path | None = None,
+    lock_timeout_s: float | None = None,
+    scope: Mapping[str, str] | None = None,
+    resolved: Resolved | None = None,
+    build_image: ImageBuilder | None = None,
+) -> UpResult:
+    """Start profile ``name`` unless it already runs; refuse when another service holds its GPUs or port.
+
+    Args:
+        name: the profile.
+        docker: the engine.
+        gpus: GPU inventory for the built-in preflight (cards of an exclusive profile must be idle);
+            None skips that check and says so in ``UpResult.notes``.
+        host: host probe; the built-in preflight names the process that holds the port with it.
+        preflight: checks run before anything starts (raise PreflightFailed) instead of the built-in
+            :func:`basic_preflight` (Docker answers, port free, cards idle).
+        http: HTTP client for the gate's probes.
+        on_phase: progress callback of the gate.
+        environ: environment (API key variable, pass-through variables); default ``os.environ``.
+        state_dir: state folder (lock and history); default :func:`servectl.paths.state_dir`.
+        lock_timeout_s: how long to wait for another servectl process; default 10 s or
+            ``SERVECTL_LOCK_TIMEOUT_S``.
+        scope: only containers carrying these labels count as servectl's (tests).
+        resolved: the profile already resolved (else ``resolve(name)``).
+        build_image: builds the stand-in image (tests); default :func:`build_standin`.
+
+    Raises:
+        ProfileError / UsageError: the profile does not load (nothing was created).
+        ServiceConflict: the profile runs with another plan, or another service holds its GPUs or port.
+        LockTimeout: another servectl process is changing services.
+        PreflightFailed / StartupFailed: see :func:`start`.
+    """
+    from servectl.plan.resolve import resolve
+
+    env = os.environ if environ is None else environ
+    resolved = resolved or resolve(name, environ=env)
+    plan = resolved.plan
+    state = state_dir or default_state_dir(env)
+    timeout = lock_timeout_default(env) if lock_timeout_s is None else lock_timeout_s
+    with StateLock(state, timeout, purpose=f"up {resolved.name}"):
+        docker.ping()
+        current = services(docker=docker, probe=False, plan_hash_of=None, state_dir=state, scope=scope)
+        removed: list[str] = []
+        for svc in current:
+            if svc.profile != resolved.name:
+                continue
+            if svc.running:
+                if svc.plan_hash == plan.plan_hash:
+                    return UpResult(action="already-running", service=svc, url=svc.url)
+                raise ServiceConflict(
+                    f"{resolved.name} already runs with plan {svc.plan_hash}, "
+                    "but the profile now compiles to "
+                    f"{plan.plan_hash}: use servectl swap {resolved.name} to replace it"
+                )
+            docker.remove(svc.container_id, force=True)
+            removed.append(svc.container_name)
+        _check_conflicts(resolved, docker=docker, services_now=current, removed=removed)
+        notes: list[str] = []
+        if preflight is None:
+            notes = basic_preflight(resolved, docker=docker, gpus=gpus, host=host)
+        else:
+            preflight(resolved)
+        history = History(state)
+        try:
+            started = start(
+                resolved=resolved,
+                docker=docker,
+                on_phase=on_phase,
+                http=http,
+                environ=env,
+                build_image=build_image,
+            )
+        except StartupFailed as err:
+            history.record(
+                {
+                    "event": "failed",
+                    "profile": resolved.name,
+                    "plan_hash": plan.plan_hash,
+                    "reason": err.message,
+                }
+            )
+            raise
+        history.record(
+            {
+                "event": "up",
+                "profile": resolved.name,
+                "plan_hash": plan.plan_hash,
+                "container_id": started.service.container_id,
+                "container_name": started.service.container_name,
+                "startup_s": round(started.startup_s, 3),
+            }
+        )
+    return UpResult(
+        action="started",
+        service=started.service,
+        url=started.url,
+        gate=started.gate,
+        removed_stale=tuple(removed),
+        notes=tuple(notes),
+    )
+
+
+def _check_conflicts(
+    resolved: Resolved,
+    *,
+    docker: DockerEngine,
+    services_now: Sequence[ServiceInfo],
+    removed: Sequence[str],
+) -> None:
+    profile = resolved.loaded.profile
+    problems: list[str] = []
+    for svc in services_now:
+        if svc.profile == resolved.name or not svc.running:
+            continue
+        if svc.port == profile.serve.port:
+            problems.append(f"servectl service {svc.profile} holds port {svc.port}")
+        shared = _overlap(svc.gpus, profile.gpus.devices)
+        if shared:
+            problems.append(f"servectl service {svc.profile} holds GPU {', '.join(map(str, shared))}")
+    if problems:
+        holders = sorted({s.profile for s in services_now if s.running and s.profile != resolved.name})
+        target = holders[0] if len(holders) == 1 else "..."
+        raise ServiceConflict(
+            f"cannot start {resolved.name}: {'; '.join(problems)}: "
+            f"use servectl swap {resolved.name} to replace "
+            f"it (or servectl down {target} first)"
+        )
+    name = resolved.plan.docker.name
+    for c in docker.containers_named(name):
+        if c.name in removed:
+            continue
+        if not c.managed:
+            raise ServiceConflict(
+                f"a container named {name} exists and servectl did not start it; servectl leaves it alone: "
+                f"remove or rename it yourself, or set container.name in {resolved.plan.source}"
+            )
+        if not c.running:
+            docker.remove(c.id, force=True)
+            continue
+        raise ServiceConflict(
+            f"container {name} already runs profile {c.labels.get(LABEL_PROFILE)}: use servectl swap "
+            f"{resolved.name}, or set another container.name in {resolved.plan.source}"
+        )
+    foreign = _foreign_conflicts(resolved, docker.running_containers())
+    if foreign:
+        raise ServiceConflict(
+            f"cannot start {resolved.name}: {'; '.join(foreign)}; servectl never stops containers it did not "
+            "start: stop it yourself (docker stop NAME), or list it under conflicts: and use servectl swap"
+        )
+
+
+def find_services(
+    name: str | None,
+    *,
+    docker: DockerEngine,
+    scope: Mapping[str, str] | None = None,
+    state_dir: Path | None = None,
+) -> list[ServiceInfo]:
+    """The services of profile (or container) ``name``; all of them when ``name`` is None."""
+    all_services = services(docker=docker, probe=False, plan_hash_of=None, scope=scope, state_dir=state_dir)
+    if name is None:
+        return all_services
+    return [s for s in all_services if name in (s.profile, s.container_name)]
+
+
+def down(
+    *,
+    name: str | None,
+    docker: DockerEngine,
+    gpus: GpuInventoryLike | None = None,
+    state_dir: Path | None = None,
+    lock_timeout_s: float | None = None,
+    scope: Mapping[str, str] | None = None,
+    free_deadline_s: float = 30.0,
+    environ: Mapping[str, str] | None = None,
+) -> list[StopResult]:
+    """Stop the service of profile ``name`` (or the only service when ``name`` is None).
+
+    Returns:
+        One result per container stopped; empty when the profile was not running.
+
+    Raises:
+        UsageError: no ``name`` while several services run, or ``name`` is neither a service nor a profile.
+        LockTimeout: another servectl process is changing services.
+    """
+    env = os.environ if environ is None else environ
+    state = state_dir or default_state_dir(env)
+    timeout = lock_timeout_default(env) if lock_timeout_s is None else lock_timeout_s
+    with StateLock(state, timeout, purpose=f"down {name or ''}".strip()):
+        targets = find_services(name, docker=docker, scope=scope, state_dir=state)
+        if name is None and len(targets) > 1:
+            names = ", ".join(sorted({s.profile for s in targets}))
+            raise UsageError(
+                f"several services run ({names}): name the one to stop, e.g. servectl down {targets[0].profile}"
+            )
+        if name is not None and not targets:
+            _require_known_profile(name)
+            return []
+        results = [
+            stop(service=svc, docker=docker, gpus=gpus, free_deadline_s=free_deadline_s, state_dir=state)
+            for svc in targets
+        ]
+        history = History(state)
+        for result in results:
+            history.record(
+                {
+                    "event": "down",
+                    "profile": result.profile,
+                    "container_name": result.container_name,
+                    "forced": result.forced,
+                    "leaked_pids": list(result.leaked_pids),
+                }
+            )
+        return results
+
+
+def _require_known_profile(name: str) -> None:
+    from servectl.profile.loader import discover
+
+    if name not in discover():
+        raise UsageError(f"no servectl service and no profile named {name}; servectl status lists the services")
+
+
+def follow_logs(
+    *,
+    name: str,
+    docker: DockerEngine,
+    follow: bool = False,
+    tail: int | None = None,
+    scope: Mapping[str, str] | None = None,
+) -> Iterator[str]:
+    """Log lines of the service of profile (or container) ``name``.
+
+    Raises:
+        UsageError: no such service.
+    """
+    targets = find_services(name, docker=docker, scope=scope)
+    if not targets:
+        raise UsageError(f"no servectl service named {name}; servectl status lists the services")
+    running = [t for t in targets if t.running] or targets
+    stream = docker.logs(running[0].container_id, follow=follow, tail=tail)
+    try:
+        for line in stream:
+            yield redact(line)
+    finally:
+        stream.close()

@@ -1,0 +1,1353 @@
+"""``swap`` and ``rollback``: change the running service all-or-nothing, with measured downtime.
+
+Two cards cannot hold two of these models, so a swap is stop-then-start, made a transaction. The user ends
+with one of:
+
+* the target proven up (it passed the health gate): :class:`SwapResult` with ``outcome="swapped"``;
+* the target failed, the previous service is back and proven up: :class:`SwapRolledBack` (exit 4);
+* both failed: nothing of servectl runs, the cards are free: :class:`SwapFailed` (exit 5).
+
+Steps, all under the state lock: validate and compile the target; make sure its image is there; preflight
+it counting the current service's cards and port as about to be freed; stop the current service
+(SIGTERM, then SIGKILL) and wait until its cards are free; stop declared conflicts; start the target
+through the health gate. On failure: keep the target's last log lines and exit code, make sure it is
+removed, start the previous profile again through the same gate, restore the conflicts this swap stopped,
+and raise. Conflicts stay stopped after a successful swap (``down`` restores them, see
+:func:`servectl.adapters.conflicts.restore_recorded`).
+
+SIGINT/SIGTERM take an orderly path: before anything changed, servectl just stops (exit 130); once the old
+service is being stopped, the target (if any) is removed and the previous service restored (exit 4,
+"interrupted"); a signal while restoring stops the waiting and leaves a journal (:func:`read_journal`) that
+says what runs and what to run next. A signal after the target passed the gate does not undo the swap.
+
+Side effects come in through small interfaces (:class:`ServiceRuntime` - the :mod:`servectl.service.runtime`
+module itself -, :class:`Preflight`, :class:`~servectl.adapters.conflicts.ConflictHandler`, the lock, the
+history), so the transaction is tested with fakes (:mod:`servectl.testing.swap`) and on the real engine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager, suppress
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from servectl.adapters.conflicts import (
+    ConflictHandler,
+    RestoreOutcome,
+    StoppedConflict,
+    conflict_key,
+    record_stopped,
+    restore_conflicts,
+)
+from servectl.errors import (
+    PreflightFailed,
+    ServectlError,
+    StartupFailed,
+    SwapFailed,
+    SwapInterrupted,
+    SwapRolledBack,
+    UsageError,
+)
+
+if TYPE_CHECKING:
+    from servectl.plan.resolve import Resolved
+
+JOURNAL_FILE = "swap-journal.json"
+LOG_TAIL_LINES = 20
+"""Lines of a failed service's log kept in the result and shown in the message."""
+LOG_LINE_CHARS = 240
+"""Longer log lines (SGLang prints all its server args on one) are cut in the message."""
+CARDS_FREE_DEADLINE_S = 30.0
+RUN_EVENTS = frozenset({"up", "swap", "rollback"})
+"""History events that mean "this profile started serving" (same set as :mod:`servectl.adapters.state`)."""
+
+Outcome = Literal["swapped", "started", "noop", "rolled-back", "failed", "interrupted"]
+_ALIVE = ("ready", "starting", "unhealthy")
+"""Service states whose profile counts as running (and is brought back when a swap fails)."""
+
+
+# -- what swap needs from the runtime ------------------------------------------------------------------
+class ServiceLike(Protocol):
+    """A servectl service as :func:`servectl.service.runtime.services` reports it."""
+
+    @property
+    def container_id(self) -> str: ...
+    @property
+    def container_name(self) -> str: ...
+    @property
+    def profile(self) -> str: ...
+    @property
+    def plan_hash(self) -> str: ...
+    @property
+    def state(self) -> str: ...
+    @property
+    def port(self) -> int | None: ...
+    @property
+    def gpus(self) -> tuple[int, ...]: ...
+
+
+class StopResultLike(Protocol):
+    @property
+    def stop_s(self) -> float: ...
+    @property
+    def forced(self) -> bool: ...
+    @property
+    def leaked_pids(self) -> tuple[int, ...]: ...
+
+
+class StartResultLike(Protocol):
+    @property
+    def startup_s(self) -> float: ...
+    @property
+    def service(self) -> ServiceLike: ...
+
+
+class ServiceRuntime(Protocol):
+    """The service functions of :mod:`servectl.service.runtime` (the module fits this protocol)."""
+
+    def services(
+        self,
+        *,
+        docker: Any,
+        probe: bool = ...,
+        plan_hash_of: Any = ...,
+        state_dir: Path | None = ...,
+        scope: Mapping[str, str] | None = ...,
+    ) -> Sequence[ServiceLike]: ...
+
+    def start(self, *, resolved: Resolved, docker: Any, on_phase: Any = ...) -> StartResultLike: ...
+
+    def stop(self, *, service: Any, docker: Any, gpus: Any = ..., state_dir: Path | None = ...) -> StopResultLike: ...
+
+    def ensure_image(self, resolved: Resolved, *, docker: Any, on_phase: Any = ...) -> None: ...
+
+
+class HistoryLike(Protocol):
+    def record(self, event: Mapping[str, Any]) -> object: ...
+
+    def events(self) -> Sequence[Mapping[str, Any]]: ...
+
+
+class Preflight(Protocol):
+    """Raises :class:`PreflightFailed` when ``resolved`` could not start once ``replacing`` is stopped."""
+
+    def __call__(
+        self,
+        *,
+        resolved: Resolved,
+        replacing: ServiceLike | None,
+        skip: frozenset[str],
+        docker: Any,
+        gpus: Any,
+    ) -> None: ...
+
+
+# -- results -------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PhaseEvent:
+    """Progress for the CLI: a phase ``begin``s, ``end``s (with its duration) or reports ``progress``."""
+
+    phase: str
+    kind: Literal["begin", "end", "progress"]
+    duration_s: float | None = None
+    ok: bool = True
+    detail: str = ""
+    step: str = ""  # with progress: the startup step (loading weights, capturing CUDA graphs, ...)
+
+
+@dataclass(frozen=True)
+class PhaseTiming:
+    """One phase of a swap and how long it took."""
+
+    phase: str
+    duration_s: float
+    ok: bool = True
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class TargetFailure:
+    """Why a service did not come up (the target, or the previous one on the way back)."""
+
+    profile: str
+    message: str
+    last_log_lines: tuple[str, ...] = ()
+    exit_code_of_container: int | None = None
+    oom_killed: bool = False
+
+    def describe(self) -> str:
+        """One line: the reason, with the exit code when there is one."""
+        extra = []
+        if self.exit_code_of_container is not None and f"code {self.exit_code_of_container}" not in self.message:
+            extra.append(f"container exit code {self.exit_code_of_container}")
+        if self.oom_killed and "OOM" not in self.message:
+            extra.append("killed for lack of memory (OOM)")
+        return self.message + (f" ({', '.join(extra)})" if extra else "")
+
+
+@dataclass(frozen=True)
+class SwapResult:
+    """What a swap did.
+
+    Attributes:
+        from_profile: the service that ran before (``None``: nothing ran).
+        to_profile: the target.
+        outcome: ``swapped``, ``started`` (nothing ran before), ``noop`` (target already runs),
+            ``rolled-back``, ``failed`` or ``interrupted``.
+        phases: each phase with its duration, in order.
+        downtime_s: old service stops answering -> the new (or restored) one passes the gate.
+        old_stop_s: how long stopping the old service took.
+        target_startup_s: the target's start, container created -> gate passed.
+        forced_stop: the old service ignored SIGTERM and was killed.
+        stopped_conflicts: conflicts this swap stopped (still stopped when it succeeded).
+        conflicts_restore: what restoring them did, after a failure.
+        target_failure: why the target failed, when it did.
+        previous_failure: why the previous service did not come back, when it did not.
+        message: what happened and what to do.
+    """
+
+    from_profile: str | None
+    to_profile: str
+    outcome: Outcome
+    phases: tuple[PhaseTiming, ...] = ()
+    downtime_s: float | None = None
+    old_stop_s: float | None = None
+    target_startup_s: float | None = None
+    forced_stop: bool = False
+    stopped_conflicts: tuple[StoppedConflict, ...] = ()
+    conflicts_restore: RestoreOutcome | None = None
+    target_failure: TargetFailure | None = None
+    previous_failure: TargetFailure | None = None
+    message: str = ""
+
+    def phase_s(self, phase: str) -> float | None:
+        """Duration of the first phase with that name."""
+        return next((p.duration_s for p in self.phases if p.phase == phase), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["stopped_conflicts"] = [s.to_dict() for s in self.stopped_conflicts]
+        return data
+
+
+@dataclass(frozen=True)
+class CheckItem:
+    """One point of a rollback check: ``declared``, ``validates``, ``image``, ``model`` or ``preflight``."""
+
+    check: str
+    ok: bool
+    message: str
+
+
+@dataclass(frozen=True)
+class RollbackCheck:
+    """Whether ``profile``'s rollback target could start now."""
+
+    profile: str
+    target: str | None
+    items: tuple[CheckItem, ...]
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.items) and all(item.ok for item in self.items)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "profile": self.profile,
+            "target": self.target,
+            "ok": self.ok,
+            "items": [asdict(i) for i in self.items],
+        }
+
+
+# -- the journal: what an interrupted swap left behind -------------------------------------------------
+@dataclass(frozen=True)
+class SwapJournal:
+    """The swap in progress: rewritten at every step, removed when the swap ends in an orderly way."""
+
+    pid: int
+    from_profile: str | None
+    to_profile: str
+    phase: str
+    started_at: float
+    stopped_conflicts: tuple[StoppedConflict, ...] = ()
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["stopped_conflicts"] = [s.to_dict() for s in self.stopped_conflicts]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SwapJournal:
+        return cls(
+            pid=int(data["pid"]),
+            from_profile=data.get("from_profile"),
+            to_profile=str(data["to_profile"]),
+            phase=str(data["phase"]),
+            started_at=float(data["started_at"]),
+            stopped_conflicts=tuple(StoppedConflict.from_dict(s) for s in data.get("stopped_conflicts", ())),
+            note=str(data.get("note", "")),
+        )
+
+    def hint(self) -> str:
+        """One line for ``servectl status``: which swap stopped where, and what to run next."""
+        text = (
+            f"a swap from {self.from_profile or 'nothing'} to {self.to_profile} (pid {self.pid}) "
+            f"stopped during '{self.phase}'"
+        )
+        if self.note:
+            text += f" ({self.note})"
+        nxt = f"servectl swap {self.from_profile}" if self.from_profile else f"servectl swap {self.to_profile}"
+        return text + f"; check what runs, then `{nxt}` (or `servectl down`)"
+
+
+def read_journal(state_dir: Path) -> SwapJournal | None:
+    """The journal an unfinished swap left, or ``None`` (``servectl status`` shows its hint)."""
+    path = state_dir / JOURNAL_FILE
+    try:
+        return SwapJournal.from_dict(json.loads(path.read_text(encoding="utf-8")))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ServectlError(f"{path}: unreadable swap journal ({e}); delete it once `servectl status` is clear") from e
+
+
+def _write_journal(state_dir: Path, journal: SwapJournal) -> None:
+    from servectl.adapters.state import atomic_write_text
+
+    atomic_write_text(state_dir / JOURNAL_FILE, json.dumps(journal.to_dict(), indent=1) + "\n")
+
+
+def _clear_journal(state_dir: Path) -> None:
+    (state_dir / JOURNAL_FILE).unlink(missing_ok=True)
+
+
+# -- signals -------------------------------------------------------------------------------------------
+class _Interrupt(BaseException):
+    """First SIGINT/SIGTERM: take the orderly path. A BaseException, so ``except Exception`` lets it pass."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+class _Abandon(BaseException):
+    """A signal while restoring: stop waiting, leave the journal and a status hint."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+class _SignalGuard:
+    """Turns SIGINT/SIGTERM into :class:`_Interrupt`/:class:`_Abandon` (main thread only; else a no-op).
+
+    ``mode``: ``raise`` (the first signal interrupts), ``abandon`` (restoring: a signal stops the waiting),
+    ``defer`` (the outcome is settled: signals are only noted).
+    """
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled and threading.current_thread() is threading.main_thread()
+        self.mode: Literal["raise", "abandon", "defer"] = "raise"
+        self.received: list[int] = []
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> _SignalGuard:
+        if self.enabled:
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous.clear()
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        self.received.append(signum)
+        if self.mode == "defer":
+            return
+        if self.mode == "raise":
+            self.mode = "abandon"
+            raise _Interrupt(signum)
+        raise _Abandon(signum)
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+# -- helpers -------------------------------------------------------------------------------------------
+def _failure_of(profile: str, err: Exception) -> TargetFailure:
+    if not isinstance(err, ServectlError):
+        return TargetFailure(profile, f"unexpected {type(err).__name__}: {err} (a servectl bug; please report it)")
+    if isinstance(err, StartupFailed):
+        # The runtime's wording starts with the profile and ends with the removal; the swap says both itself.
+        message = err.message.removeprefix(f"{profile}: ").removesuffix("; the container was removed")
+        return TargetFailure(
+            profile=profile,
+            message=message,
+            last_log_lines=tuple(err.last_log_lines[-LOG_TAIL_LINES:]),
+            exit_code_of_container=err.exit_code_of_container,
+            oom_killed=err.oom_killed,
+        )
+    return TargetFailure(profile=profile, message=err.message)
+
+
+def _overlaps(service: ServiceLike, resolved: Resolved) -> bool:
+    """Whether ``service`` stands in the way of ``resolved``: same profile, container name, port or a card."""
+    plan = resolved.plan
+    target_gpus = {int(d) for d in plan.docker.device_ids if d.isdigit()}
+    return (
+        service.profile == plan.profile
+        or service.container_name == plan.docker.name
+        or (service.port is not None and service.port == resolved.loaded.profile.serve.port)
+        or bool(target_gpus & set(service.gpus))
+    )
+
+
+def _indent(lines: Iterable[str]) -> str:
+    return "\n".join("    " + line for line in lines)
+
+
+def _log_tail(failure: TargetFailure) -> str:
+    if not failure.last_log_lines:
+        return ""
+    lines = [
+        line if len(line) <= LOG_LINE_CHARS else line[: LOG_LINE_CHARS - 3] + "..." for line in failure.last_log_lines
+    ]
+    return f"\n  last log lines of {failure.profile}:\n{_indent(lines)}"
+
+
+def _default_runtime() -> ServiceRuntime:
+    from servectl.service import runtime
+
+    return runtime
+
+
+# -- the transaction -----------------------------------------------------------------------------------
+@dataclass
+class _Deps:
+    docker: Any
+    gpus: Any
+    runtime: ServiceRuntime
+    preflight: Preflight
+    conflicts: ConflictHandler
+    resolve: Callable[[str], Resolved]
+    history: HistoryLike
+    lock: Callable[[str], AbstractContextManager[object]]
+    state_dir: Path
+    scope: Mapping[str, str] | None
+    clock: Callable[[], float]
+    wall_clock: Callable[[], float]
+    on_phase: Callable[[PhaseEvent], None] | None
+
+    def services(self, *, probe: bool) -> list[ServiceLike]:
+        return list(
+            self.runtime.services(
+                docker=self.docker, probe=probe, plan_hash_of=None, state_dir=self.state_dir, scope=self.scope
+            )
+        )
+
+    def stop(self, service: ServiceLike) -> StopResultLike:
+        return self.runtime.stop(service=service, docker=self.docker, gpus=self.gpus, state_dir=self.state_dir)
+
+    def emit(self, event: PhaseEvent) -> None:
+        if self.on_phase is not None:
+            with suppress(Exception):  # rendering must never break the transaction
+                self.on_phase(event)
+
+
+@dataclass
+class _Swap:
+    """One swap's bookkeeping; the steps are the module functions below."""
+
+    deps: _Deps
+    kind: str  # "swap" or "rollback", for the history
+    skip: frozenset[str]
+    signals: _SignalGuard
+    phases: list[PhaseTiming] = field(default_factory=list)
+    stopped: list[StoppedConflict] = field(default_factory=list)
+    journal: SwapJournal | None = None
+
+    @contextmanager
+    def phase(self, name: str, detail: str = "") -> Iterator[None]:
+        d = self.deps
+        d.emit(PhaseEvent(name, "begin", detail=detail))
+        began = d.clock()
+        ok = False
+        try:
+            yield
+            ok = True
+        finally:
+            timing = PhaseTiming(name, d.clock() - began, ok, detail)
+            self.phases.append(timing)
+            d.emit(PhaseEvent(name, "end", timing.duration_s, ok, detail))
+
+    def progress(self, phase: str) -> Callable[..., None]:
+        """The runtime's start progress (``Progress`` objects), forwarded as ``progress`` events."""
+
+        def forward(progress: Any) -> None:
+            step = str(getattr(progress, "phase", progress))
+            parts = [step]
+            if getattr(progress, "percent", None) is not None:
+                parts.append(f"{progress.percent}%")
+            if getattr(progress, "detail", ""):
+                parts.append(str(progress.detail))
+            self.deps.emit(PhaseEvent(phase, "progress", detail=" ".join(parts), step=step))
+
+        return forward
+
+    def set_journal(self, phase: str, note: str = "") -> None:
+        assert self.journal is not None
+        self.journal = SwapJournal(
+            pid=self.journal.pid,
+            from_profile=self.journal.from_profile,
+            to_profile=self.journal.to_profile,
+            phase=phase,
+            started_at=self.journal.started_at,
+            stopped_conflicts=tuple(self.stopped),
+            note=note,
+        )
+        _write_journal(self.deps.state_dir, self.journal)
+
+    def record(self, event: dict[str, Any]) -> None:
+        with suppress(ServectlError, OSError):  # the services are already right; history is a record
+            self.deps.history.record(event)
+
+    def result_event(self, result: SwapResult) -> dict[str, Any]:
+        event: dict[str, Any] = {
+            "event": self.kind if result.outcome in ("swapped", "started") else "swap-failed",
+            "kind": self.kind,
+            "profile": result.to_profile,
+            "replaced": result.from_profile,
+            "outcome": result.outcome,
+            "downtime_s": None if result.downtime_s is None else round(result.downtime_s, 3),
+            "old_stop_s": None if result.old_stop_s is None else round(result.old_stop_s, 3),
+            "forced_stop": result.forced_stop,
+            "phases": {p.phase: round(p.duration_s, 3) for p in result.phases},
+            "stopped_conflicts": [s.to_dict() for s in result.stopped_conflicts],
+        }
+        if result.target_failure:
+            event["reason"] = result.target_failure.describe()
+        if result.previous_failure:
+            event["previous_reason"] = result.previous_failure.describe()
+        return event
+
+    def stop_conflicts(self, resolved: Resolved) -> None:
+        for spec in resolved.loaded.profile.conflicts:
+            kind, ref = conflict_key(spec)
+            if any((s.kind, s.ref) == (kind, ref) for s in self.stopped):
+                continue
+            stopped = self.deps.conflicts.stop(spec, stopped_by=resolved.name)
+            if stopped is not None:
+                self.stopped.append(stopped)
+                record_stopped(self.deps.state_dir, stopped)  # before anything else can go wrong
+                self.set_journal("stop-conflicts")
+
+    def restore_stopped(self) -> RestoreOutcome | None:
+        if not self.stopped:
+            return None
+        with self.phase("restore-conflicts", ", ".join(s.label() for s in self.stopped)):
+            return restore_conflicts(self.stopped, handler=self.deps.conflicts, state_dir=self.deps.state_dir)
+
+    def result(self, **kwargs: Any) -> SwapResult:
+        return SwapResult(phases=tuple(self.phases), stopped_conflicts=tuple(self.stopped), **kwargs)
+
+
+def swap(
+    *,
+    target: str | None,
+    docker: Any,
+    gpus: Any = None,
+    preflight: Preflight | None = None,
+    on_phase: Callable[[PhaseEvent], None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    force: Iterable[str] = (),
+    scope: Mapping[str, str] | None = None,
+    state_dir: Path | None = None,
+    lock_timeout_s: float | None = None,
+    runtime: ServiceRuntime | None = None,
+    conflicts: ConflictHandler | None = None,
+    resolve_profile: Callable[[str], Resolved] | None = None,
+    history: HistoryLike | None = None,
+    lock: Callable[[str], AbstractContextManager[object]] | None = None,
+    handle_signals: bool = True,
+    wall_clock: Callable[[], float] = time.time,
+    _kind: str = "swap",
+) -> SwapResult:
+    """Replace the running service with ``target``, all-or-nothing.
+
+    Args:
+        target: profile to run; ``None``: the running profile's ``rollback:``.
+        docker: the Docker engine (:class:`servectl.adapters.docker_engine.DockerEngine`).
+        gpus: GPU inventory; with it, stopping waits until the old service's cards are free.
+        preflight: checks the target before anything stops; default :func:`profile_preflight`.
+        on_phase: called as each phase begins and ends, and with the target's startup progress.
+        clock: monotonic clock for the timings.
+        force: preflight check ids to skip (``--force CHECK-ID``).
+        scope: only services whose containers carry these labels count (tests use a session label).
+        state_dir: state folder (lock, history, journal, stopped conflicts); default from the environment.
+        lock_timeout_s: how long to wait for another servectl; default ``SERVECTL_LOCK_TIMEOUT_S`` or 10 s.
+        runtime, conflicts, resolve_profile, history, lock: injected for tests; defaults are
+            :mod:`servectl.service.runtime`, :class:`~servectl.adapters.conflicts.DockerConflicts`,
+            :func:`servectl.plan.resolve.resolve`, and the state folder's history and lock.
+        handle_signals: turn SIGINT/SIGTERM into the orderly path (main thread only).
+        wall_clock: epoch seconds for the journal and history.
+
+    Returns:
+        ``swapped``, ``started`` (nothing ran before) or ``noop`` (the target already runs).
+
+    Raises:
+        UsageError, ProfileError: bad target; nothing changed.
+        PreflightFailed: the target could not start; nothing changed.
+        LockTimeout: another servectl holds the lock; nothing changed.
+        StartupFailed: nothing ran before and the target failed; nothing runs, conflicts restored.
+        SwapRolledBack: the target failed (or the swap was interrupted); the previous service is back.
+        SwapFailed: the target failed and so did the previous service; nothing runs.
+        SwapInterrupted: interrupted before anything changed, or a signal stopped the restoring.
+    """
+    deps = _build_deps(
+        docker=docker,
+        gpus=gpus,
+        preflight=preflight,
+        on_phase=on_phase,
+        clock=clock,
+        scope=scope,
+        state_dir=state_dir,
+        lock_timeout_s=lock_timeout_s,
+        runtime=runtime,
+        conflicts=conflicts,
+        resolve_profile=resolve_profile,
+        history=history,
+        lock=lock,
+        wall_clock=wall_clock,
+    )
+    guard = _SignalGuard(handle_signals)
+    tx = _Swap(deps=deps, kind=_kind, skip=frozenset(force), signals=guard)
+    with guard:
+        try:
+            with tx.phase("lock"):  # the wait for another servectl, if any
+                held = deps.lock(f"{_kind} {target or '(rollback target)'}")
+                held.__enter__()
+            try:
+                return _run_locked(tx, target)
+            finally:
+                held.__exit__(None, None, None)
+        except _Interrupt as intr:  # later ones are handled inside, where something has changed
+            raise SwapInterrupted(
+                f"interrupted ({_signal_name(intr.signum)}) before anything changed; "
+                "whatever ran still runs (`servectl status`)"
+            ) from None
+
+
+def _build_deps(
+    *,
+    docker: Any,
+    gpus: Any,
+    preflight: Preflight | None,
+    on_phase: Callable[[PhaseEvent], None] | None,
+    clock: Callable[[], float],
+    scope: Mapping[str, str] | None,
+    state_dir: Path | None,
+    lock_timeout_s: float | None,
+    runtime: ServiceRuntime | None,
+    conflicts: ConflictHandler | None,
+    resolve_profile: Callable[[str], Resolved] | None,
+    history: HistoryLike | None,
+    lock: Callable[[str], AbstractContextManager[object]] | None,
+    wall_clock: Callable[[], float],
+) -> _Deps:
+    if state_dir is None:
+        from servectl.paths import state_dir as default_state_dir
+
+        state_dir = default_state_dir()
+    sd = state_dir
+    if resolve_profile is None:
+        from servectl.plan.resolve import resolve
+
+        resolve_profile = resolve
+    if conflicts is None:
+        from servectl.adapters.conflicts import DockerConflicts
+
+        conflicts = DockerConflicts(docker=docker)
+    if history is None:
+        from servectl.adapters.state import History
+
+        history = History(sd)
+    if lock is None:
+        from servectl.adapters.state import StateLock
+        from servectl.service.runtime import lock_timeout_default
+
+        timeout = lock_timeout_default() if lock_timeout_s is None else lock_timeout_s
+
+        def lock(purpose: str) -> AbstractContextManager[object]:
+            return StateLock(sd, timeout, purpose=purpose)
+
+    return _Deps(
+        docker=docker,
+        gpus=gpus,
+        runtime=runtime if runtime is not None else _default_runtime(),
+        preflight=preflight if preflight is not None else profile_preflight(state_dir=sd),
+        conflicts=conflicts,
+        resolve=resolve_profile,
+        history=history,
+        lock=lock,
+        state_dir=sd,
+        scope=scope,
+        clock=clock,
+        wall_clock=wall_clock,
+        on_phase=on_phase,
+    )
+
+
+def _run_locked(tx: _Swap, target: str | None) -> SwapResult:
+    deps = tx.deps
+    # We hold the lock, so a journal left here belongs to a swap that is gone; Docker says what runs now and
+    # the conflicts it stopped are in the record of stopped conflicts.
+    _clear_journal(deps.state_dir)
+    with tx.phase("validate"):
+        running = deps.services(probe=True)
+        if target is None:
+            target = _default_target(running, deps.resolve)
+        resolved = deps.resolve(target)
+        blocking = [s for s in running if _overlaps(s, resolved) and s.state in _ALIVE]
+        # Containers that stand in the way but do not run (exited, created) are removed before the start.
+        leftovers = [s for s in running if _overlaps(s, resolved) and s.state not in _ALIVE]
+        if len(blocking) > 1:
+            names = ", ".join(f"{s.profile} ({s.container_name})" for s in blocking)
+            raise UsageError(
+                f"{target} would replace {len(blocking)} services ({names}); "
+                "stop all but one with `servectl down NAME` first"
+            )
+        current = blocking[0] if blocking else None
+        if current is not None and current.profile == resolved.name and current.state in ("ready", "starting"):
+            message = f"{resolved.name} already runs ({current.container_name}, {current.state}); nothing to do"
+            if current.plan_hash != resolved.plan.plan_hash:
+                message += (
+                    f"; its running plan {current.plan_hash} differs from the profile's plan "
+                    f"{resolved.plan.plan_hash} now - `servectl down {resolved.name}` then "
+                    f"`servectl up {resolved.name}` applies it"
+                )
+            return tx.result(from_profile=current.profile, to_profile=resolved.name, outcome="noop", message=message)
+        # On failure the previous service is brought back only when it is another profile.
+        previous = current.profile if current is not None and current.profile != resolved.name else None
+
+    with tx.phase("image", resolved.plan.docker.image):
+        # Before anything stops: building the stand-in (or finding the image missing) costs no downtime.
+        deps.runtime.ensure_image(resolved, docker=deps.docker, on_phase=tx.progress("image"))
+    with tx.phase("preflight"):
+        deps.conflicts.check_available(resolved.loaded.profile.conflicts)
+        deps.preflight(resolved=resolved, replacing=current, skip=tx.skip, docker=deps.docker, gpus=deps.gpus)
+
+    tx.journal = SwapJournal(
+        pid=os.getpid(),
+        from_profile=current.profile if current is not None else None,
+        to_profile=resolved.name,
+        phase="begin",
+        started_at=deps.wall_clock(),
+    )
+    return _transact(tx, resolved, current, previous, leftovers)
+
+
+def _default_target(running: Sequence[ServiceLike], resolve: Callable[[str], Resolved]) -> str:
+    alive = [s for s in running if s.state in _ALIVE]
+    if not alive:
+        raise UsageError("no servectl service runs, so there is no rollback target; name one: `servectl swap NAME`")
+    if len(alive) > 1:
+        names = ", ".join(s.profile for s in alive)
+        raise UsageError(f"several services run ({names}); name the target: `servectl swap NAME`")
+    current = resolve(alive[0].profile)
+    if current.loaded.profile.rollback is None:
+        raise UsageError(
+            f"{current.name} declares no `rollback:` target in {current.loaded.file.path}; "
+            "name the target: `servectl swap NAME`"
+        )
+    return current.loaded.profile.rollback
+
+
+def _transact(
+    tx: _Swap,
+    resolved: Resolved,
+    current: ServiceLike | None,
+    previous: str | None,
+    leftovers: Sequence[ServiceLike],
+) -> SwapResult:
+    """Stop the current service, stop conflicts, start the target; on any failure, recover."""
+    deps = tx.deps
+    from_profile = current.profile if current is not None else None
+    down_since: float | None = None
+    old_stop_s: float | None = None
+    forced = False
+    step = "begin"
+    try:
+        tx.set_journal("stop-old")
+        if current is not None:
+            with tx.phase("stop-old", current.container_name):
+                step = "stop-old"
+                down_since = deps.clock()
+                stopped = deps.stop(current)
+            old_stop_s, forced = stopped.stop_s, stopped.forced
+            if stopped.leaked_pids:
+                pids = ", ".join(str(p) for p in stopped.leaked_pids)
+                raise ServectlError(f"the cards are still in use after {current.profile} stopped (pids {pids})")
+        if leftovers:
+            with tx.phase("remove-leftovers", ", ".join(s.container_name for s in leftovers)):
+                step = "remove-leftovers"
+                for leftover in leftovers:
+                    deps.stop(leftover)
+        if resolved.loaded.profile.conflicts:
+            tx.set_journal("stop-conflicts")
+            with tx.phase("stop-conflicts"):
+                step = "stop-conflicts"
+                tx.stop_conflicts(resolved)
+        tx.set_journal("start-target")
+        with tx.phase("start-target", resolved.name):
+            step = "start-target"
+            started = deps.runtime.start(resolved=resolved, docker=deps.docker, on_phase=tx.progress("start-target"))
+            tx.signals.mode = "defer"  # it passed the gate: finish the bookkeeping whatever arrives now
+        up_at = deps.clock()
+    except Exception as err:  # a ServectlError, or a bug: either way the old service must come back
+        tx.signals.mode = "abandon"
+        failure = _failure_of(resolved.name, err)
+        if step != "start-target":
+            what = {
+                "stop-old": f"stopping {from_profile}",
+                "remove-leftovers": "removing the stopped containers in its way",
+            }.get(step, f"stopping the conflicts of {resolved.name}")
+            failure = TargetFailure(
+                resolved.name, f"{what} failed, so {resolved.name} was not started: {failure.message}"
+            )
+        return _recover(tx, resolved, current, previous, failure, down_since, old_stop_s, forced, None, err)
+    except _Interrupt as intr:
+        if step == "begin":  # nothing was touched yet
+            tx.signals.mode = "defer"
+            _clear_journal(deps.state_dir)
+            raise SwapInterrupted(
+                f"interrupted ({_signal_name(intr.signum)}) before anything changed; "
+                + (f"{from_profile} still runs" if from_profile else "nothing was started")
+            ) from None
+        failure = TargetFailure(resolved.name, f"interrupted ({_signal_name(intr.signum)}) during {step}")
+        return _recover(tx, resolved, current, previous, failure, down_since, old_stop_s, forced, intr.signum)
+    except _Abandon as abandon:  # a second signal while the runtime was cleaning up the target
+        failure = TargetFailure(resolved.name, f"interrupted ({_signal_name(abandon.signum)}) during {step}")
+        return _abandon(tx, resolved, previous, failure, f"stopped waiting after {_signal_name(abandon.signum)}")
+    downtime = up_at - down_since if down_since is not None else None
+    message = f"{resolved.name} is up ({resolved.plan.url})"
+    if from_profile and downtime is not None:
+        message += f", replacing {from_profile}; downtime {downtime:.2f} s"
+    if tx.stopped:
+        message += f"; stopped {', '.join(s.label() for s in tx.stopped)} (`servectl down` restores it)"
+    result = tx.result(
+        from_profile=from_profile,
+        to_profile=resolved.name,
+        outcome="swapped" if from_profile else "started",
+        downtime_s=downtime,
+        old_stop_s=old_stop_s,
+        target_startup_s=started.startup_s,
+        forced_stop=forced,
+        message=message,
+    )
+    event = tx.result_event(result)
+    event.update(
+        container_id=started.service.container_id,
+        container_name=started.service.container_name,
+        plan_hash=resolved.plan.plan_hash,
+        startup_s=round(started.startup_s, 3),
+    )
+    tx.record(event)
+    _clear_journal(deps.state_dir)
+    return result
+
+
+def _recover(
+    tx: _Swap,
+    resolved: Resolved,
+    current: ServiceLike | None,
+    previous: str | None,
+    failure: TargetFailure,
+    down_since: float | None,
+    old_stop_s: float | None,
+    forced: bool,
+    interrupted_by: int | None,
+    cause: BaseException | None = None,
+) -> SwapResult:
+    """The target failed or the user interrupted: remove it, bring the previous service back, restore."""
+    deps = tx.deps
+    tx.signals.mode = "abandon"
+    from_profile = current.profile if current is not None else None
+    if interrupted_by is not None or failure.message.startswith("stopping "):
+        why = failure.describe()
+    else:
+        why = f"{resolved.name} failed: {failure.describe()}"
+    previous_failure: TargetFailure | None = None
+    restored: StartResultLike | None = None
+    restored_at: float | None = None
+    cards = ""
+    try:
+        tx.set_journal("remove-target", why)
+        with tx.phase("remove-target", resolved.name):
+            # The runtime's start removes what it created; this makes sure, and finishes an interrupted stop.
+            for service in deps.services(probe=False):
+                if _overlaps(service, resolved) or (
+                    current is not None and service.container_id == current.container_id
+                ):
+                    deps.stop(service)
+        if previous is not None:
+            tx.set_journal("start-previous", why)
+            with tx.phase("start-previous", previous):
+                try:
+                    restored = deps.runtime.start(
+                        resolved=deps.resolve(previous),
+                        docker=deps.docker,
+                        on_phase=tx.progress("start-previous"),
+                    )
+                    restored_at = deps.clock()
+                except ServectlError as err:
+                    previous_failure = _failure_of(previous, err)
+            if previous_failure is not None:
+                with tx.phase("remove-previous", previous):
+                    for service in deps.services(probe=False):
+                        if service.profile == previous:
+                            deps.stop(service)
+        if restored is None:
+            cards = _verify_cards_free(tx, resolved, current)
+        tx.set_journal("restore-conflicts", why)
+        restore = tx.restore_stopped()
+    except _Abandon as abandon:
+        return _abandon(tx, resolved, previous, failure, f"stopped waiting after {_signal_name(abandon.signum)}")
+    except ServectlError as err:  # the engine failed us while cleaning up: say what is known, keep the journal
+        return _abandon(tx, resolved, previous, failure, f"cleanup failed: {err.message}", SwapFailed)
+    tx.signals.mode = "defer"
+    downtime = restored_at - down_since if restored_at is not None and down_since is not None else None
+    restore_text = f"; {restore.summary()}" if restore and restore.summary() else ""
+    base: dict[str, Any] = {
+        "from_profile": from_profile,
+        "to_profile": resolved.name,
+        "downtime_s": downtime,
+        "old_stop_s": old_stop_s,
+        "forced_stop": forced,
+        "conflicts_restore": restore,
+        "target_failure": failure,
+    }
+    error: ServectlError
+    if previous is not None and restored is not None:
+        message = (
+            f"{why}; {resolved.name} was removed and the previous service {previous} is back "
+            "(it passed the health gate"
+            + (f"; downtime {downtime:.1f} s)" if downtime is not None else ")")
+            + restore_text
+            + (f". Fix {resolved.name} before swapping again" if interrupted_by is None else "")
+            + _log_tail(failure)
+        )
+        result = tx.result(outcome="interrupted" if interrupted_by else "rolled-back", message=message, **base)
+        error = SwapRolledBack(message, result=result)
+        tx.record(tx.result_event(result))
+        tx.record(
+            {
+                "event": "up",
+                "profile": previous,
+                "container_id": restored.service.container_id,
+                "container_name": restored.service.container_name,
+                "startup_s": round(restored.startup_s, 3),
+                "restored_after": resolved.name,
+            }
+        )
+    elif previous is not None and previous_failure is not None:
+        message = (
+            f"{why}; the previous service {previous} did not come back either: "
+            f"{previous_failure.describe()}. Nothing of servectl runs now{cards}{restore_text}. "
+            f"Check both (the log lines below, `servectl validate {resolved.name}`), "
+            f"then `servectl up {previous}`" + _log_tail(failure) + _log_tail(previous_failure)
+        )
+        result = tx.result(outcome="failed", message=message, previous_failure=previous_failure, **base)
+        error = SwapFailed(message, result=result)
+        tx.record(tx.result_event(result))
+    else:  # nothing healthy ran before: this swap acted like `up`
+        before = "nothing was serving before"
+        message = f"{why}; {resolved.name} was removed; {before}, so nothing runs now{cards}{restore_text}" + _log_tail(
+            failure
+        )
+        result = tx.result(outcome="interrupted" if interrupted_by else "failed", message=message, **base)
+        tx.record(tx.result_event(result))
+        if interrupted_by is not None:
+            error = SwapInterrupted(message, result=result)
+        else:
+            error = StartupFailed(
+                message,
+                last_log_lines=failure.last_log_lines,
+                exit_code_of_container=failure.exit_code_of_container,
+                oom_killed=failure.oom_killed,
+            )
+    _clear_journal(deps.state_dir)
+    raise error from cause
+
+
+def _verify_cards_free(tx: _Swap, resolved: Resolved, current: ServiceLike | None) -> str:
+    """With a GPU inventory: wait until the target's (and the old service's) cards run nothing."""
+    devices = sorted(
+        {int(d) for d in resolved.plan.docker.device_ids if d.isdigit()} | set(current.gpus if current else ())
+    )
+    gpus = tx.deps.gpus
+    if gpus is None or not devices:
+        return ""
+    with tx.phase("verify-cards", ",".join(map(str, devices))):
+        deadline = time.monotonic() + CARDS_FREE_DEADLINE_S
+        while True:
+            snapshot = gpus.snapshot()
+            pids = sorted(
+                {p.pid for i in devices if (d := snapshot.device(i)) is not None and d.processes for p in d.processes}
+            )
+            if not pids or time.monotonic() >= deadline:
+                break
+            time.sleep(0.25)
+    shown = ", ".join(map(str, devices))
+    if pids:
+        return f"; but cards {shown} still run pids {', '.join(map(str, pids))}: find them with nvidia-smi"
+    return f" and cards {shown} are free"
+
+
+def _abandon(
+    tx: _Swap,
+    resolved: Resolved,
+    previous: str | None,
+    failure: TargetFailure,
+    why_stopped: str,
+    error: type[SwapInterrupted] | type[SwapFailed] = SwapInterrupted,
+) -> SwapResult:
+    """Stop recovering (a signal, or the engine failed): say what runs and what to do; keep the journal."""
+    deps = tx.deps
+    tx.signals.mode = "defer"
+    try:
+        running = [f"{s.profile} ({s.state})" for s in deps.services(probe=True)]
+        now = ", ".join(running) if running else "nothing of servectl"
+    except ServectlError:
+        now = "unknown (the engine did not answer)"
+    note = f"{why_stopped}; running now: {now}"
+    next_step = f"`servectl status`, then `servectl swap {previous}`" if previous else "`servectl status`"
+    lead = failure.message if failure.message.startswith("interrupted") else f"{resolved.name} failed"
+    message = f"{lead}; {note}. Next: {next_step}"
+    if tx.stopped:
+        message += "; still stopped: " + ", ".join(f"{s.label()} (`{s.restore_command()}`)" for s in tx.stopped)
+    with suppress(OSError, AssertionError):
+        tx.set_journal("abandoned", note)
+    result = tx.result(
+        from_profile=previous,
+        to_profile=resolved.name,
+        outcome="interrupted" if error is SwapInterrupted else "failed",
+        target_failure=failure,
+        message=message,
+    )
+    tx.record(tx.result_event(result))
+    raise error(message, result=result)
+
+
+# -- rollback ------------------------------------------------------------------------------------------
+def previous_profile(events: Sequence[Mapping[str, Any]], current: str) -> str | None:
+    """The profile that ran before ``current``, from history (runtime event format).
+
+    The newest run event (``up``, ``swap``, ``rollback``) of ``current`` names what it ``replaced``; without
+    that, the newest earlier run event of another profile.
+    """
+    runs = [e for e in events if e.get("event") in RUN_EVENTS and e.get("profile")]
+    for index in range(len(runs) - 1, -1, -1):
+        if runs[index]["profile"] != current:
+            continue
+        replaced = runs[index].get("replaced")
+        if isinstance(replaced, str) and replaced and replaced != current:
+            return replaced
+        return next((str(e["profile"]) for e in reversed(runs[:index]) if e["profile"] != current), None)
+    return None
+
+
+def rollback(
+    *,
+    docker: Any,
+    runtime: ServiceRuntime | None = None,
+    history: HistoryLike | None = None,
+    state_dir: Path | None = None,
+    scope: Mapping[str, str] | None = None,
+    **kwargs: Any,
+) -> SwapResult:
+    """Swap back to the profile that ran before the current one (from history). Same errors as :func:`swap`.
+
+    Raises:
+        UsageError: nothing runs, several services run, or history has no earlier profile.
+    """
+    if state_dir is None:
+        from servectl.paths import state_dir as default_state_dir
+
+        state_dir = default_state_dir()
+    if history is None:
+        from servectl.adapters.state import History
+
+        history = History(state_dir)
+    rt = runtime if runtime is not None else _default_runtime()
+    running = rt.services(docker=docker, probe=False, plan_hash_of=None, state_dir=state_dir, scope=scope)
+    alive = [s for s in running if s.state in _ALIVE]
+    if not alive:
+        raise UsageError("nothing of servectl runs, so there is nothing to roll back; `servectl up NAME` starts one")
+    if len(alive) > 1:
+        raise UsageError("several services run (" + ", ".join(s.profile for s in alive) + "); use `servectl swap NAME`")
+    before = previous_profile(list(history.events()), alive[0].profile)
+    if before is None:
+        raise UsageError(
+            f"the history has no profile that ran before {alive[0].profile}; use `servectl swap NAME` "
+            "(a plain `servectl swap` goes to its declared rollback)"
+        )
+    return swap(
+        target=before,
+        docker=docker,
+        runtime=rt,
+        history=history,
+        state_dir=state_dir,
+        scope=scope,
+        _kind="rollback",
+        **kwargs,
+    )
+
+
+# -- rollback-check ------------------------------------------------------------------------------------
+def rollback_check(
+    *,
+    names: Sequence[str] | None,
+    docker: Any,
+    gpus: Any = None,
+    preflight: Preflight | None = None,
+    runtime: ServiceRuntime | None = None,
+    resolve_profile: Callable[[str], Resolved] | None = None,
+    state_dir: Path | None = None,
+    scope: Mapping[str, str] | None = None,
+    path_is_dir: Callable[[str], bool] = os.path.isdir,
+) -> list[RollbackCheck]:
+    """Prove that each profile's rollback target could start now. Starts and stops nothing.
+
+    For each profile (``names``; default: every profile that declares ``rollback:``) its target must
+    validate, its image must be present (with the pinned digest), its model folder must exist, and
+    preflight must pass counting the service the target would replace as stopped.
+    """
+    if resolve_profile is None:
+        from servectl.plan.resolve import resolve
+
+        resolve_profile = resolve
+    rt = runtime if runtime is not None else _default_runtime()
+    check = preflight if preflight is not None else profile_preflight(build_image=False)
+    if names is None:
+        names = _profiles_with_rollback()
+    running = list(rt.services(docker=docker, probe=False, plan_hash_of=None, state_dir=state_dir, scope=scope))
+    return [_check_one(n, docker, gpus, check, resolve_profile, running, path_is_dir) for n in names]
+
+
+def _profiles_with_rollback() -> list[str]:
+    from servectl.profile.loader import discover, load_profile_file
+
+    out = []
+    for name, file in sorted(discover().items()):
+        if file.is_base:
+            continue
+        try:
+            if load_profile_file(file).profile.rollback:
+                out.append(name)
+        except ServectlError:
+            continue  # a profile that does not load says so in `servectl validate`
+    return out
+
+
+def _check_one(
+    name: str,
+    docker: Any,
+    gpus: Any,
+    preflight: Preflight,
+    resolve: Callable[[str], Resolved],
+    running: Sequence[ServiceLike],
+    path_is_dir: Callable[[str], bool],
+) -> RollbackCheck:
+    try:
+        source = resolve(name)
+    except ServectlError as e:
+        return RollbackCheck(name, None, (CheckItem("declared", False, f"{name} does not load: {e.lines()[0]}"),))
+    target = source.loaded.profile.rollback
+    if target is None:
+        return RollbackCheck(name, None, (CheckItem("declared", False, f"{name} declares no `rollback:` target"),))
+    items = [CheckItem("declared", True, f"{name} rolls back to {target}")]
+    try:
+        resolved = resolve(target)
+    except ServectlError as e:
+        problems = e.lines()
+        more = f" (+{len(problems) - 1} more: `servectl validate {target}`)" if len(problems) > 1 else ""
+        items.append(CheckItem("validates", False, f"{target} does not validate: {problems[0]}{more}"))
+        return RollbackCheck(name, target, tuple(items))
+    items.append(CheckItem("validates", True, f"{target} validates and compiles"))
+    items.append(_image_item(resolved, docker))
+    model_dir = resolved.plan.docker.mounts[0].source
+    if path_is_dir(model_dir):
+        items.append(CheckItem("model", True, f"model folder {model_dir} is there"))
+    else:
+        items.append(CheckItem("model", False, f"model folder {model_dir} does not exist; fix model.path of {target}"))
+    blocking = [s for s in running if _overlaps(s, resolved)]
+    if len(blocking) > 1:
+        names = ", ".join(s.profile for s in blocking)
+        items.append(CheckItem("preflight", False, f"{target} would replace several services at once ({names})"))
+        return RollbackCheck(name, target, tuple(items))
+    replacing = blocking[0] if blocking else None
+    try:
+        preflight(resolved=resolved, replacing=replacing, skip=frozenset(), docker=docker, gpus=gpus)
+        once = f" once {replacing.profile} is stopped" if replacing is not None else ""
+        items.append(CheckItem("preflight", True, f"preflight passes{once}"))
+    except PreflightFailed as e:
+        items.append(CheckItem("preflight", False, f"preflight fails: {e.lines()[0]}"))
+    except ServectlError as e:
+        items.append(CheckItem("preflight", False, f"preflight could not run: {e.lines()[0]}"))
+    return RollbackCheck(name, target, tuple(items))
+
+
+def _image_item(resolved: Resolved, docker: Any) -> CheckItem:
+    image = resolved.loaded.profile.image
+    ref = resolved.plan.docker.image  # repo@digest when a digest is pinned
+    try:
+        present = bool(docker.image_present(ref)) or (
+            image.digest is not None and bool(docker.image_present(image.digest))
+        )
+    except ServectlError as e:
+        return CheckItem("image", False, f"cannot ask Docker about {ref}: {e.lines()[0]}")
+    if present:
+        pinned = f" with the pinned digest {image.digest}" if image.digest else " (no digest pinned)"
+        return CheckItem("image", True, f"image {image.ref} is present{pinned}")
+    if image.build == "standin" and image.digest is None:
+        return CheckItem("image", True, f"image {image.ref} is missing; servectl builds it at start (stand-in)")
+    if image.digest:
+        return CheckItem(
+            "image",
+            False,
+            f"image {image.ref} with digest {image.digest} is not on this host; `docker pull {ref}`",
+        )
+    return CheckItem("image", False, f"image {image.ref} is not on this host; `docker pull {image.ref}`")
+
+
+# -- preflight -----------------------------------------------------------------------------------------
+CONTAINER_NAME_CHECK = "container.name"
+"""swap's own check (besides servectl's preflight): the target's container name is not taken."""
+
+
+def profile_preflight(
+    *,
+    state_dir: Path | None = None,
+    on_report: Callable[[Any], None] | None = None,
+    adapters: tuple[Any, Any, Any] | None = None,
+    build_image: bool = True,
+) -> Preflight:
+    """servectl's preflight (:mod:`servectl.preflight.checks`) as a swap :class:`Preflight`.
+
+    The service being replaced counts as stopped (its container, main pid and port) and declared conflicts
+    as about to be stopped. Checks skipped with ``--force`` are recorded in the history.
+
+    Args:
+        state_dir: where forced checks are recorded.
+        on_report: gets the full report (warnings, skipped checks) before a failure is raised.
+        adapters: (GPU inventory, host probe, Docker facts) instead of NVML, psutil and Docker (tests).
+        build_image: build the stand-in image first when the profile says so (``rollback-check``: no).
+    """
+
+    def check(
+        *, resolved: Resolved, replacing: ServiceLike | None, skip: frozenset[str], docker: Any, gpus: Any
+    ) -> None:
+        from servectl.preflight.checks import Replacing, preflight_on_this_host, raise_if_failed, run_preflight
+        from servectl.preflight.request import full_preflight, request_for
+
+        if CONTAINER_NAME_CHECK not in skip:
+            _container_name_free(resolved, docker)
+        skip = skip - {CONTAINER_NAME_CHECK}
+        freed: Replacing | None = None
+        if replacing is not None:
+            state = docker.inspect(replacing.container_id)
+            pid = getattr(state, "pid", None)
+            freed = Replacing(
+                container_id=replacing.container_id,
+                container_name=replacing.container_name,
+                pids=frozenset({pid} if pid else ()),
+                port=replacing.port,
+            )
+        if build_image:
+            full_preflight(
+                docker=docker,
+                skip=skip,
+                replacing=freed,
+                stop_conflicts=True,
+                state_dir=state_dir,
+                on_report=on_report,
+                adapters=adapters,
+            )(resolved)
+            return
+        request = request_for(resolved, replacing=freed, stop_conflicts=True)
+        if adapters is None:
+            report = preflight_on_this_host(request=request, skip=skip)
+        else:
+            report = run_preflight(request=request, gpus=adapters[0], host=adapters[1], docker=adapters[2], skip=skip)
+        if on_report is not None:
+            on_report(report)
+        raise_if_failed(report)
+
+    return check
+
+
+def _container_name_free(resolved: Resolved, docker: Any) -> None:
+    for c in docker.containers_named(resolved.plan.docker.name):
+        if not c.managed:
+            raise PreflightFailed(
+                f"{CONTAINER_NAME_CHECK}: a container named {c.name} exists and servectl did not start it; "
+                f"remove or rename it, or set container.name in {resolved.plan.source}"
+            )
+
+
+# -- for status and down ------------------------------------------------------------------------------
+def status_notes(*, state_dir: Path) -> list[str]:
+    """Lines for ``servectl status``: an unfinished swap (its journal), and conflicts servectl keeps stopped."""
+    from servectl.adapters.conflicts import load_stopped
+
+    notes = []
+    journal = read_journal(state_dir)
+    if journal is not None:
+        notes.append(f"unfinished swap: {journal.hint()}")
+    for stopped in load_stopped(state_dir):
+        notes.append(
+            f"{stopped.label()} was stopped for {stopped.stopped_by or 'a servectl service'}; "
+            f"`servectl down` restores it once nothing of servectl runs (or `{stopped.restore_command()}`)"
+        )
+    return notes
+
+
+def restore_after_down(
+    *,
+    docker: Any,
+    state_dir: Path,
+    scope: Mapping[str, str] | None = None,
+    conflicts: ConflictHandler | None = None,
+    runtime: ServiceRuntime | None = None,
+) -> RestoreOutcome | None:
+    """After ``down``: once no servectl service runs, start again every conflict servectl stopped.
+
+    Returns:
+        What was restored (``None``: nothing recorded, or a servectl service still runs).
+    """
+    from servectl.adapters.conflicts import DockerConflicts, load_stopped, restore_recorded
+
+    if not load_stopped(state_dir):
+        return None
+    rt = runtime if runtime is not None else _default_runtime()
+    running = rt.services(docker=docker, probe=False, plan_hash_of=None, state_dir=state_dir, scope=scope)
+    if any(s.state in _ALIVE for s in running):
+        return None
+    handler = conflicts if conflicts is not None else DockerConflicts(docker=docker)
+    return restore_recorded(handler=handler, state_dir=state_dir)

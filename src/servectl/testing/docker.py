@@ -1,0 +1,520 @@
+"""A fake Docker engine for unit tests of the runtime and the health gate.
+
+:class:`FakeDockerEngine` implements :class:`servectl.adapters.docker_engine.DockerEngine` in memory. Each container
+it "starts" plays a :class:`FakeScript`: log lines at given seconds after start, then running on or exiting
+with a code (and an OOM flag). :meth:`FakeDockerEngine.http_transport` answers the engine's HTTP API for the
+running containers (``/health`` is 503 until the script's ready line is out), so the gate runs unchanged
+against it with an ``httpx.Client(transport=...)``.
+
+The adapter itself (:class:`servectl.adapters.docker_engine.DockerSdkEngine`) is tested against the real engine.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from servectl.adapters.docker_engine import ContainerState, LogLines, run_kwargs
+from servectl.errors import EngineUnavailable, PreflightFailed, ServectlError, ServiceConflict, StartupFailed
+from servectl.plan.compile import LABEL_HOST, LABEL_PORT, LABEL_SERVED_NAME, DockerRunSpec
+from servectl.service.health import READY_LINE
+
+__all__ = [
+    "TEST_SESSION_LABEL",
+    "FakeContainer",
+    "FakeDockerEngine",
+    "FakeScript",
+    "sglang_like_script",
+    "write_test_profile",
+]
+
+#: Label that marks containers of one test session (tests clean up by it).
+TEST_SESSION_LABEL = "servectl.test-session"
+
+
+@dataclass(frozen=True)
+class FakeScript:
+    """What a fake container does after it starts.
+
+    Attributes:
+        lines: (seconds after start, line) in order.
+        exit_at_s: when the main process exits by itself (None: runs until stopped).
+        exit_code: its exit code then.
+        oom_killed: whether Docker reports it OOM-killed.
+        ignore_sigterm: a stop waits the whole grace period and ends in SIGKILL (exit 137).
+        models: what ``/v1/models`` lists (default: the container's served name).
+        chat_status: HTTP status of chat completions once ready.
+    """
+
+    lines: tuple[tuple[float, str], ...] = ()
+    exit_at_s: float | None = None
+    exit_code: int = 0
+    oom_killed: bool = False
+    ignore_sigterm: bool = False
+    models: tuple[str, ...] | None = None
+    chat_status: int = 200
+
+    @property
+    def ready_at_s(self) -> float | None:
+        return next((t for t, line in self.lines if READY_LINE in line), None)
+
+
+def sglang_like_script(
+    delay_s: float = 0.2,
+    *,
+    crash_at: str | None = None,
+    stall_at: str | None = None,
+    fatal_line: str | None = None,
+    extra_lines: Iterable[str] = (),
+    exit_code: int = 1,
+    oom_killed: bool = False,
+    never_ready: bool = False,
+    ignore_sigterm: bool = False,
+) -> FakeScript:
+    """SGLang's startup lines spread over ``delay_s``, with an optional injected failure.
+
+    ``crash_at``/``stall_at``/``fatal_line`` take effect at the start of a phase: "weights", "kv_cache",
+    "cuda_graph" or "warmup" (``fatal_line`` is written during "kv_cache").
+    """
+    phases: list[tuple[str, list[str]]] = [
+        (
+            "weights",
+            [
+                "Load weight begin. avail mem=94.00 GB",
+                "Loading safetensors checkpoint shards:  50% Completed | 1/2",
+                "Loading safetensors checkpoint shards: 100% Completed | 2/2",
+                "Load weight end. type=X, dtype=torch.bfloat16",
+            ],
+        ),
+        ("kv_cache", ["KV Cache is allocated. #tokens: 524288, K size: 1.00 GB", "Memory pool end."]),
+        (
+            "cuda_graph",
+            [
+                "Capture cuda graph begin. This can take up to several minutes.",
+                "Capturing batches (bs=1 avail_mem=10.00 GB): 100%| 1/1",
+                "Capture cuda graph end. Time elapsed: 0.10 s.",
+            ],
+        ),
+        (
+            "warmup",
+            [
+                "INFO:     Uvicorn running on http://0.0.0.0:8190 (Press CTRL+C to quit)",
+                *extra_lines,
+                READY_LINE,
+            ],
+        ),
+    ]
+    total = sum(len(lines) for _, lines in phases)
+    step = delay_s / total
+    out: list[tuple[float, str]] = []
+    t = 0.0
+    for phase, lines in phases:
+        if phase == crash_at:
+            out.append((t, "Scheduler hit an exception: RuntimeError: injected"))
+            return FakeScript(tuple(out), exit_at_s=t + step, exit_code=exit_code, oom_killed=oom_killed)
+        if phase == stall_at:
+            return FakeScript(tuple(out), ignore_sigterm=ignore_sigterm)
+        if fatal_line is not None and phase == "kv_cache":
+            out.append((t, fatal_line))
+            return FakeScript(tuple(out), ignore_sigterm=ignore_sigterm)
+        for line in lines:
+            t += step
+            if never_ready and line == READY_LINE:
+                continue
+            out.append((t, line))
+    return FakeScript(tuple(out), ignore_sigterm=ignore_sigterm)
+
+
+@dataclass
+class FakeContainer:
+    """A container of the fake engine (mutable: the engine changes it)."""
+
+    id: str
+    spec: DockerRunSpec
+    environment: list[str]
+    script: FakeScript
+    created_at: float
+    started_at: float | None = None
+    stopped_at: float | None = None
+    exit_code: int | None = None
+    oom_killed: bool = False
+    labels: dict[str, str] = field(default_factory=dict)
+    foreign: bool = False
+
+    def elapsed(self, now: float) -> float:
+        return 0.0 if self.started_at is None else now - self.started_at
+
+
+class FakeDockerEngine:
+    """An in-memory :class:`~servectl.adapters.docker_engine.DockerEngine`.
+
+    Args:
+        images: image references present on the "host".
+        script_for: the script a new container plays (default: SGLang-like lines over 0.2 s).
+        available: False makes every call raise EngineUnavailable.
+        clock: monotonic seconds (container time).
+        sleep: how stop waits out a grace period (tests pass a no-op to stay fast).
+    """
+
+    def __init__(
+        self,
+        *,
+        images: Iterable[str] = (),
+        script_for: Callable[[DockerRunSpec], FakeScript] | None = None,
+        available: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.images = set(images)
+        self.script_for = script_for or (lambda spec: sglang_like_script())
+        self.available = available
+        self.clock = clock
+        self.sleep = sleep
+        self.containers: dict[str, FakeContainer] = {}
+        self.calls: list[tuple[str, str]] = []
+        self._ids = itertools.count(1)
+        self._guard = threading.RLock()
+
+    # -- helpers for tests ----------------------------------------------------------------------------
+    def add_foreign(
+        self, name: str, *, ports: Iterable[int] = (), device_ids: Iterable[str] = (), running: bool = True
+    ) -> str:
+        """A container servectl did not start (no servectl labels)."""
+        from servectl.plan.compile import PortBinding
+
+        spec = DockerRunSpec(
+            image="other:latest",
+            name=name,
+            command=("sleep", "inf"),
+            labels={},
+            environment=(),
+            device_ids=tuple(device_ids),
+            ipc_mode=None,
+            shm_size=None,
+            ulimits=(),
+            network_mode="bridge",
+            ports=tuple(PortBinding("0.0.0.0", p, p) for p in ports),
+            mounts=(),
+            stop_timeout_s=10,
+        )
+        cid = self._new(spec, [], FakeScript(), foreign=True)
+        if running:
+            self.containers[cid].started_at = self.clock()
+        return cid
+
+    def remove_behind_back(self, container_id: str) -> None:
+        """Like ``docker rm -f`` from another terminal."""
+        with self._guard:
+            self.containers.pop(container_id, None)
+
+    # -- state ----------------------------------------------------------------------------------------
+    def _check(self, call: str, arg: str = "") -> None:
+        self.calls.append((call, arg))
+        if not self.available:
+            raise EngineUnavailable("the Docker engine does not answer (fake); start it")
+
+    def _new(self, spec: DockerRunSpec, environment: list[str], script: FakeScript, *, foreign: bool = False) -> str:
+        cid = f"{next(self._ids):012x}" + "f" * 52
+        self.containers[cid] = FakeContainer(
+            id=cid,
+            spec=spec,
+            environment=environment,
+            script=script,
+            created_at=self.clock(),
+            labels=dict(spec.labels),
+            foreign=foreign,
+        )
+        return cid
+
+    def _settle(self, c: FakeContainer) -> None:
+        """Apply the script's own exit once its time has come."""
+        s = c.script
+        due = s.exit_at_s is not None and c.started_at is not None and c.elapsed(self.clock()) >= s.exit_at_s
+        if c.exit_code is None and due:
+            assert c.started_at is not None and s.exit_at_s is not None
+            c.exit_code, c.oom_killed = s.exit_code, s.oom_killed
+            c.stopped_at = c.started_at + s.exit_at_s
+
+    def _running(self, c: FakeContainer) -> bool:
+        self._settle(c)
+        return c.started_at is not None and c.exit_code is None
+
+    def _state(self, c: FakeContainer) -> ContainerState:
+        running = self._running(c)
+        status = "running" if running else ("created" if c.started_at is None else "exited")
+        now_wall = time.time()
+        started = None if c.started_at is None else now_wall - (self.clock() - c.started_at)
+        finished = None if c.stopped_at is None else now_wall - (self.clock() - c.stopped_at)
+        return ContainerState(
+            id=c.id,
+            name=c.spec.name,
+            image=c.spec.image,
+            labels=dict(c.labels),
+            status=status,
+            exit_code=None if running or c.started_at is None else c.exit_code,
+            oom_killed=c.oom_killed,
+            started_at=started,
+            finished_at=finished,
+            ports=c.spec.ports,
+            device_ids=c.spec.device_ids,
+            pid=4242 if running else None,
+            mounts=tuple((m.source, m.target) for m in c.spec.mounts),
+            network_mode=c.spec.network_mode,
+        )
+
+    def _get(self, id_or_name: str) -> FakeContainer | None:
+        for c in self.containers.values():
+            if id_or_name in (c.id, c.spec.name) or (len(id_or_name) >= 12 and c.id.startswith(id_or_name)):
+                return c
+        return None
+
+    # -- DockerEngine ---------------------------------------------------------------------------------
+    def ping(self) -> None:
+        self._check("ping")
+
+    def image_present(self, ref: str) -> bool:
+        self._check("image_present", ref)
+        return ref in self.images
+
+    def create_and_start(self, spec: DockerRunSpec, *, environ: Mapping[str, str] | None = None) -> str:
+        self._check("create_and_start", spec.name)
+        with self._guard:
+            if spec.image not in self.images:
+                raise PreflightFailed(f"image {spec.image} is not on this host (fake)")
+            if any(c.spec.name == spec.name for c in self.containers.values()):
+                raise ServiceConflict(f"a container named {spec.name} already exists (fake)")
+            for other in self.containers.values():
+                if self._running(other):
+                    taken = {(p.host_ip, p.host_port) for p in other.spec.ports}
+                    for p in spec.ports:
+                        if (p.host_ip, p.host_port) in taken or ("0.0.0.0", p.host_port) in taken:
+                            raise StartupFailed(
+                                f"docker could not start container {spec.name}: port is already allocated"
+                            )
+            environment = run_kwargs(spec, environ=environ or {})["environment"]
+            cid = self._new(spec, environment, self.script_for(spec))
+            self.containers[cid].started_at = self.clock()
+            return cid
+
+    def list_managed(self, label_filter: Mapping[str, str] | None = None) -> list[ContainerState]:
+        self._check("list_managed")
+        with self._guard:
+            out = []
+            for c in list(self.containers.values()):
+                state = self._state(c)
+                if state.managed and all(state.labels.get(k) == v for k, v in (label_filter or {}).items()):
+                    out.append(state)
+            return out
+
+    def running_containers(self) -> list[ContainerState]:
+        self._check("running_containers")
+        with self._guard:
+            return [self._state(c) for c in list(self.containers.values()) if self._running(c)]
+
+    def containers_named(self, name: str) -> list[ContainerState]:
+        self._check("containers_named", name)
+        with self._guard:
+            return [self._state(c) for c in list(self.containers.values()) if c.spec.name == name]
+
+    def inspect(self, id_or_name: str) -> ContainerState | None:
+        self._check("inspect", id_or_name)
+        with self._guard:
+            c = self._get(id_or_name)
+            return None if c is None else self._state(c)
+
+    def logs(self, container_id: str, *, follow: bool, tail: int | None = None, since: float | None = None) -> LogLines:
+        self._check("logs", container_id)
+        c = self._get(container_id)
+        if c is None:
+            raise ServectlError(f"docker: logs of {container_id[:12]}: no such container (fake)")
+        return _FakeLogLines(self, c, follow=follow, tail=tail)
+
+    def stop(self, container_id: str, *, timeout_s: int) -> None:
+        self._check("stop", container_id)
+        c = self._get(container_id)
+        if c is None or not self._running(c):
+            return
+        if c.script.ignore_sigterm:
+            self.sleep(timeout_s)
+            code = 137
+        else:
+            code = 0
+        with self._guard:
+            if c.exit_code is None:
+                c.exit_code, c.stopped_at = code, self.clock()
+
+    def kill(self, container_id: str) -> None:
+        self._check("kill", container_id)
+        c = self._get(container_id)
+        if c is not None and self._running(c):
+            c.exit_code, c.stopped_at = 137, self.clock()
+
+    def remove(self, container_id: str, *, force: bool) -> None:
+        self._check("remove", container_id)
+        with self._guard:
+            c = self._get(container_id)
+            if c is None:
+                return
+            if self._running(c) and not force:
+                raise ServectlError(f"docker: remove container {container_id[:12]}: it is running (fake)")
+            del self.containers[c.id]
+
+    def start(self, container_id: str) -> None:
+        self._check("start", container_id)
+        c = self._get(container_id)
+        if c is None:
+            raise ServectlError(f"docker: start container {container_id[:12]}: no such container (fake)")
+        if not self._running(c):
+            c.started_at, c.exit_code, c.stopped_at = self.clock(), None, None
+            c.script = replace(c.script, exit_at_s=None)
+
+    # -- the engine's HTTP API ------------------------------------------------------------------------
+    def http_transport(self) -> Any:
+        """An ``httpx.MockTransport`` answering for the running containers' published ports."""
+        import httpx
+
+        def handle(request: httpx.Request) -> httpx.Response:
+            port = request.url.port
+            with self._guard:
+                target = None
+                for c in self.containers.values():
+                    if not self._running(c) or c.foreign:
+                        continue
+                    ports = {p.host_port for p in c.spec.ports} or {int(c.labels.get(LABEL_PORT, "0"))}
+                    if port in ports and request.url.host in (
+                        c.labels.get(LABEL_HOST, "127.0.0.1"),
+                        "127.0.0.1",
+                    ):
+                        target = c
+            if target is None:
+                raise httpx.ConnectError("connection refused (fake)", request=request)
+            ready_at = target.script.ready_at_s
+            ready = ready_at is not None and target.elapsed(self.clock()) >= ready_at
+            path = request.url.path
+            if path == "/health":
+                return httpx.Response(200 if ready else 503)
+            if path == "/v1/models":
+                names = target.script.models or (target.labels.get(LABEL_SERVED_NAME, "model"),)
+                return httpx.Response(
+                    200, json={"object": "list", "data": [{"id": n, "object": "model"} for n in names]}
+                )
+            if path == "/v1/chat/completions":
+                if not ready:
+                    return httpx.Response(503)
+                body = json.loads(request.content or b"{}")
+                if target.script.chat_status != 200:
+                    return httpx.Response(target.script.chat_status, text="error (fake)")
+                return httpx.Response(
+                    200, json={"choices": [{"message": {"content": "OK"}}], "model": body.get("model")}
+                )
+            return httpx.Response(404)
+
+        return httpx.MockTransport(handle)
+
+
+class _FakeLogLines:
+    def __init__(self, engine: FakeDockerEngine, c: FakeContainer, *, follow: bool, tail: int | None) -> None:
+        self._engine, self._c, self._follow = engine, c, follow
+        self._closed = threading.Event()
+        lines = c.script.lines
+        if not follow:
+            now = c.elapsed(engine.clock())
+            done = [line for t, line in lines if t <= now]
+            self._queue = done[-tail:] if tail else done
+            self._index = 0
+            return
+        self._index = 0
+        self._queue = []
+
+    def __iter__(self) -> _FakeLogLines:
+        return self
+
+    def __next__(self) -> str:
+        if not self._follow:
+            if self._index >= len(self._queue):
+                raise StopIteration
+            self._index += 1
+            return self._queue[self._index - 1]
+        lines = self._c.script.lines
+        while not self._closed.is_set():
+            if self._index < len(lines):
+                t, line = lines[self._index]
+                if self._c.elapsed(self._engine.clock()) >= t:
+                    self._index += 1
+                    return line
+            if self._c.id not in self._engine.containers:
+                raise StopIteration
+            if not self._engine._running(self._c):
+                # Lines written before the exit are still delivered, then the stream ends.
+                stopped = self._c.stopped_at
+                if (
+                    stopped is not None
+                    and self._index < len(lines)
+                    and lines[self._index][0] <= self._c.elapsed(stopped)
+                ):
+                    self._index += 1
+                    return lines[self._index - 1][1]
+                raise StopIteration
+            time.sleep(0.005)
+        raise StopIteration
+
+    def close(self) -> None:
+        self._closed.set()
+
+
+def write_test_profile(
+    folder: Path,
+    name: str,
+    *,
+    port: int,
+    extends: str | None = "demo",
+    session: str | None = None,
+    **sections: Mapping[str, Any],
+) -> Path:
+    """Write profile ``name`` into ``folder`` (a ``SERVECTL_PROFILES`` entry) and return its path.
+
+    The profile extends ``extends`` (the shipped stand-in ``demo`` by default), serves on ``port`` and,
+    with ``session``, labels its container ``servectl.test-session=<session>`` so that a test session
+    finds and removes exactly what it created. ``sections`` merge over that: ``engine={"env": {...}}``,
+    ``health={...}``, ``container={...}``, ``image={...}``.
+    """
+    import yaml
+
+    doc: dict[str, Any] = {"name": name}
+    if extends:
+        doc["extends"] = extends
+    doc["serve"] = {"port": port}
+    if session is not None:
+        doc["container"] = {"labels": {TEST_SESSION_LABEL: session}}
+    for key, value in sections.items():
+        merged = dict(doc.get(key) or {})
+        for k, v in value.items():
+            if isinstance(v, Mapping) and isinstance(merged.get(k), Mapping):
+                merged[k] = {**merged[k], **v}
+            else:
+                merged[k] = v
+        doc[key] = merged
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def remove_test_session(session: str) -> None:
+    """Remove every container labelled ``servectl.test-session=<session>`` (tests and benchmarks clean up)."""
+    import subprocess
+
+    ids = subprocess.run(
+        ["docker", "ps", "-aq", "--filter", f"label={TEST_SESSION_LABEL}={session}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    if ids:
+        subprocess.run(["docker", "rm", "-f", *ids], capture_output=True, check=True)
