@@ -24,6 +24,7 @@ app = typer.Typer(
 
 # Each module registers its commands on ``app`` through ``register(app)``; keep the list sorted.
 _COMMAND_MODULES: tuple[str, ...] = (
+    "servectl.cli.adopt",
     "servectl.cli.bench",
     "servectl.cli.dev",
     "servectl.cli.preflight",

@@ -57,6 +57,8 @@ def profiles_command(
         cells = (
             [r.name, "[red]invalid[/]", "", "", "", "", "", r.error or ""]
             if r.error
+            else [r.name, "[yellow]template[/]", "", "", "", "", "", f"fill in: servectl show {r.name}"]
+            if r.status == "template"
             else [r.name, r.status, r.served_name, str(r.tp), _human(r.context), str(r.port), r.role, r.headline or ""]
         )
         table.add_row(*(cells if with_headline else cells[:-1]), _short_path(r.source))
@@ -91,11 +93,15 @@ def validate_command(
     """Validate profiles (all runnable ones when none are named); exit 2 listing every problem."""
     from servectl.plan.inventory import validate_profiles
 
+    from servectl.errors import ProfileTemplate
+
     results = validate_profiles(names or None)
     problems: list[str] = []
     for name, error in results.items():
         if error is None:
             typer.echo(f"ok      {name}")
+        elif isinstance(error, ProfileTemplate) and not names:
+            typer.echo(f"template {name}: {error.instructions}")
         else:
             typer.echo(f"invalid {name}")
             problems.extend(error.lines())

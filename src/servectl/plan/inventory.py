@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from servectl.bench.promote import headline
-from servectl.errors import ProfileError, ServectlError, UsageError
+from servectl.errors import ProfileError, ProfileTemplate, ServectlError, UsageError
 from servectl.profile.loader import discover, find_profile, load_profile_file
 
 
@@ -39,6 +39,9 @@ def list_profiles() -> list[ProfileRow]:
             continue
         try:
             loaded = load_profile_file(file)
+        except ProfileTemplate:
+            rows.append(ProfileRow(name, str(file.path), file.origin, status="template"))
+            continue
         except ProfileError as err:
             count = len(err.problems) or 1
             rows.append(
@@ -65,7 +68,11 @@ def list_profiles() -> list[ProfileRow]:
 
 
 def validate_profiles(names: list[str] | None) -> dict[str, ServectlError | None]:
-    """Validate the named profiles (all runnable ones when None): name -> error or None."""
+    """Validate the named profiles (all runnable ones when None): name -> error or None.
+
+    With no names, templates are not errors: they are reported as :class:`ProfileTemplate` values of the
+    result and the caller shows them as such (a fresh install ships one, to be filled in by ``servectl adopt``).
+    """
     if names is None:
         files = {n: f for n, f in discover().items() if not f.is_base}
     else:

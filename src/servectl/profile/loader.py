@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from servectl.errors import Problem, ProfileError, UsageError
+from servectl.errors import Problem, ProfileError, ProfileTemplate, UsageError
 from servectl.paths import SHIPPED_PROFILES_DIR as SHIPPED_PROFILES_DIR  # re-exported
 from servectl.paths import user_profiles_dir
 from servectl.profile.models import Profile
@@ -151,8 +151,14 @@ def load_profile(name: str, *, folders: Sequence[ProfileFolder] | None = None) -
 
 
 def load_profile_file(file: ProfileFile, *, folders: Sequence[ProfileFolder] | None = None) -> LoadedProfile:
-    """Merge and validate the profile in ``file`` (see :func:`load_profile`)."""
+    """Merge and validate the profile in ``file`` (see :func:`load_profile`).
+
+    Raises:
+        ProfileTemplate: the file is a template (a ``template:`` key says how to fill it in).
+    """
     data, locations, chain = _resolve(file, folders, stack=())
+    if data.get("template") is not None:
+        raise ProfileTemplate(file.name, " ".join(str(data["template"]).split()))
     problems: list[Problem] = []
     if data.get("name") != file.name:
         problems.append(
@@ -180,6 +186,22 @@ def load_profile_file(file: ProfileFile, *, folders: Sequence[ProfileFolder] | N
     if rule_problems:
         raise ProfileError(rule_problems)
     return loaded
+
+
+# -- templates -----------------------------------------------------------------------------------------
+def template_instructions(path: Path) -> str | None:
+    """What a template file says to do to fill it in (its ``template:`` value); None for a profile file."""
+    try:
+        data, _ = read_yaml(path)
+    except ProfileError:
+        return None
+    value = data.get("template")
+    return None if value is None else " ".join(str(value).split())
+
+
+def is_template_file(path: Path) -> bool:
+    """Whether ``path`` is a template (a file ``servectl adopt`` may replace without --force)."""
+    return template_instructions(path) is not None
 
 
 # -- YAML with locations -------------------------------------------------------------------------------
