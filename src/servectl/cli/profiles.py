@@ -91,9 +91,8 @@ def validate_command(
     names: Annotated[list[str] | None, typer.Argument(help="profiles to validate (default: all)")] = None,
 ) -> None:
     """Validate profiles (all runnable ones when none are named); exit 2 listing every problem."""
-    from servectl.plan.inventory import validate_profiles
-
     from servectl.errors import ProfileTemplate
+    from servectl.plan.inventory import validate_profiles
 
     results = validate_profiles(names or None)
     problems: list[str] = []

@@ -146,11 +146,11 @@ def _read(
         return data, image, where, (str(compose_file.absolute()), service)
     if not container:
         raise AdoptError("name the container to adopt (servectl adopt CONTAINER) or a compose service (--compose)")
-    data = docker.container_document(container)
-    if data is None:
+    found = docker.container_document(container)
+    if found is None:
         raise AdoptError(f"no container {container!r} on this Docker engine; `docker ps -a` lists them")
-    image = docker.image_document(str(data.get("Image") or "")) if data.get("Image") else None
-    return data, image, f"container {str(data.get('Name') or container).lstrip('/')}", None
+    image = docker.image_document(str(found.get("Image") or "")) if found.get("Image") else None
+    return found, image, f"container {str(found.get('Name') or container).lstrip('/')}", None
 
 
 def _default_folder(folders: list[ProfileFolder]) -> Path:
