@@ -35,13 +35,13 @@ from servectl.plan.compile import LABEL_MANAGED, LABEL_PROFILE
 from servectl.plan.container_match import (
     DOCKER_DEFAULT_SHM_BYTES,
     DOCKER_DEFAULT_STOP_TIMEOUT_S,
-    FOREIGN_LABEL_PREFIXES,
     FlagUse,
     container_env,
     container_mounts,
     format_size,
     gpu_devices,
     looks_secret,
+    own_label,
     scan_engine_args,
     split_engine_command,
 )
@@ -575,7 +575,7 @@ def _container(
     labels = {
         str(k): str(v)
         for k, v in (config.get("Labels") or {}).items()
-        if not str(k).startswith(FOREIGN_LABEL_PREFIXES) and image_labels.get(k) != v
+        if own_label(str(k)) and image_labels.get(k) != v
     }
     if labels:
         out["labels"] = dict(sorted(labels.items()))
