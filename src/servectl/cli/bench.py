@@ -170,6 +170,10 @@ def bench_command(
     seed: Annotated[int, typer.Option("--seed", help="Seed of the prompt word salad.")] = 0,
 ) -> None:
     """Measure TTFT, prefill and decode tok/s at each prompt length and concurrency."""
+    if plot is not None:  # before anything else: a missing extra must not cost a whole benchmark
+        from servectl.bench.plot import require_plotting
+
+        require_plotting()
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
