@@ -27,7 +27,8 @@ from typing import Literal
 
 from servectl.errors import RenderUnsupported, UsageError
 from servectl.plan.compile import compile_portable_plan, project_dir_of
-from servectl.profile.loader import SHIPPED_PROFILES_DIR, LoadedProfile, ProfileFolder, discover, load_profile
+from servectl.plan.validate import load_profile
+from servectl.profile.loader import SHIPPED_PROFILES_DIR, LoadedProfile, ProfileFolder, discover
 
 Target = Literal["compose", "k8s"]
 TARGETS: tuple[Target, ...] = ("compose", "k8s")
