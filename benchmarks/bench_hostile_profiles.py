@@ -2,7 +2,8 @@
 
 Each case is a fresh profile folder validated in-process; the time is process CPU (so machine load shared
 with other jobs does not count). Targets (issue 15): a profile with 80,000 env keys < 2 s, and the same
-keys split 40,000 + 40,000 over a base (the merge) < 2 s; the alias bomb and the deep file refused in < 50 ms. Exit status 1 when a target is missed.
+keys split 40,000 + 40,000 over a base (the merge) < 2 s; the alias bomb and the deep file refused in
+< 50 ms. Exit status 1 when a target is missed.
 
     PYTHONPATH=src python benchmarks/bench_hostile_profiles.py [--keys N]
 """
