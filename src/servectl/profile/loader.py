@@ -20,6 +20,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from servectl.errors import Problem, ProfileError, UsageError
+from servectl.paths import SHIPPED_PROFILES_DIR as SHIPPED_PROFILES_DIR  # re-exported
 from servectl.paths import user_profiles_dir
 from servectl.profile.models import Profile
 
@@ -44,8 +45,6 @@ _YamlLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 MAX_PROFILE_BYTES = 16 * 2**20
 MAX_YAML_NODES = 1_000_000
 MAX_YAML_DEPTH = 64
-
-SHIPPED_PROFILES_DIR = Path(__file__).resolve().parents[3] / "profiles"
 
 
 @dataclass(frozen=True)
@@ -106,7 +105,9 @@ def search_path(*, cwd: Path | None = None, environ: Mapping[str, str] | None = 
         resolved = folder.path.resolve()
         if resolved not in seen:
             seen.add(resolved)
-            unique.append(ProfileFolder(resolved, folder.origin))
+            # keep the path as written (absolute, links not followed): a checkout's ``profiles`` link to the
+            # shipped folder shows as ``profiles/...`` and its relative model paths stay under the checkout
+            unique.append(ProfileFolder(folder.path.absolute(), folder.origin))
     return unique
 
 
