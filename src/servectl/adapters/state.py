@@ -78,7 +78,7 @@ def read_state_json(path: Path, *, what: str, fix: str) -> Any:
             f"{path}: the {what} is not valid JSON ({e.msg}, line {e.lineno}); {fix}", path=path
         ) from None
     except (RecursionError, ValueError) as e:  # nested too deep; an integer too long to convert
-        reason = "nested too deep" if isinstance(e, RecursionError) else str(e).splitlines()[0]
+        reason = "nested too deep" if isinstance(e, RecursionError) else "a number too long"
         raise StateDamaged(f"{path}: the {what} is not usable JSON ({reason}); {fix}", path=path) from None
 
 
