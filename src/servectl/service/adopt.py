@@ -21,7 +21,8 @@ from servectl.plan.adopt import AdoptError, Adoption, adopt_container, adoption_
 from servectl.plan.compile import catalog_for
 from servectl.plan.container_match import container_diff
 from servectl.plan.resolve import plan_for
-from servectl.profile.loader import ProfileFolder, discover, is_template_file, load_profile, search_path
+from servectl.plan.validate import load_profile
+from servectl.profile.loader import ProfileFolder, discover, is_template_file, search_path
 
 
 class DockerDocuments(Protocol):
