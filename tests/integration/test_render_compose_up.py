@@ -36,7 +36,7 @@ from servectl.plan.resolve import plan_for
 from servectl.profile.loader import ProfileFolder, load_profile
 from servectl.render.files import render_text
 from servectl.service.health import wait_until_serving
-from servectl.service.runtime import services
+from servectl.service.services import services
 from servectl.standin.process import free_port
 
 pytestmark = pytest.mark.integration

@@ -156,7 +156,7 @@ def status_command(
     """Each servectl service: profile, state, port, GPUs, uptime, plan hash and drift from its profile."""
     from servectl.cli.views.runtime import STATUS_COLUMNS, status_rows
     from servectl.paths import state_dir
-    from servectl.service.runtime import services
+    from servectl.service.services import services
     from servectl.service.swap import status_notes
 
     found = services(docker=_docker())
@@ -188,7 +188,7 @@ def logs_command(
     tail: Annotated[int | None, typer.Option("--tail", help="only the last N lines", min=0)] = None,
 ) -> None:
     """Print a service's log (stdout and stderr of its container)."""
-    from servectl.service.runtime import follow_logs
+    from servectl.service.logs import follow_logs
 
     try:
         for line in follow_logs(name=name, docker=_docker(), follow=follow, tail=tail):

@@ -113,7 +113,7 @@ def full_preflight(
     """
     from servectl.adapters.state import History
     from servectl.preflight.checks import preflight_on_this_host, raise_if_failed, run_preflight, validate_skip
-    from servectl.service.runtime import ensure_image
+    from servectl.service.image import ensure_image
 
     skipped = validate_skip(skip)  # an unknown id is a usage error before anything happens
 

@@ -432,9 +432,9 @@ def _log_tail(failure: TargetFailure) -> str:
 
 
 def _default_runtime() -> ServiceRuntime:
-    from servectl.service import runtime
+    from servectl.service.runtime import DockerRuntime
 
-    return runtime
+    return DockerRuntime()
 
 
 # -- the transaction -----------------------------------------------------------------------------------
