@@ -143,7 +143,7 @@ def down_command(
     for result in results:
         typer.echo(stop_text(result))
     from servectl.paths import state_dir
-    from servectl.service.swap import restore_after_down
+    from servectl.service.runtime import restore_after_down
 
     restored = restore_after_down(docker=_docker(), state_dir=state_dir())  # conflicts a swap stopped
     if restored is not None and restored.summary():
@@ -156,8 +156,8 @@ def status_command(
     """Each servectl service: profile, state, port, GPUs, uptime, plan hash and drift from its profile."""
     from servectl.cli.views.runtime import STATUS_COLUMNS, status_rows
     from servectl.paths import state_dir
+    from servectl.service.journal import status_notes
     from servectl.service.services import services
-    from servectl.service.swap import status_notes
 
     found = services(docker=_docker())
     notes = status_notes(state_dir=state_dir())  # an unfinished swap, conflicts kept stopped

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
 
+from servectl.adapters.conflicts import ConflictHandler, RestoreOutcome
 from servectl.adapters.state import History, StateLock
 from servectl.errors import PreflightFailed, ServectlError, ServiceConflict, StartupFailed, UsageError
 from servectl.paths import state_dir as default_state_dir
@@ -34,7 +35,7 @@ from servectl.plan.compile import LABEL_PROFILE
 from servectl.service.health import GateResult, Progress, wait_until_serving
 from servectl.service.host_files import discard_key_file, read_api_key, remove_key_file, write_plan_files
 from servectl.service.image import ImageBuilder, ensure_image
-from servectl.service.services import ServiceInfo, find_services, service_from_container, services
+from servectl.service.services import ALIVE_STATES, ServiceInfo, find_services, service_from_container, services
 
 if TYPE_CHECKING:
     import httpx
@@ -586,6 +587,29 @@ def _require_known_profile(name: str) -> None:
 
     if name not in discover():
         raise UsageError(f"no servectl service and no profile named {name}; servectl status lists the services")
+
+
+def restore_after_down(
+    *,
+    docker: DockerEngine,
+    state_dir: Path,
+    scope: Mapping[str, str] | None = None,
+    conflicts: ConflictHandler | None = None,
+) -> RestoreOutcome | None:
+    """After ``down``: once no servectl service runs, start again every conflict servectl stopped.
+
+    Returns:
+        What was restored (``None``: nothing recorded, or a servectl service still runs).
+    """
+    from servectl.adapters.conflicts import DockerConflicts, load_stopped, restore_recorded
+
+    if not load_stopped(state_dir):
+        return None
+    running = services(docker=docker, probe=False, plan_hash_of=None, state_dir=state_dir, scope=scope)
+    if any(s.state in ALIVE_STATES for s in running):
+        return None
+    handler = conflicts if conflicts is not None else DockerConflicts(docker=docker)
+    return restore_recorded(handler=handler, state_dir=state_dir)
 
 
 class DockerRuntime:

@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 
 
 ServiceState = Literal["starting", "ready", "unhealthy", "exited", "created"]
+ALIVE_STATES: tuple[ServiceState, ...] = ("ready", "starting", "unhealthy")
+"""Service states whose profile counts as running (and is brought back when a swap fails)."""
 
 
 @dataclass(frozen=True)

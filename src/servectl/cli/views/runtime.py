@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from servectl.service.health import Progress
-    from servectl.service.services import ServiceInfo
     from servectl.service.runtime import StopResult, UpResult
+    from servectl.service.services import ServiceInfo
 
 STATUS_COLUMNS = ("PROFILE", "STATE", "PORT", "GPUS", "UPTIME", "PLAN", "DRIFT", "CONTAINER")
 
