@@ -22,8 +22,8 @@ service is being stopped, the target (if any) is removed and the previous servic
 target passed the gate does not undo the swap (:mod:`servectl.service.signals`). ``rollback`` and
 ``rollback-check`` live in :mod:`servectl.service.rollback`.
 
-Side effects come in through small interfaces (:class:`ServiceRuntime` - :class:`servectl.service.runtime.DockerRuntime`
-module itself -, :class:`Preflight`, :class:`~servectl.adapters.conflicts.ConflictHandler`, the lock, the
+Side effects come in through small interfaces (:class:`ServiceRuntime`, by default
+:class:`servectl.service.runtime.DockerRuntime`; :class:`Preflight`, :class:`~servectl.adapters.conflicts.ConflictHandler`, the lock, the
 history), so the transaction is tested with fakes (:mod:`servectl.testing.swap`) and on the real engine.
 """
 
