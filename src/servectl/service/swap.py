@@ -24,7 +24,8 @@ target passed the gate does not undo the swap (:mod:`servectl.service.signals`).
 
 Side effects come in through small interfaces (:class:`ServiceRuntime`, by default
 :class:`servectl.service.runtime.DockerRuntime`; :class:`Preflight`,
-:class:`~servectl.adapters.conflicts.ConflictHandler`, the lock, the history), so the transaction is tested with fakes (:mod:`servectl.testing.swap`) and on the real engine.
+:class:`~servectl.adapters.conflicts.ConflictHandler`, the lock, the history), so the transaction is tested
+with fakes (:mod:`servectl.testing.swap`) and on the real engine.
 """
 
 from __future__ import annotations
