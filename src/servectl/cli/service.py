@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from rich.status import Status
 
     from servectl.adapters.docker_engine import DockerSdkEngine
-    from servectl.preflight.checks import PreflightReport
+    from servectl.preflight.model import PreflightReport
     from servectl.service.health import Progress
 
 

@@ -924,8 +924,9 @@ def profile_preflight(
     def check(
         *, resolved: Resolved, replacing: ServiceLike | None, skip: frozenset[str], docker: Any, gpus: Any
     ) -> None:
-        from servectl.preflight.checks import Replacing, preflight_on_this_host, raise_if_failed, run_preflight
+        from servectl.preflight.model import Replacing
         from servectl.preflight.request import full_preflight, request_for
+        from servectl.preflight.run import preflight_on_this_host, raise_if_failed, run_preflight
 
         if CONTAINER_NAME_CHECK not in skip:
             _container_name_free(resolved, docker)

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from servectl.preflight.checks import PreflightReport
+from servectl.preflight.model import PreflightReport
 
 RESULT_STYLES: dict[str, str] = {
     "pass": "green",
