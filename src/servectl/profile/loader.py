@@ -1,10 +1,13 @@
-"""Find, read, merge and validate profile files.
+"""Find, read, merge and schema-validate profile files.
 
 Profiles are searched in ``./profiles``, then each folder of ``SERVECTL_PROFILES`` (colon-separated), then
 the user's config folder, then the profiles shipped with servectl; the first file named ``<name>.yaml``
 wins. ``extends`` merges deeply (maps merge, lists and scalars replace) and resolves through the same search
 path. Every problem is reported with the file and line where the offending key was written, which for an
 inherited key is the base file.
+
+This layer checks the schema only; the cross-field rules (``servectl.plan.rules``) run on top of it in
+:func:`servectl.plan.validate.load_profile`, the entry point every command uses.
 """
 
 from __future__ import annotations
@@ -65,7 +68,7 @@ class ProfileFile:
 
 @dataclass(frozen=True)
 class LoadedProfile:
-    """A validated profile with where each of its keys was written."""
+    """A schema-valid profile with where each of its keys was written."""
 
     profile: Profile
     file: ProfileFile
@@ -139,19 +142,19 @@ def find_profile(name: str, folders: Sequence[ProfileFolder] | None = None) -> P
     raise UsageError(f"profile {name!r} not found in {searched}{hint}")
 
 
-def load_profile(name: str, *, folders: Sequence[ProfileFolder] | None = None) -> LoadedProfile:
-    """Find, merge and validate profile ``name``.
+def read_profile(name: str, *, folders: Sequence[ProfileFolder] | None = None) -> LoadedProfile:
+    """Find, merge and schema-validate profile ``name`` (no cross-field rules; see ``plan.validate``).
 
     Raises:
-        UsageError: the profile does not exist, or it is a base (``_`` prefix) and cannot run.
-        ProfileError: every problem in the file and its bases, one per line.
+        UsageError: the profile does not exist.
+        ProfileError: every schema problem in the file and its bases, one per line.
     """
     file = find_profile(name, folders)
-    return load_profile_file(file, folders=folders)
+    return read_profile_file(file, folders=folders)
 
 
-def load_profile_file(file: ProfileFile, *, folders: Sequence[ProfileFolder] | None = None) -> LoadedProfile:
-    """Merge and validate the profile in ``file`` (see :func:`load_profile`)."""
+def read_profile_file(file: ProfileFile, *, folders: Sequence[ProfileFolder] | None = None) -> LoadedProfile:
+    """Merge and schema-validate the profile in ``file`` (see :func:`read_profile`)."""
     data, locations, chain = _resolve(file, folders, stack=())
     problems: list[Problem] = []
     if data.get("name") != file.name:
@@ -173,13 +176,7 @@ def load_profile_file(file: ProfileFile, *, folders: Sequence[ProfileFolder] | N
         raise ProfileError(_dedupe(problems)) from None
     if problems:
         raise ProfileError(problems)
-    loaded = LoadedProfile(profile=profile, file=file, chain=chain, locations=locations, data=data)
-    from servectl.plan.rules import check_profile
-
-    rule_problems = check_profile(loaded)
-    if rule_problems:
-        raise ProfileError(rule_problems)
-    return loaded
+    return LoadedProfile(profile=profile, file=file, chain=chain, locations=locations, data=data)
 
 
 # -- YAML with locations -------------------------------------------------------------------------------
