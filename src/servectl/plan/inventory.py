@@ -41,8 +41,8 @@ def list_profiles() -> list[ProfileRow]:
             continue
         try:
             loaded = load_profile_file(file)
-        except ProfileError as err:
-            count = len(err.problems) or 1
+        except ServectlError as err:  # any broken file affects only its own row
+            count = (len(err.problems) or 1) if isinstance(err, ProfileError) else 1
             rows.append(
                 ProfileRow(name, str(file.path), file.origin, error=f"{count} problem(s): servectl validate {name}")
             )
@@ -84,7 +84,7 @@ def validate_profiles(names: list[str] | None) -> dict[str, ServectlError | None
         try:
             load_profile_file(file)
             results[name] = None
-        except ProfileError as err:
+        except ServectlError as err:  # any broken file affects only its own result
             results[name] = err
     return results
 
