@@ -154,7 +154,7 @@ def status_command(
     as_json: Annotated[bool, typer.Option("--json", help="print the services as JSON")] = False,
 ) -> None:
     """Each servectl service: profile, state, port, GPUs, uptime, plan hash and drift from its profile."""
-    from servectl.cli.views.runtime import STATUS_COLUMNS, status_rows
+    from servectl.cli.views.runtime import status_table
     from servectl.paths import state_dir
     from servectl.service.runtime import services
     from servectl.service.swap import status_notes
@@ -172,14 +172,9 @@ def status_command(
         typer.echo("no servectl services")
         return
     from rich.console import Console
-    from rich.table import Table
 
-    table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
-    for column in STATUS_COLUMNS:
-        table.add_column(column, no_wrap=True)
-    for row in status_rows(found):
-        table.add_row(*row)
-    Console(highlight=False, width=200).print(table)
+    console = Console(highlight=False)
+    console.print(status_table(found, width=console.width))
 
 
 def logs_command(
