@@ -10,13 +10,16 @@ Errors from the Docker SDK, NVML or the OS are wrapped ``from e`` so that the ca
     ├── UsageError                  exit 2   bad command-line use (unknown profile name, bad option value)
     │   └── RenderUnsupported       exit 2   the profile cannot be expressed in the requested render target
     ├── ProfileError                exit 2   profile files: schema, catalog or cross-field rule problems
-    │   └── CatalogError            exit 2   a flag or value the engine's flag catalog rejects
+    │   ├── CatalogError            exit 2   a flag or value the engine's flag catalog rejects
+    │   └── ProfileTemplate         exit 2   the profile is a template still to be filled in (``template:``)
     ├── PreflightFailed             exit 3   a preflight check failed; nothing was started
     ├── StartupFailed               exit 3   the container did not pass the health gate; it was removed
     ├── EngineUnavailable           exit 1   the Docker engine (or NVML) cannot be reached
     │   └── GpuUnavailable          exit 1   NVML cannot be loaded or initialised (no driver, no library)
     ├── ServiceConflict             exit 1   another service holds the GPUs or port; use ``swap``
     ├── LockTimeout                 exit 1   another servectl process is changing services
+    ├── StateDamaged                exit 1   a file in the state folder is damaged; the message names it
+                                             and says what to do (read-only commands go on without it)
     ├── BenchFailed                 exit 1   the benchmark could not run or had flagged requests
     ├── SwapRolledBack              exit 4   swap target failed, the previous service is back and healthy
     ├── SwapFailed                  exit 5   swap target failed and the previous service failed too
@@ -88,6 +91,15 @@ class CatalogError(ProfileError):
     """A flag or value that the profile's engine flag catalog does not accept."""
 
 
+class ProfileTemplate(ProfileError):
+    """The profile is a template (it has a ``template:`` key saying how to fill it in) and cannot run yet."""
+
+    def __init__(self, name: str, instructions: str) -> None:
+        super().__init__(f"profile {name} is a template: {instructions}")
+        self.name = name
+        self.instructions = instructions
+
+
 class PreflightFailed(ServectlError):
     """At least one preflight check failed; nothing was started."""
 
@@ -131,6 +143,17 @@ class ServiceConflict(ServectlError):
 
 class LockTimeout(ServectlError):
     """Another servectl process held the state lock for longer than we wait."""
+
+
+class StateDamaged(ServectlError):
+    """A file in servectl's state folder (history, journal, stopped conflicts, lock) cannot be used.
+
+    ``path`` is the file; the message names it, says what is wrong and what to do.
+    """
+
+    def __init__(self, message: str, *, path: object = None) -> None:
+        super().__init__(message)
+        self.path = path
 
 
 class BenchFailed(ServectlError):

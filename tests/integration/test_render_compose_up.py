@@ -33,10 +33,11 @@ import yaml
 from servectl.adapters.docker_engine import DockerSdkEngine
 from servectl.plan.compile import LABEL_PLAN_HASH, LaunchPlan
 from servectl.plan.resolve import plan_for
-from servectl.profile.loader import ProfileFolder, load_profile
+from servectl.plan.validate import load_profile
+from servectl.profile.loader import ProfileFolder
 from servectl.render.files import render_text
 from servectl.service.health import wait_until_serving
-from servectl.service.runtime import services
+from servectl.service.services import services
 from servectl.standin.process import free_port
 
 pytestmark = pytest.mark.integration

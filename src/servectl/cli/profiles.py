@@ -43,24 +43,11 @@ def profiles_command(
         typer.echo(json.dumps([r.to_dict() for r in rows], indent=2))
         return
     from rich.console import Console
-    from rich.table import Table
 
-    table = Table(title="servectl profiles", title_justify="left")
-    table.add_column("name", no_wrap=True)
-    for column in ("status", "model", "TP", "context", "port", "role"):
-        table.add_column(column, overflow="fold")
-    if any(r.headline or r.error for r in rows):
-        table.add_column("headline", overflow="fold")
-    table.add_column("source", overflow="fold")
-    with_headline = len(table.columns) == 9
-    for r in rows:
-        cells = (
-            [r.name, "[red]invalid[/]", "", "", "", "", "", r.error or ""]
-            if r.error
-            else [r.name, r.status, r.served_name, str(r.tp), _human(r.context), str(r.port), r.role, r.headline or ""]
-        )
-        table.add_row(*(cells if with_headline else cells[:-1]), _short_path(r.source))
-    Console().print(table)
+    from servectl.cli.views.profiles import profiles_table
+
+    console = Console()
+    console.print(profiles_table(rows, width=console.width))
 
 
 def show_command(
@@ -68,7 +55,7 @@ def show_command(
     as_json: Annotated[bool, typer.Option("--json", help="print JSON instead of YAML")] = False,
 ) -> None:
     """Print the resolved profile (after `extends`), with where it came from."""
-    from servectl.profile.loader import load_profile
+    from servectl.plan.validate import load_profile
 
     loaded = load_profile(name)
     data = loaded.profile.model_dump(mode="json", exclude_none=True)
@@ -79,9 +66,9 @@ def show_command(
 
     typer.echo(f"# {loaded.profile.name}: resolved from " + " <- ".join(str(p) for p in loaded.chain))
     typer.echo(yaml.safe_dump(data, sort_keys=False, width=110).rstrip())
-    from servectl.bench.promote import evidence_summary_lines
+    from servectl.plan.inventory import evidence_lines
 
-    for line in evidence_summary_lines(loaded):
+    for line in evidence_lines(loaded):
         typer.echo(line)
 
 
@@ -89,6 +76,7 @@ def validate_command(
     names: Annotated[list[str] | None, typer.Argument(help="profiles to validate (default: all)")] = None,
 ) -> None:
     """Validate profiles (all runnable ones when none are named); exit 2 listing every problem."""
+    from servectl.errors import ProfileTemplate
     from servectl.plan.inventory import validate_profiles
 
     results = validate_profiles(names or None)
@@ -96,6 +84,8 @@ def validate_command(
     for name, error in results.items():
         if error is None:
             typer.echo(f"ok      {name}")
+        elif isinstance(error, ProfileTemplate) and not names:
+            typer.echo(f"template {name}: {error.instructions}")
         else:
             typer.echo(f"invalid {name}")
             problems.extend(error.lines())
@@ -142,7 +132,7 @@ def catalog_command(
         catalog = FlagCatalog.load(name)
     else:
         from servectl.plan.compile import catalog_for
-        from servectl.profile.loader import load_profile
+        from servectl.plan.validate import load_profile
 
         catalog = catalog_for(load_profile(name).profile)
     options = [o for o in catalog.options if not grep or any(grep in f for f in o.flags)]
@@ -153,18 +143,3 @@ def catalog_command(
         detail = o.kind if o.kind != "value" else (o.type or "str") + (f" nargs={o.nargs}" if o.nargs else "")
         choices = f"  choices: {', '.join(o.choices)}" if o.choices else ""
         typer.echo(f"{', '.join(o.flags)}  [{detail}]{choices}")
-
-
-def _short_path(path: str) -> str:
-    """A path relative to the working folder, or with ~ for the home folder, for narrow tables."""
-    p = Path(path)
-    for base, prefix in ((Path.cwd(), ""), (Path.home(), "~/")):
-        try:
-            return prefix + str(p.relative_to(base))
-        except ValueError:
-            continue
-    return path
-
-
-def _human(tokens: int | None) -> str:
-    return "" if tokens is None else f"{tokens:,}"
