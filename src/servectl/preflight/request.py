@@ -72,6 +72,9 @@ def request_for(
         conflicts=conflicts,
         stop_conflicts=stop_conflicts,
         replacing=replacing,
+        engine_argv=plan.engine_argv,
+        entrypoint=tuple(p.image.entrypoint),
+        image_built_here=p.image.build == "standin",
     )
 
 
@@ -122,10 +125,10 @@ def full_preflight(
         ensure_image(resolved, docker=docker)
         request = request_for(resolved, replacing=replacing, stop_conflicts=stop_conflicts)
         if adapters is None:
-            report = preflight_on_this_host(request=request, skip=skipped)
+            report = preflight_on_this_host(request=request, skip=skipped, runner=docker)
         else:
             gpus, host, facts = adapters
-            report = run_preflight(request=request, gpus=gpus, host=host, docker=facts, skip=skipped)
+            report = run_preflight(request=request, gpus=gpus, host=host, docker=facts, skip=skipped, runner=docker)
         if on_report is not None:
             on_report(report)
         forced = {c.id: c.facts.get("result_without_force") for c in report.checks if c.forced}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 
+from servectl.adapters.docker_engine import DockerEngine
 from servectl.adapters.docker_facts import DockerFacts
 from servectl.adapters.gpu import GpuInventory
 from servectl.adapters.host import HostProbe
@@ -21,6 +22,7 @@ def run_preflight(
     host: HostProbe,
     docker: DockerFacts,
     skip: Iterable[str] = frozenset(),
+    runner: DockerEngine | None = None,
 ) -> PreflightReport:
     """Measure the box and run every check for one request.
 
@@ -30,6 +32,7 @@ def run_preflight(
         host: host probe (psutil on a real host).
         docker: Docker engine facts.
         skip: check ids forced to ``skipped`` (``--force CHECK-ID``).
+        runner: runs the throwaway container of ``engine.parse``; None leaves that check skipped.
 
     Returns:
         The report; ``report.failed`` says whether a start must not happen.
@@ -40,7 +43,7 @@ def run_preflight(
     skipped = validate_skip(skip)
     started_at = time.time()
     started = time.perf_counter()
-    facts = gather_facts(request=request, gpus=gpus, host=host, docker=docker)
+    facts = gather_facts(request=request, gpus=gpus, host=host, docker=docker, runner=runner, skipped=skipped)
     checks = run_checks(request, facts, skipped)
     return PreflightReport(
         profile_name=request.profile_name,
@@ -59,11 +62,14 @@ def raise_if_failed(report: PreflightReport) -> None:
         raise PreflightFailed(report.failure_summary(), report=report)
 
 
-def preflight_on_this_host(*, request: PreflightRequest, skip: Iterable[str] = frozenset()) -> PreflightReport:
+def preflight_on_this_host(
+    *, request: PreflightRequest, skip: Iterable[str] = frozenset(), runner: DockerEngine | None = None
+) -> PreflightReport:
     """:func:`run_preflight` with the real adapters: NVML, psutil and the Docker engine from the environment.
 
     NVML and the Docker SDK are imported only here, on first use.
     """
+    from servectl.adapters.docker_engine import DockerSdkEngine
     from servectl.adapters.docker_facts import DockerSdkFacts
     from servectl.adapters.gpu import NvmlInventory
     from servectl.adapters.host import PsutilHostProbe
@@ -71,6 +77,13 @@ def preflight_on_this_host(*, request: PreflightRequest, skip: Iterable[str] = f
     docker = DockerSdkFacts()
     with NvmlInventory() as gpus:
         try:
-            return run_preflight(request=request, gpus=gpus, host=PsutilHostProbe(), docker=docker, skip=skip)
+            return run_preflight(
+                request=request,
+                gpus=gpus,
+                host=PsutilHostProbe(),
+                docker=docker,
+                skip=skip,
+                runner=runner if runner is not None else DockerSdkEngine(),
+            )
         finally:
             docker.close()

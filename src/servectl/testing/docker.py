@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from servectl.adapters.docker_engine import ContainerState, LogLines, run_kwargs
+from servectl.adapters.docker_engine import ContainerState, LogLines, OneShotResult, run_kwargs
 from servectl.errors import EngineUnavailable, PreflightFailed, ServectlError, ServiceConflict, StartupFailed
 from servectl.plan.compile import LABEL_HOST, LABEL_PORT, LABEL_SERVED_NAME, DockerRunSpec
 from servectl.service.health import READY_LINE
@@ -160,6 +160,8 @@ class FakeDockerEngine:
         available: False makes every call raise EngineUnavailable.
         clock: monotonic seconds (container time).
         sleep: how stop waits out a grace period (tests pass a no-op to stay fast).
+        oneshot: what a throwaway container of ``run_oneshot`` returns for ``(image, command)``; default: it
+            prints nothing and exits 0.
     """
 
     def __init__(
@@ -170,7 +172,9 @@ class FakeDockerEngine:
         available: bool = True,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        oneshot: Callable[[str, list[str]], OneShotResult] | None = None,
     ) -> None:
+        self.oneshot = oneshot or (lambda image, command: OneShotResult(0, "", "", 0.0))
         self.images = set(images)
         self.script_for = script_for or (lambda spec: sglang_like_script())
         self.available = available
@@ -364,6 +368,14 @@ class FakeDockerEngine:
             if self._running(c) and not force:
                 raise ServectlError(f"docker: remove container {container_id[:12]}: it is running (fake)")
             del self.containers[c.id]
+
+    def run_oneshot(
+        self, image: str, command: list[str], *, timeout_s: float, labels: Mapping[str, str] | None = None
+    ) -> OneShotResult:
+        self._check("run_oneshot", image)
+        if image not in self.images:
+            raise PreflightFailed(f"image {image} is not on this host: docker pull {image}")
+        return self.oneshot(image, list(command))
 
     def start(self, container_id: str) -> None:
         self._check("start", container_id)

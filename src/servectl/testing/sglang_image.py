@@ -1,18 +1,18 @@
 """Test images of the real SGLang 0.5.23 parser, built here without a registry or a Dockerfile.
 
 ``upstream``: the host's Python 3.11 (interpreter, standard library, the libraries ``ldd`` lists, as the
-stand-in image has them) plus the published ``sglang==0.5.23`` wheel and the packages its
-``sglang.srt.server_args`` needs to import on a CPU: a CPU build of torch 2.13 (the file on this machine kind's
-disk) and a few pure or small packages from PyPI. Triton is not installed (1 GB, GPU only): a
-``sitecustomize`` installs SGLang's own Triton stand-in (``sglang/_platform_stubs.py``, what SGLang uses where
-Triton does not exist) the first time something imports ``triton``.
+stand-in image has them) plus the site-packages of the SGLang parser venv (:mod:`servectl.testing.sglang_venv`:
+the published ``sglang==0.5.23`` wheel and, pinned, what its ``sglang.srt.server_args`` imports on a CPU, torch
+being the CPU build on this machine kind's disk) without Triton (1 GB, GPU only): a ``sitecustomize`` installs
+SGLang's own Triton stand-in (``sglang/_platform_stubs.py``, what SGLang uses where Triton does not exist) the
+first time something imports ``triton``.
 
 ``patched``: the upstream image plus one changed ``server_args.py`` (a committed layer on top, seconds to
 build), standing for a custom engine build: one added flag (:data:`PATCH_ADDED_FLAG`), one added choice
 (:data:`PATCH_ADDED_CHOICE` for ``--quantization``), one removed flag (:data:`PATCH_REMOVED_FLAG`).
 
-Images are tagged by a hash of what goes in, so a second run finds them; the downloads and the installed
-packages are cached under :func:`cache_dir` (``$SERVECTL_CI_CACHE`` or ``~/.cache/servectl-ci``).
+Images are tagged by a hash of what goes in (the venv's recipe, this layout, the patch), so a second run finds
+them; ``python3 -m servectl.testing.sglang_image`` builds both and prints how long that took.
 """
 
 from __future__ import annotations
@@ -20,13 +20,11 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-import shutil
 import subprocess
 import sys
 import tarfile
 import tempfile
 import time
-import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,39 +32,19 @@ from typing import Any
 
 from servectl.errors import ServectlError
 from servectl.standin import image as standin_image
+from servectl.testing import sglang_venv
 
 REPOSITORY = "servectl-sglang-test"
 LABEL = "servectl.sglang-test"
 SGLANG_VERSION = "0.5.23"
 SITE = "/opt/sglang/site"  # in the image: the packages, sglang included, and sitecustomize.py
-_LAYOUT_VERSION = "2"
-
-#: What ``sglang.srt.server_args`` imports on a CPU (found by importing it until nothing was missing),
-#: pinned so the image is the same on every machine. torch 2.13.0 is the CPU build pip finds on this machine
-#: kind's disk; from PyPI it would be a CUDA build of several GB.
-REQUIREMENTS = (
-    "torch==2.13.0",
-    "numpy==2.4.6",
-    "orjson==3.13.0",
-    "psutil==7.2.2",
-    "pybase64==1.5.1",
-    "requests==2.34.2",
-    "packaging==26.4",
-    "pillow==13.0.0",
-    "starlette==1.10.0",
-    "msgspec==0.23.0",
-    "pydantic==2.14.4",
-    "pyzmq==27.3.0",
-    "tqdm==4.70.1",
-    "ipython==9.18.1",
-    "aiohttp==3.14.5",
-)
+_LAYOUT_VERSION = "3"
 
 PATCH_ADDED_FLAG = "--exl3-cache-mode"
 PATCH_ADDED_CHOICE = ("--quantization", "exl3")
 PATCH_REMOVED_FLAG = "--enable-flashinfer-allreduce-fusion"
 
-_SITECUSTOMIZE = '''"""servectl test image: SGLang's own Triton stand-in where Triton is not installed (CPU-only image)."""
+_SITECUSTOMIZE = '''"""servectl test image: SGLang's own Triton stand-in (Triton is not installed: CPU only)."""
 
 import importlib.abc
 import importlib.util
@@ -137,59 +115,21 @@ class TestImages:
     build_seconds: float
 
 
-def cache_dir() -> Path:
-    """Where downloads and installed packages are kept between runs."""
-    root = os.environ.get("SERVECTL_CI_CACHE") or str(Path.home() / ".cache" / "servectl-ci")
-    return Path(root) / "sglang-image"
-
-
-def _pip(*args: str) -> None:
-    proc = subprocess.run([sys.executable, "-m", "pip", *args], capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        tail = " ".join(proc.stderr.strip().splitlines()[-2:])
-        raise ServectlError(f"building the SGLang test image: pip {args[0]} failed: {tail}")
-
-
-def wheel_path() -> Path:
-    """The ``sglang==0.5.23`` wheel from PyPI, downloaded once."""
-    folder = cache_dir() / "wheels"
-    found = sorted(folder.glob(f"sglang-{SGLANG_VERSION}-*.whl"))
+def _site_packages(venv: Path) -> Path:
+    found = sorted((venv / "lib").glob("python3*/site-packages"))
     if not found:
-        folder.mkdir(parents=True, exist_ok=True)
-        _pip("download", "-q", f"sglang=={SGLANG_VERSION}", "--no-deps", "-d", str(folder))
-        found = sorted(folder.glob(f"sglang-{SGLANG_VERSION}-*.whl"))
-    if not found:
-        raise ServectlError(f"building the SGLang test image: pip left no sglang wheel in {folder}")
+        raise ServectlError(f"building the SGLang test image: no site-packages in the parser venv {venv}")
     return found[0]
 
 
-def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _deps_dir() -> Path:
-    """The pinned packages, installed once into a folder named by their hash."""
-    key = hashlib.sha256(f"{sys.version}\n{chr(10).join(REQUIREMENTS)}".encode()).hexdigest()[:12]
-    target = cache_dir() / f"deps-{key}"
-    if not (target / ".complete").exists():
-        shutil.rmtree(target, ignore_errors=True)
-        _pip("install", "-q", "--no-compile", "--target", str(target), *REQUIREMENTS)
-        (target / ".complete").write_text("ok\n")
-    return target
-
-
-def content_hash(wheel: Path) -> str:
+def content_hash() -> str:
     """12 hex digits over everything that decides the upstream image."""
     digest = hashlib.sha256()
     runtime = standin_image.host_python()
     digest.update(f"layout={_LAYOUT_VERSION}\npython={sys.version}\nexe={runtime.executable}\n".encode())
-    digest.update(_file_sha256(wheel).encode())
-    digest.update("\n".join(REQUIREMENTS).encode())
+    digest.update(f"venv={sglang_venv.recipe_hash()}\n".encode())
     digest.update(_SITECUSTOMIZE.encode())
+    digest.update(_PATCH_INSERT.encode())
     return digest.hexdigest()[:12]
 
 
@@ -204,40 +144,35 @@ def patched_server_args(source: str) -> str:
     return source.replace(_PATCH_ANCHOR, _PATCH_ANCHOR + _PATCH_INSERT, 1).replace(_REMOVED_BLOCK, "", 1)
 
 
-# -- the staged site folder ----------------------------------------------------------------------------------
+# -- the site folder ----------------------------------------------------------------------------------------
 
-_SKIP_SITE_DIRS = frozenset({"test", "tests", "include", "pip", "setuptools", "_distutils_hack"})
-
-
-def _stage_site(wheel: Path, deps: Path, staging: Path) -> None:
-    """``staging`` = the packages + the wheel's ``sglang`` package + sitecustomize, ready to be warmed."""
-    shutil.rmtree(staging, ignore_errors=True)
-    shutil.copytree(deps, staging, symlinks=True, ignore=shutil.ignore_patterns("__pycache__", ".complete"))
-    with zipfile.ZipFile(wheel) as whl:
-        for member in whl.namelist():
-            if member.startswith("sglang/") and "/__pycache__/" not in member:
-                whl.extract(member, staging)
-    (staging / "sitecustomize.py").write_text(_SITECUSTOMIZE)
+_SKIP_SITE_DIRS = frozenset({"test", "tests", "include", "pip", "setuptools", "_distutils_hack", "triton"})
 
 
-def _warm(staging: Path) -> set[Path]:
-    """Import what the probe imports, in an interpreter that sees only ``staging``; return the stdlib files.
+def _warm(site: Path) -> set[Path]:
+    """Import what the probes import from ``site`` with Triton stubbed, as in the image; return the stdlib files.
 
-    Python writes the bytecode of every module it imports next to the source (``__pycache__``), so the
-    image imports SGLang from bytecode; its read-only root file system could not take it later.
+    It proves the parser imports before anything is built, and names the standard-library modules to ship
+    as bytecode (the image's read-only root file system cannot take a cache later). The packages' own
+    bytecode came with pip.
     """
     from servectl.adapters import sglang_probe
 
     probe = Path(sglang_probe.__file__).read_text()
-    code = (
-        f"import sys; sys.path.insert(0, {str(staging)!r}); import sitecustomize\n"
-        f"sys.argv = ['probe', 'catalog']\nexec(compile({probe!r}, 'probe', 'exec'))\n"
-        "print('\\n'.join(getattr(m, '__file__', None) or '' for m in list(sys.modules.values())))\n"
-    )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-    proc = subprocess.run(
-        [sys.executable, "-S", "-c", code], capture_output=True, text=True, env=env, cwd=staging, check=False
-    )
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "sitecustomize.py").write_text(_SITECUSTOMIZE)
+        for entry in site.iterdir():  # the site folder as the image has it: without Triton
+            if not entry.name.startswith("triton") and entry.name != "sitecustomize.py":
+                (Path(tmp) / entry.name).symlink_to(entry)
+        code = (
+            f"import sys; sys.path[:0] = [{tmp!r}]; import sitecustomize\n"
+            f"sys.argv = ['probe', 'parse', '--model-path', '/model']\nexec(compile({probe!r}, 'probe', 'exec'))\n"
+            "print('\\n'.join(getattr(m, '__file__', None) or '' for m in list(sys.modules.values())))\n"
+        )
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+        proc = subprocess.run(
+            [sys.executable, "-S", "-c", code], capture_output=True, text=True, env=env, cwd=tmp, check=False
+        )
     failed = proc.returncode != 0 or sglang_probe.END not in proc.stdout or '"error":' in proc.stdout
     if failed:
         tail = " ".join((proc.stderr + proc.stdout).strip().splitlines()[-3:])[-500:]
@@ -248,7 +183,9 @@ def _warm(staging: Path) -> set[Path]:
 def _site_files(staging: Path) -> Iterator[tuple[Path, str]]:
     for dirpath, dirnames, filenames in os.walk(staging):
         here = Path(dirpath)
-        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_SITE_DIRS)
+        dirnames[:] = sorted(
+            d for d in dirnames if d not in _SKIP_SITE_DIRS and not (here == staging and d.startswith("triton"))
+        )
         for name in sorted(filenames):
             if name.endswith((".a", ".whl")):
                 continue
@@ -293,6 +230,7 @@ def _write_rootfs(fileobj: Any, staging: Path, imported: set[Path]) -> list[str]
             writer.symlink(f"{SITE}/{relative}", os.readlink(source))
         else:
             writer.file(f"{SITE}/{relative}", source)
+    writer.data(f"{SITE}/sitecustomize.py", _SITECUSTOMIZE.encode())
     writer.close()
     return sorted({str(lib.parent) for lib in libraries})
 
@@ -310,33 +248,28 @@ def _exists(client: Any, ref: str) -> bool:
     return True
 
 
-def _build_upstream(client: Any, ref: str, wheel: Path) -> None:
-    deps = _deps_dir()
-    with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
-        staging = Path(tmp) / "site"
-        _stage_site(wheel, deps, staging)
-        imported = _warm(staging)
-        with tempfile.TemporaryFile(dir=tmp) as rootfs:
-            lib_dirs = _write_rootfs(rootfs, staging, imported)
-            rootfs.seek(0)
-            repository, tag = ref.split(":", 1)
-            changes = [
-                'CMD ["python3", "-m", "sglang.launch_server", "--help"]',
-                "ENV PATH=/usr/local/bin:/usr/bin:/bin",
-                f"ENV PYTHONHOME={standin_image.PREFIX}",
-                f"ENV PYTHONPATH={SITE}",
-                f"ENV LD_LIBRARY_PATH={':'.join(lib_dirs)}",
-                "ENV PYTHONDONTWRITEBYTECODE=1",
-                "ENV LANG=C.UTF-8",
-                "WORKDIR /",
-                f"LABEL {LABEL}=upstream",
-            ]
-            client.api.import_image(src=rootfs, repository=repository, tag=tag, changes=changes)
+def _build_upstream(client: Any, ref: str, site: Path) -> None:
+    imported = _warm(site)
+    with tempfile.TemporaryFile() as rootfs:
+        lib_dirs = _write_rootfs(rootfs, site, imported)
+        rootfs.seek(0)
+        repository, tag = ref.split(":", 1)
+        changes = [
+            'CMD ["python3", "-m", "sglang.launch_server", "--help"]',
+            "ENV PATH=/usr/local/bin:/usr/bin:/bin",
+            f"ENV PYTHONHOME={standin_image.PREFIX}",
+            f"ENV PYTHONPATH={SITE}",
+            f"ENV LD_LIBRARY_PATH={':'.join(lib_dirs)}",
+            "ENV PYTHONDONTWRITEBYTECODE=1",
+            "ENV LANG=C.UTF-8",
+            "WORKDIR /",
+            f"LABEL {LABEL}=upstream",
+        ]
+        client.api.import_image(src=rootfs, repository=repository, tag=tag, changes=changes)
 
 
-def _build_patched(client: Any, upstream: str, ref: str, wheel: Path) -> None:
-    with zipfile.ZipFile(wheel) as whl:
-        source = whl.read("sglang/srt/server_args.py").decode()
+def _build_patched(client: Any, upstream: str, ref: str, site: Path) -> None:
+    source = (site / "sglang" / "srt" / "server_args.py").read_text()
     patched = patched_server_args(source).encode()
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
@@ -358,21 +291,23 @@ def build_test_images(*, docker_client: Any = None) -> TestImages:
     Raises:
         ServectlError: a download or install fails, the parser does not import, or Docker refuses the image.
     """
-    import docker  # type: ignore[import-untyped]  # docker-py ships no type information
+    import docker
 
     client = docker_client if docker_client is not None else docker.from_env()
     started = time.monotonic()
-    cache_dir().mkdir(parents=True, exist_ok=True)
-    wheel = wheel_path()
-    key = content_hash(wheel)
+    key = content_hash()
     upstream = f"{REPOSITORY}:upstream-{key}"
     patched = f"{REPOSITORY}:patched-{key}"
     built = False
-    if not _exists(client, upstream):
-        _build_upstream(client, upstream, wheel)
-        built = True
-    if not _exists(client, patched):
-        _build_patched(client, upstream, patched, wheel)
+    if not (_exists(client, upstream) and _exists(client, patched)):
+        try:
+            venv = sglang_venv.ensure_parser_venv()
+        except RuntimeError as err:
+            raise ServectlError(f"building the SGLang test image: {err}") from err
+        site = _site_packages(venv.parent.parent)
+        if not _exists(client, upstream):
+            _build_upstream(client, upstream, site)
+        _build_patched(client, upstream, patched, site)
         built = True
     return TestImages(upstream=upstream, patched=patched, build_seconds=time.monotonic() - started if built else 0.0)
 
