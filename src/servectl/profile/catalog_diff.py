@@ -27,6 +27,8 @@ class FlagChange:
             return f"+ {self.flag}  {self.after}".rstrip()
         if self.kind == "removed":
             return f"- {self.flag}  {self.before}".rstrip()
+        if not self.before:  # choices: only what was added (+) and removed (-)
+            return f"~ {self.flag}  {self.field}: {self.after}"
         return f"~ {self.flag}  {self.field}: {self.before} -> {self.after}"
 
 
@@ -44,7 +46,7 @@ def _choices_change(a: CatalogOption, b: CatalogOption) -> FlagChange | None:
         if a.choices is None or b.choices is None:
             return FlagChange(a.primary_flag, "changed", "choices", _fmt(a.choices), _fmt(b.choices))
         parts = [f"+{c}" for c in added] + [f"-{c}" for c in removed]
-        return FlagChange(a.primary_flag, "changed", "choices", _fmt(a.choices), " ".join(parts))
+        return FlagChange(a.primary_flag, "changed", "choices", after=" ".join(parts))
     return None
 
 

@@ -530,3 +530,18 @@ def remove_test_session(session: str) -> None:
     ).stdout.split()
     if ids:
         subprocess.run(["docker", "rm", "-f", *ids], capture_output=True, check=True)
+
+
+def probe_answer(
+    document: Mapping[str, Any], *, exit_code: int = 0, stderr: str = "", seconds: float = 0.1
+) -> OneShotResult:
+    """What a throwaway container of ``servectl.adapters.sglang_probe`` prints for ``document`` (fakes)."""
+    from servectl.adapters.sglang_probe import BEGIN, END
+
+    stdout = f"some SGLang import chatter\n{BEGIN}\n{json.dumps(dict(document))}\n{END}\n"
+    return OneShotResult(exit_code, stdout, stderr, seconds)
+
+
+def dump_answer(document: Mapping[str, Any], *, seconds: float = 0.1) -> OneShotResult:
+    """What a throwaway container of ``engine_dump.py flags`` prints for a catalog ``document`` (fakes)."""
+    return OneShotResult(0, "a warning printed on import\n" + json.dumps(dict(document), indent=1) + "\n", "", seconds)
