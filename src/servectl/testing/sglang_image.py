@@ -107,7 +107,7 @@ _REMOVED_BLOCK = f'''        parser.add_argument(
 
 
 @dataclass(frozen=True)
-class TestImages:
+class SglangTestImages:
     """References of the two built images and how long building took (0 when both were found)."""
 
     upstream: str
@@ -285,7 +285,7 @@ def _build_patched(client: Any, upstream: str, ref: str, site: Path) -> None:
         container.remove(force=True)
 
 
-def build_test_images(*, docker_client: Any = None) -> TestImages:
+def build_test_images(*, docker_client: Any = None) -> SglangTestImages:
     """Build (or find) the upstream and patched SGLang test images.
 
     Raises:
@@ -309,7 +309,7 @@ def build_test_images(*, docker_client: Any = None) -> TestImages:
             _build_upstream(client, upstream, site)
         _build_patched(client, upstream, patched, site)
         built = True
-    return TestImages(upstream=upstream, patched=patched, build_seconds=time.monotonic() - started if built else 0.0)
+    return SglangTestImages(upstream=upstream, patched=patched, build_seconds=time.monotonic() - started if built else 0.0)
 
 
 def main() -> int:
