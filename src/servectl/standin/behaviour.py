@@ -183,8 +183,23 @@ def _tool_call(
         arguments = json.dumps({"unexpected": True})
     streamed = None
     if fault == "stream_mismatch" and isinstance(example, dict):
-        streamed = json.dumps({**example, "streamed": True})
+        streamed = json.dumps(_altered(example, schema if isinstance(schema, Mapping) else {}))
     return ToolCall(name=name, arguments=arguments, streamed_arguments=streamed)
+
+
+def _altered(example: dict[str, Any], schema: Mapping[str, Any]) -> dict[str, Any]:
+    """``example`` with one free value changed, still valid: what a stream that drifts from the plain call sends."""
+    props = schema.get("properties") or {}
+    for key, value in example.items():
+        found = props.get(key)
+        spec: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+        if "enum" in spec or "const" in spec:
+            continue
+        if isinstance(value, str):
+            return {**example, key: value + " (streamed)"}
+        if isinstance(value, int | float) and not isinstance(value, bool) and "maximum" not in spec:
+            return {**example, key: value + 1}
+    return example
 
 
 def example_for(schema: Mapping[str, Any]) -> Any:
