@@ -1,6 +1,9 @@
-"""Where servectl keeps its files: the state folder and the user's profile folder.
+"""Where servectl keeps its files: the state folder, the user's profile folder and the data it ships.
 
-Pure functions of the environment, so that tests point them elsewhere with ``SERVECTL_HOME``.
+Pure functions of the environment, so that tests point them elsewhere with ``SERVECTL_HOME``. The shipped
+profiles, the profile JSON Schema and the demo model are package data under ``servectl/data`` so that a
+normal (non-editable) install has them; a source checkout links ``profiles``, ``schema`` and ``examples`` at
+its root to the same folders.
 """
 
 from __future__ import annotations
@@ -10,6 +13,23 @@ from collections.abc import Mapping
 from pathlib import Path
 
 APP_NAME = "servectl"
+
+#: Package data: ``profiles/``, ``schema/profile.schema.json``, ``examples/demo-model/``.
+DATA_DIR = Path(__file__).resolve().parent / "data"
+SHIPPED_PROFILES_DIR = DATA_DIR / "profiles"
+SCHEMA_FILE = DATA_DIR / "schema" / "profile.schema.json"
+DEMO_MODEL_DIR = DATA_DIR / "examples" / "demo-model"
+
+
+def source_checkout_dir() -> Path | None:
+    """The source checkout servectl runs from (its ``profiles`` links to the shipped ones), else None."""
+    root = DATA_DIR.parents[2]  # <checkout>/src/servectl/data
+    try:
+        if (root / "profiles").resolve() == SHIPPED_PROFILES_DIR:
+            return root
+    except OSError:
+        pass
+    return None
 
 
 def state_dir(environ: Mapping[str, str] | None = None) -> Path:

@@ -20,6 +20,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from servectl.errors import Problem, ProfileError, UsageError
+from servectl.paths import SHIPPED_PROFILES_DIR as SHIPPED_PROFILES_DIR  # re-exported
 from servectl.paths import user_profiles_dir
 from servectl.profile.models import Profile
 
@@ -38,8 +39,6 @@ _RELATIVE_PATH_LIST_FIELDS: tuple[tuple[PathKey, str], ...] = (
 
 #: libyaml's parser when PyYAML was built with it (same marks, several times faster).
 _YamlLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-SHIPPED_PROFILES_DIR = Path(__file__).resolve().parents[3] / "profiles"
 
 
 @dataclass(frozen=True)
@@ -100,7 +99,9 @@ def search_path(*, cwd: Path | None = None, environ: Mapping[str, str] | None = 
         resolved = folder.path.resolve()
         if resolved not in seen:
             seen.add(resolved)
-            unique.append(ProfileFolder(resolved, folder.origin))
+            # keep the path as written (absolute, links not followed): a checkout's ``profiles`` link to the
+            # shipped folder shows as ``profiles/...`` and its relative model paths stay under the checkout
+            unique.append(ProfileFolder(folder.path.absolute(), folder.origin))
     return unique
 
 

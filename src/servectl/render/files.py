@@ -26,8 +26,9 @@ from pathlib import Path
 from typing import Literal
 
 from servectl.errors import RenderUnsupported, UsageError
+from servectl.paths import SHIPPED_PROFILES_DIR, source_checkout_dir
 from servectl.plan.compile import compile_portable_plan, project_dir_of
-from servectl.profile.loader import SHIPPED_PROFILES_DIR, LoadedProfile, ProfileFolder, discover, load_profile
+from servectl.profile.loader import LoadedProfile, ProfileFolder, discover, load_profile
 
 Target = Literal["compose", "k8s"]
 TARGETS: tuple[Target, ...] = ("compose", "k8s")
@@ -147,8 +148,18 @@ def render_profile(
 
 
 def shipped_project_dir() -> Path:
-    """The repository that holds the shipped profiles and their rendered copies."""
-    return SHIPPED_PROFILES_DIR.parent
+    """The source checkout that holds the shipped profiles and their rendered copies.
+
+    Raises:
+        UsageError: servectl runs from an installed package, which has no rendered copies to refresh.
+    """
+    root = source_checkout_dir()
+    if root is None:
+        raise UsageError(
+            f"the shipped profiles in {SHIPPED_PROFILES_DIR} are not in a source checkout; "
+            "run render --all from a servectl checkout, or pass a project folder"
+        )
+    return root
 
 
 def render_shipped(*, project_dir: Path | None = None, targets: Sequence[Target] = TARGETS) -> RenderSet:
