@@ -18,6 +18,7 @@ Errors from the Docker SDK, NVML or the OS are wrapped ``from e`` so that the ca
     ├── ServiceConflict             exit 1   another service holds the GPUs or port; use ``swap``
     ├── LockTimeout                 exit 1   another servectl process is changing services
     ├── BenchFailed                 exit 1   the benchmark could not run or had flagged requests
+    ├── QualificationFailed         exit 1   a qualification gate failed (the evidence is still written)
     ├── SwapRolledBack              exit 4   swap target failed, the previous service is back and healthy
     ├── SwapFailed                  exit 5   swap target failed and the previous service failed too
     └── SwapInterrupted             exit 130 a swap was interrupted where no rollback applied; the message
@@ -136,6 +137,10 @@ class LockTimeout(ServectlError):
 class BenchFailed(ServectlError):
     """The benchmark could not run (server unreachable, no such model, calibration failed) or some of its
     requests were flagged (short, broken or failed streams) and left out of the results."""
+
+
+class QualificationFailed(ServectlError):
+    """``servectl qualify`` ran, and at least one gate failed; the evidence names every failed case."""
 
 
 class _SwapError(ServectlError):

@@ -28,6 +28,7 @@ _COMMAND_MODULES: tuple[str, ...] = (
     "servectl.cli.dev",
     "servectl.cli.preflight",
     "servectl.cli.profiles",
+    "servectl.cli.qualify",
     "servectl.cli.render",
     "servectl.cli.service",
     "servectl.cli.swap",
