@@ -171,6 +171,9 @@ def run_kwargs(spec: DockerRunSpec, *, environ: Mapping[str, str] | None = None)
         kwargs["ipc_mode"] = spec.ipc_mode
     if spec.shm_size:
         kwargs["shm_size"] = spec.shm_size
+    if spec.restart_policy:
+        policy, _, retries = spec.restart_policy.partition(":")
+        kwargs["restart_policy"] = {"Name": policy, "MaximumRetryCount": int(retries or 0)}
     if spec.ports:
         ports: dict[str, list[tuple[str, int]]] = {}
         for p in spec.ports:

@@ -112,6 +112,7 @@ class DockerRunSpec:
     mounts: tuple[MountPlan, ...]
     stop_timeout_s: int
     init: bool = True
+    restart_policy: str | None = None  # "always", "on-failure:3", ...; None: Docker's default ("no")
 
 
 @dataclass(frozen=True)
@@ -135,6 +136,8 @@ class LaunchPlan:
         """JSON-ready form (secrets are references only)."""
         data = asdict(self)
         data["docker"]["labels"] = dict(self.docker.labels)
+        if self.docker.restart_policy is None:  # absent, so plans (and hashes) from before the field stay as they were
+            del data["docker"]["restart_policy"]
         return data
 
     def to_json(self) -> str:
@@ -267,7 +270,8 @@ def compile_plan(
     gen_dir = state_dir / "generated" / profile.name
 
     files: list[GeneratedFile] = []
-    mounts = [MountPlan(host_path(profile.model.path, "model.path"), profile.model.container_path, True)]
+    model = profile.model
+    mounts = [MountPlan(host_path(model.path, "model.path"), model.container_path, model.read_only)]
     mounts += [
         MountPlan(host_path(m.source, f"container.mounts[{i}].source"), m.target, m.read_only)
         for i, m in enumerate(profile.container.mounts)
@@ -316,13 +320,13 @@ def compile_plan(
         device_ids=tuple(str(d) for d in profile.gpus.devices),
         ipc_mode=profile.container.ipc,
         shm_size=profile.container.shm_size,
-        # The stand-in locks no memory. SGLang's memlock=-1 needs CAP_SYS_RESOURCE in the Docker daemon,
-        # which rootless and sandboxed engines lack, and the demo must start there too.
-        ulimits=() if profile.image.build == "standin" else SGLANG_ULIMITS,
+        ulimits=_ulimits(profile),
         network_mode="bridge" if bridge else "host",
         ports=(PortBinding(profile.serve.host, profile.serve.port, profile.serve.port),) if bridge else (),
         mounts=tuple(mounts),
         stop_timeout_s=profile.container.stop_grace_s,
+        init=profile.container.init,
+        restart_policy=profile.container.restart,
     )
     host_for_url = "127.0.0.1" if profile.serve.host in ("0.0.0.0", "::") else profile.serve.host
     plan = LaunchPlan(
@@ -346,6 +350,19 @@ def compile_plan(
     digest = plan_hash(hashed)
     labelled = DockerRunSpec(**{**docker.__dict__, "labels": {**labels, LABEL_PLAN_HASH: digest}})
     return LaunchPlan(**{**plan.__dict__, "docker": labelled, "plan_hash": digest})
+
+
+def _ulimits(profile: Profile) -> tuple[tuple[str, int, int], ...]:
+    limits = profile.container.ulimits
+    if limits is None:
+        # The stand-in locks no memory. SGLang's memlock=-1 needs CAP_SYS_RESOURCE in the Docker daemon,
+        # which rootless and sandboxed engines lack, and the demo must start there too.
+        return () if profile.image.build == "standin" else SGLANG_ULIMITS
+    out: list[tuple[str, int, int]] = []
+    for name, value in sorted(limits.items()):
+        soft, hard = (value, value) if isinstance(value, int) else (value[0], value[1])
+        out.append((name, soft, hard))
+    return tuple(out)
 
 
 #: Home and state folder of the *portable* plan: the launch as a profile describes it, nothing of the machine.
@@ -469,6 +486,8 @@ def docker_run_groups(spec: DockerRunSpec, *, detach: bool = True) -> list[list[
         groups.append(["--shm-size", spec.shm_size])
     for name, soft, hard in spec.ulimits:
         groups.append(["--ulimit", f"{name}={soft}" if soft == hard else f"{name}={soft}:{hard}"])
+    if spec.restart_policy:
+        groups.append(["--restart", spec.restart_policy])
     if spec.network_mode == "host":
         groups.append(["--network", "host"])
     groups += [["-p", f"{_bracket(p.host_ip)}:{p.host_port}:{p.container_port}"] for p in spec.ports]

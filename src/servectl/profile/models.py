@@ -69,6 +69,7 @@ class ModelSpec(_Strict):
     revision: GitRevision | None = None
     served_name: str = Field(min_length=1, description="name clients use (--served-model-name)")
     container_path: str = Field(default="/model", pattern=r"^/", description="where the weights are mounted")
+    read_only: bool = Field(default=True, description="mount the model folder read-only")
 
 
 class GpuSpec(_Strict):
@@ -171,6 +172,9 @@ class MountSpec(_Strict):
     read_only: bool = False
 
 
+UlimitValue = int | Annotated[list[int], Field(min_length=2, max_length=2, description="[soft, hard]")]
+
+
 class ContainerSpec(_Strict):
     name: str | None = Field(default=None, pattern=r"^[a-zA-Z0-9][a-zA-Z0-9_.-]+$")
     shm_size: str | None = Field(default=None, pattern=r"^\d+[bkmgBKMG]?$", description="e.g. 32g")
@@ -178,6 +182,30 @@ class ContainerSpec(_Strict):
     mounts: list[MountSpec] = Field(default_factory=list)
     stop_grace_s: int = Field(default=30, ge=0, description="SIGTERM to SIGKILL")
     labels: dict[str, str] = Field(default_factory=dict)
+    ulimits: dict[str, UlimitValue] | None = Field(
+        default=None,
+        description="e.g. {memlock: -1, stack: 67108864} or {nofile: [1024, 4096]}; default: SGLang's own "
+        "(memlock unlimited, 64 MiB stack; none for the stand-in)",
+    )
+    restart: str | None = Field(
+        default=None,
+        pattern=r"^(no|always|unless-stopped|on-failure(:\d+)?)$",
+        description="Docker restart policy (default: none)",
+    )
+    init: bool = Field(default=True, description="run an init process as PID 1 (docker run --init)")
+
+
+class AdoptedSpec(_Strict):
+    """Where an adopted profile came from: a container servectl did not start (``servectl adopt``).
+
+    While that container runs with the profile's configuration, ``status`` lists it under the profile and
+    ``swap`` treats it as the profile's running service.
+    """
+
+    container: str = Field(min_length=1, description="name of the adopted container")
+    container_id: str | None = Field(default=None, pattern=r"^[0-9a-f]{12,64}$")
+    compose_file: str | None = Field(default=None, description="compose file it was adopted from")
+    compose_service: str | None = None
 
 
 class HealthSpec(_Strict):
@@ -239,6 +267,7 @@ class Profile(_Strict):
     container: ContainerSpec = Field(default_factory=ContainerSpec)
     health: HealthSpec = Field(default_factory=HealthSpec)
     conflicts: list[ConflictSpec] = Field(default_factory=list)
+    adopted: AdoptedSpec | None = Field(default=None, description="set by `servectl adopt`")
 
 
 def profile_json_schema() -> dict[str, object]:

@@ -121,6 +121,8 @@ def render_compose(
         service["secrets"] = [{"source": API_KEY_SECRET, "target": parts.api_key.target}]
 
     service["init"] = spec.init
+    if spec.restart_policy:
+        service["restart"] = spec.restart_policy
     service["stop_grace_period"] = f"{spec.stop_timeout_s}s"
     service["healthcheck"] = {
         "test": ["CMD", *(_literal(t) for t in health_check_argv(plan, listen))],
