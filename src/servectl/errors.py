@@ -17,6 +17,8 @@ Errors from the Docker SDK, NVML or the OS are wrapped ``from e`` so that the ca
     │   └── GpuUnavailable          exit 1   NVML cannot be loaded or initialised (no driver, no library)
     ├── ServiceConflict             exit 1   another service holds the GPUs or port; use ``swap``
     ├── LockTimeout                 exit 1   another servectl process is changing services
+    ├── StateDamaged                exit 1   a file in the state folder is damaged; the message names it
+                                             and says what to do (read-only commands go on without it)
     ├── BenchFailed                 exit 1   the benchmark could not run or had flagged requests
     ├── QualificationFailed         exit 1   a qualification gate failed (the evidence is still written)
     ├── SwapRolledBack              exit 4   swap target failed, the previous service is back and healthy
@@ -132,6 +134,17 @@ class ServiceConflict(ServectlError):
 
 class LockTimeout(ServectlError):
     """Another servectl process held the state lock for longer than we wait."""
+
+
+class StateDamaged(ServectlError):
+    """A file in servectl's state folder (history, journal, stopped conflicts, lock) cannot be used.
+
+    ``path`` is the file; the message names it, says what is wrong and what to do.
+    """
+
+    def __init__(self, message: str, *, path: object = None) -> None:
+        super().__init__(message)
+        self.path = path
 
 
 class BenchFailed(ServectlError):

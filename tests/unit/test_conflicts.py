@@ -161,7 +161,7 @@ def test_the_record_survives_a_round_trip_and_replaces_entries_for_the_same_conf
 
 def test_a_damaged_record_is_named_with_the_fix(tmp_path: Path) -> None:
     (tmp_path / STOPPED_CONFLICTS_FILE).write_text("{not json", encoding="utf-8")
-    with pytest.raises(ServectlError, match=r"stopped-conflicts\.json: cannot read .*fix or delete it"):
+    with pytest.raises(ServectlError, match=r"stopped-conflicts\.json: .* not valid JSON .*restore each by hand"):
         load_stopped(tmp_path)
 
 

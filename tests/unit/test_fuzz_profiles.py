@@ -9,7 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from servectl.errors import ProfileError
-from servectl.profile.loader import ProfileFolder, load_profile
+from servectl.plan.validate import load_profile
+from servectl.profile.loader import ProfileFolder
 
 KEYS = [
     "name",

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from servectl.errors import ProfileError, UsageError
-from servectl.profile.loader import discover, load_profile, search_path
+from servectl.plan.validate import load_profile
+from servectl.profile.loader import discover, search_path
 
 Write = Callable[[str, str], Path]
 Minimal = Callable[[str], str]

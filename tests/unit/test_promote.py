@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from servectl.bench.promote import headline, promote
+from servectl.bench.promote import promote
 from servectl.errors import ProfileError
+from servectl.plan.inventory import evidence_headline, evidence_lines
 from servectl.plan.resolve import plan_for
-from servectl.profile.loader import load_profile
+from servectl.plan.validate import load_profile
 
 DIGEST = "sha256:" + "c" * 64
 REVISION = "d" * 40
@@ -76,7 +77,9 @@ def test_matching_evidence_promotes_keeps_comments_and_records_the_headline(
     loaded = load_profile("q")
     assert loaded.profile.status == "promoted"
     assert record.points[0].decode_tok_s_p50 == 112.07
-    assert headline(loaded) == "112.1 @ 2,969 tok/s (C1, p50)"
+    assert evidence_headline(loaded) == "112.1 @ 2,969 tok/s (C1, p50)"
+    assert evidence_lines(loaded)[0].startswith("# evidence: q.evidence.json (run ")
+    assert not any("STALE" in line for line in evidence_lines(loaded))
 
 
 @pytest.mark.parametrize(
@@ -105,4 +108,6 @@ def test_changing_the_profile_after_promotion_marks_the_headline_stale(
     promote(name="q", evidence_dir=evidence())
     path = profile_dir / "q.yaml"
     path.write_text(path.read_text() + "engine: {context_length: 8192}\n")
-    assert (headline(load_profile("q")) or "").endswith("[stale: plan changed]")
+    loaded = load_profile("q")
+    assert (evidence_headline(loaded) or "").endswith("[stale: plan changed]")
+    assert evidence_lines(loaded)[-1] == "#   STALE: the profile's plan changed since this evidence was measured"

@@ -9,7 +9,7 @@ import pytest
 
 from servectl.errors import ProfileError
 from servectl.plan.rules import RULES
-from servectl.profile.loader import load_profile
+from servectl.plan.validate import load_profile
 
 Write = Callable[[str, str], Path]
 

@@ -122,7 +122,7 @@ def test_history_rejects_events_that_are_not_json_before_touching_the_file(tmp_p
 
 def test_corrupt_history_is_an_error_naming_the_file(tmp_path: Path) -> None:
     (tmp_path / "history.json").write_text("[{")
-    with pytest.raises(ServectlError, match=r"history\.json: not valid JSON"):
+    with pytest.raises(ServectlError, match=r"history\.json: the history is not valid JSON"):
         History(tmp_path).events()
 
 

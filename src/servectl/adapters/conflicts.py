@@ -25,7 +25,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from servectl.errors import EngineUnavailable, ServectlError
+from servectl.adapters.state import atomic_write_text, read_state_json
+from servectl.errors import EngineUnavailable, ServectlError, StateDamaged
 from servectl.profile.models import ConflictSpec
 
 STOPPED_CONFLICTS_FILE = "stopped-conflicts.json"
@@ -76,9 +77,11 @@ class StoppedConflict:
         kind = data.get("kind")
         if kind not in ("compose", "container"):
             raise ValueError(f"unknown conflict kind {kind!r}")
+        if not isinstance(data["ref"], str) or not data["ref"]:
+            raise ValueError(f"conflict ref {data['ref']!r} is not a name or path")
         return cls(
             kind=kind,
-            ref=str(data["ref"]),
+            ref=data["ref"],
             container_ids=tuple(str(i) for i in data.get("container_ids", ())),
             stopped_by=str(data.get("stopped_by", "")),
             stopped_at=float(data.get("stopped_at", 0.0)),
@@ -281,34 +284,44 @@ class DockerConflicts:
 
 # -- the record in the state folder --------------------------------------------------------------------------
 def load_stopped(state_dir: Path) -> list[StoppedConflict]:
-    """Conflicts servectl stopped and has not restored yet (empty when there is no record)."""
+    """Conflicts servectl stopped and has not restored yet (empty when there is no record).
+
+    Raises:
+        StateDamaged: the record cannot be read or has the wrong shape (the line names the file and says to
+            restore the conflicts by hand before removing it: they may still be stopped).
+    """
     path = state_dir / STOPPED_CONFLICTS_FILE
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    fix = (
+        "services servectl stopped may still be stopped: restore each by hand (`docker compose -f FILE up -d` "
+        "or `docker start NAME`), then move the file aside"
+    )
+    data = read_state_json(path, what="record of stopped conflicts", fix=fix)
+    if data is None:
         return []
-    except (OSError, json.JSONDecodeError) as e:
-        raise ServectlError(f"{path}: cannot read the record of stopped conflicts ({e}); fix or delete it") from e
     try:
-        return [StoppedConflict.from_dict(item) for item in data.get("stopped", [])]
-    except (KeyError, TypeError, ValueError, AttributeError) as e:
-        raise ServectlError(f"{path}: malformed record of stopped conflicts ({e}); fix or delete it") from e
+        items = data["stopped"] if isinstance(data, dict) else None
+        if not isinstance(items, list):
+            raise ValueError("no list of 'stopped' conflicts")
+        return [StoppedConflict.from_dict(item) for item in items]
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as e:
+        raise StateDamaged(f"{path}: malformed record of stopped conflicts ({e}); {fix}", path=path) from None
 
 
 def save_stopped(state_dir: Path, stopped: Iterable[StoppedConflict]) -> None:
     """Replace the record atomically (write a temporary file, then rename); an empty record removes it."""
     items = list(stopped)
     path = state_dir / STOPPED_CONFLICTS_FILE
-    if not items:
-        path.unlink(missing_ok=True)
-        return
-    state_dir.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with tmp.open("w", encoding="utf-8") as f:
-        json.dump({"stopped": [s.to_dict() for s in items]}, f, indent=2)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        if not items:
+            path.unlink(missing_ok=True)
+            return
+        atomic_write_text(path, json.dumps({"stopped": [s.to_dict() for s in items]}, indent=2))
+    except OSError as e:
+        raise StateDamaged(
+            f"{path}: cannot write the record of stopped conflicts ({e.strerror}); "
+            "make it a writable file (move a folder of that name aside)",
+            path=path,
+        ) from e
 
 
 def record_stopped(state_dir: Path, stopped: StoppedConflict) -> None:

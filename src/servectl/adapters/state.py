@@ -21,10 +21,14 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from servectl.errors import LockTimeout, ServectlError
+from servectl.errors import LockTimeout, ServectlError, StateDamaged
 
 LOCK_FILE = "servectl.lock"
 HISTORY_FILE = "history.json"
+#: Containers that passed the health gate, one empty file per container id (see :class:`GateRecord`).
+GATE_DIR = "gate-passed"
+#: A state file larger than this is damage, not data (the history keeps 1,000 small events).
+MAX_STATE_BYTES = 64 * 2**20
 #: The history keeps this many events (older ones are dropped when a new one is written).
 HISTORY_LIMIT = 1000
 #: Events that mean "this profile started serving"; their ``profile`` key names it.
@@ -46,6 +50,47 @@ def atomic_write_text(path: Path, text: str, *, mode: int = 0o644) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def read_state_json(path: Path, *, what: str, fix: str) -> Any:
+    """The JSON in state file ``path``, or None when it does not exist.
+
+    Every way the file can be damaged (a folder, unreadable, too big, not UTF-8, not JSON, nested too deep)
+    is one :class:`StateDamaged` line: ``<path>: <what> <is damaged how>; <fix>``.
+    """
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(MAX_STATE_BYTES + 1)
+    except FileNotFoundError:
+        return None
+    except IsADirectoryError:
+        raise StateDamaged(f"{path}: the {what} is a folder, not a file; {fix}", path=path) from None
+    except OSError as e:
+        raise StateDamaged(f"{path}: cannot read the {what} ({e.strerror or e}); {fix}", path=path) from None
+    if len(raw) > MAX_STATE_BYTES:
+        raise StateDamaged(f"{path}: the {what} is larger than {MAX_STATE_BYTES // 2**20} MiB; {fix}", path=path)
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise StateDamaged(f"{path}: the {what} is not text (byte {e.start}); {fix}", path=path) from None
+    except json.JSONDecodeError as e:
+        raise StateDamaged(
+            f"{path}: the {what} is not valid JSON ({e.msg}, line {e.lineno}); {fix}", path=path
+        ) from None
+    except (RecursionError, ValueError) as e:  # nested too deep; an integer too long to convert
+        reason = "nested too deep" if isinstance(e, RecursionError) else "a number too long"
+        raise StateDamaged(f"{path}: the {what} is not usable JSON ({reason}); {fix}", path=path) from None
+
+
+def set_aside(path: Path, *, clock: Callable[[], float] = time.time) -> Path:
+    """Move a damaged state file out of the way (``<name>.damaged-<time>``) and return where it went."""
+    target = path.with_name(f"{path.name}.damaged-{int(clock())}")
+    n = 0
+    while target.exists():
+        n += 1
+        target = path.with_name(f"{path.name}.damaged-{int(clock())}-{n}")
+    os.replace(path, target)
+    return target
 
 
 # -- the lock -------------------------------------------------------------------------------------------
@@ -107,8 +152,16 @@ class StateLock:
                 return
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except IsADirectoryError:
+            raise StateDamaged(
+                f"{self.path}: the lock file is a folder; no servectl process uses it: remove it and try again",
+                path=self.path,
+            ) from None
         except OSError as e:
-            raise ServectlError(f"cannot open the lock file {self.path}: {e.strerror}") from e
+            raise StateDamaged(
+                f"{self.path}: cannot open the lock file ({e.strerror}); make it a writable file or remove it",
+                path=self.path,
+            ) from e
         deadline = time.monotonic() + self.timeout_s
         while True:
             try:
@@ -168,11 +221,23 @@ class History:
 
     An event is a JSON object with at least ``event`` (e.g. "up", "down", "swap", "failed") and ``t``
     (epoch seconds, added when missing); run events ("up", "swap", "rollback") carry ``profile``.
+
+    The file is data that can be damaged. Reading a damaged history raises :class:`StateDamaged` (one
+    line naming the file); entries of the wrong shape are skipped. Writing to a damaged history moves
+    it aside (``history.json.damaged-<time>``) and starts a new one, so that recording what just happened
+    never fails because of what happened before; ``warn`` is told where the old file went.
     """
 
-    def __init__(self, state_dir: Path, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        state_dir: Path,
+        *,
+        clock: Callable[[], float] = time.time,
+        warn: Callable[[str], None] | None = None,
+    ) -> None:
         self.path = Path(state_dir) / HISTORY_FILE
         self._clock = clock
+        self._warn = warn or _warn_stderr
 
     def record(self, event: Mapping[str, Any]) -> dict[str, Any]:
         """Append ``event`` (a copy with ``t`` set) and return what was stored."""
@@ -181,24 +246,35 @@ class History:
         stored = {"t": self._clock(), **event}
         json.dumps(stored)  # fail here, not halfway through a write, if it is not JSON
         with self._write_lock():
-            events = self.events()
+            try:
+                events = self.events()
+            except StateDamaged as err:
+                moved = set_aside(self.path, clock=self._clock)
+                self._warn(f"{err.message.split(';')[0]}; moved it to {moved} and started a new history")
+                events = []
             events.append(stored)
-            atomic_write_text(self.path, json.dumps(events[-HISTORY_LIMIT:], indent=1) + "\n")
+            try:
+                atomic_write_text(self.path, json.dumps(events[-HISTORY_LIMIT:], indent=1) + "\n")
+            except OSError as e:
+                raise StateDamaged(
+                    f"{self.path}: cannot write the history ({e.strerror}); make the state folder writable",
+                    path=self.path,
+                ) from e
         return stored
 
     def events(self) -> list[dict[str, Any]]:
-        """All events, oldest first (an unreadable file is an error naming it)."""
-        try:
-            text = self.path.read_text(encoding="utf-8")
-        except FileNotFoundError:
+        """All well-formed events, oldest first.
+
+        Raises:
+            StateDamaged: the file is not a JSON list (a folder, binary, truncated...).
+        """
+        fix = "move it aside (a new history starts on the next up/swap/down)"
+        data = read_state_json(self.path, what="history", fix=fix)
+        if data is None:
             return []
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise ServectlError(f"{self.path}: not valid JSON ({e}); move it aside to start a new history") from e
         if not isinstance(data, list):
-            raise ServectlError(f"{self.path}: expected a list of events; move it aside to start a new history")
-        return [e for e in data if isinstance(e, dict)]
+            raise StateDamaged(f"{self.path}: the history is not a list of events; {fix}", path=self.path)
+        return [clean for e in data if (clean := _clean_event(e)) is not None]
 
     def last_run(self) -> dict[str, Any] | None:
         """The latest run event (a profile that started serving), or None."""
@@ -223,14 +299,105 @@ class History:
         """Ids of containers that passed the health gate (so a later failing probe means "unhealthy")."""
         return {str(e["container_id"]) for e in self.events() if e.get("event") in RUN_EVENTS and e.get("container_id")}
 
+    def readable_events(self) -> tuple[list[dict[str, Any]], str | None]:
+        """The events and None, or no events and the one-line warning of why the history is unreadable.
+
+        For read-only commands: they go on with what Docker says and show the warning.
+        """
+        try:
+            return self.events(), None
+        except StateDamaged as err:
+            return [], err.message
+
     @contextlib.contextmanager
     def _write_lock(self) -> Iterator[None]:
         # Separate from StateLock: history writes are short, and `status` may record without the big lock.
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path.with_name(HISTORY_FILE + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        lock_path = self.path.with_name(HISTORY_FILE + ".lock")
+        try:
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise StateDamaged(
+                f"{lock_path}: cannot open the history lock ({e.strerror}); remove it (no data in it)",
+                path=lock_path,
+            ) from e
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
+
+
+#: Keys of an event that must be text when present; an entry with another type there loses that key.
+_TEXT_KEYS = ("profile", "replaced", "container_id", "container_name", "plan_hash", "reason")
+
+
+def _clean_event(entry: object) -> dict[str, Any] | None:
+    """The event with keys of the wrong type dropped; None when it is not an event at all."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("event"), str):
+        return None
+    event = {k: v for k, v in entry.items() if k not in _TEXT_KEYS or isinstance(v, str)}
+    if not isinstance(event.get("t", 0.0), int | float) or isinstance(event.get("t"), bool):
+        event.pop("t")
+    return event
+
+
+def _warn_stderr(line: str) -> None:
+    sys.stderr.write(f"warning: {line}\n")
+
+
+# -- gate passage ---------------------------------------------------------------------------------------
+class GateRecord:
+    """Which containers passed the health gate: one empty file per container id under ``gate-passed/``.
+
+    A container label cannot change after create, so passage is kept here, written the moment the gate
+    passes; a later servectl (after a crash or ``kill -9``) can then tell a service that once served from
+    one that never did. Ids are Docker's hex ids; anything else is ignored.
+    """
+
+    def __init__(self, state_dir: Path) -> None:
+        self.folder = Path(state_dir) / GATE_DIR
+
+    def mark(self, container_id: str) -> None:
+        """Record that ``container_id`` passed the gate."""
+        path = self._path(container_id)
+        if path is None:
+            return
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            path.touch()
+        except OSError as e:
+            raise StateDamaged(
+                f"{self.folder}: cannot record that the service passed its health gate ({e.strerror}); "
+                "make the state folder writable",
+                path=self.folder,
+            ) from e
+
+    def passed(self, container_id: str) -> bool:
+        """Whether ``container_id`` passed the gate (False when unknown or unreadable)."""
+        path = self._path(container_id)
+        return path is not None and path.is_file()
+
+    def forget(self, container_id: str) -> None:
+        """Drop the record of a removed container."""
+        path = self._path(container_id)
+        if path is not None:
+            with contextlib.suppress(OSError):
+                path.unlink()
+
+    def prune(self, keep: set[str]) -> None:
+        """Forget every container not in ``keep`` (containers that no longer exist)."""
+        try:
+            entries = list(self.folder.iterdir())
+        except OSError:
+            return
+        for entry in entries:
+            if entry.name not in keep:
+                with contextlib.suppress(OSError):
+                    entry.unlink()
+
+    def _path(self, container_id: str) -> Path | None:
+        if not container_id or not all(c in "0123456789abcdef" for c in container_id) or len(container_id) > 128:
+            return None
+        return self.folder / container_id

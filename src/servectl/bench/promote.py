@@ -10,49 +10,18 @@ replaced atomically, so a failed promotion never leaves a half-written profile.
 from __future__ import annotations
 
 import json
-import os
 import re
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from servectl.adapters.state import atomic_write_text
 from servectl.errors import ProfileError, UsageError
-from servectl.profile.loader import LoadedProfile, load_profile
+from servectl.plan.resolve import plan_for
+from servectl.plan.validate import load_profile
+from servectl.profile.evidence import EVIDENCE_SCHEMA, EvidencePoint, EvidenceRecord
+from servectl.profile.loader import LoadedProfile
 
-EVIDENCE_SCHEMA = "servectl.evidence/v1"
 SUMMARY_FILE = "summary.json"
-
-
-@dataclass(frozen=True)
-class EvidencePoint:
-    prompt_tokens_target: int
-    prompt_tokens_actual_p50: float | None
-    concurrency: int
-    decode_tok_s_p50: float | None
-    decode_tok_s_min: float | None
-    decode_tok_s_max: float | None
-    ttft_s_p50: float | None
-    repeats: int
-
-
-@dataclass(frozen=True)
-class EvidenceRecord:
-    """What `promote` writes next to the profile."""
-
-    schema: str
-    profile: str
-    plan_hash: str
-    image_digest: str
-    model_revision: str
-    run_id: str
-    measured_at: str
-    source_dir: str
-    points: tuple[EvidencePoint, ...]
-    free_vram_after_mib: tuple[int, ...] | None
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2) + "\n"
 
 
 def read_summary(evidence_dir: Path) -> dict[str, Any]:
@@ -142,8 +111,6 @@ def promote(*, name: str, evidence_dir: Path) -> EvidenceRecord:
     Raises:
         UsageError: unreadable evidence. ProfileError: the evidence does not match the profile (every reason).
     """
-    from servectl.plan.resolve import plan_for
-
     loaded = load_profile(name)
     plan_hash = plan_for(loaded).plan_hash
     summary = read_summary(evidence_dir)
@@ -163,69 +130,6 @@ def promote(*, name: str, evidence_dir: Path) -> EvidenceRecord:
         record_path.unlink(missing_ok=True)
         raise
     return record
-
-
-def load_record(loaded: LoadedProfile) -> EvidenceRecord | None:
-    """The evidence record a profile points to, if any (None when missing or unreadable)."""
-    ref = loaded.profile.evidence
-    if not ref:
-        return None
-    path = Path(ref) if os.path.isabs(ref) else loaded.file.path.parent / ref
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        data["points"] = tuple(EvidencePoint(**pt) for pt in data["points"])
-        vram = data.get("free_vram_after_mib")
-        data["free_vram_after_mib"] = tuple(vram) if vram else None
-        return EvidenceRecord(**data)
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
-def headline(loaded: LoadedProfile) -> str | None:
-    """E.g. ``112.1 tok/s @ 2,969 · 99.8 @ 304,491 (C1, p50)``; stale evidence is marked."""
-    record = load_record(loaded)
-    if record is None:
-        return None
-    c1 = [pt for pt in record.points if pt.concurrency == 1 and pt.decode_tok_s_p50 is not None]
-    chosen = c1 or [pt for pt in record.points if pt.decode_tok_s_p50 is not None]
-    parts = [
-        f"{pt.decode_tok_s_p50:.1f} @ {int(pt.prompt_tokens_actual_p50 or pt.prompt_tokens_target):,}"
-        for pt in sorted(chosen, key=lambda pt: pt.prompt_tokens_target)
-    ]
-    if not parts:
-        return None
-    text = " · ".join(parts) + f" tok/s (C{chosen[0].concurrency}, p50)"
-    from servectl.plan.resolve import plan_for
-
-    try:
-        current = plan_for(loaded).plan_hash
-    except ProfileError:
-        current = None
-    return text if current == record.plan_hash else text + " [stale: plan changed]"
-
-
-def evidence_summary_lines(loaded: LoadedProfile) -> list[str]:
-    """Lines for `servectl show`."""
-    record = load_record(loaded)
-    if loaded.profile.evidence and record is None:
-        return [f"# evidence: {loaded.profile.evidence} is missing or unreadable"]
-    if record is None:
-        return []
-    lines = [f"# evidence: {loaded.profile.evidence} (run {record.run_id}, {record.measured_at})"]
-    for pt in record.points:
-        actual = f"{int(pt.prompt_tokens_actual_p50):,}" if pt.prompt_tokens_actual_p50 else "?"
-        lines.append(
-            f"#   C{pt.concurrency} {pt.prompt_tokens_target:,} target / {actual} actual: "
-            f"{pt.decode_tok_s_p50:.2f} decode tok/s p50 (min {pt.decode_tok_s_min:.2f}, max {pt.decode_tok_s_max:.2f})"
-            if pt.decode_tok_s_p50 is not None and pt.decode_tok_s_min is not None and pt.decode_tok_s_max is not None
-            else f"#   C{pt.concurrency} {pt.prompt_tokens_target:,}: no decode measurement"
-        )
-    if record.free_vram_after_mib:
-        lines.append("#   free VRAM after: " + ", ".join(f"{m:,} MiB" for m in record.free_vram_after_mib))
-    head = headline(loaded)
-    if head and head.endswith("[stale: plan changed]"):
-        lines.append("#   STALE: the profile's plan changed since this evidence was measured")
-    return lines
 
 
 _TOP_KEY = re.compile(r"^(?P<key>[A-Za-z_][\w-]*):(?P<rest>.*)$")

@@ -6,12 +6,20 @@ Business rules live in the library modules; this layer must stay thin and import
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
+from collections.abc import Callable
 
 import typer
 
+from servectl.cli.bench import register as register_bench
+from servectl.cli.dev import register as register_dev
+from servectl.cli.preflight import register as register_preflight
+from servectl.cli.profiles import register as register_profiles
+from servectl.cli.qualify import register as register_qualify
+from servectl.cli.render import register as register_render
+from servectl.cli.service import register as register_service
+from servectl.cli.swap import register as register_swap
 from servectl.errors import ServectlError
 
 app = typer.Typer(
@@ -22,16 +30,17 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-# Each module registers its commands on ``app`` through ``register(app)``; keep the list sorted.
-_COMMAND_MODULES: tuple[str, ...] = (
-    "servectl.cli.bench",
-    "servectl.cli.dev",
-    "servectl.cli.preflight",
-    "servectl.cli.profiles",
-    "servectl.cli.qualify",
-    "servectl.cli.render",
-    "servectl.cli.service",
-    "servectl.cli.swap",
+# Each command module adds its commands to ``app``; `--help` lists them in this order. The modules import
+# only typer and light servectl modules at the top; each command imports what it runs when it runs.
+_REGISTER: tuple[Callable[[typer.Typer], None], ...] = (
+    register_bench,  # bench
+    register_dev,  # dev build-standin
+    register_preflight,  # preflight
+    register_profiles,  # profiles, show, validate, diff, schema, catalog, promote
+    register_qualify,  # qualify
+    register_render,  # render
+    register_service,  # up, down, status, logs
+    register_swap,  # swap, rollback, rollback-check
 )
 
 
@@ -49,8 +58,8 @@ def version_command() -> None:
 
 
 def _register_commands() -> None:
-    for module_name in _COMMAND_MODULES:
-        importlib.import_module(module_name).register(app)
+    for register in _REGISTER:
+        register(app)
 
 
 def err_console_print(line: str) -> None:

@@ -68,7 +68,7 @@ def show_command(
     as_json: Annotated[bool, typer.Option("--json", help="print JSON instead of YAML")] = False,
 ) -> None:
     """Print the resolved profile (after `extends`), with where it came from."""
-    from servectl.profile.loader import load_profile
+    from servectl.plan.validate import load_profile
 
     loaded = load_profile(name)
     data = loaded.profile.model_dump(mode="json", exclude_none=True)
@@ -79,9 +79,9 @@ def show_command(
 
     typer.echo(f"# {loaded.profile.name}: resolved from " + " <- ".join(str(p) for p in loaded.chain))
     typer.echo(yaml.safe_dump(data, sort_keys=False, width=110).rstrip())
-    from servectl.bench.promote import evidence_summary_lines
+    from servectl.plan.inventory import evidence_lines
 
-    for line in evidence_summary_lines(loaded):
+    for line in evidence_lines(loaded):
         typer.echo(line)
 
 
@@ -142,7 +142,7 @@ def catalog_command(
         catalog = FlagCatalog.load(name)
     else:
         from servectl.plan.compile import catalog_for
-        from servectl.profile.loader import load_profile
+        from servectl.plan.validate import load_profile
 
         catalog = catalog_for(load_profile(name).profile)
     options = [o for o in catalog.options if not grep or any(grep in f for f in o.flags)]

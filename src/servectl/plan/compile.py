@@ -249,7 +249,7 @@ def compile_plan(
     """Compile a validated profile into its launch plan. Pure: reads nothing, writes nothing.
 
     Args:
-        profile: a profile that passed :func:`servectl.profile.loader.load_profile`.
+        profile: a profile that passed :func:`servectl.plan.validate.load_profile`.
         source: the profile file (recorded in a label).
         state_dir: servectl's state folder (where generated files will be written at start).
         home: the user's home folder, for ``~`` in host paths.

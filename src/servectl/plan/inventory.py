@@ -5,9 +5,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from servectl.bench.promote import headline
 from servectl.errors import ProfileError, ServectlError, UsageError
-from servectl.profile.loader import discover, find_profile, load_profile_file
+from servectl.plan.resolve import plan_for
+from servectl.plan.validate import load_profile_file
+from servectl.profile.evidence import evidence_summary_lines, headline, load_record
+from servectl.profile.loader import LoadedProfile, discover, find_profile
 
 
 @dataclass(frozen=True)
@@ -39,8 +41,8 @@ def list_profiles() -> list[ProfileRow]:
             continue
         try:
             loaded = load_profile_file(file)
-        except ProfileError as err:
-            count = len(err.problems) or 1
+        except ServectlError as err:  # any broken file affects only its own row
+            count = (len(err.problems) or 1) if isinstance(err, ProfileError) else 1
             rows.append(
                 ProfileRow(name, str(file.path), file.origin, error=f"{count} problem(s): servectl validate {name}")
             )
@@ -58,7 +60,7 @@ def list_profiles() -> list[ProfileRow]:
                 context=p.engine.context_length,
                 port=p.serve.port,
                 role=p.serve.role,
-                headline=headline(loaded),
+                headline=evidence_headline(loaded),
             )
         )
     return rows
@@ -82,6 +84,28 @@ def validate_profiles(names: list[str] | None) -> dict[str, ServectlError | None
         try:
             load_profile_file(file)
             results[name] = None
-        except ProfileError as err:
+        except ServectlError as err:  # any broken file affects only its own result
             results[name] = err
     return results
+
+
+def evidence_headline(loaded: LoadedProfile) -> str | None:
+    """The profile's evidence headline, marked stale when its plan changed since the measurement."""
+    record = load_record(loaded)
+    if record is None:
+        return None
+    return headline(record, current_plan_hash=_current_plan_hash(loaded))
+
+
+def evidence_lines(loaded: LoadedProfile) -> list[str]:
+    """The lines `servectl show` prints about the profile's evidence (none when it has none)."""
+    if not loaded.profile.evidence:
+        return []
+    return evidence_summary_lines(loaded, current_plan_hash=_current_plan_hash(loaded))
+
+
+def _current_plan_hash(loaded: LoadedProfile) -> str | None:
+    try:
+        return plan_for(loaded).plan_hash
+    except ProfileError:
+        return None

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from servectl.paths import state_dir
 from servectl.plan.compile import LaunchPlan, compile_plan, project_dir_of
-from servectl.profile.loader import LoadedProfile, load_profile
+from servectl.plan.validate import load_profile
+from servectl.profile.loader import LoadedProfile
 
 
 @dataclass(frozen=True)

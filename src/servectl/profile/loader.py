@@ -1,17 +1,20 @@
-"""Find, read, merge and validate profile files.
+"""Find, read, merge and schema-validate profile files.
 
 Profiles are searched in ``./profiles``, then each folder of ``SERVECTL_PROFILES`` (colon-separated), then
 the user's config folder, then the profiles shipped with servectl; the first file named ``<name>.yaml``
 wins. ``extends`` merges deeply (maps merge, lists and scalars replace) and resolves through the same search
 path. Every problem is reported with the file and line where the offending key was written, which for an
 inherited key is the base file.
+
+This layer checks the schema only; the cross-field rules (``servectl.plan.rules``) run on top of it in
+:func:`servectl.plan.validate.load_profile`, the entry point every command uses.
 """
 
 from __future__ import annotations
 
 import difflib
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +43,12 @@ _RELATIVE_PATH_LIST_FIELDS: tuple[tuple[PathKey, str], ...] = (
 #: libyaml's parser when PyYAML was built with it (same marks, several times faster).
 _YamlLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
+#: Bounds on one profile file (untrusted input): bytes read, values after expanding aliases, nesting depth.
+#: 80,000 ``engine.env`` keys (about 2 MB) stay well inside them.
+MAX_PROFILE_BYTES = 16 * 2**20
+MAX_YAML_NODES = 1_000_000
+MAX_YAML_DEPTH = 64
+
 
 @dataclass(frozen=True)
 class ProfileFolder:
@@ -65,7 +74,7 @@ class ProfileFile:
 
 @dataclass(frozen=True)
 class LoadedProfile:
-    """A validated profile with where each of its keys was written."""
+    """A schema-valid profile with where each of its keys was written."""
 
     profile: Profile
     file: ProfileFile
@@ -139,19 +148,19 @@ def find_profile(name: str, folders: Sequence[ProfileFolder] | None = None) -> P
     raise UsageError(f"profile {name!r} not found in {searched}{hint}")
 
 
-def load_profile(name: str, *, folders: Sequence[ProfileFolder] | None = None) -> LoadedProfile:
-    """Find, merge and validate profile ``name``.
+def read_profile(name: str, *, folders: Sequence[ProfileFolder] | None = None) -> LoadedProfile:
+    """Find, merge and schema-validate profile ``name`` (no cross-field rules; see ``plan.validate``).
 
     Raises:
-        UsageError: the profile does not exist, or it is a base (``_`` prefix) and cannot run.
-        ProfileError: every problem in the file and its bases, one per line.
+        UsageError: the profile does not exist.
+        ProfileError: every schema problem in the file and its bases, one per line.
     """
     file = find_profile(name, folders)
-    return load_profile_file(file, folders=folders)
+    return read_profile_file(file, folders=folders)
 
 
-def load_profile_file(file: ProfileFile, *, folders: Sequence[ProfileFolder] | None = None) -> LoadedProfile:
-    """Merge and validate the profile in ``file`` (see :func:`load_profile`)."""
+def read_profile_file(file: ProfileFile, *, folders: Sequence[ProfileFolder] | None = None) -> LoadedProfile:
+    """Merge and schema-validate the profile in ``file`` (see :func:`read_profile`)."""
     data, locations, chain = _resolve(file, folders, stack=())
     problems: list[Problem] = []
     if data.get("name") != file.name:
@@ -173,71 +182,174 @@ def load_profile_file(file: ProfileFile, *, folders: Sequence[ProfileFolder] | N
         raise ProfileError(_dedupe(problems)) from None
     if problems:
         raise ProfileError(problems)
-    loaded = LoadedProfile(profile=profile, file=file, chain=chain, locations=locations, data=data)
-    from servectl.plan.rules import check_profile
-
-    rule_problems = check_profile(loaded)
-    if rule_problems:
-        raise ProfileError(rule_problems)
-    return loaded
+    return LoadedProfile(profile=profile, file=file, chain=chain, locations=locations, data=data)
 
 
 # -- YAML with locations -------------------------------------------------------------------------------
 def read_yaml(path: Path) -> tuple[dict[str, Any], dict[PathKey, Location]]:
     """Parse one YAML mapping and the line of every key in it.
 
+    A profile is untrusted input: the file size, the nodes after expanding aliases and the nesting depth
+    are bounded (an alias bomb is refused before anything walks it), and every decoding error becomes one
+    problem naming the file.
+
     Raises:
-        ProfileError: the file cannot be read, is not valid YAML, is not a mapping, or repeats a key.
+        ProfileError: the file cannot be read, is too big, is not UTF-8 YAML, is not a mapping, or repeats a key.
     """
     shown = _display(path)
+
+    def fail(message: str, line: int | None = None) -> ProfileError:
+        return ProfileError([Problem(shown, line, "", message)])
+
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as f:
+            raw = f.read(MAX_PROFILE_BYTES + 1)
     except OSError as e:
-        raise ProfileError([Problem(shown, None, "", f"cannot read: {e.strerror}")]) from None
+        raise fail(f"cannot read: {e.strerror or e}") from None
+    if len(raw) > MAX_PROFILE_BYTES:
+        raise fail(f"larger than {MAX_PROFILE_BYTES // 2**20} MiB; a profile is a small text file: check the path")
     try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise fail(f"not UTF-8 text (byte {e.start}); a profile is a YAML text file", line) from None
+    try:
+        has_aliases = _check_nesting(text, shown)
         loader = _YamlLoader(text)
-    except yaml.YAMLError as e:  # the reader rejects control characters before parsing starts
-        raise ProfileError([Problem(shown, None, "", f"YAML: {str(e).splitlines()[0]}")]) from None
-    try:
-        node = loader.get_single_node()
-        data = loader.construct_document(node) if node is not None else None
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
-        line = mark.line + 1 if mark else None
-        raise ProfileError([Problem(shown, line, "", f"YAML syntax: {e.problem or e.context}")]) from None
+        raise fail(f"YAML syntax: {e.problem or e.context}", mark.line + 1 if mark else None) from None
+    except yaml.YAMLError as e:  # the reader rejects control characters before parsing starts
+        raise fail(f"YAML: {(str(e).splitlines() or [type(e).__name__])[0]}") from None
+    locations: dict[PathKey, Location] = {(): (path, 1)}
+    problems: list[Problem] = []
+    try:
+        node = loader.get_single_node()
+        if isinstance(node, yaml.MappingNode):
+            if has_aliases:
+                _check_expansion(node, shown)
+            _walk(node, path, locations, problems)
+            data = loader.construct_document(node)
+        else:
+            data = None
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        raise fail(f"YAML syntax: {e.problem or e.context}", mark.line + 1 if mark else None) from None
     except yaml.YAMLError as e:
-        raise ProfileError([Problem(shown, None, "", f"YAML: {str(e).splitlines()[0]}")]) from None
-    except (ValueError, OverflowError) as e:  # e.g. a timestamp or number the constructor cannot build
-        raise ProfileError([Problem(shown, None, "", f"YAML value: {e}")]) from None
+        raise fail(f"YAML: {(str(e).splitlines() or [type(e).__name__])[0]}") from None
+    except (ValueError, OverflowError, TypeError) as e:  # a timestamp or number the constructor cannot build
+        raise fail(f"YAML value: {(str(e).splitlines() or [type(e).__name__])[0]}") from None
+    except RecursionError:
+        raise fail(f"nested deeper than {MAX_YAML_DEPTH} levels") from None
     finally:
         loader.dispose()
     if not isinstance(data, dict) or not isinstance(node, yaml.MappingNode):
         raise ProfileError([Problem(shown, 1, "", "a profile must be a YAML mapping of keys to values")])
-    locations: dict[PathKey, Location] = {(): (path, 1)}
-    problems: list[Problem] = []
-    _walk(node, (), path, locations, problems)
     if problems:
         raise ProfileError(problems)
     return data, locations
 
 
-def _walk(node: yaml.Node, prefix: PathKey, path: Path, out: dict[PathKey, Location], problems: list[Problem]) -> None:
+def _check_nesting(text: str, shown: str) -> bool:
+    """Refuse nesting deeper than :data:`MAX_YAML_DEPTH` from the event stream, before composing.
+
+    PyYAML's composer recurses once per level (quadratic time, and a crash near 40,000 levels, which a
+    small file of ``[`` or ``- `` reaches); the event stream is flat and stops at the first level too deep.
+
+    Returns:
+        Whether the document uses aliases (only then can it expand beyond its own size).
+    """
+    loader = _YamlLoader(text)
+    depth = 0
+    aliases = False
+    try:
+        while (event := loader.get_event()) is not None:
+            if isinstance(event, yaml.ScalarEvent):  # most events; nothing to count
+                continue
+            if isinstance(event, yaml.AliasEvent):
+                aliases = True
+            elif isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_YAML_DEPTH:
+                    line = event.start_mark.line + 1 if event.start_mark else None
+                    raise ProfileError([Problem(shown, line, "", f"nested deeper than {MAX_YAML_DEPTH} levels")])
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+    finally:
+        loader.dispose()
+    return aliases
+
+
+def _check_expansion(root: yaml.Node, shown: str) -> None:
+    """Refuse a node tree that expands to too many values, nests too deep, or refers to itself.
+
+    Runs before anything is constructed or walked, in time linear in the *distinct* nodes: sizes and
+    heights are memoised per node, so an alias bomb (a few lines, billions of values once expanded, also
+    through ``<<`` merges) is refused in milliseconds. Iterative, so depth cannot exhaust Python's stack.
+    """
+    size: dict[int, int] = {}
+    height: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        children = _children(node)
+        if done:
+            on_path.discard(id(node))
+            size[id(node)] = 1 + sum(size[id(c)] for c in children)
+            height[id(node)] = 1 + max((height[id(c)] for c in children), default=0)
+            if size[id(node)] > MAX_YAML_NODES:
+                message = (
+                    f"more than {MAX_YAML_NODES:,} values after expanding aliases; "
+                    "a profile this big is a mistake (or an alias bomb): remove the repeated aliases"
+                )
+                raise ProfileError([Problem(shown, None, "", message)])
+            if height[id(node)] > MAX_YAML_DEPTH:
+                line = node.start_mark.line + 1
+                raise ProfileError([Problem(shown, line, "", f"nested deeper than {MAX_YAML_DEPTH} levels")])
+            continue
+        if id(node) in size:
+            continue
+        if id(node) in on_path:
+            line = node.start_mark.line + 1
+            raise ProfileError([Problem(shown, line, "", "an alias refers to a value that contains it")])
+        on_path.add(id(node))
+        stack.append((node, True))
+        stack.extend((c, False) for c in children if id(c) not in size)
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
     if isinstance(node, yaml.MappingNode):
-        seen: set[str] = set()
-        for key_node, value_node in node.value:
-            key = str(key_node.value)
-            child = (*prefix, key)
-            line = key_node.start_mark.line + 1
-            if key in seen:
-                problems.append(Problem(_display(path), line, _dotted(child), "key repeats; keep one"))
-            seen.add(key)
-            out[child] = (path, line)
-            _walk(value_node, child, path, out, problems)
-    elif isinstance(node, yaml.SequenceNode):
-        for index, item in enumerate(node.value):
-            child = (*prefix, index)
-            out[child] = (path, item.start_mark.line + 1)
-            _walk(item, child, path, out, problems)
+        return [n for pair in node.value for n in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
+def _walk(node: yaml.Node, path: Path, out: dict[PathKey, Location], problems: list[Problem]) -> None:
+    """Record the line of every key and item, and flag repeated keys (after :func:`_check_expansion`)."""
+    shown = _display(path)
+    stack: list[tuple[yaml.Node, PathKey]] = [(node, ())]
+    while stack:
+        current, prefix = stack.pop()
+        if isinstance(current, yaml.MappingNode):
+            seen: set[str] = set()
+            for key_node, value_node in current.value:
+                key = str(key_node.value)
+                child = (*prefix, key)
+                line = key_node.start_mark.line + 1
+                if key in seen:
+                    problems.append(Problem(shown, line, _dotted(child), "key repeats; keep one"))
+                seen.add(key)
+                out[child] = (path, line)
+                if not isinstance(value_node, yaml.ScalarNode):  # most values: nothing below them
+                    stack.append((value_node, child))
+        elif isinstance(current, yaml.SequenceNode):
+            for index, item in enumerate(current.value):
+                child = (*prefix, index)
+                out[child] = (path, item.start_mark.line + 1)
+                if not isinstance(item, yaml.ScalarNode):
+                    stack.append((item, child))
 
 
 # -- extends ------------------------------------------------------------------------------------------
@@ -269,30 +381,47 @@ def _merge(
     child: dict[str, Any],
     child_locations: dict[PathKey, Location],
 ) -> tuple[dict[str, Any], dict[PathKey, Location]]:
-    """Deep merge: maps merge, lists and scalars replace; locations follow the value that wins."""
+    """Deep merge: maps merge, lists and scalars replace; locations follow the value that wins.
+
+    Linear in the size of both documents: the locations under a replaced key are found by walking the
+    replaced and the replacing values, never by scanning every location.
+    """
     locations = dict(base_locations)
 
     def merge(into: dict[str, Any], over: dict[str, Any], prefix: PathKey) -> dict[str, Any]:
         result = dict(into)
         for key, value in over.items():
-            path = (*prefix, key)
+            path = (*prefix, str(key))
             if isinstance(value, dict) and isinstance(result.get(key), dict):
                 result[key] = merge(result[key], value, path)
                 if path in child_locations:
                     locations[path] = child_locations[path]
                 continue
-            for stale in [p for p in locations if p[: len(path)] == path]:
-                del locations[stale]
+            if key in result:
+                for stale in _subpaths(result[key], path):
+                    locations.pop(stale, None)
             result[key] = value
-            for p, loc in child_locations.items():
-                if p[: len(path)] == path:
-                    locations[p] = loc
+            for p in _subpaths(value, path):
+                if p in child_locations:
+                    locations[p] = child_locations[p]
         return result
 
     merged = merge(base, child, ())
     merged.pop("extends", None)
     locations[()] = child_locations[()]
     return merged, locations
+
+
+def _subpaths(value: Any, path: PathKey) -> Iterator[PathKey]:
+    """``path`` and the path of every key and item nested in ``value`` (as :func:`_walk` records them)."""
+    stack: list[tuple[Any, PathKey]] = [(value, path)]
+    while stack:
+        item, at = stack.pop()
+        yield at
+        if isinstance(item, dict):
+            stack.extend((v, (*at, str(k))) for k, v in item.items())
+        elif isinstance(item, list):
+            stack.extend((v, (*at, i)) for i, v in enumerate(item))
 
 
 def _resolve_relative_paths(data: dict[str, Any], locations: Mapping[PathKey, Location]) -> None:

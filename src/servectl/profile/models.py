@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 SCHEMA_VERSION = 1
 
@@ -35,8 +35,46 @@ ARCH_COMPUTE_CAPABILITY: dict[str, tuple[int, int]] = {
 Arch = Literal["sm80", "sm86", "sm89", "sm90", "sm100", "sm103", "sm120", "sm121"]
 
 
+#: Upper bounds for numbers that reach Docker or SGLang: both parse them as 32-bit (SGLang's ints, Docker's
+#: stop timeout) or the host cannot honour more (a day of startup, an hour of stop grace).
+INT32_MAX = 2**31 - 1
+MAX_STOP_GRACE_S = 3600
+MAX_TIMEOUT_S = 7 * 86400
+MAX_GPUS = 1024
+
+#: Text fields that never reach argv, env or a file name: newlines and tabs are fine there.
+_FREE_TEXT_FIELDS = frozenset({"description", "reserve_waiver"})
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _control_free(value: object, where: str) -> None:
+    """Raise when a string in ``value`` holds a control character (NUL, newline, ESC...)."""
+    if isinstance(value, str):
+        found = _CONTROL.search(value)
+        if found:
+            raise ValueError(
+                f"{where} holds the control character {found.group()!r}; "
+                "names, paths and flag values go to the engine command line: remove it"
+            )
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _control_free(key, where)
+            _control_free(item, where)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            _control_free(item, where)
+
+
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=False)
+    # allow_inf_nan=False: .inf or .nan in a timeout or fraction is a typo, and Docker's JSON cannot carry it.
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=False, allow_inf_nan=False)
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _no_control_characters(cls, value: object, info: ValidationInfo) -> object:
+        if info.field_name not in _FREE_TEXT_FIELDS:
+            _control_free(value, "the value")
+        return value
 
 
 class ImageSpec(_Strict):
@@ -75,12 +113,15 @@ class ModelSpec(_Strict):
 class GpuSpec(_Strict):
     """Which cards the service uses and what must be true of them."""
 
-    devices: list[Annotated[int, Field(ge=0)]] = Field(default_factory=list, description="NVML device indices")
+    devices: list[Annotated[int, Field(ge=0, le=MAX_GPUS - 1)]] = Field(
+        default_factory=list, description="NVML device indices"
+    )
     arch: Arch | None = Field(default=None, description="expected architecture, e.g. sm120 (CC 12.0)")
     exclusive: bool = Field(default=True, description="no other process may use these cards")
     vram_reserve_mib: int = Field(
         default=3072,
         ge=0,
+        le=2**30,
         description="free MiB each card must keep once the engine runs (estimated from mem fraction)",
     )
     reserve_waiver: str | None = Field(default=None, min_length=10, description="why the reserve is waived")
@@ -120,11 +161,11 @@ class SpeculativeSpec(_Strict):
     """MTP / EAGLE speculative decoding."""
 
     algorithm: Literal["EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH"]
-    num_steps: int | None = Field(default=None, ge=0)
-    eagle_topk: int | None = Field(default=None, ge=1)
-    num_draft_tokens: int | None = Field(default=None, ge=1)
+    num_steps: int | None = Field(default=None, ge=0, le=INT32_MAX)
+    eagle_topk: int | None = Field(default=None, ge=1, le=INT32_MAX)
+    num_draft_tokens: int | None = Field(default=None, ge=1, le=INT32_MAX)
     draft_model_path: str | None = None
-    adaptive_steps: list[Annotated[int, Field(ge=0)]] | None = Field(
+    adaptive_steps: list[Annotated[int, Field(ge=0, le=INT32_MAX)]] | None = Field(
         default=None,
         min_length=1,
         description="adaptive ladder, e.g. [3, 5]; compiles to the JSON config file",
@@ -143,11 +184,11 @@ class EngineSpec(_Strict):
 
     catalog: str = Field(default="sglang-0.5.23", description="flag catalog of the engine build")
     catalog_extend: CatalogExtension | None = None
-    tp: int = Field(default=1, ge=1)
-    dp: int = Field(default=1, ge=1)
-    context_length: int | None = Field(default=None, ge=1)
-    max_total_tokens: int | None = Field(default=None, ge=1)
-    max_running_requests: int | None = Field(default=None, ge=1)
+    tp: int = Field(default=1, ge=1, le=MAX_GPUS)
+    dp: int = Field(default=1, ge=1, le=MAX_GPUS)
+    context_length: int | None = Field(default=None, ge=1, le=INT32_MAX)
+    max_total_tokens: int | None = Field(default=None, ge=1, le=INT32_MAX)
+    max_running_requests: int | None = Field(default=None, ge=1, le=INT32_MAX)
     mem_fraction_static: float | None = Field(default=None, gt=0, le=1)
     kv_cache_dtype: str | None = None
     quantization: str | None = None
@@ -163,6 +204,10 @@ class EngineSpec(_Strict):
                 raise ValueError(f"args key {key!r}: write flag names without the leading '--'")
             if not re.fullmatch(r"[a-z0-9][a-z0-9-]*", key):
                 raise ValueError(f"args key {key!r}: flag names are lower-case words joined by '-'")
+            arg = value[key]
+            for item in arg if isinstance(arg, list) else [arg]:
+                if isinstance(item, int) and not isinstance(item, bool) and abs(item) > 2**63 - 1:
+                    raise ValueError(f"args key {key!r}: {item} is beyond what the engine parses (64-bit)")
         return value
 
 
@@ -180,7 +225,7 @@ class ContainerSpec(_Strict):
     shm_size: str | None = Field(default=None, pattern=r"^\d+[bkmgBKMG]?$", description="e.g. 32g")
     ipc: Literal["host", "private", "shareable"] | None = None
     mounts: list[MountSpec] = Field(default_factory=list)
-    stop_grace_s: int = Field(default=30, ge=0, description="SIGTERM to SIGKILL")
+    stop_grace_s: int = Field(default=30, ge=0, le=MAX_STOP_GRACE_S, description="SIGTERM to SIGKILL")
     labels: dict[str, str] = Field(default_factory=dict)
     ulimits: dict[str, UlimitValue] | None = Field(
         default=None,
@@ -209,8 +254,10 @@ class AdoptedSpec(_Strict):
 
 
 class HealthSpec(_Strict):
-    startup_timeout_s: float = Field(default=1800, gt=0)
-    stall_timeout_s: float = Field(default=600, gt=0, description="fail when the log is silent this long")
+    startup_timeout_s: float = Field(default=1800, gt=0, le=MAX_TIMEOUT_S)
+    stall_timeout_s: float = Field(
+        default=600, gt=0, le=MAX_TIMEOUT_S, description="fail when the log is silent this long"
+    )
     expect_log: list[str] = Field(default_factory=list, description="regexes that must appear before ready")
 
     @field_validator("expect_log")
@@ -243,6 +290,7 @@ class Profile(_Strict):
     model_config = ConfigDict(
         extra="forbid",
         frozen=True,
+        allow_inf_nan=False,
         json_schema_extra={"$id": "https://servectl.dev/schema/profile-v1.json"},
     )
 
@@ -251,7 +299,7 @@ class Profile(_Strict):
     status: Literal["candidate", "promoted", "retired"] = "candidate"
     extends: str | None = Field(default=None, description="base profile this one merges over")
     rollback: ProfileName | None = Field(default=None, description="target of a plain `servectl swap`")
-    nodes: int = Field(default=1, ge=1, description="nodes for multi-node rendering (k8s LeaderWorkerSet)")
+    nodes: int = Field(default=1, ge=1, le=MAX_GPUS, description="nodes for multi-node rendering (k8s LeaderWorkerSet)")
     evidence: str | None = Field(default=None, description="promotion evidence record (set by `promote`)")
     qualify: str | None = Field(
         default=None,

@@ -28,7 +28,8 @@ from typing import Literal
 from servectl.errors import RenderUnsupported, UsageError
 from servectl.paths import SHIPPED_PROFILES_DIR, source_checkout_dir
 from servectl.plan.compile import compile_portable_plan, project_dir_of
-from servectl.profile.loader import LoadedProfile, ProfileFolder, discover, load_profile
+from servectl.plan.validate import load_profile
+from servectl.profile.loader import LoadedProfile, ProfileFolder, discover
 
 Target = Literal["compose", "k8s"]
 TARGETS: tuple[Target, ...] = ("compose", "k8s")

@@ -1151,7 +1151,8 @@ def rollback_check(
 
 
 def _profiles_with_rollback() -> list[str]:
-    from servectl.profile.loader import discover, load_profile_file
+    from servectl.plan.validate import load_profile_file
+    from servectl.profile.loader import discover
 
     out = []
     for name, file in sorted(discover().items()):

@@ -10,7 +10,8 @@ from typing import Any
 import yaml
 
 from servectl.plan.compile import LaunchPlan, compile_portable_plan, project_dir_of
-from servectl.profile.loader import LoadedProfile, ProfileFolder, load_profile
+from servectl.plan.validate import load_profile
+from servectl.profile.loader import LoadedProfile, ProfileFolder
 from servectl.render.files import Target, render_text
 
 REPO = Path(__file__).resolve().parents[3]

@@ -8,7 +8,8 @@ import pytest
 from render_support import RENDER_PROFILES
 
 from servectl.errors import ProfileError
-from servectl.profile.loader import ProfileFolder, load_profile
+from servectl.plan.validate import load_profile
+from servectl.profile.loader import ProfileFolder
 
 
 def write_variant(tmp_path: Path, old: str, new: str) -> Path:

@@ -1,0 +1,40 @@
+"""The validated profile: read and schema-check it (``profile.loader``), then run the cross-field rules.
+
+Every command loads profiles through here, so a profile that passes :func:`load_profile` passed both the
+schema and every rule in :mod:`servectl.plan.rules`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from servectl.errors import ProfileError
+from servectl.plan.rules import check_profile
+from servectl.profile.loader import LoadedProfile, ProfileFile, ProfileFolder, read_profile, read_profile_file
+
+
+def load_profile(name: str, *, folders: Sequence[ProfileFolder] | None = None) -> LoadedProfile:
+    """Find, merge and validate profile ``name`` (schema and cross-field rules).
+
+    Raises:
+        UsageError: the profile does not exist.
+        ProfileError: every problem in the file and its bases, one per line.
+    """
+    return checked(read_profile(name, folders=folders))
+
+
+def load_profile_file(file: ProfileFile, *, folders: Sequence[ProfileFolder] | None = None) -> LoadedProfile:
+    """Merge and validate the profile in ``file`` (see :func:`load_profile`)."""
+    return checked(read_profile_file(file, folders=folders))
+
+
+def checked(loaded: LoadedProfile) -> LoadedProfile:
+    """``loaded`` itself once every cross-field rule passes.
+
+    Raises:
+        ProfileError: every rule's problem, located in the file that wrote the field.
+    """
+    problems = check_profile(loaded)
+    if problems:
+        raise ProfileError(problems)
+    return loaded

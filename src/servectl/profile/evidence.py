@@ -1,0 +1,107 @@
+"""The evidence record a promoted profile points to (``<name>.evidence.json``), read for listing and `show`.
+
+`servectl promote` (``servectl.bench.promote``) writes the record; this module only reads it. Whether the
+evidence is stale needs the profile's current plan hash, which the plan layer computes and passes in.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from servectl.profile.loader import LoadedProfile
+
+EVIDENCE_SCHEMA = "servectl.evidence/v1"
+STALE_MARK = "[stale: plan changed]"
+
+
+@dataclass(frozen=True)
+class EvidencePoint:
+    prompt_tokens_target: int
+    prompt_tokens_actual_p50: float | None
+    concurrency: int
+    decode_tok_s_p50: float | None
+    decode_tok_s_min: float | None
+    decode_tok_s_max: float | None
+    ttft_s_p50: float | None
+    repeats: int
+
+
+@dataclass(frozen=True)
+class EvidenceRecord:
+    """What `promote` writes next to the profile."""
+
+    schema: str
+    profile: str
+    plan_hash: str
+    image_digest: str
+    model_revision: str
+    run_id: str
+    measured_at: str
+    source_dir: str
+    points: tuple[EvidencePoint, ...]
+    free_vram_after_mib: tuple[int, ...] | None
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2) + "\n"
+
+
+def load_record(loaded: LoadedProfile) -> EvidenceRecord | None:
+    """The evidence record a profile points to, if any (None when missing or unreadable)."""
+    ref = loaded.profile.evidence
+    if not ref:
+        return None
+    path = Path(ref) if os.path.isabs(ref) else loaded.file.path.parent / ref
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        data["points"] = tuple(EvidencePoint(**pt) for pt in data["points"])
+        vram = data.get("free_vram_after_mib")
+        data["free_vram_after_mib"] = tuple(vram) if vram else None
+        return EvidenceRecord(**data)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def headline(record: EvidenceRecord, *, current_plan_hash: str | None) -> str | None:
+    """E.g. ``112.1 tok/s @ 2,969 · 99.8 @ 304,491 (C1, p50)``; marked stale unless measured on the current plan.
+
+    Args:
+        record: the profile's evidence.
+        current_plan_hash: the plan hash the profile compiles to now (None when it does not compile).
+    """
+    c1 = [pt for pt in record.points if pt.concurrency == 1 and pt.decode_tok_s_p50 is not None]
+    chosen = c1 or [pt for pt in record.points if pt.decode_tok_s_p50 is not None]
+    parts = [
+        f"{pt.decode_tok_s_p50:.1f} @ {int(pt.prompt_tokens_actual_p50 or pt.prompt_tokens_target):,}"
+        for pt in sorted(chosen, key=lambda pt: pt.prompt_tokens_target)
+    ]
+    if not parts:
+        return None
+    text = " · ".join(parts) + f" tok/s (C{chosen[0].concurrency}, p50)"
+    return text if current_plan_hash == record.plan_hash else f"{text} {STALE_MARK}"
+
+
+def evidence_summary_lines(loaded: LoadedProfile, *, current_plan_hash: str | None) -> list[str]:
+    """Lines for `servectl show` (see :func:`headline` for ``current_plan_hash``)."""
+    record = load_record(loaded)
+    if loaded.profile.evidence and record is None:
+        return [f"# evidence: {loaded.profile.evidence} is missing or unreadable"]
+    if record is None:
+        return []
+    lines = [f"# evidence: {loaded.profile.evidence} (run {record.run_id}, {record.measured_at})"]
+    for pt in record.points:
+        actual = f"{int(pt.prompt_tokens_actual_p50):,}" if pt.prompt_tokens_actual_p50 else "?"
+        lines.append(
+            f"#   C{pt.concurrency} {pt.prompt_tokens_target:,} target / {actual} actual: "
+            f"{pt.decode_tok_s_p50:.2f} decode tok/s p50 (min {pt.decode_tok_s_min:.2f}, max {pt.decode_tok_s_max:.2f})"
+            if pt.decode_tok_s_p50 is not None and pt.decode_tok_s_min is not None and pt.decode_tok_s_max is not None
+            else f"#   C{pt.concurrency} {pt.prompt_tokens_target:,}: no decode measurement"
+        )
+    if record.free_vram_after_mib:
+        lines.append("#   free VRAM after: " + ", ".join(f"{m:,} MiB" for m in record.free_vram_after_mib))
+    head = headline(record, current_plan_hash=current_plan_hash)
+    if head and head.endswith(STALE_MARK):
+        lines.append("#   STALE: the profile's plan changed since this evidence was measured")
+    return lines

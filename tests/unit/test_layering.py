@@ -1,0 +1,297 @@
+"""Imports only point down the stages, and no module imports itself back through others.
+
+Layers, lowest first (a module may import its own layer and any layer below it)::
+
+    base (errors, paths, redact) < profile < plan < adapters < preflight < service < bench < render < cli
+
+Outside the chain: ``servectl.testing`` (the fakes) may import anything and only tests import it;
+``servectl.standin`` (the stand-in engine, also run inside its image) imports only ``errors``,
+``profile.catalog`` and itself, and is imported from ``adapters`` up; ``servectl/__init__.py`` (the public
+API) imports other layers only lazily, so ``import servectl`` stays light.
+
+Every import counts: module-level, inside functions, under ``TYPE_CHECKING`` and
+``importlib.import_module("literal")``. ``from servectl.pkg import name`` resolves ``name`` through a
+package's ``_EXPORTS`` table (the lazy re-exports of PEP 562 ``__getattr__``) to the module defining it.
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+#: Layer of each top-level part of the package, lowest first.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("errors", "paths", "redact"),
+    ("profile",),
+    ("plan",),
+    ("adapters",),
+    ("preflight",),
+    ("service",),
+    ("bench",),
+    ("render",),
+    ("cli", "__main__"),
+)
+RANK: dict[str, int] = {part: rank for rank, parts in enumerate(LAYERS) for part in parts}
+STANDIN_MAY_IMPORT = frozenset({"servectl.errors", "servectl.profile.catalog"})
+STANDIN_IMPORTED_FROM = RANK["adapters"]  # image building is a side effect; nothing below adapters needs it
+
+#: Back-imports being removed by the preflight merge of issue 10 (importer, imported prefix); the test fails
+#: once one is gone, so the entry cannot outlive it.
+KNOWN_BACK_IMPORTS: frozenset[tuple[str, str]] = frozenset(
+    {("servectl.preflight.request", "servectl.service.")}  # ensure_image moves in front of preflight
+)
+
+
+@dataclass(frozen=True)
+class Import:
+    """One import statement of a module, already resolved to the servectl module it loads."""
+
+    target: str
+    line: int
+    lazy: bool  # inside a function or under TYPE_CHECKING (does not run when the module is imported)
+
+
+# -- reading the package ----------------------------------------------------------------------------------
+def module_name(root: Path, path: Path) -> str:
+    parts = path.relative_to(root.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def scan(root: Path) -> dict[str, list[Import]]:
+    """Every module under the package folder ``root`` and its imports of the package."""
+    trees = {module_name(root, p): (p, ast.parse(p.read_text(encoding="utf-8"))) for p in sorted(root.rglob("*.py"))}
+    exports = {name: _exports_table(tree) for name, (_, tree) in trees.items()}
+    top = root.name
+    graph: dict[str, list[Import]] = {}
+    for name, (path, tree) in trees.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        graph[name] = [
+            Import(target, line, lazy)
+            for raw, names, line, lazy in _raw_imports(tree, package)
+            if raw == top or raw.startswith(top + ".")
+            for target in _resolve(raw, names, trees, exports)
+        ]
+    return graph
+
+
+def _exports_table(tree: ast.Module) -> dict[str, str]:
+    """A package's ``_EXPORTS = {"name": "module", ...}`` (lazy re-exports), if it has one."""
+    for node in tree.body:
+        targets = [node.target] if isinstance(node, ast.AnnAssign) else getattr(node, "targets", [])
+        value = getattr(node, "value", None)
+        if any(isinstance(t, ast.Name) and t.id == "_EXPORTS" for t in targets) and isinstance(value, ast.Dict):
+            return {
+                k.value: v.value
+                for k, v in zip(value.keys, value.values, strict=True)
+                if isinstance(k, ast.Constant) and isinstance(v, ast.Constant)
+            }
+    return {}
+
+
+def _raw_imports(tree: ast.Module, package: str) -> Iterator[tuple[str, tuple[str, ...], int, bool]]:
+    """(module, imported names, line, lazy) for every import in ``tree``."""
+    RawImport = tuple[str, tuple[str, ...], int, bool]
+    scopes = ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
+
+    def visit(node: ast.AST, lazy: bool) -> Iterator[RawImport]:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                for sub in child.body:
+                    yield from one(sub, True)
+                for sub in child.orelse:
+                    yield from one(sub, lazy)
+            else:
+                yield from one(child, lazy)
+
+    def one(node: ast.AST, lazy: bool) -> Iterator[RawImport]:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, (), node.lineno, lazy
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = parts[: len(parts) - node.level + 1]
+                module = ".".join([*base, module] if module else base)
+            yield module, tuple(a.name for a in node.names), node.lineno, lazy
+        elif isinstance(node, ast.Call) and ast.unparse(node.func) in ("importlib.import_module", "import_module"):
+            first = node.args[0] if node.args else None
+            if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                yield first.value, (), node.lineno, True
+        yield from visit(node, lazy or isinstance(node, scopes))
+
+    yield from visit(tree, False)
+
+
+def _resolve(
+    module: str, names: tuple[str, ...], trees: Mapping[str, object], exports: Mapping[str, Mapping[str, str]]
+) -> Iterator[str]:
+    """The modules ``from module import names`` loads: submodules, re-exported origins, else the module."""
+    if not names:
+        yield module
+        return
+    for name in names:
+        if f"{module}.{name}" in trees:
+            yield f"{module}.{name}"
+        else:
+            yield exports.get(module, {}).get(name, module)
+
+
+# -- the rules --------------------------------------------------------------------------------------------
+def part_of(module: str) -> str:
+    """The top-level part (``plan``, ``errors``, ...) of a module; "" for the package itself."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def layering_problems(graph: Mapping[str, list[Import]]) -> list[str]:
+    """One line per import against the layer order, per module outside any layer, and per cycle."""
+    problems = [f"{m}: not in any layer; add its folder to LAYERS in {Path(__file__).name}" for m in _unplaced(graph)]
+    for module, imports in sorted(graph.items()):
+        for imp in imports:
+            why = _why_not(module, imp)
+            if why:
+                problems.append(f"{module}:{imp.line}: imports {imp.target}: {why}")
+    problems.extend(f"import cycle: {' -> '.join(cycle)}" for cycle in cycles(graph))
+    return problems
+
+
+def _unplaced(graph: Mapping[str, list[Import]]) -> list[str]:
+    return sorted(m for m in graph if part_of(m) not in (*RANK, "", "testing", "standin"))
+
+
+def _why_not(module: str, imp: Import) -> str | None:
+    src, dst = part_of(module), part_of(imp.target)
+    if src == dst and src != "":
+        return None
+    if src == "testing":
+        return None
+    if dst == "testing":
+        return "only tests import servectl.testing"
+    if dst == "":  # `from servectl import __version__`; public names resolve to their modules
+        return None
+    if src == "":
+        return None if imp.lazy or dst in LAYERS[0] else "the public API must re-export lazily (PEP 562 __getattr__)"
+    if src == "standin":
+        return None if imp.target in STANDIN_MAY_IMPORT else "standin imports only errors and profile.catalog"
+    if dst == "standin":
+        return None if RANK.get(src, -1) >= STANDIN_IMPORTED_FROM else "standin is imported from adapters up"
+    if src not in RANK or dst not in RANK:
+        return None  # reported once by _unplaced
+    return None if RANK[dst] <= RANK[src] else f"{src} may not import {dst} (a higher layer)"
+
+
+def cycles(graph: Mapping[str, list[Import]]) -> list[list[str]]:
+    """Each group of modules that import one another in a ring (Tarjan's strongly connected components)."""
+    edges = {m: sorted({i.target for i in imps if i.target in graph and i.target != m}) for m, imps in graph.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def connect(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in edges[node]:
+            if nxt not in index:
+                connect(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for node in sorted(edges):
+        if node not in index:
+            connect(node)
+    return found
+
+
+# -- the tests --------------------------------------------------------------------------------------------
+def test_servectl_imports_only_point_down_the_layers_and_have_no_cycles() -> None:
+    graph = scan(SRC / "servectl")
+    assert len(graph) > 50  # the scan found the package
+    problems = layering_problems(graph)
+    known = {(m, p) for m, p in KNOWN_BACK_IMPORTS for line in problems if _is_known(line, m, p)}
+    assert known == KNOWN_BACK_IMPORTS, "a known back-import is gone: remove it from KNOWN_BACK_IMPORTS"
+    assert [line for line in problems if not any(_is_known(line, m, p) for m, p in known)] == []
+
+
+def _is_known(line: str, module: str, prefix: str) -> bool:
+    return line.startswith(f"{module}:") and f": imports {prefix}" in line
+
+
+def test_the_check_reports_a_back_import_a_lazy_one_and_a_cycle(tmp_path: Path) -> None:
+    """The test of the test: a small fake package with every kind of violation."""
+    pkg = tmp_path / "servectl"
+    files = {
+        "__init__.py": "from servectl.service.runtime import up\n",
+        "errors.py": "",
+        "profile/__init__.py": "",
+        "profile/loader.py": "def load():\n    from servectl.plan import rules\n",
+        "plan/__init__.py": "",
+        "plan/rules.py": "from servectl.profile.loader import load\n",
+        "service/__init__.py": "",
+        "service/runtime.py": "import servectl.errors\nfrom servectl.testing import fakes\n\ndef up(): ...\n",
+        "bench/__init__.py": '_EXPORTS = {"run": "servectl.bench.runner"}\n',
+        "bench/runner.py": "from servectl.errors import *\n",
+        "adapters/__init__.py": "",
+        "adapters/docker.py": (
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from servectl.bench import run\n"
+        ),
+        "standin/__init__.py": "",
+        "standin/image.py": "import importlib\nimportlib.import_module('servectl.plan.rules')\n",
+        "testing/__init__.py": "",
+        "testing/fakes.py": "from servectl.cli import app\n",
+        "cli/__init__.py": "",
+        "cli/app.py": "from servectl.bench import run\nfrom servectl.standin import image\n",
+        "extras.py": "",
+    }
+    for rel, text in files.items():
+        (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / rel).write_text(textwrap.dedent(text), encoding="utf-8")
+    problems = layering_problems(scan(pkg))
+    assert problems == [
+        "servectl.extras: not in any layer; add its folder to LAYERS in test_layering.py",
+        "servectl:1: imports servectl.service.runtime: the public API must re-export lazily (PEP 562 __getattr__)",
+        "servectl.adapters.docker:3: imports servectl.bench.runner: adapters may not import bench (a higher layer)",
+        "servectl.profile.loader:2: imports servectl.plan.rules: profile may not import plan (a higher layer)",
+        "servectl.service.runtime:2: imports servectl.testing.fakes: only tests import servectl.testing",
+        "servectl.standin.image:2: imports servectl.plan.rules: standin imports only errors and profile.catalog",
+        "import cycle: servectl.plan.rules -> servectl.profile.loader",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("from servectl.plan.compile import x", "servectl.plan.compile"),
+        ("from servectl.service import runtime", "servectl.service.runtime"),
+        ("from ..plan import compile", "servectl.plan.compile"),
+        ("from . import runtime", "servectl.service.runtime"),
+    ],
+)
+def test_imports_resolve_to_the_module_they_load(tmp_path: Path, source: str, expected: str) -> None:
+    pkg = tmp_path / "servectl"
+    for rel in ("__init__.py", "plan/__init__.py", "plan/compile.py", "service/__init__.py", "service/runtime.py"):
+        (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / rel).write_text("", encoding="utf-8")
+    (pkg / "service" / "swap.py").write_text(source + "\n", encoding="utf-8")
+    assert [i.target for i in scan(pkg)["servectl.service.swap"]] == [expected]

@@ -1,0 +1,33 @@
+"""The two steps of loading: the profile layer checks the schema, plan.validate adds the cross-field rules."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from servectl.errors import ProfileError
+from servectl.plan.validate import load_profile
+from servectl.profile.loader import read_profile
+
+Write = Callable[[str, str], Path]
+Minimal = Callable[[str], str]
+
+
+def test_reading_checks_the_schema_only_and_validating_adds_the_rules(write_profile: Write, minimal: Minimal) -> None:
+    # context longer than the total token budget: schema-valid, broken by the engine.context rule
+    write_profile("p", minimal("p") + "engine: {context_length: 9000, max_total_tokens: 8000}\n")
+    assert read_profile("p").profile.engine.context_length == 9000
+    with pytest.raises(ProfileError) as info:
+        load_profile("p")
+    (line,) = info.value.lines()
+    assert line.startswith("profiles/p.yaml:5: engine.context_length: 9000 exceeds max_total_tokens 8000")
+
+
+def test_schema_problems_stop_before_the_rules_run(write_profile: Write, minimal: Minimal) -> None:
+    write_profile("p", minimal("p") + "engine: {tp: zero, context_length: 9000, max_total_tokens: 8000}\n")
+    with pytest.raises(ProfileError) as info:
+        load_profile("p")
+    (line,) = info.value.lines()
+    assert "engine.tp" in line and "'zero'" in line
