@@ -228,3 +228,35 @@ def test_bench_name_takes_url_model_key_and_provenance_from_the_profile_lookup(
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["provenance"]["profile"] == "glm53-393k" and summary["provenance"]["plan_hash"] == "ph-9"
     assert summary["request_settings"]["api_key_env"] == "PROFILE_KEY"
+
+
+def test_results_table_fits_80_columns_keeping_prompt_and_decode_whole(
+    server: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    args = ("bench", "--url", "http://fake:8180", "--prompt-tokens", "4096,131072", "--repeats", "2")
+    monkeypatch.setattr(sys, "argv", ["servectl", *args, "--max-tokens", "40", "--out", str(tmp_path / "ev")])
+    monkeypatch.setenv("COLUMNS", "80")
+    with pytest.raises(SystemExit) as exc:
+        main()
+    out, _ = capsys.readouterr()
+    assert exc.value.code in (0, None)
+    table = [line for line in out.splitlines() if not line.startswith(("artifacts:", "warning"))]
+    assert all(len(line) <= 80 for line in table), out
+    assert "131,072 / 131,0" in out and "100.00" in out
+
+
+def test_plot_without_matplotlib_refuses_before_any_request(
+    server: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    import importlib.util
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real_find_spec(name, *a)
+    )
+    code, out, err = run_cli(
+        monkeypatch, capsys, "bench", "--url", "http://fake:8180", "--plot", str(tmp_path / "t.png")
+    )
+    assert code == 2
+    assert err == "error: --plot needs matplotlib, which is not installed; run: pip install 'servectl[bench]'\n"
+    assert out == "" and server.bodies == [] and server.headers == []

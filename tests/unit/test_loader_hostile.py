@@ -10,8 +10,8 @@ import pytest
 
 from servectl.errors import ProfileError
 from servectl.plan.inventory import list_profiles, validate_profiles
+from servectl.plan.validate import load_profile
 from servectl.profile import loader
-from servectl.profile.loader import load_profile
 
 Write = Callable[[str, str], Path]
 Minimal = Callable[[str], str]

@@ -1,14 +1,30 @@
 """The taper curve: decode tok/s and TTFT against prompt tokens, one line per concurrency.
 
 matplotlib is imported only here, lazily, and drawn through its Agg canvas (no global backend switch, no
-display needed).
+display needed). It is an optional extra (``servectl[bench]``): it and its compiled dependencies (numpy,
+pillow, fonttools, kiwisolver; ~60 MB) have no place on a serving host that only runs ``up`` and ``swap``, so
+``bench --plot`` checks for it with :func:`require_plotting` before any request is sent.
 """
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 from servectl.bench.model import BenchReport, PointResult, Stat
+from servectl.errors import UsageError
+
+PLOT_EXTRA_HINT = "pip install 'servectl[bench]'"
+
+
+def require_plotting() -> None:
+    """Refuse at once when matplotlib is missing, before a benchmark spends minutes on requests.
+
+    Raises:
+        UsageError: matplotlib is not installed; the message names the extra to install.
+    """
+    if importlib.util.find_spec("matplotlib") is None:
+        raise UsageError(f"--plot needs matplotlib, which is not installed; run: {PLOT_EXTRA_HINT}")
 
 
 def _series(points: list[PointResult], attr: str) -> tuple[list[float], list[float], list[float], list[float]]:
@@ -36,7 +52,9 @@ def plot_taper(report: BenchReport, path: Path) -> Path:
 
     Raises:
         ValueError: No point has a decode measurement to draw.
+        UsageError: matplotlib is not installed.
     """
+    require_plotting()
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.ticker import FuncFormatter

@@ -36,7 +36,7 @@ def bench_target(
     """
     from servectl.bench import BenchContext
     from servectl.plan.resolve import resolve
-    from servectl.service.runtime import services
+    from servectl.service.services import services
 
     resolved = resolve(name)
     profile = resolved.loaded.profile

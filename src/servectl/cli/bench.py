@@ -62,37 +62,42 @@ def _prompt_cell(point: PointResult) -> str:
     return f"{point.prompt_tokens_target:,} / {shown}"
 
 
-def results_table(report: BenchReport) -> Table:
-    """The headline numbers of every point, one row each."""
-    from rich.table import Table
+def results_table(report: BenchReport, *, width: int = 80) -> Table:
+    """The headline numbers of every point, one row each; at narrow widths the secondary columns go first."""
+    from servectl.cli.views.table import Col, fit_table
 
-    table = Table(title=f"{report.model} @ {report.settings.url}  ({report.settings.max_tokens} output tokens)")
-    table.add_column("prompt tokens\ntarget / actual", justify="right")
-    table.add_column("C", justify="right")
-    table.add_column("ok", justify="right")
-    table.add_column("TTFT s\np50 [min-max]", justify="right")
-    table.add_column("prefill tok/s\np50", justify="right")
-    table.add_column("decode tok/s\np50 [min-max]", justify="right")
-    table.add_column("accept\nlength", justify="right")
-    table.add_column("client\nCPU", justify="right")
+    columns = (
+        Col("prompt tokens\ntarget / actual", justify="right"),
+        Col("C", justify="right"),
+        Col("ok", justify="right"),
+        Col("TTFT s\np50 [min-max]", justify="right", priority=2),
+        Col("prefill tok/s\np50", justify="right", priority=3),
+        Col("decode tok/s\np50 [min-max]", justify="right"),
+        Col("accept\nlength", justify="right", priority=4),
+        Col("client\nCPU", justify="right", priority=5),
+    )
+    rows: list[tuple[str, ...]] = []
     for p in report.points:
         if p.skipped:
-            table.add_row(f"{p.prompt_tokens_target:,} / -", str(p.concurrency), "skipped", "-", "-", "-", "-", "-")
+            rows.append((f"{p.prompt_tokens_target:,} / -", str(p.concurrency), "skipped", "-", "-", "-", "-", "-"))
             continue
         accept = p.accept_length.p50 if p.accept_length is not None else p.server_accept_length
         cpu = p.client_cpu_fraction
         ok = f"{p.ok_count}/{len(p.requests)}"
-        table.add_row(
-            _prompt_cell(p),
-            str(p.concurrency),
-            ok if not p.flagged else f"[red]{ok}[/red]",
-            _fmt_stat(p.ttft_s, ".3f"),
-            _fmt_stat(p.prefill_tok_s, ",.0f").split(" ")[0],
-            _fmt_stat(p.decode_tok_s, ".2f"),
-            f"{accept:.2f}" if accept is not None else "-",
-            f"{100 * cpu:.0f} %" if cpu is not None else "-",
+        rows.append(
+            (
+                _prompt_cell(p),
+                str(p.concurrency),
+                ok if not p.flagged else f"[red]{ok}[/red]",
+                _fmt_stat(p.ttft_s, ".3f"),
+                _fmt_stat(p.prefill_tok_s, ",.0f").split(" ")[0],
+                _fmt_stat(p.decode_tok_s, ".2f"),
+                f"{accept:.2f}" if accept is not None else "-",
+                f"{100 * cpu:.0f} %" if cpu is not None else "-",
+            )
         )
-    return table
+    title = f"{report.model} @ {report.settings.url}  ({report.settings.max_tokens} output tokens)"
+    return fit_table(columns, rows, width=width, title=title)
 
 
 def _render_notes(console: Console, report: BenchReport) -> None:
@@ -170,6 +175,10 @@ def bench_command(
     seed: Annotated[int, typer.Option("--seed", help="Seed of the prompt word salad.")] = 0,
 ) -> None:
     """Measure TTFT, prefill and decode tok/s at each prompt length and concurrency."""
+    if plot is not None:  # before anything else: a missing extra must not cost a whole benchmark
+        from servectl.bench.plot import require_plotting
+
+        require_plotting()
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -232,7 +241,7 @@ def bench_command(
 
         report = run_bench(settings=settings, context=target.context, progress=on_progress)
 
-    console.print(results_table(report))
+    console.print(results_table(report, width=console.width))
     _render_notes(console, report)
     write_artifacts(report, out_dir)
     console.print(f"artifacts: {out_dir}", highlight=False)

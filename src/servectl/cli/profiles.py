@@ -54,24 +54,11 @@ def profiles_command(
         typer.echo(json.dumps([r.to_dict() for r in rows], indent=2))
         return
     from rich.console import Console
-    from rich.table import Table
 
-    table = Table(title="servectl profiles", title_justify="left")
-    table.add_column("name", no_wrap=True)
-    for column in ("status", "model", "TP", "context", "port", "role"):
-        table.add_column(column, overflow="fold")
-    if any(r.headline or r.error for r in rows):
-        table.add_column("headline", overflow="fold")
-    table.add_column("source", overflow="fold")
-    with_headline = len(table.columns) == 9
-    for r in rows:
-        cells = (
-            [r.name, "[red]invalid[/]", "", "", "", "", "", r.error or ""]
-            if r.error
-            else [r.name, r.status, r.served_name, str(r.tp), _human(r.context), str(r.port), r.role, r.headline or ""]
-        )
-        table.add_row(*(cells if with_headline else cells[:-1]), _short_path(r.source))
-    Console().print(table)
+    from servectl.cli.views.profiles import profiles_table
+
+    console = Console()
+    console.print(profiles_table(rows, width=console.width))
 
 
 def show_command(
@@ -100,6 +87,7 @@ def validate_command(
     names: Annotated[list[str] | None, typer.Argument(help="profiles to validate (default: all)")] = None,
 ) -> None:
     """Validate profiles (all runnable ones when none are named); exit 2 listing every problem."""
+    from servectl.errors import ProfileTemplate
     from servectl.plan.inventory import validate_profiles
 
     results = validate_profiles(names or None)
@@ -107,6 +95,8 @@ def validate_command(
     for name, error in results.items():
         if error is None:
             typer.echo(f"ok      {name}")
+        elif isinstance(error, ProfileTemplate) and not names:
+            typer.echo(f"template {name}: {error.instructions}")
         else:
             typer.echo(f"invalid {name}")
             problems.extend(error.lines())
@@ -164,18 +154,3 @@ def catalog_command(
         detail = o.kind if o.kind != "value" else (o.type or "str") + (f" nargs={o.nargs}" if o.nargs else "")
         choices = f"  choices: {', '.join(o.choices)}" if o.choices else ""
         typer.echo(f"{', '.join(o.flags)}  [{detail}]{choices}")
-
-
-def _short_path(path: str) -> str:
-    """A path relative to the working folder, or with ~ for the home folder, for narrow tables."""
-    p = Path(path)
-    for base, prefix in ((Path.cwd(), ""), (Path.home(), "~/")):
-        try:
-            return prefix + str(p.relative_to(base))
-        except ValueError:
-            continue
-    return path
-
-
-def _human(tokens: int | None) -> str:
-    return "" if tokens is None else f"{tokens:,}"

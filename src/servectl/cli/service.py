@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from rich.status import Status
 
     from servectl.adapters.docker_engine import DockerSdkEngine
-    from servectl.preflight.checks import PreflightReport
+    from servectl.preflight.model import PreflightReport
     from servectl.service.health import Progress
 
 
@@ -143,7 +143,7 @@ def down_command(
     for result in results:
         typer.echo(stop_text(result))
     from servectl.paths import state_dir
-    from servectl.service.swap import restore_after_down
+    from servectl.service.runtime import restore_after_down
 
     restored = restore_after_down(docker=_docker(), state_dir=state_dir())  # conflicts a swap stopped
     if restored is not None and restored.summary():
@@ -154,10 +154,10 @@ def status_command(
     as_json: Annotated[bool, typer.Option("--json", help="print the services as JSON")] = False,
 ) -> None:
     """Each servectl service: profile, state, port, GPUs, uptime, plan hash and drift from its profile."""
-    from servectl.cli.views.runtime import STATUS_COLUMNS, status_rows
+    from servectl.cli.views.runtime import status_table
     from servectl.paths import state_dir
-    from servectl.service.runtime import services
-    from servectl.service.swap import status_notes
+    from servectl.service.journal import status_notes
+    from servectl.service.services import services
 
     found = services(docker=_docker())
     notes = status_notes(state_dir=state_dir())  # an unfinished swap, conflicts kept stopped
@@ -172,14 +172,9 @@ def status_command(
         typer.echo("no servectl services")
         return
     from rich.console import Console
-    from rich.table import Table
 
-    table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
-    for column in STATUS_COLUMNS:
-        table.add_column(column, no_wrap=True)
-    for row in status_rows(found):
-        table.add_row(*row)
-    Console(highlight=False, width=200).print(table)
+    console = Console(highlight=False)
+    console.print(status_table(found, width=console.width))
 
 
 def logs_command(
@@ -188,7 +183,7 @@ def logs_command(
     tail: Annotated[int | None, typer.Option("--tail", help="only the last N lines", min=0)] = None,
 ) -> None:
     """Print a service's log (stdout and stderr of its container)."""
-    from servectl.service.runtime import follow_logs
+    from servectl.service.logs import follow_logs
 
     try:
         for line in follow_logs(name=name, docker=_docker(), follow=follow, tail=tail):

@@ -10,7 +10,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from servectl.preflight.checks import PreflightReport
+from servectl.cli.views.table import Col, fit_table
+from servectl.preflight.model import PreflightReport
 
 RESULT_STYLES: dict[str, str] = {
     "pass": "green",
@@ -21,21 +22,18 @@ RESULT_STYLES: dict[str, str] = {
 }
 
 
-def report_table(report: PreflightReport) -> Table:
-    """The report as a table: check id, result, what was found, how to fix it."""
+def report_table(report: PreflightReport, *, width: int = 80) -> Table:
+    """The report as a table: check id, result, what was found, how to fix it; ids and results never wrap."""
     where = f" ({report.source_file})" if report.source_file else ""
-    table = Table(title=f"preflight {report.profile_name}{where}", title_justify="left", expand=False)
-    table.add_column("check", no_wrap=True)
-    table.add_column("result", no_wrap=True)
-    table.add_column("found")
-    table.add_column("fix")
+    rows = []
     for check in report.checks:
         style = RESULT_STYLES.get(check.result, "")
         result = f"[{style}]{check.result}[/]" if style else check.result
         if check.forced:
             result += " [dim](--force)[/]"
-        table.add_row(escape(check.id), result, escape(check.message), escape(check.fix))
-    return table
+        rows.append((escape(check.id), result, escape(check.message), escape(check.fix)))
+    columns = (Col("check"), Col("result"), Col("found", prose=True), Col("fix", prose=True))
+    return fit_table(columns, rows, width=width, title=f"preflight {report.profile_name}{where}", title_justify="left")
 
 
 def summary_line(report: PreflightReport) -> str:
@@ -48,6 +46,6 @@ def summary_line(report: PreflightReport) -> str:
 
 def render_report(report: PreflightReport, console: Console) -> None:
     """Print the table and the summary line."""
-    console.print(report_table(report))
+    console.print(report_table(report, width=console.width))
     style = "bold red" if report.failed else "green"
     console.print(f"[{style}]{escape(summary_line(report))}[/]")

@@ -6,10 +6,15 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from rich.table import Table
+
     from servectl.service.health import Progress
-    from servectl.service.runtime import ServiceInfo, StopResult, UpResult
+    from servectl.service.runtime import StopResult, UpResult
+    from servectl.service.services import ServiceInfo
 
 STATUS_COLUMNS = ("PROFILE", "STATE", "PORT", "GPUS", "UPTIME", "PLAN", "DRIFT", "CONTAINER")
+#: Drop order at narrow widths (higher first): the container name and plan hash are in ``status --json``.
+STATUS_PRIORITIES = (0, 0, 1, 2, 3, 5, 4, 6)
 
 
 def duration(seconds: float | None) -> str:
@@ -64,6 +69,22 @@ def status_rows(services: Sequence[ServiceInfo]) -> list[tuple[str, ...]]:
             )
         )
     return rows
+
+
+def status_table(services: Sequence[ServiceInfo], *, width: int) -> Table:
+    """``docker ps``-style table of the services that fits ``width`` without wrapping a cell."""
+    from servectl.cli.views.table import Col, fit_table
+
+    columns = [Col(h, priority=p) for h, p in zip(STATUS_COLUMNS, STATUS_PRIORITIES, strict=True)]
+    return fit_table(
+        columns,
+        status_rows(services),
+        width=width,
+        box=None,
+        pad_edge=False,
+        show_edge=False,
+        header_style="bold",
+    )
 
 
 def up_text(result: UpResult) -> str:

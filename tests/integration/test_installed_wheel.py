@@ -1,0 +1,194 @@
+"""servectl as a new user gets it: a wheel installed without ``-e`` and without extras, run from an empty folder.
+
+The wheel is built from this checkout and installed into a fresh venv that cannot see the checkout (no
+``PYTHONPATH``, cwd an empty temporary folder), so the shipped profiles, schema and demo model must come from
+the package data. Dependencies come from a wheelhouse under ``~/.cache/servectl-ci`` keyed by the hash of
+pyproject's runtime and build requirements: built once (network), then every run installs offline in seconds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+CACHE = Path(os.environ.get("SERVECTL_CI_CACHE", "~/.cache/servectl-ci")).expanduser()
+
+pytestmark = pytest.mark.integration
+
+
+def _requirements() -> list[str]:
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    return [*pyproject["project"]["dependencies"], *pyproject["build-system"]["requires"], "wheel"]
+
+
+def _pip(*args: str, timeout: float = 600) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "--disable-pip-version-check", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},  # the checkout must stay invisible
+    )
+    assert proc.returncode == 0, f"pip {' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+
+
+def _wheelhouse() -> Path:
+    """Wheels of every runtime and build requirement, built once per requirement set and Python."""
+    requirements = _requirements()
+    key = hashlib.sha256(json.dumps([requirements, sys.version, sys.platform]).encode()).hexdigest()[:16]
+    house = CACHE / f"wheelhouse-{key}"
+    if (house / ".complete").is_file():
+        return house
+    partial = CACHE / f"wheelhouse-{key}.partial-{os.getpid()}"
+    shutil.rmtree(partial, ignore_errors=True)
+    _pip("wheel", "-q", "-w", str(partial), *requirements)
+    (partial / ".complete").write_text("\n".join(requirements) + "\n", encoding="utf-8")
+    try:
+        partial.rename(house)
+    except OSError:  # another session finished the same wheelhouse first
+        shutil.rmtree(partial, ignore_errors=True)
+    return house
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A fresh venv with the servectl wheel (no extras); its bin folder."""
+    house = _wheelhouse()
+    root = tmp_path_factory.mktemp("wheel")
+    _pip("wheel", "-q", "--no-deps", "--no-index", "--find-links", str(house), "-w", str(root / "dist"), str(REPO))
+    (wheel,) = (root / "dist").glob("servectl-*.whl")
+    venv = root / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    _pip("--python", str(python), "install", "-q", "--no-index", "--find-links", str(house), str(wheel))
+    yield venv / "bin"
+
+
+def _env(bin_dir: Path, home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "SERVECTL_", "VIRTUAL_ENV"))}
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
+    env["SERVECTL_HOME"] = str(home)
+    env["COLUMNS"] = "80"
+    return env
+
+
+def _run(bin_dir: Path, cwd: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(bin_dir / "servectl"), *args],
+        cwd=cwd,
+        env=_env(bin_dir, cwd.parent / "home"),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def _remove_containers_of(site: Path) -> None:
+    """Remove what a failed run left: containers whose profile file lies in this test's venv."""
+    out = subprocess.run(
+        [
+            "docker",
+            "ps",
+            "-aq",
+            "--filter",
+            "label=servectl.managed",
+            "--format",
+            '{{.ID}} {{.Label "servectl.source"}}',
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
+    ids = [
+        line.split()[0] for line in out.splitlines() if len(line.split()) == 2 and line.split()[1].startswith(str(site))
+    ]
+    if ids:
+        subprocess.run(["docker", "rm", "-f", *ids], capture_output=True, check=False)
+
+
+def test_the_readme_quickstart_works_from_an_empty_folder_with_a_plain_wheel_install(
+    installed: Path, tmp_path: Path, docker_client: object
+) -> None:
+    cwd = tmp_path / "empty"
+    cwd.mkdir()
+    site = installed.parent
+    where = subprocess.run(
+        [str(installed / "python"), "-c", "import servectl.paths as p; print(p.SHIPPED_PROFILES_DIR)"],
+        cwd=cwd,
+        env=_env(installed, cwd.parent / "home"),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert where.startswith(str(site)), f"servectl imported from {where}, not from the installed wheel"
+
+    dry = _run(installed, cwd, "up", "glm53-393k", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert "docker run" in dry.stdout and "--tp-size 2" in dry.stdout.replace("\\\n", " ")
+
+    listed = _run(installed, cwd, "profiles")
+    assert listed.returncode == 0, listed.stderr
+    for name in ("glm53-393k", "demo", "demo-rollback"):
+        assert name in listed.stdout, listed.stdout
+
+    missing = _run(installed, cwd, "up", "no-such-profile", "--dry-run")
+    assert missing.returncode == 2
+    assert missing.stderr.endswith("\n") and str(Path(where)) in missing.stderr, missing.stderr
+
+    try:
+        up = _run(installed, cwd, "up", "demo", timeout=600)
+        assert up.returncode == 0, up.stdout + up.stderr
+        status = _run(installed, cwd, "status", "--json")
+        assert status.returncode == 0, status.stderr
+        states = {s["profile"]: s["state"] for s in json.loads(status.stdout)}
+        assert states.get("demo") == "ready", status.stdout
+        down = _run(installed, cwd, "down", "demo")
+        assert down.returncode == 0, down.stdout + down.stderr
+        after = _run(installed, cwd, "status", "--json")
+        assert "demo" not in {s["profile"] for s in json.loads(after.stdout)}
+    finally:
+        _remove_containers_of(site)
+    assert not list(cwd.glob("*")), "the quickstart wrote into the working folder"
+
+
+def test_bench_plot_without_the_bench_extra_refuses_at_once_naming_the_extra(installed: Path, tmp_path: Path) -> None:
+    cwd = tmp_path / "work"
+    cwd.mkdir()
+    from servectl.paths import DEMO_MODEL_DIR
+    from servectl.standin.process import HostStandin
+
+    missing = subprocess.run(
+        [str(installed / "python"), "-c", "import importlib.util as u; print(u.find_spec('matplotlib') is None)"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=_env(installed, tmp_path / "home"),
+    )
+    assert missing.stdout.strip() == "True", "the venv must not have matplotlib for this test"
+    with HostStandin(["--model-path", str(DEMO_MODEL_DIR)], env={"STANDIN_TOKEN_RATE": "500"}) as engine:
+        engine.wait_ready()
+        served_before = len([line for line in engine.lines if '"POST /v1/' in line])
+        url = f"http://{engine.host}:{engine.port}"
+        args = ("bench", "--url", url, "--prompt-tokens", "256", "--repeats", "1", "--plot", "t.png")
+        t0 = time.perf_counter()
+        proc = _run(installed, cwd, *args)
+        elapsed = time.perf_counter() - t0
+        time.sleep(0.2)  # let the log reader catch up before counting
+        served_after = len([line for line in engine.lines if '"POST /v1/' in line])
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr == "error: --plot needs matplotlib, which is not installed; run: pip install 'servectl[bench]'\n"
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert elapsed < 5, f"refusal took {elapsed:.2f}s"  # generous for a loaded CI box; the benchmark records speed
+    assert served_after == served_before, "the benchmark sent requests before refusing"
+    assert not (cwd / "t.png").exists()

@@ -1,0 +1,115 @@
+"""Every table fits an 80-column terminal (or a pipe) without wrapping a name, like ``docker ps``."""
+
+from __future__ import annotations
+
+import io
+import re
+
+import pytest
+from rich.console import Console
+from rich.table import Table
+
+from servectl.cli.views.preflight import report_table
+from servectl.cli.views.profiles import profiles_table
+from servectl.cli.views.runtime import status_table
+from servectl.plan.inventory import ProfileRow
+from servectl.preflight.model import CheckResult, PreflightReport
+from servectl.service.services import ServiceInfo
+
+LONG_NAMES = ("glm53-524k-bringup", "glm53-exl3-q4-tp4", "demo-rollback")
+
+
+def _render(table: Table, width: int) -> list[str]:
+    out = io.StringIO()
+    Console(file=out, width=width, color_system=None, highlight=False).print(table)
+    return out.getvalue().splitlines()
+
+
+def _rows() -> list[ProfileRow]:
+    return [
+        ProfileRow(
+            name=name,
+            source=f"/home/someone/servectl/profiles/{name}.yaml",
+            origin="shipped",
+            status="candidate",
+            served_name="glm53-flash-ormandj-sglang-sm120-tp2-393k-c1-adaptive-mtp",
+            tp=2,
+            context=524288,
+            port=8180,
+            role="bench",
+            headline="112.07 decode tok/s at 2,969 prompt tokens, 99.79 at 304,491",
+        )
+        for name in LONG_NAMES
+    ] + [ProfileRow(name="glm53-exl3-524k", source="/x/glm53-exl3-524k.yaml", origin="shipped", error="3 problems")]
+
+
+def _service(profile: str, **changes: object) -> ServiceInfo:
+    base: dict[str, object] = dict(
+        container_id="c" * 64,
+        container_name=f"servectl-{profile}",
+        profile=profile,
+        plan_hash="0123456789abcdef",
+        state="ready",
+        exit_code=None,
+        oom_killed=False,
+        host="127.0.0.1",
+        port=8190,
+        gpus=(0, 1),
+        started_at=1.0,
+        uptime_s=125.0,
+        stop_grace_s=5,
+        drift=False,
+    )
+    base.update(changes)
+    return ServiceInfo(**base)  # type: ignore[arg-type]
+
+
+def _assert_fits_with_whole_names(lines: list[str], width: int, names: tuple[str, ...]) -> None:
+    assert all(len(line) <= width for line in lines), "\n".join(lines)
+    for name in names:
+        assert any(re.search(rf"(^|[\s│]){re.escape(name)}([\s│]|$)", line) for line in lines), (name, lines)
+
+
+@pytest.mark.parametrize("width", [80, 60])
+def test_profiles_table_keeps_every_name_whole_at_narrow_widths(width: int) -> None:
+    lines = _render(profiles_table(_rows(), width=width), width)
+    _assert_fits_with_whole_names(lines, width, (*LONG_NAMES, "glm53-exl3-524k", "candidate", "invalid"))
+    assert any("status" in line for line in lines) and not any("statu " in line for line in lines)
+
+
+def test_profiles_table_drops_the_long_served_name_first_and_shows_it_when_there_is_room() -> None:
+    narrow = "\n".join(_render(profiles_table(_rows(), width=80), 80))
+    wide = "\n".join(_render(profiles_table(_rows(), width=250), 250))
+    assert "adaptive-mtp" not in narrow and "port" in narrow
+    assert "glm53-flash-ormandj-sglang-sm120-tp2-393k-c1-adaptive-mtp" in wide
+    assert "profiles/glm53-524k-bringup.yaml" in wide
+
+
+def test_status_table_fits_80_columns_with_three_services() -> None:
+    found = [
+        _service("glm53-524k-bringup"),
+        _service("demo-rollback", state="starting"),
+        _service("glm53-exl3-q4-tp4", state="exited", exit_code=137, oom_killed=True, gpus=(0, 1, 2, 3)),
+    ]
+    lines = _render(status_table(found, width=80), 80)
+    _assert_fits_with_whole_names(
+        lines, 80, ("glm53-524k-bringup", "demo-rollback", "starting", "(code 137, OOM-killed)")
+    )
+    assert lines[0].split()[:3] == ["PROFILE", "STATE", "PORT"]
+
+
+def test_preflight_table_wraps_only_prose_never_check_ids_or_results() -> None:
+    checks = tuple(
+        CheckResult(
+            id=check_id,
+            title=check_id,
+            result=result,  # type: ignore[arg-type]
+            message="card 0: 95,000 MiB free of 97,887 MiB; the engine takes about 93,000 MiB at 0.95",
+            fix="stop the process holding card 0 (pid 4242, container ds4-daily) or waive the reserve",
+        )
+        for check_id, result in (("gpu.vram_reserve", "fail"), ("docker.gpu_runtime", "unknown"), ("host.shm", "pass"))
+    )
+    report = PreflightReport(profile_name="glm53-524k-bringup", checks=checks)
+    lines = _render(report_table(report, width=80), 80)
+    _assert_fits_with_whole_names(lines, 80, ("gpu.vram_reserve", "docker.gpu_runtime", "unknown", "fail"))
+    assert any("(pid" in line for line in lines), "the fix column was dropped"
