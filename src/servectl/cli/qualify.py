@@ -10,45 +10,14 @@ import datetime as _dt
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from servectl.errors import QualificationFailed, UsageError
 
-if TYPE_CHECKING:
-    from rich.table import Table
-
-    from servectl.bench.qualify import QualifyReport
-
 #: Failed cases printed per gate (every one is in the evidence).
 SHOWN_FAILURES = 5
-
-
-def summary_table(report: QualifyReport) -> Table:
-    """One row per gate: verdict, count, and the note or first failure."""
-    from rich.markup import escape
-    from rich.table import Table
-
-    table = Table(title=f"qualify {report.model} @ {report.settings.url}  (suite {report.settings.suite.suite.name})")
-    table.add_column("gate", no_wrap=True)
-    table.add_column("verdict", no_wrap=True)
-    table.add_column("count", justify="right", no_wrap=True)
-    table.add_column("p50 s", justify="right", no_wrap=True)
-    table.add_column("note", overflow="fold")
-    colour = {"pass": "green", "fail": "red", "skipped": "yellow"}
-    for gate in report.gates:
-        latencies = sorted(c.latency_s for c in gate.cases if c.latency_s is not None)
-        p50 = f"{latencies[len(latencies) // 2]:.3f}" if latencies else "-"
-        note = gate.failures[0].message if gate.failures else gate.note
-        table.add_row(
-            gate.gate,
-            f"[{colour[gate.verdict]}]{gate.verdict}[/]",
-            gate.count if gate.verdict != "skipped" else "-",
-            p50,
-            escape(note),
-        )
-    return table
 
 
 def _default_out_dir() -> Path:
@@ -155,7 +124,9 @@ def qualify_command(
     if as_json:
         typer.echo(json.dumps(evidence_document(report), indent=2))
     else:
-        console.print(summary_table(report))
+        from servectl.cli.views.qualify import summary_table
+
+        console.print(summary_table(report, width=console.width))
         for gate in report.gates:
             for case in gate.failures[:SHOWN_FAILURES]:
                 console.print(f"  {case.message}", markup=False, highlight=False)
