@@ -13,6 +13,7 @@ from typing import Any
 
 import typer
 
+from servectl.cli.adopt import register as register_adopt
 from servectl.cli.bench import register as register_bench
 from servectl.cli.dev import register as register_dev
 from servectl.cli.preflight import register as register_preflight
@@ -52,6 +53,7 @@ app = typer.Typer(
 # Each command module adds its commands to ``app``; `--help` lists them in this order. The modules import
 # only typer and light servectl modules at the top; each command imports what it runs when it runs.
 _REGISTER: tuple[Callable[[typer.Typer], None], ...] = (
+    register_adopt,  # adopt
     register_bench,  # bench
     register_dev,  # dev build-standin
     register_preflight,  # preflight

@@ -82,6 +82,7 @@ def validate_command(
     ] = False,
 ) -> None:
     """Validate profiles (all runnable ones when none are named); exit 2 listing every problem."""
+    from servectl.errors import ProfileTemplate
     from servectl.plan.inventory import validate_profiles
 
     results = validate_profiles(names or None)
@@ -94,6 +95,8 @@ def validate_command(
     for name, error in results.items():
         if error is None:
             typer.echo(f"ok      {name}")
+        elif isinstance(error, ProfileTemplate) and not names:
+            typer.echo(f"template {name}: {error.instructions}")
         else:
             typer.echo(f"invalid {name}")
             problems.extend(error.lines())

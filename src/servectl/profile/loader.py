@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from servectl.errors import Problem, ProfileError, UsageError
+from servectl.errors import Problem, ProfileError, ProfileTemplate, UsageError
 from servectl.paths import SHIPPED_PROFILES_DIR as SHIPPED_PROFILES_DIR  # re-exported
 from servectl.paths import user_profiles_dir
 from servectl.profile.models import Profile
@@ -160,8 +160,14 @@ def read_profile(name: str, *, folders: Sequence[ProfileFolder] | None = None) -
 
 
 def read_profile_file(file: ProfileFile, *, folders: Sequence[ProfileFolder] | None = None) -> LoadedProfile:
-    """Merge and schema-validate the profile in ``file`` (see :func:`read_profile`)."""
+    """Merge and schema-validate the profile in ``file`` (see :func:`read_profile`).
+
+    Raises:
+        ProfileTemplate: the file is a template (a ``template:`` key says how to fill it in).
+    """
     data, locations, chain = _resolve(file, folders, stack=())
+    if data.get("template") is not None:
+        raise ProfileTemplate(file.name, " ".join(str(data["template"]).split()))
     problems: list[Problem] = []
     if data.get("name") != file.name:
         problems.append(
@@ -184,6 +190,22 @@ def read_profile_file(file: ProfileFile, *, folders: Sequence[ProfileFolder] | N
     if problems:
         raise ProfileError(problems)
     return LoadedProfile(profile=profile, file=file, chain=chain, locations=locations, data=data)
+
+
+# -- templates -----------------------------------------------------------------------------------------
+def template_instructions(path: Path) -> str | None:
+    """What a template file says to do to fill it in (its ``template:`` value); None for a profile file."""
+    try:
+        data, _ = read_yaml(path)
+    except ProfileError:
+        return None
+    value = data.get("template")
+    return None if value is None else " ".join(str(value).split())
+
+
+def is_template_file(path: Path) -> bool:
+    """Whether ``path`` is a template (a file ``servectl adopt`` may replace without --force)."""
+    return template_instructions(path) is not None
 
 
 # -- YAML with locations -------------------------------------------------------------------------------
