@@ -8,10 +8,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from servectl.cli.complete import check_ids, profile_names
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from servectl.service.swap import PhaseEvent, RollbackCheck, SwapResult
+    from servectl.service.rollback import RollbackCheck
+    from servectl.service.swap import PhaseEvent, SwapResult
 
 _FORCE_HELP = "skip one preflight check by id (repeatable), e.g. port.free"
 _WAIT_HELP = "seconds to wait for another servectl that is changing services (default 10)"
@@ -25,9 +28,14 @@ def register(app: typer.Typer) -> None:
 
 def swap_command(
     target: Annotated[
-        str | None, typer.Argument(help="profile to run instead; default: the running profile's rollback:")
+        str | None,
+        typer.Argument(
+            help="profile to run instead; default: the running profile's rollback:", autocompletion=profile_names
+        ),
     ] = None,
-    force: Annotated[list[str] | None, typer.Option("--force", metavar="CHECK-ID", help=_FORCE_HELP)] = None,
+    force: Annotated[
+        list[str] | None, typer.Option("--force", metavar="CHECK-ID", help=_FORCE_HELP, autocompletion=check_ids)
+    ] = None,
     wait_s: Annotated[float | None, typer.Option("--wait", metavar="SECONDS", help=_WAIT_HELP)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
 ) -> None:
@@ -41,19 +49,24 @@ def swap_command(
 
 
 def rollback_command(
-    force: Annotated[list[str] | None, typer.Option("--force", metavar="CHECK-ID", help=_FORCE_HELP)] = None,
+    force: Annotated[
+        list[str] | None, typer.Option("--force", metavar="CHECK-ID", help=_FORCE_HELP, autocompletion=check_ids)
+    ] = None,
     wait_s: Annotated[float | None, typer.Option("--wait", metavar="SECONDS", help=_WAIT_HELP)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
 ) -> None:
     """Swap back to the profile that ran before the current one (from servectl's history)."""
-    from servectl.service.swap import rollback
+    from servectl.service.rollback import rollback
 
     _swap_and_render(rollback, force=force, wait_s=wait_s, as_json=as_json)
 
 
 def rollback_check_command(
     name: Annotated[
-        str | None, typer.Argument(help="profile whose rollback target to check; default: all that have one")
+        str | None,
+        typer.Argument(
+            help="profile whose rollback target to check; default: all that have one", autocompletion=profile_names
+        ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the checks as JSON")] = False,
 ) -> None:
@@ -62,7 +75,7 @@ def rollback_check_command(
     Starts nothing. Exit code 3 when any target could not start.
     """
     from servectl.errors import PreflightFailed
-    from servectl.service.swap import rollback_check
+    from servectl.service.rollback import rollback_check
 
     checks = rollback_check(names=None if name is None else [name], docker=_docker(), gpus=_gpu_inventory())
     if as_json:
