@@ -67,6 +67,11 @@ class Problem:
     line: int | None
     field: str
     message: str
+    rule: str = ""  # what found it: a rule name (``engine.mamba_cache``), ``schema.<kind>``, ``yaml``, ``extends``
+
+    def to_dict(self) -> dict[str, str | int | None]:
+        """Plain dict for ``validate --json``."""
+        return {"file": self.file, "line": self.line, "field": self.field, "rule": self.rule, "message": self.message}
 
     def __str__(self) -> str:
         where = f"{self.file}:{self.line}" if self.line is not None else self.file

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from servectl.cli.complete import check_ids, profile_names
+
 if TYPE_CHECKING:
     from rich.status import Status
 
@@ -66,21 +68,30 @@ class _ProgressDisplay:
 
 
 def up_command(
-    name: Annotated[str, typer.Argument(help="profile to start")],
+    name: Annotated[str, typer.Argument(help="profile to start", autocompletion=profile_names)],
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="print the exact docker run and SGLang argv; touch nothing")
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="with --dry-run: print the plan as JSON")] = False,
     force: Annotated[
         list[str] | None,
-        typer.Option("--force", help="skip one named preflight check (repeatable); recorded in the history"),
+        typer.Option(
+            "--force",
+            metavar="CHECK-ID",
+            autocompletion=check_ids,
+            help="skip one named preflight check (repeatable); recorded in the history",
+        ),
     ] = None,
 ) -> None:
     """Validate, preflight and start a profile, then wait until it really serves."""
     from servectl.plan.resolve import resolve
 
-    resolved = resolve(name)
+    resolved = resolve(name, keep_unset=dry_run)
     if dry_run:
+        if resolved.unset:
+            names = ", ".join("${" + var + "}" for var in resolved.unset)
+            exports = " ".join(f"{var}=..." for var in resolved.unset)
+            sys.stderr.write(f"warning: {names} not set; shown unresolved (`up` needs them: export {exports})\n")
         if as_json:
             typer.echo(resolved.plan.to_json())
         else:
@@ -129,7 +140,10 @@ def _print_last_lines(profile: str, lines: tuple[str, ...]) -> None:
 
 
 def down_command(
-    name: Annotated[str | None, typer.Argument(help="profile to stop (default: the only running service)")] = None,
+    name: Annotated[
+        str | None,
+        typer.Argument(help="profile to stop (default: the only running service)", autocompletion=profile_names),
+    ] = None,
 ) -> None:
     """Stop a service (SIGTERM, grace period, SIGKILL), remove its container and confirm it is gone."""
     from servectl.cli.views.runtime import stop_text
@@ -178,7 +192,9 @@ def status_command(
 
 
 def logs_command(
-    name: Annotated[str, typer.Argument(help="profile (or container name) of the service")],
+    name: Annotated[
+        str, typer.Argument(help="profile (or container name) of the service", autocompletion=profile_names)
+    ],
     follow: Annotated[bool, typer.Option("-f", "--follow", help="keep printing new lines")] = False,
     tail: Annotated[int | None, typer.Option("--tail", help="only the last N lines", min=0)] = None,
 ) -> None:

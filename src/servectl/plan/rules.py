@@ -232,7 +232,7 @@ def flags_in_catalog(p: Profile) -> RuleResult:
 def check_profile(loaded: LoadedProfile) -> list[Problem]:
     """Run every rule; one located problem per finding."""
     problems: list[Problem] = []
-    for func in RULES.values():
+    for name, func in RULES.items():
         for path, message in func(loaded.profile):
-            problems.append(loaded.problem(path, message))
+            problems.append(loaded.problem(path, message, rule=name))
     return problems
