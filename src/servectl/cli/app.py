@@ -16,6 +16,7 @@ import typer
 from servectl.cli.adopt import register as register_adopt
 from servectl.cli.bench import register as register_bench
 from servectl.cli.dev import register as register_dev
+from servectl.cli.doctor import register as register_doctor
 from servectl.cli.preflight import register as register_preflight
 from servectl.cli.profiles import register as register_profiles
 from servectl.cli.render import register as register_render
@@ -56,6 +57,7 @@ _REGISTER: tuple[Callable[[typer.Typer], None], ...] = (
     register_adopt,  # adopt
     register_bench,  # bench
     register_dev,  # dev build-standin
+    register_doctor,  # doctor
     register_preflight,  # preflight
     register_profiles,  # profiles, show, validate, diff, schema, catalog, promote
     register_render,  # render
