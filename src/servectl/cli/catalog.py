@@ -8,6 +8,8 @@ from typing import Annotated, Any
 
 import typer
 
+from servectl.cli.complete import catalog_flags, catalog_or_profile_names
+
 catalog_app = typer.Typer(
     help="Flag catalogs: what an engine build's parser accepts (shipped, or extracted from an image).",
     no_args_is_help=False,
@@ -48,8 +50,16 @@ def catalog_list(ctx: typer.Context) -> None:
 
 @catalog_app.command("show")
 def show_command(
-    name: Annotated[str, typer.Argument(help="catalog (shipped name, sha256:..., file.json) or a profile name")],
-    grep: Annotated[str, typer.Option("--grep", "-g", help="only flags containing this text")] = "",
+    name: Annotated[
+        str,
+        typer.Argument(
+            help="catalog (shipped name, sha256:..., file.json) or a profile name",
+            autocompletion=catalog_or_profile_names,
+        ),
+    ],
+    grep: Annotated[
+        str, typer.Option("--grep", "-g", help="only flags containing this text", autocompletion=catalog_flags)
+    ] = "",
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
     """List the flags a catalog holds (a profile's catalog includes its catalog_extend)."""

@@ -1,14 +1,15 @@
-"""Profile commands: profiles, show, validate, diff, schema, promote."""
+"""Profile commands: profiles, show, validate, diff, schema, promote (catalog: servectl.cli.catalog)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from servectl.errors import ProfileError
+from servectl.cli.complete import profile_names
+from servectl.errors import ProfileError, ServectlError
 
 
 def register(app: typer.Typer) -> None:
@@ -21,14 +22,25 @@ def register(app: typer.Typer) -> None:
 
 
 def promote_command(
-    name: Annotated[str, typer.Argument(help="profile to promote")],
+    name: Annotated[str, typer.Argument(help="profile to promote", autocompletion=profile_names)],
     evidence: Annotated[Path, typer.Option("--evidence", help="the --out folder of `servectl bench NAME`")],
+    qualification: Annotated[
+        Path | None,
+        typer.Option(
+            "--qualification",
+            help="the --out folder of `servectl qualify NAME` (default: the --evidence folder)",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
-    """Mark a profile promoted, on bench evidence measured on its current plan, image digest and model revision."""
+    """Mark a profile promoted, on bench and qualification evidence of its current plan, image and model pins."""
     from servectl.bench.promote import promote
 
-    record = promote(name=name, evidence_dir=evidence)
-    typer.echo(f"promoted {name}: evidence {name}.evidence.json (run {record.run_id}, plan {record.plan_hash})")
+    record = promote(name=name, evidence_dir=evidence, qualification_dir=qualification)
+    typer.echo(
+        f"promoted {name}: evidence {name}.evidence.json (run {record.run_id}, plan {record.plan_hash}; "
+        f"{record.gate_counts})"
+    )
 
 
 def profiles_command(
@@ -50,7 +62,7 @@ def profiles_command(
 
 
 def show_command(
-    name: Annotated[str, typer.Argument(help="profile name")],
+    name: Annotated[str, typer.Argument(help="profile name", autocompletion=profile_names)],
     as_json: Annotated[bool, typer.Option("--json", help="print JSON instead of YAML")] = False,
 ) -> None:
     """Print the resolved profile (after `extends`), with where it came from."""
@@ -72,7 +84,12 @@ def show_command(
 
 
 def validate_command(
-    names: Annotated[list[str] | None, typer.Argument(help="profiles to validate (default: all)")] = None,
+    names: Annotated[
+        list[str] | None, typer.Argument(help="profiles to validate (default: all)", autocompletion=profile_names)
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="print each profile with its problems (file, line, field, rule, message)")
+    ] = False,
     in_image: Annotated[
         bool,
         typer.Option("--in-image", help="also parse each argv with the image's own SGLang (throwaway container)"),
@@ -83,6 +100,12 @@ def validate_command(
     from servectl.plan.inventory import validate_profiles
 
     results = validate_profiles(names or None)
+    if as_json:
+        typer.echo(json.dumps([_validation_dict(name, error) for name, error in results.items()], indent=2))
+        # with no names, a shipped template (filled in by `servectl adopt`) is not a failure
+        if any(error is not None and (names or not isinstance(error, ProfileTemplate)) for error in results.values()):
+            raise typer.Exit(2)
+        return
     problems: list[str] = []
     for name, error in results.items():
         if error is None:
@@ -101,15 +124,35 @@ def validate_command(
         raise ProfileError("\n".join(problems))
 
 
+def _validation_dict(name: str, error: ServectlError | None) -> dict[str, Any]:
+    if error is None:
+        return {"profile": name, "valid": True, "problems": []}
+    if isinstance(error, ProfileError) and error.problems:
+        problems = [p.to_dict() for p in error.problems]
+    else:  # a usage error (a base profile named) or a message without a location
+        problems = [
+            {"file": "", "line": None, "field": "", "rule": type(error).__name__, "message": line}
+            for line in error.lines()
+        ]
+    return {"profile": name, "valid": False, "problems": problems}
+
+
 def diff_command(
-    a: Annotated[str, typer.Argument(help="first profile")],
-    b: Annotated[str, typer.Argument(help="second profile")],
+    a: Annotated[str, typer.Argument(help="first profile", autocompletion=profile_names)],
+    b: Annotated[str, typer.Argument(help="second profile", autocompletion=profile_names)],
+    as_json: Annotated[bool, typer.Option("--json", help="print the differences as JSON")] = False,
 ) -> None:
     """Show what differs between the resolved launch plans of two profiles."""
     from servectl.plan.resolve import resolve
-    from servectl.plan.script import plan_diff
+    from servectl.plan.script import plan_changes, plan_diff
 
-    lines = plan_diff(resolve(a).plan, resolve(b).plan)
+    # a diff shows plans, like up --dry-run: an unset ${VAR} stays visible instead of failing the command
+    plan_a, plan_b = resolve(a, keep_unset=True).plan, resolve(b, keep_unset=True).plan
+    if as_json:
+        changes = [{"field": field, "a": va, "b": vb} for field, va, vb in plan_changes(plan_a, plan_b)]
+        typer.echo(json.dumps({"a": a, "b": b, "changes": changes}, indent=2))
+        return
+    lines = plan_diff(plan_a, plan_b)
     if not lines:
         typer.echo(f"{a} and {b} compile to the same launch")
     for line in lines:
@@ -144,7 +187,7 @@ def _in_image(name: str) -> list[str]:
         typer.echo(f"  in-image: rejected by {where}")
         return [f"{name}: engine.parse: {verdict.image} rejects the argv: {verdict.error}"]
     if verdict.resolve_error:
-        typer.echo(f"  in-image: parsed by {where}; resolution stopped (no GPU or model here): {verdict.resolve_error}")
+        typer.echo(f"  in-image: parsed by {where}; resolution needs the GPU or model: {verdict.resolve_error}")
     else:
         typer.echo(f"  in-image: parsed and resolved by {where}")
     return []

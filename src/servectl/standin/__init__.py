@@ -47,6 +47,14 @@ Behaviour is set with environment variables:
 ``STANDIN_CATALOG`` / ``STANDIN_CATALOG_EXTEND``
     The flag catalog to check argv against (default ``sglang-0.5.23``), and a JSON extension of it in the
     shape :meth:`servectl.profile.catalog.FlagCatalog.extended` takes, for custom images that add flags or choices.
+``STANDIN_TOOL_FAULT`` / ``STANDIN_JSON_FAULT`` / ``STANDIN_REASONING_FAULT`` / ``STANDIN_NEEDLE_MAX_TOKENS``
+    Chat requests that offer tools, ask for JSON (``response_format``), set ``chat_template_kwargs.enable_thinking``,
+    send a tool result or hold a needle get scripted answers shaped as SGLang returns them (see
+    :mod:`servectl.standin.behaviour`); these variables break them on purpose (``wrong_function``,
+    ``malformed_args``, ``schema_args``, ``stream_mismatch``, ``no_continue``; ``invalid``, ``schema``; ``leak``)
+    or limit needle retrieval to prompts of at most N tokens.
+``STANDIN_ERROR_EVERY`` / ``STANDIN_USAGE_SKEW``
+    Every k-th generation request fails with HTTP 500; ``usage`` reports N more completion tokens than were sent.
 ``STANDIN_LISTEN_AT``
     ``start`` (default): listen from the first moment and answer 503 while starting. ``uvicorn``: listen only
     from the ``Uvicorn running`` line on, as real SGLang does (connections are refused before that).
@@ -54,9 +62,9 @@ Behaviour is set with environment variables:
 Log: every line is flushed. SGLang's format, ``[2026-11-30 10:00:00] ...`` for the main process and
 ``[2026-11-30 10:00:00 TP0] ...`` for the scheduler: ``server_args=ServerArgs(...)``, ``Load weight begin``,
 ``Loading safetensors checkpoint shards:  50% Completed | 2/4 [...]``, ``Load weight end``,
-``KV Cache is allocated. #tokens: N, K size: ... GB, V size: ... GB``, ``Capture cuda graph begin/end``,
+``KV Cache is allocated. dtype: ..., #tokens: N, ...``, ``Capture target decode CUDA graph begin/end``,
 uvicorn's ``Uvicorn running on http://HOST:PORT``, then ``The server is fired up and ready to roll!``. With
-``--dsa-decode-backend flashinfer_sparse_mla`` it logs ``Using FlashInfer sparse-MLA decode backend ...``.
+``--dsa-decode-backend flashinfer_sparse_mla`` it logs SGLang's ``Set DSA backends for GLM FP8 KV Cache ...``.
 
 Tokens (see :mod:`servectl.standin.tokens`): prompt tokens are counted by a documented regular expression
 plus a per-message overhead of 4; completions are exactly ``max_tokens`` long (16 tokens with finish reason

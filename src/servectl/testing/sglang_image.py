@@ -309,7 +309,9 @@ def build_test_images(*, docker_client: Any = None) -> SglangTestImages:
             _build_upstream(client, upstream, site)
         _build_patched(client, upstream, patched, site)
         built = True
-    return SglangTestImages(upstream=upstream, patched=patched, build_seconds=time.monotonic() - started if built else 0.0)
+    return SglangTestImages(
+        upstream=upstream, patched=patched, build_seconds=time.monotonic() - started if built else 0.0
+    )
 
 
 def main() -> int:
