@@ -720,3 +720,15 @@ def test_engine_parse_warns_when_the_image_has_no_sglang() -> None:
     check = preflight(runner=runner).check("engine.parse")
     assert check.result == "warn"
     assert "has no SGLang" in check.message and "image.entrypoint" in check.message
+
+
+def test_engine_parse_does_not_ask_a_standin_image_by_its_label() -> None:
+    from servectl.preflight.facts import STANDIN_LABEL
+    from servectl.standin.image import IMAGE_LABEL
+
+    assert STANDIN_LABEL == IMAGE_LABEL
+    runner = image_parser()
+    standin = docker(images=[image(labels={IMAGE_LABEL: "1"})])
+    check = preflight(engine=standin, runner=runner).check("engine.parse")
+    assert check.result == "skipped" and "stand-in" in check.message
+    assert runner.commands == []  # type: ignore[attr-defined]

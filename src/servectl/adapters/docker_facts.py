@@ -45,6 +45,7 @@ class ImageInfo:
     repo_digests: tuple[str, ...]
     tags: tuple[str, ...]
     size_bytes: int | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
 
     def digests(self) -> frozenset[str]:
         """Every ``sha256:...`` this image answers to: its id and the digest part of each repo digest."""
@@ -297,6 +298,7 @@ class DockerSdkFacts:
             repo_digests=tuple(str(d) for d in data.get("RepoDigests") or ()),
             tags=tuple(str(t) for t in data.get("RepoTags") or ()),
             size_bytes=int(data["Size"]) if data.get("Size") is not None else None,
+            labels={str(k): str(v) for k, v in ((data.get("Config") or {}).get("Labels") or {}).items()},
         )
 
     def containers(self) -> tuple[ContainerInfo, ...]:

@@ -28,6 +28,8 @@ from servectl.preflight.model import ConflictRef, PreflightRequest
 if TYPE_CHECKING:
     from servectl.preflight.engine_image import ParseVerdict
 
+#: Label of servectl's stand-in engine image (``servectl.standin.image.IMAGE_LABEL``).
+STANDIN_LABEL = "servectl.standin"
 #: The check that parses the argv in the image (its id, here because gathering the facts runs it).
 ENGINE_PARSE = "engine.parse"
 
@@ -197,7 +199,11 @@ def gather_facts(
                 if host.path_exists(candidate):
                     cdi_specs.append(candidate)
 
-    engine_parse, engine_parse_error = _parse_in_image(request, runner, skipped, present=bool(image or image_by_digest))
+    local = image or image_by_digest
+    standin = local is not None and STANDIN_LABEL in local.labels  # its parser is servectl's own catalog
+    engine_parse, engine_parse_error = _parse_in_image(
+        request, None if standin else runner, skipped, present=local is not None
+    )
     return Facts(
         gpu=snapshot,
         gpu_error=gpu_error,

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from servectl.preflight.checks.base import make_result
-from servectl.preflight.facts import ENGINE_PARSE, Facts
+from servectl.preflight.facts import ENGINE_PARSE, STANDIN_LABEL, Facts
 from servectl.preflight.model import CheckResult, PreflightRequest
 
 
 def check_engine_parse(request: PreflightRequest, facts: Facts) -> CheckResult:
     """The image's own SGLang parses the argv (and resolves it as far as it can without a GPU)."""
-    if request.image_built_here:
+    local = facts.image or facts.image_by_digest
+    if request.image_built_here or (local is not None and STANDIN_LABEL in local.labels):
         return make_result(
             ENGINE_PARSE, "skipped", "the stand-in image parses with servectl's own catalog", reason="stand-in image"
         )
