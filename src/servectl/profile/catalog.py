@@ -49,6 +49,7 @@ class CatalogOption:
     nargs: str | None = None
     choices: tuple[str, ...] | None = None
     default: Any = None
+    const: Any = None  # nargs "?": the value of the flag given alone
 
     @property
     def takes_value(self) -> bool:
@@ -80,6 +81,7 @@ class CatalogOption:
             nargs=None if data.get("nargs") in (None, "None") else str(data["nargs"]),
             choices=tuple(str(c) for c in choices) if choices is not None else None,
             default=data.get("default"),
+            const=data.get("const"),
         )
 
 
@@ -267,7 +269,7 @@ class FlagCatalog:
             if opt.nargs is None:
                 result[opt.dest] = converted[0]
             elif opt.nargs == "?":
-                result[opt.dest] = converted[0] if converted else None  # argparse: const, None here
+                result[opt.dest] = converted[0] if converted else opt.const
             else:
                 result[opt.dest] = converted
         if extras:
