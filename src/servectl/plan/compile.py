@@ -188,7 +188,36 @@ def engine_args(profile: Profile, catalog: FlagCatalog) -> list[EngineArg]:
             add("--speculative-adaptive", True, (*base, "adaptive_steps"))
             add("--speculative-adaptive-config", ADAPTIVE_CONFIG_CONTAINER_PATH, (*base, "adaptive_steps"))
     for key, value in e.args.items():
-        add("--" + key, value, ("engine", "args", key))
+        try:  # written abbreviated, compiled in full (the engine accepts both; people read the full name)
+            flag = catalog.expand("--" + key)
+        except ArgvError:
+            flag = "--" + key  # ambiguous: reported by the engine.catalog rule
+        add(flag, value, ("engine", "args", key))
+    return out
+
+
+@dataclass(frozen=True)
+class Setting:
+    """The value an engine option gets, as the engine parses it, and the profile field that set it."""
+
+    value: Any
+    field: PathKey
+
+
+def effective_settings(profile: Profile, catalog: FlagCatalog) -> dict[str, Setting]:
+    """``{dest: Setting}`` for every flag the profile compiles to that the engine would parse.
+
+    Rules read settings here, so a value counts wherever it is written: a typed key or ``args``, any
+    spelling or abbreviation of the flag, a string or a number (``"19"`` and ``19`` alike).
+    """
+    out: dict[str, Setting] = {}
+    for arg in engine_args(profile, catalog):
+        try:
+            parsed = catalog.parse_argv(list(arg.tokens))
+        except ArgvError:
+            continue  # reported by the engine.catalog rule
+        for dest, value in parsed.items():
+            out[dest] = Setting(value, arg.field)  # the last one wins, as in the engine
     return out
 
 
@@ -206,8 +235,11 @@ def catalog_for(profile: Profile) -> FlagCatalog:
 
 
 def catalog_problems(profile: Profile, catalog: FlagCatalog) -> Iterator[tuple[PathKey, str]]:
-    """Every flag the profile compiles to, checked against the catalog: (field, message) per problem."""
-    owner_of: dict[str, PathKey] = {}
+    """Every flag the profile compiles to, checked as the engine's parser checks it: (field, message) per problem.
+
+    Only what the engine itself rejects; servectl's stricter policies (one place per flag, no API key as a
+    flag) are :func:`policy_flag_problems`.
+    """
     for arg in engine_args(profile, catalog):
         try:
             opt = catalog.option(arg.flag)
@@ -219,21 +251,30 @@ def catalog_problems(profile: Profile, catalog: FlagCatalog) -> Iterator[tuple[P
             hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
             yield arg.field, f"{arg.flag} is not a flag of catalog {catalog.name}{hint}"
             continue
-        if opt.dest in owner_of:
-            other = ".".join(str(p) for p in owner_of[opt.dest])
-            yield arg.field, f"{arg.flag} is already set by {other}; set it in one place only"
-            continue
-        owner_of[opt.dest] = arg.field
-        if opt.dest == "api_key":
-            yield (
-                arg.field,
-                "the API key is never written in a profile; use serve.api_key_env or serve.api_key_file",
-            )
-            continue
         try:
             catalog.parse_argv(list(arg.tokens))
         except ArgvError as err:
             yield arg.field, str(err)
+
+
+def policy_flag_problems(profile: Profile, catalog: FlagCatalog) -> Iterator[tuple[str, PathKey, str]]:
+    """Flags the engine would take but servectl refuses on purpose: (rule name, field, message)."""
+    owner_of: dict[str, PathKey] = {}
+    for arg in engine_args(profile, catalog):
+        try:
+            opt = catalog.option(arg.flag)
+        except ArgvError:
+            continue
+        if opt is None:
+            continue
+        if opt.dest in owner_of:
+            other = ".".join(str(p) for p in owner_of[opt.dest])
+            yield "engine.duplicate_flag", arg.field, f"{arg.flag} is already set by {other}; set it in one place only"
+            continue
+        owner_of[opt.dest] = arg.field
+        if opt.dest == "api_key":
+            message = "the API key is never written in a profile; use serve.api_key_env or serve.api_key_file"
+            yield "engine.api_key_flag", arg.field, message
 
 
 # -- the plan ------------------------------------------------------------------------------------------

@@ -199,6 +199,19 @@ class FlagCatalog:
             raise ArgvError(f"ambiguous option: {flag} could match {', '.join(matches)}")
         return None
 
+    def expand(self, flag: str) -> str:
+        """The full spelling of ``flag`` when it is a unique abbreviation (``--tp`` -> ``--tp-size``), else ``flag``.
+
+        Raises:
+            ArgvError: the abbreviation is ambiguous.
+        """
+        if flag in self._by_flag or not flag.startswith("--"):
+            return flag
+        matches = [f for f in (*self._by_flag, "--help") if f.startswith(flag)]
+        if len(matches) > 1:
+            raise ArgvError(f"ambiguous option: {flag} could match {', '.join(matches)}")
+        return matches[0] if matches and matches[0] != "--help" else flag
+
     def close_matches(self, name: str, n: int = 3) -> list[str]:
         """Flag names (without dashes) that look like ``name``, for "did you mean" hints."""
         bare = name.lstrip("-").replace("_", "-")
