@@ -52,6 +52,18 @@ POLICY_RULES: dict[str, str] = {
 }
 
 
+#: Rules that port a check SGLang 0.5.23 runs after parsing, before loading weights (its ServerArgs resolution):
+#: the real parser takes the argv, the server then refuses to start. Each cites where SGLang raises.
+SGLANG_RULES: dict[str, str] = {
+    "speculative.algorithm": "sglang/srt/speculative/spec_info.py SpeculativeAlgorithm.from_string",
+    "speculative.draft_model": "sglang/srt/arg_groups/speculative_hook.py (DFLASH)",
+    "speculative.draft_window": "sglang/srt/arg_groups/speculative_hook.py handle_speculative_decoding",
+    "engine.mamba_states": "sglang/srt/arg_groups/mamba_hook.py",
+    "engine.int8_mamba_checkpoint": "sglang/srt/arg_groups/mamba_hook.py handle_int8_mamba_checkpoint",
+    "engine.dsa_backends": "sglang/srt/arg_groups/overrides.py _check_dsa_backend_constraints",
+}
+
+
 def rule(name: str, *, warn: bool = False) -> Callable[[Rule], Rule]:
     """Register a named rule (``warn``: a warning about something SGLang changes silently)."""
 
