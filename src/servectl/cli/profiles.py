@@ -25,12 +25,23 @@ def register(app: typer.Typer) -> None:
 def promote_command(
     name: Annotated[str, typer.Argument(help="profile to promote", autocompletion=profile_names)],
     evidence: Annotated[Path, typer.Option("--evidence", help="the --out folder of `servectl bench NAME`")],
+    qualification: Annotated[
+        Path | None,
+        typer.Option(
+            "--qualification",
+            help="the --out folder of `servectl qualify NAME` (default: the --evidence folder)",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
-    """Mark a profile promoted, on bench evidence measured on its current plan, image digest and model revision."""
+    """Mark a profile promoted, on bench and qualification evidence of its current plan, image and model pins."""
     from servectl.bench.promote import promote
 
-    record = promote(name=name, evidence_dir=evidence)
-    typer.echo(f"promoted {name}: evidence {name}.evidence.json (run {record.run_id}, plan {record.plan_hash})")
+    record = promote(name=name, evidence_dir=evidence, qualification_dir=qualification)
+    typer.echo(
+        f"promoted {name}: evidence {name}.evidence.json (run {record.run_id}, plan {record.plan_hash}; "
+        f"{record.gate_counts})"
+    )
 
 
 def profiles_command(
@@ -88,7 +99,8 @@ def validate_command(
     results = validate_profiles(names or None)
     if as_json:
         typer.echo(json.dumps([_validation_dict(name, error) for name, error in results.items()], indent=2))
-        if any(error is not None for error in results.values()):
+        # with no names, a shipped template (filled in by `servectl adopt`) is not a failure
+        if any(error is not None and (names or not isinstance(error, ProfileTemplate)) for error in results.values()):
             raise typer.Exit(2)
         return
     problems: list[str] = []
