@@ -146,7 +146,22 @@ class LaunchPlan:
 
 # -- argv ----------------------------------------------------------------------------------------------
 def engine_args(profile: Profile, catalog: FlagCatalog) -> list[EngineArg]:
-    """The SGLang flags of a profile, each with the field it came from. Pure."""
+    """The SGLang flags of a profile, each with the field it came from. Pure (memoized per profile object)."""
+    hit = _ENGINE_ARGS.get(id(profile))
+    if hit is not None and hit[0] is profile and hit[1] is catalog:
+        return list(hit[2])
+    out = _engine_args(profile, catalog)
+    if len(_ENGINE_ARGS) > 32:
+        _ENGINE_ARGS.clear()
+    _ENGINE_ARGS[id(profile)] = (profile, catalog, tuple(out))
+    return out
+
+
+#: The rules ask for a profile's flags several times; a profile object is not changed once validated.
+_ENGINE_ARGS: dict[int, tuple[Profile, FlagCatalog, tuple[EngineArg, ...]]] = {}
+
+
+def _engine_args(profile: Profile, catalog: FlagCatalog) -> list[EngineArg]:
     p, e = profile, profile.engine
     out: list[EngineArg] = []
 
@@ -230,8 +245,16 @@ def catalog_for(profile: Profile) -> FlagCatalog:
     catalog = FlagCatalog.load(profile.engine.catalog)
     ext = profile.engine.catalog_extend
     if ext is not None:
-        catalog = catalog.extended(ext.model_dump())
+        key = (profile.engine.catalog, json.dumps(ext.model_dump(), sort_keys=True, default=str))
+        extended = _EXTENDED.get(key)
+        if extended is None:
+            extended = _EXTENDED[key] = catalog.extended(ext.model_dump())
+        catalog = extended
     return catalog
+
+
+#: Extended catalogs by (base name, extension): rules ask for a profile's catalog many times.
+_EXTENDED: dict[tuple[str, str], FlagCatalog] = {}
 
 
 def catalog_problems(profile: Profile, catalog: FlagCatalog) -> Iterator[tuple[PathKey, str]]:

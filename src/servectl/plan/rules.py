@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 from servectl.errors import Problem
 from servectl.plan.compile import Setting, catalog_for, catalog_problems, effective_settings, policy_flag_problems
 from servectl.profile.catalog import ArgvError
-from servectl.profile.logcatalog import LogCatalog
 from servectl.profile.models import Profile
 
 if TYPE_CHECKING:
@@ -436,6 +435,8 @@ def expect_log_is_printable(p: Profile) -> RuleResult:
     """Each expect_log pattern matches a line the engine build can print (its log catalog, from its source)."""
     if not p.health.expect_log:
         return
+    from servectl.profile.logcatalog import LogCatalog  # 450 kB of lines: read only for profiles that need it
+
     try:
         logs = LogCatalog.load(p.engine.catalog)
     except KeyError:

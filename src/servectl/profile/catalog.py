@@ -127,10 +127,14 @@ class FlagCatalog:
         Raises:
             KeyError: no catalog of that name is shipped (the message lists those that are).
         """
+        loaded = _BY_NAME.get(name)
+        if loaded is not None:
+            return loaded
         path = CATALOG_DIR / f"{name}.json"
         if not re.fullmatch(r"[A-Za-z0-9._+-]+", name) or not path.is_file():
             raise KeyError(f"unknown flag catalog {name!r}; shipped catalogs: {', '.join(cls.available())}")
-        return _load_path(path)
+        loaded = _BY_NAME[name] = _load_path(path)
+        return loaded
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, name: str) -> FlagCatalog:
@@ -190,6 +194,18 @@ class FlagCatalog:
         exact = self._by_flag.get(flag) or (None if name.startswith("--") else self._by_dest.get(name))
         if exact is not None:
             return exact
+        known = self._memo().get(("option", name))
+        if known is None:
+            try:
+                known = self._memo()[("option", name)] = {"": self._abbreviated(flag)}
+            except ArgvError as err:
+                known = self._memo()[("option", name)] = err
+        if isinstance(known, ArgvError):
+            raise ArgvError(str(known))
+        found: CatalogOption | None = known[""]
+        return found
+
+    def _abbreviated(self, flag: str) -> CatalogOption | None:
         # argparse (3.11) counts option strings, not options: two spellings of one option are ambiguous too,
         # and the engine parser's own --help takes part.
         matches = [f for f in (*self._by_flag, "--help") if f.startswith(flag)]
@@ -238,6 +254,28 @@ class FlagCatalog:
         Raises:
             ArgvError: an unknown flag, a missing or invalid value, or a stray token, in argparse wording.
         """
+        key = tuple(argv)
+        memo = self._memo()
+        known = memo.get(key)
+        if known is None:
+            try:
+                known = memo[key] = self._parse(argv)
+            except ArgvError as err:
+                known = memo[key] = err
+            if len(memo) > 4096:
+                memo.clear()
+        if isinstance(known, ArgvError):
+            raise ArgvError(str(known))
+        return dict(known)
+
+    def _memo(self) -> dict[tuple[str, ...], dict[str, Any] | ArgvError]:
+        memo = self.__dict__.get("_parsed")
+        if memo is None:
+            memo = {}
+            object.__setattr__(self, "_parsed", memo)
+        return memo
+
+    def _parse(self, argv: Sequence[str]) -> dict[str, Any]:
         if "--" in argv:
             return self._argparse().parse_args(list(argv)).__dict__
         kinds = [self._classify(token) for token in argv]
@@ -402,6 +440,7 @@ def format_value(value: Any) -> list[str]:
 
 
 _CACHE: dict[Path, FlagCatalog] = {}
+_BY_NAME: dict[str, FlagCatalog] = {}
 
 
 def _load_path(path: Path) -> FlagCatalog:
