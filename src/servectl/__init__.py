@@ -12,7 +12,7 @@ The public API, keyword-only and typed; the ``servectl`` command is a thin layer
 Functions (from :mod:`servectl.api` unless noted): ``load_profile``, ``compile_plan``, ``run_preflight``,
 ``up``, ``down``, ``services``, ``swap``, ``rollback``; ``run_bench`` (measure a server,
 :mod:`servectl.bench.runner`) and ``run_profile_bench`` (what ``servectl bench`` does,
-:mod:`servectl.bench.qualify`). Their results and settings: ``LoadedProfile``, ``LaunchPlan``,
+:mod:`servectl.bench.profile_run`). Their results and settings: ``LoadedProfile``, ``LaunchPlan``,
 ``PreflightReport``, ``UpResult``, ``DownResult``, ``ServiceInfo``, ``SwapResult``, ``BenchSettings``,
 ``BenchReport``, ``ProfileBenchResult``. Errors derive from ``ServectlError`` (:mod:`servectl.errors`), each
 with the exit code the CLI uses.
@@ -34,7 +34,7 @@ _EXPORTS: dict[str, str] = {
     "LaunchPlan": "servectl.plan.compile",
     "LoadedProfile": "servectl.profile.loader",
     "PreflightReport": "servectl.preflight.model",
-    "ProfileBenchResult": "servectl.bench.qualify",
+    "ProfileBenchResult": "servectl.bench.profile_run",
     "ServectlError": "servectl.errors",
     "ServiceInfo": "servectl.service.services",
     "SwapResult": "servectl.service.swap",
@@ -45,7 +45,7 @@ _EXPORTS: dict[str, str] = {
     "rollback": "servectl.api",
     "run_bench": "servectl.bench.runner",
     "run_preflight": "servectl.api",
-    "run_profile_bench": "servectl.bench.qualify",
+    "run_profile_bench": "servectl.bench.profile_run",
     "services": "servectl.api",
     "swap": "servectl.api",
     "up": "servectl.api",
@@ -79,7 +79,7 @@ __all__ = [
 if TYPE_CHECKING:
     from servectl.api import compile_plan, down, load_profile, rollback, run_preflight, services, swap, up
     from servectl.bench.model import BenchReport, BenchSettings
-    from servectl.bench.qualify import ProfileBenchResult, run_profile_bench
+    from servectl.bench.profile_run import ProfileBenchResult, run_profile_bench
     from servectl.bench.runner import run_bench
     from servectl.errors import ServectlError
     from servectl.plan.compile import LaunchPlan
