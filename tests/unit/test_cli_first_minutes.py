@@ -82,7 +82,7 @@ def test_validate_json_gives_file_line_field_rule_and_message_per_problem(tmp_pa
     folder.mkdir()
     (folder / "wrong-name.yaml").write_text("name: other\nextends: demo\n", encoding="utf-8")
     (folder / "bare.yaml").write_text("name: bare\nstatus: candidate\n", encoding="utf-8")
-    result = servectl("validate", "--json", "bare", "wrong-name", "demo", cwd=tmp_path)
+    result = servectl("validate", "--json", "bare", "wrong-name", "glm53-exl3-524k", "demo", cwd=tmp_path)
     assert result.returncode == 2
     by_name = {entry["profile"]: entry for entry in json.loads(result.stdout)}
     assert by_name["demo"] == {"profile": "demo", "valid": True, "problems": []}
@@ -90,6 +90,11 @@ def test_validate_json_gives_file_line_field_rule_and_message_per_problem(tmp_pa
     assert {"file", "line", "field", "rule", "message"} == set(bare[0])
     assert {(p["field"], p["rule"]) for p in bare} >= {("image", "schema.missing"), ("model", "schema.missing")}
     assert bare[0]["file"] == "profiles/bare.yaml" and bare[0]["line"] == 1
+    (exl3,) = by_name["glm53-exl3-524k"]["problems"]  # a template: says how to fill it in
+    assert {"file", "line", "field", "rule", "message"} == set(exl3)
+    assert (exl3["field"], exl3["rule"]) == ("template", "template")
+    assert exl3["message"].endswith("servectl adopt <container> --name glm53-exl3-524k")
+    assert exl3["file"].endswith("glm53-exl3-524k.yaml") and exl3["line"] == 12
     (problem,) = by_name["wrong-name"]["problems"]
     assert (problem["field"], problem["rule"], problem["line"]) == ("name", "name", 1)
 

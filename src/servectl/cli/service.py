@@ -150,18 +150,14 @@ def down_command(
     from servectl.preflight.request import optional_gpu_inventory
     from servectl.service.runtime import down
 
-    results = down(name=name, docker=_docker(), gpus=optional_gpu_inventory())
-    if not results:
+    result = down(name=name, docker=_docker(), gpus=optional_gpu_inventory())
+    if not result.stopped:
         typer.echo(f"{name} is not running; nothing to stop" if name else "no servectl service runs; nothing to stop")
         return
-    for result in results:
-        typer.echo(stop_text(result))
-    from servectl.paths import state_dir
-    from servectl.service.runtime import restore_after_down
-
-    restored = restore_after_down(docker=_docker(), state_dir=state_dir())  # conflicts a swap stopped
-    if restored is not None and restored.summary():
-        typer.echo(restored.summary())
+    for stopped in result.stopped:
+        typer.echo(stop_text(stopped))
+    if result.restored is not None and result.restored.summary():  # conflicts a swap stopped
+        typer.echo(result.restored.summary())
 
 
 def status_command(
