@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from servectl.adapters.state import History, StateLock, atomic_write_text
+from servectl.adapters.state import RUN_EVENTS, GateRecord, History, StateLock, atomic_write_text
 from servectl.errors import (
     PreflightFailed,
     ServectlError,
@@ -225,7 +225,9 @@ def service_from_container(
         container: a servectl-managed container.
         now: epoch seconds (for the uptime).
         answers_health: whether ``/health`` answers 200 now (None: not probed).
-        passed_gate: whether this container passed the health gate (the history says so).
+        passed_gate: whether this container passed the health gate (its gate record or the history says
+            so). One that never passed is never "ready", even when ``/health`` answers: servectl was
+            stopped while it started, and the gate checks more than ``/health``.
         current_plan_hash: the plan hash of the profile as it is now (None: profile unreadable).
     """
     labels = container.labels
@@ -234,7 +236,7 @@ def service_from_container(
         state = "created"
     elif not container.running:
         state = "exited"
-    elif answers_health is True or (answers_health is None and passed_gate):
+    elif passed_gate and answers_health is not False:
         state = "ready"
     elif passed_gate:
         state = "unhealthy"
@@ -305,7 +307,7 @@ def services(
         clock: epoch seconds.
     """
     containers = docker.list_managed(scope)
-    passed = History(state_dir or default_state_dir()).ready_container_ids() if containers else set()
+    passed = passed_gate_ids(state_dir or default_state_dir(), [c.id for c in containers]) if containers else set()
     hashes: dict[str, str | None] = {}
     out: list[ServiceInfo] = []
     client = http
@@ -338,6 +340,19 @@ def services(
         if own and client is not None:
             client.close()
     return out
+
+
+def passed_gate_ids(state_dir: Path, container_ids: Sequence[str]) -> set[str]:
+    """Which of ``container_ids`` passed the health gate: their gate record, or a run event in the history.
+
+    A damaged history counts as no events (``status`` says so in a note), so reading never fails here.
+    """
+    gate = GateRecord(state_dir)
+    passed = {cid for cid in container_ids if gate.passed(cid)}
+    if len(passed) < len(container_ids):  # older services, started before gate records existed
+        events, _ = History(state_dir).readable_events()
+        passed |= {str(e["container_id"]) for e in events if e.get("event") in RUN_EVENTS and e.get("container_id")}
+    return passed & set(container_ids)
 
 
 def _bracket(host: str) -> str:
@@ -448,12 +463,14 @@ def start(
     environ: Mapping[str, str] | None = None,
     build_image: ImageBuilder | None = None,
     clock: Callable[[], float] = time.monotonic,
+    state_dir: Path | None = None,
 ) -> StartResult:
     """Start the profile's container and wait until it passes the health gate.
 
     Writes the plan's generated files and the API-key file, makes sure the image is there (building the
     stand-in when ``image.build`` is "standin"), creates and starts the container, then runs the gate.
-    No conflict rules and no lock: :func:`up` and ``swap`` add those.
+    No conflict rules and no lock: :func:`up` and ``swap`` add those. Passing the gate is recorded in the
+    state folder's :class:`~servectl.adapters.state.GateRecord` (a failed write removes the container).
 
     Raises:
         UsageError: the API key's variable or file is missing (before anything starts).
@@ -481,6 +498,7 @@ def start(
             api_key=api_key,
             started_at=t0,
         )
+        GateRecord(state_dir or default_state_dir(env)).mark(container_id)
     except BaseException as err:
         # Whatever went wrong (gate, engine, Ctrl-C), nothing we started stays behind.
         if container_id is not None:

@@ -123,7 +123,9 @@ class ServiceRuntime(Protocol):
         scope: Mapping[str, str] | None = ...,
     ) -> Sequence[ServiceLike]: ...
 
-    def start(self, *, resolved: Resolved, docker: Any, on_phase: Any = ...) -> StartResultLike: ...
+    def start(
+        self, *, resolved: Resolved, docker: Any, on_phase: Any = ..., state_dir: Path | None = ...
+    ) -> StartResultLike: ...
 
     def stop(self, *, service: Any, docker: Any, gpus: Any = ..., state_dir: Path | None = ...) -> StopResultLike: ...
 
@@ -816,7 +818,12 @@ def _transact(
         tx.set_journal("start-target")
         with tx.phase("start-target", resolved.name):
             step = "start-target"
-            started = deps.runtime.start(resolved=resolved, docker=deps.docker, on_phase=tx.progress("start-target"))
+            started = deps.runtime.start(
+                resolved=resolved,
+                docker=deps.docker,
+                on_phase=tx.progress("start-target"),
+                state_dir=deps.state_dir,
+            )
             tx.signals.mode = "defer"  # it passed the gate: finish the bookkeeping whatever arrives now
         up_at = deps.clock()
     except Exception as err:  # a ServectlError, or a bug: either way the old service must come back
@@ -913,6 +920,7 @@ def _recover(
                         resolved=deps.resolve(previous),
                         docker=deps.docker,
                         on_phase=tx.progress("start-previous"),
+                        state_dir=deps.state_dir,
                     )
                     restored_at = deps.clock()
                 except ServectlError as err:
