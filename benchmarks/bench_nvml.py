@@ -25,7 +25,8 @@ from servectl.adapters.docker_facts import DockerSdkFacts
 from servectl.adapters.gpu import NvmlInventory
 from servectl.adapters.host import PsutilHostProbe
 from servectl.cli.views.preflight import render_report
-from servectl.preflight.checks import PreflightRequest, run_preflight
+from servectl.preflight.model import PreflightRequest
+from servectl.preflight.run import run_preflight
 
 
 def main() -> None:

@@ -23,7 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from servectl.adapters.docker_facts import DockerSdkFacts
 from servectl.adapters.host import PsutilHostProbe
-from servectl.preflight.checks import ConflictRef, PreflightReport, PreflightRequest, run_preflight
+from servectl.preflight.model import ConflictRef, PreflightReport, PreflightRequest
+from servectl.preflight.run import run_preflight
 from servectl.testing.fakes import FakeGpuInventory
 
 TARGET_SECONDS = 0.3

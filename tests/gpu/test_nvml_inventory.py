@@ -22,7 +22,8 @@ import pytest
 from servectl.adapters.gpu import MIB, GpuSnapshot, NvmlInventory, wait_until_free
 from servectl.adapters.host import PsutilHostProbe
 from servectl.errors import GpuUnavailable
-from servectl.preflight.checks import PreflightRequest, run_preflight
+from servectl.preflight.model import PreflightRequest
+from servectl.preflight.run import run_preflight
 from servectl.testing.fakes import FakeDockerFacts
 
 pytestmark = pytest.mark.gpu

@@ -23,7 +23,8 @@ import pytest
 from servectl.adapters.docker_facts import DockerSdkFacts
 from servectl.adapters.host import PsutilHostProbe
 from servectl.errors import EngineUnavailable
-from servectl.preflight.checks import ConflictRef, PreflightRequest, Replacing, preflight_on_this_host, run_preflight
+from servectl.preflight.model import ConflictRef, PreflightRequest, Replacing
+from servectl.preflight.run import preflight_on_this_host, run_preflight
 from servectl.standin.process import free_port
 from servectl.testing.fakes import FakeGpuInventory
 

@@ -37,7 +37,7 @@ from servectl.plan.validate import load_profile
 from servectl.profile.loader import ProfileFolder
 from servectl.render.files import render_text
 from servectl.service.health import wait_until_serving
-from servectl.service.runtime import services
+from servectl.service.services import services
 from servectl.standin.process import free_port
 
 pytestmark = pytest.mark.integration

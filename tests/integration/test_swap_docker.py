@@ -25,8 +25,10 @@ import yaml
 from servectl.adapters.conflicts import DockerConflicts, detect_compose, load_stopped
 from servectl.adapters.docker_engine import DockerSdkEngine
 from servectl.errors import LockTimeout, SwapFailed, SwapRolledBack
-from servectl.service.runtime import down
-from servectl.service.swap import SwapResult, read_journal, restore_after_down, rollback, swap
+from servectl.service.journal import read_journal
+from servectl.service.rollback import rollback
+from servectl.service.runtime import down, restore_after_down
+from servectl.service.swap import SwapResult, swap
 from servectl.standin.process import free_port
 
 pytestmark = pytest.mark.integration

@@ -12,15 +12,9 @@ from servectl.adapters.docker_facts import ContainerInfo, EngineInfo, GpuRequest
 from servectl.adapters.gpu import MIB, GpuProcess
 from servectl.adapters.host import DiskSpace, HostMemory, Listener, ShmInfo
 from servectl.errors import PreflightFailed, UsageError
-from servectl.preflight.checks import (
-    CHECK_IDS,
-    ConflictRef,
-    PreflightReport,
-    PreflightRequest,
-    Replacing,
-    raise_if_failed,
-    run_preflight,
-)
+from servectl.preflight.checks import CHECK_IDS
+from servectl.preflight.model import ConflictRef, PreflightReport, PreflightRequest, Replacing
+from servectl.preflight.run import raise_if_failed, run_preflight
 from servectl.testing.fakes import (
     DRIVER_RESERVED_MIB,
     RTX_PRO_6000_TOTAL_MIB,

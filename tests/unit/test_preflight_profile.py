@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from servectl.plan.resolve import resolve
-from servectl.preflight.checks import run_preflight
 from servectl.preflight.request import parse_size_bytes, request_for
+from servectl.preflight.run import run_preflight
 from servectl.testing.fakes import FakeDockerFacts, FakeGpuInventory, FakeHostProbe
 
 REPO = Path(__file__).resolve().parents[2]

@@ -12,7 +12,8 @@ from rich.console import Console
 
 import servectl
 from servectl.cli.views.preflight import render_report, summary_line
-from servectl.preflight.checks import PreflightReport, PreflightRequest, run_preflight
+from servectl.preflight.model import PreflightReport, PreflightRequest
+from servectl.preflight.run import run_preflight
 from servectl.testing.fakes import FakeDockerFacts, FakeGpuInventory, FakeHostProbe, fake_model_dir
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from servectl.cli.views.runtime import duration, progress_text, status_rows, stop_text
 from servectl.service.health import Progress
-from servectl.service.runtime import ServiceInfo, StopResult
+from servectl.service.runtime import StopResult
+from servectl.service.services import ServiceInfo
 
 
 def _service(**changes: object) -> ServiceInfo:

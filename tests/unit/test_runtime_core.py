@@ -20,6 +20,8 @@ from servectl.adapters.state import History
 from servectl.errors import LockTimeout, PreflightFailed, ServiceConflict, StartupFailed, UsageError
 from servectl.plan.resolve import resolve
 from servectl.service import runtime
+from servectl.service.logs import follow_logs
+from servectl.service.services import ServiceInfo, services
 from servectl.standin.process import free_port
 from servectl.testing.docker import FakeDockerEngine, FakeScript, sglang_like_script, write_test_profile
 
@@ -53,8 +55,8 @@ class Env:
     def down(self, name: str | None, **kwargs: Any) -> list[runtime.StopResult]:
         return runtime.down(name=name, docker=self.engine, state_dir=self.home, lock_timeout_s=1, **kwargs)
 
-    def services(self, **kwargs: Any) -> list[runtime.ServiceInfo]:
-        return runtime.services(docker=self.engine, http=self.http, state_dir=self.home, **kwargs)
+    def services(self, **kwargs: Any) -> list[ServiceInfo]:
+        return services(docker=self.engine, http=self.http, state_dir=self.home, **kwargs)
 
     def created(self) -> int:
         return sum(1 for call, _ in self.engine.calls if call == "create_and_start")
@@ -375,12 +377,12 @@ def test_status_tells_unhealthy_from_starting(env: Env) -> None:
     env.profile("a")
     env.up("a")
     sick = httpx.Client(transport=httpx.MockTransport(lambda r: httpx.Response(503)))
-    [svc] = runtime.services(docker=env.engine, http=sick, state_dir=env.home)
+    [svc] = services(docker=env.engine, http=sick, state_dir=env.home)
     assert svc.state == "unhealthy"
     env.engine.script_for = lambda spec: FakeScript()
     env.profile("b")
     cid = env.engine.create_and_start(resolve("b").plan.docker, environ={})
-    states = {s.profile: s.state for s in runtime.services(docker=env.engine, http=sick, state_dir=env.home)}
+    states = {s.profile: s.state for s in services(docker=env.engine, http=sick, state_dir=env.home)}
     assert states == {"a": "unhealthy", "b": "starting"}
     assert env.engine.inspect(cid) is not None
 
@@ -396,10 +398,10 @@ def test_status_scope_sees_only_labelled_containers(env: Env) -> None:
 def test_follow_logs_prints_a_services_lines(env: Env) -> None:
     env.profile("a")
     env.up("a")
-    lines = list(runtime.follow_logs(name="a", docker=env.engine, tail=2))
+    lines = list(follow_logs(name="a", docker=env.engine, tail=2))
     assert lines[-1].endswith("ready to roll!") and len(lines) == 2
     with pytest.raises(UsageError, match="no servectl service named b"):
-        list(runtime.follow_logs(name="b", docker=env.engine))
+        list(follow_logs(name="b", docker=env.engine))
 
 
 def test_up_without_gpu_inventory_says_the_cards_were_not_checked(env: Env) -> None:

@@ -22,17 +22,9 @@ from servectl.errors import (
     UsageError,
 )
 from servectl.plan.resolve import Resolved, resolve
-from servectl.service.swap import (
-    JOURNAL_FILE,
-    PhaseEvent,
-    SwapJournal,
-    SwapResult,
-    previous_profile,
-    read_journal,
-    rollback,
-    rollback_check,
-    swap,
-)
+from servectl.service.journal import JOURNAL_FILE, SwapJournal, read_journal
+from servectl.service.rollback import previous_profile, rollback, rollback_check
+from servectl.service.swap import PhaseEvent, SwapResult, swap
 from servectl.testing.swap import FakeClock, FakeConflicts, FakeHistory, FakeLock, FakeRuntime
 
 PROFILE = """\

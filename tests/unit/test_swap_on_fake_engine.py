@@ -20,6 +20,8 @@ from servectl.errors import PreflightFailed, SwapFailed, SwapRolledBack
 from servectl.plan.compile import DockerRunSpec
 from servectl.plan.resolve import Resolved, resolve
 from servectl.service import runtime
+from servectl.service.image import ensure_image
+from servectl.service.services import services
 from servectl.service.swap import profile_preflight, swap
 from servectl.testing.docker import FakeDockerEngine, FakeScript, sglang_like_script
 from servectl.testing.fakes import FakeDockerFacts, FakeGpuInventory, FakeHostProbe, fake_model_dir
@@ -35,7 +37,7 @@ class RuntimeOnFakeEngine:
         self.http = httpx.Client(transport=engine.http_transport())
 
     def services(self, **kwargs: Any) -> Any:
-        return runtime.services(http=self.http, **kwargs)
+        return services(http=self.http, **kwargs)
 
     def start(self, **kwargs: Any) -> Any:
         return runtime.start(http=self.http, environ={}, **kwargs)
@@ -44,7 +46,7 @@ class RuntimeOnFakeEngine:
         return runtime.stop(**kwargs)
 
     def ensure_image(self, resolved: Resolved, **kwargs: Any) -> None:
-        runtime.ensure_image(resolved, **kwargs)
+        ensure_image(resolved, **kwargs)
 
 
 @pytest.fixture
@@ -97,7 +99,7 @@ def test_a_swap_through_the_runtime_leaves_the_target_ready_in_the_runtimes_eyes
     engine, result = started({})
     assert result.outcome == "swapped"
     assert names(engine) == ["fake-beta"]
-    [service] = runtime.services(docker=engine, probe=False, plan_hash_of=None, state_dir=home)
+    [service] = services(docker=engine, probe=False, plan_hash_of=None, state_dir=home)
     assert (service.profile, service.state) == ("beta", "ready")  # the history says it passed the gate
     assert History(home).previous_profile() == "alpha"
     assert result.downtime_s is not None and result.downtime_s >= result.target_startup_s
@@ -112,7 +114,7 @@ def test_a_crashing_target_through_the_runtime_brings_alpha_back_with_the_crash_
     assert "the container was removed" not in err.message  # said once, by swap: "beta was removed"
     assert "    Scheduler hit an exception: RuntimeError: injected" in err.message.splitlines()
     assert names(engine) == ["fake-alpha"]
-    [service] = runtime.services(docker=engine, probe=False, plan_hash_of=None, state_dir=home)
+    [service] = services(docker=engine, probe=False, plan_hash_of=None, state_dir=home)
     assert (service.profile, service.state) == ("alpha", "ready")
 
 

@@ -13,8 +13,8 @@ from servectl.cli.views.preflight import report_table
 from servectl.cli.views.profiles import profiles_table
 from servectl.cli.views.runtime import status_table
 from servectl.plan.inventory import ProfileRow
-from servectl.preflight.checks import CheckResult, PreflightReport
-from servectl.service.runtime import ServiceInfo
+from servectl.preflight.model import CheckResult, PreflightReport
+from servectl.service.services import ServiceInfo
 
 LONG_NAMES = ("glm53-524k-bringup", "glm53-exl3-q4-tp4", "demo-rollback")
 

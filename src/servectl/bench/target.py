@@ -32,7 +32,7 @@ def bench_target(*, name: str, docker: DockerEngine, gpus: GpuInventory | None =
     """
     from servectl.bench import BenchContext
     from servectl.plan.resolve import resolve
-    from servectl.service.runtime import services
+    from servectl.service.services import services
 
     resolved = resolve(name)
     profile = resolved.loaded.profile

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from rich.status import Status
 
     from servectl.adapters.docker_engine import DockerSdkEngine
-    from servectl.preflight.checks import PreflightReport
+    from servectl.preflight.model import PreflightReport
     from servectl.service.health import Progress
 
 
@@ -143,7 +143,7 @@ def down_command(
     for result in results:
         typer.echo(stop_text(result))
     from servectl.paths import state_dir
-    from servectl.service.swap import restore_after_down
+    from servectl.service.runtime import restore_after_down
 
     restored = restore_after_down(docker=_docker(), state_dir=state_dir())  # conflicts a swap stopped
     if restored is not None and restored.summary():
@@ -156,8 +156,8 @@ def status_command(
     """Each servectl service: profile, state, port, GPUs, uptime, plan hash and drift from its profile."""
     from servectl.cli.views.runtime import status_table
     from servectl.paths import state_dir
-    from servectl.service.runtime import services
-    from servectl.service.swap import status_notes
+    from servectl.service.journal import status_notes
+    from servectl.service.services import services
 
     found = services(docker=_docker())
     notes = status_notes(state_dir=state_dir())  # an unfinished swap, conflicts kept stopped
@@ -183,7 +183,7 @@ def logs_command(
     tail: Annotated[int | None, typer.Option("--tail", help="only the last N lines", min=0)] = None,
 ) -> None:
     """Print a service's log (stdout and stderr of its container)."""
-    from servectl.service.runtime import follow_logs
+    from servectl.service.logs import follow_logs
 
     try:
         for line in follow_logs(name=name, docker=_docker(), follow=follow, tail=tail):

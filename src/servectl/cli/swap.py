@@ -11,7 +11,8 @@ import typer
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from servectl.service.swap import PhaseEvent, RollbackCheck, SwapResult
+    from servectl.service.rollback import RollbackCheck
+    from servectl.service.swap import PhaseEvent, SwapResult
 
 _FORCE_HELP = "skip one preflight check by id (repeatable), e.g. port.free"
 _WAIT_HELP = "seconds to wait for another servectl that is changing services (default 10)"
@@ -46,7 +47,7 @@ def rollback_command(
     as_json: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
 ) -> None:
     """Swap back to the profile that ran before the current one (from servectl's history)."""
-    from servectl.service.swap import rollback
+    from servectl.service.rollback import rollback
 
     _swap_and_render(rollback, force=force, wait_s=wait_s, as_json=as_json)
 
@@ -62,7 +63,7 @@ def rollback_check_command(
     Starts nothing. Exit code 3 when any target could not start.
     """
     from servectl.errors import PreflightFailed
-    from servectl.service.swap import rollback_check
+    from servectl.service.rollback import rollback_check
 
     checks = rollback_check(names=None if name is None else [name], docker=_docker(), gpus=_gpu_inventory())
     if as_json:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from servectl.adapters.conflicts import conflict_key
 from servectl.paths import state_dir as default_state_dir
 from servectl.plan.resolve import Resolved
-from servectl.preflight.checks import ConflictRef, PreflightReport, PreflightRequest, Replacing
+from servectl.preflight.model import ConflictRef, PreflightReport, PreflightRequest, Replacing
 
 if TYPE_CHECKING:
     from servectl.adapters.docker_engine import DockerEngine
@@ -88,7 +88,7 @@ def preflight(
         UsageError / ProfileError: the profile does not resolve; ``skip`` names an unknown check.
     """
     from servectl.plan.resolve import resolve
-    from servectl.preflight.checks import preflight_on_this_host
+    from servectl.preflight.run import preflight_on_this_host
 
     resolved = resolve(name)
     request = request_for(resolved, replacing=replacing, stop_conflicts=stop_conflicts)
@@ -112,8 +112,9 @@ def full_preflight(
     ``adapters`` (GPU inventory, host probe, Docker facts) replace the real NVML/psutil/Docker ones in tests.
     """
     from servectl.adapters.state import History
-    from servectl.preflight.checks import preflight_on_this_host, raise_if_failed, run_preflight, validate_skip
-    from servectl.service.runtime import ensure_image
+    from servectl.preflight.checks import validate_skip
+    from servectl.preflight.run import preflight_on_this_host, raise_if_failed, run_preflight
+    from servectl.service.image import ensure_image
 
     skipped = validate_skip(skip)  # an unknown id is a usage error before anything happens
 

@@ -1,4 +1,4 @@
-"""Services on the Docker engine: start one through the health gate, list them, stop them.
+"""Services on the Docker engine: start one through the health gate, stop one, and the ``up``/``down`` commands.
 
 Docker is the source of truth: every decision is derived from the containers that carry servectl's labels
 (profile, plan hash, port, GPUs, stop grace), so a crashed or restarted servectl, or a container removed
@@ -7,10 +7,12 @@ reported as conflicts when they hold a port or a GPU that a profile needs.
 
 Core functions (keyword-only, typed, used by the CLI and by ``swap``):
 
-* :func:`services` - every servectl service with its state, port, GPUs, uptime and plan drift.
 * :func:`start` / :func:`stop` - one container through the gate / gracefully down and gone.
 * :func:`up` / :func:`down` - the commands: lock, conflict rules, preflight, history.
-* :func:`follow_logs` - a service's log lines.
+
+The read model (:func:`servectl.service.services.services`), the image (:mod:`servectl.service.image`), the
+files a service needs (:mod:`servectl.service.host_files`) and its logs (:mod:`servectl.service.logs`) live
+next door.
 """
 
 from __future__ import annotations
@@ -20,33 +22,20 @@ import ipaddress
 import os
 import socket
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
-from servectl.adapters.state import RUN_EVENTS, GateRecord, History, StateLock, atomic_write_text
-from servectl.errors import (
-    PreflightFailed,
-    ServectlError,
-    ServiceConflict,
-    StartupFailed,
-    UsageError,
-)
+from servectl.adapters.conflicts import ConflictHandler, RestoreOutcome
+from servectl.adapters.state import GateRecord, History, StateLock
+from servectl.errors import PreflightFailed, ServectlError, ServiceConflict, StartupFailed, UsageError
 from servectl.paths import state_dir as default_state_dir
-from servectl.plan.compile import (
-    API_KEY_CONTAINER_PATH,
-    LABEL_GPUS,
-    LABEL_HOST,
-    LABEL_PLAN_HASH,
-    LABEL_PORT,
-    LABEL_PROFILE,
-    LABEL_SERVED_NAME,
-    LABEL_STOP_GRACE,
-    LaunchPlan,
-)
-from servectl.redact import redact
+from servectl.plan.compile import LABEL_PROFILE
 from servectl.service.health import GateResult, Progress, wait_until_serving
+from servectl.service.host_files import discard_key_file, read_api_key, remove_key_file, write_plan_files
+from servectl.service.image import ImageBuilder, ensure_image
+from servectl.service.services import ALIVE_STATES, ServiceInfo, find_services, service_from_container, services
 
 if TYPE_CHECKING:
     import httpx
@@ -54,64 +43,16 @@ if TYPE_CHECKING:
     from servectl.adapters.docker_engine import ContainerState, DockerEngine
     from servectl.plan.resolve import Resolved
 
-ServiceState = Literal["starting", "ready", "unhealthy", "exited", "created"]
-
 #: How long a second servectl process waits for the first one (``SERVECTL_LOCK_TIMEOUT_S`` overrides).
 DEFAULT_LOCK_TIMEOUT_S = 10.0
+
+
 #: After a failed start, the engine gets at most this long to stop before it is killed.
 FAILED_START_STOP_S = 5
+
+
 #: How long ``stop`` waits for Docker to report the container gone.
 GONE_DEADLINE_S = 10.0
-
-
-# -- values ---------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class ServiceInfo:
-    """One servectl service, as derived from its container's labels and state."""
-
-    container_id: str
-    container_name: str
-    profile: str
-    plan_hash: str
-    state: ServiceState
-    exit_code: int | None
-    oom_killed: bool
-    host: str
-    port: int | None
-    gpus: tuple[int, ...]
-    started_at: float | None
-    uptime_s: float | None
-    stop_grace_s: int
-    drift: bool | None
-    served_name: str = ""
-    image: str = ""
-    running: bool = False
-
-    @property
-    def url(self) -> str:
-        host = "127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host
-        return f"http://{f'[{host}]' if ':' in host else host}:{self.port}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "profile": self.profile,
-            "state": self.state,
-            "exit_code": self.exit_code,
-            "oom_killed": self.oom_killed,
-            "host": self.host,
-            "port": self.port,
-            "url": self.url,
-            "gpus": list(self.gpus),
-            "uptime_s": None if self.uptime_s is None else round(self.uptime_s, 1),
-            "started_at": self.started_at,
-            "plan_hash": self.plan_hash,
-            "drift": self.drift,
-            "served_name": self.served_name,
-            "container_id": self.container_id,
-            "container_name": self.container_name,
-            "image": self.image,
-            "stop_grace_s": self.stop_grace_s,
-        }
 
 
 @dataclass(frozen=True)
@@ -192,268 +133,8 @@ class GpuInventoryLike(Protocol):
 
 
 Preflight = Callable[["Resolved"], object]
-ImageBuilder = Callable[[str], object]
 
 
-# -- reading services -----------------------------------------------------------------------------------
-def _int(value: str | None) -> int | None:
-    try:
-        return int(value) if value else None
-    except ValueError:
-        return None
-
-
-def _gpus(value: str | None) -> tuple[int, ...]:
-    out: list[int] = []
-    for part in (value or "").split(","):
-        if part.strip().isdigit():
-            out.append(int(part))
-    return tuple(out)
-
-
-def service_from_container(
-    container: ContainerState,
-    *,
-    now: float,
-    answers_health: bool | None,
-    passed_gate: bool,
-    current_plan_hash: str | None,
-) -> ServiceInfo:
-    """A service from its container. Pure.
-
-    Args:
-        container: a servectl-managed container.
-        now: epoch seconds (for the uptime).
-        answers_health: whether ``/health`` answers 200 now (None: not probed).
-        passed_gate: whether this container passed the health gate (its gate record or the history says
-            so). One that never passed is never "ready", even when ``/health`` answers: servectl was
-            stopped while it started, and the gate checks more than ``/health``.
-        current_plan_hash: the plan hash of the profile as it is now (None: profile unreadable).
-    """
-    labels = container.labels
-    state: ServiceState
-    if container.status == "created":
-        state = "created"
-    elif not container.running:
-        state = "exited"
-    elif passed_gate and answers_health is not False:
-        state = "ready"
-    elif passed_gate:
-        state = "unhealthy"
-    else:
-        state = "starting"
-    plan_hash = labels.get(LABEL_PLAN_HASH, "")
-    uptime = now - container.started_at if container.running and container.started_at else None
-    return ServiceInfo(
-        container_id=container.id,
-        container_name=container.name,
-        profile=labels.get(LABEL_PROFILE, "?"),
-        plan_hash=plan_hash,
-        state=state,
-        exit_code=container.exit_code if state == "exited" else None,
-        oom_killed=container.oom_killed,
-        host=labels.get(LABEL_HOST, "127.0.0.1"),
-        port=_int(labels.get(LABEL_PORT)),
-        gpus=_gpus(labels.get(LABEL_GPUS)),
-        started_at=container.started_at,
-        uptime_s=uptime,
-        stop_grace_s=_int(labels.get(LABEL_STOP_GRACE)) or 0,
-        drift=None if current_plan_hash is None else current_plan_hash != plan_hash,
-        served_name=labels.get(LABEL_SERVED_NAME, ""),
-        image=container.image,
-        running=container.running,
-    )
-
-
-def current_plan_hash(profile: str) -> str | None:
-    """The plan hash that profile ``profile`` compiles to now, or None when it no longer loads."""
-    from servectl.plan.resolve import resolve
-
-    try:
-        return resolve(profile).plan.plan_hash
-    except ServectlError:
-        return None
-
-
-def _answers_health(client: httpx.Client, url: str) -> bool:
-    import httpx
-
-    try:
-        return client.get(f"{url}/health", timeout=1.0).status_code == 200
-    except httpx.HTTPError:
-        return False
-
-
-def services(
-    *,
-    docker: DockerEngine,
-    http: httpx.Client | None = None,
-    probe: bool = True,
-    plan_hash_of: Callable[[str], str | None] | None = current_plan_hash,
-    state_dir: Path | None = None,
-    scope: Mapping[str, str] | None = None,
-    clock: Callable[[], float] = time.time,
-) -> list[ServiceInfo]:
-    """Every servectl service, derived from labelled containers (Docker is the source of truth).
-
-    Args:
-        docker: the engine.
-        http: client for the ``/health`` probe of running services (a short-lived one when None).
-        probe: probe ``/health`` to tell ready from starting/unhealthy; without it a running service that
-            passed the gate counts as ready.
-        plan_hash_of: profile name -> its plan hash now, for drift; None skips drift (reported as None).
-        state_dir: state folder (history says which containers passed the gate).
-        scope: only containers that also carry these labels (tests use a per-session label).
-        clock: epoch seconds.
-    """
-    containers = docker.list_managed(scope)
-    passed = passed_gate_ids(state_dir or default_state_dir(), [c.id for c in containers]) if containers else set()
-    hashes: dict[str, str | None] = {}
-    out: list[ServiceInfo] = []
-    client = http
-    own = False
-    try:
-        for c in sorted(containers, key=lambda c: (c.labels.get(LABEL_PROFILE, ""), c.name)):
-            profile = c.labels.get(LABEL_PROFILE, "")
-            if plan_hash_of is not None and profile not in hashes:
-                hashes[profile] = plan_hash_of(profile)
-            answers: bool | None = None
-            if probe and c.running:
-                if client is None:
-                    import httpx
-
-                    client, own = httpx.Client(), True
-                port = _int(c.labels.get(LABEL_PORT))
-                host = c.labels.get(LABEL_HOST, "127.0.0.1")
-                host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
-                answers = port is not None and _answers_health(client, f"http://{_bracket(host)}:{port}")
-            out.append(
-                service_from_container(
-                    c,
-                    now=clock(),
-                    answers_health=answers,
-                    passed_gate=c.id in passed,
-                    current_plan_hash=hashes.get(profile),
-                )
-            )
-    finally:
-        if own and client is not None:
-            client.close()
-    return out
-
-
-def passed_gate_ids(state_dir: Path, container_ids: Sequence[str]) -> set[str]:
-    """Which of ``container_ids`` passed the health gate: their gate record, or a run event in the history.
-
-    A damaged history counts as no events (``status`` says so in a note), so reading never fails here.
-    """
-    gate = GateRecord(state_dir)
-    passed = {cid for cid in container_ids if gate.passed(cid)}
-    if len(passed) < len(container_ids):  # older services, started before gate records existed
-        events, _ = History(state_dir).readable_events()
-        passed |= {str(e["container_id"]) for e in events if e.get("event") in RUN_EVENTS and e.get("container_id")}
-    return passed & set(container_ids)
-
-
-def _bracket(host: str) -> str:
-    return f"[{host}]" if ":" in host else host
-
-
-# -- secrets, files, image ------------------------------------------------------------------------------
-def read_api_key(plan: LaunchPlan, environ: Mapping[str, str]) -> str | None:
-    """The service's API key (from the env var or file the profile names), or None if it has none.
-
-    Raises:
-        UsageError: the variable is not set or the file cannot be read.
-    """
-    secret = plan.secret
-    if secret is None:
-        return None
-    if secret.source == "env":
-        value = environ.get(secret.name, "").strip()
-        if not value:
-            raise UsageError(
-                f"{plan.source}: serve.api_key_env: ${secret.name} is not set; "
-                f"export {secret.name}=<key> before servectl up {plan.profile}"
-            )
-        return value
-    try:
-        value = Path(secret.name).read_text(encoding="utf-8").strip()
-    except OSError as e:
-        raise UsageError(
-            f"{plan.source}: serve.api_key_file: cannot read {secret.name} ({e.strerror}); create it with the key"
-        ) from e
-    if not value:
-        raise UsageError(f"{plan.source}: serve.api_key_file: {secret.name} is empty; write the key into it")
-    return value
-
-
-def write_plan_files(plan: LaunchPlan, *, api_key: str | None) -> list[Path]:
-    """Write the plan's generated files and, for an env-sourced key, the 0600 key file; return their paths."""
-    written: list[Path] = []
-    for generated in plan.files:
-        path = Path(generated.host_path)
-        atomic_write_text(path, generated.content)
-        written.append(path)
-    if plan.secret is not None and plan.secret.source == "env" and api_key is not None:
-        path = Path(plan.secret.host_path)
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        atomic_write_text(path, api_key + "\n", mode=0o600)
-        written.append(path)
-    return written
-
-
-def _remove_key_file(mounts: Sequence[tuple[str, str]], state_dir: Path) -> None:
-    """Delete the key file servectl wrote for a container (never a user's own key file)."""
-    generated = (state_dir / "generated").resolve()
-    for source, destination in mounts:
-        if destination != API_KEY_CONTAINER_PATH or not source:
-            continue
-        path = Path(source)
-        with contextlib.suppress(OSError):
-            if path.resolve().is_relative_to(generated):
-                path.unlink(missing_ok=True)
-
-
-def build_standin(ref: str) -> object:
-    """Build the stand-in engine image tagged ``ref`` (servectl ships its Dockerfile)."""
-    try:
-        from servectl.standin.image import IMAGE_REPOSITORY, build_standin_image
-    except ImportError as e:
-        raise ServectlError(f"cannot build {ref}: servectl's stand-in engine is not installed ({e})") from e
-    if ref == f"{IMAGE_REPOSITORY}:latest":  # the content-addressed build, which also tags latest
-        return build_standin_image()
-    return build_standin_image(tag=ref)
-
-
-def ensure_image(
-    resolved: Resolved,
-    *,
-    docker: DockerEngine,
-    build_image: ImageBuilder | None = None,
-    on_phase: Callable[[Progress], None] | None = None,
-) -> None:
-    """Make sure the profile's image is on this host: build the stand-in when the profile says so.
-
-    Raises:
-        PreflightFailed: the image is missing and servectl cannot build it (it pulls from no registry).
-    """
-    ref = resolved.plan.docker.image
-    if docker.image_present(ref):
-        return
-    image = resolved.loaded.profile.image
-    if image.build == "standin":
-        if on_phase is not None:
-            on_phase(Progress("building image", ref))
-        (build_image or build_standin)(ref)
-        return
-    raise PreflightFailed(
-        f"{resolved.plan.source}: image.ref: image {ref} is not on this host and servectl pulls from no "
-        f"registry: run docker pull {ref} where a registry is reachable, or docker load -i FILE"
-    )
-
-
-# -- start / stop ---------------------------------------------------------------------------------------
 def start(
     *,
     resolved: Resolved,
@@ -503,7 +184,7 @@ def start(
         # Whatever went wrong (gate, engine, Ctrl-C), nothing we started stays behind.
         if container_id is not None:
             _discard(docker, container_id, grace_s=min(FAILED_START_STOP_S, plan.docker.stop_timeout_s))
-        _discard_key_file(plan)
+        discard_key_file(plan)
         if isinstance(err, StartupFailed) and container_id is not None:
             raise StartupFailed(
                 f"{err.message}; the container was removed",
@@ -526,12 +207,6 @@ def _discard(docker: DockerEngine, container_id: str, *, grace_s: int) -> None:
         docker.stop(container_id, timeout_s=grace_s)
     docker.remove(container_id, force=True)
     _wait_gone(docker, container_id, GONE_DEADLINE_S)
-
-
-def _discard_key_file(plan: LaunchPlan) -> None:
-    if plan.secret is not None and plan.secret.source == "env":
-        with contextlib.suppress(OSError):
-            Path(plan.secret.host_path).unlink(missing_ok=True)
 
 
 def _wait_gone(docker: DockerEngine, container_id: str, deadline_s: float) -> None:
@@ -576,7 +251,7 @@ def stop(
     docker.remove(service.container_id, force=True)
     _wait_gone(docker, service.container_id, GONE_DEADLINE_S)
     last_known = after or before
-    _remove_key_file(last_known.mounts if last_known is not None else (), state_dir or default_state_dir())
+    remove_key_file(last_known.mounts if last_known is not None else (), state_dir or default_state_dir())
     leaked: tuple[int, ...] = ()
     checked = gpus is not None and bool(service.gpus)
     if gpus is not None and service.gpus:
@@ -612,7 +287,6 @@ def _wait_gpus_free(gpus: GpuInventoryLike, devices: Sequence[int], deadline_s: 
         time.sleep(0.25)
 
 
-# -- up / down ------------------------------------------------------------------------------------------
 def lock_timeout_default(environ: Mapping[str, str] | None = None) -> float:
     env = os.environ if environ is None else environ
     raw = env.get("SERVECTL_LOCK_TIMEOUT_S")
@@ -860,20 +534,6 @@ def _check_conflicts(
         )
 
 
-def find_services(
-    name: str | None,
-    *,
-    docker: DockerEngine,
-    scope: Mapping[str, str] | None = None,
-    state_dir: Path | None = None,
-) -> list[ServiceInfo]:
-    """The services of profile (or container) ``name``; all of them when ``name`` is None."""
-    all_services = services(docker=docker, probe=False, plan_hash_of=None, scope=scope, state_dir=state_dir)
-    if name is None:
-        return all_services
-    return [s for s in all_services if name in (s.profile, s.container_name)]
-
-
 def down(
     *,
     name: str | None,
@@ -932,26 +592,33 @@ def _require_known_profile(name: str) -> None:
         raise UsageError(f"no servectl service and no profile named {name}; servectl status lists the services")
 
 
-def follow_logs(
+def restore_after_down(
     *,
-    name: str,
     docker: DockerEngine,
-    follow: bool = False,
-    tail: int | None = None,
+    state_dir: Path,
     scope: Mapping[str, str] | None = None,
-) -> Iterator[str]:
-    """Log lines of the service of profile (or container) ``name``.
+    conflicts: ConflictHandler | None = None,
+) -> RestoreOutcome | None:
+    """After ``down``: once no servectl service runs, start again every conflict servectl stopped.
 
-    Raises:
-        UsageError: no such service.
+    Returns:
+        What was restored (``None``: nothing recorded, or a servectl service still runs).
     """
-    targets = find_services(name, docker=docker, scope=scope)
-    if not targets:
-        raise UsageError(f"no servectl service named {name}; servectl status lists the services")
-    running = [t for t in targets if t.running] or targets
-    stream = docker.logs(running[0].container_id, follow=follow, tail=tail)
-    try:
-        for line in stream:
-            yield redact(line)
-    finally:
-        stream.close()
+    from servectl.adapters.conflicts import DockerConflicts, load_stopped, restore_recorded
+
+    if not load_stopped(state_dir):
+        return None
+    running = services(docker=docker, probe=False, plan_hash_of=None, state_dir=state_dir, scope=scope)
+    if any(s.state in ALIVE_STATES for s in running):
+        return None
+    handler = conflicts if conflicts is not None else DockerConflicts(docker=docker)
+    return restore_recorded(handler=handler, state_dir=state_dir)
+
+
+class DockerRuntime:
+    """The runtime as one object: what ``swap`` and ``rollback`` drive (tests give them a fake instead)."""
+
+    services = staticmethod(services)
+    start = staticmethod(start)
+    stop = staticmethod(stop)
+    ensure_image = staticmethod(ensure_image)

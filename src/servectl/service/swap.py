@@ -1,4 +1,4 @@
-"""``swap`` and ``rollback``: change the running service all-or-nothing, with measured downtime.
+"""``swap``: change the running service all-or-nothing, with measured downtime (the transaction).
 
 Two cards cannot hold two of these models, so a swap is stop-then-start, made a transaction. The user ends
 with one of:
@@ -17,26 +17,25 @@ and raise. Conflicts stay stopped after a successful swap (``down`` restores the
 
 SIGINT/SIGTERM take an orderly path: before anything changed, servectl just stops (exit 130); once the old
 service is being stopped, the target (if any) is removed and the previous service restored (exit 4,
-"interrupted"); a signal while restoring stops the waiting and leaves a journal (:func:`read_journal`) that
-says what runs and what to run next. A signal after the target passed the gate does not undo the swap.
+"interrupted"); a signal while restoring stops the waiting and leaves a journal
+(:func:`servectl.service.journal.read_journal`) that says what runs and what to run next. A signal after the
+target passed the gate does not undo the swap (:mod:`servectl.service.signals`). ``rollback`` and
+``rollback-check`` live in :mod:`servectl.service.rollback`.
 
-Side effects come in through small interfaces (:class:`ServiceRuntime` - the :mod:`servectl.service.runtime`
-module itself -, :class:`Preflight`, :class:`~servectl.adapters.conflicts.ConflictHandler`, the lock, the
-history), so the transaction is tested with fakes (:mod:`servectl.testing.swap`) and on the real engine.
+Side effects come in through small interfaces (:class:`ServiceRuntime`, by default
+:class:`servectl.service.runtime.DockerRuntime`; :class:`Preflight`,
+:class:`~servectl.adapters.conflicts.ConflictHandler`, the lock, the history), so the transaction is tested
+with fakes (:mod:`servectl.testing.swap`) and on the real engine.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import signal
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from servectl.adapters.conflicts import (
@@ -56,25 +55,24 @@ from servectl.errors import (
     SwapRolledBack,
     UsageError,
 )
+from servectl.service.journal import SwapJournal, clear_journal, write_journal
+from servectl.service.services import ALIVE_STATES
+from servectl.service.signals import Abandon, Interrupt, SignalGuard, signal_name
 
 if TYPE_CHECKING:
     from servectl.plan.resolve import Resolved
 
-JOURNAL_FILE = "swap-journal.json"
+
 LOG_TAIL_LINES = 20
 """Lines of a failed service's log kept in the result and shown in the message."""
 LOG_LINE_CHARS = 240
 """Longer log lines (SGLang prints all its server args on one) are cut in the message."""
 CARDS_FREE_DEADLINE_S = 30.0
-RUN_EVENTS = frozenset({"up", "swap", "rollback"})
-"""History events that mean "this profile started serving" (same set as :mod:`servectl.adapters.state`)."""
+
 
 Outcome = Literal["swapped", "started", "noop", "rolled-back", "failed", "interrupted"]
-_ALIVE = ("ready", "starting", "unhealthy")
-"""Service states whose profile counts as running (and is brought back when a swap fails)."""
 
 
-# -- what swap needs from the runtime ------------------------------------------------------------------
 class ServiceLike(Protocol):
     """A servectl service as :func:`servectl.service.runtime.services` reports it."""
 
@@ -152,7 +150,6 @@ class Preflight(Protocol):
     ) -> None: ...
 
 
-# -- results -------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class PhaseEvent:
     """Progress for the CLI: a phase ``begin``s, ``end``s (with its duration) or reports ``progress``."""
@@ -240,158 +237,6 @@ class SwapResult:
         return data
 
 
-@dataclass(frozen=True)
-class CheckItem:
-    """One point of a rollback check: ``declared``, ``validates``, ``image``, ``model`` or ``preflight``."""
-
-    check: str
-    ok: bool
-    message: str
-
-
-@dataclass(frozen=True)
-class RollbackCheck:
-    """Whether ``profile``'s rollback target could start now."""
-
-    profile: str
-    target: str | None
-    items: tuple[CheckItem, ...]
-
-    @property
-    def ok(self) -> bool:
-        return bool(self.items) and all(item.ok for item in self.items)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "profile": self.profile,
-            "target": self.target,
-            "ok": self.ok,
-            "items": [asdict(i) for i in self.items],
-        }
-
-
-# -- the journal: what an interrupted swap left behind -------------------------------------------------
-@dataclass(frozen=True)
-class SwapJournal:
-    """The swap in progress: rewritten at every step, removed when the swap ends in an orderly way."""
-
-    pid: int
-    from_profile: str | None
-    to_profile: str
-    phase: str
-    started_at: float
-    stopped_conflicts: tuple[StoppedConflict, ...] = ()
-    note: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["stopped_conflicts"] = [s.to_dict() for s in self.stopped_conflicts]
-        return data
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> SwapJournal:
-        return cls(
-            pid=int(data["pid"]),
-            from_profile=data.get("from_profile"),
-            to_profile=str(data["to_profile"]),
-            phase=str(data["phase"]),
-            started_at=float(data["started_at"]),
-            stopped_conflicts=tuple(StoppedConflict.from_dict(s) for s in data.get("stopped_conflicts", ())),
-            note=str(data.get("note", "")),
-        )
-
-    def hint(self) -> str:
-        """One line for ``servectl status``: which swap stopped where, and what to run next."""
-        text = (
-            f"a swap from {self.from_profile or 'nothing'} to {self.to_profile} (pid {self.pid}) "
-            f"stopped during '{self.phase}'"
-        )
-        if self.note:
-            text += f" ({self.note})"
-        nxt = f"servectl swap {self.from_profile}" if self.from_profile else f"servectl swap {self.to_profile}"
-        return text + f"; check what runs, then `{nxt}` (or `servectl down`)"
-
-
-def read_journal(state_dir: Path) -> SwapJournal | None:
-    """The journal an unfinished swap left, or ``None`` (``servectl status`` shows its hint)."""
-    path = state_dir / JOURNAL_FILE
-    try:
-        return SwapJournal.from_dict(json.loads(path.read_text(encoding="utf-8")))
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise ServectlError(f"{path}: unreadable swap journal ({e}); delete it once `servectl status` is clear") from e
-
-
-def _write_journal(state_dir: Path, journal: SwapJournal) -> None:
-    from servectl.adapters.state import atomic_write_text
-
-    atomic_write_text(state_dir / JOURNAL_FILE, json.dumps(journal.to_dict(), indent=1) + "\n")
-
-
-def _clear_journal(state_dir: Path) -> None:
-    (state_dir / JOURNAL_FILE).unlink(missing_ok=True)
-
-
-# -- signals -------------------------------------------------------------------------------------------
-class _Interrupt(BaseException):
-    """First SIGINT/SIGTERM: take the orderly path. A BaseException, so ``except Exception`` lets it pass."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
-class _Abandon(BaseException):
-    """A signal while restoring: stop waiting, leave the journal and a status hint."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
-class _SignalGuard:
-    """Turns SIGINT/SIGTERM into :class:`_Interrupt`/:class:`_Abandon` (main thread only; else a no-op).
-
-    ``mode``: ``raise`` (the first signal interrupts), ``abandon`` (restoring: a signal stops the waiting),
-    ``defer`` (the outcome is settled: signals are only noted).
-    """
-
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled and threading.current_thread() is threading.main_thread()
-        self.mode: Literal["raise", "abandon", "defer"] = "raise"
-        self.received: list[int] = []
-        self._previous: dict[int, Any] = {}
-
-    def __enter__(self) -> _SignalGuard:
-        if self.enabled:
-            for signum in (signal.SIGINT, signal.SIGTERM):
-                self._previous[signum] = signal.signal(signum, self._handle)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
-        self._previous.clear()
-
-    def _handle(self, signum: int, frame: FrameType | None) -> None:
-        self.received.append(signum)
-        if self.mode == "defer":
-            return
-        if self.mode == "raise":
-            self.mode = "abandon"
-            raise _Interrupt(signum)
-        raise _Abandon(signum)
-
-
-def _signal_name(signum: int) -> str:
-    try:
-        return signal.Signals(signum).name
-    except ValueError:
-        return f"signal {signum}"
-
-
-# -- helpers -------------------------------------------------------------------------------------------
 def _failure_of(profile: str, err: Exception) -> TargetFailure:
     if not isinstance(err, ServectlError):
         return TargetFailure(profile, f"unexpected {type(err).__name__}: {err} (a servectl bug; please report it)")
@@ -408,7 +253,7 @@ def _failure_of(profile: str, err: Exception) -> TargetFailure:
     return TargetFailure(profile=profile, message=err.message)
 
 
-def _overlaps(service: ServiceLike, resolved: Resolved) -> bool:
+def overlaps(service: ServiceLike, resolved: Resolved) -> bool:
     """Whether ``service`` stands in the way of ``resolved``: same profile, container name, port or a card."""
     plan = resolved.plan
     target_gpus = {int(d) for d in plan.docker.device_ids if d.isdigit()}
@@ -433,13 +278,12 @@ def _log_tail(failure: TargetFailure) -> str:
     return f"\n  last log lines of {failure.profile}:\n{_indent(lines)}"
 
 
-def _default_runtime() -> ServiceRuntime:
-    from servectl.service import runtime
+def default_runtime() -> ServiceRuntime:
+    from servectl.service.runtime import DockerRuntime
 
-    return runtime
+    return DockerRuntime()
 
 
-# -- the transaction -----------------------------------------------------------------------------------
 @dataclass
 class _Deps:
     docker: Any
@@ -479,7 +323,7 @@ class _Swap:
     deps: _Deps
     kind: str  # "swap" or "rollback", for the history
     skip: frozenset[str]
-    signals: _SignalGuard
+    signals: SignalGuard
     phases: list[PhaseTiming] = field(default_factory=list)
     stopped: list[StoppedConflict] = field(default_factory=list)
     journal: SwapJournal | None = None
@@ -523,7 +367,7 @@ class _Swap:
             stopped_conflicts=tuple(self.stopped),
             note=note,
         )
-        _write_journal(self.deps.state_dir, self.journal)
+        write_journal(self.deps.state_dir, self.journal)
 
     def record(self, event: dict[str, Any]) -> None:
         with suppress(ServectlError, OSError):  # the services are already right; history is a record
@@ -637,7 +481,7 @@ def swap(
         lock=lock,
         wall_clock=wall_clock,
     )
-    guard = _SignalGuard(handle_signals)
+    guard = SignalGuard(handle_signals)
     tx = _Swap(deps=deps, kind=_kind, skip=frozenset(force), signals=guard)
     with guard:
         try:
@@ -648,9 +492,9 @@ def swap(
                 return _run_locked(tx, target)
             finally:
                 held.__exit__(None, None, None)
-        except _Interrupt as intr:  # later ones are handled inside, where something has changed
+        except Interrupt as intr:  # later ones are handled inside, where something has changed
             raise SwapInterrupted(
-                f"interrupted ({_signal_name(intr.signum)}) before anything changed; "
+                f"interrupted ({signal_name(intr.signum)}) before anything changed; "
                 "whatever ran still runs (`servectl status`)"
             ) from None
 
@@ -701,7 +545,7 @@ def _build_deps(
     return _Deps(
         docker=docker,
         gpus=gpus,
-        runtime=runtime if runtime is not None else _default_runtime(),
+        runtime=runtime if runtime is not None else default_runtime(),
         preflight=preflight if preflight is not None else profile_preflight(state_dir=sd),
         conflicts=conflicts,
         resolve=resolve_profile,
@@ -719,15 +563,15 @@ def _run_locked(tx: _Swap, target: str | None) -> SwapResult:
     deps = tx.deps
     # We hold the lock, so a journal left here belongs to a swap that is gone; Docker says what runs now and
     # the conflicts it stopped are in the record of stopped conflicts.
-    _clear_journal(deps.state_dir)
+    clear_journal(deps.state_dir)
     with tx.phase("validate"):
         running = deps.services(probe=True)
         if target is None:
             target = _default_target(running, deps.resolve)
         resolved = deps.resolve(target)
-        blocking = [s for s in running if _overlaps(s, resolved) and s.state in _ALIVE]
+        blocking = [s for s in running if overlaps(s, resolved) and s.state in ALIVE_STATES]
         # Containers that stand in the way but do not run (exited, created) are removed before the start.
-        leftovers = [s for s in running if _overlaps(s, resolved) and s.state not in _ALIVE]
+        leftovers = [s for s in running if overlaps(s, resolved) and s.state not in ALIVE_STATES]
         if len(blocking) > 1:
             names = ", ".join(f"{s.profile} ({s.container_name})" for s in blocking)
             raise UsageError(
@@ -765,7 +609,7 @@ def _run_locked(tx: _Swap, target: str | None) -> SwapResult:
 
 
 def _default_target(running: Sequence[ServiceLike], resolve: Callable[[str], Resolved]) -> str:
-    alive = [s for s in running if s.state in _ALIVE]
+    alive = [s for s in running if s.state in ALIVE_STATES]
     if not alive:
         raise UsageError("no servectl service runs, so there is no rollback target; name one: `servectl swap NAME`")
     if len(alive) > 1:
@@ -838,19 +682,19 @@ def _transact(
                 resolved.name, f"{what} failed, so {resolved.name} was not started: {failure.message}"
             )
         return _recover(tx, resolved, current, previous, failure, down_since, old_stop_s, forced, None, err)
-    except _Interrupt as intr:
+    except Interrupt as intr:
         if step == "begin":  # nothing was touched yet
             tx.signals.mode = "defer"
-            _clear_journal(deps.state_dir)
+            clear_journal(deps.state_dir)
             raise SwapInterrupted(
-                f"interrupted ({_signal_name(intr.signum)}) before anything changed; "
+                f"interrupted ({signal_name(intr.signum)}) before anything changed; "
                 + (f"{from_profile} still runs" if from_profile else "nothing was started")
             ) from None
-        failure = TargetFailure(resolved.name, f"interrupted ({_signal_name(intr.signum)}) during {step}")
+        failure = TargetFailure(resolved.name, f"interrupted ({signal_name(intr.signum)}) during {step}")
         return _recover(tx, resolved, current, previous, failure, down_since, old_stop_s, forced, intr.signum)
-    except _Abandon as abandon:  # a second signal while the runtime was cleaning up the target
-        failure = TargetFailure(resolved.name, f"interrupted ({_signal_name(abandon.signum)}) during {step}")
-        return _abandon(tx, resolved, previous, failure, f"stopped waiting after {_signal_name(abandon.signum)}")
+    except Abandon as abandon:  # a second signal while the runtime was cleaning up the target
+        failure = TargetFailure(resolved.name, f"interrupted ({signal_name(abandon.signum)}) during {step}")
+        return _abandon(tx, resolved, previous, failure, f"stopped waiting after {signal_name(abandon.signum)}")
     downtime = up_at - down_since if down_since is not None else None
     message = f"{resolved.name} is up ({resolved.plan.url})"
     if from_profile and downtime is not None:
@@ -875,7 +719,7 @@ def _transact(
         startup_s=round(started.startup_s, 3),
     )
     tx.record(event)
-    _clear_journal(deps.state_dir)
+    clear_journal(deps.state_dir)
     return result
 
 
@@ -908,7 +752,7 @@ def _recover(
         with tx.phase("remove-target", resolved.name):
             # The runtime's start removes what it created; this makes sure, and finishes an interrupted stop.
             for service in deps.services(probe=False):
-                if _overlaps(service, resolved) or (
+                if overlaps(service, resolved) or (
                     current is not None and service.container_id == current.container_id
                 ):
                     deps.stop(service)
@@ -934,8 +778,8 @@ def _recover(
             cards = _verify_cards_free(tx, resolved, current)
         tx.set_journal("restore-conflicts", why)
         restore = tx.restore_stopped()
-    except _Abandon as abandon:
-        return _abandon(tx, resolved, previous, failure, f"stopped waiting after {_signal_name(abandon.signum)}")
+    except Abandon as abandon:
+        return _abandon(tx, resolved, previous, failure, f"stopped waiting after {signal_name(abandon.signum)}")
     except ServectlError as err:  # the engine failed us while cleaning up: say what is known, keep the journal
         return _abandon(tx, resolved, previous, failure, f"cleanup failed: {err.message}", SwapFailed)
     tx.signals.mode = "defer"
@@ -999,7 +843,7 @@ def _recover(
                 exit_code_of_container=failure.exit_code_of_container,
                 oom_killed=failure.oom_killed,
             )
-    _clear_journal(deps.state_dir)
+    clear_journal(deps.state_dir)
     raise error from cause
 
 
@@ -1062,190 +906,6 @@ def _abandon(
     raise error(message, result=result)
 
 
-# -- rollback ------------------------------------------------------------------------------------------
-def previous_profile(events: Sequence[Mapping[str, Any]], current: str) -> str | None:
-    """The profile that ran before ``current``, from history (runtime event format).
-
-    The newest run event (``up``, ``swap``, ``rollback``) of ``current`` names what it ``replaced``; without
-    that, the newest earlier run event of another profile.
-    """
-    runs = [e for e in events if e.get("event") in RUN_EVENTS and e.get("profile")]
-    for index in range(len(runs) - 1, -1, -1):
-        if runs[index]["profile"] != current:
-            continue
-        replaced = runs[index].get("replaced")
-        if isinstance(replaced, str) and replaced and replaced != current:
-            return replaced
-        return next((str(e["profile"]) for e in reversed(runs[:index]) if e["profile"] != current), None)
-    return None
-
-
-def rollback(
-    *,
-    docker: Any,
-    runtime: ServiceRuntime | None = None,
-    history: HistoryLike | None = None,
-    state_dir: Path | None = None,
-    scope: Mapping[str, str] | None = None,
-    **kwargs: Any,
-) -> SwapResult:
-    """Swap back to the profile that ran before the current one (from history). Same errors as :func:`swap`.
-
-    Raises:
-        UsageError: nothing runs, several services run, or history has no earlier profile.
-    """
-    if state_dir is None:
-        from servectl.paths import state_dir as default_state_dir
-
-        state_dir = default_state_dir()
-    if history is None:
-        from servectl.adapters.state import History
-
-        history = History(state_dir)
-    rt = runtime if runtime is not None else _default_runtime()
-    running = rt.services(docker=docker, probe=False, plan_hash_of=None, state_dir=state_dir, scope=scope)
-    alive = [s for s in running if s.state in _ALIVE]
-    if not alive:
-        raise UsageError("nothing of servectl runs, so there is nothing to roll back; `servectl up NAME` starts one")
-    if len(alive) > 1:
-        raise UsageError("several services run (" + ", ".join(s.profile for s in alive) + "); use `servectl swap NAME`")
-    before = previous_profile(list(history.events()), alive[0].profile)
-    if before is None:
-        raise UsageError(
-            f"the history has no profile that ran before {alive[0].profile}; use `servectl swap NAME` "
-            "(a plain `servectl swap` goes to its declared rollback)"
-        )
-    return swap(
-        target=before,
-        docker=docker,
-        runtime=rt,
-        history=history,
-        state_dir=state_dir,
-        scope=scope,
-        _kind="rollback",
-        **kwargs,
-    )
-
-
-# -- rollback-check ------------------------------------------------------------------------------------
-def rollback_check(
-    *,
-    names: Sequence[str] | None,
-    docker: Any,
-    gpus: Any = None,
-    preflight: Preflight | None = None,
-    runtime: ServiceRuntime | None = None,
-    resolve_profile: Callable[[str], Resolved] | None = None,
-    state_dir: Path | None = None,
-    scope: Mapping[str, str] | None = None,
-    path_is_dir: Callable[[str], bool] = os.path.isdir,
-) -> list[RollbackCheck]:
-    """Prove that each profile's rollback target could start now. Starts and stops nothing.
-
-    For each profile (``names``; default: every profile that declares ``rollback:``) its target must
-    validate, its image must be present (with the pinned digest), its model folder must exist, and
-    preflight must pass counting the service the target would replace as stopped.
-    """
-    if resolve_profile is None:
-        from servectl.plan.resolve import resolve
-
-        resolve_profile = resolve
-    rt = runtime if runtime is not None else _default_runtime()
-    check = preflight if preflight is not None else profile_preflight(build_image=False)
-    if names is None:
-        names = _profiles_with_rollback()
-    running = list(rt.services(docker=docker, probe=False, plan_hash_of=None, state_dir=state_dir, scope=scope))
-    return [_check_one(n, docker, gpus, check, resolve_profile, running, path_is_dir) for n in names]
-
-
-def _profiles_with_rollback() -> list[str]:
-    from servectl.plan.validate import load_profile_file
-    from servectl.profile.loader import discover
-
-    out = []
-    for name, file in sorted(discover().items()):
-        if file.is_base:
-            continue
-        try:
-            if load_profile_file(file).profile.rollback:
-                out.append(name)
-        except ServectlError:
-            continue  # a profile that does not load says so in `servectl validate`
-    return out
-
-
-def _check_one(
-    name: str,
-    docker: Any,
-    gpus: Any,
-    preflight: Preflight,
-    resolve: Callable[[str], Resolved],
-    running: Sequence[ServiceLike],
-    path_is_dir: Callable[[str], bool],
-) -> RollbackCheck:
-    try:
-        source = resolve(name)
-    except ServectlError as e:
-        return RollbackCheck(name, None, (CheckItem("declared", False, f"{name} does not load: {e.lines()[0]}"),))
-    target = source.loaded.profile.rollback
-    if target is None:
-        return RollbackCheck(name, None, (CheckItem("declared", False, f"{name} declares no `rollback:` target"),))
-    items = [CheckItem("declared", True, f"{name} rolls back to {target}")]
-    try:
-        resolved = resolve(target)
-    except ServectlError as e:
-        problems = e.lines()
-        more = f" (+{len(problems) - 1} more: `servectl validate {target}`)" if len(problems) > 1 else ""
-        items.append(CheckItem("validates", False, f"{target} does not validate: {problems[0]}{more}"))
-        return RollbackCheck(name, target, tuple(items))
-    items.append(CheckItem("validates", True, f"{target} validates and compiles"))
-    items.append(_image_item(resolved, docker))
-    model_dir = resolved.plan.docker.mounts[0].source
-    if path_is_dir(model_dir):
-        items.append(CheckItem("model", True, f"model folder {model_dir} is there"))
-    else:
-        items.append(CheckItem("model", False, f"model folder {model_dir} does not exist; fix model.path of {target}"))
-    blocking = [s for s in running if _overlaps(s, resolved)]
-    if len(blocking) > 1:
-        names = ", ".join(s.profile for s in blocking)
-        items.append(CheckItem("preflight", False, f"{target} would replace several services at once ({names})"))
-        return RollbackCheck(name, target, tuple(items))
-    replacing = blocking[0] if blocking else None
-    try:
-        preflight(resolved=resolved, replacing=replacing, skip=frozenset(), docker=docker, gpus=gpus)
-        once = f" once {replacing.profile} is stopped" if replacing is not None else ""
-        items.append(CheckItem("preflight", True, f"preflight passes{once}"))
-    except PreflightFailed as e:
-        items.append(CheckItem("preflight", False, f"preflight fails: {e.lines()[0]}"))
-    except ServectlError as e:
-        items.append(CheckItem("preflight", False, f"preflight could not run: {e.lines()[0]}"))
-    return RollbackCheck(name, target, tuple(items))
-
-
-def _image_item(resolved: Resolved, docker: Any) -> CheckItem:
-    image = resolved.loaded.profile.image
-    ref = resolved.plan.docker.image  # repo@digest when a digest is pinned
-    try:
-        present = bool(docker.image_present(ref)) or (
-            image.digest is not None and bool(docker.image_present(image.digest))
-        )
-    except ServectlError as e:
-        return CheckItem("image", False, f"cannot ask Docker about {ref}: {e.lines()[0]}")
-    if present:
-        pinned = f" with the pinned digest {image.digest}" if image.digest else " (no digest pinned)"
-        return CheckItem("image", True, f"image {image.ref} is present{pinned}")
-    if image.build == "standin" and image.digest is None:
-        return CheckItem("image", True, f"image {image.ref} is missing; servectl builds it at start (stand-in)")
-    if image.digest:
-        return CheckItem(
-            "image",
-            False,
-            f"image {image.ref} with digest {image.digest} is not on this host; `docker pull {ref}`",
-        )
-    return CheckItem("image", False, f"image {image.ref} is not on this host; `docker pull {image.ref}`")
-
-
-# -- preflight -----------------------------------------------------------------------------------------
 CONTAINER_NAME_CHECK = "container.name"
 """swap's own check (besides servectl's preflight): the target's container name is not taken."""
 
@@ -1272,8 +932,9 @@ def profile_preflight(
     def check(
         *, resolved: Resolved, replacing: ServiceLike | None, skip: frozenset[str], docker: Any, gpus: Any
     ) -> None:
-        from servectl.preflight.checks import Replacing, preflight_on_this_host, raise_if_failed, run_preflight
+        from servectl.preflight.model import Replacing
         from servectl.preflight.request import full_preflight, request_for
+        from servectl.preflight.run import preflight_on_this_host, raise_if_failed, run_preflight
 
         if CONTAINER_NAME_CHECK not in skip:
             _container_name_free(resolved, docker)
@@ -1320,23 +981,6 @@ def _container_name_free(resolved: Resolved, docker: Any) -> None:
             )
 
 
-# -- for status and down ------------------------------------------------------------------------------
-def status_notes(*, state_dir: Path) -> list[str]:
-    """Lines for ``servectl status``: an unfinished swap (its journal), and conflicts servectl keeps stopped."""
-    from servectl.adapters.conflicts import load_stopped
-
-    notes = []
-    journal = read_journal(state_dir)
-    if journal is not None:
-        notes.append(f"unfinished swap: {journal.hint()}")
-    for stopped in load_stopped(state_dir):
-        notes.append(
-            f"{stopped.label()} was stopped for {stopped.stopped_by or 'a servectl service'}; "
-            f"`servectl down` restores it once nothing of servectl runs (or `{stopped.restore_command()}`)"
-        )
-    return notes
-
-
 def restore_after_down(
     *,
     docker: Any,
@@ -1354,9 +998,9 @@ def restore_after_down(
 
     if not load_stopped(state_dir):
         return None
-    rt = runtime if runtime is not None else _default_runtime()
+    rt = runtime if runtime is not None else default_runtime()
     running = rt.services(docker=docker, probe=False, plan_hash_of=None, state_dir=state_dir, scope=scope)
-    if any(s.state in _ALIVE for s in running):
+    if any(s.state in ALIVE_STATES for s in running):
         return None
     handler = conflicts if conflicts is not None else DockerConflicts(docker=docker)
     return restore_recorded(handler=handler, state_dir=state_dir)

@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from servectl.cli.views.table import Col, fit_table
-from servectl.preflight.checks import PreflightReport
+from servectl.preflight.model import PreflightReport
 
 RESULT_STYLES: dict[str, str] = {
     "pass": "green",

@@ -9,7 +9,8 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from servectl.service.health import Progress
-    from servectl.service.runtime import ServiceInfo, StopResult, UpResult
+    from servectl.service.runtime import StopResult, UpResult
+    from servectl.service.services import ServiceInfo
 
 STATUS_COLUMNS = ("PROFILE", "STATE", "PORT", "GPUS", "UPTIME", "PLAN", "DRIFT", "CONTAINER")
 #: Drop order at narrow widths (higher first): the container name and plan hash are in ``status --json``.

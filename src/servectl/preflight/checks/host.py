@@ -1,0 +1,292 @@
+"""Checks of the host: the port, the network mode, the model folder, shared memory, memory and disk."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from servectl.adapters.gpu import MIB
+from servectl.adapters.host import addresses_overlap
+from servectl.preflight.checks.base import make_result
+from servectl.preflight.facts import Facts, classify_process, to_mib
+from servectl.preflight.model import GIB, CheckResult, PreflightRequest
+
+
+def _owner_of_port(request: PreflightRequest, facts: Facts) -> tuple[list[dict[str, Any]], list[str]]:
+    """Listeners and Docker published ports that collide with the wanted address and port."""
+    owners: list[dict[str, Any]] = []
+    problems: list[str] = []
+    publishers = [
+        (c, p)
+        for c in facts.containers
+        for p in c.published_ports
+        if p.host_port == request.port and p.protocol == "tcp" and addresses_overlap(request.host_address, p.host_ip)
+    ]
+    publisher_ids = {c.id for c, _ in publishers}
+    for c, p in publishers:
+        disposition = classify_process(request, c, c.id, -1)
+        owners.append(
+            {
+                "kind": "container",
+                "container_id": c.short_id,
+                "container_name": c.name,
+                "host_ip": p.host_ip,
+                "port": p.host_port,
+                "disposition": disposition,
+            }
+        )
+        if disposition == "foreign":
+            problems.append(f"container {c.name} ({c.short_id}) publishes {p.host_ip}:{p.host_port}")
+    for listener in facts.listeners:
+        if not addresses_overlap(request.host_address, listener.address):
+            continue
+        if listener.process_name == "docker-proxy" and publisher_ids:
+            continue  # Docker's userland proxy for a container already named above
+        replacing = request.replacing
+        is_replaced = replacing is not None and listener.pid is not None and listener.pid in replacing.pids
+        owners.append(
+            {
+                "kind": "process",
+                "address": listener.address,
+                "port": listener.port,
+                "pid": listener.pid,
+                "process_name": listener.process_name,
+                "disposition": "replacing" if is_replaced else "foreign",
+            }
+        )
+        if not is_replaced:
+            who = (
+                f"pid {listener.pid} {listener.process_name or '?'}"
+                if listener.pid is not None
+                else "a process of another user (run as root to name it)"
+            )
+            problems.append(f"{who} listens on {listener.address}:{listener.port}")
+    return owners, problems
+
+
+def check_port_free(request: PreflightRequest, facts: Facts) -> CheckResult:
+    """Nothing listens on the profile's host address and port (any listener, not only Docker's)."""
+    owners, problems = _owner_of_port(request, facts)
+    out = {"host_address": request.host_address, "port": request.port, "owners": owners}
+    if problems:
+        return make_result(
+            "port.free",
+            "fail",
+            "; ".join(problems),
+            "stop that service, or choose another port in the profile",
+            **out,
+        )
+    if facts.engine is None and facts.engine_error:
+        return make_result(
+            "port.free",
+            "pass",
+            f"{request.host_address}:{request.port} has no listener (Docker unreachable: published ports not checked)",
+            **out,
+        )
+    note = " (held by the service being replaced)" if owners else ""
+    return make_result("port.free", "pass", f"{request.host_address}:{request.port} is free{note}", **out)
+
+
+def check_port_role(request: PreflightRequest, facts: Facts) -> CheckResult:
+    """A bench profile never takes a production port; a production profile takes one."""
+    out = {"role": request.role, "port": request.port, "production_ports": list(request.production_ports)}
+    on_production = request.port in request.production_ports
+    if request.role == "bench" and on_production:
+        return make_result(
+            "port.role",
+            "fail",
+            f"bench profile on production port {request.port}: it would take real user traffic",
+            "use a bench port (e.g. 8180)",
+            **out,
+        )
+    if request.role == "production" and not on_production:
+        return make_result(
+            "port.role",
+            "fail",
+            f"production profile on port {request.port}, not a production port "
+            f"{list(request.production_ports)}: clients would not reach it",
+            f"use port {request.production_ports[0] if request.production_ports else 8080}",
+            **out,
+        )
+    return make_result("port.role", "pass", f"{request.role} profile on port {request.port}", **out)
+
+
+def check_network_mode(request: PreflightRequest, facts: Facts) -> CheckResult:
+    """SGLang's internal ports stay inside the container unless the profile asks for host networking."""
+    out = {"network_mode": request.network_mode, "host_network_reason": request.host_network_reason}
+    if request.network_mode == "bridge":
+        return make_result(
+            "network.mode",
+            "pass",
+            f"bridge network; only {request.host_address}:{request.port} is published",
+            **out,
+        )
+    if not request.host_network_reason:
+        return make_result(
+            "network.mode",
+            "fail",
+            "host networking without a reason: SGLang's internal ports would open on the host",
+            "use the bridge network, or give the profile's reason for host networking",
+            **out,
+        )
+    return make_result(
+        "network.mode",
+        "warn",
+        f"host networking: {request.host_network_reason}; SGLang's "
+        "internal ports (NCCL, scheduler, tokenizer) open on the host",
+        **out,
+    )
+
+
+def check_model_present(request: PreflightRequest, facts: Facts) -> CheckResult:
+    """The model folder exists and holds config.json and weight files."""
+    model = facts.model
+    if model is None:
+        return make_result("model.present", "fail", "no model path in the request", "set the profile's model path")
+    out: dict[str, Any] = {
+        "path": model.path,
+        "exists": model.exists,
+        "has_config_json": model.has_config_json,
+        "weight_files": model.weight_file_count,
+        "weights_bytes": model.weights_bytes,
+        "weights_gib": round(model.weights_bytes / GIB, 2),
+        "hf_repo_id": model.hf_repo_id,
+    }
+    if not model.exists:
+        return make_result(
+            "model.present",
+            "fail",
+            f"model folder {model.path} does not exist",
+            "download the model there (hf download REPO --local-dir PATH) or fix the path",
+            **out,
+        )
+    if not model.is_dir:
+        return make_result(
+            "model.present",
+            "fail",
+            f"model path {model.path} is not a folder",
+            "point the profile at the folder that holds config.json",
+            **out,
+        )
+    missing = [
+        what
+        for what, ok in (
+            ("config.json", model.has_config_json),
+            ("weight files", model.weight_file_count > 0),
+        )
+        if not ok
+    ]
+    if missing:
+        return make_result(
+            "model.present",
+            "fail",
+            f"model folder {model.path} has no {' and no '.join(missing)}",
+            "finish the download (hf download resumes) or fix the path",
+            **out,
+        )
+    return make_result(
+        "model.present",
+        "pass",
+        f"{model.weight_file_count} weight file(s), {model.weights_bytes / GIB:,.1f} GiB in {model.path}",
+        **out,
+    )
+
+
+def check_host_shm(request: PreflightRequest, facts: Facts) -> CheckResult:
+    """Enough shared memory for NCCL between ranks when TP x PP > 1."""
+    ranks = request.tp * request.pp
+    shm = facts.shm
+    out: dict[str, Any] = {
+        "ranks": ranks,
+        "ipc_host": request.ipc_host,
+        "container_shm_mib": None if request.shm_size_bytes is None else to_mib(request.shm_size_bytes),
+        "min_shm_mib": to_mib(request.min_shm_bytes),
+        "host_shm_total_mib": None if shm is None else to_mib(shm.total_bytes),
+        "host_shm_free_mib": None if shm is None else to_mib(shm.free_bytes),
+    }
+    if ranks <= 1 or not request.gpus_requested:
+        return make_result("host.shm", "pass", "single rank: no shared memory needed between ranks", **out)
+    if request.ipc_host:
+        if shm is None:
+            return make_result(
+                "host.shm",
+                "fail",
+                "ipc host but the host has no /dev/shm",
+                "mount a tmpfs on /dev/shm",
+                **out,
+            )
+        if shm.free_bytes < request.min_shm_bytes:
+            return make_result(
+                "host.shm",
+                "fail",
+                f"ipc host; /dev/shm has {to_mib(shm.free_bytes):,} MiB free, "
+                f"needs {to_mib(request.min_shm_bytes):,} MiB",
+                "free /dev/shm (stale NCCL segments) or enlarge it",
+                **out,
+            )
+        return make_result("host.shm", "pass", f"ipc host; /dev/shm has {to_mib(shm.free_bytes):,} MiB free", **out)
+    size = request.shm_size_bytes if request.shm_size_bytes is not None else 64 * MIB
+    if size < request.min_shm_bytes:
+        return make_result(
+            "host.shm",
+            "fail",
+            f"{ranks} ranks with a {to_mib(size):,} MiB container /dev/shm "
+            f"(needs {to_mib(request.min_shm_bytes):,} MiB)",
+            "set shm size in the profile (e.g. 32g) or use ipc host",
+            **out,
+        )
+    return make_result("host.shm", "pass", f"container /dev/shm {to_mib(size):,} MiB for {ranks} ranks", **out)
+
+
+def check_host_memory(request: PreflightRequest, facts: Facts) -> CheckResult:
+    """Enough available host RAM for the engine's host-side buffers."""
+    mem = facts.memory
+    needed = request.min_host_memory_available_bytes + request.host_memory_extra_bytes
+    if mem is None:
+        return make_result("host.memory", "unknown", "cannot read host memory")
+    out = {
+        "total_mib": to_mib(mem.total_bytes),
+        "available_mib": to_mib(mem.available_bytes),
+        "needed_mib": to_mib(needed),
+    }
+    if mem.available_bytes < needed:
+        return make_result(
+            "host.memory",
+            "fail",
+            f"{to_mib(mem.available_bytes):,} MiB host RAM available, needs {to_mib(needed):,} MiB",
+            "stop other services, or lower the host cache size in the profile",
+            **out,
+        )
+    return make_result(
+        "host.memory",
+        "pass",
+        f"{mem.available_bytes / GIB:,.1f} GiB of {mem.total_bytes / GIB:,.1f} GiB available",
+        **out,
+    )
+
+
+def check_host_disk(request: PreflightRequest, facts: Facts) -> CheckResult:
+    """Enough free disk where the caches go."""
+    if not facts.disks:
+        return make_result("host.disk", "pass", "no cache folders to check")
+    rows = [
+        {
+            "path": d.path,
+            "checked_path": d.checked_path,
+            "free_mib": to_mib(d.free_bytes),
+            "total_mib": to_mib(d.total_bytes),
+        }
+        for d in facts.disks
+    ]
+    short = [d for d in facts.disks if d.free_bytes < request.min_cache_free_bytes]
+    out = {"paths": rows, "min_free_mib": to_mib(request.min_cache_free_bytes)}
+    if short:
+        text = "; ".join(f"{d.path}: {d.free_bytes / GIB:,.1f} GiB free" for d in short)
+        return make_result(
+            "host.disk",
+            "fail",
+            f"{text} (needs {request.min_cache_free_bytes / GIB:,.0f} GiB)",
+            "free disk space or move the cache folder",
+            **out,
+        )
+    text = "; ".join(f"{d.path}: {d.free_bytes / GIB:,.1f} GiB free" for d in facts.disks)
+    return make_result("host.disk", "pass", text, **out)

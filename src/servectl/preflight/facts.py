@@ -1,0 +1,196 @@
+"""What preflight measures, once, before the checks run: GPU snapshot, host probe and Docker engine facts.
+
+Unreachable NVML or Docker become recorded errors (the checks report them), never exceptions.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from servectl.adapters.docker_facts import (
+    COMPOSE_CONFIG_FILES_LABEL,
+    COMPOSE_SERVICE_LABEL,
+    ContainerInfo,
+    DockerFacts,
+    EngineInfo,
+    ImageInfo,
+)
+from servectl.adapters.gpu import MIB, GpuInventory, GpuSnapshot
+from servectl.adapters.host import DiskSpace, HostMemory, HostProbe, Listener, ModelDirInfo, ShmInfo
+from servectl.errors import EngineUnavailable, GpuUnavailable
+from servectl.preflight.model import ConflictRef, PreflightRequest
+
+
+@dataclass(frozen=True)
+class AttributedProcess:
+    """A process on a card, attributed to a container where possible."""
+
+    card_index: int
+    pid: int
+    used_memory_bytes: int | None
+    process_name: str | None
+    container_id: str | None
+    container_name: str | None
+    disposition: Literal["replacing", "conflict", "foreign"]
+
+    def describe(self) -> str:
+        where = ""
+        if self.container_id:
+            where = f" in container {self.container_name or '?'} ({self.container_id[:12]})"
+        mib = "? MiB" if self.used_memory_bytes is None else f"{to_mib(self.used_memory_bytes):,} MiB"
+        name = f" {self.process_name}" if self.process_name else ""
+        return f"card {self.card_index}: pid {self.pid}{name}{where} holds {mib}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "card": self.card_index,
+            "pid": self.pid,
+            "process_name": self.process_name,
+            "container_id": self.container_id,
+            "container_name": self.container_name,
+            "used_mib": None if self.used_memory_bytes is None else to_mib(self.used_memory_bytes),
+            "disposition": self.disposition,
+        }
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What preflight measured, once, before running the checks (also handy in tests)."""
+
+    gpu: GpuSnapshot | None = None
+    gpu_error: str | None = None
+    gpu_seconds: float | None = None
+    engine: EngineInfo | None = None
+    engine_error: str | None = None
+    containers: tuple[ContainerInfo, ...] = ()
+    image: ImageInfo | None = None
+    image_by_digest: ImageInfo | None = None
+    listeners: tuple[Listener, ...] = ()
+    processes: tuple[AttributedProcess, ...] = ()
+    memory: HostMemory | None = None
+    shm: ShmInfo | None = None
+    disks: tuple[DiskSpace, ...] = ()
+    model: ModelDirInfo | None = None
+    executables: Mapping[str, str | None] = field(default_factory=dict)
+    cdi_specs: tuple[str, ...] = ()
+
+
+def to_mib(n_bytes: int) -> int:
+    return round(n_bytes / MIB)
+
+
+def conflict_matches(conflict: ConflictRef, container: ContainerInfo) -> bool:
+    if conflict.kind == "container":
+        return container.name == conflict.ref or (len(conflict.ref) >= 12 and container.id.startswith(conflict.ref))
+    files = container.labels.get(COMPOSE_CONFIG_FILES_LABEL, "")
+    wanted = str(Path(conflict.ref).expanduser())
+    in_file = any(str(Path(f.strip()).expanduser()) == wanted for f in files.split(",") if f.strip())
+    if not in_file:
+        return False
+    return conflict.service is None or container.labels.get(COMPOSE_SERVICE_LABEL) == conflict.service
+
+
+def containers_to_stop(request: PreflightRequest, containers: Iterable[ContainerInfo]) -> list[ContainerInfo]:
+    """Running containers that belong to the declared conflicts."""
+    return [c for c in containers if any(conflict_matches(ref, c) for ref in request.conflicts)]
+
+
+def classify_process(
+    request: PreflightRequest, container: ContainerInfo | None, container_id: str | None, pid: int
+) -> Literal["replacing", "conflict", "foreign"]:
+    replacing = request.replacing
+    if replacing is not None and (pid in replacing.pids or replacing.matches(container, container_id)):
+        return "replacing"
+    if (
+        container is not None
+        and request.stop_conflicts
+        and any(conflict_matches(ref, container) for ref in request.conflicts)
+    ):
+        return "conflict"
+    return "foreign"
+
+
+def gather_facts(*, request: PreflightRequest, gpus: GpuInventory, host: HostProbe, docker: DockerFacts) -> Facts:
+    """Measure everything the checks need, once. Unreachable NVML or Docker become recorded errors."""
+    snapshot: GpuSnapshot | None = None
+    gpu_error: str | None = None
+    gpu_seconds: float | None = None
+    if request.gpus_requested:
+        gpu_started = time.perf_counter()
+        try:
+            snapshot = gpus.snapshot()
+        except GpuUnavailable as err:
+            gpu_error = err.message
+        gpu_seconds = time.perf_counter() - gpu_started
+
+    engine: EngineInfo | None = None
+    engine_error: str | None = None
+    containers: tuple[ContainerInfo, ...] = ()
+    image = image_by_digest = None
+    try:
+        engine = docker.ping()
+        containers = docker.containers()
+        if request.image_ref:
+            image = docker.image(request.image_ref)
+        if request.image_digest and (image is None or request.image_digest not in image.digests()):
+            image_by_digest = docker.image(request.image_digest)
+    except EngineUnavailable as err:
+        engine_error = err.message
+
+    by_id = {c.id: c for c in containers}
+    attributed: list[AttributedProcess] = []
+    if snapshot is not None:
+        for index in request.gpu_indices:
+            device = snapshot.device(index)
+            if device is None or device.processes is None:
+                continue
+            for proc in device.processes:
+                container_id = host.container_id_of(proc.pid)
+                container = by_id.get(container_id) if container_id else None
+                attributed.append(
+                    AttributedProcess(
+                        card_index=index,
+                        pid=proc.pid,
+                        used_memory_bytes=proc.used_memory_bytes,
+                        process_name=host.process_name(proc.pid),
+                        container_id=container_id,
+                        container_name=container.name if container else None,
+                        disposition=classify_process(request, container, container_id, proc.pid),
+                    )
+                )
+
+    disks = tuple(host.disk_space(p) for p in request.cache_paths)
+    executables: dict[str, str | None] = {}
+    cdi_specs: list[str] = []
+    if request.gpus_requested:
+        for name in ("nvidia-container-runtime-hook", "nvidia-container-runtime", "nvidia-ctk"):
+            executables[name] = host.find_executable(name)
+        spec_dirs = engine.cdi_spec_dirs if engine and engine.cdi_spec_dirs else ("/etc/cdi", "/var/run/cdi")
+        for folder in spec_dirs:
+            for name in ("nvidia.yaml", "nvidia.json"):
+                candidate = f"{folder.rstrip('/')}/{name}"
+                if host.path_exists(candidate):
+                    cdi_specs.append(candidate)
+
+    return Facts(
+        gpu=snapshot,
+        gpu_error=gpu_error,
+        gpu_seconds=gpu_seconds,
+        engine=engine,
+        engine_error=engine_error,
+        containers=containers,
+        image=image,
+        image_by_digest=image_by_digest,
+        listeners=host.listeners(request.port),
+        processes=tuple(attributed),
+        memory=host.memory(),
+        shm=host.shm(),
+        disks=disks,
+        model=host.model_dir(request.model_path) if request.model_path else None,
+        executables=executables,
+        cdi_specs=tuple(cdi_specs),
+    )

@@ -1,0 +1,76 @@
+"""Run preflight: gather the facts once, run every check, and raise when one failed."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+
+from servectl.adapters.docker_facts import DockerFacts
+from servectl.adapters.gpu import GpuInventory
+from servectl.adapters.host import HostProbe
+from servectl.errors import PreflightFailed
+from servectl.preflight.checks import run_checks, validate_skip
+from servectl.preflight.facts import gather_facts
+from servectl.preflight.model import PreflightReport, PreflightRequest
+
+
+def run_preflight(
+    *,
+    request: PreflightRequest,
+    gpus: GpuInventory,
+    host: HostProbe,
+    docker: DockerFacts,
+    skip: Iterable[str] = frozenset(),
+) -> PreflightReport:
+    """Measure the box and run every check for one request.
+
+    Args:
+        request: what the service needs (filled in from the profile).
+        gpus: GPU inventory (NVML on a real host).
+        host: host probe (psutil on a real host).
+        docker: Docker engine facts.
+        skip: check ids forced to ``skipped`` (``--force CHECK-ID``).
+
+    Returns:
+        The report; ``report.failed`` says whether a start must not happen.
+
+    Raises:
+        UsageError: ``skip`` names a check that does not exist.
+    """
+    skipped = validate_skip(skip)
+    started_at = time.time()
+    started = time.perf_counter()
+    facts = gather_facts(request=request, gpus=gpus, host=host, docker=docker)
+    checks = run_checks(request, facts, skipped)
+    return PreflightReport(
+        profile_name=request.profile_name,
+        source_file=request.source_file,
+        checks=checks,
+        started_at=started_at,
+        duration_seconds=time.perf_counter() - started,
+        gpu_query_seconds=facts.gpu_seconds,
+    )
+
+
+def raise_if_failed(report: PreflightReport) -> None:
+    """Raise :class:`~servectl.errors.PreflightFailed` (exit 3, one line per failed check, the report
+    attached) when a check failed; ``up`` and ``swap`` call this before starting anything."""
+    if report.failed:
+        raise PreflightFailed(report.failure_summary(), report=report)
+
+
+def preflight_on_this_host(*, request: PreflightRequest, skip: Iterable[str] = frozenset()) -> PreflightReport:
+    """:func:`run_preflight` with the real adapters: NVML, psutil and the Docker engine from the environment.
+
+    NVML and the Docker SDK are imported only here, on first use.
+    """
+    from servectl.adapters.docker_facts import DockerSdkFacts
+    from servectl.adapters.gpu import NvmlInventory
+    from servectl.adapters.host import PsutilHostProbe
+
+    docker = DockerSdkFacts()
+    with NvmlInventory() as gpus:
+        try:
+            return run_preflight(request=request, gpus=gpus, host=PsutilHostProbe(), docker=docker, skip=skip)
+        finally:
+            docker.close()

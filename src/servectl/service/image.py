@@ -1,0 +1,54 @@
+"""The service's image: present on this host, or built (the stand-in engine); servectl pulls from no registry."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from servectl.errors import PreflightFailed, ServectlError
+from servectl.service.health import Progress
+
+if TYPE_CHECKING:
+    from servectl.adapters.docker_engine import DockerEngine
+    from servectl.plan.resolve import Resolved
+
+
+ImageBuilder = Callable[[str], object]
+
+
+def build_standin(ref: str) -> object:
+    """Build the stand-in engine image tagged ``ref`` (servectl ships its Dockerfile)."""
+    try:
+        from servectl.standin.image import IMAGE_REPOSITORY, build_standin_image
+    except ImportError as e:
+        raise ServectlError(f"cannot build {ref}: servectl's stand-in engine is not installed ({e})") from e
+    if ref == f"{IMAGE_REPOSITORY}:latest":  # the content-addressed build, which also tags latest
+        return build_standin_image()
+    return build_standin_image(tag=ref)
+
+
+def ensure_image(
+    resolved: Resolved,
+    *,
+    docker: DockerEngine,
+    build_image: ImageBuilder | None = None,
+    on_phase: Callable[[Progress], None] | None = None,
+) -> None:
+    """Make sure the profile's image is on this host: build the stand-in when the profile says so.
+
+    Raises:
+        PreflightFailed: the image is missing and servectl cannot build it (it pulls from no registry).
+    """
+    ref = resolved.plan.docker.image
+    if docker.image_present(ref):
+        return
+    image = resolved.loaded.profile.image
+    if image.build == "standin":
+        if on_phase is not None:
+            on_phase(Progress("building image", ref))
+        (build_image or build_standin)(ref)
+        return
+    raise PreflightFailed(
+        f"{resolved.plan.source}: image.ref: image {ref} is not on this host and servectl pulls from no "
+        f"registry: run docker pull {ref} where a registry is reachable, or docker load -i FILE"
+    )

@@ -1,0 +1,243 @@
+"""``rollback`` (swap back to the profile that ran before, from history) and ``rollback-check`` (prove that
+each profile's rollback target could start now, starting nothing).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from servectl.errors import PreflightFailed, ServectlError, UsageError
+from servectl.service.services import ALIVE_STATES
+from servectl.service.swap import (
+    HistoryLike,
+    Preflight,
+    ServiceLike,
+    ServiceRuntime,
+    SwapResult,
+    default_runtime,
+    overlaps,
+    profile_preflight,
+    swap,
+)
+
+if TYPE_CHECKING:
+    from servectl.plan.resolve import Resolved
+
+
+RUN_EVENTS = frozenset({"up", "swap", "rollback"})
+"""History events that mean "this profile started serving" (same set as :mod:`servectl.adapters.state`)."""
+
+
+@dataclass(frozen=True)
+class CheckItem:
+    """One point of a rollback check: ``declared``, ``validates``, ``image``, ``model`` or ``preflight``."""
+
+    check: str
+    ok: bool
+    message: str
+
+
+@dataclass(frozen=True)
+class RollbackCheck:
+    """Whether ``profile``'s rollback target could start now."""
+
+    profile: str
+    target: str | None
+    items: tuple[CheckItem, ...]
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.items) and all(item.ok for item in self.items)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "profile": self.profile,
+            "target": self.target,
+            "ok": self.ok,
+            "items": [asdict(i) for i in self.items],
+        }
+
+
+def previous_profile(events: Sequence[Mapping[str, Any]], current: str) -> str | None:
+    """The profile that ran before ``current``, from history (runtime event format).
+
+    The newest run event (``up``, ``swap``, ``rollback``) of ``current`` names what it ``replaced``; without
+    that, the newest earlier run event of another profile.
+    """
+    runs = [e for e in events if e.get("event") in RUN_EVENTS and e.get("profile")]
+    for index in range(len(runs) - 1, -1, -1):
+        if runs[index]["profile"] != current:
+            continue
+        replaced = runs[index].get("replaced")
+        if isinstance(replaced, str) and replaced and replaced != current:
+            return replaced
+        return next((str(e["profile"]) for e in reversed(runs[:index]) if e["profile"] != current), None)
+    return None
+
+
+def rollback(
+    *,
+    docker: Any,
+    runtime: ServiceRuntime | None = None,
+    history: HistoryLike | None = None,
+    state_dir: Path | None = None,
+    scope: Mapping[str, str] | None = None,
+    **kwargs: Any,
+) -> SwapResult:
+    """Swap back to the profile that ran before the current one (from history). Same errors as :func:`swap`.
+
+    Raises:
+        UsageError: nothing runs, several services run, or history has no earlier profile.
+    """
+    if state_dir is None:
+        from servectl.paths import state_dir as default_state_dir
+
+        state_dir = default_state_dir()
+    if history is None:
+        from servectl.adapters.state import History
+
+        history = History(state_dir)
+    rt = runtime if runtime is not None else default_runtime()
+    running = rt.services(docker=docker, probe=False, plan_hash_of=None, state_dir=state_dir, scope=scope)
+    alive = [s for s in running if s.state in ALIVE_STATES]
+    if not alive:
+        raise UsageError("nothing of servectl runs, so there is nothing to roll back; `servectl up NAME` starts one")
+    if len(alive) > 1:
+        raise UsageError("several services run (" + ", ".join(s.profile for s in alive) + "); use `servectl swap NAME`")
+    before = previous_profile(list(history.events()), alive[0].profile)
+    if before is None:
+        raise UsageError(
+            f"the history has no profile that ran before {alive[0].profile}; use `servectl swap NAME` "
+            "(a plain `servectl swap` goes to its declared rollback)"
+        )
+    return swap(
+        target=before,
+        docker=docker,
+        runtime=rt,
+        history=history,
+        state_dir=state_dir,
+        scope=scope,
+        _kind="rollback",
+        **kwargs,
+    )
+
+
+def rollback_check(
+    *,
+    names: Sequence[str] | None,
+    docker: Any,
+    gpus: Any = None,
+    preflight: Preflight | None = None,
+    runtime: ServiceRuntime | None = None,
+    resolve_profile: Callable[[str], Resolved] | None = None,
+    state_dir: Path | None = None,
+    scope: Mapping[str, str] | None = None,
+    path_is_dir: Callable[[str], bool] = os.path.isdir,
+) -> list[RollbackCheck]:
+    """Prove that each profile's rollback target could start now. Starts and stops nothing.
+
+    For each profile (``names``; default: every profile that declares ``rollback:``) its target must
+    validate, its image must be present (with the pinned digest), its model folder must exist, and
+    preflight must pass counting the service the target would replace as stopped.
+    """
+    if resolve_profile is None:
+        from servectl.plan.resolve import resolve
+
+        resolve_profile = resolve
+    rt = runtime if runtime is not None else default_runtime()
+    check = preflight if preflight is not None else profile_preflight(build_image=False)
+    if names is None:
+        names = _profiles_with_rollback()
+    running = list(rt.services(docker=docker, probe=False, plan_hash_of=None, state_dir=state_dir, scope=scope))
+    return [_check_one(n, docker, gpus, check, resolve_profile, running, path_is_dir) for n in names]
+
+
+def _profiles_with_rollback() -> list[str]:
+    from servectl.plan.validate import load_profile_file
+    from servectl.profile.loader import discover
+
+    out = []
+    for name, file in sorted(discover().items()):
+        if file.is_base:
+            continue
+        try:
+            if load_profile_file(file).profile.rollback:
+                out.append(name)
+        except ServectlError:
+            continue  # a profile that does not load says so in `servectl validate`
+    return out
+
+
+def _check_one(
+    name: str,
+    docker: Any,
+    gpus: Any,
+    preflight: Preflight,
+    resolve: Callable[[str], Resolved],
+    running: Sequence[ServiceLike],
+    path_is_dir: Callable[[str], bool],
+) -> RollbackCheck:
+    try:
+        source = resolve(name)
+    except ServectlError as e:
+        return RollbackCheck(name, None, (CheckItem("declared", False, f"{name} does not load: {e.lines()[0]}"),))
+    target = source.loaded.profile.rollback
+    if target is None:
+        return RollbackCheck(name, None, (CheckItem("declared", False, f"{name} declares no `rollback:` target"),))
+    items = [CheckItem("declared", True, f"{name} rolls back to {target}")]
+    try:
+        resolved = resolve(target)
+    except ServectlError as e:
+        problems = e.lines()
+        more = f" (+{len(problems) - 1} more: `servectl validate {target}`)" if len(problems) > 1 else ""
+        items.append(CheckItem("validates", False, f"{target} does not validate: {problems[0]}{more}"))
+        return RollbackCheck(name, target, tuple(items))
+    items.append(CheckItem("validates", True, f"{target} validates and compiles"))
+    items.append(_image_item(resolved, docker))
+    model_dir = resolved.plan.docker.mounts[0].source
+    if path_is_dir(model_dir):
+        items.append(CheckItem("model", True, f"model folder {model_dir} is there"))
+    else:
+        items.append(CheckItem("model", False, f"model folder {model_dir} does not exist; fix model.path of {target}"))
+    blocking = [s for s in running if overlaps(s, resolved)]
+    if len(blocking) > 1:
+        names = ", ".join(s.profile for s in blocking)
+        items.append(CheckItem("preflight", False, f"{target} would replace several services at once ({names})"))
+        return RollbackCheck(name, target, tuple(items))
+    replacing = blocking[0] if blocking else None
+    try:
+        preflight(resolved=resolved, replacing=replacing, skip=frozenset(), docker=docker, gpus=gpus)
+        once = f" once {replacing.profile} is stopped" if replacing is not None else ""
+        items.append(CheckItem("preflight", True, f"preflight passes{once}"))
+    except PreflightFailed as e:
+        items.append(CheckItem("preflight", False, f"preflight fails: {e.lines()[0]}"))
+    except ServectlError as e:
+        items.append(CheckItem("preflight", False, f"preflight could not run: {e.lines()[0]}"))
+    return RollbackCheck(name, target, tuple(items))
+
+
+def _image_item(resolved: Resolved, docker: Any) -> CheckItem:
+    image = resolved.loaded.profile.image
+    ref = resolved.plan.docker.image  # repo@digest when a digest is pinned
+    try:
+        present = bool(docker.image_present(ref)) or (
+            image.digest is not None and bool(docker.image_present(image.digest))
+        )
+    except ServectlError as e:
+        return CheckItem("image", False, f"cannot ask Docker about {ref}: {e.lines()[0]}")
+    if present:
+        pinned = f" with the pinned digest {image.digest}" if image.digest else " (no digest pinned)"
+        return CheckItem("image", True, f"image {image.ref} is present{pinned}")
+    if image.build == "standin" and image.digest is None:
+        return CheckItem("image", True, f"image {image.ref} is missing; servectl builds it at start (stand-in)")
+    if image.digest:
+        return CheckItem(
+            "image",
+            False,
+            f"image {image.ref} with digest {image.digest} is not on this host; `docker pull {ref}`",
+        )
+    return CheckItem("image", False, f"image {image.ref} is not on this host; `docker pull {image.ref}`")

@@ -1,0 +1,262 @@
+"""The read model: every servectl service, derived from the labelled containers Docker reports.
+
+Docker is the source of truth: state, port, GPUs, uptime and plan drift all come from the container's labels
+and state (plus the history, which says which containers passed the health gate).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from servectl.adapters.state import RUN_EVENTS, GateRecord, History
+from servectl.errors import ServectlError
+from servectl.paths import state_dir as default_state_dir
+from servectl.plan.compile import (
+    LABEL_GPUS,
+    LABEL_HOST,
+    LABEL_PLAN_HASH,
+    LABEL_PORT,
+    LABEL_PROFILE,
+    LABEL_SERVED_NAME,
+    LABEL_STOP_GRACE,
+)
+
+if TYPE_CHECKING:
+    import httpx
+
+    from servectl.adapters.docker_engine import ContainerState, DockerEngine
+
+
+ServiceState = Literal["starting", "ready", "unhealthy", "exited", "created"]
+ALIVE_STATES: tuple[ServiceState, ...] = ("ready", "starting", "unhealthy")
+"""Service states whose profile counts as running (and is brought back when a swap fails)."""
+
+
+@dataclass(frozen=True)
+class ServiceInfo:
+    """One servectl service, as derived from its container's labels and state."""
+
+    container_id: str
+    container_name: str
+    profile: str
+    plan_hash: str
+    state: ServiceState
+    exit_code: int | None
+    oom_killed: bool
+    host: str
+    port: int | None
+    gpus: tuple[int, ...]
+    started_at: float | None
+    uptime_s: float | None
+    stop_grace_s: int
+    drift: bool | None
+    served_name: str = ""
+    image: str = ""
+    running: bool = False
+
+    @property
+    def url(self) -> str:
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host
+        return f"http://{f'[{host}]' if ':' in host else host}:{self.port}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "profile": self.profile,
+            "state": self.state,
+            "exit_code": self.exit_code,
+            "oom_killed": self.oom_killed,
+            "host": self.host,
+            "port": self.port,
+            "url": self.url,
+            "gpus": list(self.gpus),
+            "uptime_s": None if self.uptime_s is None else round(self.uptime_s, 1),
+            "started_at": self.started_at,
+            "plan_hash": self.plan_hash,
+            "drift": self.drift,
+            "served_name": self.served_name,
+            "container_id": self.container_id,
+            "container_name": self.container_name,
+            "image": self.image,
+            "stop_grace_s": self.stop_grace_s,
+        }
+
+
+def _int(value: str | None) -> int | None:
+    try:
+        return int(value) if value else None
+    except ValueError:
+        return None
+
+
+def _gpus(value: str | None) -> tuple[int, ...]:
+    out: list[int] = []
+    for part in (value or "").split(","):
+        if part.strip().isdigit():
+            out.append(int(part))
+    return tuple(out)
+
+
+def service_from_container(
+    container: ContainerState,
+    *,
+    now: float,
+    answers_health: bool | None,
+    passed_gate: bool,
+    current_plan_hash: str | None,
+) -> ServiceInfo:
+    """A service from its container. Pure.
+
+    Args:
+        container: a servectl-managed container.
+        now: epoch seconds (for the uptime).
+        answers_health: whether ``/health`` answers 200 now (None: not probed).
+        passed_gate: whether this container passed the health gate (its gate record or the history says
+            so). One that never passed is never "ready", even when ``/health`` answers: servectl was
+            stopped while it started, and the gate checks more than ``/health``.
+        current_plan_hash: the plan hash of the profile as it is now (None: profile unreadable).
+    """
+    labels = container.labels
+    state: ServiceState
+    if container.status == "created":
+        state = "created"
+    elif not container.running:
+        state = "exited"
+    elif passed_gate and answers_health is not False:
+        state = "ready"
+    elif passed_gate:
+        state = "unhealthy"
+    else:
+        state = "starting"
+    plan_hash = labels.get(LABEL_PLAN_HASH, "")
+    uptime = now - container.started_at if container.running and container.started_at else None
+    return ServiceInfo(
+        container_id=container.id,
+        container_name=container.name,
+        profile=labels.get(LABEL_PROFILE, "?"),
+        plan_hash=plan_hash,
+        state=state,
+        exit_code=container.exit_code if state == "exited" else None,
+        oom_killed=container.oom_killed,
+        host=labels.get(LABEL_HOST, "127.0.0.1"),
+        port=_int(labels.get(LABEL_PORT)),
+        gpus=_gpus(labels.get(LABEL_GPUS)),
+        started_at=container.started_at,
+        uptime_s=uptime,
+        stop_grace_s=_int(labels.get(LABEL_STOP_GRACE)) or 0,
+        drift=None if current_plan_hash is None else current_plan_hash != plan_hash,
+        served_name=labels.get(LABEL_SERVED_NAME, ""),
+        image=container.image,
+        running=container.running,
+    )
+
+
+def current_plan_hash(profile: str) -> str | None:
+    """The plan hash that profile ``profile`` compiles to now, or None when it no longer loads."""
+    from servectl.plan.resolve import resolve
+
+    try:
+        return resolve(profile).plan.plan_hash
+    except ServectlError:
+        return None
+
+
+def _answers_health(client: httpx.Client, url: str) -> bool:
+    import httpx
+
+    try:
+        return client.get(f"{url}/health", timeout=1.0).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def services(
+    *,
+    docker: DockerEngine,
+    http: httpx.Client | None = None,
+    probe: bool = True,
+    plan_hash_of: Callable[[str], str | None] | None = current_plan_hash,
+    state_dir: Path | None = None,
+    scope: Mapping[str, str] | None = None,
+    clock: Callable[[], float] = time.time,
+) -> list[ServiceInfo]:
+    """Every servectl service, derived from labelled containers (Docker is the source of truth).
+
+    Args:
+        docker: the engine.
+        http: client for the ``/health`` probe of running services (a short-lived one when None).
+        probe: probe ``/health`` to tell ready from starting/unhealthy; without it a running service that
+            passed the gate counts as ready.
+        plan_hash_of: profile name -> its plan hash now, for drift; None skips drift (reported as None).
+        state_dir: state folder (history says which containers passed the gate).
+        scope: only containers that also carry these labels (tests use a per-session label).
+        clock: epoch seconds.
+    """
+    containers = docker.list_managed(scope)
+    passed = passed_gate_ids(state_dir or default_state_dir(), [c.id for c in containers]) if containers else set()
+    hashes: dict[str, str | None] = {}
+    out: list[ServiceInfo] = []
+    client = http
+    own = False
+    try:
+        for c in sorted(containers, key=lambda c: (c.labels.get(LABEL_PROFILE, ""), c.name)):
+            profile = c.labels.get(LABEL_PROFILE, "")
+            if plan_hash_of is not None and profile not in hashes:
+                hashes[profile] = plan_hash_of(profile)
+            answers: bool | None = None
+            if probe and c.running:
+                if client is None:
+                    import httpx
+
+                    client, own = httpx.Client(), True
+                port = _int(c.labels.get(LABEL_PORT))
+                host = c.labels.get(LABEL_HOST, "127.0.0.1")
+                host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+                answers = port is not None and _answers_health(client, f"http://{_bracket(host)}:{port}")
+            out.append(
+                service_from_container(
+                    c,
+                    now=clock(),
+                    answers_health=answers,
+                    passed_gate=c.id in passed,
+                    current_plan_hash=hashes.get(profile),
+                )
+            )
+    finally:
+        if own and client is not None:
+            client.close()
+    return out
+
+
+def _bracket(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def find_services(
+    name: str | None,
+    *,
+    docker: DockerEngine,
+    scope: Mapping[str, str] | None = None,
+    state_dir: Path | None = None,
+) -> list[ServiceInfo]:
+    """The services of profile (or container) ``name``; all of them when ``name`` is None."""
+    all_services = services(docker=docker, probe=False, plan_hash_of=None, scope=scope, state_dir=state_dir)
+    if name is None:
+        return all_services
+    return [s for s in all_services if name in (s.profile, s.container_name)]
+
+
+def passed_gate_ids(state_dir: Path, container_ids: Sequence[str]) -> set[str]:
+    """Which of ``container_ids`` passed the health gate: their gate record, or a run event in the history.
+
+    A damaged history counts as no events (``status`` says so in a note), so reading never fails here.
+    """
+    gate = GateRecord(state_dir)
+    passed = {cid for cid in container_ids if gate.passed(cid)}
+    if len(passed) < len(container_ids):  # older services, started before gate records existed
+        events, _ = History(state_dir).readable_events()
+        passed |= {str(e["container_id"]) for e in events if e.get("event") in RUN_EVENTS and e.get("container_id")}
+    return passed & set(container_ids)
