@@ -123,9 +123,12 @@ def up_command(
 def _print_last_lines(profile: str, lines: tuple[str, ...]) -> None:
     if not lines:
         return
+    from servectl.service.swap import LOG_LINE_CHARS
+
     sys.stderr.write(f"last log lines of {profile}:\n")
-    for line in lines[-20:]:
-        sys.stderr.write(f"  | {line}\n")
+    for line in lines[-20:]:  # SGLang prints all its server args on one line: cut like swap does
+        shown = line if len(line) <= LOG_LINE_CHARS else line[: LOG_LINE_CHARS - 3] + "..."
+        sys.stderr.write(f"  | {shown}\n")
 
 
 def down_command(
@@ -142,10 +145,15 @@ def down_command(
         return
     for result in results:
         typer.echo(stop_text(result))
+    from servectl.errors import StateDamaged
     from servectl.paths import state_dir
     from servectl.service.runtime import restore_after_down
 
-    restored = restore_after_down(docker=_docker(), state_dir=state_dir())  # conflicts a swap stopped
+    try:
+        restored = restore_after_down(docker=_docker(), state_dir=state_dir())  # conflicts a swap stopped
+    except StateDamaged as err:  # the service is down; only the record of what to restore is unreadable
+        typer.echo(f"warning: {err.message}", err=True)
+        return
     if restored is not None and restored.summary():
         typer.echo(restored.summary())
 
