@@ -151,11 +151,10 @@ class LogWatcher:
         """Read one line. Returns (counts as engine progress, progress display changed)."""
         if not _PROBE_LINE.search(line):
             self.tail.append(redact(line))
-        if self.fatal is not None and self.fatal.line.endswith(_TRACEBACK_HEAD):
-            # The fatal line only opens a traceback: the exception line at its end says what went wrong.
-            if _EXCEPTION_LINE.match(line):
-                head = self.fatal.line[: -len(_TRACEBACK_HEAD)].rstrip().rstrip(":")
-                self.fatal = FatalLine(self.fatal.reason, f"{head}: {redact(line.strip())}")
+        # A fatal line that only opens a traceback: the exception line at its end says what went wrong.
+        if self.fatal is not None and self.fatal.line.endswith(_TRACEBACK_HEAD) and _EXCEPTION_LINE.match(line):
+            head = self.fatal.line[: -len(_TRACEBACK_HEAD)].rstrip().rstrip(":")
+            self.fatal = FatalLine(self.fatal.reason, f"{head}: {redact(line.strip())}")
         for pattern, regex in self._expect:
             if pattern not in self._seen and regex.search(line):
                 self._seen.add(pattern)
