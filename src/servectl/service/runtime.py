@@ -574,8 +574,8 @@ def _start_recorded(
                 GateRecord(state).forget(started.service.container_id)
             left = _remove_ungated(resolved.name, docker=docker, state=state, scope=scope)
             clear_journal(state)
-            if not isinstance(err, Exception):
-                raise
+            if not isinstance(err, Exception) or (started is None and not left and isinstance(err, ServectlError)):
+                raise  # Ctrl-C without our handlers, or a clear error before anything ran: as it is
             reason = err.lines()[0] if isinstance(err, ServectlError) else f"{type(err).__name__}: {err}"
             raise ServectlError(
                 f"{resolved.name} {'passed its health gate' if started else 'was starting'}, but servectl failed: "
