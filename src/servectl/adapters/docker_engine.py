@@ -512,3 +512,34 @@ class DockerSdkEngine:
     def start(self, container_id: str) -> None:
         with _sdk_errors(f"start container {container_id[:12]}"):
             self.client.api.start(container_id)
+
+    # -- raw documents (``servectl adopt`` translates them with servectl.plan.adopt) ------------------------
+    def container_document(self, id_or_name: str) -> dict[str, Any] | None:
+        """``docker inspect`` of one container as the engine returns it; None when there is none."""
+        docker = _sdk()
+
+        with _sdk_errors(f"inspect container {id_or_name}"):
+            try:
+                return dict(self.client.api.inspect_container(id_or_name))
+            except docker.errors.NotFound:
+                return None
+
+    def image_document(self, ref: str) -> dict[str, Any] | None:
+        """``docker image inspect`` of one image; None when it is not on this host."""
+        docker = _sdk()
+
+        with _sdk_errors(f"inspect image {ref}"):
+            try:
+                return dict(self.client.api.inspect_image(ref))
+            except docker.errors.NotFound:
+                return None
+
+    def volume_folder(self, name: str) -> str | None:
+        """The host folder of a named volume (its Mountpoint); None when there is no such volume."""
+        docker = _sdk()
+
+        with _sdk_errors(f"inspect volume {name}"):
+            try:
+                return str(self.client.api.inspect_volume(name).get("Mountpoint") or "") or None
+            except docker.errors.NotFound:
+                return None

@@ -23,6 +23,7 @@ What cannot be carried over is said in :attr:`Adoption.notes`, never dropped sil
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,13 +35,13 @@ from servectl.plan.compile import LABEL_MANAGED, LABEL_PROFILE
 from servectl.plan.container_match import (
     DOCKER_DEFAULT_SHM_BYTES,
     DOCKER_DEFAULT_STOP_TIMEOUT_S,
-    FOREIGN_LABEL_PREFIXES,
     FlagUse,
     container_env,
     container_mounts,
     format_size,
     gpu_devices,
     looks_secret,
+    own_label,
     scan_engine_args,
     split_engine_command,
 )
@@ -114,6 +115,7 @@ class Adoption:
     unknown_flags: tuple[str, ...]
     container_name: str
     container_id: str
+    origin: str = ""
 
 
 @dataclass
@@ -251,6 +253,7 @@ def adopt_container(
         unknown_flags=tuple(unknown),
         container_name=container_name,
         container_id=container_id,
+        origin=where,
     )
 
 
@@ -377,7 +380,7 @@ def _image(config: Mapping[str, Any], image: Mapping[str, Any] | None, draft: _D
         chosen = next(iter(same_repo or repo_digests), None)
         if chosen is not None:
             digest = chosen.split("@", 1)[1]
-            draft.source("image.digest", f"repo digest of the image the container runs ({image.get('Id', '?')})")
+            draft.source("image.digest", f"repo digest of the image it runs ({image.get('Id', '?')})")
         else:
             image_id = str(image.get("Id") or "?")
             draft.notes.append(
@@ -572,7 +575,7 @@ def _container(
     labels = {
         str(k): str(v)
         for k, v in (config.get("Labels") or {}).items()
-        if not str(k).startswith(FOREIGN_LABEL_PREFIXES) and image_labels.get(k) != v
+        if own_label(str(k)) and image_labels.get(k) != v
     }
     if labels:
         out["labels"] = dict(sorted(labels.items()))
@@ -624,3 +627,121 @@ def adoption_yaml(adoption: Adoption, *, schema_line: str | None = None) -> str:
         lines.append(f"# Before servectl starts it: export {' '.join(adoption.exports)}")
     body = yaml.safe_dump(adoption.data, sort_keys=False, width=110, default_flow_style=False)
     return "\n".join(lines) + "\n" + body
+
+
+# -- compose ---------------------------------------------------------------------------------------------------
+def compose_service_inspect(
+    config: Mapping[str, Any],
+    service: str,
+    *,
+    image: Mapping[str, Any] | None = None,
+    volume_folders: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The ``docker inspect`` document of the container ``docker compose up`` would create for ``service``. Pure.
+
+    Args:
+        config: ``docker compose config --format json`` of the compose file (paths already absolute).
+        service: the service name.
+        image: the service image's inspect (its entrypoint applies when the service sets none).
+        volume_folders: named volume (its full name, e.g. ``proj_cache``) -> host folder (its Mountpoint).
+
+    Raises:
+        AdoptError: no such service in the file.
+    """
+    services = config.get("services") or {}
+    if service not in services:
+        known = ", ".join(sorted(services)) or "none"
+        raise AdoptError(f"the compose file has no service {service!r} (services: {known})")
+    svc: Mapping[str, Any] = services[service]
+    project = str(config.get("name") or "")
+    folders = volume_folders or {}
+    top_volumes = config.get("volumes") or {}
+    mounts: list[dict[str, Any]] = []
+    for v in svc.get("volumes") or ():
+        kind = str(v.get("type") or "bind")
+        read_only = bool(v.get("read_only"))
+        if kind == "volume":
+            full = str((top_volumes.get(v.get("source")) or {}).get("name") or f"{project}_{v.get('source')}")
+            source = folders.get(full) or f"/var/lib/docker/volumes/{full}/_data"
+            mounts.append(
+                {"Type": "volume", "Name": full, "Source": source, "Destination": v.get("target"), "RW": not read_only}
+            )
+        else:
+            mounts.append(
+                {"Type": kind, "Source": v.get("source"), "Destination": v.get("target"), "RW": not read_only}
+            )
+    ports: dict[str, list[dict[str, str]]] = {}
+    for p in svc.get("ports") or ():
+        key = f"{p.get('target')}/{p.get('protocol') or 'tcp'}"
+        ports.setdefault(key, []).append(
+            {"HostIp": str(p.get("host_ip") or ""), "HostPort": str(p.get("published") or "")}
+        )
+    device_requests = []
+    for d in ((((svc.get("deploy") or {}).get("resources") or {}).get("reservations") or {}).get("devices")) or ():
+        count = d.get("count")
+        device_requests.append(
+            {
+                "Driver": str(d.get("driver") or ""),
+                "Count": -1 if count == "all" else int(count or 0),
+                "DeviceIDs": [str(i) for i in d.get("device_ids") or ()],
+                "Capabilities": [list(d.get("capabilities") or ())],
+            }
+        )
+    env = [f"{k}={v}" for k, v in (svc.get("environment") or {}).items() if v is not None]
+    image_config: Mapping[str, Any] = (image or {}).get("Config") or {}
+    env += [e for e in image_config.get("Env") or () if e.split("=", 1)[0] not in (svc.get("environment") or {})]
+    restart = str(svc.get("restart") or "no")
+    policy, _, retries = restart.partition(":")
+    ulimits = []
+    for limit, value in (svc.get("ulimits") or {}).items():
+        soft, hard = (value, value) if isinstance(value, int) else (value.get("soft"), value.get("hard"))
+        ulimits.append({"Name": limit, "Soft": int(soft), "Hard": int(hard)})
+    network = str(svc.get("network_mode") or f"{project}_default")
+    entrypoint = svc.get("entrypoint")
+    command = svc.get("command")
+    name = str(svc.get("container_name") or f"{project}-{service}-1")
+    grace = svc.get("stop_grace_period")
+    return {
+        "Id": "",
+        "Name": "/" + name,
+        "Config": {
+            "Image": str(svc.get("image") or ""),
+            "Entrypoint": _argv(entrypoint) if entrypoint else image_config.get("Entrypoint"),
+            "Cmd": _argv(command) if command else image_config.get("Cmd"),
+            "Env": env,
+            "Labels": {**dict(image_config.get("Labels") or {}), **dict(svc.get("labels") or {})},
+            "StopTimeout": None if grace is None else _duration_s(str(grace)),
+        },
+        "HostConfig": {
+            "NetworkMode": network,
+            "PortBindings": ports if network != "host" else {},
+            "RestartPolicy": {"Name": policy, "MaximumRetryCount": int(retries or 0)},
+            "IpcMode": str(svc.get("ipc") or "private"),
+            "ShmSize": int(svc.get("shm_size") or DOCKER_DEFAULT_SHM_BYTES),
+            "Runtime": svc.get("runtime") or "runc",
+            "DeviceRequests": device_requests or None,
+            "Devices": [
+                {"PathOnHost": str(d.get("source") if isinstance(d, Mapping) else str(d).split(":", 1)[0])}
+                for d in svc.get("devices") or ()
+            ],
+            "Ulimits": ulimits,
+            "Init": svc.get("init"),
+            "Privileged": svc.get("privileged"),
+            "CapAdd": svc.get("cap_add"),
+        },
+        "Mounts": mounts,
+    }
+
+
+def _argv(value: Any) -> list[str]:
+    """A compose command or entrypoint (a list, or a string in shell form) as an argv."""
+    return shlex.split(value) if isinstance(value, str) else [str(t) for t in value]
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s|us|ns)")
+
+
+def _duration_s(text: str) -> int:
+    """A compose duration (``1m30s``, ``45s``) in whole seconds."""
+    scale = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
+    return int(sum(float(n) * scale[u] for n, u in _DURATION.findall(text)))

@@ -24,7 +24,16 @@ from typing import Any
 from servectl.plan.compile import (
     ADAPTIVE_CONFIG_CONTAINER_PATH,
     API_KEY_CONTAINER_PATH,
-    LABEL_PREFIX,
+    LABEL_GPUS,
+    LABEL_HOST,
+    LABEL_MANAGED,
+    LABEL_PLAN_HASH,
+    LABEL_PORT,
+    LABEL_PROFILE,
+    LABEL_ROLE,
+    LABEL_SERVED_NAME,
+    LABEL_SOURCE,
+    LABEL_STOP_GRACE,
     LaunchPlan,
 )
 from servectl.profile.catalog import ArgvError, CatalogOption, FlagCatalog
@@ -32,8 +41,20 @@ from servectl.profile.catalog import ArgvError, CatalogOption, FlagCatalog
 #: Docker's defaults for what ``docker inspect`` leaves empty.
 DOCKER_DEFAULT_SHM_BYTES = 64 * 2**20
 DOCKER_DEFAULT_STOP_TIMEOUT_S = 10
-#: Labels that say who made a container, not how it runs.
-FOREIGN_LABEL_PREFIXES = ("com.docker.compose.", LABEL_PREFIX)
+#: Labels that say who made a container, not how it runs: compose's, and those servectl's compiler sets.
+SERVECTL_LABELS = frozenset(
+    {
+        LABEL_MANAGED, LABEL_PROFILE, LABEL_PLAN_HASH, LABEL_PORT, LABEL_HOST, LABEL_GPUS, LABEL_ROLE,
+        LABEL_SERVED_NAME, LABEL_SOURCE, LABEL_STOP_GRACE,
+    }
+)  # fmt: skip
+
+
+def own_label(key: str) -> bool:
+    """Whether a label is the container's own (not compose's bookkeeping nor servectl's)."""
+    return not key.startswith("com.docker.compose.") and key not in SERVECTL_LABELS
+
+
 #: Stands for "the engine's default", which a plan cannot know (the daemon chooses it).
 ENGINE_DEFAULT = "(engine default)"
 REDACTED = "***"
@@ -252,7 +273,7 @@ def container_fields(
     labels = {
         str(k): str(v)
         for k, v in (config.get("Labels") or {}).items()
-        if not str(k).startswith(FOREIGN_LABEL_PREFIXES) and image_labels.get(k) != v
+        if own_label(str(k)) and image_labels.get(k) != v
     }
     ports = []
     if network != "host":
@@ -310,7 +331,7 @@ def plan_fields(plan: LaunchPlan, catalog: FlagCatalog) -> dict[str, Any]:
         "restart": spec.restart_policy or "no",
         "init": spec.init,
         "stop_timeout_s": spec.stop_timeout_s,
-        "labels": {k: v for k, v in spec.labels.items() if not k.startswith(FOREIGN_LABEL_PREFIXES)},
+        "labels": {k: v for k, v in spec.labels.items() if own_label(k)},
     }
 
 

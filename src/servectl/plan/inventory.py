@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from servectl.errors import ProfileError, ServectlError, UsageError
+from servectl.errors import ProfileError, ProfileTemplate, ServectlError, UsageError
 from servectl.plan.resolve import plan_for
 from servectl.plan.validate import load_profile_file
 from servectl.profile.evidence import evidence_summary_lines, headline, load_record
@@ -41,6 +41,9 @@ def list_profiles() -> list[ProfileRow]:
             continue
         try:
             loaded = load_profile_file(file)
+        except ProfileTemplate:
+            rows.append(ProfileRow(name, str(file.path), file.origin, status="template"))
+            continue
         except ServectlError as err:  # any broken file affects only its own row
             count = (len(err.problems) or 1) if isinstance(err, ProfileError) else 1
             rows.append(
@@ -67,7 +70,11 @@ def list_profiles() -> list[ProfileRow]:
 
 
 def validate_profiles(names: list[str] | None) -> dict[str, ServectlError | None]:
-    """Validate the named profiles (all runnable ones when None): name -> error or None."""
+    """Validate the named profiles (all runnable ones when None): name -> error or None.
+
+    With no names, templates are not errors: they are reported as :class:`ProfileTemplate` values of the
+    result and the caller shows them as such (a fresh install ships one, to be filled in by ``servectl adopt``).
+    """
     if names is None:
         files = {n: f for n, f in discover().items() if not f.is_base}
     else:

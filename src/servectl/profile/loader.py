@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from servectl.errors import Problem, ProfileError, UsageError
+from servectl.errors import Problem, ProfileError, ProfileTemplate, UsageError
 from servectl.paths import SHIPPED_PROFILES_DIR as SHIPPED_PROFILES_DIR  # re-exported
 from servectl.paths import user_profiles_dir
 from servectl.profile.models import Profile
@@ -86,10 +86,10 @@ class LoadedProfile:
         """File and line of the key at ``path`` (or of its closest written parent)."""
         return _locate(self.locations, path, self.file.path)
 
-    def problem(self, path: PathKey, message: str) -> Problem:
+    def problem(self, path: PathKey, message: str, rule: str = "") -> Problem:
         """A problem at a dotted field path, located in the file that wrote it."""
         file, line = self.location(path)
-        return Problem(file=_display(file), line=line, field=_dotted(path), message=message)
+        return Problem(file=_display(file), line=line, field=_dotted(path), message=message, rule=rule)
 
 
 def search_path(*, cwd: Path | None = None, environ: Mapping[str, str] | None = None) -> list[ProfileFolder]:
@@ -160,8 +160,14 @@ def read_profile(name: str, *, folders: Sequence[ProfileFolder] | None = None) -
 
 
 def read_profile_file(file: ProfileFile, *, folders: Sequence[ProfileFolder] | None = None) -> LoadedProfile:
-    """Merge and schema-validate the profile in ``file`` (see :func:`read_profile`)."""
+    """Merge and schema-validate the profile in ``file`` (see :func:`read_profile`).
+
+    Raises:
+        ProfileTemplate: the file is a template (a ``template:`` key says how to fill it in).
+    """
     data, locations, chain = _resolve(file, folders, stack=())
+    if data.get("template") is not None:
+        raise ProfileTemplate(file.name, " ".join(str(data["template"]).split()))
     problems: list[Problem] = []
     if data.get("name") != file.name:
         problems.append(
@@ -172,6 +178,7 @@ def read_profile_file(file: ProfileFile, *, folders: Sequence[ProfileFolder] | N
                 f"{data.get('name')!r} must equal the file name {file.name!r}"
                 if "name" in data
                 else f"missing; add `name: {file.name}`",
+                rule="name",
             )
         )
     _resolve_relative_paths(data, locations)
@@ -183,6 +190,22 @@ def read_profile_file(file: ProfileFile, *, folders: Sequence[ProfileFolder] | N
     if problems:
         raise ProfileError(problems)
     return LoadedProfile(profile=profile, file=file, chain=chain, locations=locations, data=data)
+
+
+# -- templates -----------------------------------------------------------------------------------------
+def template_instructions(path: Path) -> str | None:
+    """What a template file says to do to fill it in (its ``template:`` value); None for a profile file."""
+    try:
+        data, _ = read_yaml(path)
+    except ProfileError:
+        return None
+    value = data.get("template")
+    return None if value is None else " ".join(str(value).split())
+
+
+def is_template_file(path: Path) -> bool:
+    """Whether ``path`` is a template (a file ``servectl adopt`` may replace without --force)."""
+    return template_instructions(path) is not None
 
 
 # -- YAML with locations -------------------------------------------------------------------------------
@@ -199,7 +222,7 @@ def read_yaml(path: Path) -> tuple[dict[str, Any], dict[PathKey, Location]]:
     shown = _display(path)
 
     def fail(message: str, line: int | None = None) -> ProfileError:
-        return ProfileError([Problem(shown, line, "", message)])
+        return ProfileError([Problem(shown, line, "", message, rule="yaml")])
 
     try:
         with path.open("rb") as f:
@@ -244,7 +267,7 @@ def read_yaml(path: Path) -> tuple[dict[str, Any], dict[PathKey, Location]]:
     finally:
         loader.dispose()
     if not isinstance(data, dict) or not isinstance(node, yaml.MappingNode):
-        raise ProfileError([Problem(shown, 1, "", "a profile must be a YAML mapping of keys to values")])
+        raise ProfileError([Problem(shown, 1, "", "a profile must be a YAML mapping of keys to values", rule="yaml")])
     if problems:
         raise ProfileError(problems)
     return data, locations
@@ -272,7 +295,9 @@ def _check_nesting(text: str, shown: str) -> bool:
                 depth += 1
                 if depth > MAX_YAML_DEPTH:
                     line = event.start_mark.line + 1 if event.start_mark else None
-                    raise ProfileError([Problem(shown, line, "", f"nested deeper than {MAX_YAML_DEPTH} levels")])
+                    raise ProfileError(
+                        [Problem(shown, line, "", f"nested deeper than {MAX_YAML_DEPTH} levels", rule="yaml")]
+                    )
             elif isinstance(event, yaml.CollectionEndEvent):
                 depth -= 1
     finally:
@@ -303,16 +328,18 @@ def _check_expansion(root: yaml.Node, shown: str) -> None:
                     f"more than {MAX_YAML_NODES:,} values after expanding aliases; "
                     "a profile this big is a mistake (or an alias bomb): remove the repeated aliases"
                 )
-                raise ProfileError([Problem(shown, None, "", message)])
+                raise ProfileError([Problem(shown, None, "", message, rule="yaml")])
             if height[id(node)] > MAX_YAML_DEPTH:
                 line = node.start_mark.line + 1
-                raise ProfileError([Problem(shown, line, "", f"nested deeper than {MAX_YAML_DEPTH} levels")])
+                raise ProfileError(
+                    [Problem(shown, line, "", f"nested deeper than {MAX_YAML_DEPTH} levels", rule="yaml")]
+                )
             continue
         if id(node) in size:
             continue
         if id(node) in on_path:
             line = node.start_mark.line + 1
-            raise ProfileError([Problem(shown, line, "", "an alias refers to a value that contains it")])
+            raise ProfileError([Problem(shown, line, "", "an alias refers to a value that contains it", rule="yaml")])
         on_path.add(id(node))
         stack.append((node, True))
         stack.extend((c, False) for c in children if id(c) not in size)
@@ -339,7 +366,7 @@ def _walk(node: yaml.Node, path: Path, out: dict[PathKey, Location], problems: l
                 child = (*prefix, key)
                 line = key_node.start_mark.line + 1
                 if key in seen:
-                    problems.append(Problem(shown, line, _dotted(child), "key repeats; keep one"))
+                    problems.append(Problem(shown, line, _dotted(child), "key repeats; keep one", rule="yaml"))
                 seen.add(key)
                 out[child] = (path, line)
                 if not isinstance(value_node, yaml.ScalarNode):  # most values: nothing below them
@@ -362,14 +389,14 @@ def _resolve(
         return data, locations, (file.path,)
     where = _locate(locations, ("extends",), file.path)
     if not isinstance(base_name, str):
-        raise ProfileError([Problem(_display(where[0]), where[1], "extends", "must be a profile name")])
+        raise ProfileError([Problem(_display(where[0]), where[1], "extends", "must be a profile name", rule="extends")])
     if base_name in (*stack, file.name):
         cycle = " -> ".join((*stack, file.name, base_name))
-        raise ProfileError([Problem(_display(where[0]), where[1], "extends", f"cycle: {cycle}")])
+        raise ProfileError([Problem(_display(where[0]), where[1], "extends", f"cycle: {cycle}", rule="extends")])
     try:
         base_file = find_profile(base_name, folders)
     except UsageError as e:
-        raise ProfileError([Problem(_display(where[0]), where[1], "extends", e.message)]) from None
+        raise ProfileError([Problem(_display(where[0]), where[1], "extends", e.message, rule="extends")]) from None
     base_data, base_locations, base_chain = _resolve(base_file, folders, (*stack, file.name))
     merged, merged_locations = _merge(base_data, base_locations, data, locations)
     return merged, merged_locations, (file.path, *base_chain)
@@ -476,7 +503,7 @@ def _pydantic_problems(
             shown = item.get("input")
             text = item["msg"].removeprefix("Value error, ")
             message = f"{shown!r}: {text}" if _is_scalar(shown) else text
-        problems.append(_problem(locations, path, default_file, message))
+        problems.append(_problem(locations, path, default_file, message, rule=f"schema.{kind}"))
     return problems
 
 
@@ -520,9 +547,11 @@ def _model_of(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
-def _problem(locations: Mapping[PathKey, Location], path: PathKey, default_file: Path, message: str) -> Problem:
+def _problem(
+    locations: Mapping[PathKey, Location], path: PathKey, default_file: Path, message: str, rule: str = ""
+) -> Problem:
     file, line = _locate(locations, path, default_file)
-    return Problem(file=_display(file), line=line, field=_dotted(path), message=message)
+    return Problem(file=_display(file), line=line, field=_dotted(path), message=message, rule=rule)
 
 
 def _locate(locations: Mapping[PathKey, Location], path: PathKey, default_file: Path) -> Location:

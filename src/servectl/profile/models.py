@@ -310,6 +310,11 @@ class Profile(_Strict):
     health: HealthSpec = Field(default_factory=HealthSpec)
     conflicts: list[ConflictSpec] = Field(default_factory=list)
     adopted: AdoptedSpec | None = Field(default=None, description="set by `servectl adopt`")
+    template: str | None = Field(
+        default=None,
+        description="marks a template still to be filled in, saying how (e.g. the `servectl adopt` command); "
+        "a template never loads",
+    )
 
 
 def profile_json_schema() -> dict[str, object]:

