@@ -102,8 +102,9 @@ class CatalogError(ProfileError):
 class ProfileTemplate(ProfileError):
     """The profile is a template (it has a ``template:`` key saying how to fill it in) and cannot run yet."""
 
-    def __init__(self, name: str, instructions: str) -> None:
+    def __init__(self, name: str, instructions: str, *, file: str = "", line: int | None = None) -> None:
         super().__init__(f"profile {name} is a template: {instructions}")
+        self.problems = (Problem(file, line, "template", f"a template: {instructions}", rule="template"),)
         self.name = name
         self.instructions = instructions
 

@@ -167,7 +167,8 @@ def read_profile_file(file: ProfileFile, *, folders: Sequence[ProfileFolder] | N
     """
     data, locations, chain = _resolve(file, folders, stack=())
     if data.get("template") is not None:
-        raise ProfileTemplate(file.name, " ".join(str(data["template"]).split()))
+        where, line = _locate(locations, ("template",), file.path)
+        raise ProfileTemplate(file.name, " ".join(str(data["template"]).split()), file=_display(where), line=line)
     problems: list[Problem] = []
     if data.get("name") != file.name:
         problems.append(
