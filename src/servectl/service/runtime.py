@@ -39,7 +39,7 @@ from servectl.errors import (
     UsageError,
 )
 from servectl.paths import state_dir as default_state_dir
-from servectl.plan.compile import LABEL_PROFILE
+from servectl.plan.labels import LABEL_PROFILE
 from servectl.service.health import GateResult, Progress, wait_until_serving
 from servectl.service.host_files import discard_key_file, read_api_key, remove_key_file, write_plan_files
 from servectl.service.image import ImageBuilder, ensure_image
