@@ -159,13 +159,11 @@ def status_command(
     as_json: Annotated[bool, typer.Option("--json", help="print the services as JSON")] = False,
 ) -> None:
     """Each servectl service: profile, state, port, GPUs, uptime, plan hash and drift from its profile."""
+    from servectl.api import status
     from servectl.cli.views.runtime import status_table
-    from servectl.paths import state_dir
-    from servectl.service.journal import status_notes
-    from servectl.service.services import services
 
-    found = services(docker=_docker())
-    notes = status_notes(state_dir=state_dir())  # an unfinished swap, conflicts kept stopped
+    current = status()
+    found, notes = current.services, current.notes
     if as_json:
         typer.echo(json.dumps([s.to_dict() for s in found], indent=2))
         for note in notes:
