@@ -125,9 +125,12 @@ def up_command(
 def _print_last_lines(profile: str, lines: tuple[str, ...]) -> None:
     if not lines:
         return
+    from servectl.service.swap import LOG_LINE_CHARS
+
     sys.stderr.write(f"last log lines of {profile}:\n")
-    for line in lines[-20:]:
-        sys.stderr.write(f"  | {line}\n")
+    for line in lines[-20:]:  # SGLang prints all its server args on one line: cut like swap does
+        shown = line if len(line) <= LOG_LINE_CHARS else line[: LOG_LINE_CHARS - 3] + "..."
+        sys.stderr.write(f"  | {shown}\n")
 
 
 def down_command(
@@ -148,6 +151,8 @@ def down_command(
         typer.echo(stop_text(stopped))
     if result.restored is not None and result.restored.summary():  # conflicts a swap stopped
         typer.echo(result.restored.summary())
+    if result.warning is not None:
+        typer.echo(f"warning: {result.warning}", err=True)
 
 
 def status_command(
