@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from servectl.errors import UsageError
 
 if TYPE_CHECKING:
-    from servectl.adapters.docker_engine import DockerEngine
+    from servectl.adapters.docker import DockerEngine
     from servectl.adapters.gpu import GpuInventory
     from servectl.bench import BenchContext
 

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 def resolve_profile_target(name: str) -> BenchTarget:
     """The running service of profile ``name`` and the provenance its results carry."""
-    from servectl.adapters.docker_engine import DockerSdkEngine
+    from servectl.adapters.docker import DockerSdkEngine
     from servectl.bench.target import bench_target
     from servectl.plan.resolve import resolve
     from servectl.preflight.request import optional_gpu_inventory

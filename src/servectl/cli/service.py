@@ -11,7 +11,7 @@ import typer
 if TYPE_CHECKING:
     from rich.status import Status
 
-    from servectl.adapters.docker_engine import DockerSdkEngine
+    from servectl.adapters.docker import DockerSdkEngine
     from servectl.preflight.model import PreflightReport
     from servectl.service.health import Progress
 
@@ -24,7 +24,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _docker() -> DockerSdkEngine:
-    from servectl.adapters.docker_engine import DockerSdkEngine
+    from servectl.adapters.docker import DockerSdkEngine
 
     return DockerSdkEngine()
 

@@ -95,7 +95,7 @@ def _swap_and_render(
 
 
 def _docker() -> Any:
-    from servectl.adapters.docker_engine import DockerSdkEngine
+    from servectl.adapters.docker import DockerSdkEngine
 
     return DockerSdkEngine()
 

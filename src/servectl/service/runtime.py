@@ -40,7 +40,7 @@ from servectl.service.services import ALIVE_STATES, ServiceInfo, find_services, 
 if TYPE_CHECKING:
     import httpx
 
-    from servectl.adapters.docker_engine import ContainerState, DockerEngine
+    from servectl.adapters.docker import ContainerState, DockerEngine
     from servectl.plan.resolve import Resolved
 
 #: How long a second servectl process waits for the first one (``SERVECTL_LOCK_TIMEOUT_S`` overrides).

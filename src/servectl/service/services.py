@@ -28,7 +28,7 @@ from servectl.plan.compile import (
 if TYPE_CHECKING:
     import httpx
 
-    from servectl.adapters.docker_engine import ContainerState, DockerEngine
+    from servectl.adapters.docker import ContainerState, DockerEngine
 
 
 ServiceState = Literal["starting", "ready", "unhealthy", "exited", "created"]
