@@ -25,6 +25,7 @@ from servectl.profile.logcatalog import escape_template  # noqa: E402
 CATALOGS = ROOT / "src" / "servectl" / "profile" / "catalogs"
 DUMP = Path(engine_dump.__file__)
 P = engine_dump.PLACEHOLDER
+BIND = "address already in use"
 
 #: Lines SGLang's server prints through libraries rather than its loggers: (level, source, template).
 LIBRARY_LINES: tuple[tuple[str, str, str], ...] = (
@@ -38,6 +39,7 @@ LIBRARY_LINES: tuple[tuple[str, str, str], ...] = (
     ("info", "uvicorn/lifespan/on.py", "Application shutdown complete."),
     ("info", "uvicorn/server.py", f"Finished server process [{P}]"),
     ("error", "uvicorn/server.py", f"[Errno {P}] error while attempting to bind on address ({P}): {P}"),
+    ("error", "uvicorn/server.py", f"[Errno {P}] error while attempting to bind on address ({P}): {BIND}"),
     ("info", "uvicorn/protocols/http/h11_impl.py", f'{P} - "{P} {P} HTTP/{P}" {P} {P}'),
     # tqdm bars with SGLang's labels and BAR_FORMAT (sglang/srt/utils/common.py BAR_FORMAT)
     (
@@ -60,6 +62,13 @@ LIBRARY_LINES: tuple[tuple[str, str, str], ...] = (
         "sglang/srt/model_executor/runner/decode_cuda_graph_runner.py:1343",
         f"Capturing batches (bs={P} avail_mem={P} GB): {P}it [{P}, {P}it/s]",
     ),
+    # torch and NCCL errors, as the last line of a scheduler traceback (torch/csrc/cuda, torch/distributed)
+    ("error", "torch CUDACachingAllocator", f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {P}"),
+    ("error", "torch c10/cuda", "RuntimeError: CUDA error: out of memory"),
+    ("error", "torch ProcessGroupNCCL", f"torch.distributed.DistBackendError: NCCL error in: {P}, {P}"),
+    ("error", "nccl", "ncclInternalError: Internal check failed."),
+    ("error", "nccl", f"ncclSystemError: System call (e.g. socket, malloc) or external library call failed{P}"),
+    ("error", "nccl", "ncclUnhandledCudaError: Call to CUDA function failed."),
     # Python tracebacks (a crashing scheduler prints one)
     ("error", "python traceback", "Traceback (most recent call last):"),
     ("error", "python traceback", f'  File "{P}", line {P}, in {P}'),

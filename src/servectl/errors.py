@@ -67,6 +67,11 @@ class Problem:
     line: int | None
     field: str
     message: str
+    rule: str = ""  # what found it: a rule name (``engine.mamba_cache``), ``schema.<kind>``, ``yaml``, ``extends``
+
+    def to_dict(self) -> dict[str, str | int | None]:
+        """Plain dict for ``validate --json``."""
+        return {"file": self.file, "line": self.line, "field": self.field, "rule": self.rule, "message": self.message}
 
     def __str__(self) -> str:
         where = f"{self.file}:{self.line}" if self.line is not None else self.file
@@ -94,8 +99,9 @@ class CatalogError(ProfileError):
 class ProfileTemplate(ProfileError):
     """The profile is a template (it has a ``template:`` key saying how to fill it in) and cannot run yet."""
 
-    def __init__(self, name: str, instructions: str) -> None:
+    def __init__(self, name: str, instructions: str, *, file: str = "", line: int | None = None) -> None:
         super().__init__(f"profile {name} is a template: {instructions}")
+        self.problems = (Problem(file, line, "template", f"a template: {instructions}", rule="template"),)
         self.name = name
         self.instructions = instructions
 

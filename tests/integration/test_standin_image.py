@@ -120,7 +120,7 @@ def test_container_starts_through_phases_serves_health_models_and_streaming_chat
         "50% Completed | 2/4",
         "Load weight end",
         "KV Cache is allocated",
-        "Capture cuda graph end",
+        "CUDA graph end",
         "Uvicorn running on",
         READY_LINE,
     ]

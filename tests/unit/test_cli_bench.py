@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from bench_fakes import FakeOpenAIServer, ScriptedClock
 
-import servectl.bench
+import servectl.bench.qualify
 from servectl.cli.app import main
 
 
@@ -19,13 +19,13 @@ from servectl.cli.app import main
 def server(monkeypatch: pytest.MonkeyPatch) -> FakeOpenAIServer:
     """Route the CLI's run_bench to a scripted server; keep the real run_bench otherwise."""
     fake = FakeOpenAIServer(clock=ScriptedClock(), rate_tok_s=100.0, chunk_tokens=2)
-    real = servectl.bench.run_bench
+    real = servectl.bench.qualify.run_bench
 
     def routed(**kwargs: Any) -> Any:
         assert fake.clock is not None
         return real(**kwargs, transport=fake.transport(), clock=fake.clock)
 
-    monkeypatch.setattr(servectl.bench, "run_bench", routed)
+    monkeypatch.setattr(servectl.bench.qualify, "run_bench", routed)
     return fake
 
 
@@ -190,15 +190,16 @@ def test_bench_name_takes_url_model_key_and_provenance_from_the_profile_lookup(
     capsys: pytest.CaptureFixture[str],
     tmp_path: Path,
 ) -> None:
-    import servectl.cli.bench as cli_bench
+    import servectl.bench.target
     from servectl.bench import BenchContext, CardFreeMemory
+    from servectl.bench.target import BenchTarget
 
     server.required_key = "sk-prof"
     monkeypatch.setenv("PROFILE_KEY", "sk-prof")
     monkeypatch.setattr(
-        cli_bench,
-        "resolve_profile_target",
-        lambda name: cli_bench.BenchTarget(
+        servectl.bench.target,
+        "profile_target",
+        lambda name: BenchTarget(
             url="http://fake:8180",
             model="fake-model",
             api_key_env="PROFILE_KEY",

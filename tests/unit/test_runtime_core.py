@@ -53,7 +53,8 @@ class Env:
         )
 
     def down(self, name: str | None, **kwargs: Any) -> list[runtime.StopResult]:
-        return runtime.down(name=name, docker=self.engine, state_dir=self.home, lock_timeout_s=1, **kwargs)
+        result = runtime.down(name=name, docker=self.engine, state_dir=self.home, lock_timeout_s=1, **kwargs)
+        return list(result.stopped)
 
     def services(self, **kwargs: Any) -> list[ServiceInfo]:
         return services(docker=self.engine, http=self.http, state_dir=self.home, **kwargs)
@@ -307,6 +308,23 @@ def test_down_without_a_name_needs_a_single_service(env: Env) -> None:
         env.down(None)
     env.down("b")
     assert [r.profile for r in env.down(None)] == ["a"]
+
+
+def test_down_restores_the_conflicts_a_swap_stopped_once_no_service_runs(env: Env) -> None:
+    from servectl.adapters.conflicts import StoppedConflict, load_stopped, record_stopped
+    from servectl.testing.swap import FakeConflicts
+
+    env.profile("a")
+    env.profile("b")
+    env.up("a")
+    env.up("b")
+    record_stopped(env.home, StoppedConflict("container", "daily", ("id-daily",), "a", 0.0))
+    conflicts = FakeConflicts()
+    first = runtime.down(name="a", docker=env.engine, state_dir=env.home, lock_timeout_s=1, conflicts=conflicts)
+    assert [s.profile for s in first.stopped] == ["a"] and first.restored is None  # b still runs
+    last = runtime.down(name="b", docker=env.engine, state_dir=env.home, lock_timeout_s=1, conflicts=conflicts)
+    assert last.restored is not None and last.restored.summary() == "restored container daily"
+    assert conflicts.running == {("container", "daily")} and load_stopped(env.home) == []
 
 
 def test_down_of_a_profile_that_does_not_run_is_a_no_op_but_a_typo_is_an_error(env: Env) -> None:

@@ -106,8 +106,11 @@ def test_parsed_args_fill_catalog_defaults_and_sglang_derived_names() -> None:
 
 def test_human_readable_context_length_is_parsed_like_sglang() -> None:
     catalog = load_catalog("sglang-0.5.23", None)
-    assert parse_server_args(catalog, ["--model-path", "/m", "--context-length", "384K"])["context_length"] == 393216
-    with pytest.raises(ArgvError, match="invalid human_readable_int value: 'lots'"):
+    assert parse_server_args(catalog, ["--model-path", "/m", "--context-length", "384Ki"])["context_length"] == 393216
+    assert parse_server_args(catalog, ["--model-path", "/m", "--context-length", "1M"])["context_length"] == 10**6
+    with pytest.raises(ArgvError, match=r"Invalid integer value: .384K.\. Use a plain integer"):
+        parse_server_args(catalog, ["--model-path", "/m", "--context-length", "384K"])
+    with pytest.raises(ArgvError, match="Invalid integer value: 'lots'"):
         parse_server_args(catalog, ["--model-path", "/m", "--context-length", "lots"])
 
 

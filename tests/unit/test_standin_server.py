@@ -54,10 +54,10 @@ def test_startup_log_walks_sglang_phases_in_order_then_ready_line() -> None:
         "] server_args=ServerArgs(model_path=",
         " TP0] Load weight begin. avail mem=",
         "Loading safetensors checkpoint shards:  50% Completed | 2/4 [",
-        " TP0] Load weight end. type=Glm4MoeForCausalLM",
-        " TP0] KV Cache is allocated. #tokens: ",
-        " TP0] Capture cuda graph begin.",
-        " TP0] Capture cuda graph end. Time elapsed: ",
+        " TP0] Load weight end. elapsed=",
+        " TP0] KV Cache is allocated. dtype: ",
+        " TP0] Capture target decode CUDA graph begin.",
+        " TP0] Capture target decode CUDA graph end. bs=",
         f"] INFO:     Uvicorn running on http://127.0.0.1:{proc.port} (Press CTRL+C to quit)",
         f"] {READY_LINE}",
     ]
@@ -85,8 +85,8 @@ def test_health_is_503_while_starting_and_200_once_ready() -> None:
 def test_sparse_mla_decode_backend_is_logged() -> None:
     with started("--dsa-decode-backend", "flashinfer_sparse_mla") as proc:
         proc.wait_ready()
-        line = proc.wait_for_line("FlashInfer sparse-MLA decode backend")
-        assert "(dsa_decode_backend=flashinfer_sparse_mla)" in line
+        line = proc.wait_for_line("Set DSA backends for GLM FP8 KV Cache")
+        assert "decode=flashinfer_sparse_mla." in line
         assert line.endswith(SPARSE_MLA_LINE)
         assert line.index(SPARSE_MLA_LINE) > 0  # after SGLang's timestamp prefix, as the gate reads it
 
@@ -136,7 +136,7 @@ def test_crash_at_phase_exits_with_the_configured_code_after_a_traceback(phase: 
 
 def test_stall_stops_printing_and_health_stays_503() -> None:
     with started(STANDIN_STALL_AT="cuda_graph") as proc:
-        proc.wait_for_line("Capture cuda graph begin")
+        proc.wait_for_line("Capture target decode CUDA graph begin")
         count = len(proc.lines)
         time.sleep(0.6)
         assert len(proc.lines) == count
@@ -154,7 +154,7 @@ def test_fatal_line_is_printed_and_the_engine_hangs() -> None:
 
 def test_never_ready_keeps_printing_progress_every_second() -> None:
     with started(STANDIN_NEVER_READY="1") as proc:
-        proc.wait_for_line("Capture cuda graph begin")
+        proc.wait_for_line("Capture target decode CUDA graph begin")
         proc.wait_for_line(": 2it [", timeout_s=5)
         assert httpx.get(proc.base_url + "/health").status_code == 503
         assert READY_LINE not in "\n".join(proc.lines)
@@ -357,10 +357,10 @@ def test_decode_batch_lines_report_accept_length_every_log_interval() -> None:
     with started("--decode-log-interval", "2", **env) as proc:
         proc.wait_ready()
         httpx.post(proc.base_url + CHAT, json={"messages": HELLO, "max_tokens": 12})
-        line = proc.wait_for_line("Decode batch.")
+        line = proc.wait_for_line("Decode batch,")
         proc.wait_for_line('"POST /v1/chat/completions HTTP/1.1" 200 OK')
-        decode_lines = [entry for entry in proc.lines if "Decode batch." in entry]
-    assert " TP0] Decode batch. #running-req: 1, #token: 14, " in line  # 8 prompt + 2 chunks of 3
+        decode_lines = [entry for entry in proc.lines if "Decode batch," in entry]
+    assert " TP0] Decode batch, #running-req: 1, #token: 14, " in line  # 8 prompt + 2 chunks of 3
     assert "accept len: 3.00, " in line
     assert len(decode_lines) == 2  # 4 chunks, one line every 2
 
@@ -382,7 +382,7 @@ def test_adaptive_speculation_accepts_num_steps_on_the_configured_ladder(tmp_pat
     flags += ["--speculative-adaptive", "--speculative-adaptive-config", str(ladder)]
     with started(*flags) as proc:
         proc.wait_ready()
-        assert proc.wait_for_line("Adaptive speculative decoding enabled: candidate steps [3, 5]")
+        assert proc.wait_for_line("AdaptiveSpeculativeParams initialized: steps=3, candidate_steps=[3, 5]")
 
 
 def test_adaptive_speculation_fails_startup_when_num_steps_is_off_the_ladder(tmp_path: Path) -> None:
@@ -414,5 +414,5 @@ def test_adaptive_speculation_with_a_missing_config_file_fails_startup(tmp_path:
 def test_adaptive_speculation_without_eagle_falls_back_with_a_warning() -> None:
     with started("--speculative-algorithm", "NGRAM", "--speculative-adaptive") as proc:
         proc.wait_ready()
-        warning = proc.wait_for_line("--speculative-adaptive only supports EAGLE/EAGLE3")
-    assert "using static settings" in warning
+        warning = proc.wait_for_line("speculative_adaptive disabled: only EAGLE/EAGLE3")
+    assert warning.endswith("Falling back to static speculative params.")

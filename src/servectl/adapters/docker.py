@@ -216,6 +216,12 @@ class DockerEngine(Protocol):
     def inspect(self, id_or_name: str) -> ContainerState | None:
         """The container's state, or None when there is no such container."""
 
+    def container_document(self, id_or_name: str) -> dict[str, Any] | None:
+        """``docker inspect`` of the container as the engine returns it (plain data), or None."""
+
+    def image_document(self, ref: str) -> dict[str, Any] | None:
+        """``docker image inspect`` of the image as the engine returns it (plain data), or None."""
+
     def logs(self, container_id: str, *, follow: bool, tail: int | None = None, since: float | None = None) -> LogLines:
         """Log lines (stdout and stderr), split on newlines and carriage returns.
 

@@ -9,12 +9,14 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
+from typing import Any
 
 import typer
 
 from servectl.cli.adopt import register as register_adopt
 from servectl.cli.bench import register as register_bench
 from servectl.cli.dev import register as register_dev
+from servectl.cli.doctor import register as register_doctor
 from servectl.cli.preflight import register as register_preflight
 from servectl.cli.profiles import register as register_profiles
 from servectl.cli.render import register as register_render
@@ -22,11 +24,30 @@ from servectl.cli.service import register as register_service
 from servectl.cli.swap import register as register_swap
 from servectl.errors import ServectlError
 
+
+def _flags_show_no_type() -> None:
+    """Print no type after a flag: typer 0.29's rich help shows ``--help <bool>``, but a flag takes no value.
+
+    typer has no setting for it; every option (``--help`` included) is a ``TyperOption``, so one override
+    of its type label covers them all. Options that take a value keep their ``<int>``, ``<path>``...
+    """
+    from typer.core import TyperOption
+
+    shown = TyperOption.display_type_rich
+
+    def display_type_rich(self: TyperOption, ctx: Any) -> str | None:
+        return None if self.is_flag else shown(self, ctx)
+
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+
+_flags_show_no_type()
+
 app = typer.Typer(
     name="servectl",
     help="Launch and manage SGLang serving profiles: validate, preflight, up, swap, bench, render.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
 )
 
@@ -36,6 +57,7 @@ _REGISTER: tuple[Callable[[typer.Typer], None], ...] = (
     register_adopt,  # adopt
     register_bench,  # bench
     register_dev,  # dev build-standin
+    register_doctor,  # doctor
     register_preflight,  # preflight
     register_profiles,  # profiles, show, validate, diff, schema, catalog, promote
     register_render,  # render

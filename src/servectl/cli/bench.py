@@ -1,39 +1,24 @@
 """``servectl bench``: measure TTFT, prefill and decode tok/s of a running server.
 
-Parses options, calls :func:`servectl.bench.run_bench`, renders a progress bar and the results table, writes
-the JSON artifacts (and the plot). Heavy modules (httpx, rich, matplotlib) are imported inside the command.
+Parses options, calls :func:`servectl.bench.qualify.run_profile_bench` (which measures and writes the
+artifacts and the plot), renders a progress bar and the results table. Heavy modules (httpx, rich,
+matplotlib) are imported inside the command.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from servectl.bench.target import BenchTarget
-from servectl.errors import BenchFailed, UsageError
+from servectl.errors import UsageError
 
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
 
-    from servectl.bench import BenchReport, PointResult, Stat
-
-
-def resolve_profile_target(name: str) -> BenchTarget:
-    """The running service of profile ``name`` and the provenance its results carry."""
-    from servectl.adapters.docker import DockerSdkEngine
-    from servectl.bench.target import bench_target
-    from servectl.plan.resolve import resolve
-    from servectl.preflight.request import optional_gpu_inventory
-
-    return bench_target(name=name, docker=DockerSdkEngine(), gpus=optional_gpu_inventory(resolve(name)))
-
-
-# ---------------------------------------------------------------------------------------------------------
+    from servectl.bench import BenchProgressEvent, BenchReport, PointResult, Stat
 
 
 def _int_list(option: str, text: str) -> tuple[int, ...]:
@@ -123,13 +108,6 @@ def _render_notes(console: Console, report: BenchReport) -> None:
         console.print(f"free VRAM after the run: {cards}", highlight=False)
 
 
-def _default_out_dir() -> Path:
-    from servectl.paths import state_dir
-
-    stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    return state_dir() / "bench" / stamp
-
-
 def bench_command(
     name: Annotated[
         str | None,
@@ -175,50 +153,15 @@ def bench_command(
     seed: Annotated[int, typer.Option("--seed", help="Seed of the prompt word salad.")] = 0,
 ) -> None:
     """Measure TTFT, prefill and decode tok/s at each prompt length and concurrency."""
-    if plot is not None:  # before anything else: a missing extra must not cost a whole benchmark
-        from servectl.bench.plot import require_plotting
-
-        require_plotting()
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from servectl.bench import (
-        ApiKey,
-        BenchProgressEvent,
-        BenchSettings,
-        plot_taper,
-        run_bench,
-        write_artifacts,
-    )
+    from servectl.bench.qualify import run_profile_bench
 
-    target = BenchTarget(url=url or "") if name is None else resolve_profile_target(name)
-    if name is None and not url:
-        raise UsageError("bench: give a profile NAME or --url http://HOST:PORT")
-    bench_url = url or target.url
-    key_env = api_key_env or target.api_key_env
-    api_key = None
-    if key_env:
-        value = os.environ.get(key_env)
-        if not value:
-            raise UsageError(f"--api-key-env {key_env}: the variable is not set or empty; export it first")
-        api_key = ApiKey(value)
-    settings = BenchSettings(
-        url=bench_url,
-        model=model or target.model,
-        api_key=api_key,
-        api_key_env=key_env,
-        prompt_tokens=_int_list("--prompt-tokens", prompt_tokens),
-        repeats=repeats,
-        concurrency=_int_list("--concurrency", concurrency),
-        max_tokens=max_tokens,
-        warmup=warmup,
-        timeout_s=timeout,
-        seed=seed,
-    )
-    out_dir = out or _default_out_dir()
+    lengths = _int_list("--prompt-tokens", prompt_tokens)
+    levels = _int_list("--concurrency", concurrency)
     console = Console()
     err_console = Console(stderr=True)
-
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -236,27 +179,34 @@ def bench_command(
             else:
                 what = f"{event.role} {event.prompt_tokens_target:,} tokens"
                 if event.concurrency is not None:
-                    what += f" C{event.concurrency} round {(event.round_index or 0) + 1}/{settings.repeats}"
+                    what += f" C{event.concurrency} round {(event.round_index or 0) + 1}/{repeats}"
             bar.update(task, completed=event.done, total=event.total, description=what)
 
-        report = run_bench(settings=settings, context=target.context, progress=on_progress)
-
-    console.print(results_table(report, width=console.width))
-    _render_notes(console, report)
-    write_artifacts(report, out_dir)
-    console.print(f"artifacts: {out_dir}", highlight=False)
-    if plot is not None:
-        try:
-            console.print(f"plot: {plot_taper(report, plot)}", highlight=False)
-        except ValueError as err:
-            console.print(f"warning: plot not written: {err}", markup=False, highlight=False)
-    flagged = report.flagged_requests
-    if flagged:
-        kinds = ", ".join(sorted({str(r.failure) for r in flagged}))
-        raise BenchFailed(
-            f"bench: {len(flagged)} of {report.measured_requests} measured requests were flagged ({kinds}) "
-            f"and left out of the results; see {out_dir / 'summary.json'}"
+        result = run_profile_bench(
+            name=name,
+            url=url,
+            model=model,
+            api_key_env=api_key_env,
+            prompt_tokens=lengths,
+            concurrency=levels,
+            repeats=repeats,
+            max_tokens=max_tokens,
+            warmup=warmup,
+            timeout_s=timeout,
+            seed=seed,
+            out_dir=out,
+            plot=plot,
+            progress=on_progress,
         )
+
+    console.print(results_table(result.report, width=console.width))
+    _render_notes(console, result.report)
+    console.print(f"artifacts: {result.out_dir}", highlight=False)
+    if result.plot is not None:
+        console.print(f"plot: {result.plot}", highlight=False)
+    if result.plot_error is not None:
+        console.print(f"warning: plot not written: {result.plot_error}", markup=False, highlight=False)
+    result.raise_if_failed()
 
 
 def register(app: typer.Typer) -> None:

@@ -6,17 +6,24 @@ from typing import Annotated
 
 import typer
 
+from servectl.cli.complete import check_ids, profile_names
+
 
 def register(app: typer.Typer) -> None:
     app.command("preflight")(preflight_command)
 
 
 def preflight_command(
-    name: Annotated[str, typer.Argument(help="profile to check")],
+    name: Annotated[str, typer.Argument(help="profile to check", autocompletion=profile_names)],
     as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
     force: Annotated[
         list[str] | None,
-        typer.Option("--force", help="skip one named check (repeatable); recorded in the report"),
+        typer.Option(
+            "--force",
+            metavar="CHECK-ID",
+            autocompletion=check_ids,
+            help="skip one named check (repeatable); recorded in the report",
+        ),
     ] = None,
 ) -> None:
     """Run every preflight check for a profile: exit 0 when none fails, 3 when one does."""

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from servectl.errors import ProfileError
+from servectl.cli.complete import catalog_flags, catalog_or_profile_names, profile_names
+from servectl.errors import ProfileError, ServectlError
 
 
 def register(app: typer.Typer) -> None:
@@ -22,7 +23,7 @@ def register(app: typer.Typer) -> None:
 
 
 def promote_command(
-    name: Annotated[str, typer.Argument(help="profile to promote")],
+    name: Annotated[str, typer.Argument(help="profile to promote", autocompletion=profile_names)],
     evidence: Annotated[Path, typer.Option("--evidence", help="the --out folder of `servectl bench NAME`")],
 ) -> None:
     """Mark a profile promoted, on bench evidence measured on its current plan, image digest and model revision."""
@@ -51,7 +52,7 @@ def profiles_command(
 
 
 def show_command(
-    name: Annotated[str, typer.Argument(help="profile name")],
+    name: Annotated[str, typer.Argument(help="profile name", autocompletion=profile_names)],
     as_json: Annotated[bool, typer.Option("--json", help="print JSON instead of YAML")] = False,
 ) -> None:
     """Print the resolved profile (after `extends`), with where it came from."""
@@ -73,13 +74,24 @@ def show_command(
 
 
 def validate_command(
-    names: Annotated[list[str] | None, typer.Argument(help="profiles to validate (default: all)")] = None,
+    names: Annotated[
+        list[str] | None, typer.Argument(help="profiles to validate (default: all)", autocompletion=profile_names)
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="print each profile with its problems (file, line, field, rule, message)")
+    ] = False,
 ) -> None:
     """Validate profiles (all runnable ones when none are named); exit 2 listing every problem."""
     from servectl.errors import ProfileTemplate
     from servectl.plan.inventory import validate_profiles
 
     results = validate_profiles(names or None)
+    if as_json:
+        typer.echo(json.dumps([_validation_dict(name, error) for name, error in results.items()], indent=2))
+        # with no names, a shipped template (filled in by `servectl adopt`) is not a failure
+        if any(error is not None and (names or not isinstance(error, ProfileTemplate)) for error in results.values()):
+            raise typer.Exit(2)
+        return
     problems: list[str] = []
     for name, error in results.items():
         if error is None:
@@ -93,15 +105,35 @@ def validate_command(
         raise ProfileError("\n".join(problems))
 
 
+def _validation_dict(name: str, error: ServectlError | None) -> dict[str, Any]:
+    if error is None:
+        return {"profile": name, "valid": True, "problems": []}
+    if isinstance(error, ProfileError) and error.problems:
+        problems = [p.to_dict() for p in error.problems]
+    else:  # a usage error (a base profile named) or a message without a location
+        problems = [
+            {"file": "", "line": None, "field": "", "rule": type(error).__name__, "message": line}
+            for line in error.lines()
+        ]
+    return {"profile": name, "valid": False, "problems": problems}
+
+
 def diff_command(
-    a: Annotated[str, typer.Argument(help="first profile")],
-    b: Annotated[str, typer.Argument(help="second profile")],
+    a: Annotated[str, typer.Argument(help="first profile", autocompletion=profile_names)],
+    b: Annotated[str, typer.Argument(help="second profile", autocompletion=profile_names)],
+    as_json: Annotated[bool, typer.Option("--json", help="print the differences as JSON")] = False,
 ) -> None:
     """Show what differs between the resolved launch plans of two profiles."""
     from servectl.plan.resolve import resolve
-    from servectl.plan.script import plan_diff
+    from servectl.plan.script import plan_changes, plan_diff
 
-    lines = plan_diff(resolve(a).plan, resolve(b).plan)
+    # a diff shows plans, like up --dry-run: an unset ${VAR} stays visible instead of failing the command
+    plan_a, plan_b = resolve(a, keep_unset=True).plan, resolve(b, keep_unset=True).plan
+    if as_json:
+        changes = [{"field": field, "a": va, "b": vb} for field, va, vb in plan_changes(plan_a, plan_b)]
+        typer.echo(json.dumps({"a": a, "b": b, "changes": changes}, indent=2))
+        return
+    lines = plan_diff(plan_a, plan_b)
     if not lines:
         typer.echo(f"{a} and {b} compile to the same launch")
     for line in lines:
@@ -116,8 +148,16 @@ def schema_command() -> None:
 
 
 def catalog_command(
-    name: Annotated[str, typer.Argument(help="catalog name, or a profile name to see its extended catalog")] = "",
-    grep: Annotated[str, typer.Option("--grep", "-g", help="only flags containing this text")] = "",
+    name: Annotated[
+        str,
+        typer.Argument(
+            help="catalog name, or a profile name to see its extended catalog",
+            autocompletion=catalog_or_profile_names,
+        ),
+    ] = "",
+    grep: Annotated[
+        str, typer.Option("--grep", "-g", help="only flags containing this text", autocompletion=catalog_flags)
+    ] = "",
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
     """List the flags a catalog holds (the shipped ones when no name is given)."""

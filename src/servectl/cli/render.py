@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from servectl.cli.complete import profile_names
 from servectl.errors import UsageError
 
 
@@ -14,7 +15,7 @@ def register(app: typer.Typer) -> None:
 
 
 def render_command(
-    name: Annotated[str | None, typer.Argument(help="profile to render")] = None,
+    name: Annotated[str | None, typer.Argument(help="profile to render", autocompletion=profile_names)] = None,
     to: Annotated[
         str | None,
         typer.Option("--to", help="compose or k8s (with --all: only that target)", metavar="TARGET"),

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from servectl.cli.complete import check_ids, profile_names
+
 if TYPE_CHECKING:
     from rich.status import Status
 
@@ -66,21 +68,30 @@ class _ProgressDisplay:
 
 
 def up_command(
-    name: Annotated[str, typer.Argument(help="profile to start")],
+    name: Annotated[str, typer.Argument(help="profile to start", autocompletion=profile_names)],
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="print the exact docker run and SGLang argv; touch nothing")
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="with --dry-run: print the plan as JSON")] = False,
     force: Annotated[
         list[str] | None,
-        typer.Option("--force", help="skip one named preflight check (repeatable); recorded in the history"),
+        typer.Option(
+            "--force",
+            metavar="CHECK-ID",
+            autocompletion=check_ids,
+            help="skip one named preflight check (repeatable); recorded in the history",
+        ),
     ] = None,
 ) -> None:
     """Validate, preflight and start a profile, then wait until it really serves."""
     from servectl.plan.resolve import resolve
 
-    resolved = resolve(name)
+    resolved = resolve(name, keep_unset=dry_run)
     if dry_run:
+        if resolved.unset:
+            names = ", ".join("${" + var + "}" for var in resolved.unset)
+            exports = " ".join(f"{var}=..." for var in resolved.unset)
+            sys.stderr.write(f"warning: {names} not set; shown unresolved (`up` needs them: export {exports})\n")
         if as_json:
             typer.echo(resolved.plan.to_json())
         else:
@@ -129,25 +140,24 @@ def _print_last_lines(profile: str, lines: tuple[str, ...]) -> None:
 
 
 def down_command(
-    name: Annotated[str | None, typer.Argument(help="profile to stop (default: the only running service)")] = None,
+    name: Annotated[
+        str | None,
+        typer.Argument(help="profile to stop (default: the only running service)", autocompletion=profile_names),
+    ] = None,
 ) -> None:
     """Stop a service (SIGTERM, grace period, SIGKILL), remove its container and confirm it is gone."""
     from servectl.cli.views.runtime import stop_text
     from servectl.preflight.request import optional_gpu_inventory
     from servectl.service.runtime import down
 
-    results = down(name=name, docker=_docker(), gpus=optional_gpu_inventory())
-    if not results:
+    result = down(name=name, docker=_docker(), gpus=optional_gpu_inventory())
+    if not result.stopped:
         typer.echo(f"{name} is not running; nothing to stop" if name else "no servectl service runs; nothing to stop")
         return
-    for result in results:
-        typer.echo(stop_text(result))
-    from servectl.paths import state_dir
-    from servectl.service.runtime import restore_after_down
-
-    restored = restore_after_down(docker=_docker(), state_dir=state_dir())  # conflicts a swap stopped
-    if restored is not None and restored.summary():
-        typer.echo(restored.summary())
+    for stopped in result.stopped:
+        typer.echo(stop_text(stopped))
+    if result.restored is not None and result.restored.summary():  # conflicts a swap stopped
+        typer.echo(result.restored.summary())
 
 
 def status_command(
@@ -178,7 +188,9 @@ def status_command(
 
 
 def logs_command(
-    name: Annotated[str, typer.Argument(help="profile (or container name) of the service")],
+    name: Annotated[
+        str, typer.Argument(help="profile (or container name) of the service", autocompletion=profile_names)
+    ],
     follow: Annotated[bool, typer.Option("-f", "--follow", help="keep printing new lines")] = False,
     tail: Annotated[int | None, typer.Option("--tail", help="only the last N lines", min=0)] = None,
 ) -> None:

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from servectl.cli.complete import check_ids, profile_names
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -26,9 +28,14 @@ def register(app: typer.Typer) -> None:
 
 def swap_command(
     target: Annotated[
-        str | None, typer.Argument(help="profile to run instead; default: the running profile's rollback:")
+        str | None,
+        typer.Argument(
+            help="profile to run instead; default: the running profile's rollback:", autocompletion=profile_names
+        ),
     ] = None,
-    force: Annotated[list[str] | None, typer.Option("--force", metavar="CHECK-ID", help=_FORCE_HELP)] = None,
+    force: Annotated[
+        list[str] | None, typer.Option("--force", metavar="CHECK-ID", help=_FORCE_HELP, autocompletion=check_ids)
+    ] = None,
     wait_s: Annotated[float | None, typer.Option("--wait", metavar="SECONDS", help=_WAIT_HELP)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
 ) -> None:
@@ -42,7 +49,9 @@ def swap_command(
 
 
 def rollback_command(
-    force: Annotated[list[str] | None, typer.Option("--force", metavar="CHECK-ID", help=_FORCE_HELP)] = None,
+    force: Annotated[
+        list[str] | None, typer.Option("--force", metavar="CHECK-ID", help=_FORCE_HELP, autocompletion=check_ids)
+    ] = None,
     wait_s: Annotated[float | None, typer.Option("--wait", metavar="SECONDS", help=_WAIT_HELP)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
 ) -> None:
@@ -54,7 +63,10 @@ def rollback_command(
 
 def rollback_check_command(
     name: Annotated[
-        str | None, typer.Argument(help="profile whose rollback target to check; default: all that have one")
+        str | None,
+        typer.Argument(
+            help="profile whose rollback target to check; default: all that have one", autocompletion=profile_names
+        ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the checks as JSON")] = False,
 ) -> None:

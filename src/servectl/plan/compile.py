@@ -388,6 +388,33 @@ class VariablesKeptLiteral(Mapping[str, str]):
         return 0
 
 
+class UnsetKeptLiteral(Mapping[str, str]):
+    """An environment in which an unset variable stays a reference to itself; ``unset`` lists those asked for.
+
+    For ``up --dry-run``: the plan shows ``${MODEL_ROOT}`` where the value is missing instead of refusing.
+    """
+
+    def __init__(self, environ: Mapping[str, str]) -> None:
+        self._environ = environ
+        self.unset: list[str] = []
+
+    def __getitem__(self, key: str) -> str:
+        if key in self._environ:
+            return self._environ[key]
+        if key not in self.unset:
+            self.unset.append(key)
+        return "${" + key + "}"
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._environ)
+
+    def __len__(self) -> int:
+        return len(self._environ)
+
+
 def project_dir_of(profile_file: Path) -> Path | None:
     """The project folder of a profile file: the folder above its folder (``<project>/profiles/x.yaml``).
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from servectl.errors import Problem
 from servectl.plan.compile import catalog_for, catalog_problems
 from servectl.profile.catalog import ArgvError
+from servectl.profile.logcatalog import LogCatalog
 from servectl.profile.models import Profile
 
 if TYPE_CHECKING:
@@ -215,6 +216,29 @@ def no_literal_secrets(p: Profile) -> RuleResult:
             )
 
 
+@rule("health.expect_log")
+def expect_log_is_printable(p: Profile) -> RuleResult:
+    """Each expect_log pattern matches a line the engine build can print (its log catalog, from its source)."""
+    if not p.health.expect_log:
+        return
+    try:
+        logs = LogCatalog.load(p.engine.catalog)
+    except KeyError:
+        return  # no log catalog for this build: nothing to check against
+    for i, pattern in enumerate(p.health.expect_log):
+        if logs.can_match(pattern):
+            continue
+        near = "; ".join(repr(t.shown()[:100]) for t in logs.nearest(pattern))
+        hint = f"; nearest real lines: {near}" if near else ""
+        yield (
+            ("health", "expect_log", i),
+            (
+                f"{pattern!r} matches no line {logs.name} prints (log catalog from its source), so the gate would "
+                f"fail a healthy server{hint}; match a line's literal text"
+            ),
+        )
+
+
 @rule("engine.catalog")
 def flags_in_catalog(p: Profile) -> RuleResult:
     """Every compiled flag exists in the profile's catalog with a value of the right type and choice."""
@@ -232,7 +256,7 @@ def flags_in_catalog(p: Profile) -> RuleResult:
 def check_profile(loaded: LoadedProfile) -> list[Problem]:
     """Run every rule; one located problem per finding."""
     problems: list[Problem] = []
-    for func in RULES.values():
+    for name, func in RULES.items():
         for path, message in func(loaded.profile):
-            problems.append(loaded.problem(path, message))
+            problems.append(loaded.problem(path, message, rule=name))
     return problems

@@ -37,14 +37,17 @@ def dry_run_text(plan: LaunchPlan) -> str:
     return "\n".join(out) + "\n"
 
 
-def plan_diff(a: LaunchPlan, b: LaunchPlan) -> list[str]:
-    """Lines naming every field that differs between two plans (engine flags compared by flag)."""
-    lines: list[str] = []
+def plan_changes(a: LaunchPlan, b: LaunchPlan) -> list[tuple[str, Any, Any]]:
+    """Every field that differs between two plans as ``(field, value in a, value in b)``; None is unset.
+
+    Engine flags are compared by flag (``engine --context-length``), the rest by dotted plan field.
+    """
+    changes: list[tuple[str, Any, Any]] = []
     flags_a, flags_b = _flags(a.engine_argv), _flags(b.engine_argv)
     for flag in sorted(set(flags_a) | set(flags_b)):
         va, vb = flags_a.get(flag), flags_b.get(flag)
         if va != vb:
-            lines.append(f"engine {flag}: {_show(va)} -> {_show(vb)}")
+            changes.append((f"engine {flag}", va, vb))
     da, db = _flatten(a.to_dict()), _flatten(b.to_dict())
     skip = (
         "engine_argv",
@@ -58,8 +61,13 @@ def plan_diff(a: LaunchPlan, b: LaunchPlan) -> list[str]:
         if key.startswith(skip):
             continue
         if da.get(key) != db.get(key):
-            lines.append(f"{key}: {_show(da.get(key))} -> {_show(db.get(key))}")
-    return lines
+            changes.append((key, da.get(key), db.get(key)))
+    return changes
+
+
+def plan_diff(a: LaunchPlan, b: LaunchPlan) -> list[str]:
+    """Lines naming every field that differs between two plans (engine flags compared by flag)."""
+    return [f"{field}: {_show(va)} -> {_show(vb)}" for field, va, vb in plan_changes(a, b)]
 
 
 def _flags(argv: tuple[str, ...]) -> dict[str, str]:

@@ -13,13 +13,14 @@ exactly as servectl validated it.
 
 from __future__ import annotations
 
+import argparse
 import difflib
 import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 CATALOG_DIR = Path(__file__).resolve().parent / "catalogs"
 
@@ -90,8 +91,13 @@ class FlagCatalog:
     engine: str
     version: str
     options: tuple[CatalogOption, ...]
+    #: Data SGLang's own type functions check against (``--cuda-graph-config`` phases and keys).
+    type_rules: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    #: argparse's rule for "-1" / "-.5" being a value, as the engine's Python has it.
+    negative_number: str = r"^-\d+$|^-\d*\.\d+$"
     _by_flag: dict[str, CatalogOption] = field(init=False, repr=False, compare=False)
     _by_dest: dict[str, CatalogOption] = field(init=False, repr=False, compare=False)
+    _parser: argparse.ArgumentParser | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         by_flag: dict[str, CatalogOption] = {}
@@ -104,6 +110,7 @@ class FlagCatalog:
             by_dest.setdefault(opt.dest, opt)
         object.__setattr__(self, "_by_flag", by_flag)
         object.__setattr__(self, "_by_dest", by_dest)
+        object.__setattr__(self, "_parser", None)
 
     # -- construction -------------------------------------------------------------------------------
     @staticmethod
@@ -125,11 +132,14 @@ class FlagCatalog:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, name: str) -> FlagCatalog:
+        argparse_facts = data.get("argparse") or {}
         return cls(
             name=name,
             engine=str(data.get("engine", "sglang")),
             version=str(data.get("version", "")),
             options=tuple(CatalogOption.from_dict(o) for o in data["options"]),
+            type_rules=dict(data.get("type_rules") or {}),
+            negative_number=str(argparse_facts.get("negative_number") or r"^-\d+$|^-\d*\.\d+$"),
         )
 
     def extended(self, extension: Mapping[str, Any]) -> FlagCatalog:
@@ -157,7 +167,14 @@ class FlagCatalog:
             if clash:
                 raise ValueError(f"catalog extension: flag {clash[0]} already exists in {self.name}")
             options.append(new)
-        return FlagCatalog(name=f"{self.name}+ext", engine=self.engine, version=self.version, options=tuple(options))
+        return FlagCatalog(
+            name=f"{self.name}+ext",
+            engine=self.engine,
+            version=self.version,
+            options=tuple(options),
+            type_rules=self.type_rules,
+            negative_number=self.negative_number,
+        )
 
     # -- lookup -------------------------------------------------------------------------------------
     def option(self, name: str) -> CatalogOption | None:
@@ -171,12 +188,13 @@ class FlagCatalog:
         exact = self._by_flag.get(flag) or (None if name.startswith("--") else self._by_dest.get(name))
         if exact is not None:
             return exact
-        matches = {opt.dest: opt for f, opt in self._by_flag.items() if f.startswith(flag)}
+        # argparse (3.11) counts option strings, not options: two spellings of one option are ambiguous too,
+        # and the engine parser's own --help takes part.
+        matches = [f for f in (*self._by_flag, "--help") if f.startswith(flag)]
         if len(matches) == 1:
-            return next(iter(matches.values()))
+            return self._by_flag.get(matches[0])
         if len(matches) > 1:
-            spelled = ", ".join(sorted(o.primary_flag for o in matches.values())[:6])
-            raise ArgvError(f"ambiguous option: {flag} could match {spelled}")
+            raise ArgvError(f"ambiguous option: {flag} could match {', '.join(matches)}")
         return None
 
     def close_matches(self, name: str, n: int = 3) -> list[str]:
@@ -192,123 +210,167 @@ class FlagCatalog:
         Raises:
             ArgvError: the token is not a valid value (argparse wording).
         """
-        converted = _convert_type(opt, raw)
-        if opt.choices is not None:
-            probe = raw if opt.type not in ("int", "float") else str(converted)
-            if probe not in opt.choices and raw not in opt.choices:
-                choices = ", ".join(repr(c) for c in opt.choices)
-                raise ArgvError(f"argument {'/'.join(opt.flags)}: invalid choice: {raw!r} (choose from {choices})")
-        return converted
+        return self.parse_argv([opt.primary_flag, raw])[opt.dest]
 
     def parse_argv(self, argv: Sequence[str]) -> dict[str, Any]:
-        """Parse engine flags (no positional arguments) into ``{dest: value}``.
+        """Parse engine flags (no positional arguments) into ``{dest: value}`` for the flags given.
 
-        Supports ``--flag value``, ``--flag=value``, nargs ``?``/``*``/``+``, switches and ``--no-x``.
+        Follows the standard library's argparse (3.11) step by step, with SGLang's own type functions
+        (:mod:`servectl.profile.sglang_types`): abbreviations, ``-1``/``-.5`` as values but ``-1e3`` as a flag,
+        dash-leading values with a space, ``--flag=value``, nargs, choices and argparse's messages. An argv with
+        a ``--`` separator goes through argparse itself (rebuilt from the catalog).
 
         Raises:
             ArgvError: an unknown flag, a missing or invalid value, or a stray token, in argparse wording.
         """
+        if "--" in argv:
+            return self._argparse().parse_args(list(argv)).__dict__
+        kinds = [self._classify(token) for token in argv]
         result: dict[str, Any] = {}
+        extras: list[str] = []
         i = 0
-        unrecognized: list[str] = []
         while i < len(argv):
-            token = argv[i]
+            kind = kinds[i]
+            if kind is None:  # a value no option took
+                extras.append(argv[i])
+                i += 1
+                continue
+            opt, explicit = kind
             i += 1
-            if not token.startswith("--"):
-                unrecognized.append(token)
+            if opt is None:  # looks like an option, is none of the parser's
+                extras.append(argv[i - 1])
                 continue
-            flag, eq, inline = token.partition("=")
-            opt = self.option(flag)
-            if opt is None:
-                unrecognized.append(token)
-                continue
-            shown = "/".join(opt.flags)
+            shown = "/".join(f for f in opt.flags if not (opt.kind == BOOL_OPTIONAL and f.startswith("--no-")))
             if not opt.takes_value:
-                if eq:
-                    raise ArgvError(f"argument {shown}: ignored explicit argument {inline!r}")
+                if explicit is not None:
+                    raise ArgvError(f"argument {shown}: ignored explicit argument {explicit!r}")
                 if opt.kind == BOOL_OPTIONAL:
-                    result[opt.dest] = "--no-" + opt.flags[0][2:] != flag
+                    result[opt.dest] = not argv[i - 1].startswith("--no-") or argv[i - 1] in opt.flags[:1]
                 else:
                     result[opt.dest] = True
                 continue
-            values: list[str] = []
-            if eq:
-                values.append(inline)
+            if explicit is not None:
+                values = [explicit]
             else:
-                while i < len(argv) and not _looks_like_flag(argv[i]):
+                values = []
+                while i < len(argv) and kinds[i] is None:
                     values.append(argv[i])
                     i += 1
-                    if opt.nargs in (None, "?"):
-                        break
+                taken = {None: 1, "?": min(1, len(values))}.get(opt.nargs, len(values))
+                values, rest = values[:taken], values[taken:]
+                extras.extend(rest)
             if opt.nargs is None and len(values) != 1:
                 raise ArgvError(f"argument {shown}: expected one argument")
             if opt.nargs == "+" and not values:
                 raise ArgvError(f"argument {shown}: expected at least one argument")
-            converted = [self.convert(opt, v) for v in values]
+            converted = [self._convert(opt, shown, v) for v in values]
             if opt.nargs is None:
                 result[opt.dest] = converted[0]
             elif opt.nargs == "?":
-                result[opt.dest] = converted[0] if converted else opt.default
+                result[opt.dest] = converted[0] if converted else None  # argparse: const, None here
             else:
                 result[opt.dest] = converted
-        if unrecognized:
-            raise ArgvError(f"unrecognized arguments: {' '.join(unrecognized)}")
+        if extras:
+            raise ArgvError(f"unrecognized arguments: {' '.join(extras)}")
         return result
 
+    def _classify(self, token: str) -> tuple[CatalogOption | None, str | None] | None:
+        """argparse's ``_parse_optional``: None for a value, else (option or None if unknown, explicit value)."""
+        if not token or token[0] != "-" or len(token) == 1:
+            return None
+        if token in self._by_flag:
+            return self._by_flag[token], None
+        if "=" in token:
+            flag, _, explicit = token.partition("=")
+            if flag in self._by_flag:
+                return self._by_flag[flag], explicit
+        if token.startswith("--"):
+            flag, eq, explicit = token.partition("=")
+            matches = [f for f in (*self._by_flag, "--help") if f.startswith(flag)]
+            if len(matches) > 1:
+                raise ArgvError(f"ambiguous option: {flag} could match {', '.join(matches)}")
+            if len(matches) == 1:
+                if matches[0] == "--help":
+                    raise ArgvError("--help: the engine would print its help and exit")
+                return self._by_flag[matches[0]], explicit if eq else None
+        elif token.startswith("-h"):
+            raise ArgvError(f"{token}: the engine would print its help and exit")
+        if re.match(self.negative_number, token):
+            return None  # the parser has no option that looks like a negative number
+        if " " in token:
+            return None
+        return None, None
 
-def _looks_like_flag(token: str) -> bool:
-    return token.startswith("--") or (token.startswith("-") and not _is_number(token))
+    def _convert(self, opt: CatalogOption, shown: str, raw: str) -> Any:
+        convert = self._type_functions().get(opt.dest)
+        if convert is None:
+            from servectl.profile.sglang_types import type_function
+
+            convert = type_function(opt.type, self.type_rules)
+            self._type_functions()[opt.dest] = convert
+        try:
+            value = convert(raw)
+        except argparse.ArgumentTypeError as err:
+            raise ArgvError(f"argument {shown}: {err}") from None
+        except (TypeError, ValueError):
+            name = getattr(convert, "__name__", repr(convert))
+            raise ArgvError(f"argument {shown}: invalid {name} value: {raw!r}") from None
+        if opt.choices is not None:
+            allowed = [convert(c) for c in opt.choices] if opt.type in ("int", "float") else list(opt.choices)
+            if value not in allowed:
+                choices = ", ".join(repr(c) for c in allowed)
+                raise ArgvError(f"argument {shown}: invalid choice: {value!r} (choose from {choices})")
+        return value
+
+    def _type_functions(self) -> dict[str, Any]:
+        cache = self.__dict__.get("_types")
+        if cache is None:
+            cache = {}
+            object.__setattr__(self, "_types", cache)
+        return cache
+
+    def _argparse(self) -> argparse.ArgumentParser:
+        parser = self._parser
+        if parser is None:
+            parser = _build_parser(self)
+            object.__setattr__(self, "_parser", parser)
+        return parser
 
 
-def _is_number(token: str) -> bool:
-    try:
-        float(token)
-    except ValueError:
-        return False
-    return True
+class _RaisingParser(argparse.ArgumentParser):
+    """argparse that raises :class:`ArgvError` instead of printing usage and exiting."""
+
+    def error(self, message: str) -> NoReturn:
+        raise ArgvError(message)
+
+    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
+        raise ArgvError(message or f"exit {status}")
 
 
-_SUFFIX = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
-_DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
-_BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+def _build_parser(catalog: FlagCatalog) -> argparse.ArgumentParser:
+    """The engine's parser rebuilt from the catalog (every default suppressed: only given flags come back)."""
+    from servectl.profile.sglang_types import type_function
 
-
-def human_readable_int(raw: str) -> int:
-    """SGLang's ``human_readable_int``: ``1k`` = 1,000, ``1K`` = 1,024, ``25.6k`` = 25,600, plain ints."""
-    value = raw.strip()
-    match = _SUFFIX.fullmatch(value)
-    if match:
-        number, suffix = match.groups()
-        if suffix in _DECIMAL:
-            return int(float(number) * _DECIMAL[suffix])
-        if "." in number:
-            raise ValueError(f"decimals are not allowed with binary suffix {suffix}")
-        return int(number) * _BINARY[suffix]
-    return int(value)
-
-
-def _convert_type(opt: CatalogOption, raw: str) -> Any:
-    kind = opt.type or "str"
-    try:
-        if kind == "int":
-            return int(raw)
-        if kind == "float":
-            return float(raw)
-        if kind == "human_readable_int":
-            return human_readable_int(raw)
-        if kind == "loads":
-            return json.loads(raw)
-        if kind == "json_list_type":
-            value = json.loads(raw)
-            if not isinstance(value, list):
-                raise ValueError("not a JSON list")
-            return value
-        if kind == "nullable_str":
-            return None if raw.lower() in ("none", "null", "") else raw
-        return raw  # str and parser-specific string types (validated by choices where present)
-    except ValueError:
-        shown = "/".join(opt.flags)
-        raise ArgvError(f"argument {shown}: invalid {kind} value: {raw!r}") from None
+    parser = _RaisingParser(prog="launch_server.py", add_help=False, argument_default=argparse.SUPPRESS)
+    # The engine's Python decides which "-1e3"-like tokens are values; use what the catalog recorded.
+    parser._negative_number_matcher = re.compile(catalog.negative_number)
+    for opt in catalog.options:
+        flags = list(opt.flags)
+        if opt.kind == BOOL_OPTIONAL:
+            flags = [f for f in flags if not (f.startswith("--no-") and "--" + f[5:] in flags)]
+            parser.add_argument(*flags, dest=opt.dest, action=argparse.BooleanOptionalAction)
+        elif opt.kind in (SWITCH, SWITCH_DEPRECATED):
+            parser.add_argument(*flags, dest=opt.dest, action="store_true")
+        elif opt.kind == CONST_DEPRECATED:
+            parser.add_argument(*flags, dest=opt.dest, action="store_const", const=True)
+        else:
+            convert = type_function(opt.type, catalog.type_rules)
+            choices = None
+            if opt.choices is not None:
+                choices = [convert(c) if opt.type in ("int", "float") else c for c in opt.choices]
+            nargs: Any = opt.nargs
+            parser.add_argument(*flags, dest=opt.dest, type=convert, nargs=nargs, choices=choices)
+    return parser
 
 
 def format_value(value: Any) -> list[str]:

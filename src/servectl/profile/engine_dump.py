@@ -119,40 +119,46 @@ def _is_logger(node: ast.expr) -> bool:
     return "log" in name.lower()
 
 
-def _templates(node: ast.expr) -> list[str] | None:
+def _templates(node: ast.expr, env: dict[str, list[ast.expr]] | None = None) -> list[str] | None:
     """The literal text of a message expression with a placeholder for every formatted value.
 
     Handles literals, f-strings, implicit concatenation, ``+``, ``%`` and ``.format``. A formatted value that
     picks between literals (``{'a' if x else 'b'}``) gives one template per choice. None when the message is
-    not built from a literal (``logger.info(msg)``).
+    not built from a literal (``logger.info(msg)``). ``env``: local names assigned message pieces in the
+    function (``name = f"{label} KV Cache" if label else "KV Cache"``) are read through, one template per value.
     """
+    env = env or {}
+    if isinstance(node, ast.Name) and node.id in env:
+        rest = {k: v for k, v in env.items() if k != node.id}
+        each = [_templates(value, rest) for value in env[node.id]]
+        return None if any(e is None for e in each) else [t for e in each for t in e or ()][:_MAX_VARIANTS]
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return [node.value]
     if isinstance(node, ast.IfExp):
-        body, orelse = _templates(node.body), _templates(node.orelse)
+        body, orelse = _templates(node.body, env), _templates(node.orelse, env)
         return None if body is None or orelse is None else body + orelse
     if isinstance(node, ast.JoinedStr):
         out = [""]
         for part in node.values:
-            inner = part.value if isinstance(part, ast.FormattedValue) else part
-            choices = _templates(inner) if isinstance(inner, ast.Constant | ast.IfExp) else None
+            value = part.value if isinstance(part, ast.FormattedValue) else part
+            choices = _templates(value, env) if isinstance(value, ast.Constant | ast.IfExp | ast.Name) else None
             if isinstance(part, ast.FormattedValue) and part.format_spec is not None:
                 choices = None  # a formatted number: its text depends on the value
             out = [o + c for o in out for c in (choices or [PLACEHOLDER])][:_MAX_VARIANTS]
         return out
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        left, right = _templates(node.left), _templates(node.right)
+        left, right = _templates(node.left, env), _templates(node.right, env)
         if left is None and right is None:
             return None
         return [a + b for a in left or [PLACEHOLDER] for b in right or [PLACEHOLDER]][:_MAX_VARIANTS]
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
-        fmt = _templates(node.left)
+        fmt = _templates(node.left, env)
         return None if fmt is None else [_percent(f) for f in fmt]
     if (
         isinstance(node, ast.Call)
         and isinstance(node.func, ast.Attribute)
         and node.func.attr == "format"
-        and (fmt := _templates(node.func.value)) is not None
+        and (fmt := _templates(node.func.value, env)) is not None
     ):
         return [_braces(f) for f in fmt]
     return None
@@ -173,6 +179,23 @@ def _braces(fmt: str) -> str:
     import re
 
     return re.sub(r"\{\{|\}\}|\{[^{}]*\}", lambda m: m.group()[0] if m.group() in ("{{", "}}") else PLACEHOLDER, fmt)
+
+
+def _local_strings(tree: ast.AST) -> dict[int, dict[str, list[ast.expr]]]:
+    """Per logging-call line: the values assigned to each local name of its function (to read messages through)."""
+    out: dict[int, dict[str, list[ast.expr]]] = {}
+    for func in ast.walk(tree):
+        if not isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        assigned: dict[str, list[ast.expr]] = {}
+        for node in ast.walk(func):
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                assigned.setdefault(node.targets[0].id, []).append(node.value)
+        env = {name: values for name, values in assigned.items() if len(values) <= 4}
+        for node in ast.walk(func):
+            if isinstance(node, ast.Call):
+                out[node.lineno] = env
+    return out
 
 
 def _log_calls(tree: ast.AST) -> Iterator[tuple[int, str, ast.expr, bool]]:
@@ -205,8 +228,9 @@ def dump_logs(root: Path, *, package: str = "sglang", subdir: str = "srt") -> di
             tree = ast.parse(path.read_text(encoding="utf-8"), filename=rel)
         except (SyntaxError, UnicodeDecodeError, ValueError):
             continue  # generated or Python-2 files: SGLang never imports them
+        envs = _local_strings(tree)
         for lineno, level, message, formatted in _log_calls(tree):
-            for raw in _templates(message) or ():
+            for raw in _templates(message, envs.get(lineno)) or ():
                 template = _percent(raw) if formatted else raw  # logging applies msg % args
                 if template.replace(PLACEHOLDER, "").strip():  # no literal text: the line could say anything
                     lines.append({"file": rel, "line": lineno, "level": level, "template": template})

@@ -86,10 +86,10 @@ class LoadedProfile:
         """File and line of the key at ``path`` (or of its closest written parent)."""
         return _locate(self.locations, path, self.file.path)
 
-    def problem(self, path: PathKey, message: str) -> Problem:
+    def problem(self, path: PathKey, message: str, rule: str = "") -> Problem:
         """A problem at a dotted field path, located in the file that wrote it."""
         file, line = self.location(path)
-        return Problem(file=_display(file), line=line, field=_dotted(path), message=message)
+        return Problem(file=_display(file), line=line, field=_dotted(path), message=message, rule=rule)
 
 
 def search_path(*, cwd: Path | None = None, environ: Mapping[str, str] | None = None) -> list[ProfileFolder]:
@@ -167,7 +167,8 @@ def read_profile_file(file: ProfileFile, *, folders: Sequence[ProfileFolder] | N
     """
     data, locations, chain = _resolve(file, folders, stack=())
     if data.get("template") is not None:
-        raise ProfileTemplate(file.name, " ".join(str(data["template"]).split()))
+        where, line = _locate(locations, ("template",), file.path)
+        raise ProfileTemplate(file.name, " ".join(str(data["template"]).split()), file=_display(where), line=line)
     problems: list[Problem] = []
     if data.get("name") != file.name:
         problems.append(
@@ -178,6 +179,7 @@ def read_profile_file(file: ProfileFile, *, folders: Sequence[ProfileFolder] | N
                 f"{data.get('name')!r} must equal the file name {file.name!r}"
                 if "name" in data
                 else f"missing; add `name: {file.name}`",
+                rule="name",
             )
         )
     _resolve_relative_paths(data, locations)
@@ -221,7 +223,7 @@ def read_yaml(path: Path) -> tuple[dict[str, Any], dict[PathKey, Location]]:
     shown = _display(path)
 
     def fail(message: str, line: int | None = None) -> ProfileError:
-        return ProfileError([Problem(shown, line, "", message)])
+        return ProfileError([Problem(shown, line, "", message, rule="yaml")])
 
     try:
         with path.open("rb") as f:
@@ -266,7 +268,7 @@ def read_yaml(path: Path) -> tuple[dict[str, Any], dict[PathKey, Location]]:
     finally:
         loader.dispose()
     if not isinstance(data, dict) or not isinstance(node, yaml.MappingNode):
-        raise ProfileError([Problem(shown, 1, "", "a profile must be a YAML mapping of keys to values")])
+        raise ProfileError([Problem(shown, 1, "", "a profile must be a YAML mapping of keys to values", rule="yaml")])
     if problems:
         raise ProfileError(problems)
     return data, locations
@@ -294,7 +296,9 @@ def _check_nesting(text: str, shown: str) -> bool:
                 depth += 1
                 if depth > MAX_YAML_DEPTH:
                     line = event.start_mark.line + 1 if event.start_mark else None
-                    raise ProfileError([Problem(shown, line, "", f"nested deeper than {MAX_YAML_DEPTH} levels")])
+                    raise ProfileError(
+                        [Problem(shown, line, "", f"nested deeper than {MAX_YAML_DEPTH} levels", rule="yaml")]
+                    )
             elif isinstance(event, yaml.CollectionEndEvent):
                 depth -= 1
     finally:
@@ -325,16 +329,18 @@ def _check_expansion(root: yaml.Node, shown: str) -> None:
                     f"more than {MAX_YAML_NODES:,} values after expanding aliases; "
                     "a profile this big is a mistake (or an alias bomb): remove the repeated aliases"
                 )
-                raise ProfileError([Problem(shown, None, "", message)])
+                raise ProfileError([Problem(shown, None, "", message, rule="yaml")])
             if height[id(node)] > MAX_YAML_DEPTH:
                 line = node.start_mark.line + 1
-                raise ProfileError([Problem(shown, line, "", f"nested deeper than {MAX_YAML_DEPTH} levels")])
+                raise ProfileError(
+                    [Problem(shown, line, "", f"nested deeper than {MAX_YAML_DEPTH} levels", rule="yaml")]
+                )
             continue
         if id(node) in size:
             continue
         if id(node) in on_path:
             line = node.start_mark.line + 1
-            raise ProfileError([Problem(shown, line, "", "an alias refers to a value that contains it")])
+            raise ProfileError([Problem(shown, line, "", "an alias refers to a value that contains it", rule="yaml")])
         on_path.add(id(node))
         stack.append((node, True))
         stack.extend((c, False) for c in children if id(c) not in size)
@@ -361,7 +367,7 @@ def _walk(node: yaml.Node, path: Path, out: dict[PathKey, Location], problems: l
                 child = (*prefix, key)
                 line = key_node.start_mark.line + 1
                 if key in seen:
-                    problems.append(Problem(shown, line, _dotted(child), "key repeats; keep one"))
+                    problems.append(Problem(shown, line, _dotted(child), "key repeats; keep one", rule="yaml"))
                 seen.add(key)
                 out[child] = (path, line)
                 if not isinstance(value_node, yaml.ScalarNode):  # most values: nothing below them
@@ -384,14 +390,14 @@ def _resolve(
         return data, locations, (file.path,)
     where = _locate(locations, ("extends",), file.path)
     if not isinstance(base_name, str):
-        raise ProfileError([Problem(_display(where[0]), where[1], "extends", "must be a profile name")])
+        raise ProfileError([Problem(_display(where[0]), where[1], "extends", "must be a profile name", rule="extends")])
     if base_name in (*stack, file.name):
         cycle = " -> ".join((*stack, file.name, base_name))
-        raise ProfileError([Problem(_display(where[0]), where[1], "extends", f"cycle: {cycle}")])
+        raise ProfileError([Problem(_display(where[0]), where[1], "extends", f"cycle: {cycle}", rule="extends")])
     try:
         base_file = find_profile(base_name, folders)
     except UsageError as e:
-        raise ProfileError([Problem(_display(where[0]), where[1], "extends", e.message)]) from None
+        raise ProfileError([Problem(_display(where[0]), where[1], "extends", e.message, rule="extends")]) from None
     base_data, base_locations, base_chain = _resolve(base_file, folders, (*stack, file.name))
     merged, merged_locations = _merge(base_data, base_locations, data, locations)
     return merged, merged_locations, (file.path, *base_chain)
@@ -498,7 +504,7 @@ def _pydantic_problems(
             shown = item.get("input")
             text = item["msg"].removeprefix("Value error, ")
             message = f"{shown!r}: {text}" if _is_scalar(shown) else text
-        problems.append(_problem(locations, path, default_file, message))
+        problems.append(_problem(locations, path, default_file, message, rule=f"schema.{kind}"))
     return problems
 
 
@@ -542,9 +548,11 @@ def _model_of(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
-def _problem(locations: Mapping[PathKey, Location], path: PathKey, default_file: Path, message: str) -> Problem:
+def _problem(
+    locations: Mapping[PathKey, Location], path: PathKey, default_file: Path, message: str, rule: str = ""
+) -> Problem:
     file, line = _locate(locations, path, default_file)
-    return Problem(file=_display(file), line=line, field=_dotted(path), message=message)
+    return Problem(file=_display(file), line=line, field=_dotted(path), message=message, rule=rule)
 
 
 def _locate(locations: Mapping[PathKey, Location], path: PathKey, default_file: Path) -> Location:

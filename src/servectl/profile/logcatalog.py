@@ -9,8 +9,9 @@ logger calls of the wheel (:mod:`servectl.profile.engine_dump`), one template pe
 from libraries SGLang runs (uvicorn's startup lines, tqdm progress bars that SGLang labels); the file says so.
 
 A pattern (a regex, searched in each line as the health gate does) *can match* a template when it matches some
-line the template prints and the match covers literal text of the template: a pattern that only ever matches
-inside a formatted value (a model name, a backend name) relies on a value, not on a line the engine prints.
+line the template prints with at least half of the matched text literal text of the template (values are tried
+as neutral ones and as pieces of the pattern): a pattern that matches mostly inside a formatted value (a model
+name, a backend name) relies on a value, not on a line the engine prints.
 
 Standard-library only, like :mod:`servectl.profile.catalog`.
 """
@@ -22,13 +23,14 @@ import difflib
 import re
 import re._constants as sre_constants  # type: ignore[import-not-found]  # the regex parser (stdlib, no stubs)
 import re._parser as sre_parse  # type: ignore[import-not-found]
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 LOG_CATALOG_DIR = Path(__file__).resolve().parent / "catalogs" / "logs"
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{\}")
-#: Values tried in each formatted slot when a pattern is a regex (literal patterns need none).
+#: Values tried in the formatted slots of a template, besides pieces of the pattern itself.
 _FILLERS = ("0", "1.00", "x", "")
 
 
@@ -145,6 +147,9 @@ class LogCatalog:
     def can_match(self, pattern: str) -> bool:
         """Whether ``pattern`` (a regex) matches literal text of some line the engine prints."""
         known = self._memo.get(pattern)
+        literal = _literal_text(pattern) if known is None else None
+        if literal is not None and literal in self._text:  # printed as it is, inside one template's text
+            known = self._memo[pattern] = True
         if known is None:
             known = self._memo[pattern] = any(True for _ in self.matching(pattern, limit=1))
         return known
@@ -152,19 +157,13 @@ class LogCatalog:
     def matching(self, pattern: str, *, limit: int = 3) -> list[LogTemplate]:
         """Up to ``limit`` templates whose lines ``pattern`` can match (see the module docstring)."""
         regex = re.compile(pattern)
-        literal = _literal_text(pattern)
+        runs = _literal_runs(pattern)
+        fillers = _fillers(runs)
+        longest = max(runs, key=len, default="")
+        candidates: Iterable[int] = self._candidates(longest) if len(longest) >= 8 else range(len(self.templates))
         found: list[LogTemplate] = []
-        if literal is not None:
-            for index in self._candidates(literal):
-                if _literal_anchored(literal, self.templates[index].parts):
-                    found.append(self.templates[index])
-                    if len(found) >= limit:
-                        break
-            return found
-        runs = [r for r in _literal_runs(pattern) if r.strip()]
-        candidates = range(len(self.templates)) if not runs else self._candidates(max(runs, key=len), anchored=False)
         for index in candidates:
-            if _regex_anchored(regex, self.templates[index].parts):
+            if _mostly_literal_match(regex, self.templates[index].parts, fillers):
                 found.append(self.templates[index])
                 if len(found) >= limit:
                     break
@@ -185,13 +184,13 @@ class LogCatalog:
         scored.sort(key=lambda s: (-s[0], -s[1]))
         return [t for _, _, t in scored[:n]]
 
-    def _candidates(self, fragment: str, *, anchored: bool = True) -> list[int]:
-        """Indexes of templates that contain a piece of ``fragment`` in their literal text."""
-        probes = {fragment} if len(fragment) <= 4 else {fragment[i : i + 4] for i in range(len(fragment) - 3)}
-        if not anchored:
-            probes = {fragment} if len(fragment) <= 4 else {fragment[:4], fragment[-4:]}
+    def _candidates(self, fragment: str) -> list[int]:
+        """Indexes of templates whose literal text holds a 4-character piece of ``fragment``.
+
+        A match is at least half literal text, so a fragment of 8 or more characters leaves a piece there.
+        """
         hits: set[int] = set()
-        for probe in probes:
+        for probe in {fragment[i : i + 4] for i in range(len(fragment) - 3)}:
             pos = self._text.find(probe)
             while pos >= 0:
                 hits.add(bisect.bisect_right(self._starts, pos) - 1)
@@ -199,36 +198,30 @@ class LogCatalog:
         return sorted(hits)
 
 
-def _literal_anchored(literal: str, parts: tuple[str, ...]) -> bool:
-    """Whether ``literal`` occurs in some line of the template, overlapping its literal text.
-
-    Inside one part; or ending in a part's prefix / starting with a part's suffix, the rest in a value.
-    """
-    for i, part in enumerate(parts):
-        if literal in part:
-            return True
-        if i + 1 < len(parts):  # a value follows this part
-            for k in range(1, min(len(part), len(literal)) + 1):
-                if literal.startswith(part[-k:]):  # the rest goes into the value (and maybe the next part)
-                    return True
-        if i > 0:  # a value precedes this part
-            for k in range(1, min(len(part), len(literal)) + 1):
-                if literal.endswith(part[:k]):
-                    return True
-    return False
+def _fillers(runs: list[str]) -> tuple[str, ...]:
+    """Values to try in a template's slots: neutral ones, and each run of words of the pattern's literal text."""
+    out = list(_FILLERS)
+    for run in runs:
+        words = [w for w in re.split(r"(?<=[\s=:,(\[])|(?=[\s=:,)\]])", run) if w]
+        for i in range(len(words)):
+            for j in range(i + 1, min(len(words), i + 8) + 1):
+                piece = "".join(words[i:j]).strip()
+                if piece and piece not in out:
+                    out.append(piece)
+    return tuple(out[:64])
 
 
-def _regex_anchored(regex: re.Pattern[str], parts: tuple[str, ...]) -> bool:
-    """Whether ``regex`` matches a sample line of the template with the match covering literal text."""
-    for filler in _FILLERS:
+def _mostly_literal_match(regex: re.Pattern[str], parts: tuple[str, ...], fillers: tuple[str, ...]) -> bool:
+    """Whether ``regex`` matches a sample line of the template with at least half of the match literal text."""
+    for filler in fillers:
         line, literal_at = "", []
         for i, part in enumerate(parts):
             literal_at.append((len(line), len(line) + len(part)))
             line += part + (filler if i + 1 < len(parts) else "")
         for match in regex.finditer(line):
-            if any(start < match.end() and match.start() < end for start, end in literal_at if end > start):
-                return True
-            if match.start() == match.end() and parts == ("",):
+            start, end = match.span()
+            literal = sum(max(0, min(end, b) - max(start, a)) for a, b in literal_at)
+            if end > start and 2 * literal >= end - start:
                 return True
     return False
 

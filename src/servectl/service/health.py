@@ -57,12 +57,13 @@ _PHASE_RULES: tuple[tuple[re.Pattern[str], str, bool], ...] = (
     (re.compile(r"Load weight end"), LOADING_WEIGHTS, False),
     (re.compile(r"KV Cache is allocated"), KV_CACHE, False),
     (re.compile(r"Memory pool end"), KV_CACHE, False),
-    (re.compile(r"Capture cuda graph begin"), CUDA_GRAPHS, False),
+    # "Capture cuda graph begin" before 0.5.23; "Capture decode CUDA graph begin. ..." from 0.5.23 on.
+    (re.compile(r"Capture (?:.+ )?(?:cuda|CUDA) graph begin"), CUDA_GRAPHS, False),
     (re.compile(r"Capturing batches \([^)]*\):\s*(\d+)%"), CUDA_GRAPHS, True),
-    (re.compile(r"Capture cuda graph end"), CUDA_GRAPHS, False),
+    (re.compile(r"Capture (?:.+ )?(?:cuda|CUDA) graph end"), CUDA_GRAPHS, False),
     (re.compile(r"Uvicorn running on|Application startup complete"), WARMING_UP, False),
 )
-_KV_TOKENS = re.compile(r"KV Cache is allocated\. #tokens: (\d+)")
+_KV_TOKENS = re.compile(r"KV Cache is allocated\.(?: dtype: [^,]*,)? #tokens: (\d+)")  # 0.5.23 adds the dtype
 
 #: Lines that mean startup has failed, by what they mean.
 FATAL_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
@@ -465,3 +466,11 @@ def _probe(
             checks.chat = True
     except (httpx.TransportError, ValueError):
         return  # not listening yet, or a half-written answer: the next poll tries again
+
+
+def log_patterns() -> dict[str, re.Pattern[str]]:
+    """Every pattern the gate reads the engine log with, by role; tests check each against the log catalog."""
+    out = {"ready": re.compile(re.escape(READY_LINE)), "kv tokens": _KV_TOKENS}
+    out.update({f"phase {phase}: {regex.pattern}": regex for regex, phase, _ in _PHASE_RULES})
+    out.update({f"fatal {reason}": regex for reason, regex in FATAL_PATTERNS})
+    return out

@@ -83,6 +83,14 @@ class StopResult:
 
 
 @dataclass(frozen=True)
+class DownResult:
+    """What ``down`` did: the services stopped, then the conflicts started again once none runs."""
+
+    stopped: tuple[StopResult, ...]
+    restored: RestoreOutcome | None = None  # None: nothing was recorded, or a servectl service still runs
+
+
+@dataclass(frozen=True)
 class UpResult:
     """What ``up`` did: started the service, or found it already running with the same plan."""
 
@@ -541,11 +549,15 @@ def down(
     scope: Mapping[str, str] | None = None,
     free_deadline_s: float = 30.0,
     environ: Mapping[str, str] | None = None,
-) -> list[StopResult]:
+    conflicts: ConflictHandler | None = None,
+) -> DownResult:
     """Stop the service of profile ``name`` (or the only service when ``name`` is None).
 
+    Once no servectl service runs any more, the conflicts a swap stopped start again (see
+    :func:`restore_after_down`); ``conflicts`` replaces the Docker/compose handler in tests.
+
     Returns:
-        One result per container stopped; empty when the profile was not running.
+        The containers stopped (none when the profile was not running) and the conflicts restored.
 
     Raises:
         UsageError: no ``name`` while several services run, or ``name`` is neither a service nor a profile.
@@ -563,7 +575,7 @@ def down(
             )
         if name is not None and not targets:
             _require_known_profile(name)
-            return []
+            return DownResult(stopped=())
         results = [
             stop(service=svc, docker=docker, gpus=gpus, free_deadline_s=free_deadline_s, state_dir=state)
             for svc in targets
@@ -579,7 +591,11 @@ def down(
                     "leaked_pids": list(result.leaked_pids),
                 }
             )
-        return results
+    if not results:
+        return DownResult(stopped=())
+    # outside the lock, as before: restoring reads the services again and starts foreign containers
+    restored = restore_after_down(docker=docker, state_dir=state, scope=scope, conflicts=conflicts)
+    return DownResult(stopped=tuple(results), restored=restored)
 
 
 def _require_known_profile(name: str) -> None:

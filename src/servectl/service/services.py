@@ -1,13 +1,15 @@
 """The read model: every servectl service, derived from the labelled containers Docker reports.
 
 Docker is the source of truth: state, port, GPUs, uptime and plan drift all come from the container's labels
-and state (plus the history, which says which containers passed the health gate).
+and state (plus the history, which says which containers passed the health gate). Containers of adopted
+profiles carry no labels; :mod:`servectl.service.adopted` recognises them by id or name and configuration,
+and they are listed under their profile, marked ``adopted``.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -29,6 +31,8 @@ if TYPE_CHECKING:
     import httpx
 
     from servectl.adapters.docker import ContainerState, DockerEngine
+    from servectl.plan.resolve import Resolved
+    from servectl.service.adopted import AdoptedMatch
 
 
 ServiceState = Literal["starting", "ready", "unhealthy", "exited", "created"]
@@ -57,6 +61,7 @@ class ServiceInfo:
     served_name: str = ""
     image: str = ""
     running: bool = False
+    adopted: bool = False  # a container servectl did not start, recognised as an adopted profile's service
 
     @property
     def url(self) -> str:
@@ -82,6 +87,7 @@ class ServiceInfo:
             "container_name": self.container_name,
             "image": self.image,
             "stop_grace_s": self.stop_grace_s,
+            "adopted": self.adopted,
         }
 
 
@@ -152,6 +158,49 @@ def service_from_container(
     )
 
 
+def service_from_adopted(match: AdoptedMatch, *, now: float, answers_health: bool | None) -> ServiceInfo:
+    """A service from a container recognised as an adopted profile's (its settings come from the profile). Pure."""
+    from servectl.adapters.docker import container_state_from_inspect
+
+    container = container_state_from_inspect(match.document)
+    profile, plan = match.resolved.loaded.profile, match.resolved.plan
+    state: ServiceState
+    if container.status == "created":
+        state = "created"
+    elif not container.running:
+        state = "exited"
+    elif answers_health is False:
+        state = "unhealthy"
+    else:
+        state = "ready"
+    return ServiceInfo(
+        container_id=container.id,
+        container_name=container.name,
+        profile=profile.name,
+        plan_hash=plan.plan_hash,
+        state=state,
+        exit_code=container.exit_code if state == "exited" else None,
+        oom_killed=container.oom_killed,
+        host=profile.serve.host,
+        port=profile.serve.port,
+        gpus=tuple(profile.gpus.devices),
+        started_at=container.started_at,
+        uptime_s=now - container.started_at if container.running and container.started_at else None,
+        stop_grace_s=profile.container.stop_grace_s,
+        drift=False,  # it matched the profile's plan field by field
+        served_name=profile.model.served_name,
+        image=container.image,
+        running=container.running,
+        adopted=True,
+    )
+
+
+def _adopted_profiles() -> Sequence[Resolved]:
+    from servectl.service.adopted import adopted_profiles
+
+    return adopted_profiles()
+
+
 def current_plan_hash(profile: str) -> str | None:
     """The plan hash that profile ``profile`` compiles to now, or None when it no longer loads."""
     from servectl.plan.resolve import resolve
@@ -180,6 +229,7 @@ def services(
     state_dir: Path | None = None,
     scope: Mapping[str, str] | None = None,
     clock: Callable[[], float] = time.time,
+    adopted: Callable[[], Sequence[Resolved]] | None = _adopted_profiles,
 ) -> list[ServiceInfo]:
     """Every servectl service, derived from labelled containers (Docker is the source of truth).
 
@@ -192,6 +242,7 @@ def services(
         state_dir: state folder (history says which containers passed the gate).
         scope: only containers that also carry these labels (tests use a per-session label).
         clock: epoch seconds.
+        adopted: the adopted profiles whose containers to look for (None: none).
     """
     containers = docker.list_managed(scope)
     passed = History(state_dir or default_state_dir()).ready_container_ids() if containers else set()
@@ -223,6 +274,19 @@ def services(
                     current_plan_hash=hashes.get(profile),
                 )
             )
+        if adopted is not None:
+            from servectl.service.adopted import find_adopted
+
+            for match in find_adopted(docker, adopted(), scope=scope):
+                answers = None
+                running = ((match.document.get("State") or {}).get("Status")) == "running"
+                if probe and running:
+                    if client is None:
+                        import httpx
+
+                        client, own = httpx.Client(), True
+                    answers = _answers_health(client, match.resolved.plan.url)
+                out.append(service_from_adopted(match, now=clock(), answers_health=answers))
     finally:
         if own and client is not None:
             client.close()

@@ -48,6 +48,7 @@ from servectl.adapters.conflicts import (
 )
 from servectl.errors import (
     PreflightFailed,
+    ProfileTemplate,
     ServectlError,
     StartupFailed,
     SwapFailed,
@@ -566,7 +567,7 @@ def _run_locked(tx: _Swap, target: str | None) -> SwapResult:
         running = deps.services(probe=True)
         if target is None:
             target = _default_target(running, deps.resolve)
-        resolved = deps.resolve(target)
+        resolved = _resolve_target(target, deps.resolve)
         blocking = [s for s in running if overlaps(s, resolved) and s.state in ALIVE_STATES]
         # Containers that stand in the way but do not run (exited, created) are removed before the start.
         leftovers = [s for s in running if overlaps(s, resolved) and s.state not in ALIVE_STATES]
@@ -604,6 +605,25 @@ def _run_locked(tx: _Swap, target: str | None) -> SwapResult:
         started_at=deps.wall_clock(),
     )
     return _transact(tx, resolved, current, previous, leftovers)
+
+
+def _resolve_target(target: str, resolve: Callable[[str], Resolved]) -> Resolved:
+    """The target, or a refusal that says how to write its profile when it has none yet.
+
+    A missing target is often a service that already runs but was started by hand (the EXL3 rollback of
+    glm53-393k): ``servectl adopt`` writes its profile. A template's own message says the same.
+    """
+    try:
+        return resolve(target)
+    except ProfileTemplate:
+        raise
+    except UsageError as err:
+        if "not found" not in err.message:
+            raise
+        raise UsageError(
+            f"{err.message}; if {target} is a service you already run, write its profile from the container: "
+            f"servectl adopt <container> --name {target}"
+        ) from None
 
 
 def _default_target(running: Sequence[ServiceLike], resolve: Callable[[str], Resolved]) -> str:
@@ -965,8 +985,12 @@ def profile_preflight(
 
 
 def _container_name_free(resolved: Resolved, docker: Any) -> None:
+    from servectl.service.adopted import find_adopted
+
+    # The adopted profile's own container (same name, same configuration) is replaced like a servectl one.
+    own = {m.document.get("Id") for m in find_adopted(docker, [resolved])} if resolved.loaded.profile.adopted else set()
     for c in docker.containers_named(resolved.plan.docker.name):
-        if not c.managed:
+        if not c.managed and c.id not in own:
             raise PreflightFailed(
                 f"{CONTAINER_NAME_CHECK}: a container named {c.name} exists and servectl did not start it; "
                 f"remove or rename it, or set container.name in {resolved.plan.source}"

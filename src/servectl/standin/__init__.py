@@ -54,9 +54,9 @@ Behaviour is set with environment variables:
 Log: every line is flushed. SGLang's format, ``[2026-11-30 10:00:00] ...`` for the main process and
 ``[2026-11-30 10:00:00 TP0] ...`` for the scheduler: ``server_args=ServerArgs(...)``, ``Load weight begin``,
 ``Loading safetensors checkpoint shards:  50% Completed | 2/4 [...]``, ``Load weight end``,
-``KV Cache is allocated. #tokens: N, K size: ... GB, V size: ... GB``, ``Capture cuda graph begin/end``,
+``KV Cache is allocated. dtype: ..., #tokens: N, ...``, ``Capture target decode CUDA graph begin/end``,
 uvicorn's ``Uvicorn running on http://HOST:PORT``, then ``The server is fired up and ready to roll!``. With
-``--dsa-decode-backend flashinfer_sparse_mla`` it logs ``Using FlashInfer sparse-MLA decode backend ...``.
+``--dsa-decode-backend flashinfer_sparse_mla`` it logs SGLang's ``Set DSA backends for GLM FP8 KV Cache ...``.
 
 Tokens (see :mod:`servectl.standin.tokens`): prompt tokens are counted by a documented regular expression
 plus a per-message overhead of 4; completions are exactly ``max_tokens`` long (16 tokens with finish reason

@@ -33,7 +33,10 @@ from servectl.standin.server import EngineState, StandinServer, make_server
 from servectl.standin.settings import PHASE_SHARES, SettingsError, StandinSettings
 
 READY_LINE = "The server is fired up and ready to roll!"
-SPARSE_MLA_LINE = "Using FlashInfer sparse-MLA decode backend (dsa_decode_backend=flashinfer_sparse_mla)."
+#: What SGLang 0.5.23 prints for GLM with an fp8 KV cache on SM120 (sglang/srt/arg_groups/overrides.py).
+SPARSE_MLA_LINE = (
+    "Set DSA backends for GLM FP8 KV Cache on SM120/SM121: prefill=flashinfer_sparse_mla, decode=flashinfer_sparse_mla."
+)
 _ADAPTIVE_ALGORITHMS = ("EAGLE", "EAGLE3")
 _DEFAULT_ADAPTIVE_LADDER = {"1": {"candidate_steps": [1, 3, 5, 7]}}
 
@@ -199,16 +202,10 @@ class Engine:
         self._enter("weights")
         args = self.args
         if not args.get("attention_backend"):
-            self.log.tp("Attention backend not explicitly specified. Use flashinfer backend by default.")
-        self.log.tp("Init torch distributed begin.")
-        time.sleep(duration_s * 0.1)
-        self.log.tp("Init torch distributed ends. mem usage=0.00 GB")
-        if args.get("dsa_prefill_backend"):
-            self.log.tp(f"DSA prefill backend: {args['dsa_prefill_backend']}")
+            self.log.info("Attention backend not specified. Use flashinfer backend by default.")
         if args.get("dsa_decode_backend") == "flashinfer_sparse_mla":
-            self.log.tp(SPARSE_MLA_LINE)
-        elif args.get("dsa_decode_backend"):
-            self.log.tp(f"DSA decode backend: {args['dsa_decode_backend']}")
+            self.log.info(SPARSE_MLA_LINE)
+        time.sleep(duration_s * 0.1)
         self.log.tp(f"Load weight begin. avail mem={memory.available_before_gb:.2f} GB")
         self._checkpoint("weights", duration_s * 0.9)
         shards = memory.shard_count
@@ -226,23 +223,17 @@ class Engine:
                 f"| {done}/{shards} [{_mmss(elapsed)}<{_mmss(left)}, {shown_rate}]"
             )
         self.log.tp(
-            f"Load weight end. type={architecture}, dtype=torch.{dtype}, "
+            f"Load weight end. elapsed={duration_s:.2f} s, type={architecture}, dtype=torch.{dtype}, "
             f"avail mem={memory.available_after_weights_gb:.2f} GB, mem usage={memory.weights_gb:.2f} GB."
         )
-        if args.get("speculative_algorithm"):
-            self.log.tp(
-                f"Speculative decoding: algorithm={args['speculative_algorithm']}, "
-                f"num_steps={args.get('speculative_num_steps')}, "
-                f"eagle_topk={args.get('speculative_eagle_topk')}, "
-                f"num_draft_tokens={args.get('speculative_num_draft_tokens')}"
-            )
 
     def _phase_kv_cache(self, duration_s: float, memory: MemoryPlan) -> None:
         self._enter("kv_cache")
         self._checkpoint("kv_cache", duration_s)
         time.sleep(duration_s)
         self.log.tp(
-            f"KV Cache is allocated. #tokens: {memory.kv_tokens}, K size: {memory.k_size_gb:.2f} GB, "
+            f"KV Cache is allocated. dtype: {self.args.get('kv_cache_dtype') or 'torch.bfloat16'}, "
+            f"#tokens: {memory.kv_tokens}, K size: {memory.k_size_gb:.2f} GB, "
             f"V size: {memory.v_size_gb:.2f} GB"
         )
         self.log.tp(f"Memory pool end. avail mem={memory.available_after_kv_gb:.2f} GB")
@@ -253,15 +244,14 @@ class Engine:
         disabled = bool(args.get("disable_cuda_graph")) or args.get("cuda_graph_backend_decode") == "disabled"
         if not disabled or self.settings.never_ready:
             self.log.tp(
-                "Capture cuda graph begin. This can take up to several minutes. "
-                f"avail mem={memory.available_after_kv_gb:.2f} GB"
+                f"Capture target decode CUDA graph begin. backend={_decode_graph_backend(args)}, "
+                f"num_tokens_per_req=1, avail mem={memory.available_after_kv_gb:.2f} GB"
             )
         self._checkpoint("cuda_graph", duration_s)
         if self.settings.never_ready:
             self._capture_forever(memory)
         if not disabled:
             sizes = _graph_batch_sizes(args)
-            self.log.tp(f"Capture cuda graph bs {sizes}")
             begin = time.monotonic()
             for done, bs in enumerate(reversed(sizes), start=1):
                 time.sleep(duration_s / len(sizes))
@@ -271,9 +261,8 @@ class Engine:
                     f"{100 * done // len(sizes):3d}%| {done}/{len(sizes)} [{_mmss(elapsed)}<00:00]"
                 )
             self.log.tp(
-                f"Capture cuda graph end. Time elapsed: {time.monotonic() - begin:.2f} s. "
-                f"mem usage={memory.cuda_graph_gb:.2f} GB. "
-                f"avail mem={memory.available_after_graphs_gb:.2f} GB."
+                f"Capture target decode CUDA graph end. bs={sizes}, elapsed={time.monotonic() - begin:.2f} s, "
+                f"mem usage={memory.cuda_graph_gb:.2f} GB, avail mem={memory.available_after_graphs_gb:.2f} GB."
             )
         else:
             time.sleep(duration_s)
@@ -306,8 +295,8 @@ class Engine:
         time.sleep(duration_s / 3)
         self.log.access("127.0.0.1:59386", "GET /get_model_info HTTP/1.1", 200, "OK")
         self.log.tp(
-            "Prefill batch. #new-seq: 1, #new-token: 6, #cached-token: 0, token usage: 0.00, "
-            "#running-req: 0, #queue-req: 0"
+            "Prefill batch, #new-seq: 1, #new-token: 6, #cached-token: 0, token usage: 0.00, "
+            "#running-req: 0, #queue-req: 0, #pending-token: 0, "
         )
         time.sleep(duration_s * 2 / 3)
         self.log.access("127.0.0.1:59392", "POST /generate HTTP/1.1", 200, "OK")
@@ -322,8 +311,9 @@ class Engine:
         topk = args.get("speculative_eagle_topk")
         if algorithm not in _ADAPTIVE_ALGORITHMS or topk not in (None, 1):
             self.log.info(
-                f"Warning: --speculative-adaptive only supports EAGLE/EAGLE3 with speculative_eagle_topk=1 "
-                f"(got algorithm={args.get('speculative_algorithm')}, topk={topk}); using static settings."
+                f"speculative_adaptive disabled: only EAGLE/EAGLE3 with speculative_eagle_topk=1 are supported "
+                f"(got algorithm={args.get('speculative_algorithm')}, topk={topk}). "
+                "Falling back to static speculative params."
             )
             return
         ladder: Mapping[str, Any] = _DEFAULT_ADAPTIVE_LADDER
@@ -355,7 +345,7 @@ class Engine:
             self._fail_startup(
                 f"ValueError: speculative_num_steps={num_steps} is not one of the adaptive candidate steps {steps}"
             )
-        self.log.info(f"Adaptive speculative decoding enabled: candidate steps {steps}")
+        self.log.tp(f"AdaptiveSpeculativeParams initialized: steps={num_steps or steps[0]}, candidate_steps={steps}")
 
     def _fail_startup(self, last_line: str) -> NoReturn:
         self.stderr.write(
@@ -366,6 +356,13 @@ class Engine:
         )
         self.stderr.flush()
         raise StartupCrash(1)
+
+
+def _decode_graph_backend(args: Mapping[str, Any]) -> str:
+    config = args.get("cuda_graph_config")
+    decode = config.get("decode") if isinstance(config, dict) else None
+    backend = decode.get("backend") if isinstance(decode, dict) else None
+    return str(backend or args.get("cuda_graph_backend_decode") or "full")
 
 
 def _graph_batch_sizes(args: Mapping[str, Any]) -> list[int]:

@@ -175,8 +175,8 @@ def paced_chunks(state: EngineState, plan: GenerationPlan) -> Iterator[tuple[int
     running = state.running_requests
     usage = plan.prompt_tokens / max(1, state.kv_tokens)
     state.log.tp(
-        f"Prefill batch. #new-seq: 1, #new-token: {plan.prompt_tokens}, #cached-token: 0, "
-        f"token usage: {usage:.2f}, #running-req: {running - 1}, #queue-req: 0"
+        f"Prefill batch, #new-seq: 1, #new-token: {plan.prompt_tokens}, #cached-token: 0, "
+        f"token usage: {usage:.2f}, #running-req: {running - 1}, #queue-req: 0, #pending-token: 0, "
     )
     sizes = chunk_sizes(plan.completion_tokens, settings.chunk_tokens)
     cut = plan.cut_after_tokens
@@ -199,9 +199,9 @@ def _log_decode_batch(state: EngineState, tokens_in_use: int) -> None:
     settings = state.settings
     accept = f"accept len: {settings.effective_accept_length:.2f}, " if settings.reports_accept_length else ""
     state.log.tp(
-        f"Decode batch. #running-req: {state.running_requests}, #token: {tokens_in_use}, "
+        f"Decode batch, #running-req: {state.running_requests}, #token: {tokens_in_use}, "
         f"token usage: {tokens_in_use / max(1, state.kv_tokens):.2f}, {accept}cuda graph: True, "
-        f"gen throughput (token/s): {settings.token_rate_per_s:.2f}, #queue-req: 0"
+        f"gen throughput (token/s): {settings.token_rate_per_s:.2f}, #queue-req: 0, "
     )
 
 

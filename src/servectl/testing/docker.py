@@ -211,6 +211,9 @@ class FakeDockerEngine:
         self.clock = clock
         self.sleep = sleep
         self.containers: dict[str, FakeContainer] = {}
+        #: ``docker inspect`` documents by container id or name, and image documents by reference (tests set them)
+        self.documents: dict[str, dict[str, Any]] = {}
+        self.image_documents: dict[str, dict[str, Any]] = {}
         self.calls: list[tuple[str, str]] = []
         self._ids = itertools.count(1)
         self._guard = threading.RLock()
@@ -387,6 +390,12 @@ class FakeDockerEngine:
         self._check("containers_named", name)
         with self._guard:
             return [state for state in self._all_states() if state.name == name]
+
+    def container_document(self, id_or_name: str) -> dict[str, Any] | None:
+        return self.documents.get(id_or_name)
+
+    def image_document(self, ref: str) -> dict[str, Any] | None:
+        return self.image_documents.get(ref)
 
     def inspect(self, id_or_name: str) -> ContainerState | None:
         self._check("inspect", id_or_name)

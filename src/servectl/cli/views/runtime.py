@@ -58,7 +58,7 @@ def status_rows(services: Sequence[ServiceInfo]) -> list[tuple[str, ...]]:
         drift = "-" if s.drift is None else ("yes" if s.drift else "no")
         rows.append(
             (
-                s.profile,
+                f"{s.profile} (adopted)" if s.adopted else s.profile,
                 state_text(s),
                 "-" if s.port is None else str(s.port),
                 ",".join(str(g) for g in s.gpus) or "-",

@@ -1,0 +1,151 @@
+"""One qualification run, as ``servectl bench`` does it: target, key, measurement, artifacts, plot, verdict.
+
+:func:`run_profile_bench` is the library form of the command: it finds what to measure (a profile's running
+service, or a URL), reads the API key from the environment, runs :func:`~servectl.bench.runner.run_bench`,
+writes the JSON artifacts (and the plot), and returns a result the caller renders. The failure rule (any
+flagged request fails the run) is :meth:`ProfileBenchResult.raise_if_failed`, called after rendering so the
+table and the artifacts exist when the run fails.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from servectl.bench.artifacts import SUMMARY_FILE, write_artifacts
+from servectl.bench.model import (
+    DEFAULT_PROMPT_TOKENS,
+    ApiKey,
+    BenchProgressEvent,
+    BenchReport,
+    BenchSettings,
+)
+from servectl.bench.plot import plot_taper, require_plotting
+from servectl.bench.runner import run_bench
+from servectl.bench.target import BenchTarget
+from servectl.errors import BenchFailed, UsageError
+from servectl.paths import state_dir
+
+
+@dataclass(frozen=True)
+class ProfileBenchResult:
+    """A finished run: the report, where its artifacts went, and the plot (or why it is missing)."""
+
+    report: BenchReport
+    out_dir: Path
+    plot: Path | None = None
+    plot_error: str | None = None
+
+    def failure(self) -> BenchFailed | None:
+        """The error that fails this run: any flagged request (None when every request counted)."""
+        flagged = self.report.flagged_requests
+        if not flagged:
+            return None
+        kinds = ", ".join(sorted({str(r.failure) for r in flagged}))
+        return BenchFailed(
+            f"bench: {len(flagged)} of {self.report.measured_requests} measured requests were flagged ({kinds}) "
+            f"and left out of the results; see {self.out_dir / SUMMARY_FILE}"
+        )
+
+    def raise_if_failed(self) -> None:
+        """Raise :meth:`failure`, if any."""
+        error = self.failure()
+        if error is not None:
+            raise error
+
+
+def run_profile_bench(
+    *,
+    name: str | None = None,
+    url: str | None = None,
+    model: str | None = None,
+    api_key_env: str | None = None,
+    prompt_tokens: Sequence[int] = DEFAULT_PROMPT_TOKENS,
+    concurrency: Sequence[int] = (1,),
+    repeats: int = 3,
+    max_tokens: int = 512,
+    warmup: bool = True,
+    timeout_s: float = 900.0,
+    seed: int = 0,
+    out_dir: Path | None = None,
+    plot: Path | None = None,
+    progress: Callable[[BenchProgressEvent], None] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> ProfileBenchResult:
+    """Benchmark profile ``name``'s running service (or the server at ``url``) and write the evidence.
+
+    Args:
+        name: Profile whose running service to measure; its URL, model, key variable and provenance are used.
+        url: Server to measure instead of (or, with ``name``, in place of the URL of) the profile's service.
+        model: Served model name (default: the profile's, else the only one the server lists).
+        api_key_env: Environment variable holding the API key (default: the profile's ``serve.api_key_env``).
+        prompt_tokens: Prompt-length targets in tokens.
+        concurrency: Concurrency levels.
+        repeats: Measured rounds per length and concurrency.
+        max_tokens: Completion tokens per request.
+        warmup: One unmeasured request per length first.
+        timeout_s: Read timeout per request.
+        seed: Seed of the prompt word salad.
+        out_dir: Folder for the JSON artifacts (default: ``STATE/bench/<UTC time>``).
+        plot: Where to write the taper plot (PNG); None writes none.
+        progress: Called with counts after each request, for a progress bar.
+        environ: Environment to read the key and the state folder from (default: ``os.environ``).
+
+    Raises:
+        UsageError: neither ``name`` nor ``url``; the key variable is unset; ``plot`` without matplotlib
+            (checked before any request).
+        BenchFailed: the server cannot be reached or serves no such model (see ``run_bench``).
+    """
+    if plot is not None:  # before anything else: a missing extra must not cost a whole benchmark
+        require_plotting()
+    env = os.environ if environ is None else environ
+    target = BenchTarget(url=url or "") if name is None else _profile_target(name)
+    if name is None and not url:
+        raise UsageError("bench: give a profile NAME or --url http://HOST:PORT")
+    key_env = api_key_env or target.api_key_env
+    settings = BenchSettings(
+        url=url or target.url,
+        model=model or target.model,
+        api_key=_read_key(key_env, env),
+        api_key_env=key_env,
+        prompt_tokens=tuple(prompt_tokens),
+        repeats=repeats,
+        concurrency=tuple(concurrency),
+        max_tokens=max_tokens,
+        warmup=warmup,
+        timeout_s=timeout_s,
+        seed=seed,
+    )
+    out = out_dir or _default_out_dir(env)  # named by the start time
+    report = run_bench(settings=settings, context=target.context, progress=progress)
+    write_artifacts(report, out)
+    if plot is None:
+        return ProfileBenchResult(report=report, out_dir=out)
+    try:
+        return ProfileBenchResult(report=report, out_dir=out, plot=plot_taper(report, plot))
+    except ValueError as err:  # nothing to draw (no point has a decode measurement)
+        return ProfileBenchResult(report=report, out_dir=out, plot_error=str(err))
+
+
+def _profile_target(name: str) -> BenchTarget:
+    """The running service of profile ``name`` on this host (real Docker, NVML when the driver answers)."""
+    from servectl.bench.target import profile_target
+
+    return profile_target(name)
+
+
+def _read_key(variable: str | None, environ: Mapping[str, str]) -> ApiKey | None:
+    if not variable:
+        return None
+    value = environ.get(variable)
+    if not value:
+        raise UsageError(f"--api-key-env {variable}: the variable is not set or empty; export it first")
+    return ApiKey(value)
+
+
+def _default_out_dir(environ: Mapping[str, str]) -> Path:
+    stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    return state_dir(environ) / "bench" / stamp

@@ -1,0 +1,96 @@
+"""Adopted services: containers servectl did not start, recognised as the profile ``servectl adopt`` wrote.
+
+They carry none of servectl's labels, so a container counts as the service of an adopted profile when both
+hold:
+
+* it is the container the profile was adopted from: the id recorded in ``adopted.container_id``, or else the
+  profile's container name (``container.name``, which adopt copies) - and servectl did not start it;
+* its configuration still matches the profile's plan on every field servectl controls
+  (:func:`servectl.plan.container_match.container_diff` is empty): image, SGLang flags, environment, GPUs,
+  network and ports, mounts, IPC and shared memory, ulimits, restart policy, init, stop timeout, labels.
+
+A container that was changed since (another flag, another mount) is not the profile's service: ``status``
+does not list it and ``swap`` treats it like any other container in the way. Stopping an adopted service
+removes its container, as for servectl's own: the profile recreates it exactly (that is what the match says).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from servectl.errors import ProfileError, ServectlError
+from servectl.plan.compile import LABEL_MANAGED, catalog_for
+from servectl.plan.container_match import container_diff
+from servectl.profile.loader import ProfileFolder, discover, read_yaml
+
+if TYPE_CHECKING:
+    from servectl.adapters.docker import DockerEngine
+    from servectl.plan.resolve import Resolved
+
+
+@dataclass(frozen=True)
+class AdoptedMatch:
+    """A running (or stopped) container recognised as an adopted profile's service."""
+
+    resolved: Resolved
+    document: Mapping[str, Any]  # its docker inspect
+
+
+def adopted_profiles(folders: Sequence[ProfileFolder] | None = None) -> list[Resolved]:
+    """The profiles on the search path that ``servectl adopt`` wrote (an ``adopted:`` key), resolved.
+
+    Profiles that no longer load are left out (``servectl validate`` reports them).
+    """
+    from servectl.plan.resolve import resolve
+
+    out: list[Resolved] = []
+    for name, file in sorted(discover(folders).items()):
+        if file.is_base:
+            continue
+        try:
+            data, _ = read_yaml(file.path)
+        except ProfileError:
+            continue
+        if not isinstance(data.get("adopted"), dict):
+            continue
+        try:
+            out.append(resolve(name))
+        except ServectlError:
+            continue
+    return out
+
+
+def find_adopted(
+    docker: DockerEngine,
+    profiles: Sequence[Resolved],
+    *,
+    scope: Mapping[str, str] | None = None,
+) -> list[AdoptedMatch]:
+    """The containers that are the services of ``profiles`` (see the module docstring for the rule)."""
+    matches: list[AdoptedMatch] = []
+    seen: set[str] = set()
+    for resolved in profiles:
+        spec = resolved.loaded.profile.adopted
+        if spec is None:
+            continue
+        document = None
+        for key in (spec.container_id, resolved.plan.docker.name):
+            if key:
+                document = docker.container_document(key)
+            if document is not None:
+                break
+        if document is None or str(document.get("Id")) in seen:
+            continue
+        labels = (document.get("Config") or {}).get("Labels") or {}
+        if labels.get(LABEL_MANAGED) == "1":
+            continue  # servectl's own container of this profile: the labelled read model lists it
+        if scope and any(labels.get(k) != v for k, v in scope.items()):
+            continue
+        image = docker.image_document(str(document.get("Image") or "")) if document.get("Image") else None
+        if container_diff(resolved.plan, document, catalog_for(resolved.loaded.profile), image=image):
+            continue
+        seen.add(str(document.get("Id")))
+        matches.append(AdoptedMatch(resolved, document))
+    return matches

@@ -1,0 +1,70 @@
+"""run_profile_bench, the library form of `servectl bench`: target, key, artifacts and the failure rule."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from bench_fakes import FakeOpenAIServer, ScriptedClock
+
+import servectl.bench.qualify
+from servectl.bench.qualify import run_profile_bench
+from servectl.errors import BenchFailed, UsageError
+
+
+@pytest.fixture
+def server(monkeypatch: pytest.MonkeyPatch) -> FakeOpenAIServer:
+    fake = FakeOpenAIServer(clock=ScriptedClock(), rate_tok_s=100.0, chunk_tokens=2)
+    real = servectl.bench.qualify.run_bench
+
+    def routed(**kwargs: Any) -> Any:
+        assert fake.clock is not None
+        return real(**kwargs, transport=fake.transport(), clock=fake.clock)
+
+    monkeypatch.setattr(servectl.bench.qualify, "run_bench", routed)
+    return fake
+
+
+def test_a_clean_run_writes_artifacts_under_the_state_folder_and_does_not_fail(
+    server: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    environ = {"SERVECTL_HOME": str(tmp_path), "BENCH_KEY": "sk-1"}
+    server.required_key = "sk-1"
+    result = run_profile_bench(
+        url="http://fake:8180", api_key_env="BENCH_KEY", prompt_tokens=(4096,), repeats=1, max_tokens=10,
+        environ=environ,
+    )  # fmt: skip
+    assert result.out_dir.parent == tmp_path / "bench"
+    assert sorted(p.name for p in result.out_dir.iterdir()) == ["c1-p4096-r1.json", "summary.json"]
+    assert result.failure() is None
+    result.raise_if_failed()
+
+
+def test_flagged_requests_fail_the_run_naming_the_summary(server: FakeOpenAIServer, tmp_path: Path) -> None:
+    server.shortfall = 5
+    result = run_profile_bench(url="http://fake:8180", prompt_tokens=(4096,), max_tokens=40, out_dir=tmp_path)
+    assert (tmp_path / "summary.json").is_file()  # written before the verdict
+    with pytest.raises(BenchFailed) as info:
+        result.raise_if_failed()
+    assert str(info.value) == (
+        "bench: 3 of 3 measured requests were flagged (short_completion) and left out of the results; "
+        f"see {tmp_path / 'summary.json'}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({}, "bench: give a profile NAME or --url http://HOST:PORT"),
+        (
+            {"url": "http://h:1", "api_key_env": "NOT_SET_ANYWHERE"},
+            "--api-key-env NOT_SET_ANYWHERE: the variable is not set or empty; export it first",
+        ),
+    ],
+)
+def test_usage_errors_come_before_any_request(server: FakeOpenAIServer, kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(UsageError) as info:
+        run_profile_bench(environ={}, **kwargs)
+    assert str(info.value) == message
+    assert server.bodies == []
