@@ -21,6 +21,7 @@ Errors from the Docker SDK, NVML or the OS are wrapped ``from e`` so that the ca
     ├── StateDamaged                exit 1   a file in the state folder is damaged; the message names it
                                              and says what to do (read-only commands go on without it)
     ├── BenchFailed                 exit 1   the benchmark could not run or had flagged requests
+    ├── QualificationFailed         exit 1   a qualification gate failed (the evidence is still written)
     ├── SwapRolledBack              exit 4   swap target failed, the previous service is back and healthy
     ├── SwapFailed                  exit 5   swap target failed and the previous service failed too
     └── SwapInterrupted             exit 130 a swap was interrupted where no rollback applied; the message
@@ -165,6 +166,10 @@ class StateDamaged(ServectlError):
 class BenchFailed(ServectlError):
     """The benchmark could not run (server unreachable, no such model, calibration failed) or some of its
     requests were flagged (short, broken or failed streams) and left out of the results."""
+
+
+class QualificationFailed(ServectlError):
+    """``servectl qualify`` ran, and at least one gate failed; the evidence names every failed case."""
 
 
 class _SwapError(ServectlError):

@@ -1,4 +1,4 @@
-"""Promotion needs evidence measured on the profile's current plan, image digest and model revision."""
+"""Promotion needs bench and qualification evidence measured on the profile's current plan and pins."""
 
 from __future__ import annotations
 
@@ -8,7 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from servectl.bench.model import BenchContext
 from servectl.bench.promote import promote
+from servectl.bench.qualify import CaseResult, GateResult, QualifySettings, ServiceFacts, load_suite, suite_path
+from servectl.bench.qualify.evidence import evidence_document
+from servectl.bench.qualify.model import ClientOverhead, QualifyReport
 from servectl.errors import ProfileError
 from servectl.plan.inventory import evidence_headline, evidence_lines
 from servectl.plan.resolve import plan_for
@@ -53,15 +57,54 @@ def summary(plan_hash: str, **provenance: str) -> dict[str, object]:
     }
 
 
+def gate(name: str, passed: int, total: int) -> GateResult:
+    cases = [
+        CaseResult(f"{name} #{i + 1}", i < passed, "" if i < passed else f"{name} #{i + 1}: broke")
+        for i in range(total)
+    ]
+    return GateResult.of(name, cases)
+
+
+PASSING = (gate("tools", 20, 20), gate("long_context", 2, 2), gate("endurance", 60, 60))
+
+
+def qualification(
+    plan_hash: str, gates: tuple[GateResult, ...] = PASSING, suite: str = "default", **prov: str
+) -> dict[str, object]:
+    """A qualify.json as `servectl qualify` writes it."""
+    values = {"profile": "q", "plan_hash": plan_hash, "image_digest": DIGEST, "model_revision": REVISION, **prov}
+    context = BenchContext(
+        profile_name=values["profile"],
+        plan_hash=values["plan_hash"],
+        image_digest=values["image_digest"],
+        model_revision=values["model_revision"],
+    )
+    report = QualifyReport(
+        settings=QualifySettings(url="http://127.0.0.1:8180", suite=load_suite(suite_path(suite))),
+        context=context,
+        facts=ServiceFacts(known=True),
+        run_id="q1",
+        model="m",
+        max_model_len=None,
+        gates=gates,
+        overhead=ClientOverhead(requests=1, wall_s=1.0, client_cpu_s=0.01),
+        started_at="t0",
+        finished_at="t1",
+    )
+    return evidence_document(report)
+
+
 @pytest.fixture
 def evidence(tmp_path: Path, write_profile: Callable[[str, str], Path]) -> Callable[..., Path]:
     write_profile("q", PROFILE)
 
-    def make(**provenance: str) -> Path:
+    def make(*, qualify: dict[str, object] | None = None, with_qualify: bool = True, **provenance: str) -> Path:
         folder = tmp_path / "ev"
         folder.mkdir(exist_ok=True)
         plan_hash = plan_for(load_profile("q")).plan_hash
         (folder / "summary.json").write_text(json.dumps(summary(provenance.pop("plan_hash", plan_hash), **provenance)))
+        if with_qualify:
+            (folder / "qualify.json").write_text(json.dumps(qualify or qualification(plan_hash)))
         return folder
 
     return make
@@ -77,8 +120,12 @@ def test_matching_evidence_promotes_keeps_comments_and_records_the_headline(
     loaded = load_profile("q")
     assert loaded.profile.status == "promoted"
     assert record.points[0].decode_tok_s_p50 == 112.07
-    assert evidence_headline(loaded) == "112.1 @ 2,969 tok/s (C1, p50)"
+    assert evidence_headline(loaded) == "112.1 @ 2,969 tok/s (C1, p50); tools 20/20, needle 2/2, endurance 60/60"
+    assert record.qualification_run_id == "q1" and record.qualification_suite == "default"
     assert evidence_lines(loaded)[0].startswith("# evidence: q.evidence.json (run ")
+    assert "#   qualification: tools 20/20, needle 2/2, endurance 60/60 (run q1, suite default)" in evidence_lines(
+        loaded
+    )
     assert not any("STALE" in line for line in evidence_lines(loaded))
 
 
@@ -111,3 +158,47 @@ def test_changing_the_profile_after_promotion_marks_the_headline_stale(
     loaded = load_profile("q")
     assert (evidence_headline(loaded) or "").endswith("[stale: plan changed]")
     assert evidence_lines(loaded)[-1] == "#   STALE: the profile's plan changed since this evidence was measured"
+
+
+def test_promotion_is_refused_without_qualification_evidence(evidence: Callable[..., Path], profile_dir: Path) -> None:
+    from servectl.errors import UsageError
+
+    with pytest.raises(UsageError, match=r"qualify.json: not found; run `servectl qualify NAME --out"):
+        promote(name="q", evidence_dir=evidence(with_qualify=False))
+    assert "status: candidate" in (profile_dir / "q.yaml").read_text()
+
+
+def _plan() -> str:
+    return plan_for(load_profile("q")).plan_hash
+
+
+@pytest.mark.parametrize(
+    ("make_qualification", "reason"),
+    [
+        (
+            lambda: qualification(_plan(), gates=(gate("tools", 18, 20), gate("endurance", 60, 60))),
+            "cannot promote: qualification gate tools failed [(]18/20[)]: tools #19: broke",
+        ),
+        (lambda: qualification("0" * 16), "qualification plan hash 0000000000000000 differs .* qualify it again"),
+        (lambda: qualification(_plan(), model_revision="f" * 40), "qualification model revision f+ is not the pinned"),
+        (lambda: qualification(_plan(), gates=(GateResult("vram", "skipped"),)), "qualification has no passed gate"),
+    ],
+)
+def test_promotion_is_refused_on_failed_or_stale_qualification(
+    evidence: Callable[..., Path], profile_dir: Path, make_qualification: Callable[[], dict[str, object]], reason: str
+) -> None:
+    folder = evidence(qualify=make_qualification())
+    with pytest.raises(ProfileError, match=reason):
+        promote(name="q", evidence_dir=folder)
+    assert "status: candidate" in (profile_dir / "q.yaml").read_text()
+    assert not (profile_dir / "q.evidence.json").exists()
+
+
+def test_promotion_needs_the_suite_the_profile_names(evidence: Callable[..., Path], profile_dir: Path) -> None:
+    suite = profile_dir / "vision.yaml"
+    suite.write_text("name: vision\ngates:\n  tools: {cases: 20}\n")
+    path = profile_dir / "q.yaml"
+    path.write_text(path.read_text() + "qualify: vision.yaml\n")
+    folder = evidence()  # the plan does not depend on the suite: same evidence, other suite
+    with pytest.raises(ProfileError, match=r"qualification ran suite 'default' .* not the profile's suite 'vision'"):
+        promote(name="q", evidence_dir=folder)

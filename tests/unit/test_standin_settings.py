@@ -92,3 +92,23 @@ def test_bad_values_are_errors_naming_the_variable(name: str, value: str, messag
 
 def test_empty_values_mean_unset() -> None:
     assert StandinSettings.from_environ({"STANDIN_TOKEN_RATE": "", "STANDIN_CRASH_AT": " "}) == StandinSettings()
+
+
+def test_qualification_faults_are_read_and_checked() -> None:
+    settings = StandinSettings.from_environ(
+        {
+            "STANDIN_TOOL_FAULT": "wrong_function",
+            "STANDIN_JSON_FAULT": "schema",
+            "STANDIN_REASONING_FAULT": "leak",
+            "STANDIN_NEEDLE_MAX_TOKENS": "4096",
+            "STANDIN_ERROR_EVERY": "7",
+            "STANDIN_USAGE_SKEW": "3",
+        }
+    )
+    assert (settings.tool_fault, settings.json_fault, settings.reasoning_fault) == ("wrong_function", "schema", "leak")
+    assert (settings.needle_max_tokens, settings.error_every, settings.usage_skew_tokens) == (4096, 7, 3)
+    assert StandinSettings.from_environ({"STANDIN_TOOL_FAULT": "none"}).tool_fault is None
+    with pytest.raises(SettingsError, match="STANDIN_TOOL_FAULT='wrong' must be one of wrong_function"):
+        StandinSettings.from_environ({"STANDIN_TOOL_FAULT": "wrong"})
+    with pytest.raises(SettingsError, match="STANDIN_ERROR_EVERY='0' must be >= 1"):
+        StandinSettings.from_environ({"STANDIN_ERROR_EVERY": "0"})

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from servectl.bench.model import (
+    BenchContext,
     BenchReport,
     PointResult,
     RequestMeasurement,
@@ -65,6 +66,17 @@ def request_settings(report: BenchReport) -> dict[str, Any]:
     }
 
 
+def provenance(context: BenchContext | None) -> dict[str, str | None]:
+    """The profile, plan hash and pins a result was measured on (all None for a bare URL)."""
+    c = context
+    return {
+        "profile": c.profile_name if c else None,
+        "plan_hash": c.plan_hash if c else None,
+        "image_digest": c.image_digest if c else None,
+        "model_revision": c.model_revision if c else None,
+    }
+
+
 def _header(report: BenchReport) -> dict[str, Any]:
     s, c = report.settings, report.context
     return {
@@ -72,12 +84,7 @@ def _header(report: BenchReport) -> dict[str, Any]:
         "run_id": report.run_id,
         "started_at": report.started_at,
         "finished_at": report.finished_at,
-        "provenance": {
-            "profile": c.profile_name if c else None,
-            "plan_hash": c.plan_hash if c else None,
-            "image_digest": c.image_digest if c else None,
-            "model_revision": c.model_revision if c else None,
-        },
+        "provenance": provenance(c),
         "server": {"url": s.url, "model": report.model, "max_model_len": report.max_model_len},
         "request_settings": request_settings(report),
         "plan": {

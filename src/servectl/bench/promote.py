@@ -1,7 +1,9 @@
-"""Promotion: a profile becomes `promoted` only on benchmark evidence that matches it exactly.
+"""Promotion: a profile becomes `promoted` only on benchmark and qualification evidence that match it exactly.
 
-Evidence is a `servectl bench` output folder (``summary.json`` plus one JSON per point). It matches a profile
-when it was measured on the profile's current plan hash, image digest and model revision. `promote` writes a
+Evidence is a `servectl bench` output folder (``summary.json`` plus one JSON per point) and a `servectl
+qualify` evidence file (``qualify.json``, in the same folder or another). Both must be measured on the
+profile's current plan hash, image digest and model revision; the qualification must have run the profile's
+suite (same file content) with no failed gate. `promote` writes a
 small record next to the profile (``<name>.evidence.json``), points the profile at it (``evidence:``) and sets
 ``status: promoted``; the profile file is edited in place line by line (comments kept), validated, and
 replaced atomically, so a failed promotion never leaves a half-written profile.
@@ -18,7 +20,7 @@ from servectl.adapters.state import atomic_write_text
 from servectl.errors import ProfileError, UsageError
 from servectl.plan.resolve import plan_for
 from servectl.plan.validate import load_profile
-from servectl.profile.evidence import EVIDENCE_SCHEMA, EvidencePoint, EvidenceRecord
+from servectl.profile.evidence import EVIDENCE_SCHEMA, EvidencePoint, EvidenceRecord, GateCount
 from servectl.profile.loader import LoadedProfile
 
 SUMMARY_FILE = "summary.json"
@@ -42,26 +44,36 @@ def read_summary(evidence_dir: Path) -> dict[str, Any]:
     return data
 
 
-def check_evidence(loaded: LoadedProfile, summary: dict[str, Any], *, plan_hash: str) -> list[str]:
-    """Why this evidence cannot promote this profile (empty when it can)."""
+def _provenance_problems(loaded: LoadedProfile, prov: dict[str, Any], *, plan_hash: str, what: str) -> list[str]:
+    """Why evidence with provenance ``prov`` was not measured on this profile as it is now (``what``: its kind)."""
     p = loaded.profile
-    prov = summary.get("provenance") or {}
+    problems = []
+    redo = "benchmark it again" if what == "bench evidence" else "qualify it again"
+    if prov.get("profile") != p.name:
+        problems.append(f"{what} was measured on profile {prov.get('profile')!r}, not {p.name!r}")
+    if prov.get("plan_hash") != plan_hash:
+        problems.append(
+            f"{what} plan hash {prov.get('plan_hash')} differs from the profile's current plan {plan_hash}: "
+            f"the profile changed since the run; {redo}"
+        )
+    if p.image.digest and prov.get("image_digest") != p.image.digest:
+        problems.append(f"{what} image digest {prov.get('image_digest')} is not the pinned {p.image.digest}")
+    if p.model.revision and prov.get("model_revision") != p.model.revision:
+        problems.append(f"{what} model revision {prov.get('model_revision')} is not the pinned {p.model.revision}")
+    return problems
+
+
+def check_evidence(loaded: LoadedProfile, summary: dict[str, Any], *, plan_hash: str) -> list[str]:
+    """Why this bench evidence cannot promote this profile (empty when it can)."""
+    p = loaded.profile
     problems = []
     if not p.image.digest:
         problems.append("image.digest: the image is not pinned by digest; pin it before promoting")
     if not p.model.revision:
         problems.append("model.revision: the model is not pinned by revision; pin it before promoting")
-    if prov.get("profile") != p.name:
-        problems.append(f"evidence was measured on profile {prov.get('profile')!r}, not {p.name!r}")
-    if prov.get("plan_hash") != plan_hash:
-        problems.append(
-            f"evidence plan hash {prov.get('plan_hash')} differs from the profile's current plan {plan_hash}: "
-            "the profile changed since the run; benchmark it again"
-        )
-    if p.image.digest and prov.get("image_digest") != p.image.digest:
-        problems.append(f"evidence image digest {prov.get('image_digest')} is not the pinned {p.image.digest}")
-    if p.model.revision and prov.get("model_revision") != p.model.revision:
-        problems.append(f"evidence model revision {prov.get('model_revision')} is not the pinned {p.model.revision}")
+    problems += _provenance_problems(
+        loaded, summary.get("provenance") or {}, plan_hash=plan_hash, what="bench evidence"
+    )
     points = summary.get("points") or []
     good = [pt for pt in points if pt.get("requests_ok") and not pt.get("requests_flagged")]
     if not good:
@@ -69,8 +81,40 @@ def check_evidence(loaded: LoadedProfile, summary: dict[str, Any], *, plan_hash:
     return problems
 
 
-def build_record(loaded: LoadedProfile, summary: dict[str, Any], *, plan_hash: str, source: Path) -> EvidenceRecord:
-    """The evidence record of a checked summary."""
+def check_qualification(loaded: LoadedProfile, evidence: dict[str, Any], *, plan_hash: str) -> list[str]:
+    """Why this qualification evidence cannot promote this profile (empty when it can)."""
+    from servectl.bench.qualify.suite import load_suite, suite_path
+
+    what = "qualification"
+    problems = _provenance_problems(loaded, evidence.get("provenance") or {}, plan_hash=plan_hash, what=what)
+    suite_file = suite_path(loaded.profile.qualify, relative_to=loaded.file.path.parent)
+    expected = load_suite(suite_file)
+    ran = evidence.get("suite") or {}
+    if ran.get("sha256") != expected.sha256:
+        problems.append(
+            f"{what} ran suite {ran.get('name')!r} ({ran.get('source')}), not the profile's suite "
+            f"{expected.suite.name!r} ({suite_file}) as it is now; run `servectl qualify {loaded.profile.name}`"
+        )
+    gates = evidence.get("gates") or []
+    failed = [g for g in gates if g.get("verdict") == "fail"]
+    for gate in failed:
+        first = next((c.get("message") for c in gate.get("cases") or [] if not c.get("ok")), "") or gate.get("note")
+        problems.append(f"{what} gate {gate.get('gate')} failed ({gate.get('count')}): {first}")
+    if not any(g.get("verdict") == "pass" for g in gates):
+        problems.append(f"{what} has no passed gate; nothing to promote on")
+    return problems
+
+
+def build_record(
+    loaded: LoadedProfile,
+    summary: dict[str, Any],
+    *,
+    plan_hash: str,
+    source: Path,
+    qualification: dict[str, Any] | None = None,
+) -> EvidenceRecord:
+    """The evidence record of a checked summary (and checked qualification evidence)."""
+    from servectl.bench.qualify.model import GATE_LABELS
 
     def stat(point: dict[str, Any], key: str, field: str) -> float | None:
         value = (point.get(key) or {}).get(field)
@@ -102,22 +146,46 @@ def build_record(loaded: LoadedProfile, summary: dict[str, Any], *, plan_hash: s
         source_dir=str(source),
         points=points,
         free_vram_after_mib=tuple(int(c["memory_free_mib"]) for c in vram) if vram else None,
+        gates=tuple(
+            GateCount(
+                gate=str(g["gate"]),
+                label=GATE_LABELS.get(str(g["gate"]), str(g["gate"])),
+                verdict=str(g["verdict"]),
+                passed=int(g["passed"]),
+                total=int(g["total"]),
+            )
+            for g in (qualification or {}).get("gates") or []
+        ),
+        qualification_run_id=str((qualification or {}).get("run_id", "")),
+        qualification_suite=str(((qualification or {}).get("suite") or {}).get("name", "")),
     )
 
 
-def promote(*, name: str, evidence_dir: Path) -> EvidenceRecord:
-    """Promote profile ``name`` on the bench results in ``evidence_dir``.
+def promote(*, name: str, evidence_dir: Path, qualification_dir: Path | None = None) -> EvidenceRecord:
+    """Promote profile ``name`` on the bench results in ``evidence_dir`` and its qualification evidence.
+
+    Args:
+        name: The profile.
+        evidence_dir: The ``--out`` folder of `servectl bench`.
+        qualification_dir: The ``--out`` folder of `servectl qualify` (default: ``evidence_dir``).
 
     Raises:
-        UsageError: unreadable evidence. ProfileError: the evidence does not match the profile (every reason).
+        UsageError: unreadable or missing evidence. ProfileError: the evidence does not match the profile or a
+            gate failed (every reason, one line each).
     """
+    from servectl.bench.qualify.evidence import read_evidence
+
     loaded = load_profile(name)
     plan_hash = plan_for(loaded).plan_hash
     summary = read_summary(evidence_dir)
+    qualification = read_evidence(qualification_dir or evidence_dir)
     problems = check_evidence(loaded, summary, plan_hash=plan_hash)
+    problems += check_qualification(loaded, qualification, plan_hash=plan_hash)
     if problems:
         raise ProfileError("\n".join(f"{loaded.file.path}: cannot promote: {p}" for p in problems))
-    record = build_record(loaded, summary, plan_hash=plan_hash, source=evidence_dir.resolve())
+    record = build_record(
+        loaded, summary, plan_hash=plan_hash, source=evidence_dir.resolve(), qualification=qualification
+    )
     record_path = loaded.file.path.with_name(f"{name}.evidence.json")
     original = loaded.file.path.read_text(encoding="utf-8")
     edited = _set_top_level(_set_top_level(original, "status", "promoted"), "evidence", record_path.name)

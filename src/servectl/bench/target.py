@@ -23,8 +23,12 @@ class BenchTarget:
     context: BenchContext | None = None
 
 
-def bench_target(*, name: str, docker: DockerEngine, gpus: GpuInventory | None = None) -> BenchTarget:
+def bench_target(
+    *, name: str, docker: DockerEngine, gpus: GpuInventory | None = None, command: str = "bench"
+) -> BenchTarget:
     """The running service of profile ``name``, with the plan hash and pins its results will carry.
+
+    ``command`` (``bench``, ``qualify``) opens the error messages.
 
     Raises:
         UsageError: the profile does not run, is not ready, or runs another plan than the profile now has
@@ -38,18 +42,20 @@ def bench_target(*, name: str, docker: DockerEngine, gpus: GpuInventory | None =
     profile = resolved.loaded.profile
     running = [s for s in services(docker=docker) if s.profile == name and s.running]
     if not running:
-        raise UsageError(f"bench {name}: the profile does not run; start it with `servectl up {name}`")
+        raise UsageError(f"{command} {name}: the profile does not run; start it with `servectl up {name}`")
     service = running[0]
     if service.state != "ready":
-        raise UsageError(f"bench {name}: the service is {service.state}; wait for it (servectl status) or restart it")
+        raise UsageError(
+            f"{command} {name}: the service is {service.state}; wait for it (servectl status) or restart it"
+        )
     if service.plan_hash != resolved.plan.plan_hash:
         raise UsageError(
-            f"bench {name}: the running container has plan {service.plan_hash} but the profile now compiles to "
+            f"{command} {name}: the running container has plan {service.plan_hash} but the profile now compiles to "
             f"{resolved.plan.plan_hash}; results would not match the profile: `servectl swap {name}` first"
         )
     if profile.serve.api_key_file:
         raise UsageError(
-            f"bench {name}: the key is in a file ({profile.serve.api_key_file}); export it and pass --api-key-env"
+            f"{command} {name}: the key is in a file ({profile.serve.api_key_file}); export it and pass --api-key-env"
         )
 
     def free_vram() -> list[object]:

@@ -19,6 +19,7 @@ from servectl.cli.dev import register as register_dev
 from servectl.cli.doctor import register as register_doctor
 from servectl.cli.preflight import register as register_preflight
 from servectl.cli.profiles import register as register_profiles
+from servectl.cli.qualify import register as register_qualify
 from servectl.cli.render import register as register_render
 from servectl.cli.service import register as register_service
 from servectl.cli.swap import register as register_swap
@@ -60,6 +61,7 @@ _REGISTER: tuple[Callable[[typer.Typer], None], ...] = (
     register_doctor,  # doctor
     register_preflight,  # preflight
     register_profiles,  # profiles, show, validate, diff, schema, catalog, promote
+    register_qualify,  # qualify
     register_render,  # render
     register_service,  # up, down, status, logs
     register_swap,  # swap, rollback, rollback-check

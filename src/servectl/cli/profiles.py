@@ -25,12 +25,23 @@ def register(app: typer.Typer) -> None:
 def promote_command(
     name: Annotated[str, typer.Argument(help="profile to promote", autocompletion=profile_names)],
     evidence: Annotated[Path, typer.Option("--evidence", help="the --out folder of `servectl bench NAME`")],
+    qualification: Annotated[
+        Path | None,
+        typer.Option(
+            "--qualification",
+            help="the --out folder of `servectl qualify NAME` (default: the --evidence folder)",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
-    """Mark a profile promoted, on bench evidence measured on its current plan, image digest and model revision."""
+    """Mark a profile promoted, on bench and qualification evidence of its current plan, image and model pins."""
     from servectl.bench.promote import promote
 
-    record = promote(name=name, evidence_dir=evidence)
-    typer.echo(f"promoted {name}: evidence {name}.evidence.json (run {record.run_id}, plan {record.plan_hash})")
+    record = promote(name=name, evidence_dir=evidence, qualification_dir=qualification)
+    typer.echo(
+        f"promoted {name}: evidence {name}.evidence.json (run {record.run_id}, plan {record.plan_hash}; "
+        f"{record.gate_counts})"
+    )
 
 
 def profiles_command(

@@ -30,6 +30,17 @@ class EvidencePoint:
 
 
 @dataclass(frozen=True)
+class GateCount:
+    """One qualification gate in the record: ``needle 2/2`` (label, passed, total) and its verdict."""
+
+    gate: str
+    label: str
+    verdict: str
+    passed: int
+    total: int
+
+
+@dataclass(frozen=True)
 class EvidenceRecord:
     """What `promote` writes next to the profile."""
 
@@ -43,6 +54,15 @@ class EvidenceRecord:
     source_dir: str
     points: tuple[EvidencePoint, ...]
     free_vram_after_mib: tuple[int, ...] | None
+    # qualification (`servectl qualify`); empty in records written before promotion required it
+    gates: tuple[GateCount, ...] = ()
+    qualification_run_id: str = ""
+    qualification_suite: str = ""
+
+    @property
+    def gate_counts(self) -> str:
+        """``tools 20/20, needle 2/2, endurance 60/60`` (skipped gates left out)."""
+        return ", ".join(f"{g.label} {g.passed}/{g.total}" for g in self.gates if g.verdict != "skipped")
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2) + "\n"
@@ -59,13 +79,16 @@ def load_record(loaded: LoadedProfile) -> EvidenceRecord | None:
         data["points"] = tuple(EvidencePoint(**pt) for pt in data["points"])
         vram = data.get("free_vram_after_mib")
         data["free_vram_after_mib"] = tuple(vram) if vram else None
+        data["gates"] = tuple(GateCount(**g) for g in data.get("gates") or ())
         return EvidenceRecord(**data)
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
 def headline(record: EvidenceRecord, *, current_plan_hash: str | None) -> str | None:
-    """E.g. ``112.1 tok/s @ 2,969 · 99.8 @ 304,491 (C1, p50)``; marked stale unless measured on the current plan.
+    """E.g. ``112.1 @ 2,969 · 99.8 @ 304,491 tok/s (C1, p50); tools 20/20, needle 2/2``.
+
+    Marked stale unless measured on the current plan.
 
     Args:
         record: the profile's evidence.
@@ -80,6 +103,8 @@ def headline(record: EvidenceRecord, *, current_plan_hash: str | None) -> str | 
     if not parts:
         return None
     text = " · ".join(parts) + f" tok/s (C{chosen[0].concurrency}, p50)"
+    if record.gate_counts:
+        text += f"; {record.gate_counts}"
     return text if current_plan_hash == record.plan_hash else f"{text} {STALE_MARK}"
 
 
@@ -98,6 +123,11 @@ def evidence_summary_lines(loaded: LoadedProfile, *, current_plan_hash: str | No
             f"{pt.decode_tok_s_p50:.2f} decode tok/s p50 (min {pt.decode_tok_s_min:.2f}, max {pt.decode_tok_s_max:.2f})"
             if pt.decode_tok_s_p50 is not None and pt.decode_tok_s_min is not None and pt.decode_tok_s_max is not None
             else f"#   C{pt.concurrency} {pt.prompt_tokens_target:,}: no decode measurement"
+        )
+    if record.gates:
+        lines.append(
+            f"#   qualification: {record.gate_counts} (run {record.qualification_run_id}, "
+            f"suite {record.qualification_suite})"
         )
     if record.free_vram_after_mib:
         lines.append("#   free VRAM after: " + ", ".join(f"{m:,} MiB" for m in record.free_vram_after_mib))

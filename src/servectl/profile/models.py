@@ -301,6 +301,12 @@ class Profile(_Strict):
     rollback: ProfileName | None = Field(default=None, description="target of a plain `servectl swap`")
     nodes: int = Field(default=1, ge=1, le=MAX_GPUS, description="nodes for multi-node rendering (k8s LeaderWorkerSet)")
     evidence: str | None = Field(default=None, description="promotion evidence record (set by `promote`)")
+    qualify: str | None = Field(
+        default=None,
+        min_length=1,
+        description="qualification suite for `servectl qualify`: a shipped suite name (default) or a YAML file "
+        "relative to this profile",
+    )
     image: ImageSpec
     model: ModelSpec
     gpus: GpuSpec = Field(default_factory=GpuSpec)

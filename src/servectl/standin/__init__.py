@@ -47,6 +47,14 @@ Behaviour is set with environment variables:
 ``STANDIN_CATALOG`` / ``STANDIN_CATALOG_EXTEND``
     The flag catalog to check argv against (default ``sglang-0.5.23``), and a JSON extension of it in the
     shape :meth:`servectl.profile.catalog.FlagCatalog.extended` takes, for custom images that add flags or choices.
+``STANDIN_TOOL_FAULT`` / ``STANDIN_JSON_FAULT`` / ``STANDIN_REASONING_FAULT`` / ``STANDIN_NEEDLE_MAX_TOKENS``
+    Chat requests that offer tools, ask for JSON (``response_format``), set ``chat_template_kwargs.enable_thinking``,
+    send a tool result or hold a needle get scripted answers shaped as SGLang returns them (see
+    :mod:`servectl.standin.behaviour`); these variables break them on purpose (``wrong_function``,
+    ``malformed_args``, ``schema_args``, ``stream_mismatch``, ``no_continue``; ``invalid``, ``schema``; ``leak``)
+    or limit needle retrieval to prompts of at most N tokens.
+``STANDIN_ERROR_EVERY`` / ``STANDIN_USAGE_SKEW``
+    Every k-th generation request fails with HTTP 500; ``usage`` reports N more completion tokens than were sent.
 ``STANDIN_LISTEN_AT``
     ``start`` (default): listen from the first moment and answer 503 while starting. ``uvicorn``: listen only
     from the ``Uvicorn running`` line on, as real SGLang does (connections are refused before that).

@@ -24,6 +24,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
+from servectl.standin.behaviour import Reply, pieces, scripted_reply, wants_script
 from servectl.standin.logs import EngineLog
 from servectl.standin.settings import StandinSettings
 from servectl.standin.tokens import (
@@ -58,6 +59,7 @@ class EngineState:
     ready: threading.Event = field(default_factory=threading.Event)
     created: int = field(default_factory=lambda: int(time.time()))
     _running: int = 0
+    _generations: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -73,6 +75,12 @@ class EngineState:
         with self._lock:
             self._running += 1
             return self._running
+
+    def next_generation(self) -> int:
+        """Count a generation request; its 1-based number (for ``STANDIN_ERROR_EVERY``)."""
+        with self._lock:
+            self._generations += 1
+            return self._generations
 
     def request_finished(self) -> None:
         with self._lock:
@@ -217,10 +225,11 @@ def usage_body(state: EngineState, prompt_tokens: int, completion_tokens: int) -
     Speculative figures: ``completion_tokens_details`` (accepted/rejected draft tokens, as SGLang reports
     them) plus the extra fields ``spec_accept_length`` and ``spec_verify_ct`` (as in SGLang's ``meta_info``).
     """
+    reported = completion_tokens + state.settings.usage_skew_tokens  # STANDIN_USAGE_SKEW misreports on purpose
     usage: dict[str, Any] = {
         "prompt_tokens": prompt_tokens,
-        "total_tokens": prompt_tokens + completion_tokens,
-        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + reported,
+        "completion_tokens": reported,
         "prompt_tokens_details": None,
         "reasoning_tokens": 0,
     }
@@ -395,6 +404,12 @@ class StandinHandler(BaseHTTPRequestHandler):
                 f"The server is not ready yet (still starting: {self.state.phase}).",
                 "ServiceUnavailableError",
             )
+        every = self.state.settings.error_every
+        number = self.state.next_generation()
+        if every is not None and number % every == 0:
+            raise RequestError(
+                500, f"Internal server error (STANDIN_ERROR_EVERY={every}, request {number})", "InternalServerError"
+            )
 
     # -- health and info ---------------------------------------------------------------------------
     def health(self, _body: dict[str, Any]) -> None:
@@ -471,7 +486,138 @@ class StandinHandler(BaseHTTPRequestHandler):
         if not isinstance(messages, list) or not messages or not all(isinstance(m, Mapping) for m in messages):
             raise RequestError(400, "messages must be a non-empty list of message objects")
         prompt_tokens = count_chat_prompt_tokens(messages)
+        if wants_script(body):
+            reasoning_parser = self.state.args.get("reasoning_parser")
+            reply = scripted_reply(
+                body,
+                settings=self.state.settings,
+                reasoning_parser=str(reasoning_parser) if reasoning_parser else None,
+                prompt_tokens=prompt_tokens,
+            )
+            self._send_reply(body, reply, prompt_tokens)
+            return
         self._generate_openai(body, prompt_tokens, chat=True)
+
+    def _send_reply(self, body: dict[str, Any], reply: Reply, prompt_tokens: int) -> None:
+        """Send a scripted reply (see :mod:`servectl.standin.behaviour`), paced like any completion.
+
+        The reply is cut into one-token pieces; ``max_tokens`` cuts it short (finish ``length``).
+        """
+        stream = bool(body.get("stream"))
+        max_tokens = _int_field(body, "max_completion_tokens", "max_tokens")
+        plan_generation(self.state, prompt_tokens=prompt_tokens, max_tokens=max_tokens, min_tokens=0, ignore_eos=False)
+        items = _reply_pieces(reply, streamed=stream)
+        finish = reply.finish_reason
+        if max_tokens is not None and len(items) > max_tokens:
+            items, finish = items[:max_tokens], "length"
+        plan = GenerationPlan(prompt_tokens, len(items), finish, self.state.settings.die_after_tokens)
+        meta = {
+            "id": uuid.uuid4().hex,
+            "created": int(time.time()),
+            "model": str(body.get("model") or self.state.served_model_name),
+        }
+        include_usage, continuous = _stream_options(body)
+        calls = [f"call_{uuid.uuid4().hex[:24]}" for _ in reply.tool_calls]
+        self.state.request_started()
+        try:
+            if stream:
+                self._stream_reply(plan, meta, items, calls, include_usage=include_usage, continuous=continuous)
+                return
+            for _ in paced_chunks(self.state, plan):
+                pass
+            message: dict[str, Any] = {
+                "role": "assistant",
+                "content": "".join(t for k, t, _ in items if k == "content"),
+                "reasoning_content": "".join(t for k, t, _ in items if k == "reasoning") or None,
+                "tool_calls": None,
+            }
+            tool_calls = [
+                {
+                    "id": calls[i],
+                    "index": i,
+                    "type": "function",
+                    "function": {
+                        "name": call.name,
+                        "arguments": "".join(t for k, t, j in items if k == "args" and j == i),
+                    },
+                }
+                for i, call in enumerate(reply.tool_calls)
+                if any(k == "name" and j == i for k, _, j in items)
+            ]
+            if tool_calls:
+                message["tool_calls"] = tool_calls
+            choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish, "matched_stop": None}
+            self._send_json(
+                200,
+                {
+                    "id": meta["id"],
+                    "object": "chat.completion",
+                    "created": meta["created"],
+                    "model": meta["model"],
+                    "choices": [choice],
+                    "usage": usage_body(self.state, plan.prompt_tokens, plan.completion_tokens),
+                },
+            )
+        finally:
+            self.state.request_finished()
+
+    def _stream_reply(
+        self,
+        plan: GenerationPlan,
+        meta: dict[str, Any],
+        items: list[tuple[str, str, int]],
+        calls: list[str],
+        *,
+        include_usage: bool,
+        continuous: bool,
+    ) -> None:
+        """Stream a scripted reply: one event per run of reasoning, content or tool-call pieces in a chunk."""
+
+        def event(delta: dict[str, Any], finish: str | None, done: int) -> dict[str, Any]:
+            usage = usage_body(self.state, plan.prompt_tokens, done) if include_usage and continuous else None
+            choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish, "matched_stop": None}
+            return {
+                "id": meta["id"],
+                "object": "chat.completion.chunk",
+                "created": meta["created"],
+                "model": meta["model"],
+                "choices": [choice],
+                "usage": usage,
+            }
+
+        def delta_of(kind: str, text: str, index: int) -> dict[str, Any]:
+            if kind == "reasoning":
+                return {"reasoning_content": text}
+            if kind == "content":
+                return {"content": text}
+            if kind == "name":
+                # sglang/srt/entrypoints/openai/serving_chat.py::_process_tool_call_stream: the first delta
+                # carries id and name, later ones only argument text (id and name null)
+                function: dict[str, Any] = {"name": text, "arguments": ""}
+                return {"tool_calls": [{"id": calls[index], "index": index, "type": "function", "function": function}]}
+            function = {"name": None, "arguments": text}
+            return {"tool_calls": [{"id": None, "index": index, "type": "function", "function": function}]}
+
+        self._start_stream()
+        self._send_event(event({"role": "assistant", "content": ""}, None, 0))
+        done = 0
+        for first, count in paced_chunks(self.state, plan):
+            done = first + count
+            runs: list[tuple[str, str, int]] = []
+            for kind, text, index in items[first:done]:
+                if runs and runs[-1][0] == kind and runs[-1][2] == index and kind != "name":
+                    runs[-1] = (kind, runs[-1][1] + text, index)
+                else:
+                    runs.append((kind, text, index))
+            for kind, text, index in runs:
+                self._send_event(event(delta_of(kind, text, index), None, done))
+        self._send_event(event({}, plan.finish_reason, done))
+        if include_usage:
+            self._send_event(
+                {**event({}, None, done), "choices": [], "usage": usage_body(self.state, plan.prompt_tokens, done)}
+            )
+        self._send_event("[DONE]")
+        self._end_stream()
 
     def completions(self, body: dict[str, Any]) -> None:
         self._require_ready()
@@ -663,6 +809,17 @@ class StandinHandler(BaseHTTPRequestHandler):
                 )
         finally:
             self.state.request_finished()
+
+
+def _reply_pieces(reply: Reply, *, streamed: bool) -> list[tuple[str, str, int]]:
+    """``(kind, text, tool index)`` per completion token: reasoning, content, then each call's name and args."""
+    items: list[tuple[str, str, int]] = [("reasoning", t, -1) for t in pieces(reply.reasoning or "")]
+    items += [("content", t, -1) for t in pieces(reply.content)]
+    for index, call in enumerate(reply.tool_calls):
+        items.append(("name", call.name, index))
+        args = call.streamed_arguments if streamed and call.streamed_arguments is not None else call.arguments
+        items += [("args", t, index) for t in pieces(args)]
+    return items
 
 
 _ROUTES: dict[tuple[str, str], Route] = {

@@ -19,6 +19,9 @@ PHASE_SHARES: Mapping[str, float] = {"weights": 0.45, "kv_cache": 0.10, "cuda_gr
 
 DEFAULT_CATALOG = "sglang-0.5.23"
 
+#: ``STANDIN_TOOL_FAULT`` values (see :mod:`servectl.standin.behaviour`).
+TOOL_FAULTS: tuple[str, ...] = ("wrong_function", "malformed_args", "schema_args", "stream_mismatch", "no_continue")
+
 
 class SettingsError(ValueError):
     """A ``STANDIN_*`` variable holds a value the stand-in cannot use."""
@@ -46,6 +49,12 @@ class StandinSettings:
     catalog_name: str = DEFAULT_CATALOG
     catalog_extension: Mapping[str, Any] | None = None
     listen_at: str = "start"
+    tool_fault: str | None = None
+    json_fault: str | None = None
+    reasoning_fault: str | None = None
+    needle_max_tokens: int | None = None
+    error_every: int | None = None
+    usage_skew_tokens: int = 0
 
     @property
     def reports_accept_length(self) -> bool:
@@ -84,6 +93,12 @@ class StandinSettings:
             catalog_name=reader.text("STANDIN_CATALOG") or DEFAULT_CATALOG,
             catalog_extension=reader.json_object("STANDIN_CATALOG_EXTEND"),
             listen_at=reader.choice("STANDIN_LISTEN_AT", ("start", "uvicorn"), "start"),
+            tool_fault=reader.optional_choice("STANDIN_TOOL_FAULT", TOOL_FAULTS),
+            json_fault=reader.optional_choice("STANDIN_JSON_FAULT", ("invalid", "schema")),
+            reasoning_fault=reader.optional_choice("STANDIN_REASONING_FAULT", ("leak",)),
+            needle_max_tokens=reader.optional_integer("STANDIN_NEEDLE_MAX_TOKENS", minimum=0),
+            error_every=reader.optional_integer("STANDIN_ERROR_EVERY", minimum=1),
+            usage_skew_tokens=reader.integer("STANDIN_USAGE_SKEW", 0, minimum=0),
         )
         return settings
 
@@ -160,6 +175,12 @@ class _Reader:
         if raw.strip() not in choices:
             raise SettingsError(f"{name}={raw!r} must be one of {', '.join(choices)}")
         return raw.strip()
+
+    def optional_choice(self, name: str, choices: tuple[str, ...]) -> str | None:
+        raw = self._raw(name)
+        if raw is None or raw.strip() == "none":
+            return None
+        return self.choice(name, choices, "")
 
     def json_object(self, name: str) -> Mapping[str, Any] | None:
         raw = self._raw(name)

@@ -1,0 +1,151 @@
+"""Run a qualification suite against an OpenAI-compatible server: :func:`run_qualify`.
+
+Order: model discovery (``/v1/models``), then the suite's gates in :data:`GATE_ORDER` (smoke, structured,
+tools, reasoning, long context, endurance), then free VRAM per card, judged by the ``vram`` gate. A gate
+records failed cases instead of raising; only an unreachable server or an unknown model stop the run.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import platform
+import secrets
+from collections.abc import Callable
+from importlib import metadata
+from typing import Any
+
+from servectl.bench.model import BenchContext, CardFreeMemory
+from servectl.bench.qualify.client import QualifyClient
+from servectl.bench.qualify.gates import GateRun
+from servectl.bench.qualify.model import (
+    ClientOverhead,
+    GateResult,
+    QualifyProgressEvent,
+    QualifyReport,
+    QualifySettings,
+    ServiceFacts,
+)
+from servectl.bench.qualify.suite import GATE_ORDER
+from servectl.errors import BenchFailed
+
+ProgressCallback = Callable[[QualifyProgressEvent], None]
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for dist in ("servectl", "openai", "jsonschema"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[dist] = "unknown"
+    return out
+
+
+def _discover(client: QualifyClient, settings: QualifySettings) -> tuple[str, int | None]:
+    import openai
+
+    url = f"{settings.url}/v1/models"
+    try:
+        models = dict(client.list_models())
+    except openai.AuthenticationError:
+        hint = "the key in --api-key-env was refused" if settings.api_key else "pass --api-key-env NAME"
+        raise BenchFailed(f"{url}: HTTP 401; {hint}") from None
+    except openai.APIError as err:
+        raise BenchFailed(
+            f"{url}: cannot list models ({type(err).__name__}: {err}); check --url and that it is up"
+        ) from None
+    wanted = settings.model
+    if wanted is None:
+        if len(models) != 1:
+            raise BenchFailed(f"{url}: serves {len(models)} models {sorted(models)}; pick one with --model")
+        wanted = next(iter(models))
+    elif wanted not in models:
+        raise BenchFailed(f"{url}: model {wanted!r} is not served; served: {sorted(models)}")
+    return wanted, models[wanted]
+
+
+def _free_vram(facts: ServiceFacts) -> tuple[CardFreeMemory, ...] | None:
+    if facts.free_vram is None:
+        return None
+    return tuple(CardFreeMemory(index=c.index, memory_free_bytes=c.memory_free_bytes) for c in facts.free_vram())
+
+
+def run_qualify(
+    *,
+    settings: QualifySettings,
+    context: BenchContext | None = None,
+    facts: ServiceFacts | None = None,
+    progress: ProgressCallback | None = None,
+) -> QualifyReport:
+    """Run every gate of ``settings.suite`` against the server and return the verdicts.
+
+    Args:
+        settings: Server, suite, key.
+        context: Provenance of a managed profile (plan hash, pins), recorded in the evidence.
+        facts: What the profile says (reasoning parser, context, VRAM reserve, GPU reader).
+        progress: Called after each case.
+
+    Raises:
+        BenchFailed: the server cannot be reached, refuses the key, or does not serve the model.
+    """
+    from servectl.bench.qualify.gates import endurance, long_context, reasoning, smoke, structured, tools, vram
+
+    facts = facts or ServiceFacts()
+    suite = settings.suite.suite
+    started = _now()
+    client = QualifyClient(
+        url=settings.url,
+        model=settings.model or "",
+        api_key=settings.api_key,
+        timeout_s=suite.request_timeout_s,
+        temperature=suite.temperature,
+        extra_body=suite.extra_body,
+    )
+    try:
+        model, max_model_len = _discover(client, settings)
+        client.model = model
+        run = GateRun(
+            client=client,
+            facts=facts,
+            run_id=secrets.token_hex(4),
+            max_model_len=max_model_len,
+            seed=settings.seed,
+            progress=progress,
+        )
+        runners: dict[str, Callable[[GateRun, Any], GateResult]] = {
+            "smoke": smoke.run,
+            "structured": structured.run,
+            "tools": tools.run,
+            "reasoning": reasoning.run,
+            "long_context": long_context.run,
+            "endurance": endurance.run,
+        }
+        results: list[GateResult] = []
+        for gate in GATE_ORDER:
+            spec = getattr(suite.gates, gate)
+            if spec is None or gate == "vram":
+                continue
+            results.append(runners[gate](run, spec))
+        cards = _free_vram(facts)
+        if suite.gates.vram is not None:
+            results.append(vram.run(run, suite.gates.vram, list(cards) if cards else None))
+    finally:
+        client.close()
+    return QualifyReport(
+        settings=settings,
+        context=context,
+        facts=facts,
+        run_id=run.run_id,
+        model=model,
+        max_model_len=max_model_len,
+        gates=tuple(results),
+        overhead=ClientOverhead(requests=client.requests, wall_s=client.wall_s, client_cpu_s=client.client_cpu_s),
+        started_at=started,
+        finished_at=_now(),
+        client_versions=_versions(),
+        free_vram_after=cards,
+    )

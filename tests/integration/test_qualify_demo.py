@@ -1,0 +1,102 @@
+"""`servectl qualify` against the demo profile on the real Docker engine, with the shipped default suite.
+
+The profile extends the shipped ``demo`` (stand-in engine, reasoning parser glm45, tool parser glm47, 32K
+context) with a unique name, port and the session label; `servectl up` starts it, `servectl qualify` runs
+every default gate through the openai SDK. A second profile injects one fault and must fail the one gate.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from servectl.standin.process import free_port
+from servectl.testing.docker import TEST_SESSION_LABEL, write_test_profile
+
+pytestmark = pytest.mark.integration
+
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+
+
+@pytest.fixture
+def cli(docker_client: Any, standin_image: str, test_session_id: str, tmp_path: Path) -> Iterator[Any]:
+    folder, home = tmp_path / "profiles", tmp_path / "home"
+    env = {**os.environ, "PYTHONPATH": SRC, "SERVECTL_HOME": str(home), "SERVECTL_PROFILES": str(folder)}
+    tag = os.urandom(3).hex()
+
+    def profile(short: str, **standin_env: str) -> str:
+        name = f"t{tag}-{short}"
+        write_test_profile(
+            folder,
+            name,
+            port=free_port(),
+            session=test_session_id,
+            image={"ref": standin_image},
+            engine={"env": {"STANDIN_STARTUP_DELAY_S": "1", **standin_env}},
+            container={"name": f"servectl-{name}"},
+        )
+        return name
+
+    def run(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "servectl", *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+            timeout=timeout,
+        )
+
+    yield profile, run
+    for container in docker_client.containers.list(
+        all=True, filters={"label": f"{TEST_SESSION_LABEL}={test_session_id}"}
+    ):
+        container.remove(force=True)
+
+
+def test_qualify_demo_passes_every_default_gate_and_writes_the_evidence(cli: Any, tmp_path: Path) -> None:
+    profile, run = cli
+    name = profile("qualify")
+    up = run("up", name)
+    assert up.returncode == 0, up.stderr
+    result = run("qualify", name, "--out", str(tmp_path / "ev"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "smoke 2/2, json 6/6, tools 20/20, reasoning 4/4, needle 2/2, endurance 60/60" in result.stdout
+    evidence = json.loads((tmp_path / "ev" / "qualify.json").read_text())
+    assert evidence["passed"] is True and evidence["provenance"]["profile"] == name
+    assert evidence["provenance"]["plan_hash"] and evidence["server"]["model"] == "demo"
+    assert evidence["suite"]["name"] == "default"
+    verdicts = {g["gate"]: g["verdict"] for g in evidence["gates"]}
+    assert verdicts == {
+        "smoke": "pass",
+        "structured": "pass",
+        "tools": "pass",
+        "reasoning": "pass",
+        "long_context": "pass",
+        "endurance": "pass",
+        "vram": "skipped",  # the demo profile uses no GPU
+    }
+    needles = next(g for g in evidence["gates"] if g["gate"] == "long_context")["cases"]
+    assert [c["detail"]["prompt_tokens_target"] for c in needles] == [8192, 32768 - 1024 - 64]
+
+
+def test_qualify_fails_the_tools_gate_on_a_wrong_function_naming_the_case(cli: Any, tmp_path: Path) -> None:
+    profile, run = cli
+    name = profile("wrongtool", STANDIN_TOOL_FAULT="wrong_function")
+    assert run("up", name).returncode == 0
+    result = run("qualify", name, "--out", str(tmp_path / "ev"), "--json")
+    assert result.returncode == 1
+    assert "error: qualify: 1 of 7 gates failed (tools 0/20)" in result.stderr
+    evidence = json.loads(result.stdout)
+    tools = next(g for g in evidence["gates"] if g["gate"] == "tools")
+    assert (
+        tools["cases"][1]["message"]
+        == "tools #2 create_event of 2 tools: called 'search_docs', expected 'create_event'"
+    )

@@ -1,0 +1,144 @@
+"""Every qualification gate passes against a well-behaved stand-in and fails, naming the case, on its fault.
+
+The stand-in runs as a host process (no Docker); each fault is one ``STANDIN_*`` variable
+(:mod:`servectl.standin.behaviour`). Suites here are small copies of the default one, so that the tests stay
+fast; `servectl qualify demo` runs the shipped default suite (tests/integration/test_qualify_demo.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from servectl.bench.qualify import QualifyReport, QualifySettings, ServiceFacts, run_qualify
+from servectl.bench.qualify.suite import LoadedSuite, Suite
+from servectl.standin.process import HostStandin
+
+DEMO_MODEL = str(Path(__file__).parents[2] / "examples" / "demo-model")
+FAST = {"STANDIN_TOKEN_RATE": "5000", "STANDIN_CHUNK_TOKENS": "2", "STANDIN_STARTUP_DELAY_S": "0"}
+PARSERS = ["--reasoning-parser", "glm45", "--tool-call-parser", "glm47"]
+
+GATES: dict[str, dict[str, Any]] = {
+    "smoke": {"max_tokens": 16},
+    "structured": {"json_object": 1, "json_schema": 4},
+    "tools": {"cases": 6, "max_tools_per_case": 3},
+    "reasoning": {},
+    "long_context": {"targets": [2048], "context_headroom_tokens": 512},
+    "endurance": {"requests": 8, "window": 2, "max_tokens": 8},
+}
+
+
+def suite(**gates: dict[str, Any]) -> LoadedSuite:
+    return LoadedSuite(Suite.model_validate({"name": "test", "gates": gates}), source="test", sha256="0" * 64)
+
+
+def qualify(gates: dict[str, dict[str, Any]], *, flags: list[str] = PARSERS, **env: str) -> QualifyReport:
+    argv = ["--model-path", DEMO_MODEL, "--context-length", "8192", *flags]
+    with HostStandin(argv, env={**FAST, **env}) as engine:
+        engine.wait_ready()
+        return run_qualify(settings=QualifySettings(url=engine.base_url, suite=suite(**gates)))
+
+
+@pytest.fixture(scope="module")
+def healthy() -> Iterator[QualifyReport]:
+    yield qualify(GATES)
+
+
+@pytest.mark.parametrize("gate", list(GATES))
+def test_each_gate_passes_on_a_well_behaved_server(healthy: QualifyReport, gate: str) -> None:
+    result = next(g for g in healthy.gates if g.gate == gate)
+    assert result.verdict == "pass", [c.message for c in result.failures]
+    assert result.total > 0 and result.passed == result.total
+
+
+def test_the_healthy_run_counts_every_case(healthy: QualifyReport) -> None:
+    assert healthy.passed
+    assert healthy.counts == "smoke 2/2, json 5/5, tools 6/6, reasoning 4/4, needle 2/2, endurance 8/8"
+    needles = next(g for g in healthy.gates if g.gate == "long_context").cases
+    assert [c.detail["prompt_tokens_target"] for c in needles] == [2048, 8192 - 512 - 64]
+    assert all(abs(c.detail["prompt_tokens_actual"] - c.detail["prompt_tokens_target"]) <= 64 for c in needles)
+    assert healthy.overhead.requests > 40 and healthy.overhead.client_cpu_s > 0
+
+
+FAULTS = [
+    ("smoke", {"STANDIN_USAGE_SKEW": "5"}, "smoke chat: finish_reason length but usage.completion_tokens 21"),
+    ("structured", {"STANDIN_JSON_FAULT": "invalid"}, "structured json_object #1: content is not JSON"),
+    (
+        "structured",
+        {"STANDIN_JSON_FAULT": "schema"},
+        "structured json_schema #1 person: answer does not validate against the schema 'name' is a required",
+    ),
+    (
+        "tools",
+        {"STANDIN_TOOL_FAULT": "wrong_function"},
+        "tools #1 get_weather of 1 tool: called 'get_weather_v2', expected 'get_weather'",
+    ),
+    (
+        "tools",
+        {"STANDIN_TOOL_FAULT": "malformed_args"},
+        "tools #1 get_weather of 1 tool: get_weather arguments are not valid JSON",
+    ),
+    ("tools", {"STANDIN_TOOL_FAULT": "schema_args"}, "get_weather arguments do not validate against the tool schema"),
+    (
+        "tools",
+        {"STANDIN_TOOL_FAULT": "stream_mismatch"},
+        "tools #1 get_weather of 1 tool: streamed call assembles to other",
+    ),
+    (
+        "tools",
+        {"STANDIN_TOOL_FAULT": "no_continue"},
+        "tools #1 get_weather of 1 tool: tool-result turn did not continue",
+    ),
+    ("reasoning", {"STANDIN_REASONING_FAULT": "leak"}, "reasoning thinking on: think tag '<think>' in content"),
+    ("long_context", {"STANDIN_NEEDLE_MAX_TOKENS": "1024"}, "needle 2,048 tokens (2,048 actual): answer does not name"),
+    ("endurance", {"STANDIN_ERROR_EVERY": "5"}, "endurance request 5: HTTP 500"),
+]
+
+
+@pytest.mark.parametrize(
+    ("gate", "env", "message"), FAULTS, ids=[f"{g}-{next(iter(e.values()))}" for g, e, _ in FAULTS]
+)
+def test_each_gate_fails_on_its_fault_with_a_message_naming_the_case(
+    gate: str, env: dict[str, str], message: str
+) -> None:
+    report = qualify({gate: GATES[gate]}, **env)
+    (result,) = report.gates
+    assert result.verdict == "fail"
+    assert not report.passed
+    assert any(message in c.message for c in result.failures), [c.message for c in result.failures]
+
+
+def test_reasoning_leaks_think_tags_when_the_server_runs_without_a_reasoning_parser() -> None:
+    report = qualify({"reasoning": {}}, flags=["--tool-call-parser", "glm47"])
+    (result,) = report.gates
+    assert result.verdict == "fail"
+    assert "reasoning thinking on: think tag '<think>' in content" in result.failures[0].message
+    off = [c for c in result.cases if "off" in c.case]
+    assert off and all(c.ok for c in off)  # thinking off never leaks
+
+
+def test_reasoning_thinking_off_fails_when_reasoning_leaks_as_empty_tags() -> None:
+    report = qualify({"reasoning": {"streaming": False}}, STANDIN_REASONING_FAULT="leak")
+    off = next(c for c in report.gates[0].cases if c.case == "reasoning thinking off")
+    assert not off.ok and "think tag '<think>' in content: '<think></think>" in off.message
+
+
+def test_reasoning_is_skipped_for_a_profile_without_a_reasoning_parser() -> None:
+    with HostStandin(["--model-path", DEMO_MODEL], env=FAST) as engine:
+        engine.wait_ready()
+        report = run_qualify(
+            settings=QualifySettings(url=engine.base_url, suite=suite(reasoning={})),
+            facts=ServiceFacts(known=True, reasoning_parser=None),
+        )
+    assert report.gates[0].verdict == "skipped" and "reasoning-parser" in report.gates[0].note
+    assert report.passed and report.counts == ""
+
+
+def test_endurance_fails_on_latency_drift_beyond_the_bound() -> None:
+    from servectl.bench.qualify.gates.endurance import drift
+
+    assert drift([1.0, 1.0, 1.0, 2.0], 2) == (1.5, 1.0, 1.5)
+    assert drift([1.0, 1.0, 1.0], 2) is None
