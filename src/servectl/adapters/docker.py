@@ -25,10 +25,13 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from servectl.errors import EngineUnavailable, PreflightFailed, ServectlError, ServiceConflict, StartupFailed
-from servectl.plan.compile import LABEL_MANAGED, LABEL_PROFILE, DockerRunSpec
+from servectl.plan.labels import LABEL_MANAGED, LABEL_PROFILE
+
+if TYPE_CHECKING:
+    from servectl.plan.compile import DockerRunSpec
 
 __all__ = [
     "COMPOSE_CONFIG_FILES_LABEL",
