@@ -10,10 +10,10 @@ The public API, keyword-only and typed; the ``servectl`` command is a thin layer
     servectl.down(name="demo")
 
 Functions (from :mod:`servectl.api` unless noted): ``load_profile``, ``compile_plan``, ``run_preflight``,
-``up``, ``down``, ``services``, ``swap``, ``rollback``; ``run_bench`` (measure a server,
+``up``, ``down``, ``services``, ``status``, ``swap``, ``rollback``; ``run_bench`` (measure a server,
 :mod:`servectl.bench.runner`) and ``run_profile_bench`` (what ``servectl bench`` does,
 :mod:`servectl.bench.profile_run`). Their results and settings: ``LoadedProfile``, ``LaunchPlan``,
-``PreflightReport``, ``UpResult``, ``DownResult``, ``ServiceInfo``, ``SwapResult``, ``BenchSettings``,
+``PreflightReport``, ``UpResult``, ``DownResult``, ``ServiceInfo``, ``Status``, ``SwapResult``, ``BenchSettings``,
 ``BenchReport``, ``ProfileBenchResult``. Errors derive from ``ServectlError`` (:mod:`servectl.errors`), each
 with the exit code the CLI uses.
 
@@ -37,6 +37,7 @@ _EXPORTS: dict[str, str] = {
     "ProfileBenchResult": "servectl.bench.profile_run",
     "ServectlError": "servectl.errors",
     "ServiceInfo": "servectl.service.services",
+    "Status": "servectl.api",
     "SwapResult": "servectl.service.swap",
     "UpResult": "servectl.service.runtime",
     "compile_plan": "servectl.api",
@@ -47,6 +48,7 @@ _EXPORTS: dict[str, str] = {
     "run_preflight": "servectl.api",
     "run_profile_bench": "servectl.bench.profile_run",
     "services": "servectl.api",
+    "status": "servectl.api",
     "swap": "servectl.api",
     "up": "servectl.api",
 }
@@ -61,6 +63,7 @@ __all__ = [
     "ProfileBenchResult",
     "ServectlError",
     "ServiceInfo",
+    "Status",
     "SwapResult",
     "UpResult",
     "__version__",
@@ -72,12 +75,24 @@ __all__ = [
     "run_preflight",
     "run_profile_bench",
     "services",
+    "status",
     "swap",
     "up",
 ]
 
 if TYPE_CHECKING:
-    from servectl.api import compile_plan, down, load_profile, rollback, run_preflight, services, swap, up
+    from servectl.api import (
+        Status,
+        compile_plan,
+        down,
+        load_profile,
+        rollback,
+        run_preflight,
+        services,
+        status,
+        swap,
+        up,
+    )
     from servectl.bench.model import BenchReport, BenchSettings
     from servectl.bench.profile_run import ProfileBenchResult, run_profile_bench
     from servectl.bench.runner import run_bench
