@@ -26,8 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from servectl.adapters.docker_engine import DockerSdkEngine
-from servectl.adapters.docker_facts import DockerSdkFacts
+from servectl.adapters.docker import DockerSdkEngine
 from servectl.plan.resolve import resolve
 from servectl.preflight.engine_image import extract_catalog, parse_in_image
 from servectl.testing.sglang_image import build_test_images
@@ -43,7 +42,7 @@ def main() -> int:
     t0 = time.perf_counter()
     images = build_test_images()
     build_s = time.perf_counter() - t0
-    engine, facts = DockerSdkEngine(), DockerSdkFacts()
+    engine = DockerSdkEngine()
     argv = list(resolve(args.profile).plan.engine_argv)
     floor_code = "import sys; from sglang.srt.server_args import prepare_server_args; prepare_server_args(sys.argv[1:])"
     times: dict[str, list[float]] = {"start": [], "start+parse": [], "parse in image": [], "extract": []}
@@ -65,7 +64,7 @@ def main() -> int:
             times["parse in image"].append(time.perf_counter() - t)
 
             t = time.perf_counter()
-            result = extract_catalog(image=images.upstream, engine=engine, facts=facts, store_dir=Path(store))
+            result = extract_catalog(image=images.upstream, engine=engine, store_dir=Path(store))
             assert result.option_count > 500
             times["extract"].append(time.perf_counter() - t)
 

@@ -7,6 +7,10 @@ cd "$(dirname "$0")/.."
 
 python3 -m pip install -q -e '.[test]'
 bash scripts/ensure-docker.sh
+# The real SGLang 0.5.23 parser (wheel + CPU torch, ~2.3 GB) for the differential parser tests; cached by its
+# recipe hash under ~/.cache/servectl-ci, so only the first run on a machine builds it (7 min here, 2 cores).
+python3 -m servectl.testing.sglang_venv
+export SERVECTL_REQUIRE_SGLANG_PARSER=1  # the venv is there: parser parity tests must run, never skip
 # The real-SGLang test images of tests/integration/test_engine_image_docker.py: the parser venv (cached under
 # ~/.cache/servectl-ci by recipe hash) plus two images imported into Docker (tagged by content hash, so a
 # later run finds them); prints the build time (0 when found).

@@ -17,8 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from servectl.adapters.docker_engine import LABEL_ONESHOT, DockerSdkEngine
-from servectl.adapters.docker_facts import DockerSdkFacts
+from servectl.adapters.docker import LABEL_ONESHOT, DockerSdkEngine
 from servectl.plan.resolve import resolve
 from servectl.preflight.engine_image import extract_catalog, parse_in_image
 from servectl.profile.catalog import CATALOG_DIR, FlagCatalog
@@ -41,11 +40,11 @@ def images(docker_client: Any) -> SglangTestImages:
 @pytest.fixture(scope="session")
 def extracted(images: SglangTestImages, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     store = tmp_path_factory.mktemp("catalogs")
-    engine, facts = DockerSdkEngine(), DockerSdkFacts()
+    engine = DockerSdkEngine()
     return {
         "store": store,
-        "upstream": extract_catalog(image=images.upstream, engine=engine, facts=facts, store_dir=store),
-        "patched": extract_catalog(image=images.patched, engine=engine, facts=facts, store_dir=store),
+        "upstream": extract_catalog(image=images.upstream, engine=engine, store_dir=store),
+        "patched": extract_catalog(image=images.patched, engine=engine, store_dir=store),
     }
 
 

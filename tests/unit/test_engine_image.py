@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 
-from servectl.adapters.docker_engine import OneShotResult
-from servectl.adapters.docker_facts import ImageInfo
+from servectl.adapters.docker import ImageInfo, OneShotResult
 from servectl.errors import PreflightFailed
 from servectl.preflight.engine_image import (
     ImageProbeError,
@@ -26,7 +25,6 @@ from servectl.profile.catalog import CATALOG_DIR, FlagCatalog
 from servectl.profile.catalog_diff import diff_catalogs
 from servectl.profile.catalog_store import ImageSource, find_extracted, load_catalog, store_catalog
 from servectl.testing.docker import FakeDockerEngine, dump_answer, probe_answer
-from servectl.testing.fakes import FakeDockerFacts
 
 IMAGE = "vendor/sglang-custom:rc14"
 IMAGE_ID = "sha256:" + "ab" * 32
@@ -37,10 +35,8 @@ def shipped_document() -> dict[str, Any]:
     return json.loads((CATALOG_DIR / "sglang-0.5.23.json").read_text())
 
 
-def facts() -> FakeDockerFacts:
-    return FakeDockerFacts(
-        images=[ImageInfo(id=IMAGE_ID, repo_digests=(f"vendor/sglang-custom@{REPO_DIGEST}",), tags=(IMAGE,))]
-    )
+def local_image() -> ImageInfo:
+    return ImageInfo(id=IMAGE_ID, repo_digests=(f"vendor/sglang-custom@{REPO_DIGEST}",), tags=(IMAGE,))
 
 
 class Recorder:
@@ -92,9 +88,9 @@ def test_extract_probes_pythons_until_one_has_sglang_and_stores_by_image_id(tmp_
     doc = shipped_document()
     no_module = OneShotResult(1, "", "ModuleNotFoundError: No module named 'sglang'\n", 0.2)
     oneshot = Recorder({"python3": no_module, "/opt/venv/bin/python": dump_answer(doc, seconds=2.5)})
-    engine = FakeDockerEngine(images=[IMAGE], oneshot=oneshot)
+    engine = FakeDockerEngine(images=[local_image()], oneshot=oneshot)
     out = tmp_path / "project" / "custom.json"
-    result = extract_catalog(image=IMAGE, engine=engine, facts=facts(), out=out, store_dir=tmp_path / "cache")
+    result = extract_catalog(image=IMAGE, engine=engine, out=out, store_dir=tmp_path / "cache")
     assert [c[0] for c in oneshot.commands] == ["python3", "/opt/venv/bin/python"]
     assert oneshot.commands[-1][-1] == "flags" and "def dump_flags" in oneshot.commands[-1][2]
     assert result.python == "/opt/venv/bin/python" and result.seconds == 2.5
@@ -110,9 +106,9 @@ def test_extract_probes_pythons_until_one_has_sglang_and_stores_by_image_id(tmp_
 
 def test_an_image_without_sglang_is_one_clear_line(tmp_path: Path) -> None:
     no_module = OneShotResult(1, "", "ModuleNotFoundError: No module named 'sglang'\n", 0.2)
-    engine = FakeDockerEngine(images=[IMAGE], oneshot=Recorder({"python3": no_module}))
+    engine = FakeDockerEngine(images=[local_image()], oneshot=Recorder({"python3": no_module}))
     with pytest.raises(ImageProbeError) as err:
-        extract_catalog(image=IMAGE, engine=engine, facts=facts(), store_dir=tmp_path)
+        extract_catalog(image=IMAGE, engine=engine, store_dir=tmp_path)
     message = err.value.message
     assert "\n" not in message
     assert f"image {IMAGE} has no SGLang" in message and "python3 (no sglang)" in message
@@ -120,29 +116,29 @@ def test_an_image_without_sglang_is_one_clear_line(tmp_path: Path) -> None:
 
 
 def test_an_image_without_python_says_which_were_tried(tmp_path: Path) -> None:
-    engine = FakeDockerEngine(images=[IMAGE], oneshot=Recorder({}))
+    engine = FakeDockerEngine(images=[local_image()], oneshot=Recorder({}))
     with pytest.raises(ImageProbeError, match=r"has no Python at /usr/bin/python3\.9; set image.entrypoint"):
         extract_catalog(
-            image=IMAGE, engine=engine, facts=facts(), entrypoint=["/usr/bin/python3.9", "-m", "x"], store_dir=tmp_path
+            image=IMAGE, engine=engine, entrypoint=["/usr/bin/python3.9", "-m", "x"], store_dir=tmp_path
         )
 
 
 def test_a_timed_out_or_broken_dump_is_an_error_not_a_catalog(tmp_path: Path) -> None:
     slow = OneShotResult(None, "", "", 120.0, timed_out=True)
-    engine = FakeDockerEngine(images=[IMAGE], oneshot=Recorder({"python3": slow}))
+    engine = FakeDockerEngine(images=[local_image()], oneshot=Recorder({"python3": slow}))
     with pytest.raises(ImageProbeError, match="did not answer within 120 s"):
-        extract_catalog(image=IMAGE, engine=engine, facts=facts(), store_dir=tmp_path)
+        extract_catalog(image=IMAGE, engine=engine, store_dir=tmp_path)
     crash = OneShotResult(1, "", "Traceback ...\nAttributeError: 'NoneType' object has no attribute 'x'\n", 1.0)
-    engine = FakeDockerEngine(images=[IMAGE], oneshot=Recorder({"python3": crash}))
+    engine = FakeDockerEngine(images=[local_image()], oneshot=Recorder({"python3": crash}))
     with pytest.raises(ImageProbeError, match=r"dumper failed .*AttributeError"):
-        extract_catalog(image=IMAGE, engine=engine, facts=facts(), store_dir=tmp_path)
+        extract_catalog(image=IMAGE, engine=engine, store_dir=tmp_path)
     assert not list(tmp_path.glob("*.json"))
 
 
 def test_extract_needs_the_image_on_this_host(tmp_path: Path) -> None:
     engine = FakeDockerEngine(images=[])
     with pytest.raises(PreflightFailed, match="is not on this host: docker pull vendor/other:1"):
-        extract_catalog(image="vendor/other:1", engine=engine, facts=facts(), store_dir=tmp_path)
+        extract_catalog(image="vendor/other:1", engine=engine, store_dir=tmp_path)
 
 
 # -- parse in the image ----------------------------------------------------------------------------------------
@@ -156,7 +152,7 @@ def test_parse_reports_sglangs_own_error_and_the_resolution_apart() -> None:
             probe_answer({"sglang_version": "0.5.23", "parsed": True, "resolved": False, "resolve_error": "E: no GPU"}),
         ]
     )
-    engine = FakeDockerEngine(images=[IMAGE], oneshot=lambda image, command: next(answers))
+    engine = FakeDockerEngine(images=[local_image()], oneshot=lambda image, command: next(answers))
     rejected = parse_in_image(image=IMAGE, argv=["--quantization", "exl3"], engine=engine)
     assert (rejected.parsed, rejected.error, rejected.sglang_version) == (False, error, "0.5.23")
     accepted = parse_in_image(image=IMAGE, argv=["--tp-size", "2"], engine=engine)

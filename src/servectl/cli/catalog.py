@@ -21,11 +21,10 @@ def register(app: typer.Typer) -> None:
     app.add_typer(catalog_app, name="catalog")
 
 
-def _docker() -> tuple[Any, Any]:
-    from servectl.adapters.docker_engine import DockerSdkEngine
-    from servectl.adapters.docker_facts import DockerSdkFacts
+def _docker() -> Any:
+    from servectl.adapters.docker import DockerSdkEngine
 
-    return DockerSdkEngine(), DockerSdkFacts()
+    return DockerSdkEngine()
 
 
 @catalog_app.callback()
@@ -91,8 +90,8 @@ def extract_command(
 
     target = image_target(image)
     entrypoint = (python, "-m", "sglang.launch_server") if python else target.entrypoint
-    engine, facts = _docker()
-    result = extract_catalog(image=target.image, engine=engine, facts=facts, entrypoint=entrypoint, out=out,
+    engine = _docker()
+    result = extract_catalog(image=target.image, engine=engine, entrypoint=entrypoint, out=out,
                              logs=logs, timeout_s=timeout)  # fmt: skip
     typer.echo(
         f"extracted {result.option_count} options of SGLang {result.version or '?'} from {target.image} "
@@ -119,9 +118,9 @@ def diff_command(
     from servectl.preflight.engine_image import load_catalog_target
     from servectl.profile.catalog_diff import diff_catalogs, flags_affected
 
-    engine, facts = _docker()
-    label_a, cat_a = load_catalog_target(a, engine=engine, facts=facts)
-    label_b, cat_b = load_catalog_target(b, engine=engine, facts=facts)
+    engine = _docker()
+    label_a, cat_a = load_catalog_target(a, engine=engine)
+    label_b, cat_b = load_catalog_target(b, engine=engine)
     changes = diff_catalogs(cat_a, cat_b)
     if profile is not None:
         from servectl.plan.resolve import resolve

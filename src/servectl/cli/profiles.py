@@ -110,6 +110,8 @@ def validate_command(
     for name, error in results.items():
         if error is None:
             typer.echo(f"ok      {name}")
+            for warning in _warnings(name):
+                typer.echo(f"  warning: {warning}")
             note = _catalog_note(name)
             if note:
                 typer.echo(f"  note: {note}")
@@ -122,6 +124,14 @@ def validate_command(
             problems.extend(error.lines())
     if problems:
         raise ProfileError("\n".join(problems))
+
+
+def _warnings(name: str) -> list[str]:
+    """What SGLang would change silently in a valid profile (servectl.plan.rules warnings)."""
+    from servectl.plan.rules import profile_warnings
+    from servectl.profile.loader import read_profile
+
+    return [str(problem) for problem in profile_warnings(read_profile(name))]
 
 
 def _validation_dict(name: str, error: ServectlError | None) -> dict[str, Any]:
@@ -175,11 +185,10 @@ def _catalog_note(name: str) -> str | None:
 
 def _in_image(name: str) -> list[str]:
     """Print the image's verdict on the profile's argv; return the problem lines."""
-    from servectl.adapters.docker_engine import DockerSdkEngine
-    from servectl.adapters.docker_facts import DockerSdkFacts
+    from servectl.adapters.docker import DockerSdkEngine
     from servectl.preflight.engine_image import validate_in_image
 
-    result = validate_in_image(name, engine=DockerSdkEngine(), facts=DockerSdkFacts())
+    result = validate_in_image(name, engine=DockerSdkEngine())
     verdict = result.verdict
     assert verdict is not None
     where = f"{verdict.image} (SGLang {verdict.sglang_version}, {verdict.seconds:.1f} s)"

@@ -72,7 +72,7 @@ def qualify_command(
         raise UsageError("qualify: give a profile NAME or --url http://HOST:PORT")
     target = None
     if name is not None:
-        from servectl.adapters.docker_engine import DockerSdkEngine
+        from servectl.adapters.docker import DockerSdkEngine
         from servectl.bench.qualify.target import qualify_target
         from servectl.plan.resolve import resolve
         from servectl.preflight.request import optional_gpu_inventory

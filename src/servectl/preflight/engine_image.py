@@ -1,7 +1,7 @@
 """Ask the engine image itself: its parser's catalog, and whether it accepts a plan's argv.
 
 Both run a standard-library program in a throwaway container of the image
-(:meth:`~servectl.adapters.docker_engine.DockerEngine.run_oneshot`: no network, no GPU, read-only, removed
+(:meth:`~servectl.adapters.docker.DockerEngine.run_oneshot`: no network, no GPU, read-only, removed
 afterwards, killed at a time limit) with the image's own Python: :mod:`servectl.profile.engine_dump` (the same
 dumper that made the shipped catalogs) for the catalog, :mod:`servectl.adapters.sglang_probe` for the parse.
 The Python comes from the profile's ``image.entrypoint`` when that is a Python, else is probed from
@@ -19,8 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from servectl.adapters import sglang_probe
-from servectl.adapters.docker_engine import DockerEngine, OneShotResult
-from servectl.adapters.docker_facts import DockerFacts
+from servectl.adapters.docker import DockerEngine, OneShotResult
 from servectl.errors import PreflightFailed, ServectlError
 from servectl.profile import engine_dump
 from servectl.profile.catalog import FlagCatalog
@@ -211,7 +210,6 @@ def extract_catalog(
     *,
     image: str,
     engine: DockerEngine,
-    facts: DockerFacts,
     entrypoint: Sequence[str] | None = None,
     out: Path | None = None,
     logs: bool = False,
@@ -227,7 +225,7 @@ def extract_catalog(
         PreflightFailed: the image is not on this host.
         ImageProbeError: the image has no usable Python or SGLang, or its parser could not be read.
     """
-    info = facts.image(image)
+    info = engine.image(image)
     if info is None:
         raise PreflightFailed(f"image {image} is not on this host: docker pull {image} (or docker load -i FILE)")
     run = run_in_image(
@@ -347,12 +345,10 @@ def image_target(name: str) -> ImageTarget:
     return ImageTarget(name)
 
 
-def load_catalog_target(
-    name: str, *, engine: DockerEngine | None = None, facts: DockerFacts | None = None
-) -> tuple[str, Any]:
+def load_catalog_target(name: str, *, engine: DockerEngine | None = None) -> tuple[str, Any]:
     """A catalog for ``catalog diff``: a catalog spec (shipped name, ``sha256:...``, ``.json`` file), a
     profile (its catalog), or an image (its extracted catalog; extracted now when there is none yet and
-    ``engine``/``facts`` are given). Returns ``(label, FlagCatalog)``.
+    ``engine`` is given). Returns ``(label, FlagCatalog)``.
 
     Raises:
         UsageError: nothing by that name. ImageProbeError / PreflightFailed: extracting failed.
@@ -376,8 +372,8 @@ def load_catalog_target(
         except (KeyError, ValueError) as err:
             raise UsageError(f"profile {name}: engine.catalog: {err.args[0]}") from None
     stored = find_extracted(ref=target.image)
-    if stored is None and facts is not None and engine is not None and facts.image(target.image) is not None:
-        extract_catalog(image=target.image, engine=engine, facts=facts)
+    if stored is None and engine is not None and engine.image(target.image) is not None:
+        extract_catalog(image=target.image, engine=engine)
         stored = find_extracted(ref=target.image)
     if stored is None:
         raise UsageError(
@@ -455,9 +451,7 @@ class InImageValidation:
     note: str | None  # catalog staleness
 
 
-def validate_in_image(
-    name: str, *, engine: DockerEngine, facts: DockerFacts, timeout_s: float = DEFAULT_TIMEOUT_S
-) -> InImageValidation:
+def validate_in_image(name: str, *, engine: DockerEngine, timeout_s: float = DEFAULT_TIMEOUT_S) -> InImageValidation:
     """Compile profile ``name`` and parse its argv with its image's own SGLang.
 
     Raises:
@@ -469,7 +463,7 @@ def validate_in_image(
 
     resolved = resolve(name)
     profile, plan = resolved.loaded.profile, resolved.plan
-    if facts.image(plan.docker.image) is None:
+    if engine.image(plan.docker.image) is None:
         raise PreflightFailed(
             f"image {plan.docker.image} of profile {name} is not on this host: docker pull {plan.docker.image}"
         )

@@ -11,12 +11,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from servectl.adapters.docker_engine import DockerEngine
-from servectl.adapters.docker_facts import (
+from servectl.adapters.docker import (
     COMPOSE_CONFIG_FILES_LABEL,
     COMPOSE_SERVICE_LABEL,
-    ContainerInfo,
-    DockerFacts,
+    ContainerState,
+    DockerEngine,
     EngineInfo,
     ImageInfo,
 )
@@ -75,7 +74,7 @@ class Facts:
     gpu_seconds: float | None = None
     engine: EngineInfo | None = None
     engine_error: str | None = None
-    containers: tuple[ContainerInfo, ...] = ()
+    containers: tuple[ContainerState, ...] = ()
     image: ImageInfo | None = None
     image_by_digest: ImageInfo | None = None
     listeners: tuple[Listener, ...] = ()
@@ -94,7 +93,7 @@ def to_mib(n_bytes: int) -> int:
     return round(n_bytes / MIB)
 
 
-def conflict_matches(conflict: ConflictRef, container: ContainerInfo) -> bool:
+def conflict_matches(conflict: ConflictRef, container: ContainerState) -> bool:
     if conflict.kind == "container":
         return container.name == conflict.ref or (len(conflict.ref) >= 12 and container.id.startswith(conflict.ref))
     files = container.labels.get(COMPOSE_CONFIG_FILES_LABEL, "")
@@ -105,13 +104,13 @@ def conflict_matches(conflict: ConflictRef, container: ContainerInfo) -> bool:
     return conflict.service is None or container.labels.get(COMPOSE_SERVICE_LABEL) == conflict.service
 
 
-def containers_to_stop(request: PreflightRequest, containers: Iterable[ContainerInfo]) -> list[ContainerInfo]:
+def containers_to_stop(request: PreflightRequest, containers: Iterable[ContainerState]) -> list[ContainerState]:
     """Running containers that belong to the declared conflicts."""
     return [c for c in containers if any(conflict_matches(ref, c) for ref in request.conflicts)]
 
 
 def classify_process(
-    request: PreflightRequest, container: ContainerInfo | None, container_id: str | None, pid: int
+    request: PreflightRequest, container: ContainerState | None, container_id: str | None, pid: int
 ) -> Literal["replacing", "conflict", "foreign"]:
     replacing = request.replacing
     if replacing is not None and (pid in replacing.pids or replacing.matches(container, container_id)):
@@ -130,13 +129,12 @@ def gather_facts(
     request: PreflightRequest,
     gpus: GpuInventory,
     host: HostProbe,
-    docker: DockerFacts,
-    runner: DockerEngine | None = None,
+    docker: DockerEngine,
     skipped: frozenset[str] = frozenset(),
 ) -> Facts:
     """Measure everything the checks need, once. Unreachable NVML or Docker become recorded errors.
 
-    With ``runner`` (and ``engine.parse`` not skipped), the plan's argv is parsed by the image's own SGLang in
+    Unless ``engine.parse`` is skipped, the plan's argv is parsed by the image's own SGLang in
     a throwaway container when the image is on this host.
     """
     snapshot: GpuSnapshot | None = None
@@ -152,11 +150,11 @@ def gather_facts(
 
     engine: EngineInfo | None = None
     engine_error: str | None = None
-    containers: tuple[ContainerInfo, ...] = ()
+    containers: tuple[ContainerState, ...] = ()
     image = image_by_digest = None
     try:
         engine = docker.ping()
-        containers = docker.containers()
+        containers = tuple(docker.running_containers())
         if request.image_ref:
             image = docker.image(request.image_ref)
         if request.image_digest and (image is None or request.image_digest not in image.digests()):
@@ -202,7 +200,7 @@ def gather_facts(
     local = image or image_by_digest
     standin = local is not None and STANDIN_LABEL in local.labels  # its parser is servectl's own catalog
     engine_parse, engine_parse_error = _parse_in_image(
-        request, None if standin else runner, skipped, present=local is not None
+        request, docker, skipped, present=local is not None and not standin
     )
     return Facts(
         gpu=snapshot,
@@ -227,10 +225,10 @@ def gather_facts(
 
 
 def _parse_in_image(
-    request: PreflightRequest, runner: DockerEngine | None, skipped: frozenset[str], *, present: bool
+    request: PreflightRequest, docker: DockerEngine, skipped: frozenset[str], *, present: bool
 ) -> tuple[ParseVerdict | None, str | None]:
     """The image's own verdict on the argv (``engine.parse``), or why it could not be had."""
-    if runner is None or ENGINE_PARSE in skipped or request.image_built_here or not request.engine_argv:
+    if ENGINE_PARSE in skipped or request.image_built_here or not request.engine_argv:
         return None, None
     if not present:
         return None, None
@@ -239,7 +237,7 @@ def _parse_in_image(
     image = f"{request.image_ref}@{request.image_digest}" if request.image_digest else request.image_ref
     try:
         verdict = parse_in_image(
-            image=image, argv=request.engine_argv, engine=runner, entrypoint=request.entrypoint or None
+            image=image, argv=request.engine_argv, engine=docker, entrypoint=request.entrypoint or None
         )
     except (ImageProbeError, PreflightFailed, EngineUnavailable) as err:
         return None, err.message

@@ -17,8 +17,7 @@ from servectl.plan.resolve import Resolved
 from servectl.preflight.model import ConflictRef, PreflightReport, PreflightRequest, Replacing
 
 if TYPE_CHECKING:
-    from servectl.adapters.docker_engine import DockerEngine
-    from servectl.adapters.docker_facts import DockerFacts
+    from servectl.adapters.docker import DockerEngine
     from servectl.adapters.gpu import GpuInventory
     from servectl.adapters.host import HostProbe
 
@@ -106,7 +105,7 @@ def full_preflight(
     stop_conflicts: bool = False,
     state_dir: Path | None = None,
     on_report: Callable[[PreflightReport], None] | None = None,
-    adapters: tuple[GpuInventory, HostProbe, DockerFacts] | None = None,
+    adapters: tuple[GpuInventory, HostProbe, DockerEngine] | None = None,
 ) -> Callable[[Resolved], None]:
     """The preflight that ``up`` and ``swap`` run before anything starts: every check, measured.
 
@@ -125,10 +124,10 @@ def full_preflight(
         ensure_image(resolved, docker=docker)
         request = request_for(resolved, replacing=replacing, stop_conflicts=stop_conflicts)
         if adapters is None:
-            report = preflight_on_this_host(request=request, skip=skipped, runner=docker)
+            report = preflight_on_this_host(request=request, skip=skipped)
         else:
             gpus, host, facts = adapters
-            report = run_preflight(request=request, gpus=gpus, host=host, docker=facts, skip=skipped, runner=docker)
+            report = run_preflight(request=request, gpus=gpus, host=host, docker=facts, skip=skipped)
         if on_report is not None:
             on_report(report)
         forced = {c.id: c.facts.get("result_without_force") for c in report.checks if c.forced}

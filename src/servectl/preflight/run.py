@@ -5,8 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 
-from servectl.adapters.docker_engine import DockerEngine
-from servectl.adapters.docker_facts import DockerFacts
+from servectl.adapters.docker import DockerEngine
 from servectl.adapters.gpu import GpuInventory
 from servectl.adapters.host import HostProbe
 from servectl.errors import PreflightFailed
@@ -20,9 +19,8 @@ def run_preflight(
     request: PreflightRequest,
     gpus: GpuInventory,
     host: HostProbe,
-    docker: DockerFacts,
+    docker: DockerEngine,
     skip: Iterable[str] = frozenset(),
-    runner: DockerEngine | None = None,
 ) -> PreflightReport:
     """Measure the box and run every check for one request.
 
@@ -30,9 +28,8 @@ def run_preflight(
         request: what the service needs (filled in from the profile).
         gpus: GPU inventory (NVML on a real host).
         host: host probe (psutil on a real host).
-        docker: Docker engine facts.
+        docker: the Docker engine (its facts, and the throwaway container of ``engine.parse``).
         skip: check ids forced to ``skipped`` (``--force CHECK-ID``).
-        runner: runs the throwaway container of ``engine.parse``; None leaves that check skipped.
 
     Returns:
         The report; ``report.failed`` says whether a start must not happen.
@@ -43,7 +40,7 @@ def run_preflight(
     skipped = validate_skip(skip)
     started_at = time.time()
     started = time.perf_counter()
-    facts = gather_facts(request=request, gpus=gpus, host=host, docker=docker, runner=runner, skipped=skipped)
+    facts = gather_facts(request=request, gpus=gpus, host=host, docker=docker, skipped=skipped)
     checks = run_checks(request, facts, skipped)
     return PreflightReport(
         profile_name=request.profile_name,
@@ -62,28 +59,18 @@ def raise_if_failed(report: PreflightReport) -> None:
         raise PreflightFailed(report.failure_summary(), report=report)
 
 
-def preflight_on_this_host(
-    *, request: PreflightRequest, skip: Iterable[str] = frozenset(), runner: DockerEngine | None = None
-) -> PreflightReport:
+def preflight_on_this_host(*, request: PreflightRequest, skip: Iterable[str] = frozenset()) -> PreflightReport:
     """:func:`run_preflight` with the real adapters: NVML, psutil and the Docker engine from the environment.
 
     NVML and the Docker SDK are imported only here, on first use.
     """
-    from servectl.adapters.docker_engine import DockerSdkEngine
-    from servectl.adapters.docker_facts import DockerSdkFacts
+    from servectl.adapters.docker import DockerSdkEngine
     from servectl.adapters.gpu import NvmlInventory
     from servectl.adapters.host import PsutilHostProbe
 
-    docker = DockerSdkFacts()
+    docker = DockerSdkEngine()
     with NvmlInventory() as gpus:
         try:
-            return run_preflight(
-                request=request,
-                gpus=gpus,
-                host=PsutilHostProbe(),
-                docker=docker,
-                skip=skip,
-                runner=runner if runner is not None else DockerSdkEngine(),
-            )
+            return run_preflight(request=request, gpus=gpus, host=PsutilHostProbe(), docker=docker, skip=skip)
         finally:
             docker.close()
