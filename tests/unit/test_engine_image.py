@@ -118,9 +118,7 @@ def test_an_image_without_sglang_is_one_clear_line(tmp_path: Path) -> None:
 def test_an_image_without_python_says_which_were_tried(tmp_path: Path) -> None:
     engine = FakeDockerEngine(images=[local_image()], oneshot=Recorder({}))
     with pytest.raises(ImageProbeError, match=r"has no Python at /usr/bin/python3\.9; set image.entrypoint"):
-        extract_catalog(
-            image=IMAGE, engine=engine, entrypoint=["/usr/bin/python3.9", "-m", "x"], store_dir=tmp_path
-        )
+        extract_catalog(image=IMAGE, engine=engine, entrypoint=["/usr/bin/python3.9", "-m", "x"], store_dir=tmp_path)
 
 
 def test_a_timed_out_or_broken_dump_is_an_error_not_a_catalog(tmp_path: Path) -> None:
