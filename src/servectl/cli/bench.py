@@ -1,6 +1,6 @@
 """``servectl bench``: measure TTFT, prefill and decode tok/s of a running server.
 
-Parses options, calls :func:`servectl.bench.qualify.run_profile_bench` (which measures and writes the
+Parses options, calls :func:`servectl.bench.profile_run.run_profile_bench` (which measures and writes the
 artifacts and the plot), renders a progress bar and the results table. Heavy modules (httpx, rich,
 matplotlib) are imported inside the command.
 """
@@ -156,7 +156,7 @@ def bench_command(
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from servectl.bench.qualify import run_profile_bench
+    from servectl.bench.profile_run import run_profile_bench
 
     lengths = _int_list("--prompt-tokens", prompt_tokens)
     levels = _int_list("--concurrency", concurrency)

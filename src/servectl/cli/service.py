@@ -100,12 +100,10 @@ def up_command(
             typer.echo(dry_run_text(resolved.plan), nl=False)
         return
 
+    from servectl.api import up
     from servectl.cli.views.runtime import up_text
     from servectl.errors import StartupFailed
-    from servectl.preflight.request import full_preflight, optional_gpu_inventory
-    from servectl.service.runtime import up
 
-    docker = _docker()
     warnings: list[str] = []
 
     def keep_warnings(report: PreflightReport) -> None:
@@ -115,14 +113,7 @@ def up_command(
     display = _ProgressDisplay(resolved.name)
     try:
         with display:
-            result = up(
-                name=name,
-                docker=docker,
-                resolved=resolved,
-                on_phase=display,
-                gpus=optional_gpu_inventory(resolved),
-                preflight=full_preflight(docker=docker, skip=force or (), on_report=keep_warnings),
-            )
+            result = up(name=name, resolved=resolved, force=force or (), on_phase=display, on_report=keep_warnings)
     except StartupFailed as err:
         _print_last_lines(resolved.name, err.last_log_lines)
         raise
@@ -146,11 +137,10 @@ def down_command(
     ] = None,
 ) -> None:
     """Stop a service (SIGTERM, grace period, SIGKILL), remove its container and confirm it is gone."""
+    from servectl.api import down
     from servectl.cli.views.runtime import stop_text
-    from servectl.preflight.request import optional_gpu_inventory
-    from servectl.service.runtime import down
 
-    result = down(name=name, docker=_docker(), gpus=optional_gpu_inventory())
+    result = down(name=name)
     if not result.stopped:
         typer.echo(f"{name} is not running; nothing to stop" if name else "no servectl service runs; nothing to stop")
         return

@@ -31,7 +31,7 @@ from servectl.adapters.conflicts import ConflictHandler, RestoreOutcome
 from servectl.adapters.state import History, StateLock
 from servectl.errors import PreflightFailed, ServectlError, ServiceConflict, StartupFailed, UsageError
 from servectl.paths import state_dir as default_state_dir
-from servectl.plan.compile import LABEL_PROFILE
+from servectl.plan.labels import LABEL_PROFILE
 from servectl.service.health import GateResult, Progress, wait_until_serving
 from servectl.service.host_files import discard_key_file, read_api_key, remove_key_file, write_plan_files
 from servectl.service.image import ImageBuilder, ensure_image

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from servectl.adapters.state import History
 from servectl.errors import ServectlError
 from servectl.paths import state_dir as default_state_dir
-from servectl.plan.compile import (
+from servectl.plan.labels import (
     LABEL_GPUS,
     LABEL_HOST,
     LABEL_PLAN_HASH,
