@@ -12,6 +12,7 @@ with the exit code the CLI would use).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -123,6 +124,22 @@ def services() -> list[ServiceInfo]:
     from servectl.service.services import services as list_services
 
     return list_services(docker=_docker())
+
+
+@dataclass(frozen=True)
+class Status:
+    """What ``servectl status`` shows: the services, and notes on state servectl left (a swap, conflicts)."""
+
+    services: list[ServiceInfo]
+    notes: list[str]  # an unfinished swap, conflicts kept stopped
+
+
+def status() -> Status:
+    """Every servectl service on this host, with the notes of an unfinished swap and conflicts kept stopped."""
+    from servectl.paths import state_dir
+    from servectl.service.journal import status_notes
+
+    return Status(services=services(), notes=status_notes(state_dir=state_dir()))
 
 
 def swap(
