@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from servectl.adapters.docker_engine import DockerSdkEngine
+    from servectl.adapters.docker import DockerSdkEngine
     from servectl.plan.compile import LaunchPlan
     from servectl.plan.resolve import Resolved
     from servectl.preflight.model import PreflightReport
@@ -207,6 +207,6 @@ def _swap_preflight(on_report: ReportHook | None) -> Preflight:
 
 
 def _docker() -> DockerSdkEngine:
-    from servectl.adapters.docker_engine import DockerSdkEngine
+    from servectl.adapters.docker import DockerSdkEngine
 
     return DockerSdkEngine()

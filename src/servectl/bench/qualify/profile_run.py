@@ -113,7 +113,7 @@ def run_profile_qualify(
 
 def _profile_target(name: str) -> QualifyTarget:
     """The running service of profile ``name`` on this host (real Docker, NVML when the driver answers)."""
-    from servectl.adapters.docker_engine import DockerSdkEngine
+    from servectl.adapters.docker import DockerSdkEngine
     from servectl.bench.qualify.target import qualify_target
     from servectl.plan.resolve import resolve
     from servectl.preflight.request import optional_gpu_inventory
