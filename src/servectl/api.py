@@ -12,10 +12,11 @@ with the exit code the CLI would use).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from servectl.adapters.docker_engine import DockerSdkEngine
+    from servectl.adapters.docker import DockerSdkEngine
     from servectl.plan.compile import LaunchPlan
     from servectl.plan.resolve import Resolved
     from servectl.preflight.model import PreflightReport
@@ -125,6 +126,22 @@ def services() -> list[ServiceInfo]:
     return list_services(docker=_docker())
 
 
+@dataclass(frozen=True)
+class Status:
+    """What ``servectl status`` shows: the services, and notes on state servectl left (a swap, conflicts)."""
+
+    services: list[ServiceInfo]
+    notes: list[str]  # an unfinished swap, conflicts kept stopped
+
+
+def status() -> Status:
+    """Every servectl service on this host, with the notes of an unfinished swap and conflicts kept stopped."""
+    from servectl.paths import state_dir
+    from servectl.service.journal import status_notes
+
+    return Status(services=services(), notes=status_notes(state_dir=state_dir()))
+
+
 def swap(
     *,
     target: str | None = None,
@@ -190,6 +207,6 @@ def _swap_preflight(on_report: ReportHook | None) -> Preflight:
 
 
 def _docker() -> DockerSdkEngine:
-    from servectl.adapters.docker_engine import DockerSdkEngine
+    from servectl.adapters.docker import DockerSdkEngine
 
     return DockerSdkEngine()

@@ -26,7 +26,7 @@ def adopt_command(
     not know are kept and declared; secrets are written as ${NAME} references. The profile is validated and
     its plan compared with the container on every field servectl controls.
     """
-    from servectl.adapters.docker_engine import DockerSdkEngine
+    from servectl.adapters.docker import DockerSdkEngine
     from servectl.service.adopt import adopt
 
     compose_config = None

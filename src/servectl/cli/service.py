@@ -13,7 +13,7 @@ from servectl.cli.complete import check_ids, profile_names
 if TYPE_CHECKING:
     from rich.status import Status
 
-    from servectl.adapters.docker_engine import DockerSdkEngine
+    from servectl.adapters.docker import DockerSdkEngine
     from servectl.preflight.model import PreflightReport
     from servectl.service.health import Progress
 
@@ -26,7 +26,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _docker() -> DockerSdkEngine:
-    from servectl.adapters.docker_engine import DockerSdkEngine
+    from servectl.adapters.docker import DockerSdkEngine
 
     return DockerSdkEngine()
 
@@ -125,9 +125,12 @@ def up_command(
 def _print_last_lines(profile: str, lines: tuple[str, ...]) -> None:
     if not lines:
         return
+    from servectl.service.swap import LOG_LINE_CHARS
+
     sys.stderr.write(f"last log lines of {profile}:\n")
-    for line in lines[-20:]:
-        sys.stderr.write(f"  | {line}\n")
+    for line in lines[-20:]:  # SGLang prints all its server args on one line: cut like swap does
+        shown = line if len(line) <= LOG_LINE_CHARS else line[: LOG_LINE_CHARS - 3] + "..."
+        sys.stderr.write(f"  | {shown}\n")
 
 
 def down_command(
@@ -148,19 +151,19 @@ def down_command(
         typer.echo(stop_text(stopped))
     if result.restored is not None and result.restored.summary():  # conflicts a swap stopped
         typer.echo(result.restored.summary())
+    if result.warning is not None:
+        typer.echo(f"warning: {result.warning}", err=True)
 
 
 def status_command(
     as_json: Annotated[bool, typer.Option("--json", help="print the services as JSON")] = False,
 ) -> None:
     """Each servectl service: profile, state, port, GPUs, uptime, plan hash and drift from its profile."""
+    from servectl.api import status
     from servectl.cli.views.runtime import status_table
-    from servectl.paths import state_dir
-    from servectl.service.journal import status_notes
-    from servectl.service.services import services
 
-    found = services(docker=_docker())
-    notes = status_notes(state_dir=state_dir())  # an unfinished swap, conflicts kept stopped
+    current = status()
+    found, notes = current.services, current.notes
     if as_json:
         typer.echo(json.dumps([s.to_dict() for s in found], indent=2))
         for note in notes:

@@ -25,6 +25,21 @@ def register(app: typer.Typer) -> None:
     app.command("swap")(swap_command)
     app.command("rollback")(rollback_command)
     app.command("rollback-check")(rollback_check_command)
+    app.command("recover")(recover_command)
+
+
+def recover_command(
+    wait_s: Annotated[float | None, typer.Option("--wait", metavar="SECONDS", help=_WAIT_HELP)] = None,
+) -> None:
+    """Settle a swap, rollback or up that was killed: remove its unproven target, bring back what ran before.
+
+    Uses the journal the transaction left (what ran before, as it ran), not today's profile files.
+    Exit codes: 0 settled (or nothing to settle); 5 the previous service did not come back.
+    """
+    from servectl.service.recover import recover
+
+    result = recover(docker=_docker(), lock_timeout_s=wait_s)
+    typer.echo(result.message)
 
 
 def swap_command(
@@ -111,7 +126,7 @@ def _swap_and_render(
 
 
 def _docker() -> Any:
-    from servectl.adapters.docker_engine import DockerSdkEngine
+    from servectl.adapters.docker import DockerSdkEngine
 
     return DockerSdkEngine()
 
