@@ -75,7 +75,7 @@ def test_status_with_no_service_loads_neither_the_profile_models_nor_the_compile
     """Only what listing containers needs; the models and compiler load once a service's drift is computed."""
     probe = _PROBE.replace(
         "from servectl.cli.app import main",
-        "import servectl.cli.service as s\n"
+        "import servectl.api as s\n"
         "class NoContainers:\n"
         "    def list_managed(self, label_filter=None):\n"
         "        return []\n"
