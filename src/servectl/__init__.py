@@ -1,7 +1,116 @@
 """servectl: a launcher and serving-profile manager for SGLang.
 
-The public API is the set of keyword-only core functions re-exported by :mod:`servectl.api`;
-the ``servectl`` command is a thin layer over them.
+The public API, keyword-only and typed; the ``servectl`` command is a thin layer over the same functions::
+
+    import servectl
+
+    plan = servectl.compile_plan(profile="demo")       # validate and compile; starts nothing
+    print(plan.docker.image, plan.engine_argv)
+    servectl.up(name="demo")                            # preflight, start, wait until it serves
+    servectl.down(name="demo")
+
+Functions (from :mod:`servectl.api` unless noted): ``load_profile``, ``compile_plan``, ``run_preflight``,
+``up``, ``down``, ``services``, ``status``, ``swap``, ``rollback``; ``run_bench`` (measure a server,
+:mod:`servectl.bench.runner`) and ``run_profile_bench`` (what ``servectl bench`` does,
+:mod:`servectl.bench.profile_run`). Their results and settings: ``LoadedProfile``, ``LaunchPlan``,
+``PreflightReport``, ``UpResult``, ``DownResult``, ``ServiceInfo``, ``Status``, ``SwapResult``, ``BenchSettings``,
+``BenchReport``, ``ProfileBenchResult``. Errors derive from ``ServectlError`` (:mod:`servectl.errors`), each
+with the exit code the CLI uses.
+
+Names load on first use (PEP 562), so ``import servectl`` imports no Docker SDK, NVML, httpx or pydantic.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
+
+_EXPORTS: dict[str, str] = {
+    "BenchReport": "servectl.bench.model",
+    "BenchSettings": "servectl.bench.model",
+    "DownResult": "servectl.service.runtime",
+    "LaunchPlan": "servectl.plan.compile",
+    "LoadedProfile": "servectl.profile.loader",
+    "PreflightReport": "servectl.preflight.model",
+    "ProfileBenchResult": "servectl.bench.profile_run",
+    "ServectlError": "servectl.errors",
+    "ServiceInfo": "servectl.service.services",
+    "Status": "servectl.api",
+    "SwapResult": "servectl.service.swap",
+    "UpResult": "servectl.service.runtime",
+    "compile_plan": "servectl.api",
+    "down": "servectl.api",
+    "load_profile": "servectl.api",
+    "rollback": "servectl.api",
+    "run_bench": "servectl.bench.runner",
+    "run_preflight": "servectl.api",
+    "run_profile_bench": "servectl.bench.profile_run",
+    "services": "servectl.api",
+    "status": "servectl.api",
+    "swap": "servectl.api",
+    "up": "servectl.api",
+}
+
+__all__ = [
+    "BenchReport",
+    "BenchSettings",
+    "DownResult",
+    "LaunchPlan",
+    "LoadedProfile",
+    "PreflightReport",
+    "ProfileBenchResult",
+    "ServectlError",
+    "ServiceInfo",
+    "Status",
+    "SwapResult",
+    "UpResult",
+    "__version__",
+    "compile_plan",
+    "down",
+    "load_profile",
+    "rollback",
+    "run_bench",
+    "run_preflight",
+    "run_profile_bench",
+    "services",
+    "status",
+    "swap",
+    "up",
+]
+
+if TYPE_CHECKING:
+    from servectl.api import (
+        Status,
+        compile_plan,
+        down,
+        load_profile,
+        rollback,
+        run_preflight,
+        services,
+        status,
+        swap,
+        up,
+    )
+    from servectl.bench.model import BenchReport, BenchSettings
+    from servectl.bench.profile_run import ProfileBenchResult, run_profile_bench
+    from servectl.bench.runner import run_bench
+    from servectl.errors import ServectlError
+    from servectl.plan.compile import LaunchPlan
+    from servectl.preflight.model import PreflightReport
+    from servectl.profile.loader import LoadedProfile
+    from servectl.service.runtime import DownResult, UpResult
+    from servectl.service.services import ServiceInfo
+    from servectl.service.swap import SwapResult
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

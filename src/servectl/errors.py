@@ -18,12 +18,15 @@ Errors from the Docker SDK, NVML or the OS are wrapped ``from e`` so that the ca
     │   └── GpuUnavailable          exit 1   NVML cannot be loaded or initialised (no driver, no library)
     ├── ServiceConflict             exit 1   another service holds the GPUs or port; use ``swap``
     ├── LockTimeout                 exit 1   another servectl process is changing services
+    ├── UnfinishedTransaction       exit 1   a killed swap/up left its journal: `servectl recover` settles it
     ├── StateDamaged                exit 1   a file in the state folder is damaged; the message names it
                                              and says what to do (read-only commands go on without it)
     ├── BenchFailed                 exit 1   the benchmark could not run or had flagged requests
     ├── QualificationFailed         exit 1   a qualification gate failed (the evidence is still written)
     ├── SwapRolledBack              exit 4   swap target failed, the previous service is back and healthy
     ├── SwapFailed                  exit 5   swap target failed and the previous service failed too
+    ├── UpInterrupted               exit 130 a signal stopped `up` before its service passed the gate; what it
+    │                                        started was removed
     └── SwapInterrupted             exit 130 a swap was interrupted where no rollback applied; the message
                                              says what runs now and what to run next
 
@@ -150,6 +153,16 @@ class ServiceConflict(ServectlError):
 
 class LockTimeout(ServectlError):
     """Another servectl process held the state lock for longer than we wait."""
+
+
+class UpInterrupted(ServectlError):
+    """SIGINT/SIGTERM/SIGHUP stopped ``up`` before its service passed the health gate; it was removed."""
+
+    exit_code = 130
+
+
+class UnfinishedTransaction(ServectlError):
+    """A swap, rollback or up was killed (its journal is still there); ``servectl recover`` settles it."""
 
 
 class StateDamaged(ServectlError):

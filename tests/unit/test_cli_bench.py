@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from bench_fakes import FakeOpenAIServer, ScriptedClock
 
-import servectl.bench.qualify
+import servectl.bench.profile_run
 from servectl.cli.app import main
 
 
@@ -19,13 +19,13 @@ from servectl.cli.app import main
 def server(monkeypatch: pytest.MonkeyPatch) -> FakeOpenAIServer:
     """Route the CLI's run_bench to a scripted server; keep the real run_bench otherwise."""
     fake = FakeOpenAIServer(clock=ScriptedClock(), rate_tok_s=100.0, chunk_tokens=2)
-    real = servectl.bench.qualify.run_bench
+    real = servectl.bench.profile_run.run_bench
 
     def routed(**kwargs: Any) -> Any:
         assert fake.clock is not None
         return real(**kwargs, transport=fake.transport(), clock=fake.clock)
 
-    monkeypatch.setattr(servectl.bench.qualify, "run_bench", routed)
+    monkeypatch.setattr(servectl.bench.profile_run, "run_bench", routed)
     return fake
 
 

@@ -81,10 +81,15 @@ def test_validate_json_gives_file_line_field_rule_and_message_per_problem(tmp_pa
     folder = tmp_path / "profiles"
     folder.mkdir()
     (folder / "wrong-name.yaml").write_text("name: other\nextends: demo\n", encoding="utf-8")
-    result = servectl("validate", "--json", "glm53-exl3-524k", "wrong-name", "demo", cwd=tmp_path)
+    (folder / "bare.yaml").write_text("name: bare\nstatus: candidate\n", encoding="utf-8")
+    result = servectl("validate", "--json", "bare", "wrong-name", "glm53-exl3-524k", "demo", cwd=tmp_path)
     assert result.returncode == 2
     by_name = {entry["profile"]: entry for entry in json.loads(result.stdout)}
     assert by_name["demo"] == {"profile": "demo", "valid": True, "problems": []}
+    bare = by_name["bare"]["problems"]
+    assert {"file", "line", "field", "rule", "message"} == set(bare[0])
+    assert {(p["field"], p["rule"]) for p in bare} >= {("image", "schema.missing"), ("model", "schema.missing")}
+    assert bare[0]["file"] == "profiles/bare.yaml" and bare[0]["line"] == 1
     (exl3,) = by_name["glm53-exl3-524k"]["problems"]  # a template: says how to fill it in
     assert {"file", "line", "field", "rule", "message"} == set(exl3)
     assert (exl3["field"], exl3["rule"]) == ("template", "template")

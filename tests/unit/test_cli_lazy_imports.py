@@ -61,3 +61,33 @@ def test_command_does_not_import_docker_nvml_or_http(args: list[str], tmp_path: 
     assert loaded == []
     if "--dry-run" in args:
         assert "docker run -d" in stdout
+
+
+@pytest.mark.parametrize("args", [["--help"], ["version"], ["status", "--help"], ["bench", "--help"]])
+def test_help_and_version_load_neither_pydantic_nor_rich_nor_typer_coercion(args: list[str], tmp_path: Path) -> None:
+    code, modules, _ = _modules_after(args, tmp_path)
+    assert code in (0, None)
+    loaded = sorted(m for m in modules if m.split(".")[0] in ("pydantic", "rich", "yaml") or m == "typer._adapters")
+    assert loaded == []
+
+
+def test_status_with_no_service_loads_neither_the_profile_models_nor_the_compiler(tmp_path: Path) -> None:
+    """Only what listing containers needs; the models and compiler load once a service's drift is computed."""
+    probe = _PROBE.replace(
+        "from servectl.cli.app import main",
+        "import servectl.cli.service as s\n"
+        "class NoContainers:\n"
+        "    def list_managed(self, label_filter=None):\n"
+        "        return []\n"
+        "s._docker = NoContainers\n"
+        "from servectl.cli.app import main",
+    )
+    env = {**os.environ, "PYTHONPATH": SRC, "SERVECTL_HOME": str(tmp_path)}
+    proc = subprocess.run(
+        [sys.executable, "-c", probe, json.dumps(["status"])], capture_output=True, text=True, env=env, timeout=60
+    )
+    line = next(line for line in proc.stderr.splitlines() if line.startswith("MODULES "))
+    data = json.loads(line[len("MODULES ") :])
+    assert data["code"] in (0, None) and "no servectl services" in proc.stdout
+    modules = set(data["modules"])
+    assert not {"servectl.profile.models", "servectl.plan.compile", "pydantic", "typer._adapters"} & modules

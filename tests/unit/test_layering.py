@@ -2,12 +2,13 @@
 
 Layers, lowest first (a module may import its own layer and any layer below it)::
 
-    base (errors, paths, redact) < profile < plan < adapters < preflight < service < bench < render < cli
+    base (errors, paths, redact) < profile < plan < adapters < preflight < service < bench < render < api < cli
 
 Outside the chain: ``servectl.testing`` (the fakes) may import anything and only tests import it;
 ``servectl.standin`` (the stand-in engine, also run inside its image) imports only ``errors``,
-``profile.catalog`` and itself, and is imported from ``adapters`` up; ``servectl/__init__.py`` (the public
-API) imports other layers only lazily, so ``import servectl`` stays light.
+``profile.catalog`` and itself, and is imported from ``adapters`` up; ``servectl/__init__.py`` re-exports the
+public API (``api.py``, the core functions with this host's adapters) only lazily, so ``import servectl``
+stays light.
 
 Every import counts: module-level, inside functions, under ``TYPE_CHECKING`` and
 ``importlib.import_module("literal")``. ``from servectl.pkg import name`` resolves ``name`` through a
@@ -36,6 +37,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("service",),
     ("bench",),
     ("render",),
+    ("api",),
     ("cli", "__main__"),
 )
 RANK: dict[str, int] = {part: rank for rank, parts in enumerate(LAYERS) for part in parts}
@@ -189,8 +191,15 @@ def _why_not(module: str, imp: Import) -> str | None:
 
 
 def cycles(graph: Mapping[str, list[Import]]) -> list[list[str]]:
-    """Each group of modules that import one another in a ring (Tarjan's strongly connected components)."""
-    edges = {m: sorted({i.target for i in imps if i.target in graph and i.target != m}) for m, imps in graph.items()}
+    """Each group of modules that import one another in a ring (Tarjan's strongly connected components).
+
+    The package itself is left out: it only re-exports lazily, and ``from servectl import __version__``
+    (done below) would otherwise close a ring through every public name.
+    """
+    edges = {
+        m: sorted({i.target for i in imps if i.target in graph and i.target != m}) if "." in m else []
+        for m, imps in graph.items()
+    }
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []

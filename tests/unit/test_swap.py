@@ -11,18 +11,22 @@ from typing import Any
 import pytest
 
 from servectl.adapters.conflicts import load_stopped
+from servectl.adapters.state import GateRecord
 from servectl.errors import (
     EngineUnavailable,
     LockTimeout,
     PreflightFailed,
     StartupFailed,
+    StateDamaged,
     SwapFailed,
     SwapInterrupted,
     SwapRolledBack,
+    UnfinishedTransaction,
     UsageError,
 )
 from servectl.plan.resolve import Resolved, resolve
 from servectl.service.journal import JOURNAL_FILE, SwapJournal, read_journal
+from servectl.service.recover import recover
 from servectl.service.rollback import previous_profile, rollback, rollback_check
 from servectl.service.swap import PhaseEvent, SwapResult, swap
 from servectl.testing.swap import FakeClock, FakeConflicts, FakeHistory, FakeLock, FakeRuntime
@@ -455,13 +459,14 @@ def test_a_signal_after_the_target_passed_the_gate_does_not_undo_the_swap(world:
     assert read_journal(world.state_dir) is None
 
 
-def test_a_stale_journal_is_cleared_by_the_next_swap(world: World) -> None:
+def test_a_journal_left_by_a_killed_swap_is_kept_until_recover_settles_it(world: World) -> None:
     world.state_dir.mkdir(parents=True)
     stale = SwapJournal(pid=1, from_profile="alpha", to_profile="beta", phase="abandoned", started_at=1.0)
     (world.state_dir / JOURNAL_FILE).write_text(json.dumps(stale.to_dict()), encoding="utf-8")
     world.run("beta")
-    world.swap("alpha")
-    assert read_journal(world.state_dir) is None
+    with pytest.raises(UnfinishedTransaction, match=r"unfinished swap: a swap from alpha to beta .*`servectl recover`"):
+        world.swap("alpha")  # a later swap (or a typo) never erases the note of an unsettled one
+    assert read_journal(world.state_dir) == stale
 
 
 # -- rollback ------------------------------------------------------------------------------------------------
@@ -573,3 +578,110 @@ def test_rollback_check_requires_the_pinned_digest(world: World, env: Path) -> N
         runtime=world.runtime,
     )
     assert next(i for i in present.items if i.check == "image").ok
+
+
+# -- recover: a transaction killed with kill -9 -----------------------------------------------------------------
+class SimulatedKill(BaseException):
+    """Stands for SIGKILL: nothing of servectl runs after it (no except clause, no finally of ours)."""
+
+
+def kill_swap_during_start(world: World, env: Path, target: str, *, orphan_state: str = "starting") -> None:
+    """Run a swap to ``target`` and 'kill -9' it while the target starts; the orphaned container remains."""
+
+    def die(runtime: Any) -> None:
+        raise SimulatedKill
+
+    world.runtime.script(target, hook=die, times=1)
+    with pytest.raises(SimulatedKill):
+        world.swap(target)
+    world.run(target, state=orphan_state)  # the container kept starting after servectl died
+
+
+def recover_kwargs(world: World) -> dict[str, Any]:
+    return {
+        "docker": None,
+        "runtime": world.runtime,
+        "conflicts": world.conflicts,
+        "history": world.history,
+        "state_dir": world.state_dir,
+    }
+
+
+def test_kill_9_during_a_swap_recovers_to_the_previous_service_as_it_ran(world: World, env: Path) -> None:
+    world.run("alpha")
+    kill_swap_during_start(world, env, "beta")
+    journal = read_journal(world.state_dir)
+    assert journal is not None and (journal.phase, journal.from_profile) == ("start-target", "alpha")
+    assert journal.previous is not None and journal.previous.data["name"] == "alpha"
+    ran_hash = journal.previous.plan_hash
+    # alpha's file changes after the swap began: recovery must restore what ran, not today's file
+    alpha_file = env / "profiles-under-test" / "alpha.yaml"
+    alpha_file.write_text(alpha_file.read_text() + "engine:\n  max_running_requests: 2\n")
+    assert resolve("alpha").plan.plan_hash != ran_hash
+    with pytest.raises(UnfinishedTransaction, match="servectl recover"):
+        world.swap("alpha")  # every command that changes services refuses until it is settled
+    result = recover(**recover_kwargs(world))
+    assert result.outcome == "restored" and result.restored == "alpha"
+    assert "beta" in result.removed[0] and "it never passed its health gate" in result.message
+    assert world.runtime.profiles() == ["alpha"]
+    assert world.runtime.running["swaptest-alpha"].plan_hash == ran_hash
+    assert read_journal(world.state_dir) is None
+    restored = [e for e in world.history.events() if e.get("restored_after") == "beta"]
+    assert restored and restored[-1]["profile"] == "alpha" and restored[-1]["plan_hash"] == ran_hash
+
+
+def test_rollback_after_kill_9_uses_the_journal_not_the_history(world: World, env: Path) -> None:
+    world.run("alpha")
+    kill_swap_during_start(world, env, "beta")
+    # the history knows nothing of this swap; rollback must still go back to alpha
+    result = rollback(**world.kwargs())
+    assert result.to_profile == "alpha" and "rolled back from the journal" in result.message
+    assert world.runtime.profiles() == ["alpha"]
+    assert read_journal(world.state_dir) is None
+
+
+def test_recover_finishes_a_swap_whose_target_had_passed_its_gate(world: World, env: Path) -> None:
+    world.run("alpha")
+    kill_swap_during_start(world, env, "beta", orphan_state="ready")
+    beta = world.runtime.running["swaptest-beta"]
+    GateRecord(world.state_dir).mark(beta.container_id)
+    result = recover(**recover_kwargs(world))
+    assert result.outcome == "finished" and "beta passed its health gate and runs" in result.message
+    assert world.runtime.profiles() == ["beta"]
+    assert world.history.events()[-1]["event"] == "swap" and world.history.events()[-1]["replaced"] == "alpha"
+
+
+def test_recover_with_nothing_to_settle_says_so(world: World) -> None:
+    assert recover(**recover_kwargs(world)).outcome == "nothing"
+
+
+def test_recover_with_a_damaged_journal_removes_only_unproven_services(world: World) -> None:
+    world.run("alpha")
+    GateRecord(world.state_dir).mark(world.runtime.running["swaptest-alpha"].container_id)
+    world.run("other", state="starting")
+    (world.state_dir / JOURNAL_FILE).write_bytes(b"\xff\x00 not a journal")
+    result = recover(**recover_kwargs(world))
+    assert result.outcome == "cleared" and result.removed == ("swaptest-other",)
+    assert "running now: alpha" in result.message
+    assert world.runtime.profiles() == ["alpha"]
+    assert not (world.state_dir / JOURNAL_FILE).exists()
+
+
+def test_damaged_journal_is_one_line_for_swap(world: World) -> None:
+    world.state_dir.mkdir(parents=True, exist_ok=True)
+    (world.state_dir / JOURNAL_FILE).write_text('{"pid": "x"')
+    with pytest.raises(StateDamaged) as info:
+        world.swap("alpha")
+    (line,) = info.value.lines()
+    assert line.startswith(str(world.state_dir / JOURNAL_FILE)) and "not valid JSON" in line
+
+
+def test_start_previous_phase_is_not_ok_when_the_previous_service_failed(world: World) -> None:
+    world.run("alpha")
+    world.runtime.script("beta", failure="beta: boom")
+    world.runtime.script("alpha", failure="alpha: boom too")
+    with pytest.raises(SwapFailed) as info:
+        world.swap("beta")
+    result = info.value.result
+    assert isinstance(result, SwapResult)
+    assert [p.ok for p in result.phases if p.phase == "start-previous"] == [False]

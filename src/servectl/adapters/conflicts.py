@@ -23,11 +23,13 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from servectl.adapters.state import atomic_write_text, read_state_json
 from servectl.errors import EngineUnavailable, ServectlError, StateDamaged
-from servectl.profile.models import ConflictSpec
+
+if TYPE_CHECKING:
+    from servectl.profile.models import ConflictSpec
 
 STOPPED_CONFLICTS_FILE = "stopped-conflicts.json"
 COMPOSE_TIMEOUT_S = 600.0

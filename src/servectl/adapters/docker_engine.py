@@ -20,10 +20,13 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from servectl.errors import EngineUnavailable, PreflightFailed, ServectlError, ServiceConflict, StartupFailed
-from servectl.plan.compile import LABEL_MANAGED, DockerRunSpec, PortBinding
+from servectl.plan.labels import LABEL_MANAGED
+
+if TYPE_CHECKING:
+    from servectl.plan.compile import DockerRunSpec, PortBinding
 
 __all__ = [
     "ContainerState",
@@ -217,6 +220,8 @@ def container_state_from_inspect(data: Mapping[str, Any]) -> ContainerState:
     if status in ("exited", "dead") or (finished is not None and status not in ("running", "restarting")):
         raw = state.get("ExitCode")
         exit_code = int(raw) if isinstance(raw, int) else None
+    from servectl.plan.compile import PortBinding  # at use: the adapter must not load the compiler to list
+
     ports: list[PortBinding] = []
     # Running containers report their live bindings; fall back to what was asked for.
     bindings = network.get("Ports") or host.get("PortBindings") or {}

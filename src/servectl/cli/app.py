@@ -26,29 +26,36 @@ from servectl.cli.swap import register as register_swap
 from servectl.errors import ServectlError
 
 
-def _flags_show_no_type() -> None:
-    """Print no type after a flag: typer 0.29's rich help shows ``--help <bool>``, but a flag takes no value.
+def _flags_skip_coercion() -> None:
+    """A flag that was not given is False, without typer's coercion (typer 0.29 has no setting for it).
 
-    typer has no setting for it; every option (``--help`` included) is a ``TyperOption``, so one override
-    of its type label covers them all. Options that take a value keep their ``<int>``, ``<path>``...
+    typer coerces every value that is not already a bool through a pydantic TypeAdapter, and ``--help`` and
+    ``--install-completion`` default to None, so every command paid for importing ``typer._adapters``
+    (50-150 ms, ``python -X importtime``). Options that take a value keep typer's coercion.
     """
     from typer.core import TyperOption
 
-    shown = TyperOption.display_type_rich
+    process = TyperOption.process_value
 
-    def display_type_rich(self: TyperOption, ctx: Any) -> str | None:
-        return None if self.is_flag else shown(self, ctx)
+    def process_value(self: TyperOption, ctx: Any, value: Any) -> Any:
+        if value is None and self.is_bool_flag:
+            value = False
+        return process(self, ctx, value)
 
-    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+    TyperOption.process_value = process_value  # type: ignore[method-assign, assignment]
 
 
-_flags_show_no_type()
+_flags_skip_coercion()
 
 app = typer.Typer(
     name="servectl",
     help="Launch and manage SGLang serving profiles: validate, preflight, up, swap, bench, render.",
     no_args_is_help=True,
+    # plain help, like docker and kubectl: typer's rich help imports rich.markdown, markdown_it and pygments
+    # (~100 ms) and printed `--help <bool>`; the plain one prints no type after a flag
+    rich_markup_mode=None,
     add_completion=True,
+    context_settings={"max_content_width": 120},  # use a wide terminal; click stops at 80 by default
     pretty_exceptions_enable=False,
 )
 

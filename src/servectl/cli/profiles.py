@@ -209,13 +209,9 @@ def catalog_command(
             cat = FlagCatalog.load(catalog_name)
             typer.echo(f"{catalog_name}  ({cat.engine} {cat.version}, {len(cat.options)} options)")
         return
-    if name in FlagCatalog.available():
-        catalog = FlagCatalog.load(name)
-    else:
-        from servectl.plan.compile import catalog_for
-        from servectl.plan.validate import load_profile
+    from servectl.plan.inventory import catalog_named
 
-        catalog = catalog_for(load_profile(name).profile)
+    catalog = catalog_named(name)
     options = [o for o in catalog.options if not grep or any(grep in f for f in o.flags)]
     if as_json:
         typer.echo(json.dumps([o.__dict__ for o in options], indent=2, default=list))

@@ -100,12 +100,10 @@ def up_command(
             typer.echo(dry_run_text(resolved.plan), nl=False)
         return
 
+    from servectl.api import up
     from servectl.cli.views.runtime import up_text
     from servectl.errors import StartupFailed
-    from servectl.preflight.request import full_preflight, optional_gpu_inventory
-    from servectl.service.runtime import up
 
-    docker = _docker()
     warnings: list[str] = []
 
     def keep_warnings(report: PreflightReport) -> None:
@@ -115,14 +113,7 @@ def up_command(
     display = _ProgressDisplay(resolved.name)
     try:
         with display:
-            result = up(
-                name=name,
-                docker=docker,
-                resolved=resolved,
-                on_phase=display,
-                gpus=optional_gpu_inventory(resolved),
-                preflight=full_preflight(docker=docker, skip=force or (), on_report=keep_warnings),
-            )
+            result = up(name=name, resolved=resolved, force=force or (), on_phase=display, on_report=keep_warnings)
     except StartupFailed as err:
         _print_last_lines(resolved.name, err.last_log_lines)
         raise
@@ -134,9 +125,12 @@ def up_command(
 def _print_last_lines(profile: str, lines: tuple[str, ...]) -> None:
     if not lines:
         return
+    from servectl.service.swap import LOG_LINE_CHARS
+
     sys.stderr.write(f"last log lines of {profile}:\n")
-    for line in lines[-20:]:
-        sys.stderr.write(f"  | {line}\n")
+    for line in lines[-20:]:  # SGLang prints all its server args on one line: cut like swap does
+        shown = line if len(line) <= LOG_LINE_CHARS else line[: LOG_LINE_CHARS - 3] + "..."
+        sys.stderr.write(f"  | {shown}\n")
 
 
 def down_command(
@@ -146,11 +140,10 @@ def down_command(
     ] = None,
 ) -> None:
     """Stop a service (SIGTERM, grace period, SIGKILL), remove its container and confirm it is gone."""
+    from servectl.api import down
     from servectl.cli.views.runtime import stop_text
-    from servectl.preflight.request import optional_gpu_inventory
-    from servectl.service.runtime import down
 
-    result = down(name=name, docker=_docker(), gpus=optional_gpu_inventory())
+    result = down(name=name)
     if not result.stopped:
         typer.echo(f"{name} is not running; nothing to stop" if name else "no servectl service runs; nothing to stop")
         return
@@ -158,19 +151,19 @@ def down_command(
         typer.echo(stop_text(stopped))
     if result.restored is not None and result.restored.summary():  # conflicts a swap stopped
         typer.echo(result.restored.summary())
+    if result.warning is not None:
+        typer.echo(f"warning: {result.warning}", err=True)
 
 
 def status_command(
     as_json: Annotated[bool, typer.Option("--json", help="print the services as JSON")] = False,
 ) -> None:
     """Each servectl service: profile, state, port, GPUs, uptime, plan hash and drift from its profile."""
+    from servectl.api import status
     from servectl.cli.views.runtime import status_table
-    from servectl.paths import state_dir
-    from servectl.service.journal import status_notes
-    from servectl.service.services import services
 
-    found = services(docker=_docker())
-    notes = status_notes(state_dir=state_dir())  # an unfinished swap, conflicts kept stopped
+    current = status()
+    found, notes = current.services, current.notes
     if as_json:
         typer.echo(json.dumps([s.to_dict() for s in found], indent=2))
         for note in notes:

@@ -13,6 +13,7 @@ from servectl.cli.complete import check_ids, profile_names
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from servectl.preflight.model import PreflightReport
     from servectl.service.rollback import RollbackCheck
     from servectl.service.swap import PhaseEvent, SwapResult
 
@@ -24,6 +25,21 @@ def register(app: typer.Typer) -> None:
     app.command("swap")(swap_command)
     app.command("rollback")(rollback_command)
     app.command("rollback-check")(rollback_check_command)
+    app.command("recover")(recover_command)
+
+
+def recover_command(
+    wait_s: Annotated[float | None, typer.Option("--wait", metavar="SECONDS", help=_WAIT_HELP)] = None,
+) -> None:
+    """Settle a swap, rollback or up that was killed: remove its unproven target, bring back what ran before.
+
+    Uses the journal the transaction left (what ran before, as it ran), not today's profile files.
+    Exit codes: 0 settled (or nothing to settle); 5 the previous service did not come back.
+    """
+    from servectl.service.recover import recover
+
+    result = recover(docker=_docker(), lock_timeout_s=wait_s)
+    typer.echo(result.message)
 
 
 def swap_command(
@@ -43,7 +59,7 @@ def swap_command(
 
     Exit codes: 0 target up; 4 target failed and the previous service is back; 5 both failed, nothing runs.
     """
-    from servectl.service.swap import swap
+    from servectl.api import swap
 
     _swap_and_render(swap, force=force, wait_s=wait_s, as_json=as_json, target=target)
 
@@ -56,7 +72,7 @@ def rollback_command(
     as_json: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
 ) -> None:
     """Swap back to the profile that ran before the current one (from servectl's history)."""
-    from servectl.service.rollback import rollback
+    from servectl.api import rollback
 
     _swap_and_render(rollback, force=force, wait_s=wait_s, as_json=as_json)
 
@@ -92,15 +108,18 @@ def rollback_check_command(
 def _swap_and_render(
     core: Callable[..., SwapResult], *, force: list[str] | None, wait_s: float | None, as_json: bool, **target: Any
 ) -> None:
-    """Run ``swap`` or ``rollback`` with the real engine, cards and preflight, then print the result."""
+    """Run ``servectl.api.swap`` or ``rollback``, keeping the preflight's warnings as notes, then print."""
     notes: list[str] = []
+
+    def keep(report: PreflightReport) -> None:
+        notes.extend(f"preflight {c.id} {c.result}: {c.message}" for c in report.checks if c.result == "warn")
+        notes.extend(f"preflight {c.id} skipped with --force" for c in report.checks if c.forced)
+
     result = core(
-        docker=_docker(),
-        gpus=_gpu_inventory(),
-        preflight=_preflight(notes),
         force=force or (),
-        lock_timeout_s=wait_s,
+        wait_s=wait_s,
         on_phase=None if as_json else _print_phase,
+        on_report=keep,
         **target,
     )
     _render(result, as_json, notes)
@@ -113,22 +132,10 @@ def _docker() -> Any:
 
 
 def _gpu_inventory() -> Any:
-    """NVML's inventory when a driver answers (stop then waits until the old service's cards are free)."""
+    """NVML's inventory when a driver answers (rollback-check measures the cards it would use)."""
     from servectl.preflight.request import optional_gpu_inventory
 
     return optional_gpu_inventory()
-
-
-def _preflight(notes: list[str]) -> Any:
-    """servectl's full preflight; its warnings and forced checks end up in ``notes``."""
-    from servectl.paths import state_dir
-    from servectl.service.swap import profile_preflight
-
-    def keep(report: Any) -> None:
-        notes.extend(f"preflight {c.id} {c.result}: {c.message}" for c in report.checks if c.result == "warn")
-        notes.extend(f"preflight {c.id} skipped with --force" for c in report.checks if c.forced)
-
-    return profile_preflight(state_dir=state_dir(), on_report=keep)
 
 
 # -- rendering -------------------------------------------------------------------------------------------

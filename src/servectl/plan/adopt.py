@@ -31,7 +31,6 @@ from typing import Any
 import yaml
 
 from servectl.errors import UsageError
-from servectl.plan.compile import LABEL_MANAGED, LABEL_PROFILE
 from servectl.plan.container_match import (
     DOCKER_DEFAULT_SHM_BYTES,
     DOCKER_DEFAULT_STOP_TIMEOUT_S,
@@ -45,6 +44,7 @@ from servectl.plan.container_match import (
     scan_engine_args,
     split_engine_command,
 )
+from servectl.plan.labels import LABEL_MANAGED, LABEL_PROFILE
 from servectl.profile.catalog import ArgvError, CatalogOption, FlagCatalog
 
 DEFAULT_CATALOG = "sglang-0.5.23"

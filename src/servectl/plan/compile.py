@@ -19,22 +19,25 @@ from pathlib import Path
 from typing import Any
 
 from servectl.errors import ProfileError
+from servectl.plan import labels as _labels
 from servectl.profile.catalog import BOOL_OPTIONAL, ArgvError, FlagCatalog, format_value
 from servectl.profile.models import Profile
 
 PathKey = tuple[str | int, ...]
 
-LABEL_PREFIX = "servectl."
-LABEL_MANAGED = "servectl.managed"
-LABEL_PROFILE = "servectl.profile"
-LABEL_PLAN_HASH = "servectl.plan-hash"
-LABEL_PORT = "servectl.port"
-LABEL_HOST = "servectl.host"
-LABEL_GPUS = "servectl.gpus"
-LABEL_ROLE = "servectl.role"
-LABEL_SERVED_NAME = "servectl.served-name"
-LABEL_SOURCE = "servectl.source"
-LABEL_STOP_GRACE = "servectl.stop-grace-s"
+# The labels live in plan.labels (light to import); these names stay for code that imports them from here.
+LABEL_PREFIX = _labels.LABEL_PREFIX
+LABEL_MANAGED = _labels.LABEL_MANAGED
+LABEL_PROFILE = _labels.LABEL_PROFILE
+LABEL_PLAN_HASH = _labels.LABEL_PLAN_HASH
+LABEL_PORT = _labels.LABEL_PORT
+LABEL_HOST = _labels.LABEL_HOST
+LABEL_GPUS = _labels.LABEL_GPUS
+LABEL_ROLE = _labels.LABEL_ROLE
+LABEL_SERVED_NAME = _labels.LABEL_SERVED_NAME
+LABEL_SOURCE = _labels.LABEL_SOURCE
+LABEL_STOP_GRACE = _labels.LABEL_STOP_GRACE
+
 
 ADAPTIVE_CONFIG_CONTAINER_PATH = "/etc/servectl/speculative-adaptive.json"
 API_KEY_CONTAINER_PATH = "/run/secrets/servectl-api-key"

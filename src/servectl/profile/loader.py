@@ -17,15 +17,18 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
-from pydantic import BaseModel, ValidationError
 
 from servectl.errors import Problem, ProfileError, ProfileTemplate, UsageError
 from servectl.paths import SHIPPED_PROFILES_DIR as SHIPPED_PROFILES_DIR  # re-exported
 from servectl.paths import user_profiles_dir
-from servectl.profile.models import Profile
+
+if TYPE_CHECKING:  # pydantic and the models load on first validation: finding and listing files needs neither
+    from pydantic import BaseModel, ValidationError
+
+    from servectl.profile.models import Profile
 
 PathKey = tuple[str | int, ...]
 Location = tuple[Path, int]
@@ -183,6 +186,10 @@ def read_profile_file(file: ProfileFile, *, folders: Sequence[ProfileFolder] | N
             )
         )
     _resolve_relative_paths(data, locations)
+    from pydantic import ValidationError
+
+    from servectl.profile.models import Profile
+
     try:
         profile = Profile.model_validate(data)
     except ValidationError as e:
@@ -519,6 +526,8 @@ def _is_scalar(value: object) -> bool:
 
 def _model_at(path: PathKey) -> type[BaseModel] | None:
     """The profile model class that validates the mapping at ``path`` (None for free-form maps)."""
+    from servectl.profile.models import Profile
+
     model: type[BaseModel] | None = Profile
     for part in path:
         if model is None or isinstance(part, int):
@@ -539,6 +548,8 @@ def _required_fields_at(path: PathKey) -> list[str]:
 
 
 def _model_of(annotation: Any) -> type[BaseModel] | None:
+    from pydantic import BaseModel
+
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation
     for arg in getattr(annotation, "__args__", ()) or ():

@@ -21,8 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from servectl.errors import ProfileError, ServectlError, UsageError
-from servectl.plan.compile import LABEL_MANAGED, catalog_for
-from servectl.plan.container_match import container_diff
+from servectl.plan.labels import LABEL_MANAGED
 from servectl.profile.loader import ProfileFolder, discover, read_yaml
 
 if TYPE_CHECKING:
@@ -43,18 +42,20 @@ def adopted_profiles(folders: Sequence[ProfileFolder] | None = None) -> list[Res
 
     Profiles that no longer load are left out (``servectl validate`` reports them).
     """
-    from servectl.plan.resolve import resolve
-
     out: list[Resolved] = []
     for name, file in sorted(discover(folders).items()):
         if file.is_base:
             continue
-        try:
+        try:  # a cheap look first: status runs this for every profile, and few were adopted
+            if "adopted" not in file.path.read_text(encoding="utf-8"):
+                continue
             data, _ = read_yaml(file.path)
-        except ProfileError:
+        except (OSError, ProfileError):
             continue
         if not isinstance(data.get("adopted"), dict):
             continue
+        from servectl.plan.resolve import resolve  # here: only an adopted profile needs the compiler
+
         try:
             out.append(resolve(name))
         except ServectlError:
@@ -69,6 +70,11 @@ def find_adopted(
     scope: Mapping[str, str] | None = None,
 ) -> list[AdoptedMatch]:
     """The containers that are the services of ``profiles`` (see the module docstring for the rule)."""
+    if not profiles:
+        return []
+    from servectl.plan.compile import catalog_for
+    from servectl.plan.container_match import container_diff
+
     matches: list[AdoptedMatch] = []
     seen: set[str] = set()
     for resolved in profiles:
@@ -102,6 +108,8 @@ def diff_container(*, profile: str, container: str, docker: DockerEngine) -> lis
     Raises:
         UsageError: no such container. ProfileError / UsageError: the profile does not load.
     """
+    from servectl.plan.compile import catalog_for
+    from servectl.plan.container_match import container_diff
     from servectl.plan.resolve import resolve
 
     resolved = resolve(profile)

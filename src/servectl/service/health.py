@@ -85,6 +85,11 @@ FATAL_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
 
 #: uvicorn access lines (our own probes) are not progress: they must not hide a stalled engine.
 _ACCESS_LINE = re.compile(r'"(GET|POST|HEAD|PUT|DELETE|OPTIONS) \S+ HTTP/[\d.]+" \d{3}')
+#: servectl's own readiness probes: kept out of the log tail, which is for the engine's lines.
+_PROBE_LINE = re.compile(r'"(GET|HEAD) /(health|health_generate|v1/models)\S* HTTP/[\d.]+" \d{3}')
+_TRACEBACK_HEAD = "Traceback (most recent call last):"
+#: The line a Python traceback ends with: ``SomeError: message`` (module-qualified names included).
+_EXCEPTION_LINE = re.compile(r"^\s*[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Failure)\b.*")
 
 
 @dataclass(frozen=True)
@@ -145,7 +150,12 @@ class LogWatcher:
 
     def feed(self, line: str) -> tuple[bool, bool]:
         """Read one line. Returns (counts as engine progress, progress display changed)."""
-        self.tail.append(redact(line))
+        if not _PROBE_LINE.search(line):
+            self.tail.append(redact(line))
+        # A fatal line that only opens a traceback: the exception line at its end says what went wrong.
+        if self.fatal is not None and self.fatal.line.endswith(_TRACEBACK_HEAD) and _EXCEPTION_LINE.match(line):
+            head = self.fatal.line[: -len(_TRACEBACK_HEAD)].rstrip().rstrip(":")
+            self.fatal = FatalLine(self.fatal.reason, f"{head}: {redact(line.strip())}")
         for pattern, regex in self._expect:
             if pattern not in self._seen and regex.search(line):
                 self._seen.add(pattern)

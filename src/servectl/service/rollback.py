@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from servectl.adapters.state import RUN_EVENTS
 from servectl.errors import PreflightFailed, ServectlError, UsageError
+from servectl.service.journal import read_journal
 from servectl.service.services import ALIVE_STATES
 from servectl.service.swap import (
     HistoryLike,
@@ -26,10 +28,6 @@ from servectl.service.swap import (
 
 if TYPE_CHECKING:
     from servectl.plan.resolve import Resolved
-
-
-RUN_EVENTS = frozenset({"up", "swap", "rollback"})
-"""History events that mean "this profile started serving" (same set as :mod:`servectl.adapters.state`)."""
 
 
 @dataclass(frozen=True)
@@ -102,6 +100,10 @@ def rollback(
 
         history = History(state_dir)
     rt = runtime if runtime is not None else default_runtime()
+    if read_journal(state_dir) is not None:
+        # A killed transaction: the journal knows what ran before it (the history does not), so rolling
+        # back means settling it.
+        return _rollback_from_journal(docker=docker, runtime=rt, state_dir=state_dir, scope=scope, **kwargs)
     running = rt.services(docker=docker, probe=False, plan_hash_of=None, state_dir=state_dir, scope=scope)
     alive = [s for s in running if s.state in ALIVE_STATES]
     if not alive:
@@ -114,7 +116,8 @@ def rollback(
             f"the history has no profile that ran before {alive[0].profile}; use `servectl swap NAME` "
             "(a plain `servectl swap` goes to its declared rollback)"
         )
-    return swap(
+    drift = _drift_note(before, list(history.events()), kwargs.get("resolve_profile"))
+    result = swap(
         target=before,
         docker=docker,
         runtime=rt,
@@ -123,6 +126,61 @@ def rollback(
         scope=scope,
         _kind="rollback",
         **kwargs,
+    )
+    return replace(result, message=result.message + drift) if drift else result
+
+
+def _drift_note(
+    profile: str, events: Sequence[Mapping[str, Any]], resolve_profile: Callable[[str], Resolved] | None
+) -> str:
+    """A note when ``profile``'s file changed since it last ran (rollback starts it as the file is now)."""
+    ran = next(
+        (
+            str(e["plan_hash"])
+            for e in reversed(events)
+            if e.get("profile") == profile and e.get("event") in RUN_EVENTS and e.get("plan_hash")
+        ),
+        None,
+    )
+    if ran is None:
+        return ""
+    if resolve_profile is None:
+        from servectl.plan.resolve import resolve
+
+        resolve_profile = resolve
+    try:
+        now = resolve_profile(profile).plan.plan_hash
+    except ServectlError:
+        return ""
+    if now == ran:
+        return ""
+    return (
+        f"; note: {profile} last ran with plan {ran}, its profile now compiles to {now} (the file or host "
+        f"changed since): this is what started (`servectl diff` or the history show what changed)"
+    )
+
+
+def _rollback_from_journal(
+    *, docker: Any, runtime: ServiceRuntime, state_dir: Path, scope: Mapping[str, str] | None, **kwargs: Any
+) -> SwapResult:
+    from servectl.service.recover import recover
+
+    journal = read_journal(state_dir)
+    assert journal is not None
+    settled = recover(
+        docker=docker,
+        state_dir=state_dir,
+        scope=scope,
+        runtime=runtime,
+        conflicts=kwargs.get("conflicts"),
+        on_phase=None,
+        resolve_profile=kwargs.get("resolve_profile"),
+    )
+    return SwapResult(
+        from_profile=journal.to_profile,
+        to_profile=settled.restored or journal.to_profile,
+        outcome="swapped" if settled.outcome == "restored" else "noop",
+        message=f"rolled back from the journal: {settled.message}",
     )
 
 

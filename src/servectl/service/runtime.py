@@ -28,14 +28,24 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from servectl.adapters.conflicts import ConflictHandler, RestoreOutcome
-from servectl.adapters.state import History, StateLock
-from servectl.errors import PreflightFailed, ServectlError, ServiceConflict, StartupFailed, UsageError
+from servectl.adapters.state import GateRecord, History, StateLock
+from servectl.errors import (
+    PreflightFailed,
+    ServectlError,
+    ServiceConflict,
+    StartupFailed,
+    StateDamaged,
+    UpInterrupted,
+    UsageError,
+)
 from servectl.paths import state_dir as default_state_dir
-from servectl.plan.compile import LABEL_PROFILE
+from servectl.plan.labels import LABEL_PROFILE
 from servectl.service.health import GateResult, Progress, wait_until_serving
 from servectl.service.host_files import discard_key_file, read_api_key, remove_key_file, write_plan_files
 from servectl.service.image import ImageBuilder, ensure_image
+from servectl.service.journal import SwapJournal, clear_journal, refuse_if_unfinished, write_journal
 from servectl.service.services import ALIVE_STATES, ServiceInfo, find_services, service_from_container, services
+from servectl.service.signals import Interrupt, SignalGuard, signal_name
 
 if TYPE_CHECKING:
     import httpx
@@ -88,6 +98,7 @@ class DownResult:
 
     stopped: tuple[StopResult, ...]
     restored: RestoreOutcome | None = None  # None: nothing was recorded, or a servectl service still runs
+    warning: str | None = None  # the record of stopped conflicts is damaged: restore them by hand
 
 
 @dataclass(frozen=True)
@@ -152,12 +163,14 @@ def start(
     environ: Mapping[str, str] | None = None,
     build_image: ImageBuilder | None = None,
     clock: Callable[[], float] = time.monotonic,
+    state_dir: Path | None = None,
 ) -> StartResult:
     """Start the profile's container and wait until it passes the health gate.
 
     Writes the plan's generated files and the API-key file, makes sure the image is there (building the
     stand-in when ``image.build`` is "standin"), creates and starts the container, then runs the gate.
-    No conflict rules and no lock: :func:`up` and ``swap`` add those.
+    No conflict rules and no lock: :func:`up` and ``swap`` add those. Passing the gate is recorded in the
+    state folder's :class:`~servectl.adapters.state.GateRecord` (a failed write removes the container).
 
     Raises:
         UsageError: the API key's variable or file is missing (before anything starts).
@@ -185,6 +198,7 @@ def start(
             api_key=api_key,
             started_at=t0,
         )
+        GateRecord(state_dir or default_state_dir(env)).mark(container_id)
     except BaseException as err:
         # Whatever went wrong (gate, engine, Ctrl-C), nothing we started stays behind.
         if container_id is not None:
@@ -393,6 +407,7 @@ def up(
     scope: Mapping[str, str] | None = None,
     resolved: Resolved | None = None,
     build_image: ImageBuilder | None = None,
+    handle_signals: bool = True,
 ) -> UpResult:
     """Start profile ``name`` unless it already runs; refuse when another service holds its GPUs or port.
 
@@ -413,6 +428,7 @@ def up(
         scope: only containers carrying these labels count as servectl's (tests).
         resolved: the profile already resolved (else ``resolve(name)``).
         build_image: builds the stand-in image (tests); default :func:`build_standin`.
+        handle_signals: SIGINT/SIGTERM/SIGHUP remove what was started (main thread only).
 
     Raises:
         ProfileError / UsageError: the profile does not load (nothing was created).
@@ -428,57 +444,50 @@ def up(
     state = state_dir or default_state_dir(env)
     timeout = lock_timeout_default(env) if lock_timeout_s is None else lock_timeout_s
     with StateLock(state, timeout, purpose=f"up {resolved.name}"):
+        # A journal of another transaction must be settled first; one of an `up` of this profile that was
+        # killed is settled here: its container never passed the gate and is replaced below.
+        own_journal = refuse_if_unfinished(state, up_of=resolved.name)
         docker.ping()
         current = services(docker=docker, probe=False, plan_hash_of=None, state_dir=state, scope=scope)
         removed: list[str] = []
+        notes: list[str] = []
         for svc in current:
             if svc.profile != resolved.name:
                 continue
-            if svc.running:
+            if svc.running and svc.state in ("ready", "unhealthy"):  # it passed its gate once
                 if svc.plan_hash == plan.plan_hash:
+                    if own_journal is not None:
+                        clear_journal(state)
                     return UpResult(action="already-running", service=svc, url=svc.url)
                 raise ServiceConflict(
                     f"{resolved.name} already runs with plan {svc.plan_hash}, "
                     "but the profile now compiles to "
                     f"{plan.plan_hash}: use servectl swap {resolved.name} to replace it"
                 )
-            docker.remove(svc.container_id, force=True)
+            if svc.running:
+                notes.append(
+                    f"{svc.container_name} never passed its health gate (servectl was stopped while it "
+                    "started): replaced it"
+                )
+                stop(service=svc, docker=docker, gpus=gpus, state_dir=state)
+            else:
+                docker.remove(svc.container_id, force=True)
             removed.append(svc.container_name)
         _check_conflicts(resolved, docker=docker, services_now=current, removed=removed)
-        notes: list[str] = []
         if preflight is None:
-            notes = basic_preflight(resolved, docker=docker, gpus=gpus, host=host)
+            notes += basic_preflight(resolved, docker=docker, gpus=gpus, host=host)
         else:
             preflight(resolved)
-        history = History(state)
-        try:
-            started = start(
-                resolved=resolved,
-                docker=docker,
-                on_phase=on_phase,
-                http=http,
-                environ=env,
-                build_image=build_image,
-            )
-        except StartupFailed as err:
-            history.record(
-                {
-                    "event": "failed",
-                    "profile": resolved.name,
-                    "plan_hash": plan.plan_hash,
-                    "reason": err.message,
-                }
-            )
-            raise
-        history.record(
-            {
-                "event": "up",
-                "profile": resolved.name,
-                "plan_hash": plan.plan_hash,
-                "container_id": started.service.container_id,
-                "container_name": started.service.container_name,
-                "startup_s": round(started.startup_s, 3),
-            }
+        started = _start_recorded(
+            resolved,
+            docker=docker,
+            state=state,
+            scope=scope,
+            on_phase=on_phase,
+            http=http,
+            environ=env,
+            build_image=build_image,
+            handle_signals=handle_signals,
         )
     return UpResult(
         action="started",
@@ -488,6 +497,118 @@ def up(
         removed_stale=tuple(removed),
         notes=tuple(notes),
     )
+
+
+def _start_recorded(
+    resolved: Resolved,
+    *,
+    docker: DockerEngine,
+    state: Path,
+    scope: Mapping[str, str] | None,
+    on_phase: Callable[[Progress], None] | None,
+    http: httpx.Client | None,
+    environ: Mapping[str, str],
+    build_image: ImageBuilder | None,
+    handle_signals: bool,
+) -> StartResult:
+    """``up``'s start, all-or-nothing: the service passes the gate *and* is recorded, or nothing is left.
+
+    A journal marks the start (a ``kill -9`` leaves it for ``servectl recover`` or the next ``up``);
+    SIGINT/SIGTERM/SIGHUP remove what was started and raise :class:`UpInterrupted`; a failed history write
+    after the gate removes the container too (an unrecorded service is a service nobody knows about).
+    """
+    plan = resolved.plan
+    history = History(state)
+    write_journal(
+        state,
+        SwapJournal(
+            pid=os.getpid(),
+            from_profile=None,
+            to_profile=resolved.name,
+            phase="start-target",
+            started_at=time.time(),
+            kind="up",
+        ),
+    )
+    started: StartResult | None = None
+    with SignalGuard(handle_signals, then="defer") as guard:
+        try:
+            started = start(
+                resolved=resolved,
+                docker=docker,
+                on_phase=on_phase,
+                http=http,
+                environ=environ,
+                build_image=build_image,
+                state_dir=state,
+            )
+            guard.mode = "defer"  # it passed the gate: finish the bookkeeping whatever arrives now
+            history.record(
+                {
+                    "event": "up",
+                    "profile": resolved.name,
+                    "plan_hash": plan.plan_hash,
+                    "container_id": started.service.container_id,
+                    "container_name": started.service.container_name,
+                    "startup_s": round(started.startup_s, 3),
+                }
+            )
+        except StartupFailed as err:
+            clear_journal(state)
+            with contextlib.suppress(ServectlError):
+                history.record(
+                    {"event": "failed", "profile": resolved.name, "plan_hash": plan.plan_hash, "reason": err.message}
+                )
+            raise
+        except Interrupt as intr:
+            guard.mode = "defer"
+            if started is not None:  # the signal came between the gate and the bookkeeping
+                with contextlib.suppress(ServectlError):
+                    stop(service=started.service, docker=docker, state_dir=state)
+            left = _remove_ungated(resolved.name, docker=docker, state=state, scope=scope)
+            clear_journal(state)
+            with contextlib.suppress(ServectlError):
+                history.record({"event": "interrupted", "profile": resolved.name, "signal": signal_name(intr.signum)})
+            raise UpInterrupted(
+                f"interrupted ({signal_name(intr.signum)}) while {resolved.name} was starting; "
+                + (f"could not remove {left}: `docker rm -f {left}`" if left else "what it started was removed")
+                + "; nothing of it runs"
+            ) from None
+        except BaseException as err:
+            # servectl itself failed (a bug, a failed state write) after or while starting: remove what runs
+            # unrecorded, keep nothing half-done, say what happened.
+            guard.mode = "defer"
+            if started is not None:
+                with contextlib.suppress(ServectlError):
+                    stop(service=started.service, docker=docker, state_dir=state)
+                GateRecord(state).forget(started.service.container_id)
+            left = _remove_ungated(resolved.name, docker=docker, state=state, scope=scope)
+            clear_journal(state)
+            if not isinstance(err, Exception) or (started is None and not left and isinstance(err, ServectlError)):
+                raise  # Ctrl-C without our handlers, or a clear error before anything ran: as it is
+            reason = err.lines()[0] if isinstance(err, ServectlError) else f"{type(err).__name__}: {err}"
+            raise ServectlError(
+                f"{resolved.name} {'passed its health gate' if started else 'was starting'}, but servectl failed: "
+                f"{reason}; "
+                + (f"could not remove {left}: `docker rm -f {left}`" if left else "it was removed")
+                + ", nothing of it runs"
+            ) from err
+    clear_journal(state)
+    return started
+
+
+def _remove_ungated(profile: str, *, docker: DockerEngine, state: Path, scope: Mapping[str, str] | None) -> str:
+    """Remove containers of ``profile`` that never passed the gate; the name of one that would not go, or ''."""
+    try:
+        for svc in services(docker=docker, probe=False, plan_hash_of=None, state_dir=state, scope=scope):
+            if svc.profile == profile and svc.state not in ("ready", "unhealthy"):
+                try:
+                    docker.remove(svc.container_id, force=True)
+                except ServectlError:
+                    return svc.container_name
+    except ServectlError:
+        return profile
+    return ""
 
 
 def _check_conflicts(
@@ -594,7 +715,10 @@ def down(
     if not results:
         return DownResult(stopped=())
     # outside the lock, as before: restoring reads the services again and starts foreign containers
-    restored = restore_after_down(docker=docker, state_dir=state, scope=scope, conflicts=conflicts)
+    try:
+        restored = restore_after_down(docker=docker, state_dir=state, scope=scope, conflicts=conflicts)
+    except StateDamaged as err:  # the service is down; only the record of what to restore is unreadable
+        return DownResult(stopped=tuple(results), warning=err.message)
     return DownResult(stopped=tuple(results), restored=restored)
 
 

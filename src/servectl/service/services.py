@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from servectl.adapters.state import History
+from servectl.adapters.state import RUN_EVENTS, GateRecord, History
 from servectl.errors import ServectlError
 from servectl.paths import state_dir as default_state_dir
-from servectl.plan.compile import (
+from servectl.plan.labels import (
     LABEL_GPUS,
     LABEL_HOST,
     LABEL_PLAN_HASH,
@@ -120,7 +120,9 @@ def service_from_container(
         container: a servectl-managed container.
         now: epoch seconds (for the uptime).
         answers_health: whether ``/health`` answers 200 now (None: not probed).
-        passed_gate: whether this container passed the health gate (the history says so).
+        passed_gate: whether this container passed the health gate (its gate record or the history says
+            so). One that never passed is never "ready", even when ``/health`` answers: servectl was
+            stopped while it started, and the gate checks more than ``/health``.
         current_plan_hash: the plan hash of the profile as it is now (None: profile unreadable).
     """
     labels = container.labels
@@ -129,7 +131,7 @@ def service_from_container(
         state = "created"
     elif not container.running:
         state = "exited"
-    elif answers_health is True or (answers_health is None and passed_gate):
+    elif passed_gate and answers_health is not False:
         state = "ready"
     elif passed_gate:
         state = "unhealthy"
@@ -245,7 +247,7 @@ def services(
         adopted: the adopted profiles whose containers to look for (None: none).
     """
     containers = docker.list_managed(scope)
-    passed = History(state_dir or default_state_dir()).ready_container_ids() if containers else set()
+    passed = passed_gate_ids(state_dir or default_state_dir(), [c.id for c in containers]) if containers else set()
     hashes: dict[str, str | None] = {}
     out: list[ServiceInfo] = []
     client = http
@@ -309,3 +311,16 @@ def find_services(
     if name is None:
         return all_services
     return [s for s in all_services if name in (s.profile, s.container_name)]
+
+
+def passed_gate_ids(state_dir: Path, container_ids: Sequence[str]) -> set[str]:
+    """Which of ``container_ids`` passed the health gate: their gate record, or a run event in the history.
+
+    A damaged history counts as no events (``status`` says so in a note), so reading never fails here.
+    """
+    gate = GateRecord(state_dir)
+    passed = {cid for cid in container_ids if gate.passed(cid)}
+    if len(passed) < len(container_ids):  # older services, started before gate records existed
+        events, _ = History(state_dir).readable_events()
+        passed |= {str(e["container_id"]) for e in events if e.get("event") in RUN_EVENTS and e.get("container_id")}
+    return passed & set(container_ids)

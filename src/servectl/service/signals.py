@@ -1,4 +1,4 @@
-"""SIGINT/SIGTERM during a swap: turned into exceptions so the transaction takes its orderly path.
+"""SIGINT/SIGTERM/SIGHUP during a swap or up: turned into exceptions so the transaction takes its orderly path.
 
 The first signal interrupts (:class:`Interrupt`); one while restoring stops the waiting (:class:`Abandon`);
 once the outcome is settled, signals are only noted.
@@ -32,21 +32,23 @@ class Abandon(BaseException):
 
 
 class SignalGuard:
-    """Turns SIGINT/SIGTERM into :class:`Interrupt`/:class:`Abandon` (main thread only; else a no-op).
+    """Turns SIGINT/SIGTERM/SIGHUP into :class:`Interrupt`/:class:`Abandon` (main thread only; else a no-op).
 
     ``mode``: ``raise`` (the first signal interrupts), ``abandon`` (restoring: a signal stops the waiting),
-    ``defer`` (the outcome is settled: signals are only noted).
+    ``defer`` (the outcome is settled: signals are only noted). ``then``: the mode after the first signal
+    (``up`` uses ``defer``: removing what it started must finish, whatever arrives next).
     """
 
-    def __init__(self, enabled: bool) -> None:
+    def __init__(self, enabled: bool, *, then: Literal["abandon", "defer"] = "abandon") -> None:
         self.enabled = enabled and threading.current_thread() is threading.main_thread()
         self.mode: Literal["raise", "abandon", "defer"] = "raise"
+        self.then = then
         self.received: list[int] = []
         self._previous: dict[int, Any] = {}
 
     def __enter__(self) -> SignalGuard:
         if self.enabled:
-            for signum in (signal.SIGINT, signal.SIGTERM):
+            for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
                 self._previous[signum] = signal.signal(signum, self._handle)
         return self
 
@@ -60,7 +62,7 @@ class SignalGuard:
         if self.mode == "defer":
             return
         if self.mode == "raise":
-            self.mode = "abandon"
+            self.mode = self.then
             raise Interrupt(signum)
         raise Abandon(signum)
 

@@ -30,11 +30,12 @@ with fakes (:mod:`servectl.testing.swap`) and on the real engine.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -56,7 +57,13 @@ from servectl.errors import (
     SwapRolledBack,
     UsageError,
 )
-from servectl.service.journal import SwapJournal, clear_journal, write_journal
+from servectl.service.journal import (
+    PreviousService,
+    SwapJournal,
+    clear_journal,
+    refuse_if_unfinished,
+    write_journal,
+)
 from servectl.service.services import ALIVE_STATES
 from servectl.service.signals import Abandon, Interrupt, SignalGuard, signal_name
 
@@ -122,7 +129,9 @@ class ServiceRuntime(Protocol):
         scope: Mapping[str, str] | None = ...,
     ) -> Sequence[ServiceLike]: ...
 
-    def start(self, *, resolved: Resolved, docker: Any, on_phase: Any = ...) -> StartResultLike: ...
+    def start(
+        self, *, resolved: Resolved, docker: Any, on_phase: Any = ..., state_dir: Path | None = ...
+    ) -> StartResultLike: ...
 
     def stop(self, *, service: Any, docker: Any, gpus: Any = ..., state_dir: Path | None = ...) -> StopResultLike: ...
 
@@ -236,6 +245,13 @@ class SwapResult:
         return data
 
 
+@dataclass
+class PhaseMark:
+    """Set ``failed`` inside a phase that handled its own failure, so it does not end as ``ok``."""
+
+    failed: bool = False
+
+
 def _failure_of(profile: str, err: Exception) -> TargetFailure:
     if not isinstance(err, ServectlError):
         return TargetFailure(profile, f"unexpected {type(err).__name__}: {err} (a servectl bug; please report it)")
@@ -328,14 +344,15 @@ class _Swap:
     journal: SwapJournal | None = None
 
     @contextmanager
-    def phase(self, name: str, detail: str = "") -> Iterator[None]:
+    def phase(self, name: str, detail: str = "") -> Iterator[PhaseMark]:
         d = self.deps
         d.emit(PhaseEvent(name, "begin", detail=detail))
         began = d.clock()
         ok = False
+        mark = PhaseMark()
         try:
-            yield
-            ok = True
+            yield mark
+            ok = not mark.failed
         finally:
             timing = PhaseTiming(name, d.clock() - began, ok, detail)
             self.phases.append(timing)
@@ -357,15 +374,7 @@ class _Swap:
 
     def set_journal(self, phase: str, note: str = "") -> None:
         assert self.journal is not None
-        self.journal = SwapJournal(
-            pid=self.journal.pid,
-            from_profile=self.journal.from_profile,
-            to_profile=self.journal.to_profile,
-            phase=phase,
-            started_at=self.journal.started_at,
-            stopped_conflicts=tuple(self.stopped),
-            note=note,
-        )
+        self.journal = replace(self.journal, phase=phase, stopped_conflicts=tuple(self.stopped), note=note)
         write_journal(self.deps.state_dir, self.journal)
 
     def record(self, event: dict[str, Any]) -> None:
@@ -560,9 +569,9 @@ def _build_deps(
 
 def _run_locked(tx: _Swap, target: str | None) -> SwapResult:
     deps = tx.deps
-    # We hold the lock, so a journal left here belongs to a swap that is gone; Docker says what runs now and
-    # the conflicts it stopped are in the record of stopped conflicts.
-    clear_journal(deps.state_dir)
+    # We hold the lock, so a journal left here belongs to a transaction that is gone: it is settled by
+    # `servectl recover` (which knows what ran before), never silently dropped.
+    refuse_if_unfinished(deps.state_dir)
     with tx.phase("validate"):
         running = deps.services(probe=True)
         if target is None:
@@ -603,8 +612,22 @@ def _run_locked(tx: _Swap, target: str | None) -> SwapResult:
         to_profile=resolved.name,
         phase="begin",
         started_at=deps.wall_clock(),
+        kind=tx.kind,
+        previous=_snapshot(current, deps.resolve) if current is not None else None,
     )
     return _transact(tx, resolved, current, previous, leftovers)
+
+
+def _snapshot(current: ServiceLike, resolve: Callable[[str], Resolved]) -> PreviousService | None:
+    """The running service's profile document now, kept in the journal for ``servectl recover``."""
+    try:
+        loaded = resolve(current.profile).loaded
+    except ServectlError:
+        return None  # recovery then resolves the profile by name, and says so
+    data = json.loads(json.dumps(loaded.data, default=str))  # YAML dates and the like become text
+    return PreviousService(
+        profile=current.profile, source=str(loaded.file.path), data=data, plan_hash=current.plan_hash
+    )
 
 
 def _resolve_target(target: str, resolve: Callable[[str], Resolved]) -> Resolved:
@@ -680,7 +703,12 @@ def _transact(
         tx.set_journal("start-target")
         with tx.phase("start-target", resolved.name):
             step = "start-target"
-            started = deps.runtime.start(resolved=resolved, docker=deps.docker, on_phase=tx.progress("start-target"))
+            started = deps.runtime.start(
+                resolved=resolved,
+                docker=deps.docker,
+                on_phase=tx.progress("start-target"),
+                state_dir=deps.state_dir,
+            )
             tx.signals.mode = "defer"  # it passed the gate: finish the bookkeeping whatever arrives now
         up_at = deps.clock()
     except Exception as err:  # a ServectlError, or a bug: either way the old service must come back
@@ -771,16 +799,18 @@ def _recover(
                     deps.stop(service)
         if previous is not None:
             tx.set_journal("start-previous", why)
-            with tx.phase("start-previous", previous):
+            with tx.phase("start-previous", previous) as mark:
                 try:
                     restored = deps.runtime.start(
                         resolved=deps.resolve(previous),
                         docker=deps.docker,
                         on_phase=tx.progress("start-previous"),
+                        state_dir=deps.state_dir,
                     )
                     restored_at = deps.clock()
                 except ServectlError as err:
                     previous_failure = _failure_of(previous, err)
+                    mark.failed = True
             if previous_failure is not None:
                 with tx.phase("remove-previous", previous):
                     for service in deps.services(probe=False):

@@ -132,6 +132,8 @@ def _app_files() -> list[tuple[str, bytes]]:
         ),
         (f"{APP_DIR}/servectl/profile/__init__.py", b""),
         (f"{APP_DIR}/servectl/profile/catalog.py", (pkg / "profile" / "catalog.py").read_bytes()),
+        # the catalog converts values with SGLang's own type functions, imported when it parses argv
+        (f"{APP_DIR}/servectl/profile/sglang_types.py", (pkg / "profile" / "sglang_types.py").read_bytes()),
     ]
     files += [
         (f"{APP_DIR}/servectl/profile/catalogs/{p.name}", p.read_bytes())

@@ -142,7 +142,9 @@ class FakeRuntime:
         if resolved.name in self.image_error:
             raise self.image_error[resolved.name]
 
-    def start(self, *, resolved: Resolved, docker: Any = None, on_phase: Any = None) -> FakeStartResult:
+    def start(
+        self, *, resolved: Resolved, docker: Any = None, on_phase: Any = None, state_dir: Any = None
+    ) -> FakeStartResult:
         name = resolved.name
         self.calls.append(("start", name))
         new = self._service_of(resolved, "starting")

@@ -8,21 +8,21 @@ from typing import Any
 import pytest
 from bench_fakes import FakeOpenAIServer, ScriptedClock
 
-import servectl.bench.qualify
-from servectl.bench.qualify import run_profile_bench
+import servectl.bench.profile_run
+from servectl.bench.profile_run import run_profile_bench
 from servectl.errors import BenchFailed, UsageError
 
 
 @pytest.fixture
 def server(monkeypatch: pytest.MonkeyPatch) -> FakeOpenAIServer:
     fake = FakeOpenAIServer(clock=ScriptedClock(), rate_tok_s=100.0, chunk_tokens=2)
-    real = servectl.bench.qualify.run_bench
+    real = servectl.bench.profile_run.run_bench
 
     def routed(**kwargs: Any) -> Any:
         assert fake.clock is not None
         return real(**kwargs, transport=fake.transport(), clock=fake.clock)
 
-    monkeypatch.setattr(servectl.bench.qualify, "run_bench", routed)
+    monkeypatch.setattr(servectl.bench.profile_run, "run_bench", routed)
     return fake
 
 

@@ -1,0 +1,212 @@
+"""servectl's public functions on this host: each builds the real adapters (Docker, NVML) and calls the core.
+
+Use them through the package (``servectl.up(name="demo")``; see ``servectl/__init__.py``). The core
+functions they call (:func:`servectl.service.runtime.up` and the others) take every adapter as a parameter;
+call those, with the fakes of :mod:`servectl.testing`, to drive servectl without Docker or GPUs. The CLI
+calls these functions too, so ``servectl up demo`` and ``servectl.up(name="demo")`` do the same thing.
+
+Every function is keyword-only and raises :class:`servectl.errors.ServectlError` subclasses (one line each,
+with the exit code the CLI would use).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from servectl.adapters.docker_engine import DockerSdkEngine
+    from servectl.plan.compile import LaunchPlan
+    from servectl.plan.resolve import Resolved
+    from servectl.preflight.model import PreflightReport
+    from servectl.profile.loader import LoadedProfile
+    from servectl.service.health import Progress
+    from servectl.service.runtime import DownResult, UpResult
+    from servectl.service.services import ServiceInfo
+    from servectl.service.swap import PhaseEvent, Preflight, SwapResult
+
+ReportHook = Callable[["PreflightReport"], None]
+
+
+def load_profile(*, name: str) -> LoadedProfile:
+    """Find, merge and validate profile ``name`` (a name on the search path, or a ``.yaml`` path).
+
+    Raises:
+        UsageError: no such profile. ProfileError: every problem, one line each, with file and line.
+    """
+    from servectl.plan.validate import load_profile as load
+
+    return load(name)
+
+
+def compile_plan(*, profile: str | LoadedProfile, environ: Mapping[str, str] | None = None) -> LaunchPlan:
+    """The launch plan of ``profile`` (a name, or what :func:`load_profile` returned) on this host.
+
+    Pure apart from loading the profile: reads the environment given (default ``os.environ``) for the home
+    and state folders and the ``${VAR}`` references, starts nothing.
+    """
+    from servectl.plan.resolve import plan_for
+
+    loaded = load_profile(name=profile) if isinstance(profile, str) else profile
+    return plan_for(loaded, environ=environ)
+
+
+def run_preflight(*, name: str, force: Iterable[str] = ()) -> PreflightReport:
+    """Every preflight check of profile ``name`` on this host (NVML, psutil, Docker); starts nothing.
+
+    Args:
+        name: the profile.
+        force: check ids to skip; the report says which were.
+
+    Returns:
+        The report; ``report.exit_code`` is 3 when a check failed.
+    """
+    from servectl.preflight.request import preflight
+
+    _, report = preflight(name=name, skip=force)
+    return report
+
+
+def up(
+    *,
+    name: str,
+    force: Iterable[str] = (),
+    on_phase: Callable[[Progress], None] | None = None,
+    on_report: ReportHook | None = None,
+    resolved: Resolved | None = None,
+) -> UpResult:
+    """Validate, preflight and start profile ``name``, then wait until it serves (the health gate).
+
+    Args:
+        name: the profile.
+        force: preflight check ids to skip (recorded in the history).
+        on_phase: called with each startup phase (image, container, weights, ready...).
+        on_report: called with the preflight report before anything starts.
+        resolved: the profile already resolved by the caller (skips loading it again).
+
+    Raises:
+        PreflightFailed: a check failed; nothing was started. StartupFailed: the engine did not pass the gate
+            (its container is removed; ``err.last_log_lines`` has its last lines).
+    """
+    from servectl.preflight.request import full_preflight, optional_gpu_inventory
+    from servectl.service.runtime import up as start_service
+
+    if resolved is None:
+        from servectl.plan.resolve import resolve
+
+        resolved = resolve(name)
+    docker = _docker()
+    return start_service(
+        name=name,
+        docker=docker,
+        resolved=resolved,
+        on_phase=on_phase,
+        gpus=optional_gpu_inventory(resolved),
+        preflight=full_preflight(docker=docker, skip=force, on_report=on_report),
+    )
+
+
+def down(*, name: str | None = None) -> DownResult:
+    """Stop the service of profile ``name`` (default: the only one running) and confirm it is gone.
+
+    Waits until its GPUs are free (when NVML answers); once no servectl service runs, starts again the
+    conflicts a swap stopped.
+    """
+    from servectl.preflight.request import optional_gpu_inventory
+    from servectl.service.runtime import down as stop_service
+
+    return stop_service(name=name, docker=_docker(), gpus=optional_gpu_inventory())
+
+
+def services() -> list[ServiceInfo]:
+    """Every servectl service on this host: profile, state, port, GPUs, plan hash and drift."""
+    from servectl.service.services import services as list_services
+
+    return list_services(docker=_docker())
+
+
+@dataclass(frozen=True)
+class Status:
+    """What ``servectl status`` shows: the services, and notes on state servectl left (a swap, conflicts)."""
+
+    services: list[ServiceInfo]
+    notes: list[str]  # an unfinished swap, conflicts kept stopped
+
+
+def status() -> Status:
+    """Every servectl service on this host, with the notes of an unfinished swap and conflicts kept stopped."""
+    from servectl.paths import state_dir
+    from servectl.service.journal import status_notes
+
+    return Status(services=services(), notes=status_notes(state_dir=state_dir()))
+
+
+def swap(
+    *,
+    target: str | None = None,
+    force: Iterable[str] = (),
+    wait_s: float | None = None,
+    on_phase: Callable[[PhaseEvent], None] | None = None,
+    on_report: ReportHook | None = None,
+) -> SwapResult:
+    """Replace the running service with ``target`` (default: its ``rollback:``), all-or-nothing.
+
+    Args:
+        target: the profile to run instead.
+        force: preflight check ids to skip.
+        wait_s: seconds to wait for another servectl that is changing services (default 10).
+        on_phase: called as each phase of the transaction begins, progresses and ends.
+        on_report: called with the target's preflight report.
+
+    Raises:
+        SwapRolledBack: the target failed and the previous service is back (exit 4).
+        SwapFailed: both failed and nothing runs (exit 5).
+    """
+    from servectl.preflight.request import optional_gpu_inventory
+    from servectl.service.swap import swap as swap_services
+
+    return swap_services(
+        target=target,
+        docker=_docker(),
+        gpus=optional_gpu_inventory(),
+        preflight=_swap_preflight(on_report),
+        force=tuple(force),
+        lock_timeout_s=wait_s,
+        on_phase=on_phase,
+    )
+
+
+def rollback(
+    *,
+    force: Iterable[str] = (),
+    wait_s: float | None = None,
+    on_phase: Callable[[PhaseEvent], None] | None = None,
+    on_report: ReportHook | None = None,
+) -> SwapResult:
+    """Swap back to the profile that ran before the current one (from the history); see :func:`swap`."""
+    from servectl.preflight.request import optional_gpu_inventory
+    from servectl.service.rollback import rollback as swap_back
+
+    return swap_back(
+        docker=_docker(),
+        gpus=optional_gpu_inventory(),
+        preflight=_swap_preflight(on_report),
+        force=tuple(force),
+        lock_timeout_s=wait_s,
+        on_phase=on_phase,
+    )
+
+
+def _swap_preflight(on_report: ReportHook | None) -> Preflight:
+    """servectl's full preflight as swap runs it (the replaced service counts as stopped)."""
+    from servectl.paths import state_dir
+    from servectl.service.swap import profile_preflight
+
+    return profile_preflight(state_dir=state_dir(), on_report=on_report)
+
+
+def _docker() -> DockerSdkEngine:
+    from servectl.adapters.docker_engine import DockerSdkEngine
+
+    return DockerSdkEngine()
