@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from servectl import runtime  # noqa: E402
-from servectl.adapters.docker_engine import DockerSdkEngine  # noqa: E402
+from servectl.adapters.docker import DockerSdkEngine  # noqa: E402
 from servectl.plan.compile import PortBinding, docker_run_argv  # noqa: E402
 from servectl.plan.resolve import resolve  # noqa: E402
 from servectl.standin.image import build_standin_image  # noqa: E402
@@ -76,7 +76,7 @@ def cli_once(name: str, env: dict[str, str]) -> float:
 
 _IMPORTS = (
     "import servectl.cli.app as c; c._register_commands(); "
-    "import servectl.plan.resolve, servectl.service.runtime, servectl.adapters.docker_engine, "
+    "import servectl.plan.resolve, servectl.service.runtime, servectl.adapters.docker, "
     "docker, httpx, rich.status"
 )
 

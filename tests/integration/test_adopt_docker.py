@@ -28,7 +28,7 @@ import httpx
 import pytest
 import yaml
 
-from servectl.adapters.docker_engine import DockerSdkEngine
+from servectl.adapters.docker import DockerSdkEngine
 from servectl.errors import ProfileTemplate, UsageError
 from servectl.plan.compile import catalog_for
 from servectl.plan.container_match import container_fields, diff_fields

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from servectl.adapters.docker_engine import DockerSdkEngine
+from servectl.adapters.docker import DockerSdkEngine
 from servectl.errors import StartupFailed
 from servectl.plan.compile import API_KEY_CONTAINER_PATH, PortBinding, docker_run_argv
 from servectl.plan.resolve import resolve

@@ -13,7 +13,7 @@ from servectl.cli.complete import check_ids, profile_names
 if TYPE_CHECKING:
     from rich.status import Status
 
-    from servectl.adapters.docker_engine import DockerSdkEngine
+    from servectl.adapters.docker import DockerSdkEngine
     from servectl.preflight.model import PreflightReport
     from servectl.service.health import Progress
 
@@ -26,7 +26,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _docker() -> DockerSdkEngine:
-    from servectl.adapters.docker_engine import DockerSdkEngine
+    from servectl.adapters.docker import DockerSdkEngine
 
     return DockerSdkEngine()
 

@@ -126,7 +126,7 @@ def _swap_and_render(
 
 
 def _docker() -> Any:
-    from servectl.adapters.docker_engine import DockerSdkEngine
+    from servectl.adapters.docker import DockerSdkEngine
 
     return DockerSdkEngine()
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from servectl.adapters.docker_facts import ContainerInfo
+from servectl.adapters.docker import ContainerState
 from servectl.adapters.gpu import MIB
 
 GIB = 1024 * MIB
@@ -37,7 +37,7 @@ class Replacing:
     pids: frozenset[int] = frozenset()
     port: int | None = None
 
-    def matches(self, container: ContainerInfo | None = None, container_id: str | None = None) -> bool:
+    def matches(self, container: ContainerState | None = None, container_id: str | None = None) -> bool:
         """Whether a container (or a container id) is the one being replaced."""
         ids = {container_id} if container_id else set()
         names: set[str] = set()

@@ -25,7 +25,7 @@ from servectl.plan.labels import LABEL_MANAGED
 from servectl.profile.loader import ProfileFolder, discover, read_yaml
 
 if TYPE_CHECKING:
-    from servectl.adapters.docker_engine import DockerEngine
+    from servectl.adapters.docker import DockerEngine
     from servectl.plan.resolve import Resolved
 
 

@@ -50,7 +50,7 @@ from servectl.service.signals import Interrupt, SignalGuard, signal_name
 if TYPE_CHECKING:
     import httpx
 
-    from servectl.adapters.docker_engine import ContainerState, DockerEngine
+    from servectl.adapters.docker import ContainerState, DockerEngine
     from servectl.plan.resolve import Resolved
 
 #: How long a second servectl process waits for the first one (``SERVECTL_LOCK_TIMEOUT_S`` overrides).

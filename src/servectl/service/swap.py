@@ -446,7 +446,7 @@ def swap(
 
     Args:
         target: profile to run; ``None``: the running profile's ``rollback:``.
-        docker: the Docker engine (:class:`servectl.adapters.docker_engine.DockerEngine`).
+        docker: the Docker engine (:class:`servectl.adapters.docker.DockerEngine`).
         gpus: GPU inventory; with it, stopping waits until the old service's cards are free.
         preflight: checks the target before anything stops; default :func:`profile_preflight`.
         on_phase: called as each phase begins and ends, and with the target's startup progress.
