@@ -174,7 +174,7 @@ def diff_command(
 
 
 def _diff_container(profile: str, container: str, *, as_json: bool) -> None:
-    from servectl.adapters.docker_engine import DockerSdkEngine
+    from servectl.adapters.docker import DockerSdkEngine
     from servectl.service.adopted import diff_container
 
     docker = DockerSdkEngine()
