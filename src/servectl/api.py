@@ -270,6 +270,24 @@ def adopt(
         docker.close()
 
 
+def diff_container(*, profile: str, container: str) -> list[str]:
+    """What differs between a container (``docker inspect``) and the container profile ``profile`` would create.
+
+    Empty when they match on every field servectl controls (how ``status`` recognises an adopted service).
+
+    Raises:
+        UsageError: no such container or profile. ProfileError: the profile does not validate.
+    """
+    from servectl.adapters.docker import DockerSdkEngine
+    from servectl.service.adopted import diff_container as diff
+
+    docker = DockerSdkEngine()
+    try:
+        return diff(profile=profile, container=container, docker=docker)
+    finally:
+        docker.close()
+
+
 def _swap_preflight(on_report: ReportHook | None) -> Preflight:
     """servectl's full preflight as swap runs it (the replaced service counts as stopped)."""
     from servectl.paths import state_dir
