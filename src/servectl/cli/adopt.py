@@ -55,4 +55,7 @@ def adopt_command(
         for line in result.diff:
             typer.echo(f"  {line}")
     elif not result.problems:
-        typer.echo(f"matches container {result.adoption.container_name} on every field servectl controls")
+        typer.echo(
+            f"matches container {result.adoption.container_name} on every field servectl controls "
+            f"(servectl diff {result.adoption.name} --container {result.adoption.container_name})"
+        )
