@@ -270,6 +270,18 @@ def adopt(
         docker.close()
 
 
+def diff_container(*, profile: str, container: str) -> list[str]:
+    """How container ``container`` differs from profile ``profile``'s plan, one line per field (empty: match)."""
+    from servectl.adapters.docker import DockerSdkEngine
+    from servectl.service.adopted import diff_container as diff
+
+    docker = DockerSdkEngine()
+    try:
+        return diff(profile=profile, container=container, docker=docker)
+    finally:
+        docker.close()
+
+
 def _swap_preflight(on_report: ReportHook | None) -> Preflight:
     """servectl's full preflight as swap runs it (the replaced service counts as stopped)."""
     from servectl.paths import state_dir
