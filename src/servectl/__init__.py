@@ -10,7 +10,8 @@ The public API, keyword-only and typed; the ``servectl`` command is a thin layer
     servectl.down(name="demo")
 
 Functions (from :mod:`servectl.api` unless noted): ``load_profile``, ``compile_plan``, ``run_preflight``,
-``up``, ``down``, ``services``, ``status``, ``swap``, ``rollback``, ``doctor``, ``adopt``; ``run_bench``
+``up``, ``down``, ``services``, ``status``, ``logs``, ``swap``, ``rollback``, ``rollback_check``,
+``recover``, ``doctor``, ``adopt``; ``run_bench``
 (measure a server, :mod:`servectl.bench.runner`) and ``run_profile_bench`` (what ``servectl bench`` does,
 :mod:`servectl.bench.profile_run`); ``run_qualify`` (the qualification gates against a server,
 :mod:`servectl.bench.qualify.runner`) and ``run_profile_qualify`` (what ``servectl qualify`` does,
@@ -51,7 +52,10 @@ _EXPORTS: dict[str, str] = {
     "doctor": "servectl.api",
     "down": "servectl.api",
     "load_profile": "servectl.api",
+    "logs": "servectl.api",
+    "recover": "servectl.api",
     "rollback": "servectl.api",
+    "rollback_check": "servectl.api",
     "run_bench": "servectl.bench.runner",
     "run_preflight": "servectl.api",
     "run_profile_bench": "servectl.bench.profile_run",
@@ -85,7 +89,10 @@ __all__ = [
     "doctor",
     "down",
     "load_profile",
+    "logs",
+    "recover",
     "rollback",
+    "rollback_check",
     "run_bench",
     "run_preflight",
     "run_profile_bench",
@@ -105,7 +112,10 @@ if TYPE_CHECKING:
         doctor,
         down,
         load_profile,
+        logs,
+        recover,
         rollback,
+        rollback_check,
         run_preflight,
         services,
         status,
