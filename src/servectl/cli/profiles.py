@@ -107,6 +107,8 @@ def validate_command(
     for name, error in results.items():
         if error is None:
             typer.echo(f"ok      {name}")
+            for warning in _warnings(name):
+                typer.echo(f"  warning: {warning}")
         elif isinstance(error, ProfileTemplate) and not names:
             typer.echo(f"template {name}: {error.instructions}")
         else:
@@ -114,6 +116,14 @@ def validate_command(
             problems.extend(error.lines())
     if problems:
         raise ProfileError("\n".join(problems))
+
+
+def _warnings(name: str) -> list[str]:
+    """What SGLang would change silently in a valid profile (servectl.plan.rules warnings)."""
+    from servectl.plan.rules import profile_warnings
+    from servectl.profile.loader import read_profile
+
+    return [str(problem) for problem in profile_warnings(read_profile(name))]
 
 
 def _validation_dict(name: str, error: ServectlError | None) -> dict[str, Any]:
