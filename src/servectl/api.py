@@ -11,17 +11,25 @@ with the exit code the CLI would use).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from servectl.adapters.docker import DockerSdkEngine
     from servectl.plan.compile import LaunchPlan
     from servectl.plan.resolve import Resolved
+    from servectl.preflight.doctor import DoctorReport
+    from servectl.preflight.engine_image import ExtractedCatalog, InImageValidation
     from servectl.preflight.model import PreflightReport
+    from servectl.profile.catalog import FlagCatalog
+    from servectl.profile.catalog_diff import FlagChange
     from servectl.profile.loader import LoadedProfile
+    from servectl.service.adopt import AdoptResult
     from servectl.service.health import Progress
+    from servectl.service.recover import RecoverResult
+    from servectl.service.rollback import RollbackCheck
     from servectl.service.runtime import DownResult, UpResult
     from servectl.service.services import ServiceInfo
     from servectl.service.swap import PhaseEvent, Preflight, SwapResult
@@ -196,6 +204,203 @@ def rollback(
         lock_timeout_s=wait_s,
         on_phase=on_phase,
     )
+
+
+def rollback_check(*, names: Sequence[str] | None = None) -> list[RollbackCheck]:
+    """Prove that each profile's rollback target could start now (profile, image, model, preflight).
+
+    Args:
+        names: the profiles whose target to check (default: every profile that has a ``rollback:``).
+    """
+    from servectl.preflight.request import optional_gpu_inventory
+    from servectl.service.rollback import rollback_check as check
+
+    return check(names=names, docker=_docker(), gpus=optional_gpu_inventory())
+
+
+def recover(*, wait_s: float | None = None) -> RecoverResult:
+    """Settle a swap, rollback or up that was killed, from the journal it left: bring back what ran before.
+
+    Args:
+        wait_s: seconds to wait for another servectl that is changing services (default 10).
+    """
+    from servectl.service.recover import recover as settle
+
+    return settle(docker=_docker(), lock_timeout_s=wait_s)
+
+
+def logs(*, name: str, follow: bool = False, tail: int | None = None) -> Iterator[str]:
+    """The log lines of profile (or container) ``name``'s service, secrets redacted; ``follow`` keeps reading."""
+    from servectl.service.logs import follow_logs
+
+    return follow_logs(name=name, docker=_docker(), follow=follow, tail=tail)
+
+
+def doctor() -> DoctorReport:
+    """Is this machine set up for servectl: Docker, the GPU runtime, the driver, compose, the state folder, extras.
+
+    Returns:
+        One line per part with its fix; ``report.exit_code`` is 3 when a required part fails.
+    """
+    from servectl.adapters.docker import DockerSdkEngine
+    from servectl.adapters.gpu import NvmlInventory
+    from servectl.adapters.host import PsutilHostProbe
+    from servectl.paths import state_dir
+    from servectl.preflight.doctor import run_doctor
+
+    docker = DockerSdkEngine(timeout_s=5.0)  # a hung engine must not hang the check of it
+    try:
+        return run_doctor(docker=docker, gpus=NvmlInventory(), host=PsutilHostProbe(), state_dir=state_dir())
+    finally:
+        docker.close()
+
+
+def adopt(
+    *,
+    container: str | None = None,
+    compose_file: Path | None = None,
+    service: str | None = None,
+    name: str | None = None,
+    out: Path | None = None,
+    dry_run: bool = False,
+    force: bool = False,
+) -> AdoptResult:
+    """Write a profile that reproduces a container (``docker inspect``) or service ``service`` of a compose file.
+
+    Args:
+        container: name or id of the container to adopt.
+        compose_file: with ``service``, adopt that compose service instead (read through the compose CLI).
+        service: the compose service.
+        name: profile name (default: from the container name).
+        out: file to write (default: ``profiles/NAME.yaml``).
+        dry_run: build the profile, write nothing.
+        force: replace a profile of that name (the old file is kept as ``.bak``).
+    """
+    from servectl.adapters.conflicts import detect_compose
+    from servectl.adapters.docker import DockerSdkEngine
+    from servectl.service.adopt import adopt as adopt_container
+
+    compose_config = None
+    compose = detect_compose() if compose_file is not None else None
+    if compose is not None:
+
+        def compose_config(path: Path) -> dict[str, object]:
+            assert compose is not None
+            return compose.config(str(path))
+
+    docker = DockerSdkEngine()
+    try:
+        return adopt_container(
+            docker=docker,
+            container=container,
+            compose_file=compose_file,
+            service=service,
+            compose_config=compose_config,
+            name=name,
+            out=out,
+            dry_run=dry_run,
+            force=force,
+        )
+    finally:
+        docker.close()
+
+
+def diff_container(*, profile: str, container: str) -> list[str]:
+    """What differs between a container (``docker inspect``) and the container profile ``profile`` would create.
+
+    Empty when they match on every field servectl controls (how ``status`` recognises an adopted service).
+
+    Raises:
+        UsageError: no such container or profile. ProfileError: the profile does not validate.
+    """
+    from servectl.adapters.docker import DockerSdkEngine
+    from servectl.service.adopted import diff_container as diff
+
+    docker = DockerSdkEngine()
+    try:
+        return diff(profile=profile, container=container, docker=docker)
+    finally:
+        docker.close()
+
+
+def extract_catalog(
+    *, image: str, out: Path | None = None, logs: bool = False, python: str | None = None, timeout_s: float = 120.0
+) -> ExtractedCatalog:
+    """Dump an image's own SGLang parser into a flag catalog (``servectl catalog extract``).
+
+    ``image`` is an image reference or a profile name (its image and ``image.entrypoint``); ``python`` overrides
+    the image's Python. The catalog is kept in the user cache by image id, and written to ``out`` too.
+
+    Raises:
+        PreflightFailed: the image is not on this host. ImageProbeError: no usable Python or SGLang in it.
+    """
+    from servectl.preflight.engine_image import extract_catalog as extract
+    from servectl.preflight.engine_image import image_target
+
+    target = image_target(image)
+    entrypoint = (python, "-m", "sglang.launch_server") if python else target.entrypoint
+    docker = _docker()
+    try:
+        return extract(
+            image=target.image, engine=docker, entrypoint=entrypoint, out=out, logs=logs, timeout_s=timeout_s
+        )
+    finally:
+        docker.close()
+
+
+def flag_catalog(*, name: str) -> FlagCatalog:
+    """A flag catalog by what ``engine.catalog`` accepts (shipped name, ``sha256:...``, file), a profile's
+    catalog, or an image's extracted one.
+
+    Raises:
+        UsageError: nothing by that name.
+    """
+    from servectl.preflight.engine_image import load_catalog_target
+
+    return load_catalog_target(name)[1]
+
+
+def diff_catalogs(*, a: str, b: str, profile: str | None = None) -> tuple[str, str, list[FlagChange]]:
+    """Flags added, removed or changed from catalog ``a`` to ``b`` (each as :func:`flag_catalog` takes, or an image,
+    extracted on the spot when it has no catalog yet); with ``profile``, only the changes to its flags.
+
+    Returns:
+        (label of a, label of b, the changes).
+    """
+    from servectl.preflight.engine_image import load_catalog_target
+    from servectl.profile.catalog_diff import diff_catalogs as diff
+    from servectl.profile.catalog_diff import flags_affected
+
+    docker = _docker()
+    try:
+        label_a, cat_a = load_catalog_target(a, engine=docker)
+        label_b, cat_b = load_catalog_target(b, engine=docker)
+    finally:
+        docker.close()
+    changes = diff(cat_a, cat_b)
+    if profile is not None:
+        from servectl.plan.resolve import resolve
+
+        flags = {t.split("=", 1)[0] for t in resolve(profile).plan.engine_argv if t.startswith("--")}
+        primary = {opt.primary_flag for f in flags if (opt := cat_a.option(f)) is not None}
+        changes = flags_affected(changes, primary | flags)
+    return label_a, label_b, changes
+
+
+def validate_in_image(*, name: str) -> InImageValidation:
+    """Profile ``name``'s argv parsed by its image's own SGLang in a throwaway container (``--in-image``).
+
+    Raises:
+        ProfileError: the profile does not validate. PreflightFailed: its image is not on this host.
+        ImageProbeError: the image has no usable Python or SGLang.
+    """
+    from servectl.preflight.engine_image import validate_in_image as validate
+
+    docker = _docker()
+    try:
+        return validate(name, engine=docker)
+    finally:
+        docker.close()
 
 
 def _swap_preflight(on_report: ReportHook | None) -> Preflight:

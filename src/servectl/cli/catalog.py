@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -19,12 +19,6 @@ catalog_app = typer.Typer(
 
 def register(app: typer.Typer) -> None:
     app.add_typer(catalog_app, name="catalog")
-
-
-def _docker() -> Any:
-    from servectl.adapters.docker import DockerSdkEngine
-
-    return DockerSdkEngine()
 
 
 @catalog_app.callback()
@@ -62,9 +56,9 @@ def show_command(
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
     """List the flags a catalog holds (a profile's catalog includes its catalog_extend)."""
-    from servectl.preflight.engine_image import load_catalog_target
+    from servectl.api import flag_catalog
 
-    _, catalog = load_catalog_target(name)
+    catalog = flag_catalog(name=name)
     options = [o for o in catalog.options if not grep or any(grep in f for f in o.flags)]
     if as_json:
         typer.echo(json.dumps([o.__dict__ for o in options], indent=2, default=list))
@@ -86,15 +80,11 @@ def extract_command(
     timeout: Annotated[float, typer.Option("--timeout", help="seconds before the container is killed")] = 120.0,
 ) -> None:
     """Dump an image's own SGLang parser into a flag catalog (throwaway container: no network, no GPU)."""
-    from servectl.preflight.engine_image import extract_catalog, image_target
+    from servectl.api import extract_catalog
 
-    target = image_target(image)
-    entrypoint = (python, "-m", "sglang.launch_server") if python else target.entrypoint
-    engine = _docker()
-    result = extract_catalog(image=target.image, engine=engine, entrypoint=entrypoint, out=out,
-                             logs=logs, timeout_s=timeout)  # fmt: skip
+    result = extract_catalog(image=image, out=out, logs=logs, python=python, timeout_s=timeout)
     typer.echo(
-        f"extracted {result.option_count} options of SGLang {result.version or '?'} from {target.image} "
+        f"extracted {result.option_count} options of SGLang {result.version or '?'} from {result.image.refs[0]} "
         f"({result.image.id[:19]}) in {result.seconds:.1f} s with {result.python}"
     )
     typer.echo(f"stored   {result.stored_at}")
@@ -102,8 +92,7 @@ def extract_command(
         typer.echo(f"wrote    {result.written_to}  (use it with engine.catalog: {result.written_to.name})")
     for path in result.logs_written:
         typer.echo(f"logs     {path}")
-    if target.profile is not None:
-        typer.echo(f"profile {target.profile} can use it with engine.catalog: image")
+    typer.echo(f"profiles of image {result.image.refs[0]} can use it with engine.catalog: image")
 
 
 @catalog_app.command("diff")
@@ -115,19 +104,9 @@ def diff_command(
     ] = None,
 ) -> None:
     """Flags added, removed, or changed in kind, type, choices or default from A to B."""
-    from servectl.preflight.engine_image import load_catalog_target
-    from servectl.profile.catalog_diff import diff_catalogs, flags_affected
+    from servectl.api import diff_catalogs
 
-    engine = _docker()
-    label_a, cat_a = load_catalog_target(a, engine=engine)
-    label_b, cat_b = load_catalog_target(b, engine=engine)
-    changes = diff_catalogs(cat_a, cat_b)
-    if profile is not None:
-        from servectl.plan.resolve import resolve
-
-        flags = {t for t in resolve(profile).plan.engine_argv if t.startswith("--")}
-        primary = {opt.primary_flag for f in flags if (opt := cat_a.option(f.split("=", 1)[0])) is not None}
-        changes = flags_affected(changes, primary | flags)
+    label_a, label_b, changes = diff_catalogs(a=a, b=b, profile=profile)
     typer.echo(f"{label_a} -> {label_b}: {len(changes)} change(s)")
     for change in changes:
         typer.echo(change.line())

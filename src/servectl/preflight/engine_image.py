@@ -345,7 +345,7 @@ def image_target(name: str) -> ImageTarget:
     return ImageTarget(name)
 
 
-def load_catalog_target(name: str, *, engine: DockerEngine | None = None) -> tuple[str, Any]:
+def load_catalog_target(name: str, *, engine: DockerEngine | None = None) -> tuple[str, FlagCatalog]:
     """A catalog for ``catalog diff``: a catalog spec (shipped name, ``sha256:...``, ``.json`` file), a
     profile (its catalog), or an image (its extracted catalog; extracted now when there is none yet and
     ``engine`` is given). Returns ``(label, FlagCatalog)``.
@@ -354,7 +354,6 @@ def load_catalog_target(name: str, *, engine: DockerEngine | None = None) -> tup
         UsageError: nothing by that name. ImageProbeError / PreflightFailed: extracting failed.
     """
     from servectl.errors import UsageError
-    from servectl.profile.catalog import FlagCatalog
     from servectl.profile.catalog_store import IMAGE, find_extracted, is_catalog_file, load_catalog
 
     if name in FlagCatalog.available() or is_catalog_file(name) or (name.startswith("sha256:") and name != IMAGE):
@@ -367,8 +366,9 @@ def load_catalog_target(name: str, *, engine: DockerEngine | None = None) -> tup
         from servectl.plan.compile import catalog_for
         from servectl.profile.loader import read_profile
 
+        profile = read_profile(name).profile
         try:
-            return f"{name} ({read_profile(name).profile.engine.catalog})", catalog_for(read_profile(name).profile)
+            return f"{name} ({profile.engine.catalog})", catalog_for(profile)
         except (KeyError, ValueError) as err:
             raise UsageError(f"profile {name}: engine.catalog: {err.args[0]}") from None
     stored = find_extracted(ref=target.image)
