@@ -11,16 +11,16 @@ The public API, keyword-only and typed; the ``servectl`` command is a thin layer
 
 Functions (from :mod:`servectl.api` unless noted): ``load_profile``, ``compile_plan``, ``run_preflight``,
 ``up``, ``down``, ``services``, ``status``, ``logs``, ``swap``, ``rollback``, ``rollback_check``,
-``recover``, ``doctor``, ``adopt``, ``diff_container``, ``flag_catalog``, ``extract_catalog`` (an image's own
-parser as a flag catalog), ``diff_catalogs``, ``validate_in_image`` (an argv parsed by the image's SGLang); ``run_bench``
-(measure a server, :mod:`servectl.bench.runner`) and ``run_profile_bench`` (what ``servectl bench`` does,
-:mod:`servectl.bench.profile_run`); ``run_qualify`` (the qualification gates against a server,
-:mod:`servectl.bench.qualify.runner`) and ``run_profile_qualify`` (what ``servectl qualify`` does,
-:mod:`servectl.bench.qualify.profile_run`). Their results and settings: ``LoadedProfile``, ``LaunchPlan``,
-``PreflightReport``, ``ExtractedCatalog``, ``InImageValidation``, ``AdoptResult``, ``UpResult``, ``DownResult``, ``ServiceInfo``, ``Status``, ``SwapResult``,
-``BenchSettings``, ``BenchReport``, ``ProfileBenchResult``, ``QualifySettings``, ``QualifyReport``,
-``ProfileQualifyResult``. Errors derive from ``ServectlError`` (:mod:`servectl.errors`), each with the exit
-code the CLI uses.
+``recover``, ``doctor``, ``adopt``, ``diff_container``; ``flag_catalog``, ``extract_catalog`` (an image's
+own parser as a flag catalog), ``diff_catalogs``, ``validate_in_image`` (an argv parsed by the image's own
+SGLang); ``run_bench`` (measure a server, :mod:`servectl.bench.runner`) and ``run_profile_bench`` (what
+``servectl bench`` does, :mod:`servectl.bench.profile_run`); ``run_qualify`` (the qualification gates
+against a server, :mod:`servectl.bench.qualify.runner`) and ``run_profile_qualify`` (what ``servectl
+qualify`` does, :mod:`servectl.bench.qualify.profile_run`). Their results and settings: ``LoadedProfile``,
+``LaunchPlan``, ``PreflightReport``, ``ExtractedCatalog``, ``InImageValidation``, ``AdoptResult``,
+``UpResult``, ``DownResult``, ``ServiceInfo``, ``Status``, ``SwapResult``, ``BenchSettings``,
+``BenchReport``, ``ProfileBenchResult``, ``QualifySettings``, ``QualifyReport``, ``ProfileQualifyResult``.
+Errors derive from ``ServectlError`` (:mod:`servectl.errors`), each with the exit code the CLI uses.
 
 Names load on first use (PEP 562), so ``import servectl`` imports no Docker SDK, NVML, httpx or pydantic.
 """
