@@ -88,7 +88,9 @@ def wants_script(body: Mapping[str, Any]) -> bool:
     return bool(
         (body.get("tools") and body.get("tool_choice") != "none")
         or _response_format(body) is not None
-        or _thinking(body) is not None
+        or _thinking(body) is True
+        # thinking off changes nothing for a fixed-length (ignore_eos) request, e.g. a benchmark's: it stays plain
+        or (_thinking(body) is False and not body.get("ignore_eos"))
         or last.get("role") == "tool"
         or any(NEEDLE.search(content_text(m.get("content"))) for m in messages if isinstance(m, Mapping))
     )
