@@ -10,8 +10,8 @@ The public API, keyword-only and typed; the ``servectl`` command is a thin layer
     servectl.down(name="demo")
 
 Functions (from :mod:`servectl.api` unless noted): ``load_profile``, ``compile_plan``, ``run_preflight``,
-``up``, ``down``, ``services``, ``status``, ``swap``, ``rollback``; ``run_bench`` (measure a server,
-:mod:`servectl.bench.runner`) and ``run_profile_bench`` (what ``servectl bench`` does,
+``up``, ``down``, ``services``, ``status``, ``swap``, ``rollback``, ``doctor``, ``adopt``; ``run_bench``
+(measure a server, :mod:`servectl.bench.runner`) and ``run_profile_bench`` (what ``servectl bench`` does,
 :mod:`servectl.bench.profile_run`); ``run_qualify`` (the qualification gates against a server,
 :mod:`servectl.bench.qualify.runner`) and ``run_profile_qualify`` (what ``servectl qualify`` does,
 :mod:`servectl.bench.qualify.profile_run`). Their results and settings: ``LoadedProfile``, ``LaunchPlan``,
@@ -46,7 +46,9 @@ _EXPORTS: dict[str, str] = {
     "Status": "servectl.api",
     "SwapResult": "servectl.service.swap",
     "UpResult": "servectl.service.runtime",
+    "adopt": "servectl.api",
     "compile_plan": "servectl.api",
+    "doctor": "servectl.api",
     "down": "servectl.api",
     "load_profile": "servectl.api",
     "rollback": "servectl.api",
@@ -78,7 +80,9 @@ __all__ = [
     "SwapResult",
     "UpResult",
     "__version__",
+    "adopt",
     "compile_plan",
+    "doctor",
     "down",
     "load_profile",
     "rollback",
@@ -96,7 +100,9 @@ __all__ = [
 if TYPE_CHECKING:
     from servectl.api import (
         Status,
+        adopt,
         compile_plan,
+        doctor,
         down,
         load_profile,
         rollback,

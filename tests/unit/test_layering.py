@@ -158,7 +158,7 @@ def layering_problems(graph: Mapping[str, list[Import]]) -> list[str]:
     problems = [f"{m}: not in any layer; add its folder to LAYERS in {Path(__file__).name}" for m in _unplaced(graph)]
     for module, imports in sorted(graph.items()):
         for imp in imports:
-            why = _why_not(module, imp)
+            why = "no such module" if imp.target not in graph else _why_not(module, imp)
             if why:
                 problems.append(f"{module}:{imp.line}: imports {imp.target}: {why}")
     problems.extend(f"import cycle: {' -> '.join(cycle)}" for cycle in cycles(graph))
@@ -271,6 +271,7 @@ def test_the_check_reports_a_back_import_a_lazy_one_and_a_cycle(tmp_path: Path) 
         "testing/fakes.py": "from servectl.cli import app\n",
         "cli/__init__.py": "",
         "cli/app.py": "from servectl.bench import run\nfrom servectl.standin import image\n",
+        "cli/gone.py": "def f():\n    from servectl.adapters.docker_engine import DockerSdkEngine\n",
         "extras.py": "",
     }
     for rel, text in files.items():
@@ -281,6 +282,7 @@ def test_the_check_reports_a_back_import_a_lazy_one_and_a_cycle(tmp_path: Path) 
         "servectl.extras: not in any layer; add its folder to LAYERS in test_layering.py",
         "servectl:1: imports servectl.service.runtime: the public API must re-export lazily (PEP 562 __getattr__)",
         "servectl.adapters.docker:3: imports servectl.bench.runner: adapters may not import bench (a higher layer)",
+        "servectl.cli.gone:2: imports servectl.adapters.docker_engine: no such module",
         "servectl.profile.loader:2: imports servectl.plan.rules: profile may not import plan (a higher layer)",
         "servectl.service.runtime:2: imports servectl.testing.fakes: only tests import servectl.testing",
         "servectl.standin.image:2: imports servectl.plan.rules: standin imports only errors and profile.catalog",

@@ -51,6 +51,8 @@ if TYPE_CHECKING:
     import httpx
 
     from servectl.adapters.docker import ContainerState, DockerEngine
+    from servectl.adapters.gpu import GpuInventory
+    from servectl.adapters.host import HostProbe
     from servectl.plan.resolve import Resolved
 
 #: How long a second servectl process waits for the first one (``SERVECTL_LOCK_TIMEOUT_S`` overrides).
@@ -115,40 +117,6 @@ class UpResult:
     @property
     def startup_s(self) -> float | None:
         return None if self.gate is None else self.gate.startup_s
-
-
-class GpuProcessLike(Protocol):
-    @property
-    def pid(self) -> int: ...
-
-
-class GpuDeviceLike(Protocol):
-    @property
-    def processes(self) -> Sequence[GpuProcessLike] | None: ...
-
-
-class GpuSnapshotLike(Protocol):
-    def device(self, index: int) -> GpuDeviceLike | None: ...
-
-
-class ListenerLike(Protocol):
-    @property
-    def pid(self) -> int | None: ...
-
-    @property
-    def process_name(self) -> str | None: ...
-
-
-class HostProbeLike(Protocol):
-    """The part of the host probe (``servectl.adapters.host.HostProbe``) that the built-in preflight uses."""
-
-    def listeners(self, port: int) -> Sequence[ListenerLike]: ...
-
-
-class GpuInventoryLike(Protocol):
-    """The part of the GPU inventory (``servectl.adapters.gpu.GpuInventory``) that ``stop`` uses."""
-
-    def snapshot(self) -> GpuSnapshotLike: ...
 
 
 Preflight = Callable[["Resolved"], object]
@@ -243,7 +211,7 @@ def stop(
     *,
     service: ServiceInfo,
     docker: DockerEngine,
-    gpus: GpuInventoryLike | None = None,
+    gpus: GpuInventory | None = None,
     free_deadline_s: float = 30.0,
     state_dir: Path | None = None,
     clock: Callable[[], float] = time.monotonic,
@@ -287,7 +255,7 @@ def stop(
     )
 
 
-def _gpu_pids(gpus: GpuInventoryLike, devices: Sequence[int]) -> tuple[int, ...]:
+def _gpu_pids(gpus: GpuInventory, devices: Sequence[int]) -> tuple[int, ...]:
     snapshot = gpus.snapshot()
     pids: set[int] = set()
     for index in devices:
@@ -297,7 +265,7 @@ def _gpu_pids(gpus: GpuInventoryLike, devices: Sequence[int]) -> tuple[int, ...]
     return tuple(sorted(pids))
 
 
-def _wait_gpus_free(gpus: GpuInventoryLike, devices: Sequence[int], deadline_s: float) -> tuple[int, ...]:
+def _wait_gpus_free(gpus: GpuInventory, devices: Sequence[int], deadline_s: float) -> tuple[int, ...]:
     deadline = time.monotonic() + deadline_s
     while True:
         pids = _gpu_pids(gpus, devices)
@@ -334,8 +302,8 @@ def basic_preflight(
     resolved: Resolved,
     *,
     docker: DockerEngine,
-    gpus: GpuInventoryLike | None = None,
-    host: HostProbeLike | None = None,
+    gpus: GpuInventory | None = None,
+    host: HostProbe | None = None,
 ) -> list[str]:
     """The checks that need no GPU driver: Docker answers, the port is free on the host address, and (with a
     GPU inventory) the profile's cards run no process when it wants them exclusively.
@@ -396,8 +364,8 @@ def up(
     *,
     name: str,
     docker: DockerEngine,
-    gpus: GpuInventoryLike | None = None,
-    host: HostProbeLike | None = None,
+    gpus: GpuInventory | None = None,
+    host: HostProbe | None = None,
     preflight: Preflight | None = None,
     http: httpx.Client | None = None,
     on_phase: Callable[[Progress], None] | None = None,
@@ -664,7 +632,7 @@ def down(
     *,
     name: str | None,
     docker: DockerEngine,
-    gpus: GpuInventoryLike | None = None,
+    gpus: GpuInventory | None = None,
     state_dir: Path | None = None,
     lock_timeout_s: float | None = None,
     scope: Mapping[str, str] | None = None,
@@ -750,6 +718,42 @@ def restore_after_down(
         return None
     handler = conflicts if conflicts is not None else DockerConflicts(docker=docker)
     return restore_recorded(handler=handler, state_dir=state_dir)
+
+
+class ServiceRuntime(Protocol):
+    """What ``swap`` and ``rollback`` drive: :class:`DockerRuntime`, or ``servectl.testing.swap.FakeRuntime``."""
+
+    def services(
+        self,
+        *,
+        docker: DockerEngine,
+        probe: bool = ...,
+        plan_hash_of: Callable[[str], str | None] | None = ...,
+        state_dir: Path | None = ...,
+        scope: Mapping[str, str] | None = ...,
+    ) -> Sequence[ServiceInfo]: ...
+
+    def start(
+        self,
+        *,
+        resolved: Resolved,
+        docker: DockerEngine,
+        on_phase: Callable[[Progress], None] | None = ...,
+        state_dir: Path | None = ...,
+    ) -> StartResult: ...
+
+    def stop(
+        self,
+        *,
+        service: ServiceInfo,
+        docker: DockerEngine,
+        gpus: GpuInventory | None = ...,
+        state_dir: Path | None = ...,
+    ) -> StopResult: ...
+
+    def ensure_image(
+        self, resolved: Resolved, *, docker: DockerEngine, on_phase: Callable[[Progress], None] | None = ...
+    ) -> None: ...
 
 
 class DockerRuntime:
