@@ -25,6 +25,9 @@ FUNCTIONS = (
     "status",
     "swap",
     "rollback",
+    "rollback_check",
+    "recover",
+    "logs",
     "doctor",
     "adopt",
 )
