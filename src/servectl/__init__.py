@@ -12,10 +12,13 @@ The public API, keyword-only and typed; the ``servectl`` command is a thin layer
 Functions (from :mod:`servectl.api` unless noted): ``load_profile``, ``compile_plan``, ``run_preflight``,
 ``up``, ``down``, ``services``, ``status``, ``swap``, ``rollback``; ``run_bench`` (measure a server,
 :mod:`servectl.bench.runner`) and ``run_profile_bench`` (what ``servectl bench`` does,
-:mod:`servectl.bench.profile_run`). Their results and settings: ``LoadedProfile``, ``LaunchPlan``,
-``PreflightReport``, ``UpResult``, ``DownResult``, ``ServiceInfo``, ``Status``, ``SwapResult``, ``BenchSettings``,
-``BenchReport``, ``ProfileBenchResult``. Errors derive from ``ServectlError`` (:mod:`servectl.errors`), each
-with the exit code the CLI uses.
+:mod:`servectl.bench.profile_run`); ``run_qualify`` (the qualification gates against a server,
+:mod:`servectl.bench.qualify.runner`) and ``run_profile_qualify`` (what ``servectl qualify`` does,
+:mod:`servectl.bench.qualify.profile_run`). Their results and settings: ``LoadedProfile``, ``LaunchPlan``,
+``PreflightReport``, ``UpResult``, ``DownResult``, ``ServiceInfo``, ``Status``, ``SwapResult``,
+``BenchSettings``, ``BenchReport``, ``ProfileBenchResult``, ``QualifySettings``, ``QualifyReport``,
+``ProfileQualifyResult``. Errors derive from ``ServectlError`` (:mod:`servectl.errors`), each with the exit
+code the CLI uses.
 
 Names load on first use (PEP 562), so ``import servectl`` imports no Docker SDK, NVML, httpx or pydantic.
 """
@@ -35,6 +38,9 @@ _EXPORTS: dict[str, str] = {
     "LoadedProfile": "servectl.profile.loader",
     "PreflightReport": "servectl.preflight.model",
     "ProfileBenchResult": "servectl.bench.profile_run",
+    "ProfileQualifyResult": "servectl.bench.qualify.profile_run",
+    "QualifyReport": "servectl.bench.qualify.model",
+    "QualifySettings": "servectl.bench.qualify.model",
     "ServectlError": "servectl.errors",
     "ServiceInfo": "servectl.service.services",
     "Status": "servectl.api",
@@ -47,6 +53,8 @@ _EXPORTS: dict[str, str] = {
     "run_bench": "servectl.bench.runner",
     "run_preflight": "servectl.api",
     "run_profile_bench": "servectl.bench.profile_run",
+    "run_profile_qualify": "servectl.bench.qualify.profile_run",
+    "run_qualify": "servectl.bench.qualify.runner",
     "services": "servectl.api",
     "status": "servectl.api",
     "swap": "servectl.api",
@@ -61,6 +69,9 @@ __all__ = [
     "LoadedProfile",
     "PreflightReport",
     "ProfileBenchResult",
+    "ProfileQualifyResult",
+    "QualifyReport",
+    "QualifySettings",
     "ServectlError",
     "ServiceInfo",
     "Status",
@@ -74,6 +85,8 @@ __all__ = [
     "run_bench",
     "run_preflight",
     "run_profile_bench",
+    "run_profile_qualify",
+    "run_qualify",
     "services",
     "status",
     "swap",
@@ -95,6 +108,9 @@ if TYPE_CHECKING:
     )
     from servectl.bench.model import BenchReport, BenchSettings
     from servectl.bench.profile_run import ProfileBenchResult, run_profile_bench
+    from servectl.bench.qualify.model import QualifyReport, QualifySettings
+    from servectl.bench.qualify.profile_run import ProfileQualifyResult, run_profile_qualify
+    from servectl.bench.qualify.runner import run_qualify
     from servectl.bench.runner import run_bench
     from servectl.errors import ServectlError
     from servectl.plan.compile import LaunchPlan

@@ -13,14 +13,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from servectl.adapters.docker import DockerSdkEngine
     from servectl.plan.compile import LaunchPlan
     from servectl.plan.resolve import Resolved
+    from servectl.preflight.doctor import DoctorReport
     from servectl.preflight.model import PreflightReport
     from servectl.profile.loader import LoadedProfile
+    from servectl.service.adopt import AdoptResult
     from servectl.service.health import Progress
     from servectl.service.runtime import DownResult, UpResult
     from servectl.service.services import ServiceInfo
@@ -196,6 +199,75 @@ def rollback(
         lock_timeout_s=wait_s,
         on_phase=on_phase,
     )
+
+
+def doctor() -> DoctorReport:
+    """Is this machine set up for servectl: Docker, the GPU runtime, the driver, compose, the state folder, extras.
+
+    Returns:
+        One line per part with its fix; ``report.exit_code`` is 3 when a required part fails.
+    """
+    from servectl.adapters.docker import DockerSdkEngine
+    from servectl.adapters.gpu import NvmlInventory
+    from servectl.adapters.host import PsutilHostProbe
+    from servectl.paths import state_dir
+    from servectl.preflight.doctor import run_doctor
+
+    docker = DockerSdkEngine(timeout_s=5.0)  # a hung engine must not hang the check of it
+    try:
+        return run_doctor(docker=docker, gpus=NvmlInventory(), host=PsutilHostProbe(), state_dir=state_dir())
+    finally:
+        docker.close()
+
+
+def adopt(
+    *,
+    container: str | None = None,
+    compose_file: Path | None = None,
+    service: str | None = None,
+    name: str | None = None,
+    out: Path | None = None,
+    dry_run: bool = False,
+    force: bool = False,
+) -> AdoptResult:
+    """Write a profile that reproduces a container (``docker inspect``) or service ``service`` of a compose file.
+
+    Args:
+        container: name or id of the container to adopt.
+        compose_file: with ``service``, adopt that compose service instead (read through the compose CLI).
+        service: the compose service.
+        name: profile name (default: from the container name).
+        out: file to write (default: ``profiles/NAME.yaml``).
+        dry_run: build the profile, write nothing.
+        force: replace a profile of that name (the old file is kept as ``.bak``).
+    """
+    from servectl.adapters.conflicts import detect_compose
+    from servectl.adapters.docker import DockerSdkEngine
+    from servectl.service.adopt import adopt as adopt_container
+
+    compose_config = None
+    compose = detect_compose() if compose_file is not None else None
+    if compose is not None:
+
+        def compose_config(path: Path) -> dict[str, object]:
+            assert compose is not None
+            return compose.config(str(path))
+
+    docker = DockerSdkEngine()
+    try:
+        return adopt_container(
+            docker=docker,
+            container=container,
+            compose_file=compose_file,
+            service=service,
+            compose_config=compose_config,
+            name=name,
+            out=out,
+            dry_run=dry_run,
+            force=force,
+        )
+    finally:
+        docker.close()
 
 
 def _swap_preflight(on_report: ReportHook | None) -> Preflight:

@@ -219,6 +219,8 @@ def test_adopted_docker_run_round_trips_to_a_servectl_container(world: World, ne
     status = world.cli("status", "--json")
     rows = [r for r in json.loads(status.stdout) if r["profile"] == f"svc-{network}"]
     assert rows and rows[0]["adopted"] is True and rows[0]["container_name"] == original.name
+    diff = world.cli("diff", f"svc-{network}", "--container", original.name)
+    assert diff.returncode == 0 and "match on every field servectl controls" in diff.stdout, diff.stderr
     document = world.inspect(original.id)
     engine = world.fields(document, f"svc-{network}")["engine"]
     assert engine["api_key"] == "***" and engine["dflash_window"] == "64" and engine["exl3_fast"] is True
@@ -340,6 +342,8 @@ def test_a_changed_container_is_no_longer_the_adopted_service(world: World) -> N
     profile = world.profiles / "chg.yaml"
     profile.write_text(profile.read_text().replace("reasoning-parser: glm45", "reasoning-parser: qwen3"))
     assert "chg" not in world.services()
+    diff = world.cli("diff", "chg", "--container", original.name)
+    assert diff.stdout.strip() == "engine reasoning_parser: glm45 -> qwen3"
 
 
 def test_bad_input_is_refused_in_one_line_with_exit_2_and_nothing_written(world: World) -> None:

@@ -26,7 +26,7 @@ def test_each_public_name_imports(name: str) -> None:
         assert value.__doc__, f"servectl.{name} has no docstring"
 
 
-@pytest.mark.parametrize("name", [*FUNCTIONS, "run_bench", "run_profile_bench"])
+@pytest.mark.parametrize("name", [*FUNCTIONS, "run_bench", "run_profile_bench", "run_qualify", "run_profile_qualify"])
 def test_public_functions_take_keyword_arguments_only(name: str) -> None:
     parameters = inspect.signature(getattr(servectl, name)).parameters.values()
     assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in parameters), name

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from servectl.cli.complete import catalog_flags, catalog_or_profile_names, profile_names
-from servectl.errors import ProfileError, ServectlError
+from servectl.errors import ProfileError, ServectlError, UsageError
 
 
 def register(app: typer.Typer) -> None:
@@ -141,12 +141,24 @@ def _validation_dict(name: str, error: ServectlError | None) -> dict[str, Any]:
 
 def diff_command(
     a: Annotated[str, typer.Argument(help="first profile", autocompletion=profile_names)],
-    b: Annotated[str, typer.Argument(help="second profile", autocompletion=profile_names)],
+    b: Annotated[str, typer.Argument(help="second profile", autocompletion=profile_names)] = "",
+    container: Annotated[
+        str,
+        typer.Option("--container", help="compare profile A with this running container (docker inspect) instead"),
+    ] = "",
     as_json: Annotated[bool, typer.Option("--json", help="print the differences as JSON")] = False,
 ) -> None:
-    """Show what differs between the resolved launch plans of two profiles."""
+    """Show what differs between the resolved launch plans of two profiles, or a profile and a container."""
     from servectl.plan.resolve import resolve
     from servectl.plan.script import plan_changes, plan_diff
+
+    if container:
+        if b:
+            raise UsageError("give either a second profile or --container, not both")
+        _diff_container(a, container, as_json=as_json)
+        return
+    if not b:
+        raise UsageError("name a second profile, or a container with --container NAME")
 
     # a diff shows plans, like up --dry-run: an unset ${VAR} stays visible instead of failing the command
     plan_a, plan_b = resolve(a, keep_unset=True).plan, resolve(b, keep_unset=True).plan
@@ -157,6 +169,24 @@ def diff_command(
     lines = plan_diff(plan_a, plan_b)
     if not lines:
         typer.echo(f"{a} and {b} compile to the same launch")
+    for line in lines:
+        typer.echo(line)
+
+
+def _diff_container(profile: str, container: str, *, as_json: bool) -> None:
+    from servectl.adapters.docker_engine import DockerSdkEngine
+    from servectl.service.adopted import diff_container
+
+    docker = DockerSdkEngine()
+    try:
+        lines = diff_container(profile=profile, container=container, docker=docker)
+    finally:
+        docker.close()
+    if as_json:
+        typer.echo(json.dumps({"profile": profile, "container": container, "changes": lines}, indent=2))
+        return
+    if not lines:
+        typer.echo(f"container {container} and profile {profile} match on every field servectl controls")
     for line in lines:
         typer.echo(line)
 
