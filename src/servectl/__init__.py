@@ -10,12 +10,13 @@ The public API, keyword-only and typed; the ``servectl`` command is a thin layer
     servectl.down(name="demo")
 
 Functions (from :mod:`servectl.api` unless noted): ``load_profile``, ``compile_plan``, ``run_preflight``,
-``up``, ``down``, ``services``, ``status``, ``swap``, ``rollback``; ``run_bench`` (measure a server,
-:mod:`servectl.bench.runner`) and ``run_profile_bench`` (what ``servectl bench`` does,
+``up``, ``down``, ``services``, ``status``, ``logs``, ``swap``, ``rollback``, ``rollback_check``,
+``recover``, ``doctor``, ``adopt``, ``diff_container``; ``run_bench``
+(measure a server, :mod:`servectl.bench.runner`) and ``run_profile_bench`` (what ``servectl bench`` does,
 :mod:`servectl.bench.profile_run`); ``run_qualify`` (the qualification gates against a server,
 :mod:`servectl.bench.qualify.runner`) and ``run_profile_qualify`` (what ``servectl qualify`` does,
 :mod:`servectl.bench.qualify.profile_run`). Their results and settings: ``LoadedProfile``, ``LaunchPlan``,
-``PreflightReport``, ``UpResult``, ``DownResult``, ``ServiceInfo``, ``Status``, ``SwapResult``,
+``PreflightReport``, ``AdoptResult``, ``UpResult``, ``DownResult``, ``ServiceInfo``, ``Status``, ``SwapResult``,
 ``BenchSettings``, ``BenchReport``, ``ProfileBenchResult``, ``QualifySettings``, ``QualifyReport``,
 ``ProfileQualifyResult``. Errors derive from ``ServectlError`` (:mod:`servectl.errors`), each with the exit
 code the CLI uses.
@@ -31,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
+    "AdoptResult": "servectl.service.adopt",
     "BenchReport": "servectl.bench.model",
     "BenchSettings": "servectl.bench.model",
     "DownResult": "servectl.service.runtime",
@@ -46,10 +48,16 @@ _EXPORTS: dict[str, str] = {
     "Status": "servectl.api",
     "SwapResult": "servectl.service.swap",
     "UpResult": "servectl.service.runtime",
+    "adopt": "servectl.api",
     "compile_plan": "servectl.api",
+    "diff_container": "servectl.api",
+    "doctor": "servectl.api",
     "down": "servectl.api",
     "load_profile": "servectl.api",
+    "logs": "servectl.api",
+    "recover": "servectl.api",
     "rollback": "servectl.api",
+    "rollback_check": "servectl.api",
     "run_bench": "servectl.bench.runner",
     "run_preflight": "servectl.api",
     "run_profile_bench": "servectl.bench.profile_run",
@@ -62,6 +70,7 @@ _EXPORTS: dict[str, str] = {
 }
 
 __all__ = [
+    "AdoptResult",
     "BenchReport",
     "BenchSettings",
     "DownResult",
@@ -78,10 +87,16 @@ __all__ = [
     "SwapResult",
     "UpResult",
     "__version__",
+    "adopt",
     "compile_plan",
+    "diff_container",
+    "doctor",
     "down",
     "load_profile",
+    "logs",
+    "recover",
     "rollback",
+    "rollback_check",
     "run_bench",
     "run_preflight",
     "run_profile_bench",
@@ -96,10 +111,16 @@ __all__ = [
 if TYPE_CHECKING:
     from servectl.api import (
         Status,
+        adopt,
         compile_plan,
+        diff_container,
+        doctor,
         down,
         load_profile,
+        logs,
+        recover,
         rollback,
+        rollback_check,
         run_preflight,
         services,
         status,
@@ -116,6 +137,7 @@ if TYPE_CHECKING:
     from servectl.plan.compile import LaunchPlan
     from servectl.preflight.model import PreflightReport
     from servectl.profile.loader import LoadedProfile
+    from servectl.service.adopt import AdoptResult
     from servectl.service.runtime import DownResult, UpResult
     from servectl.service.services import ServiceInfo
     from servectl.service.swap import SwapResult

@@ -11,7 +11,7 @@ with the exit code the CLI would use).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from servectl.profile.loader import LoadedProfile
     from servectl.service.adopt import AdoptResult
     from servectl.service.health import Progress
+    from servectl.service.recover import RecoverResult
+    from servectl.service.rollback import RollbackCheck
     from servectl.service.runtime import DownResult, UpResult
     from servectl.service.services import ServiceInfo
     from servectl.service.swap import PhaseEvent, Preflight, SwapResult
@@ -201,6 +203,36 @@ def rollback(
     )
 
 
+def rollback_check(*, names: Sequence[str] | None = None) -> list[RollbackCheck]:
+    """Prove that each profile's rollback target could start now (profile, image, model, preflight).
+
+    Args:
+        names: the profiles whose target to check (default: every profile that has a ``rollback:``).
+    """
+    from servectl.preflight.request import optional_gpu_inventory
+    from servectl.service.rollback import rollback_check as check
+
+    return check(names=names, docker=_docker(), gpus=optional_gpu_inventory())
+
+
+def recover(*, wait_s: float | None = None) -> RecoverResult:
+    """Settle a swap, rollback or up that was killed, from the journal it left: bring back what ran before.
+
+    Args:
+        wait_s: seconds to wait for another servectl that is changing services (default 10).
+    """
+    from servectl.service.recover import recover as settle
+
+    return settle(docker=_docker(), lock_timeout_s=wait_s)
+
+
+def logs(*, name: str, follow: bool = False, tail: int | None = None) -> Iterator[str]:
+    """The log lines of profile (or container) ``name``'s service, secrets redacted; ``follow`` keeps reading."""
+    from servectl.service.logs import follow_logs
+
+    return follow_logs(name=name, docker=_docker(), follow=follow, tail=tail)
+
+
 def doctor() -> DoctorReport:
     """Is this machine set up for servectl: Docker, the GPU runtime, the driver, compose, the state folder, extras.
 
@@ -266,6 +298,24 @@ def adopt(
             dry_run=dry_run,
             force=force,
         )
+    finally:
+        docker.close()
+
+
+def diff_container(*, profile: str, container: str) -> list[str]:
+    """What differs between a container (``docker inspect``) and the container profile ``profile`` would create.
+
+    Empty when they match on every field servectl controls (how ``status`` recognises an adopted service).
+
+    Raises:
+        UsageError: no such container or profile. ProfileError: the profile does not validate.
+    """
+    from servectl.adapters.docker import DockerSdkEngine
+    from servectl.service.adopted import diff_container as diff
+
+    docker = DockerSdkEngine()
+    try:
+        return diff(profile=profile, container=container, docker=docker)
     finally:
         docker.close()
 

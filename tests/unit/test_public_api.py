@@ -15,7 +15,22 @@ import pytest
 import servectl
 
 ROOT = Path(__file__).resolve().parents[2]
-FUNCTIONS = ("load_profile", "compile_plan", "run_preflight", "up", "down", "services", "status", "swap", "rollback")
+FUNCTIONS = (
+    "load_profile",
+    "compile_plan",
+    "run_preflight",
+    "up",
+    "down",
+    "services",
+    "status",
+    "swap",
+    "rollback",
+    "rollback_check",
+    "recover",
+    "logs",
+    "doctor",
+    "adopt",
+)
 
 
 @pytest.mark.parametrize("name", sorted(servectl.__all__))

@@ -174,14 +174,9 @@ def diff_command(
 
 
 def _diff_container(profile: str, container: str, *, as_json: bool) -> None:
-    from servectl.adapters.docker_engine import DockerSdkEngine
-    from servectl.service.adopted import diff_container
+    from servectl.api import diff_container
 
-    docker = DockerSdkEngine()
-    try:
-        lines = diff_container(profile=profile, container=container, docker=docker)
-    finally:
-        docker.close()
+    lines = diff_container(profile=profile, container=container)
     if as_json:
         typer.echo(json.dumps({"profile": profile, "container": container, "changes": lines}, indent=2))
         return
