@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from rich.console import Console  # after the src/ path is set
 
-from servectl.adapters.docker_facts import DockerSdkFacts
+from servectl.adapters.docker import DockerSdkEngine
 from servectl.adapters.gpu import NvmlInventory
 from servectl.adapters.host import PsutilHostProbe
 from servectl.cli.views.preflight import render_report
@@ -75,7 +75,7 @@ def main() -> None:
         model_path="/nonexistent-model",
         ipc_host=True,
     )
-    report = run_preflight(request=request, gpus=inventory, host=PsutilHostProbe(), docker=DockerSdkFacts())
+    report = run_preflight(request=request, gpus=inventory, host=PsutilHostProbe(), docker=DockerSdkEngine())
     render_report(report, Console(width=200))
     print(
         f"preflight total {report.duration_seconds * 1000:.1f} ms, NVML part "

@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from servectl.adapters.docker_facts import DockerSdkFacts
+from servectl.adapters.docker import DockerSdkEngine
 from servectl.adapters.host import PsutilHostProbe
 from servectl.preflight.model import ConflictRef, PreflightReport, PreflightRequest
 from servectl.preflight.run import run_preflight
@@ -77,7 +77,7 @@ def make_model_folder(root: Path, total_bytes: int = 178 * 10**9, shards: int = 
 
 def one_run(request: PreflightRequest) -> tuple[float, PreflightReport]:
     started = time.perf_counter()
-    docker = DockerSdkFacts()
+    docker = DockerSdkEngine()
     report = run_preflight(
         request=request,
         gpus=FakeGpuInventory.scenario("two_free_sm120"),

@@ -38,7 +38,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from servectl.adapters.docker_engine import DockerSdkEngine  # noqa: E402
+from servectl.adapters.docker import DockerSdkEngine  # noqa: E402
 from servectl.plan.compile import PortBinding, docker_run_argv  # noqa: E402
 from servectl.plan.resolve import resolve  # noqa: E402
 from servectl.service.swap import swap  # noqa: E402

@@ -9,7 +9,8 @@ completion). Runs alternate so that drift in the engine's speed hits both alike.
 Reported per variant (median over the runs): time to ready, time minus the fixed delay, and servectl's own
 overhead = servectl - baseline, for the CLI (a fresh ``python -m servectl up``: interpreter, imports,
 profile load, checks, gate) and for the library call ``servectl.service.runtime.up()`` in a warm process.
-Target: library overhead <= 0.3 s.
+Target: overhead <= 0.3 s through the CLI (issue 16), not only the library. When the CLI misses it, the
+import profile of a fresh ``servectl up`` process is printed.
 
 Usage: python benchmarks/bench_up_overhead.py [--runs 5] [--delay 2]
 """
@@ -32,10 +33,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from servectl import runtime  # noqa: E402
-from servectl.adapters.docker_engine import DockerSdkEngine  # noqa: E402
+from servectl.adapters.docker import DockerSdkEngine  # noqa: E402
 from servectl.plan.compile import PortBinding, docker_run_argv  # noqa: E402
 from servectl.plan.resolve import resolve  # noqa: E402
+from servectl.service import runtime  # noqa: E402
 from servectl.standin.image import build_standin_image  # noqa: E402
 from servectl.standin.process import free_port  # noqa: E402
 from servectl.testing.docker import TEST_SESSION_LABEL, write_test_profile  # noqa: E402
@@ -76,7 +77,7 @@ def cli_once(name: str, env: dict[str, str]) -> float:
 
 _IMPORTS = (
     "import servectl.cli.app as c; c._register_commands(); "
-    "import servectl.plan.resolve, servectl.service.runtime, servectl.adapters.docker_engine, "
+    "import servectl.plan.resolve, servectl.service.runtime, servectl.adapters.docker, "
     "docker, httpx, rich.status"
 )
 
@@ -161,12 +162,19 @@ def main() -> None:
     }
     print(json.dumps(summary, indent=2))
     overhead = summary["servectl_overhead_s"]
-    verdict = "meets" if overhead["library"] <= TARGET_S else "misses"
-    print(f"library overhead {overhead['library']:.3f} s {verdict} the {TARGET_S} s target")
+    for variant in ("cli", "library"):
+        verdict = "meets" if overhead[variant] <= TARGET_S else "misses"
+        print(f"{variant} overhead {overhead[variant]:.3f} s {verdict} the {TARGET_S} s target")
     print(
         f"CLI overhead {overhead['cli']:.3f} s, of which {med['imports']:.3f} s is a fresh interpreter "
         f"importing servectl's modules (left: {overhead['cli_minus_import_floor']:.3f} s)"
     )
+    if overhead["cli"] > TARGET_S:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from cli_timing import format_profile, import_profile
+
+        print("import profile of servectl up (a fresh process importing what it runs, -X importtime):")
+        print("\n".join(format_profile(import_profile([sys.executable, "-c", _IMPORTS], env=env))))
 
 
 if __name__ == "__main__":

@@ -7,5 +7,9 @@ cd "$(dirname "$0")/.."
 
 python3 -m pip install -q -e '.[test]'
 bash scripts/ensure-docker.sh
+# The real SGLang 0.5.23 parser (wheel + CPU torch, ~2.3 GB) for the differential parser tests; cached by its
+# recipe hash under ~/.cache/servectl-ci, so only the first run on a machine builds it (7 min here, 2 cores).
+python3 -m servectl.testing.sglang_venv
+export SERVECTL_REQUIRE_SGLANG_PARSER=1  # the venv is there: parser parity tests must run, never skip
 export SERVECTL_REQUIRE_DOCKER=1  # an engine answers now: integration tests must run, never skip
 exec python3 -m pytest "$@"

@@ -10,12 +10,16 @@ The public API, keyword-only and typed; the ``servectl`` command is a thin layer
     servectl.down(name="demo")
 
 Functions (from :mod:`servectl.api` unless noted): ``load_profile``, ``compile_plan``, ``run_preflight``,
-``up``, ``down``, ``services``, ``status``, ``swap``, ``rollback``; ``run_bench`` (measure a server,
-:mod:`servectl.bench.runner`) and ``run_profile_bench`` (what ``servectl bench`` does,
-:mod:`servectl.bench.profile_run`). Their results and settings: ``LoadedProfile``, ``LaunchPlan``,
-``PreflightReport``, ``UpResult``, ``DownResult``, ``ServiceInfo``, ``Status``, ``SwapResult``, ``BenchSettings``,
-``BenchReport``, ``ProfileBenchResult``. Errors derive from ``ServectlError`` (:mod:`servectl.errors`), each
-with the exit code the CLI uses.
+``up``, ``down``, ``services``, ``status``, ``logs``, ``swap``, ``rollback``, ``rollback_check``,
+``recover``, ``doctor``, ``adopt``, ``diff_container``; ``run_bench``
+(measure a server, :mod:`servectl.bench.runner`) and ``run_profile_bench`` (what ``servectl bench`` does,
+:mod:`servectl.bench.profile_run`); ``run_qualify`` (the qualification gates against a server,
+:mod:`servectl.bench.qualify.runner`) and ``run_profile_qualify`` (what ``servectl qualify`` does,
+:mod:`servectl.bench.qualify.profile_run`). Their results and settings: ``LoadedProfile``, ``LaunchPlan``,
+``PreflightReport``, ``AdoptResult``, ``UpResult``, ``DownResult``, ``ServiceInfo``, ``Status``, ``SwapResult``,
+``BenchSettings``, ``BenchReport``, ``ProfileBenchResult``, ``QualifySettings``, ``QualifyReport``,
+``ProfileQualifyResult``. Errors derive from ``ServectlError`` (:mod:`servectl.errors`), each with the exit
+code the CLI uses.
 
 Names load on first use (PEP 562), so ``import servectl`` imports no Docker SDK, NVML, httpx or pydantic.
 """
@@ -28,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
+    "AdoptResult": "servectl.service.adopt",
     "BenchReport": "servectl.bench.model",
     "BenchSettings": "servectl.bench.model",
     "DownResult": "servectl.service.runtime",
@@ -35,18 +40,29 @@ _EXPORTS: dict[str, str] = {
     "LoadedProfile": "servectl.profile.loader",
     "PreflightReport": "servectl.preflight.model",
     "ProfileBenchResult": "servectl.bench.profile_run",
+    "ProfileQualifyResult": "servectl.bench.qualify.profile_run",
+    "QualifyReport": "servectl.bench.qualify.model",
+    "QualifySettings": "servectl.bench.qualify.model",
     "ServectlError": "servectl.errors",
     "ServiceInfo": "servectl.service.services",
     "Status": "servectl.api",
     "SwapResult": "servectl.service.swap",
     "UpResult": "servectl.service.runtime",
+    "adopt": "servectl.api",
     "compile_plan": "servectl.api",
+    "diff_container": "servectl.api",
+    "doctor": "servectl.api",
     "down": "servectl.api",
     "load_profile": "servectl.api",
+    "logs": "servectl.api",
+    "recover": "servectl.api",
     "rollback": "servectl.api",
+    "rollback_check": "servectl.api",
     "run_bench": "servectl.bench.runner",
     "run_preflight": "servectl.api",
     "run_profile_bench": "servectl.bench.profile_run",
+    "run_profile_qualify": "servectl.bench.qualify.profile_run",
+    "run_qualify": "servectl.bench.qualify.runner",
     "services": "servectl.api",
     "status": "servectl.api",
     "swap": "servectl.api",
@@ -54,6 +70,7 @@ _EXPORTS: dict[str, str] = {
 }
 
 __all__ = [
+    "AdoptResult",
     "BenchReport",
     "BenchSettings",
     "DownResult",
@@ -61,19 +78,30 @@ __all__ = [
     "LoadedProfile",
     "PreflightReport",
     "ProfileBenchResult",
+    "ProfileQualifyResult",
+    "QualifyReport",
+    "QualifySettings",
     "ServectlError",
     "ServiceInfo",
     "Status",
     "SwapResult",
     "UpResult",
     "__version__",
+    "adopt",
     "compile_plan",
+    "diff_container",
+    "doctor",
     "down",
     "load_profile",
+    "logs",
+    "recover",
     "rollback",
+    "rollback_check",
     "run_bench",
     "run_preflight",
     "run_profile_bench",
+    "run_profile_qualify",
+    "run_qualify",
     "services",
     "status",
     "swap",
@@ -83,10 +111,16 @@ __all__ = [
 if TYPE_CHECKING:
     from servectl.api import (
         Status,
+        adopt,
         compile_plan,
+        diff_container,
+        doctor,
         down,
         load_profile,
+        logs,
+        recover,
         rollback,
+        rollback_check,
         run_preflight,
         services,
         status,
@@ -95,11 +129,15 @@ if TYPE_CHECKING:
     )
     from servectl.bench.model import BenchReport, BenchSettings
     from servectl.bench.profile_run import ProfileBenchResult, run_profile_bench
+    from servectl.bench.qualify.model import QualifyReport, QualifySettings
+    from servectl.bench.qualify.profile_run import ProfileQualifyResult, run_profile_qualify
+    from servectl.bench.qualify.runner import run_qualify
     from servectl.bench.runner import run_bench
     from servectl.errors import ServectlError
     from servectl.plan.compile import LaunchPlan
     from servectl.preflight.model import PreflightReport
     from servectl.profile.loader import LoadedProfile
+    from servectl.service.adopt import AdoptResult
     from servectl.service.runtime import DownResult, UpResult
     from servectl.service.services import ServiceInfo
     from servectl.service.swap import SwapResult

@@ -11,17 +11,22 @@ with the exit code the CLI would use).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from servectl.adapters.docker_engine import DockerSdkEngine
+    from servectl.adapters.docker import DockerSdkEngine
     from servectl.plan.compile import LaunchPlan
     from servectl.plan.resolve import Resolved
+    from servectl.preflight.doctor import DoctorReport
     from servectl.preflight.model import PreflightReport
     from servectl.profile.loader import LoadedProfile
+    from servectl.service.adopt import AdoptResult
     from servectl.service.health import Progress
+    from servectl.service.recover import RecoverResult
+    from servectl.service.rollback import RollbackCheck
     from servectl.service.runtime import DownResult, UpResult
     from servectl.service.services import ServiceInfo
     from servectl.service.swap import PhaseEvent, Preflight, SwapResult
@@ -198,6 +203,123 @@ def rollback(
     )
 
 
+def rollback_check(*, names: Sequence[str] | None = None) -> list[RollbackCheck]:
+    """Prove that each profile's rollback target could start now (profile, image, model, preflight).
+
+    Args:
+        names: the profiles whose target to check (default: every profile that has a ``rollback:``).
+    """
+    from servectl.preflight.request import optional_gpu_inventory
+    from servectl.service.rollback import rollback_check as check
+
+    return check(names=names, docker=_docker(), gpus=optional_gpu_inventory())
+
+
+def recover(*, wait_s: float | None = None) -> RecoverResult:
+    """Settle a swap, rollback or up that was killed, from the journal it left: bring back what ran before.
+
+    Args:
+        wait_s: seconds to wait for another servectl that is changing services (default 10).
+    """
+    from servectl.service.recover import recover as settle
+
+    return settle(docker=_docker(), lock_timeout_s=wait_s)
+
+
+def logs(*, name: str, follow: bool = False, tail: int | None = None) -> Iterator[str]:
+    """The log lines of profile (or container) ``name``'s service, secrets redacted; ``follow`` keeps reading."""
+    from servectl.service.logs import follow_logs
+
+    return follow_logs(name=name, docker=_docker(), follow=follow, tail=tail)
+
+
+def doctor() -> DoctorReport:
+    """Is this machine set up for servectl: Docker, the GPU runtime, the driver, compose, the state folder, extras.
+
+    Returns:
+        One line per part with its fix; ``report.exit_code`` is 3 when a required part fails.
+    """
+    from servectl.adapters.docker import DockerSdkEngine
+    from servectl.adapters.gpu import NvmlInventory
+    from servectl.adapters.host import PsutilHostProbe
+    from servectl.paths import state_dir
+    from servectl.preflight.doctor import run_doctor
+
+    docker = DockerSdkEngine(timeout_s=5.0)  # a hung engine must not hang the check of it
+    try:
+        return run_doctor(docker=docker, gpus=NvmlInventory(), host=PsutilHostProbe(), state_dir=state_dir())
+    finally:
+        docker.close()
+
+
+def adopt(
+    *,
+    container: str | None = None,
+    compose_file: Path | None = None,
+    service: str | None = None,
+    name: str | None = None,
+    out: Path | None = None,
+    dry_run: bool = False,
+    force: bool = False,
+) -> AdoptResult:
+    """Write a profile that reproduces a container (``docker inspect``) or service ``service`` of a compose file.
+
+    Args:
+        container: name or id of the container to adopt.
+        compose_file: with ``service``, adopt that compose service instead (read through the compose CLI).
+        service: the compose service.
+        name: profile name (default: from the container name).
+        out: file to write (default: ``profiles/NAME.yaml``).
+        dry_run: build the profile, write nothing.
+        force: replace a profile of that name (the old file is kept as ``.bak``).
+    """
+    from servectl.adapters.conflicts import detect_compose
+    from servectl.adapters.docker import DockerSdkEngine
+    from servectl.service.adopt import adopt as adopt_container
+
+    compose_config = None
+    compose = detect_compose() if compose_file is not None else None
+    if compose is not None:
+
+        def compose_config(path: Path) -> dict[str, object]:
+            assert compose is not None
+            return compose.config(str(path))
+
+    docker = DockerSdkEngine()
+    try:
+        return adopt_container(
+            docker=docker,
+            container=container,
+            compose_file=compose_file,
+            service=service,
+            compose_config=compose_config,
+            name=name,
+            out=out,
+            dry_run=dry_run,
+            force=force,
+        )
+    finally:
+        docker.close()
+
+
+def diff_container(*, profile: str, container: str) -> list[str]:
+    """What differs between a container (``docker inspect``) and the container profile ``profile`` would create.
+
+    Empty when they match on every field servectl controls (how ``status`` recognises an adopted service).
+
+    Raises:
+        UsageError: no such container or profile. ProfileError: the profile does not validate.
+    """
+    from servectl.adapters.docker import DockerSdkEngine
+    from servectl.service.adopted import diff_container as diff
+
+    docker = DockerSdkEngine()
+    try:
+        return diff(profile=profile, container=container, docker=docker)
+    finally:
+        docker.close()
+
+
 def _swap_preflight(on_report: ReportHook | None) -> Preflight:
     """servectl's full preflight as swap runs it (the replaced service counts as stopped)."""
     from servectl.paths import state_dir
@@ -207,6 +329,6 @@ def _swap_preflight(on_report: ReportHook | None) -> Preflight:
 
 
 def _docker() -> DockerSdkEngine:
-    from servectl.adapters.docker_engine import DockerSdkEngine
+    from servectl.adapters.docker import DockerSdkEngine
 
     return DockerSdkEngine()

@@ -24,7 +24,7 @@ from servectl.adapters.host import PsutilHostProbe
 from servectl.errors import GpuUnavailable
 from servectl.preflight.model import PreflightRequest
 from servectl.preflight.run import run_preflight
-from servectl.testing.fakes import FakeDockerFacts
+from servectl.testing.docker import FakeDockerEngine
 
 pytestmark = pytest.mark.gpu
 
@@ -251,7 +251,7 @@ def test_preflight_names_the_foreign_pid_and_its_mib_on_real_cards(inventory: Nv
         image_ref="none",
         model_path="/nonexistent",
     )
-    report = run_preflight(request=request, gpus=inventory, host=PsutilHostProbe(), docker=FakeDockerFacts())
+    report = run_preflight(request=request, gpus=inventory, host=PsutilHostProbe(), docker=FakeDockerEngine())
     apps = nvidia_smi("--query-compute-apps=pid,used_memory,gpu_uuid")
     smi_mib = {int(r[0]): float(r[1]) for r in apps if uuid_key(r[2]) == uuid_key(holder.uuid)}
     exclusive = report.check("gpu.exclusive")

@@ -28,8 +28,8 @@ import httpx
 import pytest
 import yaml
 
-from servectl.adapters.docker_engine import DockerSdkEngine
-from servectl.errors import ProfileTemplate, UsageError
+from servectl.adapters.docker import DockerSdkEngine
+from servectl.errors import ProfileTemplate, SwapRolledBack, UsageError
 from servectl.plan.compile import catalog_for
 from servectl.plan.container_match import container_fields, diff_fields
 from servectl.plan.validate import load_profile
@@ -219,6 +219,8 @@ def test_adopted_docker_run_round_trips_to_a_servectl_container(world: World, ne
     status = world.cli("status", "--json")
     rows = [r for r in json.loads(status.stdout) if r["profile"] == f"svc-{network}"]
     assert rows and rows[0]["adopted"] is True and rows[0]["container_name"] == original.name
+    diff = world.cli("diff", f"svc-{network}", "--container", original.name)
+    assert diff.returncode == 0 and "match on every field servectl controls" in diff.stdout, diff.stderr
     document = world.inspect(original.id)
     engine = world.fields(document, f"svc-{network}")["engine"]
     assert engine["api_key"] == "***" and engine["dflash_window"] == "64" and engine["exl3_fast"] is True
@@ -340,6 +342,8 @@ def test_a_changed_container_is_no_longer_the_adopted_service(world: World) -> N
     profile = world.profiles / "chg.yaml"
     profile.write_text(profile.read_text().replace("reasoning-parser: glm45", "reasoning-parser: qwen3"))
     assert "chg" not in world.services()
+    diff = world.cli("diff", "chg", "--container", original.name)
+    assert diff.stdout.strip() == "engine reasoning_parser: glm45 -> qwen3"
 
 
 def test_bad_input_is_refused_in_one_line_with_exit_2_and_nothing_written(world: World) -> None:
@@ -372,3 +376,19 @@ def test_bad_input_is_refused_in_one_line_with_exit_2_and_nothing_written(world:
     assert forced.returncode == 0, forced.stderr
     assert (world.profiles / "taken.yaml.bak").read_text().startswith("name: taken")
     assert load_profile("taken").profile.adopted is not None
+
+
+def test_a_failed_swap_from_an_adopted_service_brings_it_back_from_its_profile(world: World) -> None:
+    port = free_port()
+    original = world.hand_run("keep", port=port, served="keep")
+    assert world.adopt(original.name, "--name", "keep").returncode == 0
+    write_profile(
+        world, "broken", port, engine={"env": {"STANDIN_STARTUP_DELAY_S": "0.3", "STANDIN_CRASH_AT": "kv_cache"}}
+    )
+    with pytest.raises(SwapRolledBack) as rolled:
+        swap(target="broken", docker=world.docker, scope=world.scope(), state_dir=world.home)
+    assert "keep" in rolled.value.message
+    assert world.serves(port, "keep")
+    back = world.services()["keep"]
+    assert back.state == "ready" and not back.adopted and back.container_name == original.name
+    assert "broken" not in world.services()

@@ -1,4 +1,4 @@
-"""DockerSdkFacts and PsutilHostProbe against the real Docker engine and this host, and a full preflight
+"""DockerSdkEngine and PsutilHostProbe against the real Docker engine and this host, and a full preflight
 with both (GPUs faked).
 
 The container image is made here from host files (``/bin/sleep`` and its libraries, ``docker import``): no
@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from servectl.adapters.docker_facts import DockerSdkFacts
+from servectl.adapters.docker import DockerSdkEngine
 from servectl.adapters.host import PsutilHostProbe
 from servectl.errors import EngineUnavailable
 from servectl.preflight.model import ConflictRef, PreflightRequest, Replacing
@@ -79,13 +79,13 @@ def run_container(client: Any, name: str, **kwargs: Any) -> Any:
 
 
 def test_ping_reports_the_engine_version_and_runtimes(client: Any) -> None:
-    info = DockerSdkFacts(client=client).ping()
+    info = DockerSdkEngine(client=client).ping()
     assert info.server_version == client.version()["Version"]
     assert "runc" in info.runtimes or "io.containerd.runc.v2" in info.runtimes
 
 
 def test_image_lookup_by_tag_and_id_and_a_missing_one(client: Any) -> None:
-    facts = DockerSdkFacts(client=client)
+    facts = DockerSdkEngine(client=client)
     by_tag = facts.image(IMAGE)
     assert by_tag is not None and by_tag.id.startswith("sha256:") and IMAGE in by_tag.tags
     by_id = facts.image(by_tag.id)
@@ -100,13 +100,13 @@ def test_containers_report_names_labels_published_ports_and_pids(client: Any) ->
     container = run_container(
         client, "ports", labels={"servectl.profile": "demo"}, ports={"8000/tcp": ("127.0.0.1", port)}
     )
-    facts = DockerSdkFacts(client=client)
+    facts = DockerSdkEngine(client=client)
     facts.ping()
-    found = {c.id: c for c in facts.containers()}
+    found = {c.id: c for c in facts.running_containers()}
     info = found[container.id]
-    assert info.name == f"ports-{SESSION}" and info.state == "running"
+    assert info.name == f"ports-{SESSION}" and info.status == "running"
     assert info.labels[LABEL] == SESSION and info.servectl_profile == "demo"
-    assert [(p.host_ip, p.host_port, p.container_port) for p in info.published_ports] == [("127.0.0.1", port, 8000)]
+    assert [(p.host_ip, p.host_port, p.container_port) for p in info.ports] == [("127.0.0.1", port, 8000)]
     assert info.pid == container.attrs["State"]["Pid"] and info.gpu_request is None
 
 
@@ -151,7 +151,7 @@ def test_a_wildcard_listener_in_another_process_blocks_a_loopback_profile(client
             request=request,
             gpus=FakeGpuInventory.scenario("no_driver"),
             host=PsutilHostProbe(),
-            docker=DockerSdkFacts(client=client),
+            docker=DockerSdkEngine(client=client),
         )
         check = report.check("port.free")
         assert check.result == "fail"
@@ -186,7 +186,7 @@ def test_full_preflight_names_the_container_on_the_port_and_accepts_it_when_repl
         model_path="/nonexistent",
         conflicts=(ConflictRef("container", container.name),),
     )
-    facts = DockerSdkFacts(client=client)
+    facts = DockerSdkEngine(client=client)
     report = run_preflight(
         request=request,
         gpus=FakeGpuInventory.scenario("two_free_sm120"),
@@ -217,8 +217,8 @@ def test_full_preflight_names_the_container_on_the_port_and_accepts_it_when_repl
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_an_engine_that_does_not_answer_is_engine_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
-    with pytest.raises(EngineUnavailable, match=r"Docker engine unreachable: .*start it") as caught:
-        DockerSdkFacts(timeout_s=2).ping()
+    with pytest.raises(EngineUnavailable, match=r"Docker engine unreachable at .*start it") as caught:
+        DockerSdkEngine(timeout_s=2).ping()
     message = caught.value.message
     del caught  # the traceback keeps the SDK's half-made connection alive
     gc.collect()

@@ -30,7 +30,7 @@ import httpx
 import pytest
 import yaml
 
-from servectl.adapters.docker_engine import DockerSdkEngine
+from servectl.adapters.docker import DockerSdkEngine
 from servectl.plan.compile import LABEL_PLAN_HASH, LaunchPlan
 from servectl.plan.resolve import plan_for
 from servectl.plan.validate import load_profile

@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from servectl.adapters.conflicts import DockerConflicts, detect_compose, load_stopped
-from servectl.adapters.docker_engine import DockerSdkEngine
+from servectl.adapters.docker import DockerSdkEngine
 from servectl.errors import LockTimeout, SwapFailed, SwapRolledBack
 from servectl.service.journal import read_journal
 from servectl.service.rollback import rollback

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from servectl.plan.adopt import AdoptError, adopt_container, adoption_yaml, profile_name_for
+from servectl.plan.adopt import AdoptError, adopt_container, adoption_yaml, compose_service_inspect, profile_name_for
 from servectl.plan.compile import catalog_for
 from servectl.plan.container_match import container_diff, container_fields, diff_fields, split_engine_command
 from servectl.plan.resolve import plan_for
@@ -255,3 +255,131 @@ def test_servectl_api_key_wrapper_reads_as_the_module_it_runs() -> None:
 def test_profile_name_from_container_name() -> None:
     assert profile_name_for("GLM_EXL3.524k") == "glm_exl3.524k"
     assert profile_name_for("/--x y") == "x-y"
+
+
+# -- the service layer (service/adopt.py, service/adopted.py) on fake documents ---------------------------------
+class FakeDocuments:
+    """Docker documents by name, as DockerSdkEngine returns them."""
+
+    def __init__(self, containers: dict[str, dict[str, Any]], images: dict[str, dict[str, Any]]) -> None:
+        self.containers, self.images = containers, images
+
+    def container_document(self, id_or_name: str) -> dict[str, Any] | None:
+        return self.containers.get(id_or_name)
+
+    def image_document(self, ref: str) -> dict[str, Any] | None:
+        return self.images.get(ref)
+
+    def volume_folder(self, name: str) -> str | None:
+        return f"/var/lib/docker/volumes/{name}/_data"
+
+
+def hand_started(**kw: Any) -> dict[str, Any]:
+    return container_inspect(
+        sglang_argv("--tp", "1", "--api-key", API_KEY),
+        env={"HF_TOKEN": SECRET},
+        binds=[("/srv/m", "/model", True)],
+        ports={30000: ("127.0.0.1", 30000)},
+        **kw,
+    )
+
+
+def test_adopt_writes_a_validated_file_and_refuses_a_taken_name_unless_forced(tmp_path: Path) -> None:
+    from servectl.service.adopt import adopt
+
+    folder = tmp_path / "profiles"
+    folder.mkdir()
+    docs = FakeDocuments({"sglang-hand": hand_started()}, {"sha256:" + "5b" * 32: image_inspect()})
+    folders = [ProfileFolder(folder, "./profiles")]
+    dry = adopt(docker=docs, container="sglang-hand", name="hand", dry_run=True, folders=folders, environ={})
+    assert not dry.written and not (folder / "hand.yaml").exists() and dry.diff == () and dry.problems == ()
+    result = adopt(docker=docs, container="sglang-hand", name="hand", folders=folders, environ={})
+    assert result.path == folder / "hand.yaml" and result.backup is None
+    text = result.path.read_text()
+    assert SECRET not in text and API_KEY not in text and text.startswith("# Written by `servectl adopt`")
+    with pytest.raises(AdoptError, match="profile hand already exists") as taken:
+        adopt(docker=docs, container="sglang-hand", name="hand", folders=folders, environ={})
+    assert "--force" in taken.value.message
+    forced = adopt(docker=docs, container="sglang-hand", name="hand", force=True, folders=folders, environ={})
+    assert forced.backup == folder / "hand.yaml.bak" and forced.backup.read_text() == text
+    with pytest.raises(AdoptError, match="no container 'gone'"):
+        adopt(docker=docs, container="gone", folders=folders, environ={})
+    with pytest.raises(AdoptError, match="disagree"):
+        adopt(docker=docs, container="sglang-hand", name="x", out=tmp_path / "y.yaml", folders=folders, environ={})
+    named_by_file = adopt(docker=docs, container="sglang-hand", out=tmp_path / "elsewhere.yaml", folders=folders)
+    assert named_by_file.adoption.name == "elsewhere" and named_by_file.problems == ()
+
+
+def test_a_template_is_replaced_without_force_and_kept(tmp_path: Path) -> None:
+    from servectl.service.adopt import adopt
+
+    folder = tmp_path / "profiles"
+    folder.mkdir()
+    template = "name: glm53-exl3-524k\ntemplate: run servectl adopt <container> --name glm53-exl3-524k\n"
+    (folder / "glm53-exl3-524k.yaml").write_text(template)
+    docs = FakeDocuments({"exl3": hand_started(name="exl3")}, {})
+    result = adopt(
+        docker=docs, container="exl3", name="glm53-exl3-524k", folders=[ProfileFolder(folder, "./profiles")], environ={}
+    )
+    assert result.backup is not None and result.backup.read_text() == template
+    assert load_profile("glm53-exl3-524k", folders=[ProfileFolder(folder, "x")]).profile.adopted is not None
+
+
+GPU_RESERVATION = {"driver": "nvidia", "device_ids": ["0", "1"], "capabilities": ["gpu"]}
+
+
+def test_compose_service_reads_as_the_container_compose_would_create(tmp_path: Path) -> None:
+    config = {
+        "name": "ds",
+        "services": {
+            "deepseek": {
+                "image": "lmsysorg/sglang:v0.5.23",
+                "command": "python3 -m sglang.launch_server --model-path /model --host 0.0.0.0 --port 8080 --tp 2",
+                "environment": {"HF_TOKEN": SECRET, "UNSET": None},
+                "volumes": [
+                    {"type": "bind", "source": "/srv/m", "target": "/model", "read_only": True},
+                    {"type": "volume", "source": "cache", "target": "/root/.cache"},
+                ],
+                "ports": [{"target": 8080, "published": "8080", "host_ip": "127.0.0.1", "protocol": "tcp"}],
+                "deploy": {"resources": {"reservations": {"devices": [GPU_RESERVATION]}}},
+                "ipc": "host",
+                "ulimits": {"memlock": -1, "nofile": {"soft": 1024, "hard": 4096}},
+                "restart": "on-failure:3",
+                "stop_grace_period": "1m30s",
+            }
+        },
+        "volumes": {"cache": {"name": "ds_cache"}},
+    }  # fmt: skip
+    data = compose_service_inspect(config, "deepseek", image=image_inspect())
+    _, loaded = write_and_load(tmp_path, data, image_inspect(), name="ds", compose=("/c.yaml", "deepseek"))
+    p = loaded.profile
+    assert p.container.name == "ds-deepseek-1" and p.gpus.devices == [0, 1] and p.engine.tp == 2
+    assert (p.container.ipc, p.container.restart, p.container.stop_grace_s) == ("host", "on-failure:3", 90)
+    assert p.container.ulimits == {"memlock": -1, "nofile": [1024, 4096]}
+    assert [m.source for m in p.container.mounts] == ["/var/lib/docker/volumes/ds_cache/_data"]
+    assert p.adopted is not None and (p.adopted.compose_file, p.adopted.compose_service) == ("/c.yaml", "deepseek")
+    assert p.engine.env == {"HF_TOKEN": "${HF_TOKEN}"}
+    assert_round_trip(loaded, data, image_inspect())
+    with pytest.raises(AdoptError, match="no service 'db'"):
+        compose_service_inspect(config, "db")
+
+
+def test_find_adopted_needs_the_container_and_a_matching_configuration(tmp_path: Path) -> None:
+    from servectl.plan.resolve import Resolved
+    from servectl.service.adopted import find_adopted
+    from servectl.testing.docker import FakeDockerEngine
+
+    data = hand_started()
+    _, loaded = write_and_load(tmp_path, data, image_inspect(), name="hand")
+    resolved = Resolved(loaded=loaded, plan=plan_for(loaded, environ={"HOME": "/home/u"}))
+    engine = FakeDockerEngine()
+    assert find_adopted(engine, [resolved]) == []  # no such container
+    engine.documents[data["Id"]] = data
+    engine.image_documents[data["Image"]] = image_inspect()
+    (match,) = find_adopted(engine, [resolved])
+    assert match.resolved.name == "hand" and match.document["Id"] == data["Id"]
+    assert find_adopted(engine, [resolved], scope={"servectl.test-session": "other"}) == []
+    changed = hand_started()
+    changed["Config"]["Cmd"] = [*changed["Config"]["Cmd"], "--disable-cuda-graph"]
+    engine.documents[data["Id"]] = changed
+    assert find_adopted(engine, [resolved]) == []

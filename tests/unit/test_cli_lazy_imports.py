@@ -75,7 +75,7 @@ def test_status_with_no_service_loads_neither_the_profile_models_nor_the_compile
     """Only what listing containers needs; the models and compiler load once a service's drift is computed."""
     probe = _PROBE.replace(
         "from servectl.cli.app import main",
-        "import servectl.cli.service as s\n"
+        "import servectl.api as s\n"
         "class NoContainers:\n"
         "    def list_managed(self, label_filter=None):\n"
         "        return []\n"
@@ -91,3 +91,14 @@ def test_status_with_no_service_loads_neither_the_profile_models_nor_the_compile
     assert data["code"] in (0, None) and "no servectl services" in proc.stdout
     modules = set(data["modules"])
     assert not {"servectl.profile.models", "servectl.plan.compile", "pydantic", "typer._adapters"} & modules
+
+
+def test_dry_run_skips_typers_pydantic_coercion_but_bad_values_still_fail(tmp_path: Path) -> None:
+    code, modules, _ = _modules_after(["up", "demo", "--dry-run"], tmp_path)
+    assert code in (0, None) and "typer._adapters" not in modules
+    env = {**os.environ, "PYTHONPATH": SRC, "SERVECTL_HOME": str(tmp_path)}
+    for args, message in ((["logs"], "Missing argument"), (["logs", "x", "--tail", "abc"], "valid integer")):
+        proc = subprocess.run(
+            [sys.executable, "-m", "servectl", *args], capture_output=True, text=True, env=env, timeout=60
+        )
+        assert proc.returncode == 2 and message in proc.stderr, proc.stderr

@@ -19,9 +19,11 @@ from servectl.adapters.conflicts import (
     restore_conflicts,
     restore_recorded,
 )
+from servectl.adapters.docker import ContainerState
 from servectl.errors import EngineUnavailable, ServectlError
 from servectl.profile.models import ConflictSpec
-from servectl.testing.swap import FakeConflicts, FakeContainer, FakeContainerControl
+from servectl.testing.docker import FakeDockerEngine
+from servectl.testing.swap import FakeConflicts
 
 
 class Runner:
@@ -47,25 +49,40 @@ def compose_spec(path: Path) -> ConflictSpec:
     return ConflictSpec(compose_file=str(path))
 
 
+def engine(*containers: tuple[str, str, str]) -> FakeDockerEngine:
+    """A fake engine with prepared containers (id, name, status)."""
+    return FakeDockerEngine(running=[ContainerState(id=i, name=n, image="x", status=s) for i, n, s in containers])
+
+
+def status_of(docker: FakeDockerEngine, container_id: str) -> str | None:
+    state = docker.inspect(container_id)
+    return None if state is None else state.status
+
+
+def changes(docker: FakeDockerEngine) -> list[tuple[str, str]]:
+    """The calls that change a container (what conflicts must keep to a minimum)."""
+    return [c for c in docker.calls if c[0] in ("stop", "start", "kill", "remove")]
+
+
 # -- containers by name -------------------------------------------------------------------------------------
 def test_a_running_conflict_container_is_stopped_and_started_again() -> None:
-    docker = FakeContainerControl([FakeContainer("id1", "daily"), FakeContainer("id2", "else")])
+    docker = engine(("id1", "daily", "running"), ("id2", "else", "running"))
     handler = DockerConflicts(docker=docker, compose=False, clock=lambda: 5.0)
 
     stopped = handler.stop(container_spec("daily"), stopped_by="glm")
 
     assert stopped == StoppedConflict("container", "daily", ("id1",), "glm", 5.0)
-    assert docker.containers[0].status == "exited" and docker.containers[1].status == "running"
+    assert status_of(docker, "id1") == "exited" and status_of(docker, "id2") == "running"
     handler.restore(stopped)
-    assert docker.containers[0].status == "running"
-    assert docker.calls == [("stop", "id1"), ("start", "id1")]
+    assert status_of(docker, "id1") == "running"
+    assert changes(docker) == [("stop", "id1"), ("start", "id1")]
 
 
 def test_a_conflict_container_that_is_not_running_is_left_alone() -> None:
-    docker = FakeContainerControl([FakeContainer("id1", "daily", status="exited")])
+    docker = engine(("id1", "daily", "exited"))
     assert DockerConflicts(docker=docker, compose=False).stop(container_spec("daily"), stopped_by="x") is None
     assert DockerConflicts(docker=docker, compose=False).stop(container_spec("absent"), stopped_by="x") is None
-    assert docker.calls == []
+    assert changes(docker) == []
 
 
 # -- compose files -------------------------------------------------------------------------------------------
@@ -73,7 +90,7 @@ def test_a_running_compose_file_is_brought_down_and_up_again(tmp_path: Path) -> 
     compose_file = tmp_path / "daily.yml"
     compose_file.write_text("services: {}\n", encoding="utf-8")
     runner = Runner({"ps -q -a": (0, "id1\nid2\n", "")})
-    docker = FakeContainerControl([FakeContainer("id1", "daily-1"), FakeContainer("id2", "daily-2", "exited")])
+    docker = engine(("id1", "daily-1", "running"), ("id2", "daily-2", "exited"))
     handler = DockerConflicts(docker=docker, compose=SubprocessCompose(("docker", "compose"), runner))
 
     stopped = handler.stop(compose_spec(compose_file), stopped_by="glm")
@@ -93,13 +110,13 @@ def test_a_compose_file_with_nothing_running_is_not_brought_down(tmp_path: Path)
     compose_file = tmp_path / "daily.yml"
     compose_file.write_text("services: {}\n", encoding="utf-8")
     runner = Runner({"ps -q -a": (0, "", "")})
-    handler = DockerConflicts(docker=FakeContainerControl(), compose=SubprocessCompose(("docker-compose",), runner))
+    handler = DockerConflicts(docker=engine(), compose=SubprocessCompose(("docker-compose",), runner))
     assert handler.stop(compose_spec(compose_file), stopped_by="glm") is None
     assert [c[-1] for c in runner.calls] == ["-a"]
 
 
 def test_a_missing_compose_file_is_named(tmp_path: Path) -> None:
-    handler = DockerConflicts(docker=FakeContainerControl(), compose=SubprocessCompose(("docker", "compose"), Runner()))
+    handler = DockerConflicts(docker=engine(), compose=SubprocessCompose(("docker", "compose"), Runner()))
     with pytest.raises(ServectlError, match=r"daily\.yml does not exist; fix conflicts\[\]\.compose_file"):
         handler.stop(compose_spec(tmp_path / "daily.yml"), stopped_by="glm")
 
@@ -108,14 +125,14 @@ def test_a_failing_compose_command_says_which_command_and_why(tmp_path: Path) ->
     compose_file = tmp_path / "daily.yml"
     compose_file.write_text("services: {}\n", encoding="utf-8")
     runner = Runner({"ps -q -a": (0, "id1\n", ""), "down": (1, "", "line1\nError: network in use\n")})
-    docker = FakeContainerControl([FakeContainer("id1", "daily-1")])
+    docker = engine(("id1", "daily-1", "running"))
     handler = DockerConflicts(docker=docker, compose=SubprocessCompose(("docker", "compose"), runner))
     with pytest.raises(ServectlError, match=r"`docker compose -f .*daily\.yml down` failed \(exit 1\): .*network"):
         handler.stop(compose_spec(compose_file), stopped_by="glm")
 
 
 def test_without_a_compose_cli_the_check_names_what_to_install(tmp_path: Path) -> None:
-    handler = DockerConflicts(docker=FakeContainerControl(), compose=False)
+    handler = DockerConflicts(docker=engine(), compose=False)
     handler.check_available([container_spec("daily")])  # containers need no compose
     with pytest.raises(EngineUnavailable, match=r"no compose CLI.*docker-compose-plugin.*Nothing was stopped"):
         handler.check_available([compose_spec(tmp_path / "daily.yml")])
@@ -125,7 +142,7 @@ def test_compose_paths_expand_the_home_folder(monkeypatch: pytest.MonkeyPatch, t
     monkeypatch.setenv("HOME", str(tmp_path))
     (tmp_path / "daily.yml").write_text("services: {}\n", encoding="utf-8")
     runner = Runner({"ps -q -a": (0, "", "")})
-    handler = DockerConflicts(docker=FakeContainerControl(), compose=SubprocessCompose(("docker", "compose"), runner))
+    handler = DockerConflicts(docker=engine(), compose=SubprocessCompose(("docker", "compose"), runner))
     handler.stop(ConflictSpec(compose_file="~/daily.yml"), stopped_by="x")
     assert runner.calls[0][3] == str(tmp_path / "daily.yml")
 

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from servectl.adapters.docker_facts import EngineInfo
+from servectl.adapters.docker import EngineInfo
 from servectl.cli.views.doctor import doctor_text
 from servectl.preflight.doctor import DoctorReport, folder_write_problem, run_doctor
-from servectl.testing.fakes import FakeDockerFacts, FakeGpuInventory, FakeHostProbe
+from servectl.testing.docker import FakeDockerEngine
+from servectl.testing.fakes import FakeGpuInventory, FakeHostProbe
 
 NO_NVIDIA_ENGINE = EngineInfo(server_version="27.5.1", runtimes=frozenset({"runc"}), default_runtime="runc")
 
 
 def _doctor(tmp_path: Path, **overrides: object) -> DoctorReport:
     args: dict[str, object] = {
-        "docker": FakeDockerFacts(),
+        "docker": FakeDockerEngine(),
         "gpus": FakeGpuInventory.scenario("two_free_sm120"),
         "host": FakeHostProbe(executables={"docker-compose": "/usr/bin/docker-compose"}),
         "state_dir": tmp_path / "state",
@@ -41,22 +42,22 @@ def test_a_complete_gpu_host_passes_every_line(tmp_path: Path) -> None:
 
 
 def test_unreachable_docker_fails_with_exit_3_and_the_fix(tmp_path: Path) -> None:
-    report = _doctor(tmp_path, docker=FakeDockerFacts(engine=None))
+    report = _doctor(tmp_path, docker=FakeDockerEngine(available=False))
     line = report.line("docker.engine")
     assert (line.outcome, line.required, report.exit_code) == ("fail", True, 3)
-    assert "Cannot connect" in line.found and "systemctl start docker" in line.fix
+    assert "Docker engine unreachable" in line.found and "systemctl start docker" in line.fix
     assert report.line("docker.gpu_runtime").found == "not checked: Docker unreachable"
 
 
 def test_gpus_without_a_container_runtime_fail_but_a_gpu_less_host_only_warns(tmp_path: Path) -> None:
     bare = FakeHostProbe(executables={})
-    with_gpus = _doctor(tmp_path, docker=FakeDockerFacts(engine=NO_NVIDIA_ENGINE), host=bare)
+    with_gpus = _doctor(tmp_path, docker=FakeDockerEngine(engine_info=NO_NVIDIA_ENGINE), host=bare)
     line = with_gpus.line("docker.gpu_runtime")
     assert (line.outcome, with_gpus.exit_code) == ("fail", 3)
     assert "nvidia-ctk runtime configure" in line.fix
     no_driver = _doctor(
         tmp_path,
-        docker=FakeDockerFacts(engine=NO_NVIDIA_ENGINE),
+        docker=FakeDockerEngine(engine_info=NO_NVIDIA_ENGINE),
         host=bare,
         gpus=FakeGpuInventory.scenario("no_driver"),
     )
@@ -67,7 +68,7 @@ def test_gpus_without_a_container_runtime_fail_but_a_gpu_less_host_only_warns(tm
 
 def test_a_cdi_spec_counts_as_a_gpu_runtime(tmp_path: Path) -> None:
     host = FakeHostProbe(executables={}, existing_paths={"/etc/cdi/nvidia.yaml"})
-    report = _doctor(tmp_path, docker=FakeDockerFacts(engine=NO_NVIDIA_ENGINE), host=host)
+    report = _doctor(tmp_path, docker=FakeDockerEngine(engine_info=NO_NVIDIA_ENGINE), host=host)
     assert report.line("docker.gpu_runtime").found == "CDI spec /etc/cdi/nvidia.yaml"
 
 
@@ -89,7 +90,7 @@ def test_an_unwritable_state_folder_fails(tmp_path: Path) -> None:
 
 
 def test_text_puts_the_fix_under_each_line_that_is_not_ok(tmp_path: Path) -> None:
-    text = doctor_text(_doctor(tmp_path, docker=FakeDockerFacts(engine=None)))
+    text = doctor_text(_doctor(tmp_path, docker=FakeDockerEngine(available=False)))
     lines = text.splitlines()
     assert lines[0].startswith("FAIL  docker.engine ")
     assert lines[1].strip().startswith("fix: start it")

@@ -4,11 +4,11 @@ Layers, lowest first (a module may import its own layer and any layer below it):
 
     base (errors, paths, redact) < profile < plan < adapters < preflight < service < bench < render < api < cli
 
-Outside the chain: ``servectl.testing`` (the fakes) may import anything and only tests import it;
-``servectl.standin`` (the stand-in engine, also run inside its image) imports only ``errors``,
-``profile.catalog`` and itself, and is imported from ``adapters`` up; ``servectl/__init__.py`` re-exports the
-public API (``api.py``, the core functions with this host's adapters) only lazily, so ``import servectl``
-stays light.
+The CLI imports no adapter: ``servectl.api`` builds the real ones for it. Outside the chain:
+``servectl.testing`` (the fakes) may import anything and only tests import it; ``servectl.standin`` (the
+stand-in engine, also run inside its image) imports only ``errors``, ``profile.catalog`` and itself, and is
+imported from ``adapters`` up; ``servectl/__init__.py`` re-exports the public API (``api.py``, the core
+functions with this host's adapters) only lazily, so ``import servectl`` stays light.
 
 Every import counts: module-level, inside functions, under ``TYPE_CHECKING`` and
 ``importlib.import_module("literal")``. ``from servectl.pkg import name`` resolves ``name`` through a
@@ -158,7 +158,7 @@ def layering_problems(graph: Mapping[str, list[Import]]) -> list[str]:
     problems = [f"{m}: not in any layer; add its folder to LAYERS in {Path(__file__).name}" for m in _unplaced(graph)]
     for module, imports in sorted(graph.items()):
         for imp in imports:
-            why = _why_not(module, imp)
+            why = "no such module" if imp.target not in graph else _why_not(module, imp)
             if why:
                 problems.append(f"{module}:{imp.line}: imports {imp.target}: {why}")
     problems.extend(f"import cycle: {' -> '.join(cycle)}" for cycle in cycles(graph))
@@ -185,6 +185,8 @@ def _why_not(module: str, imp: Import) -> str | None:
         return None if imp.target in STANDIN_MAY_IMPORT else "standin imports only errors and profile.catalog"
     if dst == "standin":
         return None if RANK.get(src, -1) >= STANDIN_IMPORTED_FROM else "standin is imported from adapters up"
+    if src == "cli" and dst == "adapters":
+        return "the CLI gets its adapters through servectl.api"
     if src not in RANK or dst not in RANK:
         return None  # reported once by _unplaced
     return None if RANK[dst] <= RANK[src] else f"{src} may not import {dst} (a higher layer)"
@@ -271,6 +273,8 @@ def test_the_check_reports_a_back_import_a_lazy_one_and_a_cycle(tmp_path: Path) 
         "testing/fakes.py": "from servectl.cli import app\n",
         "cli/__init__.py": "",
         "cli/app.py": "from servectl.bench import run\nfrom servectl.standin import image\n",
+        "cli/gone.py": "def f():\n    from servectl.adapters.docker_engine import DockerSdkEngine\n",
+        "cli/wired.py": "def f():\n    from servectl.adapters.docker import DockerSdkEngine\n",
         "extras.py": "",
     }
     for rel, text in files.items():
@@ -281,6 +285,8 @@ def test_the_check_reports_a_back_import_a_lazy_one_and_a_cycle(tmp_path: Path) 
         "servectl.extras: not in any layer; add its folder to LAYERS in test_layering.py",
         "servectl:1: imports servectl.service.runtime: the public API must re-export lazily (PEP 562 __getattr__)",
         "servectl.adapters.docker:3: imports servectl.bench.runner: adapters may not import bench (a higher layer)",
+        "servectl.cli.gone:2: imports servectl.adapters.docker_engine: no such module",
+        "servectl.cli.wired:2: imports servectl.adapters.docker: the CLI gets its adapters through servectl.api",
         "servectl.profile.loader:2: imports servectl.plan.rules: profile may not import plan (a higher layer)",
         "servectl.service.runtime:2: imports servectl.testing.fakes: only tests import servectl.testing",
         "servectl.standin.image:2: imports servectl.plan.rules: standin imports only errors and profile.catalog",

@@ -8,17 +8,17 @@ from typing import Any
 
 import pytest
 
-from servectl.adapters.docker_facts import ContainerInfo, EngineInfo, GpuRequest, ImageInfo, PublishedPort
+from servectl.adapters.docker import ContainerState, EngineInfo, GpuRequest, ImageInfo, PublishedPort
 from servectl.adapters.gpu import MIB, GpuProcess
 from servectl.adapters.host import DiskSpace, HostMemory, Listener, ShmInfo
 from servectl.errors import PreflightFailed, UsageError
 from servectl.preflight.checks import CHECK_IDS
 from servectl.preflight.model import ConflictRef, PreflightReport, PreflightRequest, Replacing
 from servectl.preflight.run import raise_if_failed, run_preflight
+from servectl.testing.docker import FakeDockerEngine
 from servectl.testing.fakes import (
     DRIVER_RESERVED_MIB,
     RTX_PRO_6000_TOTAL_MIB,
-    FakeDockerFacts,
     FakeGpuInventory,
     FakeHostProbe,
     fake_model_dir,
@@ -71,22 +71,19 @@ def image(**changes: Any) -> ImageInfo:
     return replace(base, **changes)
 
 
-def docker(*containers: ContainerInfo, **changes: Any) -> FakeDockerFacts:
-    facts = FakeDockerFacts(images=[image()], running=list(containers))
-    for key, value in changes.items():
-        setattr(facts, key, value)
-    return facts
+def docker(*containers: ContainerState, **changes: Any) -> FakeDockerEngine:
+    return FakeDockerEngine(**{"images": [image()], "running": containers, **changes})
 
 
-def ds4(**changes: Any) -> ContainerInfo:
-    base = ContainerInfo(
+def ds4(**changes: Any) -> ContainerState:
+    base = ContainerState(
         id=DS4_ID,
         name="ds4-daily",
         image="ds4:v9",
-        state="running",
+        status="running",
         labels={"com.docker.compose.project.config_files": DS4_COMPOSE, "com.docker.compose.service": "ds4"},
         gpu_request=GpuRequest(True, (), "device-request"),
-        published_ports=(PublishedPort("0.0.0.0", 8080, 8080),),
+        ports=(PublishedPort("0.0.0.0", 8080, 8080),),
     )
     return replace(base, **changes)
 
@@ -95,7 +92,7 @@ def preflight(
     req: PreflightRequest | None = None,
     gpus: FakeGpuInventory | None = None,
     probe: FakeHostProbe | None = None,
-    engine: FakeDockerFacts | None = None,
+    engine: FakeDockerEngine | None = None,
     skip: frozenset[str] = frozenset(),
 ) -> PreflightReport:
     return run_preflight(
@@ -223,9 +220,9 @@ def test_an_unreadable_architecture_is_unknown_and_no_pin_passes() -> None:
 
 def test_card_count_must_equal_tp_times_pp() -> None:
     check = preflight(request(tp=1)).check("gpu.count")
-    assert check.result == "fail" and check.message == "tp 1 x pp 1 = 1 ranks but 2 card(s) [0, 1]"
+    assert check.result == "fail" and check.message == "tp 1 x dp 1 = 1 ranks but 2 card(s) [0, 1]"
     assert preflight(request(gpu_indices=(0, 0))).check("gpu.count").message == "card(s) [0] listed twice"
-    assert preflight(request(tp=1, pp=2)).check("gpu.count").result == "pass"
+    assert preflight(request(tp=1, dp=2)).check("gpu.count").result == "pass"
 
 
 def test_mig_mode_fails_with_the_command_that_turns_it_off() -> None:
@@ -245,7 +242,7 @@ def test_a_foreign_host_process_fails_exclusive_use_with_pid_name_and_mib() -> N
 
 
 def test_a_foreign_process_in_a_container_is_named_by_container() -> None:
-    other = ContainerInfo(id=OTHER_ID, name="comfyui", image="comfy", state="running")
+    other = ContainerState(id=OTHER_ID, name="comfyui", image="comfy", status="running")
     probe = host(process_names={4242: "python"}, container_ids={4242: OTHER_ID})
     check = preflight(gpus=FakeGpuInventory.scenario("foreign_pid"), probe=probe, engine=docker(other)).check(
         "gpu.exclusive"
@@ -257,11 +254,11 @@ def test_a_foreign_process_in_a_container_is_named_by_container() -> None:
 
 
 def test_an_idle_container_that_requests_the_cards_is_reported_too() -> None:
-    idle = ContainerInfo(
+    idle = ContainerState(
         id=OTHER_ID,
         name="jupyter",
         image="jupyter",
-        state="running",
+        status="running",
         gpu_request=GpuRequest(False, ("1",), "device-request"),
     )
     check = preflight(engine=docker(idle)).check("gpu.exclusive")
@@ -270,18 +267,18 @@ def test_an_idle_container_that_requests_the_cards_is_reported_too() -> None:
 
 
 def test_a_container_requesting_other_cards_does_not_count() -> None:
-    elsewhere = ContainerInfo(
-        id=OTHER_ID, name="tts", image="tts", state="running", gpu_request=GpuRequest(False, ("2",), "cdi")
+    elsewhere = ContainerState(
+        id=OTHER_ID, name="tts", image="tts", status="running", gpu_request=GpuRequest(False, ("2",), "cdi")
     )
     assert preflight(engine=docker(elsewhere)).check("gpu.exclusive").result == "pass"
 
 
 def test_another_servectl_service_on_the_cards_points_at_swap() -> None:
-    other = ContainerInfo(
+    other = ContainerState(
         id=OTHER_ID,
         name="servectl-glm53-exl3",
         image="x",
-        state="running",
+        status="running",
         labels={"servectl.profile": "glm53-exl3-524k"},
         gpu_request=GpuRequest(False, ("0", "1"), "device-request"),
     )
@@ -428,12 +425,12 @@ def test_a_listener_on_another_address_does_not_collide() -> None:
 
 
 def test_a_docker_published_port_is_named_by_container_not_by_docker_proxy() -> None:
-    other = ContainerInfo(
+    other = ContainerState(
         id=OTHER_ID,
         name="bench-old",
         image="x",
-        state="running",
-        published_ports=(PublishedPort("127.0.0.1", 8180, 30000),),
+        status="running",
+        ports=(PublishedPort("127.0.0.1", 8180, 30000),),
     )
     probe = host()
     probe.listen("127.0.0.1", 8180, pid=77, name="docker-proxy")
@@ -443,12 +440,12 @@ def test_a_docker_published_port_is_named_by_container_not_by_docker_proxy() -> 
 
 
 def test_the_port_of_the_service_being_replaced_is_free_to_take() -> None:
-    old = ContainerInfo(
+    old = ContainerState(
         id=OTHER_ID,
         name="servectl-old",
         image="x",
-        state="running",
-        published_ports=(PublishedPort("127.0.0.1", 8180, 30000),),
+        status="running",
+        ports=(PublishedPort("127.0.0.1", 8180, 30000),),
     )
     req = request(replacing=Replacing(container_name="servectl-old", port=8180))
     check = preflight(req, engine=docker(old)).check("port.free")
@@ -591,7 +588,7 @@ def test_a_cache_folder_on_a_full_disk_fails() -> None:
 
 
 def test_an_unreachable_engine_fails_once_and_leaves_engine_checks_unknown() -> None:
-    report = preflight(engine=docker(engine=None))
+    report = preflight(engine=docker(available=False))
     assert report.check("docker.engine").result == "fail"
     assert report.check("docker.engine").message.startswith("Docker engine unreachable")
     for check_id in ("image.pinned", "docker.gpu_runtime", "conflicts"):
@@ -601,7 +598,7 @@ def test_an_unreachable_engine_fails_once_and_leaves_engine_checks_unknown() -> 
 
 def test_gpus_without_any_nvidia_container_support_fail_with_the_toolkit_fix() -> None:
     bare = EngineInfo(server_version="27.5.1", runtimes=frozenset({"runc"}), default_runtime="runc")
-    check = preflight(probe=host(executables={}), engine=docker(engine=bare)).check("docker.gpu_runtime")
+    check = preflight(probe=host(executables={}), engine=docker(engine_info=bare)).check("docker.gpu_runtime")
     assert check.result == "fail" and "nvidia-ctk runtime configure" in check.fix
 
 
@@ -613,7 +610,7 @@ def test_a_cdi_spec_alone_is_enough_for_gpus() -> None:
         cdi_spec_dirs=("/etc/cdi",),
     )
     probe = host(executables={}, existing_paths={"/etc/cdi/nvidia.yaml"})
-    check = preflight(probe=probe, engine=docker(engine=bare)).check("docker.gpu_runtime")
+    check = preflight(probe=probe, engine=docker(engine_info=bare)).check("docker.gpu_runtime")
     assert check.result == "pass" and check.message == "CDI spec /etc/cdi/nvidia.yaml"
 
 
@@ -622,7 +619,7 @@ def test_each_fact_is_gathered_once() -> None:
     gpus = FakeGpuInventory.scenario("two_free_sm120")
     preflight(gpus=gpus, engine=engine)
     assert gpus.calls == 1
-    assert engine.calls == {"ping": 1, "containers": 1, "image": 1}
+    assert sorted(call for call, _ in engine.calls) == ["image", "ping", "running_containers"]
 
 
 def test_listener_fixture_records_names() -> None:

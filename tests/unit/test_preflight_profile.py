@@ -9,7 +9,8 @@ import pytest
 from servectl.plan.resolve import resolve
 from servectl.preflight.request import parse_size_bytes, request_for
 from servectl.preflight.run import run_preflight
-from servectl.testing.fakes import FakeDockerFacts, FakeGpuInventory, FakeHostProbe
+from servectl.testing.docker import FakeDockerEngine
+from servectl.testing.fakes import FakeGpuInventory, FakeHostProbe
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -41,7 +42,7 @@ def test_demo_requests_no_gpu_and_passes_on_a_gpu_less_box_with_fakes() -> None:
         request=request,
         gpus=FakeGpuInventory.scenario("no_driver"),
         host=FakeHostProbe(),
-        docker=FakeDockerFacts(),
+        docker=FakeDockerEngine(),
     )
     assert report.check("gpu.present").result == "skipped"
 
@@ -49,7 +50,7 @@ def test_demo_requests_no_gpu_and_passes_on_a_gpu_less_box_with_fakes() -> None:
 def test_foreign_process_on_a_card_fails_exclusivity_with_its_pid() -> None:
     request = request_for(resolve("glm53-393k"))
     gpus = FakeGpuInventory.scenario("foreign_pid")
-    report = run_preflight(request=request, gpus=gpus, host=FakeHostProbe(), docker=FakeDockerFacts())
+    report = run_preflight(request=request, gpus=gpus, host=FakeHostProbe(), docker=FakeDockerEngine())
     check = report.check("gpu.exclusive")
     assert check.result == "fail"
     pid = gpus.snapshot().devices[0].processes[0].pid  # type: ignore[index]
@@ -68,7 +69,7 @@ def test_full_preflight_raises_on_a_failed_check_and_records_forced_skips(tmp_pa
     from servectl.testing.docker import FakeDockerEngine
 
     resolved = resolve("glm53-393k")
-    adapters = (FakeGpuInventory.scenario("foreign_pid"), FakeHostProbe(), FakeDockerFacts())
+    adapters = (FakeGpuInventory.scenario("foreign_pid"), FakeHostProbe(), FakeDockerEngine())
     engine = FakeDockerEngine(images=[resolved.plan.docker.image])
     with pytest.raises(PreflightFailed, match=r"preflight gpu\.exclusive"):
         full_preflight(docker=engine, adapters=adapters, state_dir=tmp_path)(resolved)

@@ -14,7 +14,8 @@ import servectl
 from servectl.cli.views.preflight import render_report, summary_line
 from servectl.preflight.model import PreflightReport, PreflightRequest
 from servectl.preflight.run import run_preflight
-from servectl.testing.fakes import FakeDockerFacts, FakeGpuInventory, FakeHostProbe, fake_model_dir
+from servectl.testing.docker import FakeDockerEngine
+from servectl.testing.fakes import FakeGpuInventory, FakeHostProbe, fake_model_dir
 
 
 def _report(scenario: str, skip: frozenset[str] = frozenset()) -> PreflightReport:
@@ -33,7 +34,7 @@ def _report(scenario: str, skip: frozenset[str] = frozenset()) -> PreflightRepor
         request=request,
         gpus=FakeGpuInventory.scenario(scenario),
         host=host,
-        docker=FakeDockerFacts(),
+        docker=FakeDockerEngine(),
         skip=skip,
     )
 
@@ -71,7 +72,7 @@ def test_preflight_modules_import_neither_nvml_nor_the_docker_sdk() -> None:
     code = (
         "import sys\n"
         "import servectl.preflight.checks, servectl.cli.views.preflight, servectl.testing.fakes\n"
-        "import servectl.adapters.gpu, servectl.adapters.host, servectl.adapters.docker_facts\n"
+        "import servectl.adapters.gpu, servectl.adapters.host, servectl.adapters.docker\n"
         "heavy = sorted(m for m in ('pynvml', 'docker', 'psutil') if m in sys.modules)\n"
         "print(','.join(heavy))\n"
     )

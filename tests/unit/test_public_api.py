@@ -15,7 +15,22 @@ import pytest
 import servectl
 
 ROOT = Path(__file__).resolve().parents[2]
-FUNCTIONS = ("load_profile", "compile_plan", "run_preflight", "up", "down", "services", "status", "swap", "rollback")
+FUNCTIONS = (
+    "load_profile",
+    "compile_plan",
+    "run_preflight",
+    "up",
+    "down",
+    "services",
+    "status",
+    "swap",
+    "rollback",
+    "rollback_check",
+    "recover",
+    "logs",
+    "doctor",
+    "adopt",
+)
 
 
 @pytest.mark.parametrize("name", sorted(servectl.__all__))
@@ -26,7 +41,7 @@ def test_each_public_name_imports(name: str) -> None:
         assert value.__doc__, f"servectl.{name} has no docstring"
 
 
-@pytest.mark.parametrize("name", [*FUNCTIONS, "run_bench", "run_profile_bench"])
+@pytest.mark.parametrize("name", [*FUNCTIONS, "run_bench", "run_profile_bench", "run_qualify", "run_profile_qualify"])
 def test_public_functions_take_keyword_arguments_only(name: str) -> None:
     parameters = inspect.signature(getattr(servectl, name)).parameters.values()
     assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in parameters), name

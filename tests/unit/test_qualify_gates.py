@@ -142,3 +142,23 @@ def test_endurance_fails_on_latency_drift_beyond_the_bound() -> None:
 
     assert drift([1.0, 1.0, 1.0, 2.0], 2) == (1.5, 1.0, 1.5)
     assert drift([1.0, 1.0, 1.0], 2) is None
+
+
+def test_vram_gate_reads_the_cards_after_the_run_and_fails_below_the_reserve() -> None:
+    from servectl.bench.model import CardFreeMemory
+
+    reads: list[int] = []
+
+    def free_vram() -> list[CardFreeMemory]:
+        reads.append(1)
+        return [CardFreeMemory(0, 4096 * 2**20), CardFreeMemory(1, 1024 * 2**20)]
+
+    with HostStandin(["--model-path", DEMO_MODEL], env=FAST) as engine:
+        engine.wait_ready()
+        facts = ServiceFacts(known=True, vram_reserve_mib=3072, free_vram=free_vram)
+        report = run_qualify(settings=QualifySettings(url=engine.base_url, suite=suite(smoke={}, vram={})), facts=facts)
+    assert reads == [1]
+    smoke_gate, vram_gate = report.gates
+    assert smoke_gate.verdict == "pass" and vram_gate.verdict == "fail" and vram_gate.count == "1/2"
+    assert vram_gate.failures[0].message == "vram GPU1: 1,024 MiB free after the run, below the reserve of 3,072 MiB"
+    assert report.free_vram_after is not None and len(report.free_vram_after) == 2

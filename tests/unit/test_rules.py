@@ -55,6 +55,85 @@ CASES: list[tuple[str, str, str, str]] = [
         "4 is not one of adaptive_steps [3, 5]",
         ADAPTIVE.format(algo="EAGLE", steps=3, topk=1),
     ),
+    # read wherever and however written: an abbreviation, a string, max_running_requests under args
+    (
+        "engine.mamba_cache",
+        "engine: {max_running_requests: 4, args: {max-mamba-cache: 19}}",
+        "19 is below 5 x max_running_requests (4) = 20",
+        "engine: {max_running_requests: 4, args: {max-mamba-cache: 20}}",
+    ),
+    (
+        "engine.mamba_cache",
+        "engine: {max_running_requests: 4, args: {max-mamba-cache-size: '19'}}",
+        "19 is below 5 x max_running_requests (4) = 20",
+        "engine: {max_running_requests: 4, args: {max-mamba-cache-size: '20'}}",
+    ),
+    (
+        "engine.mamba_cache",
+        "engine: {args: {max-running-requests: 4, max-mamba-cache-size: 19}}",
+        "19 is below 5 x max_running_requests (4) = 20",
+        "engine: {args: {max-running-requests: 4, max-mamba-cache-size: 20}}",
+    ),
+    (
+        "engine.mamba_cache",
+        "engine: {args: {max-mamba-cache-size: 0}}",
+        "0 leaves no mamba state slots",
+        "engine: {args: {max-mamba-cache-size: 1}}",
+    ),
+    (
+        "gpus.parallelism",
+        "gpus: {devices: [0, 1]}\nengine: {tp: 2, args: {dp-size: 2}}",
+        "tp 2 x dp 2 does not match 2 GPU devices [0, 1]",
+        "gpus: {devices: [0, 1]}\nengine: {tp: 1, args: {dp-size: 2}}",
+    ),
+    (
+        "speculative.algorithm",
+        "engine: {args: {speculative-algorithm: MEDUSA}}",
+        "Unknown speculative algorithm name: MEDUSA",
+        "engine: {args: {speculative-algorithm: dspark}}",
+    ),
+    (
+        "speculative.draft_model",
+        "engine: {speculative: {algorithm: DFLASH}}",
+        "DFLASH speculative decoding requires setting --speculative-draft-model-path",
+        "engine: {speculative: {algorithm: DFLASH, draft_model_path: /draft}}",
+    ),
+    (
+        "speculative.draft_window",
+        "engine: {args: {speculative-draft-sink-size: 4}}",
+        "--speculative-draft-sink-size requires --speculative-draft-window-size",
+        "engine: {args: {speculative-draft-sink-size: 4, speculative-draft-window-size: 512}}",
+    ),
+    (
+        "speculative.draft_window",
+        "engine: {args: {speculative-draft-window-size: 0}}",
+        "--speculative-draft-window-size must be positive, got 0",
+        "engine: {args: {speculative-draft-window-size: 1}}",
+    ),
+    (
+        "engine.mamba_states",
+        "engine: {args: {mamba-max-states-per-path: 0}}",
+        "must be -1 (unlimited) or a positive integer, got 0",
+        "engine: {args: {mamba-max-states-per-path: -1}}",
+    ),
+    (
+        "engine.int8_mamba_checkpoint",
+        "engine: {args: {enable-int8-mamba-checkpoint: true, enable-hicache: true}}",
+        "the host-offload path is not int8-aware",
+        "engine: {args: {enable-int8-mamba-checkpoint: true}}",
+    ),
+    (
+        "engine.dsa_backends",
+        "engine: {args: {dsa-decode-backend: triton}}",
+        "The triton DSA backend is only supported on ROCm/HIP",
+        "engine: {args: {dsa-decode-backend: flashinfer_sparse_mla}}",
+    ),
+    (
+        "engine.dsa_backends",
+        "engine: {kv_cache_dtype: fp8_e4m3, args: {dsa-prefill-backend: tilelang, dsa-decode-backend: trtllm}}",
+        "CUDA TileLang FP8 KV requires both DSA backends to be tilelang",
+        "engine: {kv_cache_dtype: fp8_e4m3, args: {dsa-prefill-backend: tilelang, dsa-decode-backend: tilelang}}",
+    ),
     (
         "engine.mamba_cache",
         "engine: {max_running_requests: 4, args: {max-mamba-cache-size: 19}}",
@@ -144,13 +223,13 @@ CASES: list[tuple[str, str, str, str]] = [
         "engine: {args: {disable-shared-experts-fusion: true}}",
     ),
     (
-        "engine.catalog",
+        "engine.duplicate_flag",
         "engine: {tp: 2, args: {tensor-parallel-size: 2}}",
         "is already set by engine.tp",
         "engine: {tp: 2}",
     ),
     (
-        "engine.catalog",
+        "engine.api_key_flag",
         "engine: {args: {api-key: sk-123}}",
         "the API key is never written in a profile",
         "engine: {}",
@@ -180,6 +259,58 @@ def test_rule_rejects_bad_and_accepts_good(
     assert any(message in p for p in problems), problems
     assert all(p.startswith(("profiles/p.yaml:", "profiles/_min.yaml:")) for p in problems), problems
     assert check(good) == []
+
+
+@pytest.mark.parametrize(
+    "good",
+    [
+        # settings SGLang resolves itself (false alarms before): top-k and num_steps omitted, NEXTN is EAGLE
+        "engine:\n  speculative: {algorithm: EAGLE, adaptive_steps: [3, 5]}",
+        "engine:\n  speculative: {algorithm: NEXTN, eagle_topk: 1, adaptive_steps: [3, 5]}",
+        "engine:\n  speculative: {algorithm: DSPARK}",
+        "engine: {args: {speculative-algorithm: eagle3}}",
+        "engine: {args: {forward-hooks: '{}'}}",
+        "engine: {args: {chat-template: '- svc'}}",
+        "engine: {context_length: 1000000, args: {max-total-tokens: 1Mi}}",
+        "engine: {args: {context-length: 64Ki, cuda-graph-prefill-max-context: 1.5M}}",
+        "engine: {args: {monokernel-backend: amd}}",
+    ],
+)
+def test_what_sglang_accepts_passes(check: Callable[[str], list[str]], good: str) -> None:
+    assert check(good) == []
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ("engine: {args: {context-length: 64K}}", "Suffixes are case-sensitive"),
+        ("engine: {args: {context-length: 1m}}", "Invalid integer value: '1m'"),
+        ("engine: {args: {monokernel-backend: true}}", "expected one argument"),
+        ("engine: {args: {mem-fraction-static: '-1e3'}}", "expected one argument"),
+        ("engine: {args: {mem-fraction-static: -.inf}}", "engine.args.mem-fraction-static"),
+        ("engine: {args: {cuda-graph-config: {verify: {}}}}", "unknown phase 'verify'"),
+        ("engine: {args: {cuda-graph-config: {decode: {max_bsz: 8}}}}", "unknown key 'max_bsz'"),
+    ],
+)
+def test_what_the_real_parser_rejects_is_rejected(check: Callable[[str], list[str]], bad: str, message: str) -> None:
+    problems = check(bad)
+    assert any(message in p for p in problems), problems
+
+
+def test_adaptive_with_two_batch_overlap_is_a_warning_not_an_error(
+    write_profile: Write, minimal: Callable[[str], str]
+) -> None:
+    from servectl.plan.rules import profile_warnings
+    from servectl.profile.loader import read_profile
+
+    write_profile("_min", minimal("_min"))
+    extra = (
+        "engine:\n  speculative: {algorithm: EAGLE, adaptive_steps: [3, 5]}\n  args: {enable-two-batch-overlap: true}"
+    )
+    write_profile("p", "name: p\nextends: _min\n" + extra + "\n")
+    load_profile("p")  # no error
+    (warning,) = [str(w) for w in profile_warnings(read_profile("p"))]
+    assert "SGLang disables adaptive speculative decoding with two-batch overlap" in warning
 
 
 def test_switch_with_a_value_is_rejected(check: Callable[[str], list[str]]) -> None:

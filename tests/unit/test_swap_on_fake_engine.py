@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from servectl.adapters.docker_facts import ContainerInfo, ImageInfo, PublishedPort
+from servectl.adapters.docker import ContainerState, ImageInfo, PublishedPort
 from servectl.adapters.state import History
 from servectl.errors import PreflightFailed, SwapFailed, SwapRolledBack
 from servectl.plan.compile import DockerRunSpec
@@ -24,7 +24,7 @@ from servectl.service.image import ensure_image
 from servectl.service.services import services
 from servectl.service.swap import profile_preflight, swap
 from servectl.testing.docker import FakeDockerEngine, FakeScript, sglang_like_script
-from servectl.testing.fakes import FakeDockerFacts, FakeGpuInventory, FakeHostProbe, fake_model_dir
+from servectl.testing.fakes import FakeGpuInventory, FakeHostProbe, fake_model_dir
 from servectl.testing.swap import FakeConflicts
 
 PROFILE = "name: {name}\nextends: demo\nrollback: {rollback}\ncontainer:\n  name: fake-{name}\n"
@@ -140,24 +140,24 @@ def test_an_old_service_that_ignores_sigterm_is_reported_as_forced(started: Any)
 
 
 # -- the preflight swap runs ---------------------------------------------------------------------------
-def adapters_with(resolved: Resolved, *containers: ContainerInfo) -> tuple[Any, Any, Any]:
+def adapters_with(resolved: Resolved, *containers: ContainerState) -> tuple[Any, Any, Any]:
     model_dir = resolved.plan.docker.mounts[0].source
     host = FakeHostProbe(models={model_dir: fake_model_dir(model_dir, weights_bytes=10**6, weight_files=1)})
-    facts = FakeDockerFacts(
+    facts = FakeDockerEngine(
         images=[ImageInfo(id="sha256:" + "1" * 64, repo_digests=(), tags=("servectl-standin:latest",))],
         running=list(containers),
     )
     return FakeGpuInventory.of(), host, facts
 
 
-def on_port(name: str, container_id: str, port: int, **labels: str) -> ContainerInfo:
-    return ContainerInfo(
+def on_port(name: str, container_id: str, port: int, **labels: str) -> ContainerState:
+    return ContainerState(
         id=container_id,
         name=name,
         image="other:1",
-        state="running",
+        status="running",
         labels=labels,
-        published_ports=(PublishedPort("127.0.0.1", port, port),),
+        ports=(PublishedPort("127.0.0.1", port, port),),
     )
 
 

@@ -29,6 +29,7 @@ from servectl.adapters.state import atomic_write_text, read_state_json
 from servectl.errors import EngineUnavailable, ServectlError, StateDamaged
 
 if TYPE_CHECKING:
+    from servectl.adapters.docker import DockerEngine
     from servectl.profile.models import ConflictSpec
 
 STOPPED_CONFLICTS_FILE = "stopped-conflicts.json"
@@ -204,28 +205,6 @@ def detect_compose(
 
 
 # -- Docker-backed handler -----------------------------------------------------------------------------------
-class ContainerLike(Protocol):
-    """What conflicts need of a container's state (the runtime's ``ContainerState`` has it)."""
-
-    @property
-    def id(self) -> str: ...
-
-    @property
-    def status(self) -> str: ...
-
-
-class ContainerControl(Protocol):
-    """The part of the runtime's ``DockerEngine`` that conflicts use."""
-
-    def containers_named(self, name: str) -> Sequence[ContainerLike]: ...
-
-    def inspect(self, id_or_name: str) -> ContainerLike | None: ...
-
-    def stop(self, id: str, *, timeout_s: int) -> None: ...
-
-    def start(self, id: str) -> None: ...
-
-
 class DockerConflicts:
     """Stops and restores conflicts on the Docker engine: containers by name, compose files via the CLI.
 
@@ -239,7 +218,7 @@ class DockerConflicts:
     def __init__(
         self,
         *,
-        docker: ContainerControl,
+        docker: DockerEngine,
         compose: ComposeCli | Literal[False] | None = None,
         stop_timeout_s: int = 30,
         clock: Callable[[], float] = time.time,

@@ -16,10 +16,10 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 from servectl.errors import LockTimeout, ServectlError, StateDamaged
 
@@ -216,6 +216,14 @@ def _read_holder(fd: int) -> str:
 
 
 # -- history --------------------------------------------------------------------------------------------
+class HistoryLog(Protocol):
+    """What commands need of the history: append an event, read them all (:class:`History`, or a fake)."""
+
+    def record(self, event: Mapping[str, Any]) -> object: ...
+
+    def events(self) -> Sequence[Mapping[str, Any]]: ...
+
+
 class History:
     """The record of what ran: one JSON list of events, oldest first, replaced atomically on each write.
 

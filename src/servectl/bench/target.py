@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from servectl.errors import UsageError
 
 if TYPE_CHECKING:
-    from servectl.adapters.docker_engine import DockerEngine
+    from servectl.adapters.docker import DockerEngine
     from servectl.adapters.gpu import GpuInventory
     from servectl.bench import BenchContext
 
@@ -77,7 +77,7 @@ def bench_target(
 
 def profile_target(name: str) -> BenchTarget:
     """:func:`bench_target` on this host: the real Docker engine, and NVML when the driver answers."""
-    from servectl.adapters.docker_engine import DockerSdkEngine
+    from servectl.adapters.docker import DockerSdkEngine
     from servectl.plan.resolve import resolve
     from servectl.preflight.request import optional_gpu_inventory
 

@@ -26,35 +26,17 @@ def adopt_command(
     not know are kept and declared; secrets are written as ${NAME} references. The profile is validated and
     its plan compared with the container on every field servectl controls.
     """
-    from servectl.adapters.docker_engine import DockerSdkEngine
-    from servectl.service.adopt import adopt
+    from servectl.api import adopt
 
-    compose_config = None
-    if compose is not None:
-        from servectl.adapters.conflicts import detect_compose
-
-        cli = detect_compose()
-        if cli is not None:
-
-            def compose_config(path: Path) -> dict[str, object]:
-                assert cli is not None
-                return cli.config(str(path))
-
-    docker = DockerSdkEngine()
-    try:
-        result = adopt(
-            docker=docker,
-            container=None if compose else target,
-            compose_file=compose,
-            service=target if compose else None,
-            compose_config=compose_config,
-            name=name,
-            out=out,
-            dry_run=dry_run,
-            force=force,
-        )
-    finally:
-        docker.close()
+    result = adopt(
+        container=None if compose else target,
+        compose_file=compose,
+        service=target if compose else None,
+        name=name,
+        out=out,
+        dry_run=dry_run,
+        force=force,
+    )
     if dry_run:
         typer.echo(result.text.rstrip())
         typer.echo(f"# (dry run: {result.path} not written)")
@@ -73,4 +55,7 @@ def adopt_command(
         for line in result.diff:
             typer.echo(f"  {line}")
     elif not result.problems:
-        typer.echo(f"matches container {result.adoption.container_name} on every field servectl controls")
+        typer.echo(
+            f"matches container {result.adoption.container_name} on every field servectl controls "
+            f"(servectl diff {result.adoption.name} --container {result.adoption.container_name})"
+        )

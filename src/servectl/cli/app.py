@@ -26,26 +26,39 @@ from servectl.cli.swap import register as register_swap
 from servectl.errors import ServectlError
 
 
-def _flags_skip_coercion() -> None:
-    """A flag that was not given is False, without typer's coercion (typer 0.29 has no setting for it).
+def _plain_values_skip_coercion() -> None:
+    """Skip typer's coercion where it is the identity (typer 0.29 has no setting for it).
 
-    typer coerces every value that is not already a bool through a pydantic TypeAdapter, and ``--help`` and
-    ``--install-completion`` default to None, so every command paid for importing ``typer._adapters``
-    (50-150 ms, ``python -X importtime``). Options that take a value keep typer's coercion.
+    typer coerces every parameter value through a pydantic TypeAdapter (``typer._adapters``: 50-150 ms to
+    import, ``python -X importtime``), even a flag that was not given (``--help`` defaults to None), an option
+    left out (None) or a word for a ``str`` parameter, which the command line already gives as a str. For
+    those, this does what typer's ``process_value`` does after coercing - None becomes ``()`` for a repeated
+    option, a missing required value is an error, the callback runs - and everything else (ints, paths,
+    choices, lists of values) keeps typer's coercion and its error messages.
     """
-    from typer.core import TyperOption
+    from typer._click.exceptions import MissingParameter
+    from typer.core import TyperArgument, TyperOption
 
-    process = TyperOption.process_value
+    for cls in (TyperArgument, TyperOption):
+        coerce_and_process = cls.process_value
 
-    def process_value(self: TyperOption, ctx: Any, value: Any) -> Any:
-        if value is None and self.is_bool_flag:
-            value = False
-        return process(self, ctx, value)
+        def process_value(self: Any, ctx: Any, value: Any, _typer: Any = coerce_and_process) -> Any:
+            if value is None and getattr(self, "is_bool_flag", False):
+                value = False  # an unset flag is off (typer skips coercion for a bool)
+            descriptor = self.type_descriptor
+            is_plain_str = isinstance(value, str) and descriptor.annotation in (str, str | None)
+            if (value is None or is_plain_str) and not descriptor.is_choice:
+                if value is None and (self.multiple or self.nargs == -1):
+                    value = ()
+                if self.required and self.value_is_missing(value):
+                    raise MissingParameter(ctx=ctx, param=self)
+                return self.callback(ctx, self, value) if self.callback is not None else value
+            return _typer(self, ctx, value)
 
-    TyperOption.process_value = process_value  # type: ignore[method-assign, assignment]
+        cls.process_value = process_value  # type: ignore[method-assign]
 
 
-_flags_skip_coercion()
+_plain_values_skip_coercion()
 
 app = typer.Typer(
     name="servectl",

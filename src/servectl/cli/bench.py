@@ -7,6 +7,8 @@ matplotlib) are imported inside the command.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -154,34 +156,13 @@ def bench_command(
 ) -> None:
     """Measure TTFT, prefill and decode tok/s at each prompt length and concurrency."""
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from servectl.bench.profile_run import run_profile_bench
 
     lengths = _int_list("--prompt-tokens", prompt_tokens)
     levels = _int_list("--concurrency", concurrency)
     console = Console()
-    err_console = Console(stderr=True)
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err_console,
-        transient=True,
-        disable=not err_console.is_terminal,
-    ) as bar:
-        task = bar.add_task("discovering model", total=None)
-
-        def on_progress(event: BenchProgressEvent) -> None:
-            if event.role == "probe":
-                what = "calibrating prompt length"
-            else:
-                what = f"{event.role} {event.prompt_tokens_target:,} tokens"
-                if event.concurrency is not None:
-                    what += f" C{event.concurrency} round {(event.round_index or 0) + 1}/{repeats}"
-            bar.update(task, completed=event.done, total=event.total, description=what)
-
+    with _progress_bar(repeats) as on_progress:
         result = run_profile_bench(
             name=name,
             url=url,
@@ -198,7 +179,6 @@ def bench_command(
             plot=plot,
             progress=on_progress,
         )
-
     console.print(results_table(result.report, width=console.width))
     _render_notes(console, result.report)
     console.print(f"artifacts: {result.out_dir}", highlight=False)
@@ -207,6 +187,29 @@ def bench_command(
     if result.plot_error is not None:
         console.print(f"warning: plot not written: {result.plot_error}", markup=False, highlight=False)
     result.raise_if_failed()
+
+
+@contextmanager
+def _progress_bar(repeats: int) -> Iterator[Callable[[BenchProgressEvent], None]]:
+    """A transient progress bar on a terminal's stderr (nothing elsewhere); yields the progress callback."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    err_console = Console(stderr=True)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=err_console, transient=True, disable=not err_console.is_terminal) as bar:
+        task = bar.add_task("discovering model", total=None)
+
+        def on_progress(event: BenchProgressEvent) -> None:
+            if event.role == "probe":
+                what = "calibrating prompt length"
+            else:
+                what = f"{event.role} {event.prompt_tokens_target:,} tokens"
+                if event.concurrency is not None:
+                    what += f" C{event.concurrency} round {(event.round_index or 0) + 1}/{repeats}"
+            bar.update(task, completed=event.done, total=event.total, description=what)
+
+        yield on_progress
 
 
 def register(app: typer.Typer) -> None:

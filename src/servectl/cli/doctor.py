@@ -17,17 +17,9 @@ def doctor_command(
 ) -> None:
     """Check Docker, the GPU runtime, the NVIDIA driver, compose, the state folder and extras; exit 3 on a
     required failure."""
-    from servectl.adapters.docker_facts import DockerSdkFacts
-    from servectl.adapters.gpu import NvmlInventory
-    from servectl.adapters.host import PsutilHostProbe
-    from servectl.paths import state_dir
-    from servectl.preflight.doctor import run_doctor
+    from servectl.api import doctor
 
-    docker = DockerSdkFacts(timeout_s=5.0)
-    try:
-        report = run_doctor(docker=docker, gpus=NvmlInventory(), host=PsutilHostProbe(), state_dir=state_dir())
-    finally:
-        docker.close()
+    report = doctor()
     if as_json:
         typer.echo(json.dumps({"ok": not report.failed, "lines": [x.to_dict() for x in report.lines]}, indent=2))
     else:

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from servectl.cli.complete import catalog_flags, catalog_or_profile_names, profile_names
-from servectl.errors import ProfileError, ServectlError
+from servectl.errors import ProfileError, ServectlError, UsageError
 
 
 def register(app: typer.Typer) -> None:
@@ -107,6 +107,8 @@ def validate_command(
     for name, error in results.items():
         if error is None:
             typer.echo(f"ok      {name}")
+            for warning in _warnings(name):
+                typer.echo(f"  warning: {warning}")
         elif isinstance(error, ProfileTemplate) and not names:
             typer.echo(f"template {name}: {error.instructions}")
         else:
@@ -114,6 +116,14 @@ def validate_command(
             problems.extend(error.lines())
     if problems:
         raise ProfileError("\n".join(problems))
+
+
+def _warnings(name: str) -> list[str]:
+    """What SGLang would change silently in a valid profile (servectl.plan.rules warnings)."""
+    from servectl.plan.rules import profile_warnings
+    from servectl.profile.loader import read_profile
+
+    return [str(problem) for problem in profile_warnings(read_profile(name))]
 
 
 def _validation_dict(name: str, error: ServectlError | None) -> dict[str, Any]:
@@ -131,12 +141,24 @@ def _validation_dict(name: str, error: ServectlError | None) -> dict[str, Any]:
 
 def diff_command(
     a: Annotated[str, typer.Argument(help="first profile", autocompletion=profile_names)],
-    b: Annotated[str, typer.Argument(help="second profile", autocompletion=profile_names)],
+    b: Annotated[str, typer.Argument(help="second profile", autocompletion=profile_names)] = "",
+    container: Annotated[
+        str,
+        typer.Option("--container", help="compare profile A with this running container (docker inspect) instead"),
+    ] = "",
     as_json: Annotated[bool, typer.Option("--json", help="print the differences as JSON")] = False,
 ) -> None:
-    """Show what differs between the resolved launch plans of two profiles."""
+    """Show what differs between the resolved launch plans of two profiles, or a profile and a container."""
     from servectl.plan.resolve import resolve
     from servectl.plan.script import plan_changes, plan_diff
+
+    if container:
+        if b:
+            raise UsageError("give either a second profile or --container, not both")
+        _diff_container(a, container, as_json=as_json)
+        return
+    if not b:
+        raise UsageError("name a second profile, or a container with --container NAME")
 
     # a diff shows plans, like up --dry-run: an unset ${VAR} stays visible instead of failing the command
     plan_a, plan_b = resolve(a, keep_unset=True).plan, resolve(b, keep_unset=True).plan
@@ -147,6 +169,19 @@ def diff_command(
     lines = plan_diff(plan_a, plan_b)
     if not lines:
         typer.echo(f"{a} and {b} compile to the same launch")
+    for line in lines:
+        typer.echo(line)
+
+
+def _diff_container(profile: str, container: str, *, as_json: bool) -> None:
+    from servectl.api import diff_container
+
+    lines = diff_container(profile=profile, container=container)
+    if as_json:
+        typer.echo(json.dumps({"profile": profile, "container": container, "changes": lines}, indent=2))
+        return
+    if not lines:
+        typer.echo(f"container {container} and profile {profile} match on every field servectl controls")
     for line in lines:
         typer.echo(line)
 

@@ -13,7 +13,6 @@ from servectl.cli.complete import check_ids, profile_names
 if TYPE_CHECKING:
     from rich.status import Status
 
-    from servectl.adapters.docker_engine import DockerSdkEngine
     from servectl.preflight.model import PreflightReport
     from servectl.service.health import Progress
 
@@ -23,12 +22,6 @@ def register(app: typer.Typer) -> None:
     app.command("down")(down_command)
     app.command("status")(status_command)
     app.command("logs")(logs_command)
-
-
-def _docker() -> DockerSdkEngine:
-    from servectl.adapters.docker_engine import DockerSdkEngine
-
-    return DockerSdkEngine()
 
 
 class _ProgressDisplay:
@@ -188,10 +181,10 @@ def logs_command(
     tail: Annotated[int | None, typer.Option("--tail", help="only the last N lines", min=0)] = None,
 ) -> None:
     """Print a service's log (stdout and stderr of its container)."""
-    from servectl.service.logs import follow_logs
+    from servectl.api import logs
 
     try:
-        for line in follow_logs(name=name, docker=_docker(), follow=follow, tail=tail):
+        for line in logs(name=name, follow=follow, tail=tail):
             sys.stdout.write(line + "\n")
             if follow:
                 sys.stdout.flush()

@@ -36,9 +36,9 @@ def recover_command(
     Uses the journal the transaction left (what ran before, as it ran), not today's profile files.
     Exit codes: 0 settled (or nothing to settle); 5 the previous service did not come back.
     """
-    from servectl.service.recover import recover
+    from servectl.api import recover
 
-    result = recover(docker=_docker(), lock_timeout_s=wait_s)
+    result = recover(wait_s=wait_s)
     typer.echo(result.message)
 
 
@@ -90,10 +90,10 @@ def rollback_check_command(
 
     Starts nothing. Exit code 3 when any target could not start.
     """
+    from servectl.api import rollback_check
     from servectl.errors import PreflightFailed
-    from servectl.service.rollback import rollback_check
 
-    checks = rollback_check(names=None if name is None else [name], docker=_docker(), gpus=_gpu_inventory())
+    checks = rollback_check(names=None if name is None else [name])
     if as_json:
         typer.echo(json.dumps([c.to_dict() for c in checks], indent=2))
     else:
@@ -123,19 +123,6 @@ def _swap_and_render(
         **target,
     )
     _render(result, as_json, notes)
-
-
-def _docker() -> Any:
-    from servectl.adapters.docker_engine import DockerSdkEngine
-
-    return DockerSdkEngine()
-
-
-def _gpu_inventory() -> Any:
-    """NVML's inventory when a driver answers (rollback-check measures the cards it would use)."""
-    from servectl.preflight.request import optional_gpu_inventory
-
-    return optional_gpu_inventory()
 
 
 # -- rendering -------------------------------------------------------------------------------------------

@@ -149,7 +149,22 @@ class LaunchPlan:
 
 # -- argv ----------------------------------------------------------------------------------------------
 def engine_args(profile: Profile, catalog: FlagCatalog) -> list[EngineArg]:
-    """The SGLang flags of a profile, each with the field it came from. Pure."""
+    """The SGLang flags of a profile, each with the field it came from. Pure (memoized per profile object)."""
+    hit = _ENGINE_ARGS.get(id(profile))
+    if hit is not None and hit[0] is profile and hit[1] is catalog:
+        return list(hit[2])
+    out = _engine_args(profile, catalog)
+    if len(_ENGINE_ARGS) > 32:
+        _ENGINE_ARGS.clear()
+    _ENGINE_ARGS[id(profile)] = (profile, catalog, tuple(out))
+    return out
+
+
+#: The rules ask for a profile's flags several times; a profile object is not changed once validated.
+_ENGINE_ARGS: dict[int, tuple[Profile, FlagCatalog, tuple[EngineArg, ...]]] = {}
+
+
+def _engine_args(profile: Profile, catalog: FlagCatalog) -> list[EngineArg]:
     p, e = profile, profile.engine
     out: list[EngineArg] = []
 
@@ -191,7 +206,36 @@ def engine_args(profile: Profile, catalog: FlagCatalog) -> list[EngineArg]:
             add("--speculative-adaptive", True, (*base, "adaptive_steps"))
             add("--speculative-adaptive-config", ADAPTIVE_CONFIG_CONTAINER_PATH, (*base, "adaptive_steps"))
     for key, value in e.args.items():
-        add("--" + key, value, ("engine", "args", key))
+        try:  # written abbreviated, compiled in full (the engine accepts both; people read the full name)
+            flag = catalog.expand("--" + key)
+        except ArgvError:
+            flag = "--" + key  # ambiguous: reported by the engine.catalog rule
+        add(flag, value, ("engine", "args", key))
+    return out
+
+
+@dataclass(frozen=True)
+class Setting:
+    """The value an engine option gets, as the engine parses it, and the profile field that set it."""
+
+    value: Any
+    field: PathKey
+
+
+def effective_settings(profile: Profile, catalog: FlagCatalog) -> dict[str, Setting]:
+    """``{dest: Setting}`` for every flag the profile compiles to that the engine would parse.
+
+    Rules read settings here, so a value counts wherever it is written: a typed key or ``args``, any
+    spelling or abbreviation of the flag, a string or a number (``"19"`` and ``19`` alike).
+    """
+    out: dict[str, Setting] = {}
+    for arg in engine_args(profile, catalog):
+        try:
+            parsed = catalog.parse_argv(list(arg.tokens))
+        except ArgvError:
+            continue  # reported by the engine.catalog rule
+        for dest, value in parsed.items():
+            out[dest] = Setting(value, arg.field)  # the last one wins, as in the engine
     return out
 
 
@@ -204,13 +248,24 @@ def catalog_for(profile: Profile) -> FlagCatalog:
     catalog = FlagCatalog.load(profile.engine.catalog)
     ext = profile.engine.catalog_extend
     if ext is not None:
-        catalog = catalog.extended(ext.model_dump())
+        key = (profile.engine.catalog, json.dumps(ext.model_dump(), sort_keys=True, default=str))
+        extended = _EXTENDED.get(key)
+        if extended is None:
+            extended = _EXTENDED[key] = catalog.extended(ext.model_dump())
+        catalog = extended
     return catalog
 
 
+#: Extended catalogs by (base name, extension): rules ask for a profile's catalog many times.
+_EXTENDED: dict[tuple[str, str], FlagCatalog] = {}
+
+
 def catalog_problems(profile: Profile, catalog: FlagCatalog) -> Iterator[tuple[PathKey, str]]:
-    """Every flag the profile compiles to, checked against the catalog: (field, message) per problem."""
-    owner_of: dict[str, PathKey] = {}
+    """Every flag the profile compiles to, checked as the engine's parser checks it: (field, message) per problem.
+
+    Only what the engine itself rejects; servectl's stricter policies (one place per flag, no API key as a
+    flag) are :func:`policy_flag_problems`.
+    """
     for arg in engine_args(profile, catalog):
         try:
             opt = catalog.option(arg.flag)
@@ -222,21 +277,30 @@ def catalog_problems(profile: Profile, catalog: FlagCatalog) -> Iterator[tuple[P
             hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
             yield arg.field, f"{arg.flag} is not a flag of catalog {catalog.name}{hint}"
             continue
-        if opt.dest in owner_of:
-            other = ".".join(str(p) for p in owner_of[opt.dest])
-            yield arg.field, f"{arg.flag} is already set by {other}; set it in one place only"
-            continue
-        owner_of[opt.dest] = arg.field
-        if opt.dest == "api_key":
-            yield (
-                arg.field,
-                "the API key is never written in a profile; use serve.api_key_env or serve.api_key_file",
-            )
-            continue
         try:
             catalog.parse_argv(list(arg.tokens))
         except ArgvError as err:
             yield arg.field, str(err)
+
+
+def policy_flag_problems(profile: Profile, catalog: FlagCatalog) -> Iterator[tuple[str, PathKey, str]]:
+    """Flags the engine would take but servectl refuses on purpose: (rule name, field, message)."""
+    owner_of: dict[str, PathKey] = {}
+    for arg in engine_args(profile, catalog):
+        try:
+            opt = catalog.option(arg.flag)
+        except ArgvError:
+            continue
+        if opt is None:
+            continue
+        if opt.dest in owner_of:
+            other = ".".join(str(p) for p in owner_of[opt.dest])
+            yield "engine.duplicate_flag", arg.field, f"{arg.flag} is already set by {other}; set it in one place only"
+            continue
+        owner_of[opt.dest] = arg.field
+        if opt.dest == "api_key":
+            message = "the API key is never written in a profile; use serve.api_key_env or serve.api_key_file"
+            yield "engine.api_key_flag", arg.field, message
 
 
 # -- the plan ------------------------------------------------------------------------------------------

@@ -12,9 +12,8 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from servectl.errors import Problem
-from servectl.plan.compile import catalog_for, catalog_problems
+from servectl.plan.compile import Setting, catalog_for, catalog_problems, effective_settings, policy_flag_problems
 from servectl.profile.catalog import ArgvError
-from servectl.profile.logcatalog import LogCatalog
 from servectl.profile.models import Profile
 
 if TYPE_CHECKING:
@@ -29,58 +28,271 @@ SECRET_WORDS = frozenset({"KEY", "APIKEY", "TOKEN", "SECRET", "PASSWORD", "PASSW
 MAMBA_CACHE_FACTOR = 5
 
 RULES: dict[str, Rule] = {}
+#: Rules that report what SGLang silently changes (the profile still starts): warnings, not errors.
+WARNINGS: dict[str, Rule] = {}
+
+#: Rules stricter than SGLang on purpose: SGLang would start the profile, servectl refuses it. Listed in this
+#: one place (the differential tests against the real parser exclude exactly these by name), with the reason.
+POLICY_RULES: dict[str, str] = {
+    "engine.duplicate_flag": "SGLang takes the last of two spellings; a profile sets each flag in one place",
+    "engine.api_key_flag": "a key on the command line shows in docker inspect and ps; it comes from a file",
+    "serve.role_port": "bench profiles stay off the production port clients use",
+    "serve.api_key": "a server reachable from other machines needs an API key",
+    "engine.env_secrets": "secrets are passed by reference, never written in a profile",
+    "status.pins": "a promoted profile pins its image and model",
+    "gpus.parallelism": "tp x dp must use exactly the GPUs the profile names",
+    "gpus.reserve_waiver": "a waiver needs a reserve to waive",
+    "engine.multinode_flags": "per-node flags come from `servectl render`",
+    "engine.mamba_cache": "this model family's launcher wants >= 5 mamba slots per running request",
+    "engine.hicache": "hicache-size without the hierarchical cache does nothing",
+    "engine.context": "a context longer than the KV pool cannot hold one request",
+    "speculative.adaptive": "SGLang silently drops an adaptive ladder it cannot use; servectl refuses it",
+    "health.expect_log": "a pattern the engine never prints would fail a healthy start",
+}
 
 
-def rule(name: str) -> Callable[[Rule], Rule]:
-    """Register a named rule."""
+#: Rules that port a check SGLang 0.5.23 runs after parsing, before loading weights (its ServerArgs resolution):
+#: the real parser takes the argv, the server then refuses to start. Each cites where SGLang raises.
+SGLANG_RULES: dict[str, str] = {
+    "speculative.algorithm": "sglang/srt/speculative/spec_info.py SpeculativeAlgorithm.from_string",
+    "speculative.draft_model": "sglang/srt/arg_groups/speculative_hook.py (DFLASH)",
+    "speculative.draft_window": "sglang/srt/arg_groups/speculative_hook.py handle_speculative_decoding",
+    "engine.mamba_states": "sglang/srt/arg_groups/mamba_hook.py",
+    "engine.int8_mamba_checkpoint": "sglang/srt/arg_groups/mamba_hook.py handle_int8_mamba_checkpoint",
+    "engine.dsa_backends": "sglang/srt/arg_groups/overrides.py _check_dsa_backend_constraints",
+}
+
+
+def rule(name: str, *, warn: bool = False) -> Callable[[Rule], Rule]:
+    """Register a named rule (``warn``: a warning about something SGLang changes silently)."""
 
     def register(func: Rule) -> Rule:
-        RULES[name] = func
+        (WARNINGS if warn else RULES)[name] = func
         return func
 
     return register
 
 
+_SETTINGS: dict[int, tuple[Profile, dict[str, Setting]]] = {}
+
+
+def settings(p: Profile) -> dict[str, Setting]:
+    """The engine settings of ``p`` by dest, wherever and however written (see ``effective_settings``)."""
+    hit = _SETTINGS.get(id(p))
+    if hit is not None and hit[0] is p:
+        return hit[1]
+    try:
+        result = effective_settings(p, catalog_for(p))
+    except (KeyError, ValueError):  # reported by the engine.catalog rule
+        result = {}
+    if len(_SETTINGS) > 32:
+        _SETTINGS.clear()
+    _SETTINGS[id(p)] = (p, result)
+    return result
+
+
+def _value(p: Profile, dest: str, default: object = None) -> object:
+    setting = settings(p).get(dest)
+    return default if setting is None else setting.value
+
+
+def _field(p: Profile, dest: str, fallback: PathKey) -> PathKey:
+    setting = settings(p).get(dest)
+    return fallback if setting is None else setting.field
+
+
+#: SpeculativeAlgorithm members of 0.5.23 (sglang/srt/speculative/spec_info.py) and its alias NEXTN -> EAGLE.
+SPECULATIVE_ALGORITHMS = frozenset(
+    {"DFLASH", "UNO", "DSPARK", "EAGLE", "EAGLE3", "FROZEN_KV_MTP", "STANDALONE", "NGRAM", "NEXTN"}
+)
+
+
+def _algorithm(p: Profile) -> str | None:
+    """The algorithm as SGLang resolves it: upper-cased, NEXTN read as EAGLE."""
+    raw = _value(p, "speculative_algorithm")
+    if not isinstance(raw, str):
+        return None
+    upper = raw.upper()
+    return "EAGLE" if upper == "NEXTN" else upper
+
+
 @rule("speculative.adaptive")
 def adaptive_speculative(p: Profile) -> RuleResult:
-    """Adaptive speculative decoding needs EAGLE/EAGLE3, top-k 1, and num_steps inside the ladder."""
+    """An adaptive ladder needs EAGLE/EAGLE3 (NEXTN is EAGLE), top-k 1, and num_steps on the ladder.
+
+    What SGLang fills in itself is fine: top-k omitted is 1, num_steps omitted is the ladder's middle step
+    (sglang/srt/arg_groups/speculative_hook.py ``_init_adaptive_speculative_params``).
+    """
     spec = p.engine.speculative
     if spec is None or spec.adaptive_steps is None:
         return
     base: PathKey = ("engine", "speculative")
-    if spec.algorithm not in ("EAGLE", "EAGLE3"):
+    algorithm = _algorithm(p)
+    if algorithm not in ("EAGLE", "EAGLE3"):
         yield (
-            (*base, "algorithm"),
+            _field(p, "speculative_algorithm", (*base, "algorithm")),
             (
-                f"adaptive_steps needs algorithm EAGLE or EAGLE3, not {spec.algorithm} "
+                f"adaptive_steps needs algorithm EAGLE or EAGLE3, not {algorithm} "
                 "(SGLang silently falls back to static steps); change the algorithm or drop adaptive_steps"
             ),
         )
-    if spec.eagle_topk != 1:
+    topk = _value(p, "speculative_eagle_topk")
+    if topk not in (None, 1):
         yield (
-            (*base, "eagle_topk"),
-            (f"adaptive_steps needs eagle_topk: 1 (got {spec.eagle_topk}); SGLang ignores the ladder otherwise"),
+            _field(p, "speculative_eagle_topk", (*base, "eagle_topk")),
+            f"adaptive_steps needs eagle_topk: 1 (got {topk}); SGLang ignores the ladder otherwise",
         )
-    if spec.num_steps is None or spec.num_steps not in spec.adaptive_steps:
+    steps = _value(p, "speculative_num_steps")
+    if steps is not None and steps not in spec.adaptive_steps:
         yield (
-            (*base, "num_steps"),
+            _field(p, "speculative_num_steps", (*base, "num_steps")),
             (
-                f"{spec.num_steps} is not one of adaptive_steps {spec.adaptive_steps}; SGLang refuses to start - "
-                f"set num_steps to one of them"
+                f"{steps} is not one of adaptive_steps {spec.adaptive_steps}; SGLang refuses to start "
+                f"(--speculative-num-steps={steps} is not in the adaptive config candidate_steps) - "
+                "set num_steps to one of them or leave it out"
+            ),
+        )
+
+
+@rule("speculative.adaptive_disabled", warn=True)
+def adaptive_silently_disabled(p: Profile) -> RuleResult:
+    """SGLang turns adaptive speculation off with two-batch overlap or attention DP (and says so once)."""
+    adaptive = (p.engine.speculative is not None and p.engine.speculative.adaptive_steps is not None) or (
+        _value(p, "speculative_adaptive") is True
+    )
+    if not adaptive:
+        return
+    reasons = []
+    if _value(p, "enable_two_batch_overlap") is True:
+        reasons.append(("enable_two_batch_overlap", "two-batch overlap"))
+    if _value(p, "enable_dp_attention") is True or (_value(p, "attn_dp_size", 1) or 1) != 1:
+        reasons.append(("enable_dp_attention", "attention DP"))
+    for dest, what in reasons:
+        yield (
+            _field(p, dest, ("engine", "args")),
+            (
+                f"SGLang disables adaptive speculative decoding with {what} "
+                "(speculative_adaptive disabled: ... Falling back to static speculative params); "
+                f"drop {what} or the adaptive ladder"
+            ),
+        )
+
+
+@rule("speculative.algorithm")
+def speculative_algorithm_known(p: Profile) -> RuleResult:
+    """The algorithm is one SGLang 0.5.23 knows (any case; NEXTN is EAGLE)."""
+    raw = _value(p, "speculative_algorithm")
+    if isinstance(raw, str) and raw.upper() not in SPECULATIVE_ALGORITHMS:
+        known = ", ".join(sorted(SPECULATIVE_ALGORITHMS))
+        yield (
+            _field(p, "speculative_algorithm", ("engine", "speculative", "algorithm")),
+            f"SGLang refuses it: Unknown speculative algorithm name: {raw} (one of {known})",
+        )
+
+
+@rule("speculative.draft_model")
+def draft_model_required(p: Profile) -> RuleResult:
+    """DFLASH reads its draft from --speculative-draft-model-path (SGLang: speculative_hook.py)."""
+    if _algorithm(p) == "DFLASH" and _value(p, "speculative_draft_model_path") is None:
+        yield (
+            _field(p, "speculative_algorithm", ("engine", "speculative", "algorithm")),
+            (
+                "SGLang refuses it: DFLASH speculative decoding requires setting --speculative-draft-model-path; "
+                "set engine.speculative.draft_model_path"
+            ),
+        )
+
+
+@rule("speculative.draft_window")
+def draft_window(p: Profile) -> RuleResult:
+    """Sink and window sizes of the draft KV cache, as SGLang's handle_speculative_decoding checks them."""
+    window = _value(p, "speculative_draft_window_size")
+    sink = _value(p, "speculative_draft_sink_size")
+    if isinstance(window, int) and window <= 0:
+        yield (
+            _field(p, "speculative_draft_window_size", ("engine", "args")),
+            f"SGLang refuses it: --speculative-draft-window-size must be positive, got {window}",
+        )
+    if isinstance(sink, int) and sink < 0:
+        yield (
+            _field(p, "speculative_draft_sink_size", ("engine", "args")),
+            f"SGLang refuses it: --speculative-draft-sink-size must be non-negative, got {sink}",
+        )
+    if sink is not None and window is None:
+        yield (
+            _field(p, "speculative_draft_sink_size", ("engine", "args")),
+            "SGLang refuses it: --speculative-draft-sink-size requires --speculative-draft-window-size",
+        )
+
+
+@rule("engine.mamba_states")
+def mamba_states_per_path(p: Profile) -> RuleResult:
+    """--mamba-max-states-per-path is -1 (unlimited) or positive (SGLang: mamba_hook.py)."""
+    states = _value(p, "mamba_max_states_per_path")
+    if isinstance(states, int) and (states == 0 or states < -1):
+        yield (
+            _field(p, "mamba_max_states_per_path", ("engine", "args")),
+            (
+                "SGLang refuses it: --mamba-max-states-per-path must be -1 (unlimited) or a positive integer, "
+                f"got {states}"
+            ),
+        )
+
+
+@rule("engine.int8_mamba_checkpoint")
+def int8_mamba_checkpoint(p: Profile) -> RuleResult:
+    """The int8 mamba checkpoint pool is not int8-aware on the host-offload path (SGLang: mamba_hook.py)."""
+    if _value(p, "enable_int8_mamba_checkpoint") is True and _value(p, "enable_hierarchical_cache") is True:
+        yield (
+            _field(p, "enable_int8_mamba_checkpoint", ("engine", "args")),
+            (
+                "SGLang refuses it: --enable-int8-mamba-checkpoint is not supported together with "
+                "--enable-hierarchical-cache: the host-offload path is not int8-aware. Disable one of them."
+            ),
+        )
+
+
+@rule("engine.dsa_backends")
+def dsa_backends(p: Profile) -> RuleResult:
+    """DSA backend constraints on CUDA (SGLang: overrides.py ``_check_dsa_backend_constraints``)."""
+    prefill, decode = _value(p, "dsa_prefill_backend"), _value(p, "dsa_decode_backend")
+    for dest, backend in (("dsa_prefill_backend", prefill), ("dsa_decode_backend", decode)):
+        if backend == "triton":  # servectl starts NVIDIA GPUs only
+            yield (
+                _field(p, dest, ("engine", "args")),
+                (
+                    "SGLang refuses it: The triton DSA backend is only supported on ROCm/HIP. Pick an alternative "
+                    "DSA backend for CUDA (flashmla_kv on Hopper, trtllm on Blackwell)."
+                ),
+            )
+    fp8 = _value(p, "kv_cache_dtype") == "fp8_e4m3"
+    if fp8 and "tilelang" in (prefill, decode) and (prefill, decode) != ("tilelang", "tilelang"):
+        yield (
+            _field(p, "dsa_prefill_backend" if prefill != "tilelang" else "dsa_decode_backend", ("engine", "args")),
+            (
+                "SGLang refuses it: CUDA TileLang FP8 KV requires both DSA backends to be tilelang; "
+                "raw and scaled FP8 KV layouts cannot be mixed."
             ),
         )
 
 
 @rule("engine.mamba_cache")
 def mamba_cache(p: Profile) -> RuleResult:
-    """max-mamba-cache-size >= 5 x max_running_requests (a rule of this model family's launcher)."""
-    size = p.engine.args.get("max-mamba-cache-size")
-    running = p.engine.max_running_requests
-    if isinstance(size, int) and not isinstance(size, bool) and running is not None:
+    """max-mamba-cache-size > 0 (SGLang fails in pool setup, after the weights load) and, by this model
+    family's launcher rule, >= 5 x max_running_requests; read wherever and however they are written."""
+    size = _value(p, "max_mamba_cache_size")
+    if not isinstance(size, int) or isinstance(size, bool):
+        return
+    where = _field(p, "max_mamba_cache_size", ("engine", "args", "max-mamba-cache-size"))
+    if size <= 0:
+        yield where, f"{size} leaves no mamba state slots: SGLang fails when it sets up the pool; use a positive size"
+        return
+    running = _value(p, "max_running_requests")
+    if isinstance(running, int) and not isinstance(running, bool):
         need = MAMBA_CACHE_FACTOR * running
         if size < need:
             yield (
-                ("engine", "args", "max-mamba-cache-size"),
+                where,
                 (
                     f"{size} is below {MAMBA_CACHE_FACTOR} x max_running_requests ({running}) = {need}; "
                     f"raise it to at least {need} or lower max_running_requests"
@@ -92,14 +304,17 @@ def mamba_cache(p: Profile) -> RuleResult:
 def parallel_matches_devices(p: Profile) -> RuleResult:
     """tp x dp = number of GPU devices (when devices are named), times the nodes of a multi-node profile."""
     devices = p.gpus.devices
-    if devices and p.engine.tp * p.engine.dp != len(devices) * p.nodes:
-        dp = f" x dp {p.engine.dp}" if p.engine.dp != 1 else ""
+    tp, dp_size = _value(p, "tp_size", p.engine.tp), _value(p, "dp_size", p.engine.dp)
+    if not isinstance(tp, int) or not isinstance(dp_size, int):
+        return
+    if devices and tp * dp_size != len(devices) * p.nodes:
+        dp = f" x dp {dp_size}" if dp_size != 1 else ""
         per_node = f" on each of {p.nodes} nodes" if p.nodes > 1 else ""
         total = " times the nodes" if p.nodes > 1 else ""
         yield (
             ("engine", "tp"),
             (
-                f"tp {p.engine.tp}{dp} does not match {len(devices)} GPU devices {devices}{per_node}; "
+                f"tp {tp}{dp} does not match {len(devices)} GPU devices {devices}{per_node}; "
                 f"make tp x dp equal the number of devices{total}"
             ),
         )
@@ -177,11 +392,10 @@ def non_loopback_needs_key(p: Profile) -> RuleResult:
 @rule("engine.hicache")
 def hicache_needs_hierarchical(p: Profile) -> RuleResult:
     """hicache-size needs the hierarchical cache on."""
-    args = p.engine.args
-    on = args.get("enable-hierarchical-cache") is True or args.get("enable-hicache") is True
-    if "hicache-size" in args and not on:
+    on = _value(p, "enable_hierarchical_cache") is True
+    if "hicache_size" in settings(p) and not on:
         yield (
-            ("engine", "args", "hicache-size"),
+            _field(p, "hicache_size", ("engine", "args", "hicache-size")),
             ("needs the hierarchical cache: add `enable-hierarchical-cache: true` or drop hicache-size"),
         )
 
@@ -221,6 +435,8 @@ def expect_log_is_printable(p: Profile) -> RuleResult:
     """Each expect_log pattern matches a line the engine build can print (its log catalog, from its source)."""
     if not p.health.expect_log:
         return
+    from servectl.profile.logcatalog import LogCatalog  # 450 kB of lines: read only for profiles that need it
+
     try:
         logs = LogCatalog.load(p.engine.catalog)
     except KeyError:
@@ -251,6 +467,33 @@ def flags_in_catalog(p: Profile) -> RuleResult:
         yield ("engine", "catalog_extend"), str(err)
         return
     yield from catalog_problems(p, catalog)
+
+
+def _policy_flags(name: str) -> Rule:
+    def check(p: Profile) -> RuleResult:
+        try:
+            catalog = catalog_for(p)
+        except (KeyError, ValueError):
+            return
+        for rule_name, path, message in policy_flag_problems(p, catalog):
+            if rule_name == name:
+                yield path, message
+
+    check.__doc__ = POLICY_RULES[name]
+    return check
+
+
+rule("engine.duplicate_flag")(_policy_flags("engine.duplicate_flag"))
+rule("engine.api_key_flag")(_policy_flags("engine.api_key_flag"))
+
+
+def profile_warnings(loaded: LoadedProfile) -> list[Problem]:
+    """What SGLang would change silently in this profile; one located warning per finding."""
+    return [
+        loaded.problem(path, message, rule=name)
+        for name, func in WARNINGS.items()
+        for path, message in func(loaded.profile)
+    ]
 
 
 def check_profile(loaded: LoadedProfile) -> list[Problem]:

@@ -5,7 +5,7 @@ the Docker engine, a way for containers to get GPUs (NVIDIA runtime, ``--gpus`` 
 driver through NVML, the compose CLI, a writable state folder and the optional extras. Required parts make
 the report fail (exit 3); the rest warn, because the stand-in demo runs without a GPU, compose or extras.
 
-The facts come through the same seams as preflight (:class:`DockerFacts`, :class:`GpuInventory`,
+The facts come through the same seams as preflight (:class:`DockerEngine`, :class:`GpuInventory`,
 :class:`HostProbe`), so the unit tests run on the fakes in :mod:`servectl.testing`.
 """
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from servectl.adapters.docker_facts import DockerFacts, EngineInfo
+from servectl.adapters.docker import DockerEngine, EngineInfo
 from servectl.adapters.gpu import GpuInventory, GpuSnapshot
 from servectl.adapters.host import HostProbe
 from servectl.errors import EngineUnavailable, GpuUnavailable
@@ -77,7 +77,7 @@ class DoctorReport:
 
 def run_doctor(
     *,
-    docker: DockerFacts,
+    docker: DockerEngine,
     gpus: GpuInventory,
     host: HostProbe,
     state_dir: Path,
@@ -129,7 +129,7 @@ def _module_present(name: str) -> bool:
     return importlib.util.find_spec(name) is not None
 
 
-def _engine(docker: DockerFacts) -> tuple[EngineInfo | None, str | None]:
+def _engine(docker: DockerEngine) -> tuple[EngineInfo | None, str | None]:
     try:
         return docker.ping(), None
     except EngineUnavailable as err:

@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from servectl.adapters.docker_facts import (
+from servectl.adapters.docker import (
     COMPOSE_CONFIG_FILES_LABEL,
     COMPOSE_SERVICE_LABEL,
-    ContainerInfo,
-    DockerFacts,
+    ContainerState,
+    DockerEngine,
     EngineInfo,
     ImageInfo,
 )
@@ -66,7 +66,7 @@ class Facts:
     gpu_seconds: float | None = None
     engine: EngineInfo | None = None
     engine_error: str | None = None
-    containers: tuple[ContainerInfo, ...] = ()
+    containers: tuple[ContainerState, ...] = ()
     image: ImageInfo | None = None
     image_by_digest: ImageInfo | None = None
     listeners: tuple[Listener, ...] = ()
@@ -83,7 +83,7 @@ def to_mib(n_bytes: int) -> int:
     return round(n_bytes / MIB)
 
 
-def conflict_matches(conflict: ConflictRef, container: ContainerInfo) -> bool:
+def conflict_matches(conflict: ConflictRef, container: ContainerState) -> bool:
     if conflict.kind == "container":
         return container.name == conflict.ref or (len(conflict.ref) >= 12 and container.id.startswith(conflict.ref))
     files = container.labels.get(COMPOSE_CONFIG_FILES_LABEL, "")
@@ -94,13 +94,13 @@ def conflict_matches(conflict: ConflictRef, container: ContainerInfo) -> bool:
     return conflict.service is None or container.labels.get(COMPOSE_SERVICE_LABEL) == conflict.service
 
 
-def containers_to_stop(request: PreflightRequest, containers: Iterable[ContainerInfo]) -> list[ContainerInfo]:
+def containers_to_stop(request: PreflightRequest, containers: Iterable[ContainerState]) -> list[ContainerState]:
     """Running containers that belong to the declared conflicts."""
     return [c for c in containers if any(conflict_matches(ref, c) for ref in request.conflicts)]
 
 
 def classify_process(
-    request: PreflightRequest, container: ContainerInfo | None, container_id: str | None, pid: int
+    request: PreflightRequest, container: ContainerState | None, container_id: str | None, pid: int
 ) -> Literal["replacing", "conflict", "foreign"]:
     replacing = request.replacing
     if replacing is not None and (pid in replacing.pids or replacing.matches(container, container_id)):
@@ -114,7 +114,7 @@ def classify_process(
     return "foreign"
 
 
-def gather_facts(*, request: PreflightRequest, gpus: GpuInventory, host: HostProbe, docker: DockerFacts) -> Facts:
+def gather_facts(*, request: PreflightRequest, gpus: GpuInventory, host: HostProbe, docker: DockerEngine) -> Facts:
     """Measure everything the checks need, once. Unreachable NVML or Docker become recorded errors."""
     snapshot: GpuSnapshot | None = None
     gpu_error: str | None = None
@@ -129,11 +129,11 @@ def gather_facts(*, request: PreflightRequest, gpus: GpuInventory, host: HostPro
 
     engine: EngineInfo | None = None
     engine_error: str | None = None
-    containers: tuple[ContainerInfo, ...] = ()
+    containers: tuple[ContainerState, ...] = ()
     image = image_by_digest = None
     try:
         engine = docker.ping()
-        containers = docker.containers()
+        containers = tuple(docker.running_containers())
         if request.image_ref:
             image = docker.image(request.image_ref)
         if request.image_digest and (image is None or request.image_digest not in image.digests()):

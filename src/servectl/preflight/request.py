@@ -17,8 +17,7 @@ from servectl.plan.resolve import Resolved
 from servectl.preflight.model import ConflictRef, PreflightReport, PreflightRequest, Replacing
 
 if TYPE_CHECKING:
-    from servectl.adapters.docker_engine import DockerEngine
-    from servectl.adapters.docker_facts import DockerFacts
+    from servectl.adapters.docker import DockerEngine
     from servectl.adapters.gpu import GpuInventory
     from servectl.adapters.host import HostProbe
 
@@ -51,7 +50,7 @@ def request_for(
         gpu_indices=tuple(p.gpus.devices),
         arch=p.gpus.arch,
         tp=p.engine.tp,
-        pp=p.engine.dp,
+        dp=p.engine.dp,
         exclusive=p.gpus.exclusive,
         vram_reserve_mib=p.gpus.vram_reserve_mib,
         vram_reserve_waiver=p.gpus.reserve_waiver,
@@ -103,7 +102,7 @@ def full_preflight(
     stop_conflicts: bool = False,
     state_dir: Path | None = None,
     on_report: Callable[[PreflightReport], None] | None = None,
-    adapters: tuple[GpuInventory, HostProbe, DockerFacts] | None = None,
+    adapters: tuple[GpuInventory, HostProbe, DockerEngine] | None = None,
 ) -> Callable[[Resolved], None]:
     """The preflight that ``up`` and ``swap`` run before anything starts: every check, measured.
 

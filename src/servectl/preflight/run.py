@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 
-from servectl.adapters.docker_facts import DockerFacts
+from servectl.adapters.docker import DockerEngine
 from servectl.adapters.gpu import GpuInventory
 from servectl.adapters.host import HostProbe
 from servectl.errors import PreflightFailed
@@ -19,7 +19,7 @@ def run_preflight(
     request: PreflightRequest,
     gpus: GpuInventory,
     host: HostProbe,
-    docker: DockerFacts,
+    docker: DockerEngine,
     skip: Iterable[str] = frozenset(),
 ) -> PreflightReport:
     """Measure the box and run every check for one request.
@@ -64,11 +64,11 @@ def preflight_on_this_host(*, request: PreflightRequest, skip: Iterable[str] = f
 
     NVML and the Docker SDK are imported only here, on first use.
     """
-    from servectl.adapters.docker_facts import DockerSdkFacts
+    from servectl.adapters.docker import DockerSdkEngine
     from servectl.adapters.gpu import NvmlInventory
     from servectl.adapters.host import PsutilHostProbe
 
-    docker = DockerSdkFacts()
+    docker = DockerSdkEngine()
     with NvmlInventory() as gpus:
         try:
             return run_preflight(request=request, gpus=gpus, host=PsutilHostProbe(), docker=docker, skip=skip)

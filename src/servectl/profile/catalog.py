@@ -49,6 +49,7 @@ class CatalogOption:
     nargs: str | None = None
     choices: tuple[str, ...] | None = None
     default: Any = None
+    const: Any = None  # nargs "?": the value of the flag given alone
 
     @property
     def takes_value(self) -> bool:
@@ -80,6 +81,7 @@ class CatalogOption:
             nargs=None if data.get("nargs") in (None, "None") else str(data["nargs"]),
             choices=tuple(str(c) for c in choices) if choices is not None else None,
             default=data.get("default"),
+            const=data.get("const"),
         )
 
 
@@ -125,10 +127,14 @@ class FlagCatalog:
         Raises:
             KeyError: no catalog of that name is shipped (the message lists those that are).
         """
+        loaded = _BY_NAME.get(name)
+        if loaded is not None:
+            return loaded
         path = CATALOG_DIR / f"{name}.json"
         if not re.fullmatch(r"[A-Za-z0-9._+-]+", name) or not path.is_file():
             raise KeyError(f"unknown flag catalog {name!r}; shipped catalogs: {', '.join(cls.available())}")
-        return _load_path(path)
+        loaded = _BY_NAME[name] = _load_path(path)
+        return loaded
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, name: str) -> FlagCatalog:
@@ -188,6 +194,18 @@ class FlagCatalog:
         exact = self._by_flag.get(flag) or (None if name.startswith("--") else self._by_dest.get(name))
         if exact is not None:
             return exact
+        known = self._memo().get(("option", name))
+        if known is None:
+            try:
+                known = self._memo()[("option", name)] = {"": self._abbreviated(flag)}
+            except ArgvError as err:
+                known = self._memo()[("option", name)] = err
+        if isinstance(known, ArgvError):
+            raise ArgvError(str(known))
+        found: CatalogOption | None = known[""]
+        return found
+
+    def _abbreviated(self, flag: str) -> CatalogOption | None:
         # argparse (3.11) counts option strings, not options: two spellings of one option are ambiguous too,
         # and the engine parser's own --help takes part.
         matches = [f for f in (*self._by_flag, "--help") if f.startswith(flag)]
@@ -196,6 +214,19 @@ class FlagCatalog:
         if len(matches) > 1:
             raise ArgvError(f"ambiguous option: {flag} could match {', '.join(matches)}")
         return None
+
+    def expand(self, flag: str) -> str:
+        """The full spelling of ``flag`` when it is a unique abbreviation (``--tp`` -> ``--tp-size``), else ``flag``.
+
+        Raises:
+            ArgvError: the abbreviation is ambiguous.
+        """
+        if flag in self._by_flag or not flag.startswith("--"):
+            return flag
+        matches = [f for f in (*self._by_flag, "--help") if f.startswith(flag)]
+        if len(matches) > 1:
+            raise ArgvError(f"ambiguous option: {flag} could match {', '.join(matches)}")
+        return matches[0] if matches and matches[0] != "--help" else flag
 
     def close_matches(self, name: str, n: int = 3) -> list[str]:
         """Flag names (without dashes) that look like ``name``, for "did you mean" hints."""
@@ -223,6 +254,28 @@ class FlagCatalog:
         Raises:
             ArgvError: an unknown flag, a missing or invalid value, or a stray token, in argparse wording.
         """
+        key = tuple(argv)
+        memo = self._memo()
+        known = memo.get(key)
+        if known is None:
+            try:
+                known = memo[key] = self._parse(argv)
+            except ArgvError as err:
+                known = memo[key] = err
+            if len(memo) > 4096:
+                memo.clear()
+        if isinstance(known, ArgvError):
+            raise ArgvError(str(known))
+        return dict(known)
+
+    def _memo(self) -> dict[tuple[str, ...], dict[str, Any] | ArgvError]:
+        memo = self.__dict__.get("_parsed")
+        if memo is None:
+            memo = {}
+            object.__setattr__(self, "_parsed", memo)
+        return memo
+
+    def _parse(self, argv: Sequence[str]) -> dict[str, Any]:
         if "--" in argv:
             return self._argparse().parse_args(list(argv)).__dict__
         kinds = [self._classify(token) for token in argv]
@@ -267,7 +320,7 @@ class FlagCatalog:
             if opt.nargs is None:
                 result[opt.dest] = converted[0]
             elif opt.nargs == "?":
-                result[opt.dest] = converted[0] if converted else None  # argparse: const, None here
+                result[opt.dest] = converted[0] if converted else opt.const
             else:
                 result[opt.dest] = converted
         if extras:
@@ -387,6 +440,7 @@ def format_value(value: Any) -> list[str]:
 
 
 _CACHE: dict[Path, FlagCatalog] = {}
+_BY_NAME: dict[str, FlagCatalog] = {}
 
 
 def _load_path(path: Path) -> FlagCatalog:

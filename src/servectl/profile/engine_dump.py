@@ -5,6 +5,7 @@ from the wheel, or the python inside an engine image)::
 
     python3 engine_dump.py flags            # the parser, in flag-catalog format (catalogs/<name>.json)
     python3 engine_dump.py logs [--root D]  # every logger format string in sglang/srt (catalogs/logs/<name>.json)
+    python3 engine_dump.py parse            # JSON argv lists on stdin -> the real parser's verdict per line
 
 ``flags`` builds the parser with ``ServerArgs.add_cli_args`` (what ``python -m sglang.launch_server`` uses) and
 records each action's flags, dest, kind, type, nargs, choices and default, plus the data SGLang's own type
@@ -59,6 +60,8 @@ def option_record(action: argparse.Action) -> dict[str, Any] | None:
         record["type"] = getattr(action.type, "__name__", None) or "str"
         if action.nargs is not None:
             record["nargs"] = str(action.nargs)
+        if action.nargs == "?":
+            record["const"] = _plain(action.const)  # what the flag alone stores
     if name.startswith("Deprecated"):
         record["deprecated"] = True
     if action.choices is not None:
@@ -111,6 +114,49 @@ def dump_flags() -> dict[str, Any]:
         "type_rules": _type_rules(),
         "options": options,
     }
+
+
+# -- parsing -------------------------------------------------------------------------------------------------
+class _Refused(Exception):
+    pass
+
+
+def serve_parser(lines: Iterator[str], out: Any) -> None:
+    """Answer argv lists (one JSON list per input line) with the real parser's verdict, one JSON per line.
+
+    ``{"ok": true, "args": {dest: value, ...}}`` (only the flags given) or ``{"ok": false, "error": "..."}``.
+    """
+    from sglang.srt.server_args import ServerArgs
+
+    class Parser(argparse.ArgumentParser):
+        def error(self, message: str) -> Any:
+            raise _Refused(message)
+
+        def exit(self, status: int = 0, message: str | None = None) -> Any:
+            raise _Refused(message or f"exit {status} (help)")
+
+    parser = Parser()
+    ServerArgs.add_cli_args(parser)
+    unset = object()  # argparse fills in a default only where the namespace has no value yet
+    for line in lines:
+        if not line.strip():
+            continue
+        argv = json.loads(line)
+        try:
+            import contextlib
+            import io
+
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+                start = argparse.Namespace(**{a.dest: unset for a in parser._actions if a.dest != "help"})
+                namespace = parser.parse_args(argv, namespace=start)
+            given = {k: _plain(v) for k, v in vars(namespace).items() if v is not unset}
+            reply: dict[str, Any] = {"ok": True, "args": given}
+        except _Refused as err:
+            reply = {"ok": False, "error": str(err)}
+        except Exception as err:  # a type function that raises something argparse does not catch
+            reply = {"ok": False, "error": f"{type(err).__name__}: {err}"}
+        out.write(json.dumps(reply) + "\n")
+        out.flush()
 
 
 # -- log lines -----------------------------------------------------------------------------------------------
@@ -249,9 +295,12 @@ def package_root(package: str = "sglang") -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="engine_dump", description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=["flags", "logs"])
+    parser.add_argument("what", choices=["flags", "logs", "parse"])
     parser.add_argument("--root", type=Path, help="folder holding the sglang package (logs; default: importable)")
     args = parser.parse_args(argv)
+    if args.what == "parse":
+        serve_parser(iter(sys.stdin.readline, ""), sys.stdout)
+        return 0
     if args.what == "flags":
         data = dump_flags()
     else:

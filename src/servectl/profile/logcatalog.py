@@ -25,7 +25,7 @@ import re._constants as sre_constants  # type: ignore[import-not-found]  # the r
 import re._parser as sre_parse  # type: ignore[import-not-found]
 from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 LOG_CATALOG_DIR = Path(__file__).resolve().parent / "catalogs" / "logs"
@@ -88,15 +88,53 @@ def escape_template(text: str, placeholder: str) -> str:
 class LogCatalog:
     """The lines one engine build can print, with pattern checks."""
 
-    def __init__(self, name: str, templates: tuple[LogTemplate, ...]) -> None:
+    def __init__(self, name: str, text: str) -> None:
         self.name = name
-        self.templates = templates
-        # All literal text, one template per line, for fast substring search of literal patterns.
-        self._text = "\n".join("\x00".join(t.parts) for t in templates)
-        self._starts = [0]
-        for t in templates[:-1]:
-            self._starts.append(self._starts[-1] + len("\x00".join(t.parts)) + 1)
+        self._raw = text  # the file; rows and objects are made only when a question needs them
         self._memo: dict[str, bool] = {}
+
+    @cached_property
+    def _rows(self) -> list[tuple[str, str, str]]:
+        rows = []
+        for line in self._raw.splitlines():
+            if line and not line.startswith("#"):
+                level, where, template = line.split("\t", 2)
+                rows.append((level, where, template))
+        return rows
+
+    @cached_property
+    def templates(self) -> tuple[LogTemplate, ...]:
+        return tuple(LogTemplate(*row) for row in self._rows)
+
+    def _in_literal_text(self, literal: str) -> bool:
+        """Whether ``literal`` (no braces, no newline) occurs in a template column of the file as written.
+
+        Found there, it is inside one template's literal text: a value shows as ``{}``. Reads the file text
+        itself, so the common case costs no parsing.
+        """
+        raw = self._raw
+        pos = raw.find(literal)
+        while pos >= 0:
+            start = raw.rfind("\n", 0, pos) + 1
+            if not raw.startswith("#", start):
+                first = raw.find("\t", start)
+                second = raw.find("\t", first + 1)
+                if 0 <= first < second < pos:
+                    return True
+            pos = raw.find(literal, pos + 1)
+        return False
+
+    @cached_property
+    def _text(self) -> str:
+        """All literal text, one template per line (values as NUL), for finding candidate templates."""
+        return "\n".join("\x00".join(t.parts) for t in self.templates)
+
+    @cached_property
+    def _starts(self) -> list[int]:
+        starts = [0]
+        for t in self.templates[:-1]:
+            starts.append(starts[-1] + len("\x00".join(t.parts)) + 1)
+        return starts
 
     # -- loading ----------------------------------------------------------------------------------------
     @staticmethod
@@ -117,13 +155,7 @@ class LogCatalog:
 
     @classmethod
     def parse(cls, text: str, *, name: str) -> LogCatalog:
-        templates = []
-        for line in text.splitlines():
-            if not line or line.startswith("#"):
-                continue
-            level, where, template = line.split("\t", 2)
-            templates.append(LogTemplate(level, where, template))
-        return cls(name, tuple(templates))
+        return cls(name, text)
 
     # -- questions --------------------------------------------------------------------------------------
     def template(self, template: str) -> LogTemplate:
@@ -148,8 +180,8 @@ class LogCatalog:
         """Whether ``pattern`` (a regex) matches literal text of some line the engine prints."""
         known = self._memo.get(pattern)
         literal = _literal_text(pattern) if known is None else None
-        if literal is not None and literal in self._text:  # printed as it is, inside one template's text
-            known = self._memo[pattern] = True
+        if literal is not None and not {"{", "}", "\n", "\t"} & set(literal) and self._in_literal_text(literal):
+            known = self._memo[pattern] = True  # printed as it is, inside one template's literal text
         if known is None:
             known = self._memo[pattern] = any(True for _ in self.matching(pattern, limit=1))
         return known

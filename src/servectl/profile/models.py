@@ -160,7 +160,7 @@ class ServeSpec(_Strict):
 class SpeculativeSpec(_Strict):
     """MTP / EAGLE speculative decoding."""
 
-    algorithm: Literal["EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH"]
+    algorithm: Literal["EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK"]
     num_steps: int | None = Field(default=None, ge=0, le=INT32_MAX)
     eagle_topk: int | None = Field(default=None, ge=1, le=INT32_MAX)
     num_draft_tokens: int | None = Field(default=None, ge=1, le=INT32_MAX)

@@ -20,12 +20,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from servectl.errors import ProfileError, ServectlError
+from servectl.errors import ProfileError, ServectlError, UsageError
 from servectl.plan.labels import LABEL_MANAGED
 from servectl.profile.loader import ProfileFolder, discover, read_yaml
 
 if TYPE_CHECKING:
-    from servectl.adapters.docker_engine import DockerEngine
+    from servectl.adapters.docker import DockerEngine
     from servectl.plan.resolve import Resolved
 
 
@@ -100,3 +100,21 @@ def find_adopted(
         seen.add(str(document.get("Id")))
         matches.append(AdoptedMatch(resolved, document))
     return matches
+
+
+def diff_container(*, profile: str, container: str, docker: DockerEngine) -> list[str]:
+    """What differs between a container (``docker inspect``) and the container profile ``profile`` would create.
+
+    Raises:
+        UsageError: no such container. ProfileError / UsageError: the profile does not load.
+    """
+    from servectl.plan.compile import catalog_for
+    from servectl.plan.container_match import container_diff
+    from servectl.plan.resolve import resolve
+
+    resolved = resolve(profile)
+    document = docker.container_document(container)
+    if document is None:
+        raise UsageError(f"no container {container!r} on this Docker engine; `docker ps -a` lists them")
+    image = docker.image_document(str(document.get("Image") or "")) if document.get("Image") else None
+    return container_diff(resolved.plan, document, catalog_for(resolved.loaded.profile), image=image)

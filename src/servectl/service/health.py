@@ -35,7 +35,7 @@ from servectl.redact import redact
 if TYPE_CHECKING:
     import httpx
 
-    from servectl.adapters.docker_engine import DockerEngine, LogLines
+    from servectl.adapters.docker import DockerEngine, LogLines
     from servectl.plan.compile import LaunchPlan
 
 READY_LINE = "The server is fired up and ready to roll!"

@@ -9,7 +9,7 @@ from servectl.errors import PreflightFailed, ServectlError
 from servectl.service.health import Progress
 
 if TYPE_CHECKING:
-    from servectl.adapters.docker_engine import DockerEngine
+    from servectl.adapters.docker import DockerEngine
     from servectl.plan.resolve import Resolved
 
 

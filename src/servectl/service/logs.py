@@ -10,7 +10,7 @@ from servectl.redact import redact
 from servectl.service.services import find_services
 
 if TYPE_CHECKING:
-    from servectl.adapters.docker_engine import DockerEngine
+    from servectl.adapters.docker import DockerEngine
 
 
 def follow_logs(

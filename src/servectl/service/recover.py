@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from servectl.adapters.conflicts import ConflictHandler, RestoreOutcome, restore_conflicts
 from servectl.adapters.state import History, StateLock, set_aside
@@ -31,8 +31,9 @@ from servectl.service.journal import JOURNAL_FILE, PreviousService, SwapJournal,
 from servectl.service.services import ALIVE_STATES, passed_gate_ids
 
 if TYPE_CHECKING:
+    from servectl.adapters.docker import DockerEngine
     from servectl.plan.resolve import Resolved
-    from servectl.service.swap import ServiceRuntime
+    from servectl.service.runtime import ServiceRuntime
 
 RecoverOutcome = Literal["nothing", "finished", "restored", "cleared"]
 
@@ -60,7 +61,7 @@ class RecoverResult:
 
 def recover(
     *,
-    docker: Any,
+    docker: DockerEngine,
     state_dir: Path | None = None,
     scope: Mapping[str, str] | None = None,
     runtime: ServiceRuntime | None = None,
@@ -116,7 +117,7 @@ def recover(
 def _settle(
     journal: SwapJournal,
     *,
-    docker: Any,
+    docker: DockerEngine,
     state: Path,
     scope: Mapping[str, str] | None,
     runtime: ServiceRuntime,
@@ -262,7 +263,7 @@ def resolved_from_snapshot(previous: PreviousService, environ: Mapping[str, str]
 
 
 def _clear_damaged(
-    err: StateDamaged, *, docker: Any, state: Path, scope: Mapping[str, str] | None, runtime: ServiceRuntime
+    err: StateDamaged, *, docker: DockerEngine, state: Path, scope: Mapping[str, str] | None, runtime: ServiceRuntime
 ) -> RecoverResult:
     running = list(runtime.services(docker=docker, probe=False, plan_hash_of=None, state_dir=state, scope=scope))
     passed = passed_gate_ids(state, [s.container_id for s in running])

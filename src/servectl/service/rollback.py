@@ -10,15 +10,13 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from servectl.adapters.state import RUN_EVENTS
+from servectl.adapters.state import RUN_EVENTS, HistoryLog
 from servectl.errors import PreflightFailed, ServectlError, UsageError
 from servectl.service.journal import read_journal
-from servectl.service.services import ALIVE_STATES
+from servectl.service.runtime import ServiceRuntime
+from servectl.service.services import ALIVE_STATES, ServiceInfo
 from servectl.service.swap import (
-    HistoryLike,
     Preflight,
-    ServiceLike,
-    ServiceRuntime,
     SwapResult,
     default_runtime,
     overlaps,
@@ -27,6 +25,8 @@ from servectl.service.swap import (
 )
 
 if TYPE_CHECKING:
+    from servectl.adapters.docker import DockerEngine
+    from servectl.adapters.gpu import GpuInventory
     from servectl.plan.resolve import Resolved
 
 
@@ -79,9 +79,9 @@ def previous_profile(events: Sequence[Mapping[str, Any]], current: str) -> str |
 
 def rollback(
     *,
-    docker: Any,
+    docker: DockerEngine,
     runtime: ServiceRuntime | None = None,
-    history: HistoryLike | None = None,
+    history: HistoryLog | None = None,
     state_dir: Path | None = None,
     scope: Mapping[str, str] | None = None,
     **kwargs: Any,
@@ -161,7 +161,7 @@ def _drift_note(
 
 
 def _rollback_from_journal(
-    *, docker: Any, runtime: ServiceRuntime, state_dir: Path, scope: Mapping[str, str] | None, **kwargs: Any
+    *, docker: DockerEngine, runtime: ServiceRuntime, state_dir: Path, scope: Mapping[str, str] | None, **kwargs: Any
 ) -> SwapResult:
     from servectl.service.recover import recover
 
@@ -187,8 +187,8 @@ def _rollback_from_journal(
 def rollback_check(
     *,
     names: Sequence[str] | None,
-    docker: Any,
-    gpus: Any = None,
+    docker: DockerEngine,
+    gpus: GpuInventory | None = None,
     preflight: Preflight | None = None,
     runtime: ServiceRuntime | None = None,
     resolve_profile: Callable[[str], Resolved] | None = None,
@@ -232,11 +232,11 @@ def _profiles_with_rollback() -> list[str]:
 
 def _check_one(
     name: str,
-    docker: Any,
-    gpus: Any,
+    docker: DockerEngine,
+    gpus: GpuInventory | None,
     preflight: Preflight,
     resolve: Callable[[str], Resolved],
-    running: Sequence[ServiceLike],
+    running: Sequence[ServiceInfo],
     path_is_dir: Callable[[str], bool],
 ) -> RollbackCheck:
     try:
@@ -278,7 +278,7 @@ def _check_one(
     return RollbackCheck(name, target, tuple(items))
 
 
-def _image_item(resolved: Resolved, docker: Any) -> CheckItem:
+def _image_item(resolved: Resolved, docker: DockerEngine) -> CheckItem:
     image = resolved.loaded.profile.image
     ref = resolved.plan.docker.image  # repo@digest when a digest is pinned
     try:

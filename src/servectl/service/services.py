@@ -30,7 +30,7 @@ from servectl.plan.labels import (
 if TYPE_CHECKING:
     import httpx
 
-    from servectl.adapters.docker_engine import ContainerState, DockerEngine
+    from servectl.adapters.docker import ContainerState, DockerEngine
     from servectl.plan.resolve import Resolved
     from servectl.service.adopted import AdoptedMatch
 
@@ -162,7 +162,7 @@ def service_from_container(
 
 def service_from_adopted(match: AdoptedMatch, *, now: float, answers_health: bool | None) -> ServiceInfo:
     """A service from a container recognised as an adopted profile's (its settings come from the profile). Pure."""
-    from servectl.adapters.docker_engine import container_state_from_inspect
+    from servectl.adapters.docker import container_state_from_inspect
 
     container = container_state_from_inspect(match.document)
     profile, plan = match.resolved.loaded.profile, match.resolved.plan

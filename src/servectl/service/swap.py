@@ -48,6 +48,8 @@ from servectl.adapters.conflicts import (
     record_stopped,
     restore_conflicts,
 )
+from servectl.adapters.gpu import wait_until_free
+from servectl.adapters.state import HistoryLog
 from servectl.errors import (
     PreflightFailed,
     ProfileTemplate,
@@ -58,6 +60,7 @@ from servectl.errors import (
     SwapRolledBack,
     UsageError,
 )
+from servectl.service.health import Progress
 from servectl.service.journal import (
     PreviousService,
     SwapJournal,
@@ -65,11 +68,16 @@ from servectl.service.journal import (
     refuse_if_unfinished,
     write_journal,
 )
-from servectl.service.services import ALIVE_STATES
+from servectl.service.runtime import CARDS_POLL_S, ServiceRuntime, StartResult, StopResult
+from servectl.service.services import ALIVE_STATES, ServiceInfo
 from servectl.service.signals import Abandon, Interrupt, SignalGuard, signal_name
 
 if TYPE_CHECKING:
+    from servectl.adapters.docker import DockerEngine
+    from servectl.adapters.gpu import GpuInventory
+    from servectl.adapters.host import HostProbe
     from servectl.plan.resolve import Resolved
+    from servectl.preflight.model import PreflightReport
 
 
 LOG_TAIL_LINES = 20
@@ -82,69 +90,6 @@ CARDS_FREE_DEADLINE_S = 30.0
 Outcome = Literal["swapped", "started", "noop", "rolled-back", "failed", "interrupted"]
 
 
-class ServiceLike(Protocol):
-    """A servectl service as :func:`servectl.service.runtime.services` reports it."""
-
-    @property
-    def container_id(self) -> str: ...
-    @property
-    def container_name(self) -> str: ...
-    @property
-    def profile(self) -> str: ...
-    @property
-    def plan_hash(self) -> str: ...
-    @property
-    def state(self) -> str: ...
-    @property
-    def port(self) -> int | None: ...
-    @property
-    def gpus(self) -> tuple[int, ...]: ...
-
-
-class StopResultLike(Protocol):
-    @property
-    def stop_s(self) -> float: ...
-    @property
-    def forced(self) -> bool: ...
-    @property
-    def leaked_pids(self) -> tuple[int, ...]: ...
-
-
-class StartResultLike(Protocol):
-    @property
-    def startup_s(self) -> float: ...
-    @property
-    def service(self) -> ServiceLike: ...
-
-
-class ServiceRuntime(Protocol):
-    """The service functions of :mod:`servectl.service.runtime` (the module fits this protocol)."""
-
-    def services(
-        self,
-        *,
-        docker: Any,
-        probe: bool = ...,
-        plan_hash_of: Any = ...,
-        state_dir: Path | None = ...,
-        scope: Mapping[str, str] | None = ...,
-    ) -> Sequence[ServiceLike]: ...
-
-    def start(
-        self, *, resolved: Resolved, docker: Any, on_phase: Any = ..., state_dir: Path | None = ...
-    ) -> StartResultLike: ...
-
-    def stop(self, *, service: Any, docker: Any, gpus: Any = ..., state_dir: Path | None = ...) -> StopResultLike: ...
-
-    def ensure_image(self, resolved: Resolved, *, docker: Any, on_phase: Any = ...) -> None: ...
-
-
-class HistoryLike(Protocol):
-    def record(self, event: Mapping[str, Any]) -> object: ...
-
-    def events(self) -> Sequence[Mapping[str, Any]]: ...
-
-
 class Preflight(Protocol):
     """Raises :class:`PreflightFailed` when ``resolved`` could not start once ``replacing`` is stopped."""
 
@@ -152,10 +97,10 @@ class Preflight(Protocol):
         self,
         *,
         resolved: Resolved,
-        replacing: ServiceLike | None,
+        replacing: ServiceInfo | None,
         skip: frozenset[str],
-        docker: Any,
-        gpus: Any,
+        docker: DockerEngine,
+        gpus: GpuInventory | None,
     ) -> None: ...
 
 
@@ -269,7 +214,7 @@ def _failure_of(profile: str, err: Exception) -> TargetFailure:
     return TargetFailure(profile=profile, message=err.message)
 
 
-def overlaps(service: ServiceLike, resolved: Resolved) -> bool:
+def overlaps(service: ServiceInfo, resolved: Resolved) -> bool:
     """Whether ``service`` stands in the way of ``resolved``: same profile, container name, port or a card."""
     plan = resolved.plan
     target_gpus = {int(d) for d in plan.docker.device_ids if d.isdigit()}
@@ -302,28 +247,29 @@ def default_runtime() -> ServiceRuntime:
 
 @dataclass
 class _Deps:
-    docker: Any
-    gpus: Any
+    docker: DockerEngine
+    gpus: GpuInventory | None
     runtime: ServiceRuntime
     preflight: Preflight
     conflicts: ConflictHandler
     resolve: Callable[[str], Resolved]
-    history: HistoryLike
+    history: HistoryLog
     lock: Callable[[str], AbstractContextManager[object]]
     state_dir: Path
     scope: Mapping[str, str] | None
     clock: Callable[[], float]
     wall_clock: Callable[[], float]
+    sleep: Callable[[float], None]
     on_phase: Callable[[PhaseEvent], None] | None
 
-    def services(self, *, probe: bool) -> list[ServiceLike]:
+    def services(self, *, probe: bool) -> list[ServiceInfo]:
         return list(
             self.runtime.services(
                 docker=self.docker, probe=probe, plan_hash_of=None, state_dir=self.state_dir, scope=self.scope
             )
         )
 
-    def stop(self, service: ServiceLike) -> StopResultLike:
+    def stop(self, service: ServiceInfo) -> StopResult:
         return self.runtime.stop(service=service, docker=self.docker, gpus=self.gpus, state_dir=self.state_dir)
 
     def emit(self, event: PhaseEvent) -> None:
@@ -359,17 +305,16 @@ class _Swap:
             self.phases.append(timing)
             d.emit(PhaseEvent(name, "end", timing.duration_s, ok, detail))
 
-    def progress(self, phase: str) -> Callable[..., None]:
-        """The runtime's start progress (``Progress`` objects), forwarded as ``progress`` events."""
+    def progress(self, phase: str) -> Callable[[Progress], None]:
+        """The runtime's start progress, forwarded as ``progress`` events."""
 
-        def forward(progress: Any) -> None:
-            step = str(getattr(progress, "phase", progress))
-            parts = [step]
-            if getattr(progress, "percent", None) is not None:
+        def forward(progress: Progress) -> None:
+            parts = [progress.phase]
+            if progress.percent is not None:
                 parts.append(f"{progress.percent}%")
-            if getattr(progress, "detail", ""):
-                parts.append(str(progress.detail))
-            self.deps.emit(PhaseEvent(phase, "progress", detail=" ".join(parts), step=step))
+            if progress.detail:
+                parts.append(progress.detail)
+            self.deps.emit(PhaseEvent(phase, "progress", detail=" ".join(parts), step=progress.phase))
 
         return forward
 
@@ -425,8 +370,8 @@ class _Swap:
 def swap(
     *,
     target: str | None,
-    docker: Any,
-    gpus: Any = None,
+    docker: DockerEngine,
+    gpus: GpuInventory | None = None,
     preflight: Preflight | None = None,
     on_phase: Callable[[PhaseEvent], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
@@ -437,17 +382,18 @@ def swap(
     runtime: ServiceRuntime | None = None,
     conflicts: ConflictHandler | None = None,
     resolve_profile: Callable[[str], Resolved] | None = None,
-    history: HistoryLike | None = None,
+    history: HistoryLog | None = None,
     lock: Callable[[str], AbstractContextManager[object]] | None = None,
     handle_signals: bool = True,
     wall_clock: Callable[[], float] = time.time,
+    sleep: Callable[[float], None] = time.sleep,
     _kind: str = "swap",
 ) -> SwapResult:
     """Replace the running service with ``target``, all-or-nothing.
 
     Args:
         target: profile to run; ``None``: the running profile's ``rollback:``.
-        docker: the Docker engine (:class:`servectl.adapters.docker_engine.DockerEngine`).
+        docker: the Docker engine (:class:`servectl.adapters.docker.DockerEngine`).
         gpus: GPU inventory; with it, stopping waits until the old service's cards are free.
         preflight: checks the target before anything stops; default :func:`profile_preflight`.
         on_phase: called as each phase begins and ends, and with the target's startup progress.
@@ -461,6 +407,7 @@ def swap(
             :func:`servectl.plan.resolve.resolve`, and the state folder's history and lock.
         handle_signals: turn SIGINT/SIGTERM into the orderly path (main thread only).
         wall_clock: epoch seconds for the journal and history.
+        sleep: pause while waiting for the cards (tests pass one that moves their clock).
 
     Returns:
         ``swapped``, ``started`` (nothing ran before) or ``noop`` (the target already runs).
@@ -489,6 +436,7 @@ def swap(
         history=history,
         lock=lock,
         wall_clock=wall_clock,
+        sleep=sleep,
     )
     guard = SignalGuard(handle_signals)
     tx = _Swap(deps=deps, kind=_kind, skip=frozenset(force), signals=guard)
@@ -510,8 +458,8 @@ def swap(
 
 def _build_deps(
     *,
-    docker: Any,
-    gpus: Any,
+    docker: DockerEngine,
+    gpus: GpuInventory | None,
     preflight: Preflight | None,
     on_phase: Callable[[PhaseEvent], None] | None,
     clock: Callable[[], float],
@@ -521,9 +469,10 @@ def _build_deps(
     runtime: ServiceRuntime | None,
     conflicts: ConflictHandler | None,
     resolve_profile: Callable[[str], Resolved] | None,
-    history: HistoryLike | None,
+    history: HistoryLog | None,
     lock: Callable[[str], AbstractContextManager[object]] | None,
     wall_clock: Callable[[], float],
+    sleep: Callable[[float], None],
 ) -> _Deps:
     if state_dir is None:
         from servectl.paths import state_dir as default_state_dir
@@ -564,6 +513,7 @@ def _build_deps(
         scope=scope,
         clock=clock,
         wall_clock=wall_clock,
+        sleep=sleep,
         on_phase=on_phase,
     )
 
@@ -620,7 +570,7 @@ def _run_locked(tx: _Swap, target: str | None) -> SwapResult:
     return _transact(tx, resolved, current, previous, leftovers)
 
 
-def _snapshot(current: ServiceLike, resolve: Callable[[str], Resolved]) -> PreviousService | None:
+def _snapshot(current: ServiceInfo, resolve: Callable[[str], Resolved]) -> PreviousService | None:
     """The running service's profile document now, kept in the journal for ``servectl recover``."""
     try:
         loaded = resolve(current.profile).loaded
@@ -651,7 +601,7 @@ def _resolve_target(target: str, resolve: Callable[[str], Resolved]) -> Resolved
         ) from None
 
 
-def _default_target(running: Sequence[ServiceLike], resolve: Callable[[str], Resolved]) -> str:
+def _default_target(running: Sequence[ServiceInfo], resolve: Callable[[str], Resolved]) -> str:
     alive = [s for s in running if s.state in ALIVE_STATES]
     if not alive:
         raise UsageError("no servectl service runs, so there is no rollback target; name one: `servectl swap NAME`")
@@ -670,9 +620,9 @@ def _default_target(running: Sequence[ServiceLike], resolve: Callable[[str], Res
 def _transact(
     tx: _Swap,
     resolved: Resolved,
-    current: ServiceLike | None,
+    current: ServiceInfo | None,
     previous: str | None,
-    leftovers: Sequence[ServiceLike],
+    leftovers: Sequence[ServiceInfo],
 ) -> SwapResult:
     """Stop the current service, stop conflicts, start the target; on any failure, recover."""
     deps = tx.deps
@@ -769,7 +719,7 @@ def _transact(
 def _recover(
     tx: _Swap,
     resolved: Resolved,
-    current: ServiceLike | None,
+    current: ServiceInfo | None,
     previous: str | None,
     failure: TargetFailure,
     down_since: float | None,
@@ -787,7 +737,7 @@ def _recover(
     else:
         why = f"{resolved.name} failed: {failure.describe()}"
     previous_failure: TargetFailure | None = None
-    restored: StartResultLike | None = None
+    restored: StartResult | None = None
     restored_at: float | None = None
     cards = ""
     try:
@@ -819,7 +769,7 @@ def _recover(
                         if service.profile == previous:
                             deps.stop(service)
         if restored is None:
-            cards = _verify_cards_free(tx, resolved, current)
+            cards = _cards_after_failure(tx, resolved, current)
         tx.set_journal("restore-conflicts", why)
         restore = tx.restore_stopped()
     except Abandon as abandon:
@@ -891,7 +841,7 @@ def _recover(
     raise error from cause
 
 
-def _verify_cards_free(tx: _Swap, resolved: Resolved, current: ServiceLike | None) -> str:
+def _cards_after_failure(tx: _Swap, resolved: Resolved, current: ServiceInfo | None) -> str:
     """With a GPU inventory: wait until the target's (and the old service's) cards run nothing."""
     devices = sorted(
         {int(d) for d in resolved.plan.docker.device_ids if d.isdigit()} | set(current.gpus if current else ())
@@ -900,18 +850,16 @@ def _verify_cards_free(tx: _Swap, resolved: Resolved, current: ServiceLike | Non
     if gpus is None or not devices:
         return ""
     with tx.phase("verify-cards", ",".join(map(str, devices))):
-        deadline = time.monotonic() + CARDS_FREE_DEADLINE_S
-        while True:
-            snapshot = gpus.snapshot()
-            pids = sorted(
-                {p.pid for i in devices if (d := snapshot.device(i)) is not None and d.processes for p in d.processes}
-            )
-            if not pids or time.monotonic() >= deadline:
-                break
-            time.sleep(0.25)
+        cards = wait_until_free(
+            gpus, devices, CARDS_FREE_DEADLINE_S, poll_s=CARDS_POLL_S, clock=tx.deps.clock, sleep=tx.deps.sleep
+        )
     shown = ", ".join(map(str, devices))
-    if pids:
-        return f"; but cards {shown} still run pids {', '.join(map(str, pids))}: find them with nvidia-smi"
+    if cards.leaked_pids:
+        pids = ", ".join(map(str, cards.leaked_pids))
+        return f"; but cards {shown} still run pids {pids}: find them with nvidia-smi"
+    if cards.unknown_cards:
+        unread = ", ".join(map(str, cards.unknown_cards))
+        return f"; cards {shown} could not all be read (card {unread}): check them with nvidia-smi"
     return f" and cards {shown} are free"
 
 
@@ -957,8 +905,8 @@ CONTAINER_NAME_CHECK = "container.name"
 def profile_preflight(
     *,
     state_dir: Path | None = None,
-    on_report: Callable[[Any], None] | None = None,
-    adapters: tuple[Any, Any, Any] | None = None,
+    on_report: Callable[[PreflightReport], None] | None = None,
+    adapters: tuple[GpuInventory, HostProbe, DockerEngine] | None = None,
     build_image: bool = True,
 ) -> Preflight:
     """servectl's preflight (:mod:`servectl.preflight.checks`) as a swap :class:`Preflight`.
@@ -974,7 +922,12 @@ def profile_preflight(
     """
 
     def check(
-        *, resolved: Resolved, replacing: ServiceLike | None, skip: frozenset[str], docker: Any, gpus: Any
+        *,
+        resolved: Resolved,
+        replacing: ServiceInfo | None,
+        skip: frozenset[str],
+        docker: DockerEngine,
+        gpus: GpuInventory | None,
     ) -> None:
         from servectl.preflight.model import Replacing
         from servectl.preflight.request import full_preflight, request_for
@@ -1016,7 +969,7 @@ def profile_preflight(
     return check
 
 
-def _container_name_free(resolved: Resolved, docker: Any) -> None:
+def _container_name_free(resolved: Resolved, docker: DockerEngine) -> None:
     from servectl.service.adopted import find_adopted
 
     # The adopted profile's own container (same name, same configuration) is replaced like a servectl one.
@@ -1027,28 +980,3 @@ def _container_name_free(resolved: Resolved, docker: Any) -> None:
                 f"{CONTAINER_NAME_CHECK}: a container named {c.name} exists and servectl did not start it; "
                 f"remove or rename it, or set container.name in {resolved.plan.source}"
             )
-
-
-def restore_after_down(
-    *,
-    docker: Any,
-    state_dir: Path,
-    scope: Mapping[str, str] | None = None,
-    conflicts: ConflictHandler | None = None,
-    runtime: ServiceRuntime | None = None,
-) -> RestoreOutcome | None:
-    """After ``down``: once no servectl service runs, start again every conflict servectl stopped.
-
-    Returns:
-        What was restored (``None``: nothing recorded, or a servectl service still runs).
-    """
-    from servectl.adapters.conflicts import DockerConflicts, load_stopped, restore_recorded
-
-    if not load_stopped(state_dir):
-        return None
-    rt = runtime if runtime is not None else default_runtime()
-    running = rt.services(docker=docker, probe=False, plan_hash_of=None, state_dir=state_dir, scope=scope)
-    if any(s.state in ALIVE_STATES for s in running):
-        return None
-    handler = conflicts if conflicts is not None else DockerConflicts(docker=docker)
-    return restore_recorded(handler=handler, state_dir=state_dir)

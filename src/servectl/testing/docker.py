@@ -1,16 +1,19 @@
-"""A fake Docker engine for unit tests of the runtime and the health gate.
+"""A fake Docker engine for unit tests of the runtime, the health gate, swap and preflight.
 
-:class:`FakeDockerEngine` implements :class:`servectl.adapters.docker_engine.DockerEngine` in memory. Each container
+:class:`FakeDockerEngine` implements :class:`servectl.adapters.docker.DockerEngine` in memory. Each container
 it "starts" plays a :class:`FakeScript`: log lines at given seconds after start, then running on or exiting
-with a code (and an OOM flag). :meth:`FakeDockerEngine.http_transport` answers the engine's HTTP API for the
-running containers (``/health`` is 503 until the script's ready line is out), so the gate runs unchanged
-against it with an ``httpx.Client(transport=...)``.
+with a code (and an OOM flag). Containers can also be prepared as plain :class:`ContainerState` values (a
+compose service holding GPUs, a container on a port), and images as :class:`ImageInfo` with digests.
+:meth:`FakeDockerEngine.http_transport` answers the engine's HTTP API for the running containers (``/health``
+is 503 until the script's ready line is out), so the gate runs unchanged against it with an
+``httpx.Client(transport=...)``.
 
-The adapter itself (:class:`servectl.adapters.docker_engine.DockerSdkEngine`) is tested against the real engine.
+The adapter itself (:class:`servectl.adapters.docker.DockerSdkEngine`) is tested against the real engine.
 """
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import threading
@@ -20,7 +23,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from servectl.adapters.docker_engine import ContainerState, LogLines, run_kwargs
+from servectl.adapters.docker import (
+    ContainerState,
+    EngineInfo,
+    GpuRequest,
+    ImageInfo,
+    LogLines,
+    PublishedPort,
+    run_kwargs,
+)
 from servectl.errors import EngineUnavailable, PreflightFailed, ServectlError, ServiceConflict, StartupFailed
 from servectl.plan.compile import LABEL_HOST, LABEL_PORT, LABEL_SERVED_NAME, DockerRunSpec
 from servectl.service.health import READY_LINE
@@ -36,6 +47,15 @@ __all__ = [
 
 #: Label that marks containers of one test session (tests clean up by it).
 TEST_SESSION_LABEL = "servectl.test-session"
+
+#: What the fake engine answers to ``ping`` unless told otherwise.
+DEFAULT_ENGINE_INFO = EngineInfo(
+    server_version="27.5.1",
+    runtimes=frozenset({"runc", "nvidia"}),
+    default_runtime="runc",
+    cdi_spec_dirs=("/etc/cdi", "/var/run/cdi"),
+    cgroup_version="2",
+)
 
 
 @dataclass(frozen=True)
@@ -77,7 +97,7 @@ def sglang_like_script(
     never_ready: bool = False,
     ignore_sigterm: bool = False,
 ) -> FakeScript:
-    """SGLang's startup lines spread over ``delay_s``, with an optional injected failure.
+    """SGLang 0.5.23's startup lines (each in its log catalog) spread over ``delay_s``, with an optional failure.
 
     ``crash_at``/``stall_at``/``fatal_line`` take effect at the start of a phase: "weights", "kv_cache",
     "cuda_graph" or "warmup" (``fatal_line`` is written during "kv_cache").
@@ -87,18 +107,24 @@ def sglang_like_script(
             "weights",
             [
                 "Load weight begin. avail mem=94.00 GB",
-                "Loading safetensors checkpoint shards:  50% Completed | 1/2",
-                "Loading safetensors checkpoint shards: 100% Completed | 2/2",
-                "Load weight end. type=X, dtype=torch.bfloat16",
+                "Loading safetensors checkpoint shards:  50% Completed | 1/2 [00:01<00:01,  1.00it/s]",
+                "Loading safetensors checkpoint shards: 100% Completed | 2/2 [00:02<00:00,  1.00it/s]",
+                "Load weight end. elapsed=2.00 s, type=X, dtype=torch.bfloat16, avail mem=80.00 GB, mem usage=4.00 GB.",
             ],
         ),
-        ("kv_cache", ["KV Cache is allocated. #tokens: 524288, K size: 1.00 GB", "Memory pool end."]),
+        (
+            "kv_cache",
+            [
+                "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 524288, K size: 1.00 GB, V size: 1.00 GB",
+                "Memory pool end. avail mem=12.00 GB",
+            ],
+        ),
         (
             "cuda_graph",
             [
-                "Capture cuda graph begin. This can take up to several minutes.",
-                "Capturing batches (bs=1 avail_mem=10.00 GB): 100%| 1/1",
-                "Capture cuda graph end. Time elapsed: 0.10 s.",
+                "Capture target decode CUDA graph begin. backend=full, num_tokens_per_req=1, avail mem=12.00 GB",
+                "Capturing batches (bs=1 avail_mem=10.00 GB): 100%|##########| 1/1 [00:00<00:00]",
+                "Capture target decode CUDA graph end. bs=[1], elapsed=0.10 s, mem usage=2.00 GB, avail mem=10.00 GB.",
             ],
         ),
         (
@@ -152,10 +178,13 @@ class FakeContainer:
 
 
 class FakeDockerEngine:
-    """An in-memory :class:`~servectl.adapters.docker_engine.DockerEngine`.
+    """An in-memory :class:`~servectl.adapters.docker.DockerEngine`.
 
     Args:
-        images: image references present on the "host".
+        images: images present on the "host": references (``repo:tag``, ``repo@sha256:...``) or
+            :class:`ImageInfo` values (found by tag, id, repo digest or bare digest).
+        running: prepared containers (servectl's or not) that are there from the start.
+        engine_info: what ``ping`` answers.
         script_for: the script a new container plays (default: SGLang-like lines over 0.2 s).
         available: False makes every call raise EngineUnavailable.
         clock: monotonic seconds (container time).
@@ -165,13 +194,24 @@ class FakeDockerEngine:
     def __init__(
         self,
         *,
-        images: Iterable[str] = (),
+        images: Iterable[str | ImageInfo] = (),
+        running: Iterable[ContainerState] = (),
+        engine_info: EngineInfo = DEFAULT_ENGINE_INFO,
         script_for: Callable[[DockerRunSpec], FakeScript] | None = None,
         available: bool = True,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        self.images = set(images)
+        self.images: set[str] = set()
+        self.image_infos: list[ImageInfo] = []
+        for image in images:
+            if isinstance(image, ImageInfo):
+                self.image_infos.append(image)
+                self.images.update((*image.tags, *image.repo_digests, image.id))
+            else:
+                self.images.add(image)
+        self.prepared: dict[str, ContainerState] = {c.id: c for c in running}
+        self.engine_info = engine_info
         self.script_for = script_for or (lambda spec: sglang_like_script())
         self.available = available
         self.clock = clock
@@ -211,6 +251,11 @@ class FakeDockerEngine:
             self.containers[cid].started_at = self.clock()
         return cid
 
+    def add_container(self, state: ContainerState) -> None:
+        """A prepared container, exactly as ``inspect`` will report it (until it is stopped or removed)."""
+        with self._guard:
+            self.prepared[state.id] = state
+
     def remove_behind_back(self, container_id: str) -> None:
         """Like ``docker rm -f`` from another terminal."""
         with self._guard:
@@ -220,7 +265,9 @@ class FakeDockerEngine:
     def _check(self, call: str, arg: str = "") -> None:
         self.calls.append((call, arg))
         if not self.available:
-            raise EngineUnavailable("the Docker engine does not answer (fake); start it")
+            raise EngineUnavailable(
+                "Docker engine unreachable at unix:///var/run/docker.sock (Connection refused, fake); start it"
+            )
 
     def _new(self, spec: DockerRunSpec, environment: list[str], script: FakeScript, *, foreign: bool = False) -> str:
         cid = f"{next(self._ids):012x}" + "f" * 52
@@ -264,8 +311,12 @@ class FakeDockerEngine:
             oom_killed=c.oom_killed,
             started_at=started,
             finished_at=finished,
-            ports=c.spec.ports,
-            device_ids=c.spec.device_ids,
+            ports=tuple(PublishedPort(p.host_ip, p.host_port, p.container_port) for p in c.spec.ports),
+            gpu_request=(
+                GpuRequest("all" in c.spec.device_ids, c.spec.device_ids, "device-request")
+                if c.spec.device_ids
+                else None
+            ),
             pid=4242 if running else None,
             mounts=tuple((m.source, m.target) for m in c.spec.mounts),
             network_mode=c.spec.network_mode,
@@ -277,13 +328,35 @@ class FakeDockerEngine:
                 return c
         return None
 
+    def _get_prepared(self, id_or_name: str) -> ContainerState | None:
+        for c in self.prepared.values():
+            if id_or_name in (c.id, c.name) or (len(id_or_name) >= 12 and c.id.startswith(id_or_name)):
+                return c
+        return None
+
+    def _all_states(self) -> list[ContainerState]:
+        return [*self.prepared.values(), *(self._state(c) for c in list(self.containers.values()))]
+
     # -- DockerEngine ---------------------------------------------------------------------------------
-    def ping(self) -> None:
+    def ping(self) -> EngineInfo:
         self._check("ping")
+        return self.engine_info
+
+    def image(self, ref: str) -> ImageInfo | None:
+        self._check("image", ref)
+        for info in self.image_infos:
+            if ref in info.tags or ref == info.id or ref in info.repo_digests:
+                return info
+            if ref.startswith("sha256:") and ref in info.digests():
+                return info
+        if ref in self.images:
+            digest = ref.split("@", 1)[1] if "@" in ref else "sha256:" + hashlib.sha256(ref.encode()).hexdigest()
+            return ImageInfo(id=digest, repo_digests=(ref,) if "@" in ref else (), tags=() if "@" in ref else (ref,))
+        return None
 
     def image_present(self, ref: str) -> bool:
         self._check("image_present", ref)
-        return ref in self.images
+        return ref in self.images or any(ref in info.digests() for info in self.image_infos)
 
     def create_and_start(self, spec: DockerRunSpec, *, environ: Mapping[str, str] | None = None) -> str:
         self._check("create_and_start", spec.name)
@@ -309,8 +382,7 @@ class FakeDockerEngine:
         self._check("list_managed")
         with self._guard:
             out = []
-            for c in list(self.containers.values()):
-                state = self._state(c)
+            for state in self._all_states():
                 if state.managed and all(state.labels.get(k) == v for k, v in (label_filter or {}).items()):
                     out.append(state)
             return out
@@ -318,12 +390,12 @@ class FakeDockerEngine:
     def running_containers(self) -> list[ContainerState]:
         self._check("running_containers")
         with self._guard:
-            return [self._state(c) for c in list(self.containers.values()) if self._running(c)]
+            return [state for state in self._all_states() if state.running]
 
     def containers_named(self, name: str) -> list[ContainerState]:
         self._check("containers_named", name)
         with self._guard:
-            return [self._state(c) for c in list(self.containers.values()) if c.spec.name == name]
+            return [state for state in self._all_states() if state.name == name]
 
     def container_document(self, id_or_name: str) -> dict[str, Any] | None:
         return self.documents.get(id_or_name)
@@ -335,7 +407,7 @@ class FakeDockerEngine:
         self._check("inspect", id_or_name)
         with self._guard:
             c = self._get(id_or_name)
-            return None if c is None else self._state(c)
+            return self._get_prepared(id_or_name) if c is None else self._state(c)
 
     def logs(self, container_id: str, *, follow: bool, tail: int | None = None, since: float | None = None) -> LogLines:
         self._check("logs", container_id)
@@ -346,6 +418,7 @@ class FakeDockerEngine:
 
     def stop(self, container_id: str, *, timeout_s: int) -> None:
         self._check("stop", container_id)
+        self._stop_prepared(container_id, 0)
         c = self._get(container_id)
         if c is None or not self._running(c):
             return
@@ -360,6 +433,7 @@ class FakeDockerEngine:
 
     def kill(self, container_id: str) -> None:
         self._check("kill", container_id)
+        self._stop_prepared(container_id, 137)
         c = self._get(container_id)
         if c is not None and self._running(c):
             c.exit_code, c.stopped_at = 137, self.clock()
@@ -367,6 +441,9 @@ class FakeDockerEngine:
     def remove(self, container_id: str, *, force: bool) -> None:
         self._check("remove", container_id)
         with self._guard:
+            prepared = self._get_prepared(container_id)
+            if prepared is not None and (force or not prepared.running):
+                del self.prepared[prepared.id]
             c = self._get(container_id)
             if c is None:
                 return
@@ -376,12 +453,23 @@ class FakeDockerEngine:
 
     def start(self, container_id: str) -> None:
         self._check("start", container_id)
+        prepared = self._get_prepared(container_id)
+        if prepared is not None:
+            with self._guard:
+                self.prepared[prepared.id] = replace(prepared, status="running", exit_code=None)
+            return
         c = self._get(container_id)
         if c is None:
             raise ServectlError(f"docker: start container {container_id[:12]}: no such container (fake)")
         if not self._running(c):
             c.started_at, c.exit_code, c.stopped_at = self.clock(), None, None
             c.script = replace(c.script, exit_at_s=None)
+
+    def _stop_prepared(self, container_id: str, code: int) -> None:
+        prepared = self._get_prepared(container_id)
+        if prepared is not None and prepared.running:
+            with self._guard:
+                self.prepared[prepared.id] = replace(prepared, status="exited", exit_code=code, pid=None)
 
     # -- the engine's HTTP API ------------------------------------------------------------------------
     def http_transport(self) -> Any:

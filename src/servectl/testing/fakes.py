@@ -2,22 +2,22 @@
 
 - :class:`FakeGpuInventory` with named scenarios: ``FakeGpuInventory.scenario("foreign_pid", mib=20480)``.
 - :class:`FakeHostProbe`: listeners, pid -> container, memory, /dev/shm, disk, model folders.
-- :class:`FakeDockerFacts`: engine, images and containers.
+
+The fake Docker engine is :class:`servectl.testing.docker.FakeDockerEngine`.
 
 The real adapters (:class:`~servectl.adapters.gpu.NvmlInventory`, :class:`~servectl.adapters.host.PsutilHostProbe`,
-:class:`~servectl.adapters.docker_facts.DockerSdkFacts`) are tested against the real thing instead.
+:class:`~servectl.adapters.docker.DockerSdkEngine`) are tested against the real thing instead.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
-from servectl.adapters.docker_facts import ContainerInfo, EngineInfo, ImageInfo
 from servectl.adapters.gpu import MIB, GpuDevice, GpuProcess, GpuSnapshot
 from servectl.adapters.host import DiskSpace, HostMemory, Listener, ModelDirInfo, ShmInfo
-from servectl.errors import EngineUnavailable, GpuUnavailable
+from servectl.errors import GpuUnavailable
 
 GIB = 1024 * MIB
 
@@ -262,59 +262,3 @@ class FakeHostProbe:
     def path_exists(self, path: str) -> bool:
         """Whether the path was prepared as existing."""
         return path in self.existing_paths or path in self.models
-
-
-@dataclass
-class FakeDockerFacts:
-    """A :class:`~servectl.adapters.docker_facts.DockerFacts` with prepared answers.
-
-    ``engine=None`` makes every call raise :class:`~servectl.errors.EngineUnavailable`. Images are found by
-    tag, by id and by repo digest (``repo@sha256:...``) or its bare digest.
-    """
-
-    engine: EngineInfo | None = field(
-        default_factory=lambda: EngineInfo(
-            server_version="27.5.1",
-            runtimes=frozenset({"runc", "nvidia"}),
-            default_runtime="runc",
-            cdi_spec_dirs=("/etc/cdi", "/var/run/cdi"),
-            cgroup_version="2",
-        )
-    )
-    images: list[ImageInfo] = field(default_factory=list)
-    running: list[ContainerInfo] = field(default_factory=list)
-    calls: dict[str, int] = field(default_factory=dict)
-
-    def _count(self, name: str) -> None:
-        self.calls[name] = self.calls.get(name, 0) + 1
-        if self.engine is None:
-            raise EngineUnavailable(
-                "Docker engine unreachable: Cannot connect to the Docker daemon at "
-                "unix:///var/run/docker.sock; start it (sudo systemctl start docker) or point "
-                "DOCKER_HOST at a running engine"
-            )
-
-    def ping(self) -> EngineInfo:
-        """The prepared engine."""
-        self._count("ping")
-        assert self.engine is not None
-        return self.engine
-
-    def image(self, ref: str) -> ImageInfo | None:
-        """The prepared image with this tag, id or digest."""
-        self._count("image")
-        for image in self.images:
-            if ref in image.tags or ref == image.id or ref in image.repo_digests:
-                return image
-            if ref.startswith("sha256:") and ref in image.digests():
-                return image
-        return None
-
-    def containers(self) -> tuple[ContainerInfo, ...]:
-        """The prepared running containers."""
-        self._count("containers")
-        return tuple(self.running)
-
-    def with_container(self, container: ContainerInfo) -> FakeDockerFacts:
-        """A copy with one more running container."""
-        return replace(self, running=[*self.running, container])

@@ -152,3 +152,49 @@ if __name__ == "__main__":
     except RuntimeError as err:
         print(err, file=sys.stderr)
         raise SystemExit(1) from None
+
+
+class RealParser:
+    """The real SGLang parser in a child process (``engine_dump.py parse``): argv in, verdict out.
+
+    Use as a context manager; :meth:`verdict` returns ``{"ok": True, "args": {dest: value}}`` (only the flags
+    given) or ``{"ok": False, "error": "argparse's message"}``.
+    """
+
+    def __init__(self, python: Path | str) -> None:
+        self._python = str(python)
+        self._proc: subprocess.Popen[str] | None = None
+
+    def __enter__(self) -> RealParser:
+        from servectl.profile import engine_dump
+
+        self._proc = subprocess.Popen(
+            [self._python, engine_dump.__file__, "parse"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._proc is not None:
+            assert self._proc.stdin is not None
+            self._proc.stdin.close()
+            self._proc.wait(timeout=30)
+            if self._proc.stdout is not None:
+                self._proc.stdout.close()
+            self._proc = None
+
+    def verdict(self, argv: list[str]) -> dict[str, object]:
+        import json
+
+        proc = self._proc
+        assert proc is not None and proc.stdin is not None and proc.stdout is not None, "use RealParser in a with"
+        proc.stdin.write(json.dumps(argv) + "\n")
+        proc.stdin.flush()
+        line = proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the real parser exited (status {proc.poll()})")
+        reply: dict[str, object] = json.loads(line)
+        return reply

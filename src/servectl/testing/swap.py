@@ -11,13 +11,21 @@ from __future__ import annotations
 import contextlib
 import itertools
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from servectl.adapters.conflicts import StoppedConflict, conflict_key
 from servectl.errors import EngineUnavailable, LockTimeout, ServectlError, ServiceConflict, StartupFailed
 from servectl.plan.resolve import Resolved
 from servectl.profile.models import ConflictSpec
+from servectl.service.health import GateResult, Progress
+from servectl.service.runtime import ServiceRuntime, StartResult, StopResult
+from servectl.service.services import ALIVE_STATES, ServiceInfo, ServiceState
+
+if TYPE_CHECKING:
+    from servectl.adapters.docker import DockerEngine
+    from servectl.adapters.gpu import GpuInventory
 
 
 class FakeClock:
@@ -33,31 +41,35 @@ class FakeClock:
         self.now += seconds
 
 
-@dataclass(frozen=True)
-class FakeService:
-    """A service as the runtime's ``services()`` reports it (the fields swap reads)."""
-
-    container_id: str
-    container_name: str
-    profile: str
-    plan_hash: str
-    state: str = "ready"
-    port: int | None = None
-    gpus: tuple[int, ...] = ()
-    host: str = "127.0.0.1"
-
-
-@dataclass(frozen=True)
-class FakeStopResult:
-    stop_s: float
-    forced: bool = False
-    leaked_pids: tuple[int, ...] = ()
-
-
-@dataclass(frozen=True)
-class FakeStartResult:
-    startup_s: float
-    service: FakeService
+def fake_service(
+    *,
+    container_id: str,
+    container_name: str,
+    profile: str,
+    plan_hash: str,
+    state: ServiceState = "ready",
+    port: int | None = None,
+    gpus: tuple[int, ...] = (),
+    host: str = "127.0.0.1",
+) -> ServiceInfo:
+    """A service as the runtime's ``services()`` reports it, with what swap does not read left empty."""
+    return ServiceInfo(
+        container_id=container_id,
+        container_name=container_name,
+        profile=profile,
+        plan_hash=plan_hash,
+        state=state,
+        exit_code=None,
+        oom_killed=False,
+        host=host,
+        port=port,
+        gpus=gpus,
+        started_at=None,
+        uptime_s=None,
+        stop_grace_s=0,
+        drift=None,
+        running=state in ALIVE_STATES,
+    )
 
 
 @dataclass
@@ -89,13 +101,13 @@ class FakeRuntime:
     def __init__(self, clock: FakeClock | None = None, *, stop_s: float = 1.0) -> None:
         self.clock = clock or FakeClock()
         self.stop_s = stop_s
-        self.running: dict[str, FakeService] = {}
+        self.running: dict[str, ServiceInfo] = {}
         self.scripts: dict[str, StartScript] = {}
         self.ignores_sigterm: set[str] = set()
         self.leaks_pids: dict[str, tuple[int, ...]] = {}
         self.stop_error: dict[str, ServectlError] = {}
         self.image_error: dict[str, ServectlError] = {}
-        self.stop_hook: Callable[[FakeRuntime, FakeService], None] | None = None
+        self.stop_hook: Callable[[FakeRuntime, ServiceInfo], None] | None = None
         self.calls: list[tuple[str, str]] = []
         self._ids = itertools.count(1)
 
@@ -103,15 +115,15 @@ class FakeRuntime:
     def script(self, profile: str, **kwargs: Any) -> None:
         self.scripts[profile] = StartScript(**kwargs)
 
-    def run(self, resolved: Resolved, *, state: str = "ready") -> FakeService:
+    def run(self, resolved: Resolved, *, state: ServiceState = "ready") -> ServiceInfo:
         """Put a service in place as if it had been started earlier."""
         service = self._service_of(resolved, state)
         self.running[service.container_name] = service
         return service
 
-    def _service_of(self, resolved: Resolved, state: str) -> FakeService:
+    def _service_of(self, resolved: Resolved, state: ServiceState) -> ServiceInfo:
         plan = resolved.plan
-        return FakeService(
+        return fake_service(
             container_id=f"c{next(self._ids):04d}",
             container_name=plan.docker.name,
             profile=plan.profile,
@@ -129,22 +141,33 @@ class FakeRuntime:
     def services(
         self,
         *,
-        docker: Any = None,
+        docker: DockerEngine | None = None,
         probe: bool = True,
-        plan_hash_of: Any = None,
-        state_dir: Any = None,
-        scope: Any = None,
-    ) -> list[FakeService]:
+        plan_hash_of: Callable[[str], str | None] | None = None,
+        state_dir: Path | None = None,
+        scope: Mapping[str, str] | None = None,
+    ) -> list[ServiceInfo]:
         return list(self.running.values())
 
-    def ensure_image(self, resolved: Resolved, *, docker: Any = None, on_phase: Any = None) -> None:
+    def ensure_image(
+        self,
+        resolved: Resolved,
+        *,
+        docker: DockerEngine | None = None,
+        on_phase: Callable[[Progress], None] | None = None,
+    ) -> None:
         self.calls.append(("ensure_image", resolved.name))
         if resolved.name in self.image_error:
             raise self.image_error[resolved.name]
 
     def start(
-        self, *, resolved: Resolved, docker: Any = None, on_phase: Any = None, state_dir: Any = None
-    ) -> FakeStartResult:
+        self,
+        *,
+        resolved: Resolved,
+        docker: DockerEngine | None = None,
+        on_phase: Callable[[Progress], None] | None = None,
+        state_dir: Path | None = None,
+    ) -> StartResult:
         name = resolved.name
         self.calls.append(("start", name))
         new = self._service_of(resolved, "starting")
@@ -162,7 +185,7 @@ class FakeRuntime:
                 script.times = remaining - 1
         self.running[new.container_name] = new
         if on_phase is not None:
-            on_phase("container-started")
+            on_phase(Progress("container-started"))
         try:
             if script.hook is not None:
                 script.hook(self)
@@ -178,11 +201,19 @@ class FakeRuntime:
         except BaseException:
             self.running.pop(new.container_name, None)  # the runtime removes what it created
             raise
-        ready = FakeService(**{**new.__dict__, "state": "ready"})
+        ready = replace(new, state="ready", running=True)
         self.running[new.container_name] = ready
-        return FakeStartResult(startup_s=script.startup_s, service=ready)
+        gate = GateResult(startup_s=script.startup_s, phases=[])
+        return StartResult(service=ready, gate=gate, url=f"http://{ready.host}:{ready.port}")
 
-    def stop(self, *, service: Any, docker: Any = None, gpus: Any = None, state_dir: Any = None) -> FakeStopResult:
+    def stop(
+        self,
+        *,
+        service: ServiceInfo,
+        docker: DockerEngine | None = None,
+        gpus: GpuInventory | None = None,
+        state_dir: Path | None = None,
+    ) -> StopResult:
         self.calls.append(("stop", service.profile))
         if service.profile in self.stop_error:
             raise self.stop_error[service.profile]
@@ -192,7 +223,14 @@ class FakeRuntime:
         took = self.stop_s + (5.0 if forced else 0.0)
         self.clock.advance(took)
         self.running.pop(service.container_name, None)
-        return FakeStopResult(stop_s=took, forced=forced, leaked_pids=self.leaks_pids.get(service.profile, ()))
+        return StopResult(
+            profile=service.profile,
+            container_name=service.container_name,
+            stop_s=took,
+            forced=forced,
+            leaked_pids=self.leaks_pids.get(service.profile, ()),
+            gpus=service.gpus,
+        )
 
 
 class FakeConflicts:
@@ -263,36 +301,5 @@ class FakeLock:
         yield
 
 
-@dataclass
-class FakeContainer:
-    """A container for :class:`FakeContainerControl`."""
-
-    id: str
-    name: str
-    status: str = "running"
-
-
-@dataclass
-class FakeContainerControl:
-    """The Docker calls that conflicts use, in memory."""
-
-    containers: list[FakeContainer] = field(default_factory=list)
-    calls: list[tuple[str, str]] = field(default_factory=list)
-
-    def containers_named(self, name: str) -> list[FakeContainer]:
-        return [c for c in self.containers if c.name == name]
-
-    def inspect(self, id_or_name: str) -> FakeContainer | None:
-        return next((c for c in self.containers if id_or_name in (c.id, c.name)), None)
-
-    def stop(self, id: str, *, timeout_s: int) -> None:
-        self.calls.append(("stop", id))
-        container = self.inspect(id)
-        assert container is not None
-        container.status = "exited"
-
-    def start(self, id: str) -> None:
-        self.calls.append(("start", id))
-        container = self.inspect(id)
-        assert container is not None
-        container.status = "running"
+if TYPE_CHECKING:
+    _fits: ServiceRuntime = FakeRuntime()  # mypy: the fake keeps the runtime's contract

@@ -10,7 +10,7 @@ from servectl.bench.qualify.model import ServiceFacts
 from servectl.bench.target import BenchTarget
 
 if TYPE_CHECKING:
-    from servectl.adapters.docker_engine import DockerEngine
+    from servectl.adapters.docker import DockerEngine
     from servectl.adapters.gpu import GpuInventory
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from servectl.adapters.docker_facts import COMPOSE_CONFIG_FILES_LABEL, COMPOSE_SERVICE_LABEL
+from servectl.adapters.docker import COMPOSE_CONFIG_FILES_LABEL, COMPOSE_SERVICE_LABEL
 from servectl.preflight.checks.base import make_result, no_gpus
 from servectl.preflight.facts import Facts, containers_to_stop
 from servectl.preflight.model import CheckResult, PreflightRequest

@@ -18,7 +18,7 @@ def _owner_of_port(request: PreflightRequest, facts: Facts) -> tuple[list[dict[s
     publishers = [
         (c, p)
         for c in facts.containers
-        for p in c.published_ports
+        for p in c.ports
         if p.host_port == request.port and p.protocol == "tcp" and addresses_overlap(request.host_address, p.host_ip)
     ]
     publisher_ids = {c.id for c, _ in publishers}
@@ -192,8 +192,8 @@ def check_model_present(request: PreflightRequest, facts: Facts) -> CheckResult:
 
 
 def check_host_shm(request: PreflightRequest, facts: Facts) -> CheckResult:
-    """Enough shared memory for NCCL between ranks when TP x PP > 1."""
-    ranks = request.tp * request.pp
+    """Enough shared memory for NCCL between ranks when TP x DP > 1."""
+    ranks = request.tp * request.dp
     shm = facts.shm
     out: dict[str, Any] = {
         "ranks": ranks,

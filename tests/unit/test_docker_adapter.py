@@ -4,10 +4,18 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 
-from servectl.adapters.docker_engine import container_state_from_inspect, run_kwargs, split_log_chunks
+from servectl.adapters.docker import (
+    DockerSdkEngine,
+    PublishedPort,
+    container_state_from_inspect,
+    create_container_args,
+    run_kwargs,
+    split_log_chunks,
+)
 from servectl.plan.compile import DockerRunSpec, MountPlan, PortBinding, docker_run_argv
 from servectl.plan.resolve import resolve
 
@@ -147,7 +155,7 @@ def test_inspect_of_an_oom_killed_container_keeps_exit_code_oom_flag_ports_and_g
     state = container_state_from_inspect(_INSPECT)
     assert state.name == "servectl-demo" and state.managed and not state.running
     assert (state.status, state.exit_code, state.oom_killed, state.pid) == ("exited", 137, True, None)
-    assert state.ports == (PortBinding("127.0.0.1", 8190, 8190),)
+    assert state.ports == (PublishedPort("127.0.0.1", 8190, 8190),)
     assert state.device_ids == ("0", "1")
     assert state.mounts == (("/srv/models/demo", "/model"),)
     assert state.finished_at is not None and state.started_at is not None
@@ -191,3 +199,29 @@ def test_log_chunks_split_into_lines_across_chunk_borders_and_progress_redraws()
 
 def test_log_chunks_with_broken_utf8_do_not_raise() -> None:
     assert list(split_log_chunks(iter([b"caf\xc3", b"\xa9 \xff\n"]))) == ["café \ufffd"]
+
+
+def test_create_container_args_split_config_and_host_config_for_the_public_low_level_api(
+    shipped_plans: list[DockerRunSpec],
+) -> None:
+    glm = next(s for s in shipped_plans if s.device_ids)
+    args = create_container_args(glm, environ={})
+    assert args.container["stop_timeout"] == glm.stop_timeout_s and args.container["name"] == glm.name
+    assert args.container["volumes"] == [m.target for m in glm.mounts]
+    assert args.host_config["binds"] == run_kwargs(glm, environ={})["volumes"]
+    assert args.host_config["device_requests"] == [{"device_ids": ["0", "1"], "capabilities": [["gpu"]]}]
+    assert "stop_timeout" not in args.host_config and "device_requests" not in args.container
+
+
+def test_create_calls_only_the_public_sdk_api(shipped_plans: list[DockerRunSpec]) -> None:
+    """The SDK client is a strict mock of docker.APIClient: a private attribute or helper would fail here."""
+    docker = pytest.importorskip("docker")
+    api = mock.create_autospec(docker.APIClient, instance=True)
+    api.create_host_config.return_value = {"Binds": ["x"]}
+    api.create_container.return_value = {"Id": "c" * 64}
+    client = mock.Mock(spec=["api", "close"], api=api)
+    spec = shipped_plans[0]
+    assert DockerSdkEngine(client=client).create(spec, environ={}) == "c" * 64
+    args = create_container_args(spec, environ={})
+    api.create_host_config.assert_called_once_with(**args.host_config)
+    api.create_container.assert_called_once_with(**args.container, host_config={"Binds": ["x"]})

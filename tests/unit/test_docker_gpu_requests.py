@@ -1,4 +1,4 @@
-"""docker inspect to ContainerInfo: every way a container can ask for GPUs, and published ports."""
+"""docker inspect to ContainerState: every way a container can ask for GPUs, and published ports."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from servectl.adapters.docker_facts import (
-    DockerSdkFacts,
+from servectl.adapters.docker import (
+    DockerSdkEngine,
     GpuRequest,
     ImageInfo,
-    container_info_from_inspect,
+    container_state_from_inspect,
     gpu_request_from_inspect,
     published_ports_from_inspect,
 )
@@ -136,9 +136,9 @@ def test_published_ports_are_read_with_their_host_address() -> None:
 
 
 def test_container_info_keeps_name_labels_state_and_pid() -> None:
-    info = container_info_from_inspect(inspect())
+    info = container_state_from_inspect(inspect())
     assert info.name == "ds4-daily" and info.short_id == "f" * 12
-    assert info.state == "running" and info.pid == 4321 and info.image == "ds4:v9"
+    assert info.status == "running" and info.pid == 4321 and info.image == "ds4:v9"
     assert info.labels["com.docker.compose.service"] == "ds4"
     assert info.servectl_profile is None and info.network_mode == "bridge"
 
@@ -151,5 +151,5 @@ def test_image_digests_include_the_id_and_each_repo_digest() -> None:
 def test_a_missing_docker_sdk_is_one_line_with_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "docker", None)  # makes `import docker` raise ImportError
     with pytest.raises(EngineUnavailable) as caught:
-        DockerSdkFacts().ping()
+        DockerSdkEngine().ping()
     assert caught.value.message == "Docker SDK for Python is not installed; install it with: pip install docker"

@@ -1,14 +1,18 @@
-"""The Docker engine behind a small interface: create, inspect, follow logs, stop, remove.
+"""The Docker engine behind one small interface: what servectl reads from it and what it does with it.
 
-:class:`DockerEngine` is what the runtime and the health gate take; it speaks in plain values
-(:class:`ContainerState`, log lines as ``str``) and never leaks SDK objects. :class:`DockerSdkEngine` is the
-real one (the Docker SDK is imported lazily, so ``servectl --help`` and ``up --dry-run`` never load it);
-``servectl.testing.docker.FakeDockerEngine`` is the fake for unit tests.
+:class:`DockerEngine` is the one Protocol the runtime, the health gate, swap, conflicts and preflight take. It
+speaks in plain values (:class:`ContainerState`, :class:`ImageInfo`, :class:`EngineInfo`, log lines as
+``str``) and never leaks SDK objects. :class:`DockerSdkEngine` is the real one (the Docker SDK is imported
+lazily, so ``servectl --help`` and ``up --dry-run`` never load it); ``servectl.testing.docker.FakeDockerEngine``
+is the fake for unit tests.
 
-Two pure functions carry the translation, so unit tests pin them without an engine:
-:func:`run_kwargs` turns a :class:`~servectl.plan.compile.DockerRunSpec` into the keyword arguments of the SDK's
-``containers.create`` (the same container as :func:`servectl.plan.compile.docker_run_argv`), and
-:func:`container_state_from_inspect` turns ``docker inspect`` output into a :class:`ContainerState`.
+The translation is pure and kept apart from the SDK calls, so unit tests pin it without an engine:
+:func:`run_kwargs` / :func:`create_container_args` turn a :class:`~servectl.plan.compile.DockerRunSpec` into
+the SDK's arguments (the same container as :func:`servectl.plan.compile.docker_run_argv`);
+:func:`container_state_from_inspect` turns ``docker inspect`` output into a :class:`ContainerState` (including
+every way a container can ask for GPUs: ``--gpus`` device requests, CDI devices, ``/dev/nvidia*`` devices and
+the ``nvidia`` runtime with ``NVIDIA_VISIBLE_DEVICES``); :func:`engine_info_from_info` and
+:func:`image_info_from_inspect` read the engine and image documents.
 """
 
 from __future__ import annotations
@@ -16,27 +20,103 @@ from __future__ import annotations
 import codecs
 import contextlib
 import os
+import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from servectl.errors import EngineUnavailable, PreflightFailed, ServectlError, ServiceConflict, StartupFailed
-from servectl.plan.labels import LABEL_MANAGED
+from servectl.plan.labels import LABEL_MANAGED, LABEL_PROFILE
 
 if TYPE_CHECKING:
-    from servectl.plan.compile import DockerRunSpec, PortBinding
+    from servectl.plan.compile import DockerRunSpec
 
 __all__ = [
+    "COMPOSE_CONFIG_FILES_LABEL",
+    "COMPOSE_PROJECT_LABEL",
+    "COMPOSE_SERVICE_LABEL",
     "ContainerState",
     "DockerEngine",
     "DockerSdkEngine",
+    "EngineInfo",
+    "GpuRequest",
+    "ImageInfo",
     "LogLines",
+    "PublishedPort",
     "container_state_from_inspect",
+    "create_container_args",
+    "engine_info_from_info",
+    "gpu_request_from_inspect",
+    "image_info_from_inspect",
+    "published_ports_from_inspect",
     "run_kwargs",
     "split_log_chunks",
 ]
+
+COMPOSE_CONFIG_FILES_LABEL = "com.docker.compose.project.config_files"
+COMPOSE_SERVICE_LABEL = "com.docker.compose.service"
+COMPOSE_PROJECT_LABEL = "com.docker.compose.project"
+
+GpuRequestVia = Literal["device-request", "cdi", "device-node", "nvidia-runtime"]
+
+
+# -- values ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class EngineInfo:
+    """The engine that answered a ping."""
+
+    server_version: str
+    runtimes: frozenset[str]
+    default_runtime: str | None
+    cdi_spec_dirs: tuple[str, ...] = ()
+    cgroup_version: str | None = None
+
+
+@dataclass(frozen=True)
+class ImageInfo:
+    """A local image: its id (``sha256:...``), repo digests (``repo@sha256:...``) and tags."""
+
+    id: str
+    repo_digests: tuple[str, ...]
+    tags: tuple[str, ...]
+    size_bytes: int | None = None
+
+    def digests(self) -> frozenset[str]:
+        """Every ``sha256:...`` this image answers to: its id and the digest part of each repo digest."""
+        found = {self.id}
+        found.update(d.split("@", 1)[1] for d in self.repo_digests if "@" in d)
+        return frozenset(found)
+
+
+@dataclass(frozen=True)
+class PublishedPort:
+    """A container port published on the host."""
+
+    host_ip: str
+    host_port: int
+    container_port: int
+    protocol: str = "tcp"
+
+
+@dataclass(frozen=True)
+class GpuRequest:
+    """Which GPUs a container asked for. ``device_ids`` are indices (``"0"``) or UUIDs (``"GPU-..."``)."""
+
+    all_gpus: bool
+    device_ids: tuple[str, ...]
+    via: GpuRequestVia
+
+    def covers(self, index: int, uuid: str | None) -> bool:
+        """Whether the card with this index/UUID is among the requested ones."""
+        if self.all_gpus:
+            return True
+        for device_id in self.device_ids:
+            card = device_id.split(":", 1)[0]  # MIG device "0:1" sits on card 0
+            if card == str(index) or (uuid is not None and card.lower() == uuid.lower()):
+                return True
+        return False
 
 
 @dataclass(frozen=True)
@@ -48,8 +128,8 @@ class ContainerState:
         exit_code: the main process's exit code once it exited (None while it never ran or still runs).
         started_at: when it last started (epoch seconds), None if it never started.
         finished_at: when it last exited (epoch seconds), None if it has not.
-        ports: published ports (host address, host port, container port).
-        device_ids: GPUs asked for by device requests (``--gpus device=...``); ("all",) for ``--gpus all``.
+        ports: published ports (host address, host port, container port, protocol).
+        gpu_request: which GPUs it asked for (any of the ways Docker offers), None for none.
         pid: host pid of the container's main process while it runs.
         mounts: (host source, container destination) of each mount.
     """
@@ -57,14 +137,14 @@ class ContainerState:
     id: str
     name: str
     image: str
-    labels: Mapping[str, str]
     status: str
+    labels: Mapping[str, str] = field(default_factory=dict)
     exit_code: int | None = None
     oom_killed: bool = False
     started_at: float | None = None
     finished_at: float | None = None
-    ports: tuple[PortBinding, ...] = ()
-    device_ids: tuple[str, ...] = ()
+    ports: tuple[PublishedPort, ...] = ()
+    gpu_request: GpuRequest | None = None
     pid: int | None = None
     mounts: tuple[tuple[str, str], ...] = ()
     created_at: float | None = None
@@ -76,12 +156,25 @@ class ContainerState:
         return self.labels.get(LABEL_MANAGED) == "1"
 
     @property
+    def servectl_profile(self) -> str | None:
+        """The profile name when servectl started this container."""
+        return self.labels.get(LABEL_PROFILE)
+
+    @property
     def running(self) -> bool:
         return self.status in ("running", "restarting", "paused")
 
     @property
     def short_id(self) -> str:
+        """The 12-character id ``docker ps`` shows."""
         return self.id[:12]
+
+    @property
+    def device_ids(self) -> tuple[str, ...]:
+        """The GPUs it asked for: indices or UUIDs, ``("all",)`` for all of them, ``()`` for none."""
+        if self.gpu_request is None:
+            return ()
+        return ("all",) if self.gpu_request.all_gpus else self.gpu_request.device_ids
 
 
 class LogLines(Iterator[str], Protocol):
@@ -93,8 +186,15 @@ class LogLines(Iterator[str], Protocol):
 class DockerEngine(Protocol):
     """What servectl needs from a container engine. Every method returns plain values."""
 
-    def ping(self) -> None:
-        """Raise :class:`EngineUnavailable` (with the fix) when the engine does not answer."""
+    def ping(self) -> EngineInfo:
+        """The engine's version, runtimes and CDI spec folders.
+
+        Raises:
+            EngineUnavailable: the engine does not answer (the message says the fix).
+        """
+
+    def image(self, ref: str) -> ImageInfo | None:
+        """The local image for a reference (tag, ``repo@sha256:...``, bare digest or id), or ``None``."""
 
     def image_present(self, ref: str) -> bool:
         """Whether the image (``repo:tag`` or ``repo@sha256:...``) is on this host."""
@@ -111,7 +211,7 @@ class DockerEngine(Protocol):
         """Every container servectl started (running or not), optionally narrowed by more labels."""
 
     def running_containers(self) -> list[ContainerState]:
-        """Every running container, servectl's or not (for conflict reports)."""
+        """Every running, paused or restarting container, servectl's or not."""
 
     def containers_named(self, name: str) -> list[ContainerState]:
         """The container with exactly this name, if any (a list, empty when there is none)."""
@@ -144,7 +244,7 @@ class DockerEngine(Protocol):
         """Start a stopped container again (used for conflict containers that swap restores)."""
 
 
-# -- pure translation -----------------------------------------------------------------------------------
+# -- pure translation ------------------------------------------------------------------------------------
 def run_kwargs(spec: DockerRunSpec, *, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The SDK's ``containers.create``/``containers.run`` keyword arguments for ``spec``. Pure.
 
@@ -191,6 +291,47 @@ def run_kwargs(spec: DockerRunSpec, *, environ: Mapping[str, str] | None = None)
     return kwargs
 
 
+@dataclass(frozen=True)
+class CreateArgs:
+    """The low-level ``create_container`` call: its own arguments and those of ``create_host_config``."""
+
+    container: dict[str, Any]
+    host_config: dict[str, Any]
+
+
+_HOST_CONFIG_KEYS = (
+    "ulimits",
+    "init",
+    "network_mode",
+    "device_requests",
+    "ipc_mode",
+    "shm_size",
+    "restart_policy",
+)
+
+
+def create_container_args(spec: DockerRunSpec, *, environ: Mapping[str, str] | None = None) -> CreateArgs:
+    """:func:`run_kwargs` split the way the SDK's public low-level API takes them. Pure.
+
+    ``APIClient.create_container`` takes the container's config (and ``stop_timeout``, which the high-level
+    ``containers.create`` does not know); ``APIClient.create_host_config`` takes binds, port bindings and the
+    host settings.
+    """
+    kwargs = run_kwargs(spec, environ=environ)
+    host = {key: kwargs.pop(key) for key in _HOST_CONFIG_KEYS if key in kwargs}
+    volumes = kwargs.pop("volumes")
+    if volumes:
+        host["binds"] = volumes
+    ports = kwargs.pop("ports", None)
+    container = dict(kwargs)
+    if ports:
+        host["port_bindings"] = ports
+        container["ports"] = [tuple(key.split("/", 1)) for key in sorted(ports)]
+    if volumes:
+        container["volumes"] = [m.target for m in spec.mounts]
+    return CreateArgs(container=container, host_config=host)
+
+
 def _epoch(value: object) -> float | None:
     """Docker's RFC 3339 timestamps (nanoseconds, ``Z``) as epoch seconds; its zero time as None."""
     if not isinstance(value, str) or not value or value.startswith("0001-01-01"):
@@ -207,12 +348,95 @@ def _epoch(value: object) -> float | None:
         return None
 
 
-def container_state_from_inspect(data: Mapping[str, Any]) -> ContainerState:
-    """Translate ``docker inspect`` output of one container. Pure."""
+_DEV_NVIDIA = re.compile(r"^/dev/nvidia(\d+)$")
+
+
+def _env(config: Mapping[str, Any]) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for item in config.get("Env") or ():
+        key, _, value = str(item).partition("=")
+        env[key] = value
+    return env
+
+
+def _visible_devices(value: str) -> tuple[bool, tuple[str, ...]] | None:
+    """Parse ``NVIDIA_VISIBLE_DEVICES``; ``None`` when it asks for no GPU."""
+    text = value.strip()
+    if text in ("", "none", "void"):
+        return None
+    if text == "all":
+        return True, ()
+    return False, tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+def gpu_request_from_inspect(data: Mapping[str, Any], *, default_runtime: str | None = None) -> GpuRequest | None:
+    """Which GPUs a container asked for, from its ``docker inspect`` data; ``None`` for none."""
+    host = data.get("HostConfig") or {}
+    for request in host.get("DeviceRequests") or ():
+        driver = str(request.get("Driver") or "")
+        ids = tuple(str(i) for i in request.get("DeviceIDs") or ())
+        capabilities = {str(c) for group in request.get("Capabilities") or () for c in group}
+        if driver == "cdi":
+            gpu_ids = tuple(i.split("=", 1)[1] for i in ids if i.startswith("nvidia.com/gpu="))
+            if gpu_ids:
+                return GpuRequest(all_gpus="all" in gpu_ids, device_ids=gpu_ids, via="cdi")
+            continue
+        if driver not in ("", "nvidia") or (driver == "" and "gpu" not in capabilities):
+            continue
+        count = int(request.get("Count") or 0)
+        if ids:
+            return GpuRequest(all_gpus=False, device_ids=ids, via="device-request")
+        if count < 0:
+            return GpuRequest(all_gpus=True, device_ids=(), via="device-request")
+        if count > 0:  # Docker hands out the first `count` cards
+            return GpuRequest(all_gpus=False, device_ids=tuple(str(i) for i in range(count)), via="device-request")
+    nodes = []
+    for device in host.get("Devices") or ():
+        path = str(device.get("PathOnHost") or "")
+        match = _DEV_NVIDIA.match(path)
+        if match:
+            nodes.append(match.group(1))
+    if nodes:
+        return GpuRequest(all_gpus=False, device_ids=tuple(nodes), via="device-node")
+    runtime = host.get("Runtime") or default_runtime
+    if runtime == "nvidia":
+        visible = _visible_devices(_env(data.get("Config") or {}).get("NVIDIA_VISIBLE_DEVICES", ""))
+        if visible is not None:
+            return GpuRequest(all_gpus=visible[0], device_ids=visible[1], via="nvidia-runtime")
+    return None
+
+
+def published_ports_from_inspect(data: Mapping[str, Any]) -> tuple[PublishedPort, ...]:
+    """Host-published ports from ``docker inspect``: the live bindings of a running container
+    (``NetworkSettings.Ports``), else what it asked for (``HostConfig.PortBindings``)."""
+    ports: list[PublishedPort] = []
+    live = (data.get("NetworkSettings") or {}).get("Ports")
+    asked = (data.get("HostConfig") or {}).get("PortBindings")
+    for key, bindings in (live or asked or {}).items():
+        container_port, _, protocol = str(key).partition("/")
+        for binding in bindings or ():
+            host_port = str(binding.get("HostPort") or "")
+            if not host_port.isdigit():
+                continue
+            ports.append(
+                PublishedPort(
+                    host_ip=str(binding.get("HostIp") or "0.0.0.0"),
+                    host_port=int(host_port),
+                    container_port=int(container_port),
+                    protocol=protocol or "tcp",
+                )
+            )
+    return tuple(sorted(set(ports), key=lambda p: (p.host_port, p.host_ip, p.protocol)))
+
+
+def container_state_from_inspect(data: Mapping[str, Any], *, default_runtime: str | None = None) -> ContainerState:
+    """Translate ``docker inspect`` output of one container. Pure.
+
+    ``default_runtime`` (the engine's) decides whether ``NVIDIA_VISIBLE_DEVICES`` hands out GPUs.
+    """
     state: Mapping[str, Any] = data.get("State") or {}
     config: Mapping[str, Any] = data.get("Config") or {}
     host: Mapping[str, Any] = data.get("HostConfig") or {}
-    network: Mapping[str, Any] = data.get("NetworkSettings") or {}
     status = str(state.get("Status") or "unknown")
     started = _epoch(state.get("StartedAt"))
     finished = _epoch(state.get("FinishedAt"))
@@ -220,25 +444,6 @@ def container_state_from_inspect(data: Mapping[str, Any]) -> ContainerState:
     if status in ("exited", "dead") or (finished is not None and status not in ("running", "restarting")):
         raw = state.get("ExitCode")
         exit_code = int(raw) if isinstance(raw, int) else None
-    from servectl.plan.compile import PortBinding  # at use: the adapter must not load the compiler to list
-
-    ports: list[PortBinding] = []
-    # Running containers report their live bindings; fall back to what was asked for.
-    bindings = network.get("Ports") or host.get("PortBindings") or {}
-    for key, binds in sorted(bindings.items()):
-        container_port = int(str(key).split("/", 1)[0])
-        for bind in binds or ():
-            host_port = str(bind.get("HostPort") or "")
-            if host_port.isdigit():
-                ports.append(PortBinding(str(bind.get("HostIp") or "0.0.0.0"), int(host_port), container_port))
-    device_ids: list[str] = []
-    for request in host.get("DeviceRequests") or ():
-        capabilities = request.get("Capabilities") or []
-        if not any("gpu" in group for group in capabilities):
-            continue
-        if request.get("Count") == -1:
-            device_ids.append("all")
-        device_ids.extend(str(d) for d in request.get("DeviceIDs") or ())
     pid = state.get("Pid")
     mounts = tuple(
         (str(m.get("Source") or m.get("Name") or ""), str(m.get("Destination") or "")) for m in data.get("Mounts") or ()
@@ -247,18 +452,39 @@ def container_state_from_inspect(data: Mapping[str, Any]) -> ContainerState:
         id=str(data.get("Id") or ""),
         name=str(data.get("Name") or "").lstrip("/"),
         image=str(config.get("Image") or data.get("Image") or ""),
-        labels=dict(config.get("Labels") or {}),
+        labels={str(k): str(v) for k, v in (config.get("Labels") or {}).items()},
         status=status,
         exit_code=exit_code,
         oom_killed=bool(state.get("OOMKilled")),
         started_at=started,
         finished_at=finished,
-        ports=tuple(dict.fromkeys(ports)),
-        device_ids=tuple(device_ids),
+        ports=published_ports_from_inspect(data),
+        gpu_request=gpu_request_from_inspect(data, default_runtime=default_runtime),
         pid=int(pid) if isinstance(pid, int) and pid > 0 else None,
         mounts=mounts,
         created_at=_epoch(data.get("Created")),
         network_mode=str(host.get("NetworkMode") or ""),
+    )
+
+
+def engine_info_from_info(info: Mapping[str, Any]) -> EngineInfo:
+    """Translate ``docker info`` output. Pure."""
+    return EngineInfo(
+        server_version=str(info.get("ServerVersion") or ""),
+        runtimes=frozenset((info.get("Runtimes") or {}).keys()),
+        default_runtime=info.get("DefaultRuntime") or None,
+        cdi_spec_dirs=tuple(str(d) for d in info.get("CDISpecDirs") or ()),
+        cgroup_version=str(info["CgroupVersion"]) if info.get("CgroupVersion") else None,
+    )
+
+
+def image_info_from_inspect(data: Mapping[str, Any]) -> ImageInfo:
+    """Translate ``docker image inspect`` output. Pure."""
+    return ImageInfo(
+        id=str(data.get("Id", "")),
+        repo_digests=tuple(str(d) for d in data.get("RepoDigests") or ()),
+        tags=tuple(str(t) for t in data.get("RepoTags") or ()),
+        size_bytes=int(data["Size"]) if data.get("Size") is not None else None,
     )
 
 
@@ -283,9 +509,11 @@ _UNREACHABLE_FIX = "start it (sudo systemctl start docker, or bash scripts/ensur
 
 
 def _sdk() -> Any:
-    """The Docker SDK module, imported on first use (``docker.errors`` and ``docker.models`` come with it)."""
-    import docker  # type: ignore[import-untyped]  # the SDK ships no type hints
-
+    """The Docker SDK module, imported on first use (``docker.errors`` comes with it)."""
+    try:
+        import docker  # type: ignore[import-untyped]  # the SDK ships no type hints
+    except ImportError as err:
+        raise EngineUnavailable("Docker SDK for Python is not installed; install it with: pip install docker") from err
     return docker
 
 
@@ -293,17 +521,14 @@ def _sdk() -> Any:
 def _sdk_errors(action: str) -> Iterator[None]:
     """Wrap SDK and transport errors in servectl's tree, ``from`` the original."""
     docker = _sdk()
-    import requests.exceptions
 
     try:
         yield
     except ServectlError:
         raise
-    except docker.errors.NotFound as e:
+    except docker.errors.APIError as e:  # NotFound and ImageNotFound included
         raise ServectlError(f"docker: {action}: {_explanation(e)}") from e
-    except docker.errors.APIError as e:
-        raise ServectlError(f"docker: {action}: {_explanation(e)}") from e
-    except (requests.exceptions.ConnectionError, ConnectionError, FileNotFoundError) as e:
+    except OSError as e:  # requests' connection errors and timeouts are OSErrors too
         raise EngineUnavailable(_unreachable(e)) from e
     except docker.errors.DockerException as e:
         if "Error while fetching server API version" in str(e):
@@ -319,7 +544,7 @@ def _unreachable(err: Exception) -> str:
     where = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
     text = str(err)
     reason = next((r for r in _REASONS if r.lower() in text.lower()), text[:160])
-    return f"the Docker engine at {where} does not answer ({reason}); {_UNREACHABLE_FIX}"
+    return f"Docker engine unreachable at {where} ({reason}); {_UNREACHABLE_FIX}"
 
 
 def _explanation(err: Any) -> str:
@@ -369,6 +594,7 @@ class DockerSdkEngine:
     def __init__(self, *, client: Any | None = None, timeout_s: float = 30.0) -> None:
         self._client = client
         self._timeout_s = timeout_s
+        self._engine: EngineInfo | None = None
 
     @property
     def client(self) -> Any:
@@ -385,35 +611,40 @@ class DockerSdkEngine:
             self._client.close()
             self._client = None
 
-    def ping(self) -> None:
+    def ping(self) -> EngineInfo:
         with _sdk_errors("ping"):
-            self.client.api.ping()
+            self._engine = engine_info_from_info(self.client.api.info())
+        return self._engine
 
-    def image_present(self, ref: str) -> bool:
+    def _default_runtime(self) -> str | None:
+        """The engine's default runtime (asked once): it decides whether ``NVIDIA_VISIBLE_DEVICES`` hands out GPUs."""
+        return (self._engine or self.ping()).default_runtime
+
+    def image(self, ref: str) -> ImageInfo | None:
         docker = _sdk()
 
         with _sdk_errors(f"inspect image {ref}"):
             try:
-                self.client.api.inspect_image(ref)
-            except docker.errors.ImageNotFound:
-                return False
-            except docker.errors.NotFound:
-                return False
-        return True
+                return image_info_from_inspect(self.client.api.inspect_image(ref))
+            except docker.errors.NotFound:  # ImageNotFound included
+                return None
+            except docker.errors.APIError as e:
+                if e.status_code == 400:  # a malformed reference names no image here
+                    return None
+                raise
+
+    def image_present(self, ref: str) -> bool:
+        return self.image(ref) is not None
 
     def create(self, spec: DockerRunSpec, *, environ: Mapping[str, str] | None = None) -> str:
         """Create (not start) the container of ``spec``; return its id."""
         docker = _sdk()
-        _create_container_args = docker.models.containers._create_container_args
 
-        kwargs = run_kwargs(spec, environ=environ)
-        # The high-level create splits kwargs into config and host config but does not know stop_timeout,
-        # which the low-level create_container takes.
-        stop_timeout = kwargs.pop("stop_timeout")
+        args = create_container_args(spec, environ=environ)
         with _sdk_errors(f"create container {spec.name}"):
+            api = self.client.api
             try:
-                create_args = _create_container_args({**kwargs, "version": self.client.api._version})
-                created = self.client.api.create_container(**create_args, stop_timeout=stop_timeout)
+                created = api.create_container(**args.container, host_config=api.create_host_config(**args.host_config))
             except docker.errors.ImageNotFound as e:
                 raise PreflightFailed(
                     f"image {spec.image} is not on this host: docker pull {spec.image} (or docker load -i FILE)"
@@ -451,7 +682,7 @@ class DockerSdkEngine:
                 if isinstance(e.__cause__, docker.errors.NotFound):
                     continue
                 raise
-            states.append(container_state_from_inspect(data))
+            states.append(container_state_from_inspect(data, default_runtime=self._default_runtime()))
         return states
 
     def list_managed(self, label_filter: Mapping[str, str] | None = None) -> list[ContainerState]:
@@ -472,7 +703,7 @@ class DockerSdkEngine:
                 data = self.client.api.inspect_container(id_or_name)
             except docker.errors.NotFound:
                 return None
-        return container_state_from_inspect(data)
+        return container_state_from_inspect(data, default_runtime=self._default_runtime())
 
     def logs(self, container_id: str, *, follow: bool, tail: int | None = None, since: float | None = None) -> LogLines:
         with _sdk_errors(f"logs of {container_id[:12]}"):

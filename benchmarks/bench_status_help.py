@@ -1,0 +1,93 @@
+"""`servectl status` and `servectl --help` against their anchors, in one call.
+
+- ``status`` with no service of this benchmark and with 3 running stand-in services (started through
+  ``servectl up`` with a session label, removed at the end), against
+  ``docker ps --filter label=servectl.managed=1``. Target: status median <= 0.25 s.
+- ``--help`` against ``python -c pass``. Target: median <= 0.15 s.
+
+Containers of other sessions on the same engine are listed by ``status`` too; the output says how many it saw.
+Absolute targets depend on machine load, so the ``python -c pass`` floor is printed next to them, and when a
+target is missed the import profile of the command is printed.
+
+    python benchmarks/bench_status_help.py [--runs 9]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from cli_timing import format_profile, import_profile, medians, paired, servectl_env
+
+from servectl.standin.image import build_standin_image
+from servectl.standin.process import free_port
+from servectl.testing.docker import remove_test_session, write_test_profile
+
+STATUS_TARGET_S = 0.25
+HELP_TARGET_S = 0.15
+
+
+def report(name: str, med: dict[str, float], target: float, argv: list[str], env: dict[str, str]) -> None:
+    value = med[name]
+    verdict = "meets" if value <= target else "misses"
+    print(f"{name}: {value * 1000:.1f} ms median {verdict} the {target * 1000:.0f} ms target")
+    if value > target:
+        print(f"  import profile of {' '.join(argv[1:])} (one run, -X importtime):")
+        print("\n".join(format_profile(import_profile(argv, env=env))))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=9)
+    parser.add_argument("--help-only", action="store_true", help="time --help only (a machine without Docker)")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="bench-status-"))
+    env = servectl_env(SERVECTL_HOME=str(work / "home"), SERVECTL_PROFILES=str(work / "profiles"))
+    status = [sys.executable, "-m", "servectl", "status"]
+    help_ = [sys.executable, "-m", "servectl", "--help"]
+    anchors = {
+        "docker ps": ["docker", "ps", "--filter", "label=servectl.managed=1"],
+        "python -c pass": [sys.executable, "-c", "pass"],
+    }
+    if args.help_only:
+        med = medians(paired({"--help": help_, "python -c pass": anchors["python -c pass"]}, runs=args.runs, env=env))
+        for name, value in med.items():
+            print(f"  {value * 1000:7.1f} ms  {name}")
+        report("--help", med, HELP_TARGET_S, help_, env)
+        return
+    seen = len(json.loads(subprocess.run([*status, "--json"], env=env, capture_output=True, check=True).stdout))
+    print(f"# medians of {args.runs} interleaved runs; status saw {seen} servectl container(s) of other sessions")
+    idle = medians(paired({"status (no service)": status, "--help": help_, **anchors}, runs=args.runs, env=env))
+    for name, value in idle.items():
+        print(f"  {value * 1000:7.1f} ms  {name}")
+
+    session = f"bench-{uuid.uuid4().hex[:12]}"
+    image = build_standin_image()
+    try:
+        for i in range(3):
+            name = f"bench-status-{session[-6:]}-{i}"
+            write_test_profile(
+                work / "profiles", name, port=free_port(), session=session, image={"ref": image},
+                container={"name": f"servectl-{name}"}, engine={"env": {"STANDIN_STARTUP_DELAY_S": "0"}},
+            )  # fmt: skip
+            subprocess.run([sys.executable, "-m", "servectl", "up", name], env=env, check=True, capture_output=True)
+        busy = medians(paired({"status (3 running)": status, **anchors}, runs=args.runs, env=env))
+        for name, value in busy.items():
+            print(f"  {value * 1000:7.1f} ms  {name} (with 3 running)")
+        report("status (3 running)", busy, STATUS_TARGET_S, status, env)  # profiled while they run
+    finally:
+        remove_test_session(session)
+    report("status (no service)", idle, STATUS_TARGET_S, status, env)
+    report("--help", idle, HELP_TARGET_S, help_, env)
+
+
+if __name__ == "__main__":
+    main()

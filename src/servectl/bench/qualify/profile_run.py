@@ -1,0 +1,135 @@
+"""One qualification, as ``servectl qualify`` does it: target, suite, key, gates, evidence, verdict.
+
+:func:`run_profile_qualify` is the library form of the command: it finds the service (a profile's running
+service, or a URL), picks the suite (``suite`` argument, else the profile's ``qualify:``, else ``default``),
+reads the API key from the environment, runs :func:`~servectl.bench.qualify.runner.run_qualify`, writes
+``qualify.json`` and returns a result the caller renders; :meth:`ProfileQualifyResult.raise_if_failed` then
+fails the run when a gate failed (after rendering, so the table and the evidence exist).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from servectl.bench.model import ApiKey
+from servectl.bench.qualify.evidence import write_evidence
+from servectl.bench.qualify.model import QualifyProgressEvent, QualifyReport, QualifySettings
+from servectl.bench.qualify.runner import run_qualify
+from servectl.bench.qualify.suite import load_suite, suite_path
+from servectl.errors import QualificationFailed, UsageError
+from servectl.paths import state_dir
+
+if TYPE_CHECKING:
+    from servectl.bench.qualify.target import QualifyTarget
+
+
+@dataclass(frozen=True)
+class ProfileQualifyResult:
+    """A finished qualification: the report and where its evidence went."""
+
+    report: QualifyReport
+    evidence: Path
+
+    def failure(self) -> QualificationFailed | None:
+        """The error that fails this run: any failed gate (None when every gate passed or was skipped)."""
+        failed = [g for g in self.report.gates if g.verdict == "fail"]
+        if not failed:
+            return None
+        what = ", ".join(f"{g.gate} {g.count}" for g in failed)
+        return QualificationFailed(
+            f"qualify: {len(failed)} of {len(self.report.gates)} gates failed ({what}); see {self.evidence}"
+        )
+
+    def raise_if_failed(self) -> None:
+        """Raise :meth:`failure`, if any."""
+        error = self.failure()
+        if error is not None:
+            raise error
+
+
+def run_profile_qualify(
+    *,
+    name: str | None = None,
+    url: str | None = None,
+    model: str | None = None,
+    suite: str | None = None,
+    api_key_env: str | None = None,
+    seed: int = 0,
+    out_dir: Path | None = None,
+    progress: Callable[[QualifyProgressEvent], None] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> ProfileQualifyResult:
+    """Qualify profile ``name``'s running service (or the server at ``url``) and write ``qualify.json``.
+
+    Args:
+        name: Profile whose running service to qualify; its URL, model, key variable, provenance, reasoning
+            parser, context, VRAM reserve and suite are used.
+        url: Server to qualify instead of (or, with ``name``, in place of the URL of) the profile's service.
+        model: Served model name (default: the profile's, else the only one the server lists).
+        suite: Suite file (relative to the working folder) or shipped suite name; default: the profile's
+            ``qualify:``, else ``default``.
+        api_key_env: Environment variable holding the API key (default: the profile's ``serve.api_key_env``).
+        seed: Seed of the long-context word salad.
+        out_dir: Folder for ``qualify.json`` (default: ``STATE/qualify/<UTC time>``).
+        progress: Called after each case, for a progress bar.
+        environ: Environment to read the key and the state folder from (default: ``os.environ``).
+
+    Raises:
+        UsageError: neither ``name`` nor ``url``; an unknown suite; the key variable is unset.
+        ProfileError: the suite file has problems (one line each).
+        BenchFailed: the server cannot be reached or serves no such model.
+    """
+    env = os.environ if environ is None else environ
+    if name is None and not url:
+        raise UsageError("qualify: give a profile NAME or --url http://HOST:PORT")
+    target = _profile_target(name) if name is not None else None
+    if suite:
+        suite_file = suite_path(suite, relative_to=Path.cwd())
+    else:
+        suite_file = target.suite_file if target else suite_path(None)
+    key_env = api_key_env or (target.bench.api_key_env if target else None)
+    settings = QualifySettings(
+        url=url or (target.bench.url if target else ""),
+        suite=load_suite(suite_file),
+        model=model or (target.bench.model if target else None),
+        api_key=_read_key(key_env, env),
+        api_key_env=key_env,
+        seed=seed,
+    )
+    out = out_dir or _default_out_dir(env)
+    report = run_qualify(
+        settings=settings,
+        context=target.bench.context if target else None,
+        facts=target.facts if target else None,
+        progress=progress,
+    )
+    return ProfileQualifyResult(report=report, evidence=write_evidence(report, out))
+
+
+def _profile_target(name: str) -> QualifyTarget:
+    """The running service of profile ``name`` on this host (real Docker, NVML when the driver answers)."""
+    from servectl.adapters.docker import DockerSdkEngine
+    from servectl.bench.qualify.target import qualify_target
+    from servectl.plan.resolve import resolve
+    from servectl.preflight.request import optional_gpu_inventory
+
+    return qualify_target(name=name, docker=DockerSdkEngine(), gpus=optional_gpu_inventory(resolve(name)))
+
+
+def _read_key(variable: str | None, environ: Mapping[str, str]) -> ApiKey | None:
+    if not variable:
+        return None
+    value = environ.get(variable)
+    if not value:
+        raise UsageError(f"--api-key-env {variable}: the variable is not set or empty; export it first")
+    return ApiKey(value)
+
+
+def _default_out_dir(environ: Mapping[str, str]) -> Path:
+    stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    return state_dir(environ) / "qualify" / stamp
