@@ -160,6 +160,8 @@ def adopt_container(
         AdoptError: servectl started it, it runs no SGLang entry point, its model is not mounted from the
             host, or a flag cannot be written in a profile - one line saying which and what to do.
     """
+    # Long on purpose: the refusals, then one short step per profile section in file order, so the function
+    # reads as the outline of the profile it writes; each section's detail lives in its own helper below.
     config: Mapping[str, Any] = data.get("Config") or {}
     host: Mapping[str, Any] = data.get("HostConfig") or {}
     container_name = str(data.get("Name") or "").lstrip("/")
@@ -648,6 +650,8 @@ def compose_service_inspect(
     Raises:
         AdoptError: no such service in the file.
     """
+    # Long on purpose: one inspect field per compose key, side by side, so the mapping can be checked against
+    # the Compose Specification in one read.
     services = config.get("services") or {}
     if service not in services:
         known = ", ".join(sorted(services)) or "none"
