@@ -455,6 +455,10 @@ def _gpus(data: Mapping[str, Any], cards: int, draft: _Draft) -> dict[str, Any]:
         )
     if via != "device-request":
         draft.notes.append(f"GPUs were given by {_GPU_SOURCES[via]}; servectl requests them as --gpus device=...")
+    draft.notes.append(
+        "gpus.vram_reserve_mib is servectl's default (3072 MiB free per card once it runs): "
+        "`servectl rollback-check` shows whether preflight would let this profile start"
+    )
     return {"devices": indices}
 
 
