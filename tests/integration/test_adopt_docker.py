@@ -29,7 +29,7 @@ import pytest
 import yaml
 
 from servectl.adapters.docker import DockerSdkEngine
-from servectl.errors import ProfileTemplate, UsageError
+from servectl.errors import ProfileTemplate, SwapRolledBack, UsageError
 from servectl.plan.compile import catalog_for
 from servectl.plan.container_match import container_fields, diff_fields
 from servectl.plan.validate import load_profile
@@ -376,3 +376,19 @@ def test_bad_input_is_refused_in_one_line_with_exit_2_and_nothing_written(world:
     assert forced.returncode == 0, forced.stderr
     assert (world.profiles / "taken.yaml.bak").read_text().startswith("name: taken")
     assert load_profile("taken").profile.adopted is not None
+
+
+def test_a_failed_swap_from_an_adopted_service_brings_it_back_from_its_profile(world: World) -> None:
+    port = free_port()
+    original = world.hand_run("keep", port=port, served="keep")
+    assert world.adopt(original.name, "--name", "keep").returncode == 0
+    write_profile(
+        world, "broken", port, engine={"env": {"STANDIN_STARTUP_DELAY_S": "0.3", "STANDIN_CRASH_AT": "kv_cache"}}
+    )
+    with pytest.raises(SwapRolledBack) as rolled:
+        swap(target="broken", docker=world.docker, scope=world.scope(), state_dir=world.home)
+    assert "keep" in rolled.value.message
+    assert world.serves(port, "keep")
+    back = world.services()["keep"]
+    assert back.state == "ready" and not back.adopted and back.container_name == original.name
+    assert "broken" not in world.services()

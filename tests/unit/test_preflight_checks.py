@@ -220,9 +220,9 @@ def test_an_unreadable_architecture_is_unknown_and_no_pin_passes() -> None:
 
 def test_card_count_must_equal_tp_times_pp() -> None:
     check = preflight(request(tp=1)).check("gpu.count")
-    assert check.result == "fail" and check.message == "tp 1 x pp 1 = 1 ranks but 2 card(s) [0, 1]"
+    assert check.result == "fail" and check.message == "tp 1 x dp 1 = 1 ranks but 2 card(s) [0, 1]"
     assert preflight(request(gpu_indices=(0, 0))).check("gpu.count").message == "card(s) [0] listed twice"
-    assert preflight(request(tp=1, pp=2)).check("gpu.count").result == "pass"
+    assert preflight(request(tp=1, dp=2)).check("gpu.count").result == "pass"
 
 
 def test_mig_mode_fails_with_the_command_that_turns_it_off() -> None:

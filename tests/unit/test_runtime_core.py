@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
+from servectl.adapters.gpu import GpuProcess
 from servectl.adapters.state import History
 from servectl.errors import LockTimeout, PreflightFailed, ServiceConflict, StartupFailed, UsageError
 from servectl.plan.resolve import resolve
@@ -24,6 +25,7 @@ from servectl.service.logs import follow_logs
 from servectl.service.services import ServiceInfo, services
 from servectl.standin.process import free_port
 from servectl.testing.docker import FakeDockerEngine, FakeScript, sglang_like_script, write_test_profile
+from servectl.testing.fakes import FakeGpuInventory, make_device
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
@@ -334,43 +336,29 @@ def test_down_of_a_profile_that_does_not_run_is_a_no_op_but_a_typo_is_an_error(e
         env.down("nope")
 
 
-@dataclass
-class _Proc:
-    pid: int
-
-
-@dataclass
-class _Device:
-    processes: tuple[_Proc, ...]
-
-
-class _Snapshot:
-    def __init__(self, busy: bool) -> None:
-        self.busy = busy
-
-    def device(self, index: int) -> _Device:
-        return _Device((_Proc(777),) if self.busy and index == 1 else ())
-
-
-class _Inventory:
-    """GPU inventory whose card 1 keeps process 777 for the first ``busy_snapshots`` snapshots."""
-
-    def __init__(self, busy_snapshots: int) -> None:
-        self.left = busy_snapshots
-
-    def snapshot(self) -> _Snapshot:
-        self.left -= 1
-        return _Snapshot(self.left >= 0)
+def _inventory(busy_snapshots: int) -> FakeGpuInventory:
+    """Card 1 keeps process 777 for the first ``busy_snapshots`` snapshots, then both cards are free."""
+    busy = FakeGpuInventory.snapshot_of([make_device(0), make_device(1, processes=[GpuProcess(777, 1024)])])
+    free = FakeGpuInventory.snapshot_of([make_device(0), make_device(1)])
+    return FakeGpuInventory([busy] * busy_snapshots + [free])
 
 
 def test_down_confirms_the_cards_are_free_or_names_the_leaked_pids(env: Env) -> None:
     env.profile("a", gpus={"devices": [0, 1]}, engine={"tp": 2})
     env.up("a")
-    [freed] = env.down("a", gpus=_Inventory(busy_snapshots=2), free_deadline_s=5)
-    assert freed.gpus_checked and freed.leaked_pids == ()
+    [freed] = env.down("a", gpus=_inventory(busy_snapshots=2), free_deadline_s=5)
+    assert freed.gpus_checked and freed.leaked_pids == () and freed.unknown_cards == ()
     env.up("a")
-    [leaked] = env.down("a", gpus=_Inventory(busy_snapshots=1000), free_deadline_s=0.3)
+    [leaked] = env.down("a", gpus=_inventory(busy_snapshots=1000), free_deadline_s=0.3)
     assert leaked.leaked_pids == (777,)
+
+
+def test_down_names_a_card_it_cannot_read_instead_of_calling_it_free(env: Env) -> None:
+    env.profile("a", gpus={"devices": [0, 1]}, engine={"tp": 2})
+    env.up("a")
+    [result] = env.down("a", gpus=FakeGpuInventory.scenario("gpu_lost", card=1), free_deadline_s=0.3)
+    assert result.gpus_checked and result.leaked_pids == () and result.unknown_cards == (1,)
+    assert History(env.home).events()[-1]["unknown_cards"] == [1]
 
 
 # -- status -------------------------------------------------------------------------------------------
@@ -430,9 +418,9 @@ def test_up_without_gpu_inventory_says_the_cards_were_not_checked(env: Env) -> N
 def test_up_refuses_cards_that_run_a_process_when_the_profile_wants_them_exclusively(env: Env) -> None:
     env.profile("a", gpus={"devices": [0, 1]}, engine={"tp": 2})
     with pytest.raises(PreflightFailed, match=r"gpus\.devices: GPU 0, 1 run\(s\) processes 777"):
-        env.up("a", gpus=_Inventory(busy_snapshots=1000))
+        env.up("a", gpus=_inventory(busy_snapshots=1000))
     assert env.created() == 0
-    assert env.up("a", gpus=_Inventory(busy_snapshots=0)).notes == ()
+    assert env.up("a", gpus=_inventory(busy_snapshots=0)).notes == ()
 
 
 @dataclass

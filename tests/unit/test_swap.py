@@ -29,6 +29,7 @@ from servectl.service.journal import JOURNAL_FILE, SwapJournal, read_journal
 from servectl.service.recover import recover
 from servectl.service.rollback import previous_profile, rollback, rollback_check
 from servectl.service.swap import PhaseEvent, SwapResult, swap
+from servectl.testing.fakes import FakeGpuInventory
 from servectl.testing.swap import FakeClock, FakeConflicts, FakeHistory, FakeLock, FakeRuntime
 
 PROFILE = """\
@@ -685,3 +686,20 @@ def test_start_previous_phase_is_not_ok_when_the_previous_service_failed(world: 
     result = info.value.result
     assert isinstance(result, SwapResult)
     assert [p.ok for p in result.phases if p.phase == "start-previous"] == [False]
+
+
+def test_after_a_failure_with_nothing_to_restore_the_cards_are_waited_for_with_the_swap_clock(
+    world: World, env: Path
+) -> None:
+    write_profile(env / "profiles-under-test", "epsilon", extra="gpus:\n  devices: [0]")
+    world.runtime.script("epsilon", failure="epsilon never became ready")
+    lost = FakeGpuInventory.scenario("gpu_lost", card=0)
+    naps: list[float] = []
+
+    def sleep(seconds: float) -> None:  # the swap's clock moves only when the wait sleeps
+        naps.append(seconds)
+        world.clock.advance(seconds)
+
+    with pytest.raises(StartupFailed, match=r"cards 0 could not all be read \(card 0\): check them with nvidia-smi"):
+        swap(target="epsilon", **{**world.kwargs(), "gpus": lost, "sleep": sleep})
+    assert sum(naps) == pytest.approx(30.0) and world.history.events()[-1]["outcome"] == "failed"

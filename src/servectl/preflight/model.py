@@ -76,8 +76,8 @@ class PreflightRequest:
         gpus_requested: whether the service uses GPUs at all (demo profiles on a CPU box do not).
         gpu_indices: NVML indices of the cards the profile names.
         arch: required architecture (``sm120`` = compute capability 12.0), or ``None``.
-        tp: tensor-parallel size; ``tp * pp`` must equal the number of cards.
-        pp: pipeline-parallel size.
+        tp: tensor-parallel size; ``tp * dp`` must equal the number of cards.
+        dp: data-parallel size (the profile's ``engine.dp``).
         exclusive: whether the service needs the cards to itself.
         vram_reserve_mib: free memory each card must keep once the engine runs.
         vram_reserve_waiver: the profile's reason for waiving the reserve, or ``None``.
@@ -94,7 +94,7 @@ class PreflightRequest:
         model_revision: the pinned Hugging Face revision (commit or ref name), or ``None``.
         ipc_host: whether the container shares the host's IPC namespace.
         shm_size_bytes: the container's ``--shm-size``, or ``None`` for Docker's 64 MiB default.
-        min_shm_bytes: shared memory needed when ``tp * pp > 1``.
+        min_shm_bytes: shared memory needed when ``tp * dp > 1``.
         cache_paths: host folders the container writes caches to.
         min_cache_free_bytes: free disk needed on each cache folder's file system.
         min_host_memory_available_bytes: available host RAM needed besides ``host_memory_extra_bytes``.
@@ -111,7 +111,7 @@ class PreflightRequest:
     gpu_indices: tuple[int, ...] = ()
     arch: str | None = None
     tp: int = 1
-    pp: int = 1
+    dp: int = 1
     exclusive: bool = True
     vram_reserve_mib: int = 3072
     vram_reserve_waiver: str | None = None

@@ -50,7 +50,7 @@ def request_for(
         gpu_indices=tuple(p.gpus.devices),
         arch=p.gpus.arch,
         tp=p.engine.tp,
-        pp=p.engine.dp,
+        dp=p.engine.dp,
         exclusive=p.gpus.exclusive,
         vram_reserve_mib=p.gpus.vram_reserve_mib,
         vram_reserve_waiver=p.gpus.reserve_waiver,

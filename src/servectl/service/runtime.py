@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from servectl.adapters.conflicts import ConflictHandler, RestoreOutcome
+from servectl.adapters.gpu import wait_until_free
 from servectl.adapters.state import GateRecord, History, StateLock
 from servectl.errors import (
     PreflightFailed,
@@ -63,6 +64,8 @@ DEFAULT_LOCK_TIMEOUT_S = 10.0
 FAILED_START_STOP_S = 5
 
 
+#: Pause between two GPU snapshots while waiting for the cards to be free.
+CARDS_POLL_S = 0.25
 #: How long ``stop`` waits for Docker to report the container gone.
 GONE_DEADLINE_S = 10.0
 
@@ -92,6 +95,7 @@ class StopResult:
     gpus_checked: bool = False  # False when no GPU inventory was given or the service used no GPU
     exit_code: int | None = None
     gpus: tuple[int, ...] = ()
+    unknown_cards: tuple[int, ...] = ()  # cards that could not be read (lost, or no process list) at the end
 
 
 @dataclass(frozen=True)
@@ -132,6 +136,7 @@ def start(
     build_image: ImageBuilder | None = None,
     clock: Callable[[], float] = time.monotonic,
     state_dir: Path | None = None,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> StartResult:
     """Start the profile's container and wait until it passes the health gate.
 
@@ -170,7 +175,8 @@ def start(
     except BaseException as err:
         # Whatever went wrong (gate, engine, Ctrl-C), nothing we started stays behind.
         if container_id is not None:
-            _discard(docker, container_id, grace_s=min(FAILED_START_STOP_S, plan.docker.stop_timeout_s))
+            grace_s = min(FAILED_START_STOP_S, plan.docker.stop_timeout_s)
+            _discard(docker, container_id, grace_s=grace_s, clock=clock, sleep=sleep)
         discard_key_file(plan)
         if isinstance(err, StartupFailed) and container_id is not None:
             raise StartupFailed(
@@ -189,22 +195,31 @@ def start(
     return StartResult(service=service, gate=gate, url=plan.url)
 
 
-def _discard(docker: DockerEngine, container_id: str, *, grace_s: int) -> None:
+def _discard(
+    docker: DockerEngine, container_id: str, *, grace_s: int, clock: Callable[[], float], sleep: Callable[[float], None]
+) -> None:
     with contextlib.suppress(ServectlError):
         docker.stop(container_id, timeout_s=grace_s)
     docker.remove(container_id, force=True)
-    _wait_gone(docker, container_id, GONE_DEADLINE_S)
+    _wait_gone(docker, container_id, GONE_DEADLINE_S, clock=clock, sleep=sleep)
 
 
-def _wait_gone(docker: DockerEngine, container_id: str, deadline_s: float) -> None:
-    deadline = time.monotonic() + deadline_s
+def _wait_gone(
+    docker: DockerEngine,
+    container_id: str,
+    deadline_s: float,
+    *,
+    clock: Callable[[], float],
+    sleep: Callable[[float], None],
+) -> None:
+    deadline = clock() + deadline_s
     while docker.inspect(container_id) is not None:
-        if time.monotonic() > deadline:
+        if clock() > deadline:
             raise ServectlError(
                 f"container {container_id[:12]} is still there {deadline_s:g} s after removal; "
                 f"check docker ps -a and remove it with docker rm -f {container_id[:12]}"
             )
-        time.sleep(0.05)
+        sleep(0.05)
 
 
 def stop(
@@ -215,12 +230,14 @@ def stop(
     free_deadline_s: float = 30.0,
     state_dir: Path | None = None,
     clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> StopResult:
     """Stop a service gracefully and make sure it is gone.
 
     SIGTERM, the service's grace period (its ``servectl.stop-grace-s`` label), then SIGKILL; remove the
     container and confirm Docker no longer has it; delete the API-key file servectl wrote for it. With a
-    GPU inventory, wait until its cards run no process, or name the pids left behind.
+    GPU inventory, wait until its cards are free (:func:`servectl.adapters.gpu.wait_until_free`), or name
+    the pids left behind and the cards that could not be read.
 
     Raises:
         ServectlError: the container is still there after removal.
@@ -236,13 +253,15 @@ def stop(
         before is not None and before.running and after is not None and exit_code == 137 and not after.oom_killed
     )
     docker.remove(service.container_id, force=True)
-    _wait_gone(docker, service.container_id, GONE_DEADLINE_S)
+    _wait_gone(docker, service.container_id, GONE_DEADLINE_S, clock=clock, sleep=sleep)
     last_known = after or before
     remove_key_file(last_known.mounts if last_known is not None else (), state_dir or default_state_dir())
     leaked: tuple[int, ...] = ()
+    unknown: tuple[int, ...] = ()
     checked = gpus is not None and bool(service.gpus)
     if gpus is not None and service.gpus:
-        leaked = _wait_gpus_free(gpus, service.gpus, free_deadline_s)
+        cards = wait_until_free(gpus, service.gpus, free_deadline_s, poll_s=CARDS_POLL_S, clock=clock, sleep=sleep)
+        leaked, unknown = cards.leaked_pids, cards.unknown_cards
     return StopResult(
         profile=service.profile,
         container_name=service.container_name,
@@ -252,26 +271,8 @@ def stop(
         gpus_checked=checked,
         exit_code=exit_code,
         gpus=service.gpus,
+        unknown_cards=unknown,
     )
-
-
-def _gpu_pids(gpus: GpuInventory, devices: Sequence[int]) -> tuple[int, ...]:
-    snapshot = gpus.snapshot()
-    pids: set[int] = set()
-    for index in devices:
-        device = snapshot.device(index)
-        if device is not None and device.processes:
-            pids.update(p.pid for p in device.processes)
-    return tuple(sorted(pids))
-
-
-def _wait_gpus_free(gpus: GpuInventory, devices: Sequence[int], deadline_s: float) -> tuple[int, ...]:
-    deadline = time.monotonic() + deadline_s
-    while True:
-        pids = _gpu_pids(gpus, devices)
-        if not pids or time.monotonic() >= deadline:
-            return pids
-        time.sleep(0.25)
 
 
 def lock_timeout_default(environ: Mapping[str, str] | None = None) -> float:
@@ -332,7 +333,7 @@ def basic_preflight(
     if gpus is None:
         return [f"GPU {', '.join(map(str, devices))} not checked (no GPU inventory)"]
     if profile.gpus.exclusive:
-        pids = _gpu_pids(gpus, devices)
+        pids = wait_until_free(gpus, devices, 0.0).leaked_pids  # one look, no waiting
         if pids:
             raise PreflightFailed(
                 f"{resolved.plan.source}: gpus.devices: GPU {', '.join(map(str, devices))} run(s) processes "
@@ -678,6 +679,7 @@ def down(
                     "container_name": result.container_name,
                     "forced": result.forced,
                     "leaked_pids": list(result.leaked_pids),
+                    "unknown_cards": list(result.unknown_cards),
                 }
             )
     if not results:

@@ -44,9 +44,11 @@ from servectl.adapters.conflicts import (
     RestoreOutcome,
     StoppedConflict,
     conflict_key,
+    load_stopped,
     record_stopped,
     restore_conflicts,
 )
+from servectl.adapters.gpu import wait_until_free
 from servectl.adapters.state import HistoryLog
 from servectl.errors import (
     PreflightFailed,
@@ -66,7 +68,7 @@ from servectl.service.journal import (
     refuse_if_unfinished,
     write_journal,
 )
-from servectl.service.runtime import ServiceRuntime, StartResult, StopResult
+from servectl.service.runtime import CARDS_POLL_S, ServiceRuntime, StartResult, StopResult
 from servectl.service.services import ALIVE_STATES, ServiceInfo
 from servectl.service.signals import Abandon, Interrupt, SignalGuard, signal_name
 
@@ -257,6 +259,7 @@ class _Deps:
     scope: Mapping[str, str] | None
     clock: Callable[[], float]
     wall_clock: Callable[[], float]
+    sleep: Callable[[float], None]
     on_phase: Callable[[PhaseEvent], None] | None
 
     def services(self, *, probe: bool) -> list[ServiceInfo]:
@@ -383,6 +386,7 @@ def swap(
     lock: Callable[[str], AbstractContextManager[object]] | None = None,
     handle_signals: bool = True,
     wall_clock: Callable[[], float] = time.time,
+    sleep: Callable[[float], None] = time.sleep,
     _kind: str = "swap",
 ) -> SwapResult:
     """Replace the running service with ``target``, all-or-nothing.
@@ -403,6 +407,7 @@ def swap(
             :func:`servectl.plan.resolve.resolve`, and the state folder's history and lock.
         handle_signals: turn SIGINT/SIGTERM into the orderly path (main thread only).
         wall_clock: epoch seconds for the journal and history.
+        sleep: pause while waiting for the cards (tests pass one that moves their clock).
 
     Returns:
         ``swapped``, ``started`` (nothing ran before) or ``noop`` (the target already runs).
@@ -431,6 +436,7 @@ def swap(
         history=history,
         lock=lock,
         wall_clock=wall_clock,
+        sleep=sleep,
     )
     guard = SignalGuard(handle_signals)
     tx = _Swap(deps=deps, kind=_kind, skip=frozenset(force), signals=guard)
@@ -466,6 +472,7 @@ def _build_deps(
     history: HistoryLog | None,
     lock: Callable[[str], AbstractContextManager[object]] | None,
     wall_clock: Callable[[], float],
+    sleep: Callable[[float], None],
 ) -> _Deps:
     if state_dir is None:
         from servectl.paths import state_dir as default_state_dir
@@ -506,6 +513,7 @@ def _build_deps(
         scope=scope,
         clock=clock,
         wall_clock=wall_clock,
+        sleep=sleep,
         on_phase=on_phase,
     )
 
@@ -546,6 +554,7 @@ def _run_locked(tx: _Swap, target: str | None) -> SwapResult:
         # Before anything stops: building the stand-in (or finding the image missing) costs no downtime.
         deps.runtime.ensure_image(resolved, docker=deps.docker, on_phase=tx.progress("image"))
     with tx.phase("preflight"):
+        load_stopped(deps.state_dir)  # a damaged record of stopped conflicts stops the swap before any change
         deps.conflicts.check_available(resolved.loaded.profile.conflicts)
         deps.preflight(resolved=resolved, replacing=current, skip=tx.skip, docker=deps.docker, gpus=deps.gpus)
 
@@ -760,7 +769,7 @@ def _recover(
                         if service.profile == previous:
                             deps.stop(service)
         if restored is None:
-            cards = _verify_cards_free(tx, resolved, current)
+            cards = _cards_after_failure(tx, resolved, current)
         tx.set_journal("restore-conflicts", why)
         restore = tx.restore_stopped()
     except Abandon as abandon:
@@ -832,7 +841,7 @@ def _recover(
     raise error from cause
 
 
-def _verify_cards_free(tx: _Swap, resolved: Resolved, current: ServiceInfo | None) -> str:
+def _cards_after_failure(tx: _Swap, resolved: Resolved, current: ServiceInfo | None) -> str:
     """With a GPU inventory: wait until the target's (and the old service's) cards run nothing."""
     devices = sorted(
         {int(d) for d in resolved.plan.docker.device_ids if d.isdigit()} | set(current.gpus if current else ())
@@ -841,18 +850,16 @@ def _verify_cards_free(tx: _Swap, resolved: Resolved, current: ServiceInfo | Non
     if gpus is None or not devices:
         return ""
     with tx.phase("verify-cards", ",".join(map(str, devices))):
-        deadline = time.monotonic() + CARDS_FREE_DEADLINE_S
-        while True:
-            snapshot = gpus.snapshot()
-            pids = sorted(
-                {p.pid for i in devices if (d := snapshot.device(i)) is not None and d.processes for p in d.processes}
-            )
-            if not pids or time.monotonic() >= deadline:
-                break
-            time.sleep(0.25)
+        cards = wait_until_free(
+            gpus, devices, CARDS_FREE_DEADLINE_S, poll_s=CARDS_POLL_S, clock=tx.deps.clock, sleep=tx.deps.sleep
+        )
     shown = ", ".join(map(str, devices))
-    if pids:
-        return f"; but cards {shown} still run pids {', '.join(map(str, pids))}: find them with nvidia-smi"
+    if cards.leaked_pids:
+        pids = ", ".join(map(str, cards.leaked_pids))
+        return f"; but cards {shown} still run pids {pids}: find them with nvidia-smi"
+    if cards.unknown_cards:
+        unread = ", ".join(map(str, cards.unknown_cards))
+        return f"; cards {shown} could not all be read (card {unread}): check them with nvidia-smi"
     return f" and cards {shown} are free"
 
 

@@ -12,7 +12,7 @@ TITLES: dict[str, str] = {
     "profile.status": "Profile status",
     "gpu.present": "GPUs present",
     "gpu.arch": "GPU architecture",
-    "gpu.count": "GPU count = TP x PP",
+    "gpu.count": "GPU count = TP x DP",
     "gpu.mig": "MIG off",
     "gpu.exclusive": "Exclusive use of the cards",
     "gpu.vram_reserve": "VRAM reserve",

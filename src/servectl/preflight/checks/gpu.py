@@ -116,24 +116,24 @@ def check_gpu_arch(request: PreflightRequest, facts: Facts) -> CheckResult:
 
 
 def check_gpu_count(request: PreflightRequest, facts: Facts) -> CheckResult:
-    """The number of cards matches TP x PP."""
+    """The number of cards matches TP x DP."""
     if not request.gpus_requested:
         return no_gpus("gpu.count")
-    wanted = request.tp * request.pp
+    wanted = request.tp * request.dp
     n = len(request.gpu_indices)
     duplicates = sorted({i for i in request.gpu_indices if request.gpu_indices.count(i) > 1})
-    found: dict[str, Any] = {"devices": list(request.gpu_indices), "tp": request.tp, "pp": request.pp}
+    found: dict[str, Any] = {"devices": list(request.gpu_indices), "tp": request.tp, "dp": request.dp}
     if duplicates:
         return make_result("gpu.count", "fail", f"card(s) {duplicates} listed twice", "list each card once", **found)
     if n != wanted:
         return make_result(
             "gpu.count",
             "fail",
-            f"tp {request.tp} x pp {request.pp} = {wanted} ranks but {n} card(s) {list(request.gpu_indices)}",
-            "make tp x pp equal the number of devices",
+            f"tp {request.tp} x dp {request.dp} = {wanted} ranks but {n} card(s) {list(request.gpu_indices)}",
+            "make tp x dp equal the number of devices",
             **found,
         )
-    return make_result("gpu.count", "pass", f"{n} card(s) for tp {request.tp} x pp {request.pp}", **found)
+    return make_result("gpu.count", "pass", f"{n} card(s) for tp {request.tp} x dp {request.dp}", **found)
 
 
 def check_gpu_mig(request: PreflightRequest, facts: Facts) -> CheckResult:
@@ -270,7 +270,7 @@ def check_gpu_vram_reserve(request: PreflightRequest, facts: Facts) -> CheckResu
     if facts.gpu is None:
         return gpu_unreachable("gpu.vram_reserve", facts)
     reserve = request.vram_reserve_mib
-    ranks = max(1, request.tp * request.pp)
+    ranks = max(1, request.tp * request.dp)
     weights = facts.model.weights_bytes if facts.model is not None and facts.model.weights_bytes else None
     weights_per_card = weights / ranks if weights else None
     cards: list[dict[str, Any]] = []

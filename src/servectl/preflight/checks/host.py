@@ -192,8 +192,8 @@ def check_model_present(request: PreflightRequest, facts: Facts) -> CheckResult:
 
 
 def check_host_shm(request: PreflightRequest, facts: Facts) -> CheckResult:
-    """Enough shared memory for NCCL between ranks when TP x PP > 1."""
-    ranks = request.tp * request.pp
+    """Enough shared memory for NCCL between ranks when TP x DP > 1."""
+    ranks = request.tp * request.dp
     shm = facts.shm
     out: dict[str, Any] = {
         "ranks": ranks,
