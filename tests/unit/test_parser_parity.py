@@ -1,4 +1,4 @@
-"""servectl's verdict on flags, values and profiles equals the real SGLang 0.5.23 parser's (differential, property-based).
+"""servectl's verdict on flags, values and profiles equals the real SGLang 0.5.23 parser's (differential).
 
 The real parser runs in the venv that ``servectl.testing.sglang_venv`` builds from the wheel (scripts/test.sh
 builds it; CI sets SERVECTL_REQUIRE_SGLANG_PARSER=1 so these tests cannot skip there).
