@@ -98,7 +98,23 @@ def store_catalog(document: Mapping[str, Any], image: ImageSource, *, directory:
     return write_catalog({**document, "image": image.to_dict()}, path)
 
 
+_READ: dict[tuple[Path, int, int], StoredCatalog | None] = {}
+
+
 def _read_stored(path: Path) -> StoredCatalog | None:
+    """The catalog file at ``path``, or None when it is missing or not a catalog (memoized by mtime and size:
+    ``validate`` looks the cache up once per profile)."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    key = (path, stat.st_mtime_ns, stat.st_size)
+    if key not in _READ:
+        _READ[key] = _parse_stored(path)
+    return _READ[key]
+
+
+def _parse_stored(path: Path) -> StoredCatalog | None:
     try:
         with path.open(encoding="utf-8") as fh:
             data = json.load(fh)
