@@ -248,12 +248,12 @@ def catalog_for(profile: Profile) -> FlagCatalog:
     """
     from servectl.profile.catalog_store import load_catalog
 
-    catalog = load_catalog(
-        profile.engine.catalog, image_ref=profile.image.ref, image_digest=profile.image.digest
-    ).catalog
+    stored = load_catalog(profile.engine.catalog, image_ref=profile.image.ref, image_digest=profile.image.digest)
+    catalog = stored.catalog
     ext = profile.engine.catalog_extend
     if ext is not None:
-        key = (profile.engine.catalog, json.dumps(ext.model_dump(), sort_keys=True, default=str))
+        # by the file it came from: `image` names a different catalog for each image
+        key = (str(stored.path), json.dumps(ext.model_dump(), sort_keys=True, default=str))
         extended = _EXTENDED.get(key)
         if extended is None:
             extended = _EXTENDED[key] = catalog.extended(ext.model_dump())
@@ -261,7 +261,7 @@ def catalog_for(profile: Profile) -> FlagCatalog:
     return catalog
 
 
-#: Extended catalogs by (base name, extension): rules ask for a profile's catalog many times.
+#: Extended catalogs by (base catalog file, extension): rules ask for a profile's catalog many times.
 _EXTENDED: dict[tuple[str, str], FlagCatalog] = {}
 
 

@@ -178,8 +178,14 @@ def load_catalog(
             target = image_ref or digest or "IMAGE"
             raise KeyError(f"no catalog has been extracted from {what} yet; run `servectl catalog extract {target}`")
         return stored
-    catalog = FlagCatalog.load(spec)
-    return StoredCatalog(path=Path(spec), catalog=catalog, image=None)
+    shipped = _SHIPPED.get(spec)
+    if shipped is None:
+        shipped = _SHIPPED[spec] = StoredCatalog(path=Path(spec), catalog=FlagCatalog.load(spec), image=None)
+    return shipped
+
+
+#: Shipped catalogs by name: rules ask for a profile's catalog many times per validation.
+_SHIPPED: dict[str, StoredCatalog] = {}
 
 
 def known_specs(extra: Sequence[str] = ()) -> list[str]:
