@@ -409,7 +409,6 @@ def up(
 
     env = os.environ if environ is None else environ
     resolved = resolved or resolve(name, environ=env)
-    plan = resolved.plan
     state = state_dir or default_state_dir(env)
     timeout = lock_timeout_default(env) if lock_timeout_s is None else lock_timeout_s
     with StateLock(state, timeout, purpose=f"up {resolved.name}"):
@@ -418,30 +417,12 @@ def up(
         own_journal = refuse_if_unfinished(state, up_of=resolved.name)
         docker.ping()
         current = services(docker=docker, probe=False, plan_hash_of=None, state_dir=state, scope=scope)
-        removed: list[str] = []
-        notes: list[str] = []
-        for svc in current:
-            if svc.profile != resolved.name:
-                continue
-            if svc.running and svc.state in ("ready", "unhealthy"):  # it passed its gate once
-                if svc.plan_hash == plan.plan_hash:
-                    if own_journal is not None:
-                        clear_journal(state)
-                    return UpResult(action="already-running", service=svc, url=svc.url)
-                raise ServiceConflict(
-                    f"{resolved.name} already runs with plan {svc.plan_hash}, "
-                    "but the profile now compiles to "
-                    f"{plan.plan_hash}: use servectl swap {resolved.name} to replace it"
-                )
-            if svc.running:
-                notes.append(
-                    f"{svc.container_name} never passed its health gate (servectl was stopped while it "
-                    "started): replaced it"
-                )
-                stop(service=svc, docker=docker, gpus=gpus, state_dir=state)
-            else:
-                docker.remove(svc.container_id, force=True)
-            removed.append(svc.container_name)
+        running = _already_running(resolved, current)
+        if running is not None:
+            if own_journal is not None:
+                clear_journal(state)
+            return UpResult(action="already-running", service=running, url=running.url)
+        removed, notes = _clear_own_leftovers(resolved, current, docker=docker, gpus=gpus, state=state)
         _check_conflicts(resolved, docker=docker, services_now=current, removed=removed)
         if preflight is None:
             notes += basic_preflight(resolved, docker=docker, gpus=gpus, host=host)
@@ -466,6 +447,46 @@ def up(
         removed_stale=tuple(removed),
         notes=tuple(notes),
     )
+
+
+def _already_running(resolved: Resolved, current: Sequence[ServiceInfo]) -> ServiceInfo | None:
+    """The profile's service that passed its gate with the same plan; another plan is a conflict."""
+    for svc in current:
+        if svc.profile == resolved.name and svc.running and svc.state in ("ready", "unhealthy"):
+            if svc.plan_hash == resolved.plan.plan_hash:
+                return svc
+            raise ServiceConflict(
+                f"{resolved.name} already runs with plan {svc.plan_hash}, "
+                "but the profile now compiles to "
+                f"{resolved.plan.plan_hash}: use servectl swap {resolved.name} to replace it"
+            )
+    return None
+
+
+def _clear_own_leftovers(
+    resolved: Resolved,
+    current: Sequence[ServiceInfo],
+    *,
+    docker: DockerEngine,
+    gpus: GpuInventory | None,
+    state: Path,
+) -> tuple[list[str], list[str]]:
+    """Remove the profile's containers that never passed their gate or exited: (names removed, notes)."""
+    removed: list[str] = []
+    notes: list[str] = []
+    for svc in current:
+        if svc.profile != resolved.name:
+            continue
+        if svc.running:
+            notes.append(
+                f"{svc.container_name} never passed its health gate (servectl was stopped while it "
+                "started): replaced it"
+            )
+            stop(service=svc, docker=docker, gpus=gpus, state_dir=state)
+        else:
+            docker.remove(svc.container_id, force=True)
+        removed.append(svc.container_name)
+    return removed, notes
 
 
 def _start_recorded(
