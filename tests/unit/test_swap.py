@@ -270,6 +270,7 @@ def test_target_crash_brings_the_previous_service_back_and_says_why(world: World
         ("ensure_image", "beta"),
         ("stop", "alpha"),
         ("start", "beta"),
+        ("ensure_image", "alpha"),  # the previous profile's image, just before its start (start assumes it)
         ("start", "alpha"),
     ]
     assert err.message.startswith("beta failed: beta exited with code 3 during startup; beta was removed")

@@ -160,6 +160,7 @@ def _settle(
     if previous is not None and not any(s.profile == previous and s.state in ALIVE_STATES for s in running):
         resolved, drift = _previous_resolved(journal, environ, resolve_profile)
         try:
+            runtime.ensure_image(resolved, docker=docker, on_phase=on_phase)
             started = runtime.start(resolved=resolved, docker=docker, on_phase=on_phase, state_dir=state)
         except ServectlError as err:
             failure = err.lines()[0]

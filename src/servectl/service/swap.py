@@ -76,7 +76,7 @@ if TYPE_CHECKING:
     from servectl.adapters.gpu import GpuInventory
     from servectl.adapters.host import HostProbe
     from servectl.plan.resolve import Resolved
-    from servectl.preflight.model import PreflightReport
+    from servectl.preflight.model import PreflightReport, Replacing
 
 
 LOG_TAIL_LINES = 20
@@ -797,8 +797,10 @@ def _bring_back(
         tx.set_journal("start-previous", why)
         with tx.phase("start-previous", previous) as mark:
             try:
+                before = deps.resolve(previous)
+                deps.runtime.ensure_image(before, docker=deps.docker, on_phase=tx.progress("start-previous"))
                 got.restored = deps.runtime.start(
-                    resolved=deps.resolve(previous),
+                    resolved=before,
                     docker=deps.docker,
                     on_phase=tx.progress("start-previous"),
                     state_dir=deps.state_dir,
@@ -945,19 +947,18 @@ def profile_preflight(
     *,
     state_dir: Path | None = None,
     on_report: Callable[[PreflightReport], None] | None = None,
-    adapters: tuple[GpuInventory, HostProbe, DockerEngine] | None = None,
-    build_image: bool = True,
+    host: HostProbe | None = None,
 ) -> Preflight:
-    """servectl's preflight (:mod:`servectl.preflight.checks`) as a swap :class:`Preflight`.
+    """servectl's preflight (:func:`servectl.preflight.request.check_start`) as a swap :class:`Preflight`.
 
     The service being replaced counts as stopped (its container, main pid and port) and declared conflicts
-    as about to be stopped. Checks skipped with ``--force`` are recorded in the history.
+    as about to be stopped; both go to ``check_start`` as data. Checks skipped with ``--force`` are recorded
+    in the history. The swap's own Docker client and GPU inventory are used (no second ones).
 
     Args:
         state_dir: where forced checks are recorded.
         on_report: gets the full report (warnings, skipped checks) before a failure is raised.
-        adapters: (GPU inventory, host probe, Docker facts) instead of NVML, psutil and Docker (tests).
-        build_image: build the stand-in image first when the profile says so (``rollback-check``: no).
+        host: host probe instead of psutil (tests).
     """
 
     def check(
@@ -968,44 +969,37 @@ def profile_preflight(
         docker: DockerEngine,
         gpus: GpuInventory | None,
     ) -> None:
-        from servectl.preflight.model import Replacing
-        from servectl.preflight.request import full_preflight, request_for
-        from servectl.preflight.run import preflight_on_this_host, raise_if_failed, run_preflight
+        from servectl.preflight.request import check_start
 
         if CONTAINER_NAME_CHECK not in skip:
             _container_name_free(resolved, docker)
-        skip = skip - {CONTAINER_NAME_CHECK}
-        freed: Replacing | None = None
-        if replacing is not None:
-            state = docker.inspect(replacing.container_id)
-            pid = getattr(state, "pid", None)
-            freed = Replacing(
-                container_id=replacing.container_id,
-                container_name=replacing.container_name,
-                pids=frozenset({pid} if pid else ()),
-                port=replacing.port,
-            )
-        if build_image:
-            full_preflight(
-                docker=docker,
-                skip=skip,
-                replacing=freed,
-                stop_conflicts=True,
-                state_dir=state_dir,
-                on_report=on_report,
-                adapters=adapters,
-            )(resolved)
-            return
-        request = request_for(resolved, replacing=freed, stop_conflicts=True)
-        if adapters is None:
-            report = preflight_on_this_host(request=request, skip=skip)
-        else:
-            report = run_preflight(request=request, gpus=adapters[0], host=adapters[1], docker=adapters[2], skip=skip)
-        if on_report is not None:
-            on_report(report)
-        raise_if_failed(report)
+        check_start(
+            resolved,
+            docker=docker,
+            gpus=gpus,
+            host=host,
+            replacing=None if replacing is None else replacing_of(replacing, docker),
+            stop_conflicts=True,
+            skip=skip - {CONTAINER_NAME_CHECK},
+            state_dir=state_dir,
+            on_report=on_report,
+        )
 
     return check
+
+
+def replacing_of(service: ServiceInfo, docker: DockerEngine) -> Replacing:
+    """What preflight counts as freed once ``service`` is stopped: its container, main pid and port."""
+    from servectl.preflight.model import Replacing
+
+    state = docker.inspect(service.container_id)
+    pid = state.pid if state is not None else None
+    return Replacing(
+        container_id=service.container_id,
+        container_name=service.container_name,
+        pids=frozenset({pid} if pid else ()),
+        port=service.port,
+    )
 
 
 def _container_name_free(resolved: Resolved, docker: DockerEngine) -> None:
