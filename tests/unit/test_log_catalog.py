@@ -114,3 +114,13 @@ def test_the_standin_prints_only_lines_sglang_prints(logs: LogCatalog) -> None:
     assert any("Set DSA backends for GLM" in m for m in messages) and any("Decode batch" in m for m in messages)
     unknown = [m for m in messages if logs.line_of(m) is None]
     assert unknown == []
+
+
+def test_the_fake_docker_engines_sglang_script_prints_only_lines_sglang_prints(logs: LogCatalog) -> None:
+    from servectl.testing.docker import sglang_like_script
+
+    lines = [line for _, line in sglang_like_script(1.0).lines]
+    lines += [line for _, line in sglang_like_script(1.0, crash_at="cuda_graph").lines]
+    messages = [re.sub(r"^(?:INFO|WARNING|ERROR):\s+", "", line) for line in lines]
+    assert len(messages) >= 10
+    assert [m for m in messages if logs.line_of(m) is None] == []

@@ -150,3 +150,16 @@ def argvs(draw: st.DrawFn) -> list[str]:
 @given(argv=argvs())
 def test_generated_flags_and_values_get_the_real_parsers_verdict(real: RealParser, argv: list[str]) -> None:
     assert_same_verdict(real, argv)
+
+
+def test_the_shipped_flag_catalog_is_what_the_extraction_script_reads_off_the_wheel(real: RealParser) -> None:
+    import subprocess
+    from pathlib import Path
+
+    from servectl.profile import engine_dump
+
+    dumped = subprocess.run(
+        [str(venv_python()), engine_dump.__file__, "flags"], capture_output=True, text=True, check=True
+    ).stdout
+    shipped = Path(engine_dump.__file__).parent / "catalogs" / "sglang-0.5.23.json"
+    assert json.loads(dumped) == json.loads(shipped.read_text()), "run python3 scripts/extract_sglang_catalogs.py"

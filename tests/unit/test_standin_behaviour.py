@@ -91,3 +91,14 @@ def test_examples_follow_the_schema_and_pieces_join_back() -> None:
     assert example_for(schema) == {"n": 3, "tags": ["example", "example"], "mode": "a"}
     text = ' {"city": "Oslo", "n": 3}'
     assert "".join(pieces(text)) == text and len(pieces(text)) == count_text_tokens(text)
+
+
+def test_a_fixed_length_request_with_thinking_off_stays_a_plain_completion(url: str) -> None:
+    body = {
+        "messages": [{"role": "user", "content": "x"}],
+        "chat_template_kwargs": {"enable_thinking": False},
+        "max_tokens": 40,
+        "ignore_eos": True,
+    }
+    r = httpx.post(f"{url}/v1/chat/completions", json=body, timeout=10).json()
+    assert r["usage"]["completion_tokens"] == 40 and r["choices"][0]["finish_reason"] == "length"

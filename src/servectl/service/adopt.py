@@ -95,6 +95,13 @@ def adopt(
     """
     env = os.environ if environ is None else environ
     path_folders = search_path() if folders is None else folders
+    if out is not None:
+        stem = out.name.removesuffix(".yaml")
+        if not out.name.endswith(".yaml"):
+            raise AdoptError(f"--out {out}: a profile file ends in .yaml (servectl finds profiles as NAME.yaml)")
+        if name is not None and name != stem:
+            raise AdoptError(f"--out {out} and --name {name} disagree: a profile's file is NAME.yaml ({name}.yaml)")
+        name = stem
     data, image, origin, compose = _read(docker, container, compose_file, service, compose_config)
     adoption = adopt_container(data, image=image, name=name, origin=origin, compose=compose)
     target = (out or _default_folder(path_folders) / f"{adoption.name}.yaml").absolute()

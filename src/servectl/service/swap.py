@@ -44,6 +44,7 @@ from servectl.adapters.conflicts import (
     RestoreOutcome,
     StoppedConflict,
     conflict_key,
+    load_stopped,
     record_stopped,
     restore_conflicts,
 )
@@ -557,6 +558,7 @@ def _run_locked(tx: _Swap, target: str | None) -> SwapResult:
         # Before anything stops: building the stand-in (or finding the image missing) costs no downtime.
         deps.runtime.ensure_image(resolved, docker=deps.docker, on_phase=tx.progress("image"))
     with tx.phase("preflight"):
+        load_stopped(deps.state_dir)  # a damaged record of stopped conflicts stops the swap before any change
         deps.conflicts.check_available(resolved.loaded.profile.conflicts)
         deps.preflight(resolved=resolved, replacing=current, skip=tx.skip, docker=deps.docker, gpus=deps.gpus)
 

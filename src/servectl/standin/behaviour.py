@@ -12,9 +12,12 @@ asks for something a client checks gets a scripted :class:`Reply` instead, shape
 * The last message is a ``tool`` result: a text answer quoting the result (the conversation continues).
 * ``response_format`` ``json_object`` / ``json_schema``: JSON content (an example of the schema).
 * ``chat_template_kwargs.enable_thinking`` true (GLM/Qwen templates; SGLang passes these kwargs to the chat
-  template): with ``--reasoning-parser`` set, the reasoning goes to ``reasoning_content`` and ``content`` is
-  clean, as SGLang's reasoning parser splits it; without a parser the ``<think>...</think>`` text stays in
-  ``content``, as SGLang returns it then. ``enable_thinking`` false (or absent): no reasoning.
+  template and reads the same toggle to decide whether the reasoning parser expects thinking:
+  ``serving_chat.py::_get_reasoning_from_request``): with ``--reasoning-parser`` set, the reasoning goes to
+  ``reasoning_content`` (``delta.reasoning_content`` when streaming, ``_process_reasoning_stream``) and
+  ``content`` is clean; without a parser the ``<think>...</think>`` text stays in ``content``, as SGLang
+  returns it then. ``enable_thinking`` false: no reasoning. Absent: no reasoning either (real GLM thinks by
+  default; the stand-in stays plain so that benchmarks see plain completions).
 * A prompt holding ``secret code is <CODE>``: the answer names the code while the prompt fits
   ``STANDIN_NEEDLE_MAX_TOKENS`` (unset: any length); longer prompts get an answer without it.
 
@@ -85,7 +88,9 @@ def wants_script(body: Mapping[str, Any]) -> bool:
     return bool(
         (body.get("tools") and body.get("tool_choice") != "none")
         or _response_format(body) is not None
-        or _thinking(body) is not None
+        or _thinking(body) is True
+        # thinking off changes nothing for a fixed-length (ignore_eos) request, e.g. a benchmark's: it stays plain
+        or (_thinking(body) is False and not body.get("ignore_eos"))
         or last.get("role") == "tool"
         or any(NEEDLE.search(content_text(m.get("content"))) for m in messages if isinstance(m, Mapping))
     )

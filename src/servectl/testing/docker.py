@@ -97,7 +97,7 @@ def sglang_like_script(
     never_ready: bool = False,
     ignore_sigterm: bool = False,
 ) -> FakeScript:
-    """SGLang's startup lines spread over ``delay_s``, with an optional injected failure.
+    """SGLang 0.5.23's startup lines (each in its log catalog) spread over ``delay_s``, with an optional failure.
 
     ``crash_at``/``stall_at``/``fatal_line`` take effect at the start of a phase: "weights", "kv_cache",
     "cuda_graph" or "warmup" (``fatal_line`` is written during "kv_cache").
@@ -107,18 +107,24 @@ def sglang_like_script(
             "weights",
             [
                 "Load weight begin. avail mem=94.00 GB",
-                "Loading safetensors checkpoint shards:  50% Completed | 1/2",
-                "Loading safetensors checkpoint shards: 100% Completed | 2/2",
-                "Load weight end. type=X, dtype=torch.bfloat16",
+                "Loading safetensors checkpoint shards:  50% Completed | 1/2 [00:01<00:01,  1.00it/s]",
+                "Loading safetensors checkpoint shards: 100% Completed | 2/2 [00:02<00:00,  1.00it/s]",
+                "Load weight end. elapsed=2.00 s, type=X, dtype=torch.bfloat16, avail mem=80.00 GB, mem usage=4.00 GB.",
             ],
         ),
-        ("kv_cache", ["KV Cache is allocated. #tokens: 524288, K size: 1.00 GB", "Memory pool end."]),
+        (
+            "kv_cache",
+            [
+                "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 524288, K size: 1.00 GB, V size: 1.00 GB",
+                "Memory pool end. avail mem=12.00 GB",
+            ],
+        ),
         (
             "cuda_graph",
             [
-                "Capture cuda graph begin. This can take up to several minutes.",
-                "Capturing batches (bs=1 avail_mem=10.00 GB): 100%| 1/1",
-                "Capture cuda graph end. Time elapsed: 0.10 s.",
+                "Capture target decode CUDA graph begin. backend=full, num_tokens_per_req=1, avail mem=12.00 GB",
+                "Capturing batches (bs=1 avail_mem=10.00 GB): 100%|##########| 1/1 [00:00<00:00]",
+                "Capture target decode CUDA graph end. bs=[1], elapsed=0.10 s, mem usage=2.00 GB, avail mem=10.00 GB.",
             ],
         ),
         (

@@ -1,0 +1,160 @@
+"""Issue 15 on the real engine with the stand-in: nothing lost, nothing hung.
+
+A killed ``up`` or ``swap`` leaves nothing unproven behind or says how to settle it; ``servectl recover``
+brings back what ran before, as it ran; damaged state files never block ``status`` or ``down``.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from test_swap_docker import Bench, bench  # noqa: F401  (the fixture, shared)
+
+from servectl.adapters.state import History
+from servectl.service.journal import read_journal
+from servectl.service.recover import recover
+
+pytestmark = pytest.mark.integration
+
+
+def settled(look: Callable[[], dict[str, str]]) -> dict[str, str]:
+    """``look()`` once removals in flight are done (listing containers races them: NotFound)."""
+    import docker.errors
+
+    for _ in range(50):
+        try:
+            return look()
+        except docker.errors.NotFound:
+            time.sleep(0.1)
+    return look()
+
+
+def finish(proc: object, timeout_s: float = 60) -> tuple[int, str, str]:
+    out, err = proc.communicate(timeout=timeout_s)  # type: ignore[attr-defined]
+    return proc.returncode, out, err  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_a_signal_to_up_while_the_engine_loads_removes_it_and_says_so(
+    bench: Bench,  # noqa: F811
+    signum: signal.Signals,
+) -> None:
+    bench.profile("alpha", env={"STANDIN_STARTUP_DELAY_S": "8"})
+    proc = bench.cli("up", "alpha")
+    try:
+        bench.wait_for_container(bench.container_name("alpha"))
+        time.sleep(0.5)  # inside the health gate
+        proc.send_signal(signum)
+        code, _, err = finish(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert code == 130, err
+    assert f"interrupted ({signum.name}) while alpha was starting; what it started was removed" in err
+    assert "Traceback" not in err
+    assert settled(bench.containers) == {}
+    assert read_journal(bench.home) is None
+
+
+def test_up_after_kill_9_of_up_replaces_the_unproven_container_instead_of_reporting_it_up(
+    bench: Bench,  # noqa: F811
+) -> None:
+    bench.profile("alpha", env={"STANDIN_STARTUP_DELAY_S": "3"})
+    proc = bench.cli("up", "alpha")
+    try:
+        bench.wait_for_container(bench.container_name("alpha"))
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    orphan = bench.client.containers.get(bench.container_name("alpha")).id
+    journal = read_journal(bench.home)
+    assert journal is not None and (journal.kind, journal.to_profile) == ("up", "alpha")
+    status = bench.cli("status", "--json")
+    code, out, err = finish(status)
+    mine = [s for s in json.loads(out) if s["container_id"] == orphan]
+    assert mine and mine[0]["state"] == "starting"  # never "ready": it never passed the gate
+    assert "unfinished up" in err and "servectl recover" in err
+    code, out, err = finish(bench.cli("up", "alpha"))
+    assert code == 0, err
+    assert "never passed its health gate" in err and "replaced it" in err
+    now = bench.client.containers.get(bench.container_name("alpha")).id
+    assert now != orphan and bench.serves("alpha")
+    assert read_journal(bench.home) is None
+
+
+def test_kill_9_mid_swap_then_recover_brings_back_the_previous_service_as_it_ran(
+    bench: Bench,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    bench.profile("alpha")
+    code, _, err = finish(bench.cli("up", "alpha"))  # from the same folder as the CLI swap below (same paths)
+    assert code == 0, err
+    ran = bench.client.containers.get(bench.container_name("alpha")).labels["servectl.plan-hash"]
+    bench.profile("beta", env={"STANDIN_STARTUP_DELAY_S": "20"})
+    proc = bench.cli("swap", "beta")
+    try:
+        bench.wait_for_container(bench.container_name("beta"))
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert settled(bench.running) == {bench.container_name("beta"): "running"}  # the orphan keeps starting
+    # alpha's file changes after the swap began; recovery restores the alpha that ran
+    bench.profile("alpha", env={"STANDIN_TOKEN_RATE": "77"})
+    code, _, err = finish(bench.cli("swap", "alpha"))
+    assert code == 1 and "unfinished swap" in err and "servectl recover" in err and "Traceback" not in err
+    monkeypatch.chdir(bench.tmp)
+    result = recover(docker=bench.docker, scope=bench.scope, state_dir=bench.home)
+    assert result.outcome == "restored" and result.restored == "alpha", result.message
+    assert bench.containers() == {bench.container_name("alpha"): "running"} and bench.serves("alpha")
+    assert bench.client.containers.get(bench.container_name("alpha")).labels["servectl.plan-hash"] == ran, (
+        result.message
+    )
+    assert read_journal(bench.home) is None
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [b"\xff\xfe binary", b"", b'[{"event": ["up"]}', b'[{"event": ["up"], "profile": "x"}]', b"folder"],
+)
+def test_a_damaged_history_never_blocks_status_or_down(bench: Bench, damage: bytes) -> None:  # noqa: F811
+    bench.profile("alpha")
+    bench.swap("alpha")
+    history = Path(bench.home) / "history.json"
+    history.unlink()
+    if damage == b"folder":
+        history.mkdir()
+    else:
+        history.write_bytes(damage)
+    code, out, err = finish(bench.cli("status"))
+    assert code == 0, err
+    assert "Traceback" not in out + err
+    assert "alpha" in out  # Docker says what runs; the gate record says it passed
+    code, out, err = finish(bench.cli("down", "alpha"))
+    assert code == 0, err
+    assert "Traceback" not in out + err and settled(bench.containers) == {}
+    events = [e["event"] for e in History(bench.home).events()]
+    if damage.startswith(b"[{") and damage.endswith(b"]"):  # valid JSON: the odd entry is skipped, not damage
+        assert events[-1] == "down"
+    else:
+        assert set(events) == {"down"}  # a new history (the old one set aside) with only what down did
+        assert list(Path(bench.home).glob("history.json.damaged-*"))
+
+
+def test_up_on_an_empty_history_records_the_service(bench: Bench) -> None:  # noqa: F811
+    bench.profile("alpha")
+    bench.home.mkdir(parents=True, exist_ok=True)
+    (bench.home / "history.json").write_text("")
+    code, _, err = finish(bench.cli("up", "alpha"))
+    assert code == 0, err
+    assert "moved it to" in err and "started a new history" in err
+    assert [e["event"] for e in History(bench.home).events()] == ["up"]
+    assert bench.serves("alpha")
