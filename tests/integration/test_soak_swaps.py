@@ -70,15 +70,17 @@ def test_soak_swaps_with_random_faults_leave_one_service_and_agreeing_state(
 ) -> None:
     monkeypatch.chdir(bench.tmp)  # in-process and CLI swaps resolve paths alike (same plan hashes)
     rng = random.Random(SEED)
-    write(bench, "alpha")
-    write(bench, "beta")
-    bench.swap("alpha")
+    # Names unique to this test: the CLI swaps see every servectl container on the host, not only ours.
+    alpha, beta = f"a{bench.tid}", f"b{bench.tid}"
+    write(bench, alpha)
+    write(bench, beta)
+    bench.swap(alpha)
     started = time.monotonic()
     log: list[str] = []
     for round_no in range(ROUNDS):
         current = running_profile(bench)
         assert current is not None
-        target = "beta" if current == "alpha" else "alpha"
+        target = beta if current == alpha else alpha
         fault = rng.choice(FAULTS)
         write(bench, target, fault)
         expect = target
@@ -98,8 +100,9 @@ def test_soak_swaps_with_random_faults_leave_one_service_and_agreeing_state(
             proc.send_signal(signal.SIGINT if fault == "sigint" else signal.SIGKILL)
             _, err = proc.communicate(timeout=120)
             if fault == "sigint":
-                assert proc.returncode in (0, 4, 130), err
-                assert "Traceback" not in err
+                # -2: SIGINT landed while Python was still starting (before servectl's handlers): nothing changed
+                assert proc.returncode in (0, 4, 130, -2), err
+                assert "Traceback" not in err or proc.returncode == -2
                 expect = target if proc.returncode == 0 else current
             else:
                 settled_result = recover(docker=bench.docker, scope=bench.scope, state_dir=bench.home)
