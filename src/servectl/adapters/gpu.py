@@ -60,6 +60,7 @@ class GpuDevice:
     memory_reserved_bytes: int | None = None
     lost: bool = False
     problem: str | None = None
+    utilization_percent: int | None = None  # busy share of the last sample period (``status --watch``)
 
     @property
     def arch(self) -> str | None:
@@ -315,6 +316,7 @@ class NvmlInventory:
         total, used, free, reserved = _memory(nvml, handle)
         mig = nvml_query(nvml, "nvmlDeviceGetMigMode", handle)
         mig_enabled = None if mig is None else int(mig[0]) == int(getattr(nvml, "NVML_DEVICE_MIG_ENABLE", 1))
+        rates = nvml_query(nvml, "nvmlDeviceGetUtilizationRates", handle)
         return GpuDevice(
             index=index,
             uuid=uuid,
@@ -326,6 +328,7 @@ class NvmlInventory:
             memory_reserved_bytes=reserved,
             processes=_processes(nvml, handle),
             mig_enabled=mig_enabled,
+            utilization_percent=int(rates.gpu) if rates is not None and hasattr(rates, "gpu") else None,
         )
 
 

@@ -31,10 +31,11 @@ def _plain_values_skip_coercion() -> None:
 
     typer coerces every parameter value through a pydantic TypeAdapter (``typer._adapters``: 50-150 ms to
     import, ``python -X importtime``), even a flag that was not given (``--help`` defaults to None), an option
-    left out (None) or a word for a ``str`` parameter, which the command line already gives as a str. For
-    those, this does what typer's ``process_value`` does after coercing - None becomes ``()`` for a repeated
-    option, a missing required value is an error, the callback runs - and everything else (ints, paths,
-    choices, lists of values) keeps typer's coercion and its error messages.
+    left out (None), a number option's default, or a word for a ``str`` parameter, which the command line
+    already gives as a str. For those, this does what typer's ``process_value`` does after coercing - None
+    becomes ``()`` for a repeated option, a missing required value is an error, the callback runs - and
+    everything typed in that needs converting (ints, floats, paths, choices, lists) keeps typer's coercion
+    and its error messages.
     """
     from typer._click.exceptions import MissingParameter
     from typer.core import TyperArgument, TyperOption
@@ -47,7 +48,8 @@ def _plain_values_skip_coercion() -> None:
                 value = False  # an unset flag is off (typer skips coercion for a bool)
             descriptor = self.type_descriptor
             is_plain_str = isinstance(value, str) and descriptor.annotation in (str, str | None)
-            if (value is None or is_plain_str) and not descriptor.is_choice:
+            is_typed_default = type(value) in (int, float) and descriptor.annotation is type(value)  # not typed in
+            if (value is None or is_plain_str or is_typed_default) and not descriptor.is_choice:
                 if value is None and (self.multiple or self.nargs == -1):
                     value = ()
                 if self.required and self.value_is_missing(value):

@@ -11,6 +11,7 @@ import typer
 from servectl.cli.complete import check_ids, profile_names
 
 if TYPE_CHECKING:
+    from rich.console import RenderableType
     from rich.status import Status
 
     from servectl.preflight.model import PreflightReport
@@ -150,8 +151,18 @@ def down_command(
 
 def status_command(
     as_json: Annotated[bool, typer.Option("--json", help="print the services as JSON")] = False,
+    watch: Annotated[
+        bool,
+        typer.Option("--watch", "-w", help="refresh until Ctrl-C: the phase of a starting service, each card's use"),
+    ] = False,
+    interval: Annotated[
+        float, typer.Option("--interval", help="seconds between refreshes with --watch", min=0.2)
+    ] = 2.0,
 ) -> None:
     """Each servectl service: profile, state, port, GPUs, uptime, plan hash and drift from its profile."""
+    if watch:
+        _watch_status(interval)
+        return
     from servectl.api import status
     from servectl.cli.views.runtime import status_table
 
@@ -173,6 +184,30 @@ def status_command(
     console.print(status_table(found, width=console.width))
 
 
+def _watch_status(interval_s: float) -> None:
+    import time
+
+    from rich.console import Console
+    from rich.live import Live
+
+    from servectl.api import status_watcher
+    from servectl.cli.views.runtime import watch_renderable
+
+    console = Console(highlight=False)
+    refresh = status_watcher()
+
+    def view() -> RenderableType:
+        return watch_renderable(refresh(), width=console.width)
+
+    try:
+        with Live(view(), console=console, auto_refresh=False) as live:
+            while True:
+                time.sleep(interval_s)
+                live.update(view(), refresh=True)
+    except KeyboardInterrupt:
+        return
+
+
 def logs_command(
     name: Annotated[
         str, typer.Argument(help="profile (or container name) of the service", autocompletion=profile_names)
@@ -182,11 +217,14 @@ def logs_command(
 ) -> None:
     """Print a service's log (stdout and stderr of its container)."""
     from servectl.api import logs
+    from servectl.service.watch import phases_with_lines
 
     try:
-        for line in logs(name=name, follow=follow, tail=tail):
+        for line, phase in phases_with_lines(logs(name=name, follow=follow, tail=tail)):
             sys.stdout.write(line + "\n")
             if follow:
+                if phase is not None:  # while a model loads: where startup is, on stderr beside the log
+                    sys.stderr.write(f"servectl: {name} startup phase: {phase}\n")
                 sys.stdout.flush()
     except KeyboardInterrupt:
         return

@@ -160,6 +160,8 @@ def adopt_container(
         AdoptError: servectl started it, it runs no SGLang entry point, its model is not mounted from the
             host, or a flag cannot be written in a profile - one line saying which and what to do.
     """
+    # Long on purpose: the refusals, then one short step per profile section in file order, so the function
+    # reads as the outline of the profile it writes; each section's detail lives in its own helper below.
     config: Mapping[str, Any] = data.get("Config") or {}
     host: Mapping[str, Any] = data.get("HostConfig") or {}
     container_name = str(data.get("Name") or "").lstrip("/")
@@ -453,6 +455,10 @@ def _gpus(data: Mapping[str, Any], cards: int, draft: _Draft) -> dict[str, Any]:
         )
     if via != "device-request":
         draft.notes.append(f"GPUs were given by {_GPU_SOURCES[via]}; servectl requests them as --gpus device=...")
+    draft.notes.append(
+        "gpus.vram_reserve_mib is servectl's default (3072 MiB free per card once it runs): "
+        "`servectl rollback-check` shows whether preflight would let this profile start"
+    )
     return {"devices": indices}
 
 
@@ -648,6 +654,8 @@ def compose_service_inspect(
     Raises:
         AdoptError: no such service in the file.
     """
+    # Long on purpose: one inspect field per compose key, side by side, so the mapping can be checked against
+    # the Compose Specification in one read.
     services = config.get("services") or {}
     if service not in services:
         known = ", ".join(sorted(services)) or "none"

@@ -16,6 +16,9 @@ if TYPE_CHECKING:
 ImageBuilder = Callable[[str], object]
 
 
+FLOATING_STANDIN_REF = "servectl-standin:latest"
+
+
 def build_standin(ref: str) -> object:
     """Build the stand-in engine image tagged ``ref`` (servectl ships its Dockerfile)."""
     try:
@@ -40,9 +43,17 @@ def ensure_image(
         PreflightFailed: the image is missing and servectl cannot build it (it pulls from no registry).
     """
     ref = resolved.plan.docker.image
+    image = resolved.loaded.profile.image
+    # ``servectl-standin:latest`` floats: another servectl version (or checkout) may have tagged it last, so it is
+    # always handed to the builder, which finds the build of this servectl's sources by content hash and
+    # re-points ``latest`` at it (no rebuild when that build exists).
+    if image.build == "standin" and ref == FLOATING_STANDIN_REF:
+        if on_phase is not None:
+            on_phase(Progress("checking image", ref))
+        (build_image or build_standin)(ref)
+        return
     if docker.image_present(ref):
         return
-    image = resolved.loaded.profile.image
     if image.build == "standin":
         if on_phase is not None:
             on_phase(Progress("building image", ref))

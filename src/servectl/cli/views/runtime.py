@@ -6,11 +6,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from rich.console import RenderableType
     from rich.table import Table
 
     from servectl.service.health import Progress
     from servectl.service.runtime import StopResult, UpResult
     from servectl.service.services import ServiceInfo
+    from servectl.service.watch import WatchView
 
 STATUS_COLUMNS = ("PROFILE", "STATE", "PORT", "GPUS", "UPTIME", "PLAN", "DRIFT", "CONTAINER")
 #: Drop order at narrow widths (higher first): the container name and plan hash are in ``status --json``.
@@ -51,15 +53,15 @@ def state_text(s: ServiceInfo) -> str:
     return f"exited ({', '.join(extras)})"
 
 
-def status_rows(services: Sequence[ServiceInfo]) -> list[tuple[str, ...]]:
-    """Rows of ``servectl status`` in :data:`STATUS_COLUMNS` order."""
+def status_rows(services: Sequence[ServiceInfo], phases: dict[str, str] | None = None) -> list[tuple[str, ...]]:
+    """Rows of ``servectl status`` in :data:`STATUS_COLUMNS` order; a starting service shows its phase."""
     rows: list[tuple[str, ...]] = []
     for s in services:
         drift = "-" if s.drift is None else ("yes" if s.drift else "no")
         rows.append(
             (
                 f"{s.profile} (adopted)" if s.adopted else s.profile,
-                state_text(s),
+                f"starting: {phases[s.container_id]}" if phases and s.container_id in phases else state_text(s),
                 "-" if s.port is None else str(s.port),
                 ",".join(str(g) for g in s.gpus) or "-",
                 duration(s.uptime_s),
@@ -71,20 +73,58 @@ def status_rows(services: Sequence[ServiceInfo]) -> list[tuple[str, ...]]:
     return rows
 
 
-def status_table(services: Sequence[ServiceInfo], *, width: int) -> Table:
+def status_table(services: Sequence[ServiceInfo], *, width: int, phases: dict[str, str] | None = None) -> Table:
     """``docker ps``-style table of the services that fits ``width`` without wrapping a cell."""
     from servectl.cli.views.table import Col, fit_table
 
     columns = [Col(h, priority=p) for h, p in zip(STATUS_COLUMNS, STATUS_PRIORITIES, strict=True)]
     return fit_table(
         columns,
-        status_rows(services),
+        status_rows(services, phases),
         width=width,
         box=None,
         pad_edge=False,
         show_edge=False,
         header_style="bold",
     )
+
+
+def watch_renderable(view: WatchView, *, width: int) -> RenderableType:
+    """One refresh of ``status --watch``: the services (a starting one with its phase), then each card."""
+    import datetime as dt
+
+    from rich.console import Group
+    from rich.text import Text
+
+    from servectl.cli.views.table import Col, fit_table
+
+    stamp = dt.datetime.fromtimestamp(view.taken_at).strftime("%H:%M:%S")
+    parts: list[RenderableType] = [Text(f"servectl status --watch  {stamp}  (Ctrl-C to stop)", style="bold")]
+    if view.services:
+        parts.append(status_table(view.services, width=width, phases=view.phases))
+    else:
+        parts.append(Text("no servectl services"))
+    if view.cards:
+        rows = [
+            (
+                str(c.index),
+                c.name or "?",
+                f"{_gib(c.memory_used_bytes)} / {_gib(c.memory_total_bytes)} GiB",
+                "-" if c.utilization_percent is None else f"{c.utilization_percent}%",
+            )
+            for c in view.cards
+        ]
+        columns = [Col("GPU"), Col("NAME", priority=2), Col("MEMORY"), Col("UTIL", justify="right")]
+        parts.append(
+            fit_table(columns, rows, width=width, box=None, pad_edge=False, show_edge=False, header_style="bold")
+        )
+    else:
+        parts.append(Text(f"cards: {view.cards_problem or 'none'}", style="dim"))
+    return Group(*parts)
+
+
+def _gib(value: int | None) -> str:
+    return "?" if value is None else f"{value / 2**30:.1f}"
 
 
 def up_text(result: UpResult) -> str:
