@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from servectl.adapters.docker import (
     COMPOSE_CONFIG_FILES_LABEL,
@@ -21,8 +21,16 @@ from servectl.adapters.docker import (
 )
 from servectl.adapters.gpu import MIB, GpuInventory, GpuSnapshot
 from servectl.adapters.host import DiskSpace, HostMemory, HostProbe, Listener, ModelDirInfo, ShmInfo
-from servectl.errors import EngineUnavailable, GpuUnavailable
+from servectl.errors import EngineUnavailable, GpuUnavailable, PreflightFailed
 from servectl.preflight.model import ConflictRef, PreflightRequest
+
+if TYPE_CHECKING:
+    from servectl.preflight.engine_image import ParseVerdict
+
+#: Label of servectl's stand-in engine image (``servectl.standin.image.IMAGE_LABEL``).
+STANDIN_LABEL = "servectl.standin"
+#: The check that parses the argv in the image (its id, here because gathering the facts runs it).
+ENGINE_PARSE = "engine.parse"
 
 
 @dataclass(frozen=True)
@@ -77,6 +85,8 @@ class Facts:
     model: ModelDirInfo | None = None
     executables: Mapping[str, str | None] = field(default_factory=dict)
     cdi_specs: tuple[str, ...] = ()
+    engine_parse: ParseVerdict | None = None
+    engine_parse_error: str | None = None
 
 
 def to_mib(n_bytes: int) -> int:
@@ -114,8 +124,19 @@ def classify_process(
     return "foreign"
 
 
-def gather_facts(*, request: PreflightRequest, gpus: GpuInventory, host: HostProbe, docker: DockerEngine) -> Facts:
-    """Measure everything the checks need, once. Unreachable NVML or Docker become recorded errors."""
+def gather_facts(
+    *,
+    request: PreflightRequest,
+    gpus: GpuInventory,
+    host: HostProbe,
+    docker: DockerEngine,
+    skipped: frozenset[str] = frozenset(),
+) -> Facts:
+    """Measure everything the checks need, once. Unreachable NVML or Docker become recorded errors.
+
+    Unless ``engine.parse`` is skipped, the plan's argv is parsed by the image's own SGLang in
+    a throwaway container when the image is on this host.
+    """
     snapshot: GpuSnapshot | None = None
     gpu_error: str | None = None
     gpu_seconds: float | None = None
@@ -176,6 +197,11 @@ def gather_facts(*, request: PreflightRequest, gpus: GpuInventory, host: HostPro
                 if host.path_exists(candidate):
                     cdi_specs.append(candidate)
 
+    local = image or image_by_digest
+    standin = local is not None and STANDIN_LABEL in local.labels  # its parser is servectl's own catalog
+    engine_parse, engine_parse_error = _parse_in_image(
+        request, docker, skipped, present=local is not None and not standin
+    )
     return Facts(
         gpu=snapshot,
         gpu_error=gpu_error,
@@ -193,4 +219,26 @@ def gather_facts(*, request: PreflightRequest, gpus: GpuInventory, host: HostPro
         model=host.model_dir(request.model_path) if request.model_path else None,
         executables=executables,
         cdi_specs=tuple(cdi_specs),
+        engine_parse=engine_parse,
+        engine_parse_error=engine_parse_error,
     )
+
+
+def _parse_in_image(
+    request: PreflightRequest, docker: DockerEngine, skipped: frozenset[str], *, present: bool
+) -> tuple[ParseVerdict | None, str | None]:
+    """The image's own verdict on the argv (``engine.parse``), or why it could not be had."""
+    if ENGINE_PARSE in skipped or request.image_built_here or not request.engine_argv:
+        return None, None
+    if not present:
+        return None, None
+    from servectl.preflight.engine_image import ImageProbeError, parse_in_image
+
+    image = f"{request.image_ref}@{request.image_digest}" if request.image_digest else request.image_ref
+    try:
+        verdict = parse_in_image(
+            image=image, argv=request.engine_argv, engine=docker, entrypoint=request.entrypoint or None
+        )
+    except (ImageProbeError, PreflightFailed, EngineUnavailable) as err:
+        return None, err.message
+    return verdict, None

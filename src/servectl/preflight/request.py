@@ -72,6 +72,9 @@ def request_for(
         conflicts=conflicts,
         stop_conflicts=stop_conflicts,
         replacing=replacing,
+        engine_argv=plan.engine_argv,
+        entrypoint=tuple(p.image.entrypoint),
+        image_built_here=p.image.build == "standin",
     )
 
 

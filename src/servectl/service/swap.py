@@ -542,7 +542,9 @@ def _run_locked(tx: _Swap, target: str | None) -> SwapResult:
                 "stop all but one with `servectl down NAME` first"
             )
         current = blocking[0] if blocking else None
-        if current is not None and current.profile == resolved.name and current.state in ("ready", "starting"):
+        # Only a service that passed its gate counts as running: one still "starting" under our lock was left
+        # by a servectl that is gone, and is replaced.
+        if current is not None and current.profile == resolved.name and current.state == "ready":
             message = f"{resolved.name} already runs ({current.container_name}, {current.state}); nothing to do"
             if current.plan_hash != resolved.plan.plan_hash:
                 message += (
