@@ -11,5 +11,9 @@ bash scripts/ensure-docker.sh
 # recipe hash under ~/.cache/servectl-ci, so only the first run on a machine builds it (7 min here, 2 cores).
 python3 -m servectl.testing.sglang_venv
 export SERVECTL_REQUIRE_SGLANG_PARSER=1  # the venv is there: parser parity tests must run, never skip
+# The real-SGLang test images of tests/integration/test_engine_image_docker.py: the parser venv (cached under
+# ~/.cache/servectl-ci by recipe hash) plus two images imported into Docker (tagged by content hash, so a
+# later run finds them); prints the build time (0 when found).
+python3 -m servectl.testing.sglang_image
 export SERVECTL_REQUIRE_DOCKER=1  # an engine answers now: integration tests must run, never skip
 exec python3 -m pytest "$@"

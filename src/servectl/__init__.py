@@ -11,15 +11,16 @@ The public API, keyword-only and typed; the ``servectl`` command is a thin layer
 
 Functions (from :mod:`servectl.api` unless noted): ``load_profile``, ``compile_plan``, ``run_preflight``,
 ``up``, ``down``, ``services``, ``status``, ``logs``, ``swap``, ``rollback``, ``rollback_check``,
-``recover``, ``doctor``, ``adopt``, ``diff_container``; ``run_bench``
-(measure a server, :mod:`servectl.bench.runner`) and ``run_profile_bench`` (what ``servectl bench`` does,
-:mod:`servectl.bench.profile_run`); ``run_qualify`` (the qualification gates against a server,
-:mod:`servectl.bench.qualify.runner`) and ``run_profile_qualify`` (what ``servectl qualify`` does,
-:mod:`servectl.bench.qualify.profile_run`). Their results and settings: ``LoadedProfile``, ``LaunchPlan``,
-``PreflightReport``, ``AdoptResult``, ``UpResult``, ``DownResult``, ``ServiceInfo``, ``Status``, ``SwapResult``,
-``BenchSettings``, ``BenchReport``, ``ProfileBenchResult``, ``QualifySettings``, ``QualifyReport``,
-``ProfileQualifyResult``. Errors derive from ``ServectlError`` (:mod:`servectl.errors`), each with the exit
-code the CLI uses.
+``recover``, ``doctor``, ``adopt``, ``diff_container``; ``flag_catalog``, ``extract_catalog`` (an image's
+own parser as a flag catalog), ``diff_catalogs``, ``validate_in_image`` (an argv parsed by the image's own
+SGLang); ``run_bench`` (measure a server, :mod:`servectl.bench.runner`) and ``run_profile_bench`` (what
+``servectl bench`` does, :mod:`servectl.bench.profile_run`); ``run_qualify`` (the qualification gates
+against a server, :mod:`servectl.bench.qualify.runner`) and ``run_profile_qualify`` (what ``servectl
+qualify`` does, :mod:`servectl.bench.qualify.profile_run`). Their results and settings: ``LoadedProfile``,
+``LaunchPlan``, ``PreflightReport``, ``ExtractedCatalog``, ``InImageValidation``, ``AdoptResult``,
+``UpResult``, ``DownResult``, ``ServiceInfo``, ``Status``, ``SwapResult``, ``BenchSettings``,
+``BenchReport``, ``ProfileBenchResult``, ``QualifySettings``, ``QualifyReport``, ``ProfileQualifyResult``.
+Errors derive from ``ServectlError`` (:mod:`servectl.errors`), each with the exit code the CLI uses.
 
 Names load on first use (PEP 562), so ``import servectl`` imports no Docker SDK, NVML, httpx or pydantic.
 """
@@ -36,6 +37,8 @@ _EXPORTS: dict[str, str] = {
     "BenchReport": "servectl.bench.model",
     "BenchSettings": "servectl.bench.model",
     "DownResult": "servectl.service.runtime",
+    "ExtractedCatalog": "servectl.preflight.engine_image",
+    "InImageValidation": "servectl.preflight.engine_image",
     "LaunchPlan": "servectl.plan.compile",
     "LoadedProfile": "servectl.profile.loader",
     "PreflightReport": "servectl.preflight.model",
@@ -50,9 +53,12 @@ _EXPORTS: dict[str, str] = {
     "UpResult": "servectl.service.runtime",
     "adopt": "servectl.api",
     "compile_plan": "servectl.api",
+    "diff_catalogs": "servectl.api",
     "diff_container": "servectl.api",
     "doctor": "servectl.api",
     "down": "servectl.api",
+    "extract_catalog": "servectl.api",
+    "flag_catalog": "servectl.api",
     "load_profile": "servectl.api",
     "logs": "servectl.api",
     "recover": "servectl.api",
@@ -67,6 +73,7 @@ _EXPORTS: dict[str, str] = {
     "status": "servectl.api",
     "swap": "servectl.api",
     "up": "servectl.api",
+    "validate_in_image": "servectl.api",
 }
 
 __all__ = [
@@ -74,6 +81,8 @@ __all__ = [
     "BenchReport",
     "BenchSettings",
     "DownResult",
+    "ExtractedCatalog",
+    "InImageValidation",
     "LaunchPlan",
     "LoadedProfile",
     "PreflightReport",
@@ -89,9 +98,12 @@ __all__ = [
     "__version__",
     "adopt",
     "compile_plan",
+    "diff_catalogs",
     "diff_container",
     "doctor",
     "down",
+    "extract_catalog",
+    "flag_catalog",
     "load_profile",
     "logs",
     "recover",
@@ -106,6 +118,7 @@ __all__ = [
     "status",
     "swap",
     "up",
+    "validate_in_image",
 ]
 
 if TYPE_CHECKING:
@@ -113,9 +126,12 @@ if TYPE_CHECKING:
         Status,
         adopt,
         compile_plan,
+        diff_catalogs,
         diff_container,
         doctor,
         down,
+        extract_catalog,
+        flag_catalog,
         load_profile,
         logs,
         recover,
@@ -126,6 +142,7 @@ if TYPE_CHECKING:
         status,
         swap,
         up,
+        validate_in_image,
     )
     from servectl.bench.model import BenchReport, BenchSettings
     from servectl.bench.profile_run import ProfileBenchResult, run_profile_bench
@@ -135,6 +152,7 @@ if TYPE_CHECKING:
     from servectl.bench.runner import run_bench
     from servectl.errors import ServectlError
     from servectl.plan.compile import LaunchPlan
+    from servectl.preflight.engine_image import ExtractedCatalog, InImageValidation
     from servectl.preflight.model import PreflightReport
     from servectl.profile.loader import LoadedProfile
     from servectl.service.adopt import AdoptResult

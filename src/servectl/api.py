@@ -21,7 +21,10 @@ if TYPE_CHECKING:
     from servectl.plan.compile import LaunchPlan
     from servectl.plan.resolve import Resolved
     from servectl.preflight.doctor import DoctorReport
+    from servectl.preflight.engine_image import ExtractedCatalog, InImageValidation
     from servectl.preflight.model import PreflightReport
+    from servectl.profile.catalog import FlagCatalog
+    from servectl.profile.catalog_diff import FlagChange
     from servectl.profile.loader import LoadedProfile
     from servectl.service.adopt import AdoptResult
     from servectl.service.health import Progress
@@ -95,7 +98,7 @@ def up(
         PreflightFailed: a check failed; nothing was started. StartupFailed: the engine did not pass the gate
             (its container is removed; ``err.last_log_lines`` has its last lines).
     """
-    from servectl.preflight.request import full_preflight, optional_gpu_inventory
+    from servectl.preflight.request import optional_gpu_inventory
     from servectl.service.runtime import up as start_service
 
     if resolved is None:
@@ -109,7 +112,8 @@ def up(
         resolved=resolved,
         on_phase=on_phase,
         gpus=optional_gpu_inventory(resolved),
-        preflight=full_preflight(docker=docker, skip=force, on_report=on_report),
+        force=force,
+        on_report=on_report,
     )
 
 
@@ -332,6 +336,86 @@ def diff_container(*, profile: str, container: str) -> list[str]:
     docker = DockerSdkEngine()
     try:
         return diff(profile=profile, container=container, docker=docker)
+    finally:
+        docker.close()
+
+
+def extract_catalog(
+    *, image: str, out: Path | None = None, logs: bool = False, python: str | None = None, timeout_s: float = 120.0
+) -> ExtractedCatalog:
+    """Dump an image's own SGLang parser into a flag catalog (``servectl catalog extract``).
+
+    ``image`` is an image reference or a profile name (its image and ``image.entrypoint``); ``python`` overrides
+    the image's Python. The catalog is kept in the user cache by image id, and written to ``out`` too.
+
+    Raises:
+        PreflightFailed: the image is not on this host. ImageProbeError: no usable Python or SGLang in it.
+    """
+    from servectl.preflight.engine_image import extract_catalog as extract
+    from servectl.preflight.engine_image import image_target
+
+    target = image_target(image)
+    entrypoint = (python, "-m", "sglang.launch_server") if python else target.entrypoint
+    docker = _docker()
+    try:
+        return extract(
+            image=target.image, engine=docker, entrypoint=entrypoint, out=out, logs=logs, timeout_s=timeout_s
+        )
+    finally:
+        docker.close()
+
+
+def flag_catalog(*, name: str) -> FlagCatalog:
+    """A flag catalog by what ``engine.catalog`` accepts (shipped name, ``sha256:...``, file), a profile's
+    catalog, or an image's extracted one.
+
+    Raises:
+        UsageError: nothing by that name.
+    """
+    from servectl.preflight.engine_image import load_catalog_target
+
+    return load_catalog_target(name)[1]
+
+
+def diff_catalogs(*, a: str, b: str, profile: str | None = None) -> tuple[str, str, list[FlagChange]]:
+    """Flags added, removed or changed from catalog ``a`` to ``b`` (each as :func:`flag_catalog` takes, or an image,
+    extracted on the spot when it has no catalog yet); with ``profile``, only the changes to its flags.
+
+    Returns:
+        (label of a, label of b, the changes).
+    """
+    from servectl.preflight.engine_image import load_catalog_target
+    from servectl.profile.catalog_diff import diff_catalogs as diff
+    from servectl.profile.catalog_diff import flags_affected
+
+    docker = _docker()
+    try:
+        label_a, cat_a = load_catalog_target(a, engine=docker)
+        label_b, cat_b = load_catalog_target(b, engine=docker)
+    finally:
+        docker.close()
+    changes = diff(cat_a, cat_b)
+    if profile is not None:
+        from servectl.plan.resolve import resolve
+
+        flags = {t.split("=", 1)[0] for t in resolve(profile).plan.engine_argv if t.startswith("--")}
+        primary = {opt.primary_flag for f in flags if (opt := cat_a.option(f)) is not None}
+        changes = flags_affected(changes, primary | flags)
+    return label_a, label_b, changes
+
+
+def validate_in_image(*, name: str) -> InImageValidation:
+    """Profile ``name``'s argv parsed by its image's own SGLang in a throwaway container (``--in-image``).
+
+    Raises:
+        ProfileError: the profile does not validate. PreflightFailed: its image is not on this host.
+        ImageProbeError: the image has no usable Python or SGLang.
+    """
+    from servectl.preflight.engine_image import validate_in_image as validate
+
+    docker = _docker()
+    try:
+        return validate(name, engine=docker)
     finally:
         docker.close()
 

@@ -50,3 +50,13 @@ def user_profiles_dir(environ: Mapping[str, str] | None = None) -> Path:
     import platformdirs
 
     return Path(platformdirs.user_config_dir(APP_NAME)) / "profiles"
+
+
+def catalog_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """Flag catalogs extracted from engine images, keyed by image id (``servectl catalog extract``)."""
+    env = os.environ if environ is None else environ
+    if env.get("SERVECTL_HOME"):
+        return Path(env["SERVECTL_HOME"]).expanduser() / "catalogs"
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir(APP_NAME)) / "catalogs"

@@ -110,9 +110,9 @@ def test_diff_names_what_differs() -> None:
 
 
 def test_catalog_lists_extended_choices_for_a_profile() -> None:
-    out = servectl("catalog", "glm53-exl3-q4-tp4", "--grep", "--quantization").stdout
+    out = servectl("catalog", "show", "glm53-exl3-q4-tp4", "--grep", "--quantization").stdout
     assert "exl3" in out
-    assert "exl3" not in servectl("catalog", "sglang-0.5.23", "--grep", "--quantization").stdout
+    assert "exl3" not in servectl("catalog", "show", "sglang-0.5.23", "--grep", "--quantization").stdout
 
 
 def test_shipped_schema_is_current_and_every_profile_points_at_it() -> None:

@@ -97,6 +97,10 @@ class StubNvml:
         self._check("nvmlDeviceGetMigMode", handle)
         return [int(self.cards[handle].get("mig", 0)), 0]
 
+    def nvmlDeviceGetUtilizationRates(self, handle: int) -> SimpleNamespace:
+        self._check("nvmlDeviceGetUtilizationRates", handle)
+        return SimpleNamespace(gpu=self.cards[handle].get("util", 0), memory=0)
+
     def nvmlDeviceGetComputeRunningProcesses(self, handle: int) -> list[SimpleNamespace]:
         self._check("nvmlDeviceGetComputeRunningProcesses", handle)
         return [SimpleNamespace(pid=p, usedGpuMemory=m) for p, m in self.cards[handle].get("compute", [])]
@@ -313,3 +317,11 @@ def test_fake_scenarios_describe_what_their_names_say() -> None:
     assert unsupported.compute_capability is None and unsupported.processes is None
     with pytest.raises(ValueError, match="unknown GPU scenario"):
         FakeGpuInventory.scenario("three_cards")
+
+
+def test_utilisation_is_read_per_card_and_not_supported_becomes_none() -> None:
+    not_supported = pynvml.NVML_ERROR_NOT_SUPPORTED
+    nvml = StubNvml(cards=[{"util": 37}, {"util": 90}], fail={("nvmlDeviceGetUtilizationRates", 1): not_supported})
+    snapshot = NvmlInventory(nvml=nvml).snapshot()
+    assert [d.utilization_percent for d in snapshot.devices] == [37, None]
+    assert snapshot.devices[1].problem is None

@@ -46,9 +46,7 @@ STANDIN_IMPORTED_FROM = RANK["adapters"]  # image building is a side effect; not
 
 #: Back-imports being removed by the preflight merge of issue 10 (importer, imported prefix); the test fails
 #: once one is gone, so the entry cannot outlive it.
-KNOWN_BACK_IMPORTS: frozenset[tuple[str, str]] = frozenset(
-    {("servectl.preflight.request", "servectl.service.")}  # ensure_image moves in front of preflight
-)
+KNOWN_BACK_IMPORTS: frozenset[tuple[str, str]] = frozenset()  # none left: ensure_image runs before preflight
 
 
 @dataclass(frozen=True)

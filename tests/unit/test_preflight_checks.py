@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 
-from servectl.adapters.docker import ContainerState, EngineInfo, GpuRequest, ImageInfo, PublishedPort
+from servectl.adapters.docker import ContainerState, EngineInfo, GpuRequest, ImageInfo, OneShotResult, PublishedPort
 from servectl.adapters.gpu import MIB, GpuProcess
 from servectl.adapters.host import DiskSpace, HostMemory, Listener, ShmInfo
 from servectl.errors import PreflightFailed, UsageError
 from servectl.preflight.checks import CHECK_IDS
 from servectl.preflight.model import ConflictRef, PreflightReport, PreflightRequest, Replacing
 from servectl.preflight.run import raise_if_failed, run_preflight
-from servectl.testing.docker import FakeDockerEngine
+from servectl.testing.docker import FakeDockerEngine, probe_answer
 from servectl.testing.fakes import (
     DRIVER_RESERVED_MIB,
     RTX_PRO_6000_TOTAL_MIB,
@@ -53,6 +53,7 @@ def request(**changes: Any) -> PreflightRequest:
         ipc_host=True,
         cache_paths=("/home/me/vllm/cache",),
         conflicts=(ConflictRef("compose", DS4_COMPOSE),),
+        engine_argv=("--model-path", "/model", "--tp-size", "2"),
     )
     return replace(base, **changes)
 
@@ -102,6 +103,20 @@ def preflight(
         docker=engine or docker(),
         skip=skip,
     )
+
+
+def image_parser(**answer: Any) -> FakeDockerEngine:
+    """A Docker engine whose throwaway containers answer as SGLang's probe would (default: parsed)."""
+    document = {"sglang_version": "0.5.23", "parsed": True, "resolved": True, **answer}
+    seen: list[list[str]] = []
+
+    def oneshot(image: str, command: list[str]) -> OneShotResult:
+        seen.append(command)
+        return probe_answer(document)
+
+    engine = docker(oneshot=oneshot)
+    engine.commands = seen  # type: ignore[attr-defined]  # what the tests read back
+    return engine
 
 
 def ds4_on_both_cards(mib: int = 90_000) -> FakeGpuInventory:
@@ -619,7 +634,7 @@ def test_each_fact_is_gathered_once() -> None:
     gpus = FakeGpuInventory.scenario("two_free_sm120")
     preflight(gpus=gpus, engine=engine)
     assert gpus.calls == 1
-    assert sorted(call for call, _ in engine.calls) == ["image", "ping", "running_containers"]
+    assert sorted(call for call, _ in engine.calls) == ["image", "ping", "run_oneshot", "running_containers"]
 
 
 def test_listener_fixture_records_names() -> None:
@@ -652,3 +667,60 @@ def test_a_replaced_service_of_unknown_size_leaves_the_reserve_unknown() -> None
     check = preflight(req, gpus=gpus).check("gpu.vram_reserve")
     assert check.result == "unknown"
     assert check.message.startswith("cannot tell what stopping the replaced service frees on card(s) [0]")
+
+
+# ------------------------------------------------------------------------------------------ engine.parse
+
+
+def test_engine_parse_passes_the_argv_to_the_images_own_parser() -> None:
+    runner = image_parser()
+    check = preflight(engine=runner).check("engine.parse")
+    assert check.result == "pass"
+    assert "SGLang 0.5.23" in check.message and "parsed and resolved" in check.message
+    (command,) = runner.commands  # type: ignore[attr-defined]
+    assert command[0] == "python3" and command[1] == "-c"
+    assert command[-5:] == ["parse", "--model-path", "/model", "--tp-size", "2"]
+
+
+def test_engine_parse_fails_with_sglangs_own_message_and_blocks_the_start() -> None:
+    error = "sglang serve: error: unrecognized arguments: --exl3-cache-mode q8"
+    report = preflight(engine=image_parser(parsed=False, parse_error=error, resolved=None))
+    check = report.check("engine.parse")
+    assert check.result == "fail"
+    assert error in check.message
+    with pytest.raises(PreflightFailed, match="unrecognized arguments: --exl3-cache-mode q8"):
+        raise_if_failed(report)
+
+
+def test_engine_parse_forced_is_recorded_and_the_container_is_not_run() -> None:
+    runner = image_parser(parsed=False, parse_error="sglang serve: error: nope")
+    check = preflight(engine=runner, skip=frozenset({"engine.parse"})).check("engine.parse")
+    assert check.result == "skipped" and check.forced
+    assert runner.commands == []  # type: ignore[attr-defined]
+
+
+def test_engine_parse_is_skipped_for_the_standin_and_for_an_absent_image() -> None:
+    assert preflight(request(image_built_here=True)).check("engine.parse").result == "skipped"
+    absent = preflight(engine=docker(images=[])).check("engine.parse")
+    assert absent.result == "skipped" and "not on this host" in absent.message
+
+
+def test_engine_parse_warns_when_the_image_has_no_sglang() -> None:
+    def no_sglang(image: str, command: list[str]) -> OneShotResult:
+        return probe_answer({"error": "cannot import sglang.srt.server_args: ModuleNotFoundError", "no_sglang": True})
+
+    check = preflight(engine=docker(oneshot=no_sglang)).check("engine.parse")
+    assert check.result == "warn"
+    assert "has no SGLang" in check.message and "image.entrypoint" in check.message
+
+
+def test_engine_parse_does_not_ask_a_standin_image_by_its_label() -> None:
+    from servectl.preflight.facts import STANDIN_LABEL
+    from servectl.standin.image import IMAGE_LABEL
+
+    assert STANDIN_LABEL == IMAGE_LABEL
+    seen: list[list[str]] = []
+    standin = docker(images=[image(labels={IMAGE_LABEL: "1"})], oneshot=lambda i, c: seen.append(c))
+    check = preflight(engine=standin).check("engine.parse")
+    assert check.result == "skipped" and "stand-in" in check.message
+    assert seen == []

@@ -21,6 +21,7 @@ import codecs
 import contextlib
 import os
 import re
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -33,6 +34,9 @@ from servectl.plan.labels import LABEL_MANAGED, LABEL_PROFILE
 if TYPE_CHECKING:
     from servectl.plan.compile import DockerRunSpec
 
+#: Label of the throwaway containers :meth:`DockerEngine.run_oneshot` starts (never servectl.managed).
+LABEL_ONESHOT = "servectl.oneshot"
+
 __all__ = [
     "COMPOSE_CONFIG_FILES_LABEL",
     "COMPOSE_PROJECT_LABEL",
@@ -44,6 +48,7 @@ __all__ = [
     "GpuRequest",
     "ImageInfo",
     "LogLines",
+    "OneShotResult",
     "PublishedPort",
     "container_state_from_inspect",
     "create_container_args",
@@ -82,6 +87,7 @@ class ImageInfo:
     repo_digests: tuple[str, ...]
     tags: tuple[str, ...]
     size_bytes: int | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
 
     def digests(self) -> frozenset[str]:
         """Every ``sha256:...`` this image answers to: its id and the digest part of each repo digest."""
@@ -183,6 +189,18 @@ class LogLines(Iterator[str], Protocol):
     def close(self) -> None: ...
 
 
+@dataclass(frozen=True)
+class OneShotResult:
+    """What a throwaway container printed and how it ended (see :meth:`DockerEngine.run_oneshot`)."""
+
+    exit_code: int | None  # None when it was killed at the time limit
+    stdout: str
+    stderr: str
+    seconds: float
+    timed_out: bool = False
+    not_found: str | None = None  # the engine could not start the command: its message (no such file...)
+
+
 class DockerEngine(Protocol):
     """What servectl needs from a container engine. Every method returns plain values."""
 
@@ -242,6 +260,15 @@ class DockerEngine(Protocol):
 
     def start(self, container_id: str) -> None:
         """Start a stopped container again (used for conflict containers that swap restores)."""
+
+    def run_oneshot(
+        self, image: str, command: list[str], *, timeout_s: float, labels: Mapping[str, str] | None = None
+    ) -> OneShotResult:
+        """Run ``command`` in a throwaway container of ``image`` and remove it, whatever happens.
+
+        The container has no network, no GPU, a read-only root file system (a small ``/tmp``), no
+        capabilities, and is killed after ``timeout_s``; the image's entrypoint is not used.
+        """
 
 
 # -- pure translation ------------------------------------------------------------------------------------
@@ -485,6 +512,7 @@ def image_info_from_inspect(data: Mapping[str, Any]) -> ImageInfo:
         repo_digests=tuple(str(d) for d in data.get("RepoDigests") or ()),
         tags=tuple(str(t) for t in data.get("RepoTags") or ()),
         size_bytes=int(data["Size"]) if data.get("Size") is not None else None,
+        labels={str(k): str(v) for k, v in ((data.get("Config") or {}).get("Labels") or {}).items()},
     )
 
 
@@ -785,3 +813,45 @@ class DockerSdkEngine:
                 return str(self.client.api.inspect_volume(name).get("Mountpoint") or "") or None
             except docker.errors.NotFound:
                 return None
+
+    def run_oneshot(
+        self, image: str, command: list[str], *, timeout_s: float, labels: Mapping[str, str] | None = None
+    ) -> OneShotResult:
+        docker = _sdk()
+        started = time.perf_counter()
+        with _sdk_errors(f"run a throwaway container of {image}"):
+            try:
+                container = self.client.containers.create(
+                    image,
+                    command=command,
+                    entrypoint=[],
+                    network_mode="none",
+                    read_only=True,
+                    tmpfs={"/tmp": "rw,size=64m"},
+                    cap_drop=["ALL"],
+                    security_opt=["no-new-privileges"],
+                    environment={"CUDA_VISIBLE_DEVICES": "", "HF_HUB_OFFLINE": "1", "PYTHONDONTWRITEBYTECODE": "1"},
+                    labels={LABEL_ONESHOT: "1", **(labels or {})},
+                    detach=True,
+                )
+            except docker.errors.ImageNotFound as e:
+                raise PreflightFailed(f"image {image} is not on this host: docker pull {image}") from e
+            try:
+                try:
+                    container.start()
+                except docker.errors.APIError as e:  # the command's executable is not in the image
+                    return OneShotResult(None, "", "", time.perf_counter() - started, not_found=_explanation(e))
+                timed_out = False
+                try:
+                    status = container.wait(timeout=timeout_s)
+                    exit_code: int | None = int(status.get("StatusCode", -1))
+                except Exception:  # requests' read timeout: the time limit passed
+                    timed_out, exit_code = True, None
+                    with contextlib.suppress(docker.errors.APIError):
+                        container.kill()
+                stdout = container.logs(stdout=True, stderr=False).decode("utf-8", "replace")
+                stderr = container.logs(stdout=False, stderr=True).decode("utf-8", "replace")
+            finally:
+                with contextlib.suppress(docker.errors.APIError):
+                    container.remove(force=True)
+        return OneShotResult(exit_code, stdout, stderr, time.perf_counter() - started, timed_out=timed_out)

@@ -15,6 +15,7 @@ import typer
 
 from servectl.cli.adopt import register as register_adopt
 from servectl.cli.bench import register as register_bench
+from servectl.cli.catalog import register as register_catalog
 from servectl.cli.dev import register as register_dev
 from servectl.cli.doctor import register as register_doctor
 from servectl.cli.preflight import register as register_preflight
@@ -79,10 +80,11 @@ app = typer.Typer(
 _REGISTER: tuple[Callable[[typer.Typer], None], ...] = (
     register_adopt,  # adopt
     register_bench,  # bench
+    register_catalog,  # catalog (list), catalog show / extract / diff
     register_dev,  # dev build-standin
     register_doctor,  # doctor
     register_preflight,  # preflight
-    register_profiles,  # profiles, show, validate, diff, schema, catalog, promote
+    register_profiles,  # profiles, show, validate, diff, schema, promote
     register_qualify,  # qualify
     register_render,  # render
     register_service,  # up, down, status, logs

@@ -1,4 +1,4 @@
-"""Profile commands: profiles, show, validate, diff, schema, catalog."""
+"""Profile commands: profiles, show, validate, diff, schema, promote (catalog: servectl.cli.catalog)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from servectl.cli.complete import catalog_flags, catalog_or_profile_names, profile_names
+from servectl.cli.complete import profile_names
 from servectl.errors import ProfileError, ServectlError, UsageError
 
 
@@ -18,7 +18,6 @@ def register(app: typer.Typer) -> None:
     app.command("validate")(validate_command)
     app.command("diff")(diff_command)
     app.command("schema")(schema_command)
-    app.command("catalog")(catalog_command)
     app.command("promote")(promote_command)
 
 
@@ -91,6 +90,10 @@ def validate_command(
     as_json: Annotated[
         bool, typer.Option("--json", help="print each profile with its problems (file, line, field, rule, message)")
     ] = False,
+    in_image: Annotated[
+        bool,
+        typer.Option("--in-image", help="also parse each argv with the image's own SGLang (throwaway container)"),
+    ] = False,
 ) -> None:
     """Validate profiles (all runnable ones when none are named); exit 2 listing every problem."""
     from servectl.errors import ProfileTemplate
@@ -109,6 +112,11 @@ def validate_command(
             typer.echo(f"ok      {name}")
             for warning in _warnings(name):
                 typer.echo(f"  warning: {warning}")
+            note = _catalog_note(name)
+            if note:
+                typer.echo(f"  note: {note}")
+            if in_image:
+                problems.extend(_in_image(name))
         elif isinstance(error, ProfileTemplate) and not names:
             typer.echo(f"template {name}: {error.instructions}")
         else:
@@ -193,35 +201,26 @@ def schema_command() -> None:
     typer.echo(json.dumps(profile_json_schema(), indent=2))
 
 
-def catalog_command(
-    name: Annotated[
-        str,
-        typer.Argument(
-            help="catalog name, or a profile name to see its extended catalog",
-            autocompletion=catalog_or_profile_names,
-        ),
-    ] = "",
-    grep: Annotated[
-        str, typer.Option("--grep", "-g", help="only flags containing this text", autocompletion=catalog_flags)
-    ] = "",
-    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
-) -> None:
-    """List the flags a catalog holds (the shipped ones when no name is given)."""
-    from servectl.profile.catalog import FlagCatalog
+def _catalog_note(name: str) -> str | None:
+    from servectl.preflight.engine_image import profile_catalog_note
+    from servectl.profile.loader import read_profile
 
-    if not name:
-        for catalog_name in FlagCatalog.available():
-            cat = FlagCatalog.load(catalog_name)
-            typer.echo(f"{catalog_name}  ({cat.engine} {cat.version}, {len(cat.options)} options)")
-        return
-    from servectl.plan.inventory import catalog_named
+    return profile_catalog_note(read_profile(name).profile)
 
-    catalog = catalog_named(name)
-    options = [o for o in catalog.options if not grep or any(grep in f for f in o.flags)]
-    if as_json:
-        typer.echo(json.dumps([o.__dict__ for o in options], indent=2, default=list))
-        return
-    for o in options:
-        detail = o.kind if o.kind != "value" else (o.type or "str") + (f" nargs={o.nargs}" if o.nargs else "")
-        choices = f"  choices: {', '.join(o.choices)}" if o.choices else ""
-        typer.echo(f"{', '.join(o.flags)}  [{detail}]{choices}")
+
+def _in_image(name: str) -> list[str]:
+    """Print the image's verdict on the profile's argv; return the problem lines."""
+    from servectl.api import validate_in_image
+
+    result = validate_in_image(name=name)
+    verdict = result.verdict
+    assert verdict is not None
+    where = f"{verdict.image} (SGLang {verdict.sglang_version}, {verdict.seconds:.1f} s)"
+    if not verdict.parsed:
+        typer.echo(f"  in-image: rejected by {where}")
+        return [f"{name}: engine.parse: {verdict.image} rejects the argv: {verdict.error}"]
+    if verdict.resolve_error:
+        typer.echo(f"  in-image: parsed by {where}; resolution needs the GPU or model: {verdict.resolve_error}")
+    else:
+        typer.echo(f"  in-image: parsed and resolved by {where}")
+    return []

@@ -243,9 +243,14 @@ def catalog_for(profile: Profile) -> FlagCatalog:
     """The profile's flag catalog, extended for its image when the profile says so.
 
     Raises:
-        KeyError: unknown catalog name. ValueError: a malformed extension.
+        KeyError: unknown catalog name, or no catalog extracted yet from the profile's image.
+        ValueError: a malformed extension.
     """
-    catalog = FlagCatalog.load(profile.engine.catalog)
+    from servectl.profile.catalog_store import load_catalog
+
+    catalog = load_catalog(
+        profile.engine.catalog, image_ref=profile.image.ref, image_digest=profile.image.digest
+    ).catalog
     ext = profile.engine.catalog_extend
     if ext is not None:
         key = (profile.engine.catalog, json.dumps(ext.model_dump(), sort_keys=True, default=str))

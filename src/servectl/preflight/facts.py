@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from servectl.adapters.docker import (
     COMPOSE_CONFIG_FILES_LABEL,
@@ -21,8 +21,16 @@ from servectl.adapters.docker import (
 )
 from servectl.adapters.gpu import MIB, GpuInventory, GpuSnapshot
 from servectl.adapters.host import DiskSpace, HostMemory, HostProbe, Listener, ModelDirInfo, ShmInfo
-from servectl.errors import EngineUnavailable, GpuUnavailable
+from servectl.errors import EngineUnavailable, GpuUnavailable, PreflightFailed
 from servectl.preflight.model import ConflictRef, PreflightRequest
+
+if TYPE_CHECKING:
+    from servectl.preflight.engine_image import ParseVerdict
+
+#: Label of servectl's stand-in engine image (``servectl.standin.image.IMAGE_LABEL``).
+STANDIN_LABEL = "servectl.standin"
+#: The check that parses the argv in the image (its id, here because gathering the facts runs it).
+ENGINE_PARSE = "engine.parse"
 
 
 @dataclass(frozen=True)
@@ -77,6 +85,8 @@ class Facts:
     model: ModelDirInfo | None = None
     executables: Mapping[str, str | None] = field(default_factory=dict)
     cdi_specs: tuple[str, ...] = ()
+    engine_parse: ParseVerdict | None = None
+    engine_parse_error: str | None = None
 
 
 def to_mib(n_bytes: int) -> int:
@@ -114,8 +124,69 @@ def classify_process(
     return "foreign"
 
 
-def gather_facts(*, request: PreflightRequest, gpus: GpuInventory, host: HostProbe, docker: DockerEngine) -> Facts:
-    """Measure everything the checks need, once. Unreachable NVML or Docker become recorded errors."""
+def _attribute_processes(
+    request: PreflightRequest,
+    snapshot: GpuSnapshot | None,
+    containers: tuple[ContainerState, ...],
+    host: HostProbe,
+) -> list[AttributedProcess]:
+    """Each process on the profile's cards, with its container and whether this start replaces or stops it."""
+    by_id = {c.id: c for c in containers}
+    attributed: list[AttributedProcess] = []
+    if snapshot is None:
+        return attributed
+    for index in request.gpu_indices:
+        device = snapshot.device(index)
+        if device is None or device.processes is None:
+            continue
+        for proc in device.processes:
+            container_id = host.container_id_of(proc.pid)
+            container = by_id.get(container_id) if container_id else None
+            attributed.append(
+                AttributedProcess(
+                    card_index=index,
+                    pid=proc.pid,
+                    used_memory_bytes=proc.used_memory_bytes,
+                    process_name=host.process_name(proc.pid),
+                    container_id=container_id,
+                    container_name=container.name if container else None,
+                    disposition=classify_process(request, container, container_id, proc.pid),
+                )
+            )
+    return attributed
+
+
+def _nvidia_support(
+    request: PreflightRequest, engine: EngineInfo | None, host: HostProbe
+) -> tuple[dict[str, str | None], list[str]]:
+    """The NVIDIA container tools on the host and the CDI spec files (only when GPUs are requested)."""
+    executables: dict[str, str | None] = {}
+    cdi_specs: list[str] = []
+    if request.gpus_requested:
+        for name in ("nvidia-container-runtime-hook", "nvidia-container-runtime", "nvidia-ctk"):
+            executables[name] = host.find_executable(name)
+        spec_dirs = engine.cdi_spec_dirs if engine and engine.cdi_spec_dirs else ("/etc/cdi", "/var/run/cdi")
+        for folder in spec_dirs:
+            for name in ("nvidia.yaml", "nvidia.json"):
+                candidate = f"{folder.rstrip('/')}/{name}"
+                if host.path_exists(candidate):
+                    cdi_specs.append(candidate)
+    return executables, cdi_specs
+
+
+def gather_facts(
+    *,
+    request: PreflightRequest,
+    gpus: GpuInventory,
+    host: HostProbe,
+    docker: DockerEngine,
+    skipped: frozenset[str] = frozenset(),
+) -> Facts:
+    """Measure everything the checks need, once. Unreachable NVML or Docker become recorded errors.
+
+    Unless ``engine.parse`` is skipped, the plan's argv is parsed by the image's own SGLang in
+    a throwaway container when the image is on this host.
+    """
     snapshot: GpuSnapshot | None = None
     gpu_error: str | None = None
     gpu_seconds: float | None = None
@@ -141,41 +212,16 @@ def gather_facts(*, request: PreflightRequest, gpus: GpuInventory, host: HostPro
     except EngineUnavailable as err:
         engine_error = err.message
 
-    by_id = {c.id: c for c in containers}
-    attributed: list[AttributedProcess] = []
-    if snapshot is not None:
-        for index in request.gpu_indices:
-            device = snapshot.device(index)
-            if device is None or device.processes is None:
-                continue
-            for proc in device.processes:
-                container_id = host.container_id_of(proc.pid)
-                container = by_id.get(container_id) if container_id else None
-                attributed.append(
-                    AttributedProcess(
-                        card_index=index,
-                        pid=proc.pid,
-                        used_memory_bytes=proc.used_memory_bytes,
-                        process_name=host.process_name(proc.pid),
-                        container_id=container_id,
-                        container_name=container.name if container else None,
-                        disposition=classify_process(request, container, container_id, proc.pid),
-                    )
-                )
+    attributed = _attribute_processes(request, snapshot, containers, host)
 
     disks = tuple(host.disk_space(p) for p in request.cache_paths)
-    executables: dict[str, str | None] = {}
-    cdi_specs: list[str] = []
-    if request.gpus_requested:
-        for name in ("nvidia-container-runtime-hook", "nvidia-container-runtime", "nvidia-ctk"):
-            executables[name] = host.find_executable(name)
-        spec_dirs = engine.cdi_spec_dirs if engine and engine.cdi_spec_dirs else ("/etc/cdi", "/var/run/cdi")
-        for folder in spec_dirs:
-            for name in ("nvidia.yaml", "nvidia.json"):
-                candidate = f"{folder.rstrip('/')}/{name}"
-                if host.path_exists(candidate):
-                    cdi_specs.append(candidate)
+    executables, cdi_specs = _nvidia_support(request, engine, host)
 
+    local = image or image_by_digest
+    standin = local is not None and STANDIN_LABEL in local.labels  # its parser is servectl's own catalog
+    engine_parse, engine_parse_error = _parse_in_image(
+        request, docker, skipped, present=local is not None and not standin
+    )
     return Facts(
         gpu=snapshot,
         gpu_error=gpu_error,
@@ -193,4 +239,26 @@ def gather_facts(*, request: PreflightRequest, gpus: GpuInventory, host: HostPro
         model=host.model_dir(request.model_path) if request.model_path else None,
         executables=executables,
         cdi_specs=tuple(cdi_specs),
+        engine_parse=engine_parse,
+        engine_parse_error=engine_parse_error,
     )
+
+
+def _parse_in_image(
+    request: PreflightRequest, docker: DockerEngine, skipped: frozenset[str], *, present: bool
+) -> tuple[ParseVerdict | None, str | None]:
+    """The image's own verdict on the argv (``engine.parse``), or why it could not be had."""
+    if ENGINE_PARSE in skipped or request.image_built_here or not request.engine_argv:
+        return None, None
+    if not present:
+        return None, None
+    from servectl.preflight.engine_image import ImageProbeError, parse_in_image
+
+    image = f"{request.image_ref}@{request.image_digest}" if request.image_digest else request.image_ref
+    try:
+        verdict = parse_in_image(
+            image=image, argv=request.engine_argv, engine=docker, entrypoint=request.entrypoint or None
+        )
+    except (ImageProbeError, PreflightFailed, EngineUnavailable) as err:
+        return None, err.message
+    return verdict, None

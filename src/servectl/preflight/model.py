@@ -102,6 +102,9 @@ class PreflightRequest:
         conflicts: services the profile declares as conflicts.
         stop_conflicts: whether this run stops the conflicts (``swap``, ``up --replace``).
         replacing: the servectl service being replaced, if any.
+        engine_argv: the SGLang flags of the plan, for ``engine.parse`` (parsed by the image's own SGLang).
+        entrypoint: the image's engine command (its Python runs the parse).
+        image_built_here: the image is servectl's stand-in, whose parser is servectl's own catalog.
     """
 
     profile_name: str
@@ -136,6 +139,9 @@ class PreflightRequest:
     conflicts: tuple[ConflictRef, ...] = ()
     stop_conflicts: bool = False
     replacing: Replacing | None = None
+    engine_argv: tuple[str, ...] = ()
+    entrypoint: tuple[str, ...] = ()
+    image_built_here: bool = False
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ def run_preflight(
         request: what the service needs (filled in from the profile).
         gpus: GPU inventory (NVML on a real host).
         host: host probe (psutil on a real host).
-        docker: Docker engine facts.
+        docker: the Docker engine (its facts, and the throwaway container of ``engine.parse``).
         skip: check ids forced to ``skipped`` (``--force CHECK-ID``).
 
     Returns:
@@ -40,7 +40,7 @@ def run_preflight(
     skipped = validate_skip(skip)
     started_at = time.time()
     started = time.perf_counter()
-    facts = gather_facts(request=request, gpus=gpus, host=host, docker=docker)
+    facts = gather_facts(request=request, gpus=gpus, host=host, docker=docker, skipped=skipped)
     checks = run_checks(request, facts, skipped)
     return PreflightReport(
         profile_name=request.profile_name,

@@ -468,6 +468,9 @@ def _resolve_relative_paths(data: dict[str, Any], locations: Mapping[PathKey, Lo
             file, _ = locations.get(path, (Path.cwd() / "x", 0))
             container[key] = os.path.normpath(str(Path(file).parent / value))
 
+    engine = data.get("engine")
+    if isinstance(engine, dict) and str(engine.get("catalog", "")).endswith(".json"):  # a committed catalog file
+        fix(engine, "catalog", ("engine", "catalog"))
     for path in _RELATIVE_PATH_FIELDS:
         parent = _get(data, path[:-1])
         if isinstance(parent, dict):

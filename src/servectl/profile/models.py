@@ -182,7 +182,12 @@ class CatalogExtension(_Strict):
 class EngineSpec(_Strict):
     """SGLang settings. Typed keys for what servectl reasons about; ``args`` for any other flag."""
 
-    catalog: str = Field(default="sglang-0.5.23", description="flag catalog of the engine build")
+    catalog: str = Field(
+        default="sglang-0.5.23",
+        min_length=1,
+        description="flag catalog of the engine build: a shipped name, 'image' (extracted from image.ref with "
+        "`servectl catalog extract`), an image id sha256:..., or a .json file written by extract --out",
+    )
     catalog_extend: CatalogExtension | None = None
     tp: int = Field(default=1, ge=1, le=MAX_GPUS)
     dp: int = Field(default=1, ge=1, le=MAX_GPUS)

@@ -29,6 +29,7 @@ from servectl.adapters.docker import (
     GpuRequest,
     ImageInfo,
     LogLines,
+    OneShotResult,
     PublishedPort,
     run_kwargs,
 )
@@ -189,6 +190,8 @@ class FakeDockerEngine:
         available: False makes every call raise EngineUnavailable.
         clock: monotonic seconds (container time).
         sleep: how stop waits out a grace period (tests pass a no-op to stay fast).
+        oneshot: what a throwaway container of ``run_oneshot`` returns for ``(image, command)``; default: the
+            parse probe's answer that SGLang parsed the argv (:data:`PARSED`).
     """
 
     def __init__(
@@ -201,7 +204,9 @@ class FakeDockerEngine:
         available: bool = True,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        oneshot: Callable[[str, list[str]], OneShotResult] | None = None,
     ) -> None:
+        self.oneshot = oneshot or (lambda image, command: probe_answer(PARSED))
         self.images: set[str] = set()
         self.image_infos: list[ImageInfo] = []
         for image in images:
@@ -451,6 +456,14 @@ class FakeDockerEngine:
                 raise ServectlError(f"docker: remove container {container_id[:12]}: it is running (fake)")
             del self.containers[c.id]
 
+    def run_oneshot(
+        self, image: str, command: list[str], *, timeout_s: float, labels: Mapping[str, str] | None = None
+    ) -> OneShotResult:
+        self._check("run_oneshot", image)
+        if image not in self.images and image.rpartition("@")[2] not in self.images:  # ref@digest: by digest
+            raise PreflightFailed(f"image {image} is not on this host: docker pull {image}")
+        return self.oneshot(image, list(command))
+
     def start(self, container_id: str) -> None:
         self._check("start", container_id)
         prepared = self._get_prepared(container_id)
@@ -615,3 +628,22 @@ def remove_test_session(session: str) -> None:
     ).stdout.split()
     if ids:
         subprocess.run(["docker", "rm", "-f", *ids], capture_output=True, check=True)
+
+
+#: The probe's answer when SGLang parsed and resolved an argv (the fake engine's default answer).
+PARSED: dict[str, Any] = {"sglang_version": "0.5.23", "parsed": True, "resolved": True}
+
+
+def probe_answer(
+    document: Mapping[str, Any], *, exit_code: int = 0, stderr: str = "", seconds: float = 0.1
+) -> OneShotResult:
+    """What a throwaway container of ``servectl.adapters.sglang_probe`` prints for ``document`` (fakes)."""
+    from servectl.adapters.sglang_probe import BEGIN, END
+
+    stdout = f"some SGLang import chatter\n{BEGIN}\n{json.dumps(dict(document))}\n{END}\n"
+    return OneShotResult(exit_code, stdout, stderr, seconds)
+
+
+def dump_answer(document: Mapping[str, Any], *, seconds: float = 0.1) -> OneShotResult:
+    """What a throwaway container of ``engine_dump.py flags`` prints for a catalog ``document`` (fakes)."""
+    return OneShotResult(0, "a warning printed on import\n" + json.dumps(dict(document), indent=1) + "\n", "", seconds)

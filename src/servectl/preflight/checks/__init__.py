@@ -16,6 +16,7 @@ from dataclasses import replace
 from servectl.errors import UsageError
 from servectl.preflight.checks.base import TITLES
 from servectl.preflight.checks.docker import check_conflicts, check_docker_engine, check_docker_gpu_runtime
+from servectl.preflight.checks.engine import check_engine_parse
 from servectl.preflight.checks.gpu import (
     check_gpu_arch,
     check_gpu_count,
@@ -60,6 +61,7 @@ CHECKS: tuple[tuple[str, str, CheckFunction], ...] = tuple(
         ("host.disk", check_host_disk),
         ("docker.engine", check_docker_engine),
         ("docker.gpu_runtime", check_docker_gpu_runtime),
+        ("engine.parse", check_engine_parse),
         ("conflicts", check_conflicts),
     )
 )

@@ -27,6 +27,7 @@ TITLES: dict[str, str] = {
     "host.disk": "Cache disk room",
     "docker.engine": "Docker engine",
     "docker.gpu_runtime": "NVIDIA container runtime",
+    "engine.parse": "Image parses the argv",
     "conflicts": "Conflicting services",
 }
 """Every check id and its title, in report order (:data:`servectl.preflight.checks.CHECKS` runs them)."""
