@@ -98,7 +98,7 @@ def up(
         PreflightFailed: a check failed; nothing was started. StartupFailed: the engine did not pass the gate
             (its container is removed; ``err.last_log_lines`` has its last lines).
     """
-    from servectl.preflight.request import full_preflight, optional_gpu_inventory
+    from servectl.preflight.request import optional_gpu_inventory
     from servectl.service.runtime import up as start_service
 
     if resolved is None:
@@ -112,7 +112,8 @@ def up(
         resolved=resolved,
         on_phase=on_phase,
         gpus=optional_gpu_inventory(resolved),
-        preflight=full_preflight(docker=docker, skip=force, on_report=on_report),
+        force=force,
+        on_report=on_report,
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import signal
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,6 +21,10 @@ from servectl.service.journal import read_journal
 from servectl.service.recover import recover
 
 pytestmark = pytest.mark.integration
+
+# Names unique to this run: CLI commands see every servectl container on the host, not only this test's.
+_RUN = uuid.uuid4().hex[:6]
+ALPHA, BETA = f"alpha-{_RUN}", f"beta-{_RUN}"
 
 
 def settled(look: Callable[[], dict[str, str]]) -> dict[str, str]:
@@ -44,10 +49,10 @@ def test_a_signal_to_up_while_the_engine_loads_removes_it_and_says_so(
     bench: Bench,  # noqa: F811
     signum: signal.Signals,
 ) -> None:
-    bench.profile("alpha", env={"STANDIN_STARTUP_DELAY_S": "8"})
-    proc = bench.cli("up", "alpha")
+    bench.profile(ALPHA, env={"STANDIN_STARTUP_DELAY_S": "8"})
+    proc = bench.cli("up", ALPHA)
     try:
-        bench.wait_for_container(bench.container_name("alpha"))
+        bench.wait_for_container(bench.container_name(ALPHA))
         time.sleep(0.5)  # inside the health gate
         proc.send_signal(signum)
         code, _, err = finish(proc)
@@ -55,7 +60,7 @@ def test_a_signal_to_up_while_the_engine_loads_removes_it_and_says_so(
         if proc.poll() is None:
             proc.kill()
     assert code == 130, err
-    assert f"interrupted ({signum.name}) while alpha was starting; what it started was removed" in err
+    assert f"interrupted ({signum.name}) while {ALPHA} was starting; what it started was removed" in err
     assert "Traceback" not in err
     assert settled(bench.containers) == {}
     assert read_journal(bench.home) is None
@@ -64,28 +69,28 @@ def test_a_signal_to_up_while_the_engine_loads_removes_it_and_says_so(
 def test_up_after_kill_9_of_up_replaces_the_unproven_container_instead_of_reporting_it_up(
     bench: Bench,  # noqa: F811
 ) -> None:
-    bench.profile("alpha", env={"STANDIN_STARTUP_DELAY_S": "3"})
-    proc = bench.cli("up", "alpha")
+    bench.profile(ALPHA, env={"STANDIN_STARTUP_DELAY_S": "3"})
+    proc = bench.cli("up", ALPHA)
     try:
-        bench.wait_for_container(bench.container_name("alpha"))
+        bench.wait_for_container(bench.container_name(ALPHA))
         proc.send_signal(signal.SIGKILL)
         proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
-    orphan = bench.client.containers.get(bench.container_name("alpha")).id
+    orphan = bench.client.containers.get(bench.container_name(ALPHA)).id
     journal = read_journal(bench.home)
-    assert journal is not None and (journal.kind, journal.to_profile) == ("up", "alpha")
+    assert journal is not None and (journal.kind, journal.to_profile) == ("up", ALPHA)
     status = bench.cli("status", "--json")
     code, out, err = finish(status)
     mine = [s for s in json.loads(out) if s["container_id"] == orphan]
     assert mine and mine[0]["state"] == "starting"  # never "ready": it never passed the gate
     assert "unfinished up" in err and "servectl recover" in err
-    code, out, err = finish(bench.cli("up", "alpha"))
+    code, out, err = finish(bench.cli("up", ALPHA))
     assert code == 0, err
     assert "never passed its health gate" in err and "replaced it" in err
-    now = bench.client.containers.get(bench.container_name("alpha")).id
-    assert now != orphan and bench.serves("alpha")
+    now = bench.client.containers.get(bench.container_name(ALPHA)).id
+    assert now != orphan and bench.serves(ALPHA)
     assert read_journal(bench.home) is None
 
 
@@ -93,31 +98,29 @@ def test_kill_9_mid_swap_then_recover_brings_back_the_previous_service_as_it_ran
     bench: Bench,  # noqa: F811
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    bench.profile("alpha")
-    code, _, err = finish(bench.cli("up", "alpha"))  # from the same folder as the CLI swap below (same paths)
+    bench.profile(ALPHA)
+    code, _, err = finish(bench.cli("up", ALPHA))  # from the same folder as the CLI swap below (same paths)
     assert code == 0, err
-    ran = bench.client.containers.get(bench.container_name("alpha")).labels["servectl.plan-hash"]
-    bench.profile("beta", env={"STANDIN_STARTUP_DELAY_S": "20"})
-    proc = bench.cli("swap", "beta")
+    ran = bench.client.containers.get(bench.container_name(ALPHA)).labels["servectl.plan-hash"]
+    bench.profile(BETA, env={"STANDIN_STARTUP_DELAY_S": "20"})
+    proc = bench.cli("swap", BETA)
     try:
-        bench.wait_for_container(bench.container_name("beta"))
+        bench.wait_for_container(bench.container_name(BETA))
         proc.send_signal(signal.SIGKILL)
         proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert settled(bench.running) == {bench.container_name("beta"): "running"}  # the orphan keeps starting
+    assert settled(bench.running) == {bench.container_name(BETA): "running"}  # the orphan keeps starting
     # alpha's file changes after the swap began; recovery restores the alpha that ran
-    bench.profile("alpha", env={"STANDIN_TOKEN_RATE": "77"})
-    code, _, err = finish(bench.cli("swap", "alpha"))
+    bench.profile(ALPHA, env={"STANDIN_TOKEN_RATE": "77"})
+    code, _, err = finish(bench.cli("swap", ALPHA))
     assert code == 1 and "unfinished swap" in err and "servectl recover" in err and "Traceback" not in err
     monkeypatch.chdir(bench.tmp)
     result = recover(docker=bench.docker, scope=bench.scope, state_dir=bench.home)
-    assert result.outcome == "restored" and result.restored == "alpha", result.message
-    assert bench.containers() == {bench.container_name("alpha"): "running"} and bench.serves("alpha")
-    assert bench.client.containers.get(bench.container_name("alpha")).labels["servectl.plan-hash"] == ran, (
-        result.message
-    )
+    assert result.outcome == "restored" and result.restored == ALPHA, result.message
+    assert bench.containers() == {bench.container_name(ALPHA): "running"} and bench.serves(ALPHA)
+    assert bench.client.containers.get(bench.container_name(ALPHA)).labels["servectl.plan-hash"] == ran, result.message
     assert read_journal(bench.home) is None
 
 
@@ -126,8 +129,8 @@ def test_kill_9_mid_swap_then_recover_brings_back_the_previous_service_as_it_ran
     [b"\xff\xfe binary", b"", b'[{"event": ["up"]}', b'[{"event": ["up"], "profile": "x"}]', b"folder"],
 )
 def test_a_damaged_history_never_blocks_status_or_down(bench: Bench, damage: bytes) -> None:  # noqa: F811
-    bench.profile("alpha")
-    bench.swap("alpha")
+    bench.profile(ALPHA)
+    bench.swap(ALPHA)
     history = Path(bench.home) / "history.json"
     history.unlink()
     if damage == b"folder":
@@ -137,8 +140,8 @@ def test_a_damaged_history_never_blocks_status_or_down(bench: Bench, damage: byt
     code, out, err = finish(bench.cli("status"))
     assert code == 0, err
     assert "Traceback" not in out + err
-    assert "alpha" in out  # Docker says what runs; the gate record says it passed
-    code, out, err = finish(bench.cli("down", "alpha"))
+    assert ALPHA in out  # Docker says what runs; the gate record says it passed
+    code, out, err = finish(bench.cli("down", ALPHA))
     assert code == 0, err
     assert "Traceback" not in out + err and settled(bench.containers) == {}
     events = [e["event"] for e in History(bench.home).events()]
@@ -150,11 +153,11 @@ def test_a_damaged_history_never_blocks_status_or_down(bench: Bench, damage: byt
 
 
 def test_up_on_an_empty_history_records_the_service(bench: Bench) -> None:  # noqa: F811
-    bench.profile("alpha")
+    bench.profile(ALPHA)
     bench.home.mkdir(parents=True, exist_ok=True)
     (bench.home / "history.json").write_text("")
-    code, _, err = finish(bench.cli("up", "alpha"))
+    code, _, err = finish(bench.cli("up", ALPHA))
     assert code == 0, err
     assert "moved it to" in err and "started a new history" in err
     assert [e["event"] for e in History(bench.home).events()] == ["up"]
-    assert bench.serves("alpha")
+    assert bench.serves(ALPHA)

@@ -263,3 +263,38 @@ def test_log_watcher_sees_the_ready_line_with_a_log_prefix() -> None:
     w = LogWatcher()
     w.feed(f"[2026-11-30 10:00:00] {READY_LINE}")
     assert w.ready_line_seen and w.phase == VERIFYING
+
+
+def test_log_tail_keeps_the_engines_lines_not_our_health_probes() -> None:
+    from servectl.service.health import LogWatcher
+
+    watcher = LogWatcher(tail_lines=5)
+    watcher.feed("Load weight begin.")
+    for _ in range(30):
+        watcher.feed('INFO:     127.0.0.1:40000 - "GET /health HTTP/1.1" 503 Service Unavailable')
+    watcher.feed("Loading safetensors checkpoint shards:  50% Completed | 1/2")
+    assert list(watcher.tail) == ["Load weight begin.", "Loading safetensors checkpoint shards:  50% Completed | 1/2"]
+
+
+def test_a_crash_reason_is_the_exception_line_not_the_traceback_header() -> None:
+    from servectl.service.health import LogWatcher
+
+    watcher = LogWatcher()
+    watcher.feed("[2026-12-01 10:00:00] Scheduler hit an exception: Traceback (most recent call last):")
+    watcher.feed('  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 2841, in run')
+    watcher.feed("    scheduler = Scheduler(server_args, port_args)")
+    watcher.feed("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB")
+    assert watcher.fatal is not None
+    assert watcher.fatal.line.endswith(
+        "Scheduler hit an exception: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
+    )
+    assert "Traceback" not in watcher.fatal.line
+
+
+def test_failed_up_cuts_multi_kilobyte_log_lines_like_swap(capsys: pytest.CaptureFixture[str]) -> None:
+    from servectl.cli.service import _print_last_lines
+
+    _print_last_lines("a", ("server_args=ServerArgs(" + "x" * 5000 + ")", "short line"))
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0] == "last log lines of a:" and lines[2] == "  | short line"
+    assert len(lines[1]) <= 4 + 240 and lines[1].endswith("...")

@@ -62,21 +62,23 @@ def test_shm_size_parses_docker_notation(text: str | None, expected: int | None)
     assert parse_size_bytes(text) == expected
 
 
-def test_full_preflight_raises_on_a_failed_check_and_records_forced_skips(tmp_path: Path) -> None:
+def test_check_start_raises_on_a_failed_check_and_records_forced_skips(tmp_path: Path) -> None:
     from servectl.adapters.state import History
     from servectl.errors import PreflightFailed
-    from servectl.preflight.request import full_preflight
+    from servectl.preflight.request import check_start
     from servectl.testing.docker import FakeDockerEngine
 
     resolved = resolve("glm53-393k")
-    adapters = (FakeGpuInventory.scenario("foreign_pid"), FakeHostProbe(), FakeDockerEngine())
+    gpus, host = FakeGpuInventory.scenario("foreign_pid"), FakeHostProbe()
     engine = FakeDockerEngine(images=[resolved.plan.docker.image])
     with pytest.raises(PreflightFailed, match=r"preflight gpu\.exclusive"):
-        full_preflight(docker=engine, adapters=adapters, state_dir=tmp_path)(resolved)
+        check_start(resolved, docker=engine, gpus=gpus, host=host, state_dir=tmp_path)
     seen = []
-    check = full_preflight(
+    check_start(
+        resolved,
         docker=engine,
-        adapters=adapters,
+        gpus=gpus,
+        host=host,
         state_dir=tmp_path,
         skip={
             "gpu.exclusive",
@@ -90,7 +92,6 @@ def test_full_preflight_raises_on_a_failed_check_and_records_forced_skips(tmp_pa
         },
         on_report=seen.append,
     )
-    check(resolved)
     (report,) = seen
     assert report.check("gpu.exclusive").result == "skipped"
     forced = [e for e in History(tmp_path).events() if e.get("event") == "preflight-forced"]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import textwrap
@@ -25,7 +24,7 @@ from servectl.service.logs import follow_logs
 from servectl.service.services import ServiceInfo, services
 from servectl.standin.process import free_port
 from servectl.testing.docker import FakeDockerEngine, FakeScript, sglang_like_script, write_test_profile
-from servectl.testing.fakes import FakeGpuInventory, make_device
+from servectl.testing.fakes import FakeGpuInventory, FakeHostProbe, fake_model_dir, make_device
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
@@ -43,7 +42,14 @@ class Env:
         write_test_profile(self.folder, name, port=port, **sections)
         return port
 
+    def host_for(self, name: str) -> FakeHostProbe:
+        """A roomy, idle host that has the profile's model folder (preflight's model checks pass)."""
+        model = resolve(name).plan.docker.mounts[0].source
+        return FakeHostProbe(models={model: fake_model_dir(model, weights_bytes=10**6, weight_files=1)})
+
     def up(self, name: str, **kwargs: Any) -> runtime.UpResult:
+        kwargs.setdefault("gpus", FakeGpuInventory.scenario("two_free_sm120"))
+        kwargs.setdefault("host", self.host_for(name))
         return runtime.up(
             name=name,
             docker=self.engine,
@@ -118,7 +124,7 @@ def test_up_refuses_when_another_servectl_service_holds_the_port(env: Env) -> No
 
 
 def test_up_refuses_when_another_servectl_service_holds_the_gpus(env: Env) -> None:
-    env.profile("a", gpus={"devices": [0, 1]}, engine={"tp": 2})
+    env.profile("a", gpus={"devices": [0, 1]}, engine={"tp": 2}, container={"shm_size": "8g"})
     env.profile("b", gpus={"devices": [1]})
     env.up("a")
     with pytest.raises(ServiceConflict, match="servectl service a holds GPU 1: use servectl swap b"):
@@ -205,26 +211,32 @@ def test_bad_profile_fails_before_the_engine_is_asked_anything(env: Env) -> None
     assert env.engine.calls == []
 
 
-def test_port_taken_by_a_host_process_fails_preflight(env: Env) -> None:
-    with socket.socket() as holder:
-        holder.bind(("127.0.0.1", 0))
-        holder.listen()
-        port = holder.getsockname()[1]
-        env.profile("a", port=port)
-        with pytest.raises(PreflightFailed, match=f"serve.port: port {port} on 127.0.0.1 is in use"):
-            env.up("a")
+def test_port_taken_by_a_host_process_fails_preflight_naming_it(env: Env) -> None:
+    port = env.profile("a")
+    host = env.host_for("a")
+    host.listen("127.0.0.1", port, pid=4321, name="nginx")
+    with pytest.raises(PreflightFailed, match=f"port\\.free: pid 4321 nginx listens on 127\\.0\\.0\\.1:{port}"):
+        env.up("a", host=host)
     assert env.created() == 0
 
 
-def test_preflight_callable_runs_before_anything_starts(env: Env) -> None:
-    env.profile("a")
+def test_a_forced_check_is_skipped_and_recorded_and_the_report_is_handed_over(env: Env) -> None:
+    port = env.profile("a")
+    host = env.host_for("a")
+    host.listen("127.0.0.1", port, pid=4321, name="nginx")
+    reports: list[Any] = []
+    assert env.up("a", host=host, force=["port.free"], on_report=reports.append).action == "started"
+    assert reports[0].check("port.free").forced
+    assert any(e.get("event") == "preflight-forced" for e in History(env.home).events())
+    with pytest.raises(UsageError, match=r"--force port\.fre: no such preflight check; did you mean port\.free"):
+        env.up("a", force=["port.fre"])
 
-    def refuse(resolved: Any) -> None:
-        raise PreflightFailed(f"{resolved.name}: GPU 0 has 1 GiB free")
 
-    with pytest.raises(PreflightFailed, match="a: GPU 0 has 1 GiB free"):
-        env.up("a", preflight=refuse)
-    assert env.created() == 0
+def test_up_preflight_reads_the_gpu_inventory_it_is_given(env: Env) -> None:
+    env.profile("a", gpus={"devices": [0, 1]}, engine={"tp": 2}, container={"shm_size": "8g"})
+    gpus = FakeGpuInventory.scenario("two_free_sm120")
+    env.up("a", gpus=gpus)
+    assert gpus.calls == 1  # one snapshot for preflight; no second NVML session
 
 
 def test_up_waits_for_the_lock_and_gives_up_naming_the_holder(env: Env) -> None:
@@ -344,7 +356,7 @@ def _inventory(busy_snapshots: int) -> FakeGpuInventory:
 
 
 def test_down_confirms_the_cards_are_free_or_names_the_leaked_pids(env: Env) -> None:
-    env.profile("a", gpus={"devices": [0, 1]}, engine={"tp": 2})
+    env.profile("a", gpus={"devices": [0, 1]}, engine={"tp": 2}, container={"shm_size": "8g"})
     env.up("a")
     [freed] = env.down("a", gpus=_inventory(busy_snapshots=2), free_deadline_s=5)
     assert freed.gpus_checked and freed.leaked_pids == () and freed.unknown_cards == ()
@@ -354,7 +366,7 @@ def test_down_confirms_the_cards_are_free_or_names_the_leaked_pids(env: Env) -> 
 
 
 def test_down_names_a_card_it_cannot_read_instead_of_calling_it_free(env: Env) -> None:
-    env.profile("a", gpus={"devices": [0, 1]}, engine={"tp": 2})
+    env.profile("a", gpus={"devices": [0, 1]}, engine={"tp": 2}, container={"shm_size": "8g"})
     env.up("a")
     [result] = env.down("a", gpus=FakeGpuInventory.scenario("gpu_lost", card=1), free_deadline_s=0.3)
     assert result.gpus_checked and result.leaked_pids == () and result.unknown_cards == (1,)
@@ -410,34 +422,9 @@ def test_follow_logs_prints_a_services_lines(env: Env) -> None:
         list(follow_logs(name="b", docker=env.engine))
 
 
-def test_up_without_gpu_inventory_says_the_cards_were_not_checked(env: Env) -> None:
-    env.profile("a", gpus={"devices": [0, 1]}, engine={"tp": 2})
-    assert env.up("a").notes == ("GPU 0, 1 not checked (no GPU inventory)",)
-
-
 def test_up_refuses_cards_that_run_a_process_when_the_profile_wants_them_exclusively(env: Env) -> None:
-    env.profile("a", gpus={"devices": [0, 1]}, engine={"tp": 2})
-    with pytest.raises(PreflightFailed, match=r"gpus\.devices: GPU 0, 1 run\(s\) processes 777"):
+    env.profile("a", gpus={"devices": [0, 1]}, engine={"tp": 2}, container={"shm_size": "8g"})
+    with pytest.raises(PreflightFailed, match=r"gpu\.exclusive: card 1: pid 777"):
         env.up("a", gpus=_inventory(busy_snapshots=1000))
     assert env.created() == 0
-    assert env.up("a", gpus=_inventory(busy_snapshots=0)).notes == ()
-
-
-@dataclass
-class _Listener:
-    pid: int | None
-    process_name: str | None
-
-
-class _Host:
-    def listeners(self, port: int) -> list[_Listener]:
-        return [_Listener(4321, "nginx")]
-
-
-def test_port_holder_is_named_when_a_host_probe_is_given(env: Env) -> None:
-    with socket.socket() as holder:
-        holder.bind(("127.0.0.1", 0))
-        holder.listen()
-        env.profile("a", port=holder.getsockname()[1])
-        with pytest.raises(PreflightFailed, match="is in use by pid 4321 \\(nginx\\); stop it or pick another port"):
-            env.up("a", host=_Host())
+    assert env.up("a", gpus=_inventory(busy_snapshots=0)).action == "started"

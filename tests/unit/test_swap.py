@@ -270,6 +270,7 @@ def test_target_crash_brings_the_previous_service_back_and_says_why(world: World
         ("ensure_image", "beta"),
         ("stop", "alpha"),
         ("start", "beta"),
+        ("ensure_image", "alpha"),  # the previous profile's image, just before its start (start assumes it)
         ("start", "alpha"),
     ]
     assert err.message.startswith("beta failed: beta exited with code 3 during startup; beta was removed")
@@ -703,3 +704,13 @@ def test_after_a_failure_with_nothing_to_restore_the_cards_are_waited_for_with_t
     with pytest.raises(StartupFailed, match=r"cards 0 could not all be read \(card 0\): check them with nvidia-smi"):
         swap(target="epsilon", **{**world.kwargs(), "gpus": lost, "sleep": sleep})
     assert sum(naps) == pytest.approx(30.0) and world.history.events()[-1]["outcome"] == "failed"
+
+
+def test_rollback_warns_when_the_previous_profile_changed_since_it_ran(world: World, env: Path) -> None:
+    world.run("alpha")
+    world.swap("beta")
+    world.history.record({"event": "up", "profile": "alpha", "plan_hash": "0000000000000000"})
+    world.history.record({"event": "swap", "profile": "beta", "replaced": "alpha"})
+    result = rollback(**world.kwargs())
+    assert result.to_profile == "alpha"
+    assert "note: alpha last ran with plan 0000000000000000, its profile now compiles to" in result.message

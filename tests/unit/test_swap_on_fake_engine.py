@@ -167,9 +167,11 @@ def resolved(home: Path) -> Resolved:
 
 
 def run_check(resolved: Resolved, adapters: Any, *, replacing: Any = None, skip: frozenset[str] = frozenset()) -> Any:
+    """swap's preflight with the given (GPU inventory, host probe, Docker engine): one client for everything."""
+    gpus, host, docker = adapters
     reports: list[Any] = []
-    check = profile_preflight(adapters=adapters, build_image=False, on_report=reports.append)
-    check(resolved=resolved, replacing=replacing, skip=skip, docker=engine_with({}), gpus=None)
+    check = profile_preflight(host=host, on_report=reports.append)
+    check(resolved=resolved, replacing=replacing, skip=skip, docker=docker, gpus=gpus)
     return reports[0]
 
 
@@ -203,12 +205,12 @@ def test_preflight_counts_the_replaced_service_port_as_free(resolved: Resolved) 
 
 
 def test_preflight_refuses_a_foreign_container_with_the_target_name(resolved: Resolved) -> None:
-    engine = engine_with({})
+    gpus, host, engine = adapters_with(resolved)
     engine.add_foreign("fake-beta", running=False)
     reports: list[Any] = []
-    check = profile_preflight(adapters=adapters_with(resolved), build_image=False, on_report=reports.append)
+    check = profile_preflight(host=host, on_report=reports.append)
     with pytest.raises(PreflightFailed, match=r"container\.name: a container named fake-beta exists"):
-        check(resolved=resolved, replacing=None, skip=frozenset(), docker=engine, gpus=None)
-    check(resolved=resolved, replacing=None, skip=frozenset({"container.name"}), docker=engine, gpus=None)
+        check(resolved=resolved, replacing=None, skip=frozenset(), docker=engine, gpus=gpus)
+    check(resolved=resolved, replacing=None, skip=frozenset({"container.name"}), docker=engine, gpus=gpus)
     # the name check runs before the report; forced past it, the rest of preflight runs and passes
     assert len(reports) == 1 and not reports[0].failed

@@ -124,6 +124,56 @@ def classify_process(
     return "foreign"
 
 
+def _attribute_processes(
+    request: PreflightRequest,
+    snapshot: GpuSnapshot | None,
+    containers: tuple[ContainerState, ...],
+    host: HostProbe,
+) -> list[AttributedProcess]:
+    """Each process on the profile's cards, with its container and whether this start replaces or stops it."""
+    by_id = {c.id: c for c in containers}
+    attributed: list[AttributedProcess] = []
+    if snapshot is None:
+        return attributed
+    for index in request.gpu_indices:
+        device = snapshot.device(index)
+        if device is None or device.processes is None:
+            continue
+        for proc in device.processes:
+            container_id = host.container_id_of(proc.pid)
+            container = by_id.get(container_id) if container_id else None
+            attributed.append(
+                AttributedProcess(
+                    card_index=index,
+                    pid=proc.pid,
+                    used_memory_bytes=proc.used_memory_bytes,
+                    process_name=host.process_name(proc.pid),
+                    container_id=container_id,
+                    container_name=container.name if container else None,
+                    disposition=classify_process(request, container, container_id, proc.pid),
+                )
+            )
+    return attributed
+
+
+def _nvidia_support(
+    request: PreflightRequest, engine: EngineInfo | None, host: HostProbe
+) -> tuple[dict[str, str | None], list[str]]:
+    """The NVIDIA container tools on the host and the CDI spec files (only when GPUs are requested)."""
+    executables: dict[str, str | None] = {}
+    cdi_specs: list[str] = []
+    if request.gpus_requested:
+        for name in ("nvidia-container-runtime-hook", "nvidia-container-runtime", "nvidia-ctk"):
+            executables[name] = host.find_executable(name)
+        spec_dirs = engine.cdi_spec_dirs if engine and engine.cdi_spec_dirs else ("/etc/cdi", "/var/run/cdi")
+        for folder in spec_dirs:
+            for name in ("nvidia.yaml", "nvidia.json"):
+                candidate = f"{folder.rstrip('/')}/{name}"
+                if host.path_exists(candidate):
+                    cdi_specs.append(candidate)
+    return executables, cdi_specs
+
+
 def gather_facts(
     *,
     request: PreflightRequest,
@@ -162,40 +212,10 @@ def gather_facts(
     except EngineUnavailable as err:
         engine_error = err.message
 
-    by_id = {c.id: c for c in containers}
-    attributed: list[AttributedProcess] = []
-    if snapshot is not None:
-        for index in request.gpu_indices:
-            device = snapshot.device(index)
-            if device is None or device.processes is None:
-                continue
-            for proc in device.processes:
-                container_id = host.container_id_of(proc.pid)
-                container = by_id.get(container_id) if container_id else None
-                attributed.append(
-                    AttributedProcess(
-                        card_index=index,
-                        pid=proc.pid,
-                        used_memory_bytes=proc.used_memory_bytes,
-                        process_name=host.process_name(proc.pid),
-                        container_id=container_id,
-                        container_name=container.name if container else None,
-                        disposition=classify_process(request, container, container_id, proc.pid),
-                    )
-                )
+    attributed = _attribute_processes(request, snapshot, containers, host)
 
     disks = tuple(host.disk_space(p) for p in request.cache_paths)
-    executables: dict[str, str | None] = {}
-    cdi_specs: list[str] = []
-    if request.gpus_requested:
-        for name in ("nvidia-container-runtime-hook", "nvidia-container-runtime", "nvidia-ctk"):
-            executables[name] = host.find_executable(name)
-        spec_dirs = engine.cdi_spec_dirs if engine and engine.cdi_spec_dirs else ("/etc/cdi", "/var/run/cdi")
-        for folder in spec_dirs:
-            for name in ("nvidia.yaml", "nvidia.json"):
-                candidate = f"{folder.rstrip('/')}/{name}"
-                if host.path_exists(candidate):
-                    cdi_specs.append(candidate)
+    executables, cdi_specs = _nvidia_support(request, engine, host)
 
     local = image or image_by_digest
     standin = local is not None and STANDIN_LABEL in local.labels  # its parser is servectl's own catalog

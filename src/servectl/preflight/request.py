@@ -1,7 +1,8 @@
 """Preflight for a profile: the bridge from a resolved profile + plan to the measured checks.
 
 :mod:`servectl.preflight.checks` knows nothing of profiles; this module fills its request from the profile and the
-launch plan, and wires the real adapters (NVML, psutil, Docker) when the caller gives none.
+launch plan (:func:`request_for`), and holds the one answer to "may this start here?" (:func:`check_start`),
+which ``up``, ``swap``, ``rollback-check`` and ``preflight`` (:func:`measure_start`) all use.
 """
 
 from __future__ import annotations
@@ -89,55 +90,98 @@ def preflight(
     Raises:
         UsageError / ProfileError: the profile does not resolve; ``skip`` names an unknown check.
     """
+    from servectl.adapters.docker import DockerSdkEngine
     from servectl.plan.resolve import resolve
-    from servectl.preflight.run import preflight_on_this_host
 
     resolved = resolve(name)
-    request = request_for(resolved, replacing=replacing, stop_conflicts=stop_conflicts)
-    return resolved, preflight_on_this_host(request=request, skip=skip)
+    docker = DockerSdkEngine()
+    try:
+        report = measure_start(resolved, docker=docker, replacing=replacing, stop_conflicts=stop_conflicts, skip=skip)
+    finally:
+        docker.close()
+    return resolved, report
 
 
-def full_preflight(
+def measure_start(
+    resolved: Resolved,
     *,
     docker: DockerEngine,
-    skip: Iterable[str] = frozenset(),
+    gpus: GpuInventory | None = None,
+    host: HostProbe | None = None,
     replacing: Replacing | None = None,
     stop_conflicts: bool = False,
+    skip: Iterable[str] = frozenset(),
+) -> PreflightReport:
+    """Every preflight check for ``resolved`` on this host, measured once; raises nothing for a failed check.
+
+    Args:
+        resolved: the profile and its plan.
+        docker: the command's Docker client (preflight opens no second one).
+        gpus: the command's GPU inventory; ``None`` opens NVML for this call (a missing driver is reported by
+            ``gpu.present``).
+        host: the host probe; default psutil.
+        replacing: the servectl service about to be stopped (its cards, pids and port count as free).
+        stop_conflicts: the profile's declared conflicts are about to be stopped.
+        skip: check ids forced to ``skipped``.
+    """
+    from servectl.preflight.run import run_preflight
+
+    request = request_for(resolved, replacing=replacing, stop_conflicts=stop_conflicts)
+    if host is None:
+        from servectl.adapters.host import PsutilHostProbe
+
+        host = PsutilHostProbe()
+    if gpus is not None:
+        return run_preflight(request=request, gpus=gpus, host=host, docker=docker, skip=skip)
+    from servectl.adapters.gpu import NvmlInventory
+
+    with NvmlInventory() as nvml:
+        return run_preflight(request=request, gpus=nvml, host=host, docker=docker, skip=skip)
+
+
+def check_start(
+    resolved: Resolved,
+    *,
+    docker: DockerEngine,
+    gpus: GpuInventory | None = None,
+    host: HostProbe | None = None,
+    replacing: Replacing | None = None,
+    stop_conflicts: bool = False,
+    skip: Iterable[str] = frozenset(),
     state_dir: Path | None = None,
     on_report: Callable[[PreflightReport], None] | None = None,
-    adapters: tuple[GpuInventory, HostProbe, DockerEngine] | None = None,
-) -> Callable[[Resolved], None]:
-    """The preflight that ``up`` and ``swap`` run before anything starts: every check, measured.
+) -> PreflightReport:
+    """May ``resolved`` start here, now? The one answer ``up``, ``swap`` and ``rollback-check`` use.
 
-    The stand-in image is built first when the profile says so (so ``image.pinned`` sees it); checks skipped
-    with ``--force`` are recorded in the history; a failed check raises before anything is created.
-    ``adapters`` (GPU inventory, host probe, Docker facts) replace the real NVML/psutil/Docker ones in tests.
+    Runs :func:`measure_start` (the service being replaced and the declared conflicts come in as data), hands
+    the report to ``on_report``, records checks skipped with ``--force`` in the history and raises when a
+    check failed. The image must already be on the host (commands call ``ensure_image`` first, once).
+
+    Raises:
+        PreflightFailed: a check failed (one line per failed check, the report attached).
+        UsageError: ``skip`` names a check that does not exist.
     """
     from servectl.adapters.state import History
-    from servectl.preflight.checks import validate_skip
-    from servectl.preflight.run import preflight_on_this_host, raise_if_failed, run_preflight
-    from servectl.service.image import ensure_image
+    from servectl.preflight.run import raise_if_failed
 
-    skipped = validate_skip(skip)  # an unknown id is a usage error before anything happens
-
-    def run(resolved: Resolved) -> None:
-        ensure_image(resolved, docker=docker)
-        request = request_for(resolved, replacing=replacing, stop_conflicts=stop_conflicts)
-        if adapters is None:
-            report = preflight_on_this_host(request=request, skip=skipped)
-        else:
-            gpus, host, facts = adapters
-            report = run_preflight(request=request, gpus=gpus, host=host, docker=facts, skip=skipped)
-        if on_report is not None:
-            on_report(report)
-        forced = {c.id: c.facts.get("result_without_force") for c in report.checks if c.forced}
-        if forced:
-            History(state_dir or default_state_dir()).record(
-                {"event": "preflight-forced", "profile": resolved.name, "checks": forced}
-            )
-        raise_if_failed(report)
-
-    return run
+    report = measure_start(
+        resolved,
+        docker=docker,
+        gpus=gpus,
+        host=host,
+        replacing=replacing,
+        stop_conflicts=stop_conflicts,
+        skip=skip,
+    )
+    if on_report is not None:
+        on_report(report)
+    forced = {c.id: c.facts.get("result_without_force") for c in report.checks if c.forced}
+    if forced:
+        History(state_dir or default_state_dir()).record(
+            {"event": "preflight-forced", "profile": resolved.name, "checks": forced}
+        )
+    raise_if_failed(report)
+    return report
 
 
 def optional_gpu_inventory(resolved: Resolved | None = None) -> GpuInventory | None:

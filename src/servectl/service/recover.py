@@ -157,9 +157,17 @@ def _settle(
     failure: str | None = None
     drift = ""
     previous = journal.from_profile
+    if previous is not None and journal.phase != "begin":
+        # The transaction had begun stopping it: a stop may still be in flight in the engine (the client
+        # died, the daemon carries on), so what looks alive is finished off and started again as it ran.
+        for service in running:
+            if service.profile == previous:
+                runtime.stop(service=service, docker=docker, state_dir=state)
+        running = [s for s in running if s.profile != previous]
     if previous is not None and not any(s.profile == previous and s.state in ALIVE_STATES for s in running):
         resolved, drift = _previous_resolved(journal, environ, resolve_profile)
         try:
+            runtime.ensure_image(resolved, docker=docker, on_phase=on_phase)
             started = runtime.start(resolved=resolved, docker=docker, on_phase=on_phase, state_dir=state)
         except ServectlError as err:
             failure = err.lines()[0]

@@ -207,7 +207,7 @@ def rollback_check(
 
         resolve_profile = resolve
     rt = runtime if runtime is not None else default_runtime()
-    check = preflight if preflight is not None else profile_preflight(build_image=False)
+    check = preflight if preflight is not None else profile_preflight(state_dir=state_dir)
     if names is None:
         names = _profiles_with_rollback()
     running = list(rt.services(docker=docker, probe=False, plan_hash_of=None, state_dir=state_dir, scope=scope))

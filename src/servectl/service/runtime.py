@@ -18,11 +18,9 @@ next door.
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import os
-import socket
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
@@ -31,7 +29,6 @@ from servectl.adapters.conflicts import ConflictHandler, RestoreOutcome
 from servectl.adapters.gpu import wait_until_free
 from servectl.adapters.state import GateRecord, History, StateLock
 from servectl.errors import (
-    PreflightFailed,
     ServectlError,
     ServiceConflict,
     StartupFailed,
@@ -41,6 +38,8 @@ from servectl.errors import (
 )
 from servectl.paths import state_dir as default_state_dir
 from servectl.plan.labels import LABEL_PROFILE
+from servectl.preflight.checks import validate_skip
+from servectl.preflight.request import check_start
 from servectl.service.health import GateResult, Progress, wait_until_serving
 from servectl.service.host_files import discard_key_file, read_api_key, remove_key_file, write_plan_files
 from servectl.service.image import ImageBuilder, ensure_image
@@ -55,6 +54,7 @@ if TYPE_CHECKING:
     from servectl.adapters.gpu import GpuInventory
     from servectl.adapters.host import HostProbe
     from servectl.plan.resolve import Resolved
+    from servectl.preflight.model import PreflightReport
 
 #: How long a second servectl process waits for the first one (``SERVECTL_LOCK_TIMEOUT_S`` overrides).
 DEFAULT_LOCK_TIMEOUT_S = 10.0
@@ -116,14 +116,11 @@ class UpResult:
     url: str
     gate: GateResult | None = None
     removed_stale: tuple[str, ...] = ()  # exited containers of this profile that were cleared first
-    notes: tuple[str, ...] = ()  # what the checks before start did not cover (e.g. no GPU inventory)
+    notes: tuple[str, ...] = ()  # what up did on the way (e.g. replaced a container that never passed its gate)
 
     @property
     def startup_s(self) -> float | None:
         return None if self.gate is None else self.gate.startup_s
-
-
-Preflight = Callable[["Resolved"], object]
 
 
 def start(
@@ -133,15 +130,15 @@ def start(
     on_phase: Callable[[Progress], None] | None = None,
     http: httpx.Client | None = None,
     environ: Mapping[str, str] | None = None,
-    build_image: ImageBuilder | None = None,
     clock: Callable[[], float] = time.monotonic,
     state_dir: Path | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> StartResult:
     """Start the profile's container and wait until it passes the health gate.
 
-    Writes the plan's generated files and the API-key file, makes sure the image is there (building the
-    stand-in when ``image.build`` is "standin"), creates and starts the container, then runs the gate.
+    Writes the plan's generated files and the API-key file, creates and starts the container, then runs the
+    gate. The image must be on the host: the command calls :func:`servectl.service.image.ensure_image` once,
+    before preflight.
     No conflict rules and no lock: :func:`up` and ``swap`` add those. Passing the gate is recorded in the
     state folder's :class:`~servectl.adapters.state.GateRecord` (a failed write removes the container).
 
@@ -153,7 +150,6 @@ def start(
     plan = resolved.plan
     env = os.environ if environ is None else environ
     api_key = read_api_key(plan, env)
-    ensure_image(resolved, docker=docker, build_image=build_image, on_phase=on_phase)
     write_plan_files(plan, api_key=api_key)
     t0 = clock()
     container_id: str | None = None
@@ -284,64 +280,6 @@ def lock_timeout_default(environ: Mapping[str, str] | None = None) -> float:
         raise UsageError(f"SERVECTL_LOCK_TIMEOUT_S={raw!r} is not a number of seconds") from None
 
 
-def port_free(host: str, port: int) -> bool:
-    """Whether ``port`` can be bound on ``host`` now (a listener on it makes the bind fail)."""
-    try:
-        family = socket.AF_INET6 if ipaddress.ip_address(host).version == 6 else socket.AF_INET
-    except ValueError:
-        family = socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return False
-    return True
-
-
-def basic_preflight(
-    resolved: Resolved,
-    *,
-    docker: DockerEngine,
-    gpus: GpuInventory | None = None,
-    host: HostProbe | None = None,
-) -> list[str]:
-    """The checks that need no GPU driver: Docker answers, the port is free on the host address, and (with a
-    GPU inventory) the profile's cards run no process when it wants them exclusively.
-
-    Returns:
-        Notes on what was not checked (e.g. no GPU inventory).
-
-    Raises:
-        EngineUnavailable: Docker does not answer. PreflightFailed: the port or a card is taken.
-    """
-    docker.ping()
-    profile = resolved.loaded.profile
-    address, port = profile.serve.host, profile.serve.port
-    if not port_free(address, port):
-        holders = [
-            f"pid {lst.pid} ({lst.process_name or '?'})" for lst in (host.listeners(port) if host else ()) if lst.pid
-        ]
-        who = ", ".join(holders) if holders else f"another process (ss -ltnp 'sport = :{port}' shows which)"
-        raise PreflightFailed(
-            f"{resolved.plan.source}: serve.port: port {port} on {address} is in use by {who}; "
-            "stop it or pick another port"
-        )
-    devices = list(profile.gpus.devices)
-    if not devices:
-        return []
-    if gpus is None:
-        return [f"GPU {', '.join(map(str, devices))} not checked (no GPU inventory)"]
-    if profile.gpus.exclusive:
-        pids = wait_until_free(gpus, devices, 0.0).leaked_pids  # one look, no waiting
-        if pids:
-            raise PreflightFailed(
-                f"{resolved.plan.source}: gpus.devices: GPU {', '.join(map(str, devices))} run(s) processes "
-                f"{', '.join(map(str, pids))}; stop them first (the profile wants its cards exclusively)"
-            )
-    return []
-
-
 def _overlap(a: Sequence[int], b: Sequence[int]) -> list[int]:
     return sorted(set(a) & set(b))
 
@@ -367,7 +305,8 @@ def up(
     docker: DockerEngine,
     gpus: GpuInventory | None = None,
     host: HostProbe | None = None,
-    preflight: Preflight | None = None,
+    force: Iterable[str] = (),
+    on_report: Callable[[PreflightReport], None] | None = None,
     http: httpx.Client | None = None,
     on_phase: Callable[[Progress], None] | None = None,
     environ: Mapping[str, str] | None = None,
@@ -381,19 +320,13 @@ def up(
     """Start profile ``name`` unless it already runs; refuse when another service holds its GPUs or port.
 
     Args:
-        name: the profile.
-        docker: the engine.
-        gpus: GPU inventory for the built-in preflight (cards of an exclusive profile must be idle);
-            None skips that check and says so in ``UpResult.notes``.
-        host: host probe; the built-in preflight names the process that holds the port with it.
-        preflight: checks run before anything starts (raise PreflightFailed) instead of the built-in
-            :func:`basic_preflight` (Docker answers, port free, cards idle).
-        http: HTTP client for the gate's probes.
-        on_phase: progress callback of the gate.
+        name, docker: the profile; the engine.
+        gpus, host: the GPU inventory and host probe preflight reads (None: NVML, psutil).
+        force, on_report: preflight check ids to skip (recorded); gets the report before anything starts.
+        http, on_phase: HTTP client for the gate's probes; progress callback of the gate.
         environ: environment (API key variable, pass-through variables); default ``os.environ``.
         state_dir: state folder (lock and history); default :func:`servectl.paths.state_dir`.
-        lock_timeout_s: how long to wait for another servectl process; default 10 s or
-            ``SERVECTL_LOCK_TIMEOUT_S``.
+        lock_timeout_s: wait for another servectl process; default 10 s or ``SERVECTL_LOCK_TIMEOUT_S``.
         scope: only containers carrying these labels count as servectl's (tests).
         resolved: the profile already resolved (else ``resolve(name)``).
         build_image: builds the stand-in image (tests); default :func:`build_standin`.
@@ -409,7 +342,7 @@ def up(
 
     env = os.environ if environ is None else environ
     resolved = resolved or resolve(name, environ=env)
-    plan = resolved.plan
+    skip = validate_skip(force)  # an unknown check id is a usage error before anything happens
     state = state_dir or default_state_dir(env)
     timeout = lock_timeout_default(env) if lock_timeout_s is None else lock_timeout_s
     with StateLock(state, timeout, purpose=f"up {resolved.name}"):
@@ -418,35 +351,15 @@ def up(
         own_journal = refuse_if_unfinished(state, up_of=resolved.name)
         docker.ping()
         current = services(docker=docker, probe=False, plan_hash_of=None, state_dir=state, scope=scope)
-        removed: list[str] = []
-        notes: list[str] = []
-        for svc in current:
-            if svc.profile != resolved.name:
-                continue
-            if svc.running and svc.state in ("ready", "unhealthy"):  # it passed its gate once
-                if svc.plan_hash == plan.plan_hash:
-                    if own_journal is not None:
-                        clear_journal(state)
-                    return UpResult(action="already-running", service=svc, url=svc.url)
-                raise ServiceConflict(
-                    f"{resolved.name} already runs with plan {svc.plan_hash}, "
-                    "but the profile now compiles to "
-                    f"{plan.plan_hash}: use servectl swap {resolved.name} to replace it"
-                )
-            if svc.running:
-                notes.append(
-                    f"{svc.container_name} never passed its health gate (servectl was stopped while it "
-                    "started): replaced it"
-                )
-                stop(service=svc, docker=docker, gpus=gpus, state_dir=state)
-            else:
-                docker.remove(svc.container_id, force=True)
-            removed.append(svc.container_name)
+        running = _already_running(resolved, current)
+        if running is not None:
+            if own_journal is not None:
+                clear_journal(state)
+            return UpResult(action="already-running", service=running, url=running.url)
+        removed, notes = _clear_own_leftovers(resolved, current, docker=docker, gpus=gpus, state=state)
         _check_conflicts(resolved, docker=docker, services_now=current, removed=removed)
-        if preflight is None:
-            notes += basic_preflight(resolved, docker=docker, gpus=gpus, host=host)
-        else:
-            preflight(resolved)
+        ensure_image(resolved, docker=docker, build_image=build_image, on_phase=on_phase)  # once, before preflight
+        check_start(resolved, docker=docker, gpus=gpus, host=host, skip=skip, state_dir=state, on_report=on_report)
         started = _start_recorded(
             resolved,
             docker=docker,
@@ -455,7 +368,6 @@ def up(
             on_phase=on_phase,
             http=http,
             environ=env,
-            build_image=build_image,
             handle_signals=handle_signals,
         )
     return UpResult(
@@ -468,6 +380,46 @@ def up(
     )
 
 
+def _already_running(resolved: Resolved, current: Sequence[ServiceInfo]) -> ServiceInfo | None:
+    """The profile's service that passed its gate with the same plan; another plan is a conflict."""
+    for svc in current:
+        if svc.profile == resolved.name and svc.running and svc.state in ("ready", "unhealthy"):
+            if svc.plan_hash == resolved.plan.plan_hash:
+                return svc
+            raise ServiceConflict(
+                f"{resolved.name} already runs with plan {svc.plan_hash}, "
+                "but the profile now compiles to "
+                f"{resolved.plan.plan_hash}: use servectl swap {resolved.name} to replace it"
+            )
+    return None
+
+
+def _clear_own_leftovers(
+    resolved: Resolved,
+    current: Sequence[ServiceInfo],
+    *,
+    docker: DockerEngine,
+    gpus: GpuInventory | None,
+    state: Path,
+) -> tuple[list[str], list[str]]:
+    """Remove the profile's containers that never passed their gate or exited: (names removed, notes)."""
+    removed: list[str] = []
+    notes: list[str] = []
+    for svc in current:
+        if svc.profile != resolved.name:
+            continue
+        if svc.running:
+            notes.append(
+                f"{svc.container_name} never passed its health gate (servectl was stopped while it "
+                "started): replaced it"
+            )
+            stop(service=svc, docker=docker, gpus=gpus, state_dir=state)
+        else:
+            docker.remove(svc.container_id, force=True)
+        removed.append(svc.container_name)
+    return removed, notes
+
+
 def _start_recorded(
     resolved: Resolved,
     *,
@@ -477,7 +429,6 @@ def _start_recorded(
     on_phase: Callable[[Progress], None] | None,
     http: httpx.Client | None,
     environ: Mapping[str, str],
-    build_image: ImageBuilder | None,
     handle_signals: bool,
 ) -> StartResult:
     """``up``'s start, all-or-nothing: the service passes the gate *and* is recorded, or nothing is left.
@@ -508,7 +459,6 @@ def _start_recorded(
                 on_phase=on_phase,
                 http=http,
                 environ=environ,
-                build_image=build_image,
                 state_dir=state,
             )
             guard.mode = "defer"  # it passed the gate: finish the bookkeeping whatever arrives now

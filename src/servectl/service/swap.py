@@ -77,7 +77,7 @@ if TYPE_CHECKING:
     from servectl.adapters.gpu import GpuInventory
     from servectl.adapters.host import HostProbe
     from servectl.plan.resolve import Resolved
-    from servectl.preflight.model import PreflightReport
+    from servectl.preflight.model import PreflightReport, Replacing
 
 
 LOG_TAIL_LINES = 20
@@ -439,11 +439,15 @@ def swap(
         sleep=sleep,
     )
     guard = SignalGuard(handle_signals)
-    tx = _Swap(deps=deps, kind=_kind, skip=frozenset(force), signals=guard)
-    with guard:
+    return _guarded(_Swap(deps=deps, kind=_kind, skip=frozenset(force), signals=guard), target)
+
+
+def _guarded(tx: _Swap, target: str | None) -> SwapResult:
+    """Run the swap under the signal guard and the state lock."""
+    with tx.signals:
         try:
             with tx.phase("lock"):  # the wait for another servectl, if any
-                held = deps.lock(f"{_kind} {target or '(rollback target)'}")
+                held = tx.deps.lock(f"{tx.kind} {target or '(rollback target)'}")
                 held.__enter__()
             try:
                 return _run_locked(tx, target)
@@ -538,7 +542,9 @@ def _run_locked(tx: _Swap, target: str | None) -> SwapResult:
                 "stop all but one with `servectl down NAME` first"
             )
         current = blocking[0] if blocking else None
-        if current is not None and current.profile == resolved.name and current.state in ("ready", "starting"):
+        # Only a service that passed its gate counts as running: one still "starting" under our lock was left
+        # by a servectl that is gone, and is replaced.
+        if current is not None and current.profile == resolved.name and current.state == "ready":
             message = f"{resolved.name} already runs ({current.container_name}, {current.state}); nothing to do"
             if current.plan_hash != resolved.plan.plan_hash:
                 message += (
@@ -689,6 +695,19 @@ def _transact(
         failure = TargetFailure(resolved.name, f"interrupted ({signal_name(abandon.signum)}) during {step}")
         return _abandon(tx, resolved, previous, failure, f"stopped waiting after {signal_name(abandon.signum)}")
     downtime = up_at - down_since if down_since is not None else None
+    return _swapped(tx, resolved, from_profile, started, downtime, old_stop_s, forced)
+
+
+def _swapped(
+    tx: _Swap,
+    resolved: Resolved,
+    from_profile: str | None,
+    started: StartResult,
+    downtime: float | None,
+    old_stop_s: float | None,
+    forced: bool,
+) -> SwapResult:
+    """The target passed the gate: the result, recorded in the history; the journal is done."""
     message = f"{resolved.name} is up ({resolved.plan.url})"
     if from_profile and downtime is not None:
         message += f", replacing {from_profile}; downtime {downtime:.2f} s"
@@ -712,8 +731,19 @@ def _transact(
         startup_s=round(started.startup_s, 3),
     )
     tx.record(event)
-    clear_journal(deps.state_dir)
+    clear_journal(tx.deps.state_dir)
     return result
+
+
+@dataclass
+class _Recovered:
+    """What recovering did: the previous service back (or why not), the cards, the conflicts restored."""
+
+    restored: StartResult | None = None
+    restored_at: float | None = None
+    previous_failure: TargetFailure | None = None
+    cards: str = ""
+    restore: RestoreOutcome | None = None
 
 
 def _recover(
@@ -729,67 +759,86 @@ def _recover(
     cause: BaseException | None = None,
 ) -> SwapResult:
     """The target failed or the user interrupted: remove it, bring the previous service back, restore."""
-    deps = tx.deps
     tx.signals.mode = "abandon"
-    from_profile = current.profile if current is not None else None
     if interrupted_by is not None or failure.message.startswith("stopping "):
         why = failure.describe()
     else:
         why = f"{resolved.name} failed: {failure.describe()}"
-    previous_failure: TargetFailure | None = None
-    restored: StartResult | None = None
-    restored_at: float | None = None
-    cards = ""
     try:
-        tx.set_journal("remove-target", why)
-        with tx.phase("remove-target", resolved.name):
-            # The runtime's start removes what it created; this makes sure, and finishes an interrupted stop.
-            for service in deps.services(probe=False):
-                if overlaps(service, resolved) or (
-                    current is not None and service.container_id == current.container_id
-                ):
-                    deps.stop(service)
-        if previous is not None:
-            tx.set_journal("start-previous", why)
-            with tx.phase("start-previous", previous) as mark:
-                try:
-                    restored = deps.runtime.start(
-                        resolved=deps.resolve(previous),
-                        docker=deps.docker,
-                        on_phase=tx.progress("start-previous"),
-                        state_dir=deps.state_dir,
-                    )
-                    restored_at = deps.clock()
-                except ServectlError as err:
-                    previous_failure = _failure_of(previous, err)
-                    mark.failed = True
-            if previous_failure is not None:
-                with tx.phase("remove-previous", previous):
-                    for service in deps.services(probe=False):
-                        if service.profile == previous:
-                            deps.stop(service)
-        if restored is None:
-            cards = _cards_after_failure(tx, resolved, current)
-        tx.set_journal("restore-conflicts", why)
-        restore = tx.restore_stopped()
+        got = _bring_back(tx, resolved, current, previous, why)
     except Abandon as abandon:
         return _abandon(tx, resolved, previous, failure, f"stopped waiting after {signal_name(abandon.signum)}")
     except ServectlError as err:  # the engine failed us while cleaning up: say what is known, keep the journal
         return _abandon(tx, resolved, previous, failure, f"cleanup failed: {err.message}", SwapFailed)
     tx.signals.mode = "defer"
-    downtime = restored_at - down_since if restored_at is not None and down_since is not None else None
-    restore_text = f"; {restore.summary()}" if restore and restore.summary() else ""
+    downtime = got.restored_at - down_since if got.restored_at is not None and down_since is not None else None
     base: dict[str, Any] = {
-        "from_profile": from_profile,
+        "from_profile": current.profile if current is not None else None,
         "to_profile": resolved.name,
         "downtime_s": downtime,
         "old_stop_s": old_stop_s,
         "forced_stop": forced,
-        "conflicts_restore": restore,
+        "conflicts_restore": got.restore,
         "target_failure": failure,
     }
-    error: ServectlError
-    if previous is not None and restored is not None:
+    error = _recovery_error(tx, resolved, previous, failure, why, got, base, interrupted_by)
+    clear_journal(tx.deps.state_dir)
+    raise error from cause
+
+
+def _bring_back(
+    tx: _Swap, resolved: Resolved, current: ServiceInfo | None, previous: str | None, why: str
+) -> _Recovered:
+    """Remove the target, start the previous service through the gate (or remove it again), restore."""
+    deps, got = tx.deps, _Recovered()
+    tx.set_journal("remove-target", why)
+    with tx.phase("remove-target", resolved.name):
+        # The runtime's start removes what it created; this makes sure, and finishes an interrupted stop.
+        for service in deps.services(probe=False):
+            if overlaps(service, resolved) or (current is not None and service.container_id == current.container_id):
+                deps.stop(service)
+    if previous is not None:
+        tx.set_journal("start-previous", why)
+        with tx.phase("start-previous", previous) as mark:
+            try:
+                before = deps.resolve(previous)
+                deps.runtime.ensure_image(before, docker=deps.docker, on_phase=tx.progress("start-previous"))
+                got.restored = deps.runtime.start(
+                    resolved=before,
+                    docker=deps.docker,
+                    on_phase=tx.progress("start-previous"),
+                    state_dir=deps.state_dir,
+                )
+                got.restored_at = deps.clock()
+            except ServectlError as err:
+                got.previous_failure = _failure_of(previous, err)
+                mark.failed = True
+        if got.previous_failure is not None:
+            with tx.phase("remove-previous", previous):
+                for service in deps.services(probe=False):
+                    if service.profile == previous:
+                        deps.stop(service)
+    if got.restored is None:
+        got.cards = _cards_after_failure(tx, resolved, current)
+    tx.set_journal("restore-conflicts", why)
+    got.restore = tx.restore_stopped()
+    return got
+
+
+def _recovery_error(
+    tx: _Swap,
+    resolved: Resolved,
+    previous: str | None,
+    failure: TargetFailure,
+    why: str,
+    got: _Recovered,
+    base: dict[str, Any],
+    interrupted_by: int | None,
+) -> ServectlError:
+    """The error that says how the recovery ended (the history records it)."""
+    restore_text = f"; {got.restore.summary()}" if got.restore and got.restore.summary() else ""
+    downtime = base["downtime_s"]
+    if previous is not None and got.restored is not None:
         message = (
             f"{why}; {resolved.name} was removed and the previous service {previous} is back "
             "(it passed the health gate"
@@ -799,46 +848,42 @@ def _recover(
             + _log_tail(failure)
         )
         result = tx.result(outcome="interrupted" if interrupted_by else "rolled-back", message=message, **base)
-        error = SwapRolledBack(message, result=result)
         tx.record(tx.result_event(result))
         tx.record(
             {
                 "event": "up",
                 "profile": previous,
-                "container_id": restored.service.container_id,
-                "container_name": restored.service.container_name,
-                "startup_s": round(restored.startup_s, 3),
+                "container_id": got.restored.service.container_id,
+                "container_name": got.restored.service.container_name,
+                "startup_s": round(got.restored.startup_s, 3),
                 "restored_after": resolved.name,
             }
         )
-    elif previous is not None and previous_failure is not None:
+        return SwapRolledBack(message, result=result)
+    if previous is not None and got.previous_failure is not None:
         message = (
             f"{why}; the previous service {previous} did not come back either: "
-            f"{previous_failure.describe()}. Nothing of servectl runs now{cards}{restore_text}. "
+            f"{got.previous_failure.describe()}. Nothing of servectl runs now{got.cards}{restore_text}. "
             f"Check both (the log lines below, `servectl validate {resolved.name}`), "
-            f"then `servectl up {previous}`" + _log_tail(failure) + _log_tail(previous_failure)
+            f"then `servectl up {previous}`" + _log_tail(failure) + _log_tail(got.previous_failure)
         )
-        result = tx.result(outcome="failed", message=message, previous_failure=previous_failure, **base)
-        error = SwapFailed(message, result=result)
+        result = tx.result(outcome="failed", message=message, previous_failure=got.previous_failure, **base)
         tx.record(tx.result_event(result))
-    else:  # nothing healthy ran before: this swap acted like `up`
-        before = "nothing was serving before"
-        message = f"{why}; {resolved.name} was removed; {before}, so nothing runs now{cards}{restore_text}" + _log_tail(
-            failure
-        )
-        result = tx.result(outcome="interrupted" if interrupted_by else "failed", message=message, **base)
-        tx.record(tx.result_event(result))
-        if interrupted_by is not None:
-            error = SwapInterrupted(message, result=result)
-        else:
-            error = StartupFailed(
-                message,
-                last_log_lines=failure.last_log_lines,
-                exit_code_of_container=failure.exit_code_of_container,
-                oom_killed=failure.oom_killed,
-            )
-    clear_journal(deps.state_dir)
-    raise error from cause
+        return SwapFailed(message, result=result)
+    # nothing healthy ran before: this swap acted like `up`
+    before = "nothing was serving before"
+    message = f"{why}; {resolved.name} was removed; {before}, so nothing runs now{got.cards}{restore_text}"
+    message += _log_tail(failure)
+    result = tx.result(outcome="interrupted" if interrupted_by else "failed", message=message, **base)
+    tx.record(tx.result_event(result))
+    if interrupted_by is not None:
+        return SwapInterrupted(message, result=result)
+    return StartupFailed(
+        message,
+        last_log_lines=failure.last_log_lines,
+        exit_code_of_container=failure.exit_code_of_container,
+        oom_killed=failure.oom_killed,
+    )
 
 
 def _cards_after_failure(tx: _Swap, resolved: Resolved, current: ServiceInfo | None) -> str:
@@ -906,19 +951,18 @@ def profile_preflight(
     *,
     state_dir: Path | None = None,
     on_report: Callable[[PreflightReport], None] | None = None,
-    adapters: tuple[GpuInventory, HostProbe, DockerEngine] | None = None,
-    build_image: bool = True,
+    host: HostProbe | None = None,
 ) -> Preflight:
-    """servectl's preflight (:mod:`servectl.preflight.checks`) as a swap :class:`Preflight`.
+    """servectl's preflight (:func:`servectl.preflight.request.check_start`) as a swap :class:`Preflight`.
 
     The service being replaced counts as stopped (its container, main pid and port) and declared conflicts
-    as about to be stopped. Checks skipped with ``--force`` are recorded in the history.
+    as about to be stopped; both go to ``check_start`` as data. Checks skipped with ``--force`` are recorded
+    in the history. The swap's own Docker client and GPU inventory are used (no second ones).
 
     Args:
         state_dir: where forced checks are recorded.
         on_report: gets the full report (warnings, skipped checks) before a failure is raised.
-        adapters: (GPU inventory, host probe, Docker facts) instead of NVML, psutil and Docker (tests).
-        build_image: build the stand-in image first when the profile says so (``rollback-check``: no).
+        host: host probe instead of psutil (tests).
     """
 
     def check(
@@ -929,44 +973,37 @@ def profile_preflight(
         docker: DockerEngine,
         gpus: GpuInventory | None,
     ) -> None:
-        from servectl.preflight.model import Replacing
-        from servectl.preflight.request import full_preflight, request_for
-        from servectl.preflight.run import preflight_on_this_host, raise_if_failed, run_preflight
+        from servectl.preflight.request import check_start
 
         if CONTAINER_NAME_CHECK not in skip:
             _container_name_free(resolved, docker)
-        skip = skip - {CONTAINER_NAME_CHECK}
-        freed: Replacing | None = None
-        if replacing is not None:
-            state = docker.inspect(replacing.container_id)
-            pid = getattr(state, "pid", None)
-            freed = Replacing(
-                container_id=replacing.container_id,
-                container_name=replacing.container_name,
-                pids=frozenset({pid} if pid else ()),
-                port=replacing.port,
-            )
-        if build_image:
-            full_preflight(
-                docker=docker,
-                skip=skip,
-                replacing=freed,
-                stop_conflicts=True,
-                state_dir=state_dir,
-                on_report=on_report,
-                adapters=adapters,
-            )(resolved)
-            return
-        request = request_for(resolved, replacing=freed, stop_conflicts=True)
-        if adapters is None:
-            report = preflight_on_this_host(request=request, skip=skip)
-        else:
-            report = run_preflight(request=request, gpus=adapters[0], host=adapters[1], docker=adapters[2], skip=skip)
-        if on_report is not None:
-            on_report(report)
-        raise_if_failed(report)
+        check_start(
+            resolved,
+            docker=docker,
+            gpus=gpus,
+            host=host,
+            replacing=None if replacing is None else replacing_of(replacing, docker),
+            stop_conflicts=True,
+            skip=skip - {CONTAINER_NAME_CHECK},
+            state_dir=state_dir,
+            on_report=on_report,
+        )
 
     return check
+
+
+def replacing_of(service: ServiceInfo, docker: DockerEngine) -> Replacing:
+    """What preflight counts as freed once ``service`` is stopped: its container, main pid and port."""
+    from servectl.preflight.model import Replacing
+
+    state = docker.inspect(service.container_id)
+    pid = state.pid if state is not None else None
+    return Replacing(
+        container_id=service.container_id,
+        container_name=service.container_name,
+        pids=frozenset({pid} if pid else ()),
+        port=service.port,
+    )
 
 
 def _container_name_free(resolved: Resolved, docker: DockerEngine) -> None:

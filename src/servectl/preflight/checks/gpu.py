@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from servectl.adapters.gpu import MIB, compute_capability_of_arch
+from servectl.adapters.gpu import MIB, GpuDevice, compute_capability_of_arch
 from servectl.preflight.checks.base import gpu_unreachable, make_result, no_gpus, requested_devices
-from servectl.preflight.facts import Facts, classify_process, to_mib
+from servectl.preflight.facts import AttributedProcess, Facts, classify_process, to_mib
 from servectl.preflight.model import CheckResult, PreflightRequest
 
 UNEXPLAINED_USED_BYTES = 1024 * MIB
@@ -164,35 +164,9 @@ def check_gpu_exclusive(request: PreflightRequest, facts: Facts) -> CheckResult:
     foreign = [p for p in facts.processes if p.disposition == "foreign"]
     stopping = [p for p in facts.processes if p.disposition != "foreign"]
     uuid_of = {i: (d.uuid if d else None) for i, d in requested_devices(request, facts)}
-    pids_by_container: dict[str, set[int]] = {}
-    for p in facts.processes:
-        if p.container_id:
-            pids_by_container.setdefault(p.container_id, set()).add(p.card_index)
-    claimants: list[dict[str, Any]] = []
-    for container in facts.containers:
-        if container.gpu_request is None:
-            continue
-        cards = [i for i, uuid in uuid_of.items() if container.gpu_request.covers(i, uuid)]
-        if not cards or classify_process(request, container, container.id, -1) != "foreign":
-            continue
-        claimants.append(
-            {
-                "container_id": container.short_id,
-                "container_name": container.name,
-                "servectl_profile": container.servectl_profile,
-                "cards": cards,
-                "via": container.gpu_request.via,
-                "idle": container.id not in pids_by_container,
-            }
-        )
+    claimants = _claimants(request, facts, uuid_of)
     unlisted = [i for i, d in requested_devices(request, facts) if d is not None and d.processes is None]
-    unexplained: dict[int, int] = {}
-    for i, d in requested_devices(request, facts):
-        if d is None or d.processes is None or d.memory_used_bytes is None:
-            continue
-        listed = sum(p.used_memory_bytes or 0 for p in d.processes)
-        if d.memory_used_bytes - listed > UNEXPLAINED_USED_BYTES:
-            unexplained[i] = to_mib(d.memory_used_bytes - listed)
+    unexplained = _unexplained_mib(request, facts)
     out: dict[str, Any] = {
         "foreign_processes": [p.to_dict() for p in foreign],
         "will_stop_processes": [p.to_dict() for p in stopping],
@@ -207,26 +181,8 @@ def check_gpu_exclusive(request: PreflightRequest, facts: Facts) -> CheckResult:
         idle = " (idle)" if c["idle"] else ""
         problems.append(f"{kind} {c['container_name']} ({c['container_id']}) requests card(s) {c['cards']}{idle}")
     if problems:
-        names = sorted(
-            {str(c["container_name"]) for c in claimants} | {str(p.container_name) for p in foreign if p.container_name}
-        )
-        pids = sorted({p.pid for p in foreign if not p.container_id})
-        fixes = []
-        if names:
-            fixes.append(
-                f"stop {', '.join(names)} (docker stop NAME), or declare it as a conflict so swap stops and restores it"
-            )
-        if pids:
-            fixes.append(f"end pid(s) {', '.join(map(str, pids))} or pick other cards")
-        if any(c["servectl_profile"] for c in claimants):
-            fixes.append("use servectl swap to replace a running servectl service")
-        return make_result(
-            "gpu.exclusive",
-            "fail" if request.exclusive else "warn",
-            "; ".join(problems),
-            "; ".join(fixes),
-            **out,
-        )
+        fixes = _exclusive_fixes(foreign, claimants)
+        return make_result("gpu.exclusive", "fail" if request.exclusive else "warn", "; ".join(problems), fixes, **out)
     if unlisted:
         return make_result(
             "gpu.exclusive",
@@ -253,6 +209,58 @@ def check_gpu_exclusive(request: PreflightRequest, facts: Facts) -> CheckResult:
     )
 
 
+def _claimants(request: PreflightRequest, facts: Facts, uuid_of: dict[int, str | None]) -> list[dict[str, Any]]:
+    """Containers (not being replaced or stopped) whose GPU request covers one of the profile's cards."""
+    with_processes = {p.container_id for p in facts.processes if p.container_id}
+    claimants: list[dict[str, Any]] = []
+    for container in facts.containers:
+        if container.gpu_request is None:
+            continue
+        cards = [i for i, uuid in uuid_of.items() if container.gpu_request.covers(i, uuid)]
+        if not cards or classify_process(request, container, container.id, -1) != "foreign":
+            continue
+        claimants.append(
+            {
+                "container_id": container.short_id,
+                "container_name": container.name,
+                "servectl_profile": container.servectl_profile,
+                "cards": cards,
+                "via": container.gpu_request.via,
+                "idle": container.id not in with_processes,
+            }
+        )
+    return claimants
+
+
+def _unexplained_mib(request: PreflightRequest, facts: Facts) -> dict[int, int]:
+    """Per card: MiB in use beyond what its listed processes hold, when above the warning threshold."""
+    unexplained: dict[int, int] = {}
+    for i, d in requested_devices(request, facts):
+        if d is None or d.processes is None or d.memory_used_bytes is None:
+            continue
+        listed = sum(p.used_memory_bytes or 0 for p in d.processes)
+        if d.memory_used_bytes - listed > UNEXPLAINED_USED_BYTES:
+            unexplained[i] = to_mib(d.memory_used_bytes - listed)
+    return unexplained
+
+
+def _exclusive_fixes(foreign: list[AttributedProcess], claimants: list[dict[str, Any]]) -> str:
+    names = sorted(
+        {str(c["container_name"]) for c in claimants} | {str(p.container_name) for p in foreign if p.container_name}
+    )
+    pids = sorted({p.pid for p in foreign if not p.container_id})
+    fixes = []
+    if names:
+        fixes.append(
+            f"stop {', '.join(names)} (docker stop NAME), or declare it as a conflict so swap stops and restores it"
+        )
+    if pids:
+        fixes.append(f"end pid(s) {', '.join(map(str, pids))} or pick other cards")
+    if any(c["servectl_profile"] for c in claimants):
+        fixes.append("use servectl swap to replace a running servectl service")
+    return "; ".join(fixes)
+
+
 def _freed_bytes(facts: Facts, index: int) -> int | None:
     total = 0
     for p in facts.processes:
@@ -261,6 +269,54 @@ def _freed_bytes(facts: Facts, index: int) -> int | None:
                 return None
             total += p.used_memory_bytes
     return total
+
+
+def _card_budget(
+    request: PreflightRequest, facts: Facts, index: int, d: GpuDevice, weights_per_card: float | None
+) -> tuple[dict[str, Any], str | None, str | None]:
+    """One card before and after the engine starts: (facts row, why it cannot fit, why the reserve is short)."""
+    assert d.memory_free_bytes is not None and d.memory_total_bytes is not None
+    reserve = request.vram_reserve_mib
+    freed = _freed_bytes(facts, index)
+    free_after_stop = d.memory_free_bytes + (freed or 0)
+    row: dict[str, Any] = {
+        "card": index,
+        "total_mib": to_mib(d.memory_total_bytes),
+        "free_mib": to_mib(d.memory_free_bytes),
+        "freed_by_stopping_mib": None if freed is None else to_mib(freed),
+        "free_before_start_mib": to_mib(free_after_stop),
+        "weights_per_card_mib": None if weights_per_card is None else to_mib(int(weights_per_card)),
+        "engine_estimate_mib": None,
+        "free_after_start_mib": None,
+        "reserve_mib": reserve,
+    }
+    left: float | None = None
+    if request.mem_fraction is not None:
+        # SGLang sizes weights + KV pool so that (1 - mem_fraction) x total stays free.
+        left = d.memory_total_bytes * (1 - request.mem_fraction)
+        row["engine_estimate_mib"] = to_mib(int(max(0.0, free_after_stop - left)))
+    elif weights_per_card is not None:
+        row["engine_estimate_mib"] = to_mib(int(weights_per_card))
+        left = free_after_stop - weights_per_card
+    too_little: str | None = None
+    if weights_per_card is not None and weights_per_card > free_after_stop:
+        too_little = (
+            f"card {index}: weights need {to_mib(int(weights_per_card)):,} MiB per card but only "
+            f"{to_mib(free_after_stop):,} MiB are free"
+        )
+    elif weights_per_card is not None and left is not None and free_after_stop - left < weights_per_card:
+        too_little = (
+            f"card {index}: mem fraction {request.mem_fraction} leaves "
+            f"{to_mib(int(max(0.0, free_after_stop - left))):,} MiB for weights + KV cache but weights "
+            f"need {to_mib(int(weights_per_card)):,} MiB per card"
+        )
+    effective_free = free_after_stop if left is None else min(free_after_stop, int(left))
+    row["free_after_start_mib"] = None if left is None else to_mib(int(left))
+    below_reserve: str | None = None
+    if to_mib(effective_free) < reserve:
+        what = "free now" if left is None else "left once the engine runs (estimate)"
+        below_reserve = f"card {index}: {to_mib(effective_free):,} MiB {what} < reserve {reserve:,} MiB"
+    return row, too_little, below_reserve
 
 
 def check_gpu_vram_reserve(request: PreflightRequest, facts: Facts) -> CheckResult:
@@ -282,45 +338,13 @@ def check_gpu_vram_reserve(request: PreflightRequest, facts: Facts) -> CheckResu
         if d is None or d.memory_free_bytes is None or d.memory_total_bytes is None:
             unreadable.append(index)
             continue
-        freed = _freed_bytes(facts, index)
-        free_after_stop = d.memory_free_bytes + (freed or 0)
-        row: dict[str, Any] = {
-            "card": index,
-            "total_mib": to_mib(d.memory_total_bytes),
-            "free_mib": to_mib(d.memory_free_bytes),
-            "freed_by_stopping_mib": None if freed is None else to_mib(freed),
-            "free_before_start_mib": to_mib(free_after_stop),
-            "weights_per_card_mib": None if weights_per_card is None else to_mib(int(weights_per_card)),
-            "engine_estimate_mib": None,
-            "free_after_start_mib": None,
-            "reserve_mib": reserve,
-        }
-        left: float | None = None
-        if request.mem_fraction is not None:
-            # SGLang sizes weights + KV pool so that (1 - mem_fraction) x total stays free.
-            left = d.memory_total_bytes * (1 - request.mem_fraction)
-            row["engine_estimate_mib"] = to_mib(int(max(0.0, free_after_stop - left)))
-        elif weights_per_card is not None:
-            row["engine_estimate_mib"] = to_mib(int(weights_per_card))
-            left = free_after_stop - weights_per_card
-        if weights_per_card is not None and weights_per_card > free_after_stop:
-            impossible.append(
-                f"card {index}: weights need {to_mib(int(weights_per_card)):,} MiB per card but only "
-                f"{to_mib(free_after_stop):,} MiB are free"
-            )
-        elif weights_per_card is not None and left is not None and free_after_stop - left < weights_per_card:
-            impossible.append(
-                f"card {index}: mem fraction {request.mem_fraction} leaves "
-                f"{to_mib(int(max(0.0, free_after_stop - left))):,} MiB for weights + KV cache but weights "
-                f"need {to_mib(int(weights_per_card)):,} MiB per card"
-            )
-        effective_free = free_after_stop if left is None else min(free_after_stop, int(left))
-        row["free_after_start_mib"] = None if left is None else to_mib(int(left))
-        if freed is None:
+        row, too_little, below_reserve = _card_budget(request, facts, index, d, weights_per_card)
+        if too_little:
+            impossible.append(too_little)
+        if below_reserve:
+            short.append(below_reserve)
+        if row["freed_by_stopping_mib"] is None:
             freed_unknown.append(index)
-        if to_mib(effective_free) < reserve:
-            what = "free now" if left is None else "left once the engine runs (estimate)"
-            short.append(f"card {index}: {to_mib(effective_free):,} MiB {what} < reserve {reserve:,} MiB")
         cards.append(row)
     out: dict[str, Any] = {
         "cards": cards,
