@@ -114,6 +114,9 @@ def rt(
     folder.mkdir()
     monkeypatch.setenv("SERVECTL_HOME", str(home))
     monkeypatch.setenv("SERVECTL_PROFILES", str(folder))
+    # The CLI runs in ``folder`` too: from the checkout's root, ``./profiles`` (a link to the shipped profiles)
+    # would resolve ``demo``'s relative model path through the link, another path than the package's own.
+    monkeypatch.chdir(folder)
     engine = DockerSdkEngine(client=docker_client)
     yield Runtime(folder, home, test_session_id, os.urandom(3).hex(), standin_image, engine)
     for container in docker_client.containers.list(
