@@ -44,10 +44,6 @@ RANK: dict[str, int] = {part: rank for rank, parts in enumerate(LAYERS) for part
 STANDIN_MAY_IMPORT = frozenset({"servectl.errors", "servectl.profile.catalog"})
 STANDIN_IMPORTED_FROM = RANK["adapters"]  # image building is a side effect; nothing below adapters needs it
 
-#: Back-imports being removed by the preflight merge of issue 10 (importer, imported prefix); the test fails
-#: once one is gone, so the entry cannot outlive it.
-KNOWN_BACK_IMPORTS: frozenset[tuple[str, str]] = frozenset()  # none left: ensure_image runs before preflight
-
 
 @dataclass(frozen=True)
 class Import:
@@ -237,14 +233,7 @@ def cycles(graph: Mapping[str, list[Import]]) -> list[list[str]]:
 def test_servectl_imports_only_point_down_the_layers_and_have_no_cycles() -> None:
     graph = scan(SRC / "servectl")
     assert len(graph) > 50  # the scan found the package
-    problems = layering_problems(graph)
-    known = {(m, p) for m, p in KNOWN_BACK_IMPORTS for line in problems if _is_known(line, m, p)}
-    assert known == KNOWN_BACK_IMPORTS, "a known back-import is gone: remove it from KNOWN_BACK_IMPORTS"
-    assert [line for line in problems if not any(_is_known(line, m, p) for m, p in known)] == []
-
-
-def _is_known(line: str, module: str, prefix: str) -> bool:
-    return line.startswith(f"{module}:") and f": imports {prefix}" in line
+    assert layering_problems(graph) == []
 
 
 def test_the_check_reports_a_back_import_a_lazy_one_and_a_cycle(tmp_path: Path) -> None:
