@@ -27,7 +27,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from servectl.errors import StartupFailed
 from servectl.redact import redact
@@ -35,7 +35,7 @@ from servectl.redact import redact
 if TYPE_CHECKING:
     import httpx
 
-    from servectl.adapters.docker import DockerEngine, LogLines
+    from servectl.adapters.docker import ContainerState, DockerEngine, LogLines
     from servectl.plan.compile import LaunchPlan
 
 READY_LINE = "The server is fired up and ready to roll!"
@@ -218,8 +218,168 @@ class _Checks:
 _END = object()
 
 
-# over 80 lines: four closures around one log-reader thread; splitting it into a pure state machine fed by
-# log lines and probe results plus a thin driver is issue 10's remaining step (not done yet).
+@dataclass
+class GateMachine:
+    """The gate's decisions, pure: fed log lines, container states and probe results, each with its time.
+
+    The driver (:func:`wait_until_serving`) only moves data in and out: it reads the log stream and the
+    container, runs the probes and sleeps. Every verdict - a fatal line past its grace, the startup or stall
+    timeout, an exit, a missing ``expect_log`` line, or passing - is taken here, so tests drive it without
+    threads or clocks.
+
+    Args:
+        plan: the launch plan (profile, served name, timeouts, expect_log).
+        t0: the clock reading when the container was created.
+        fatal_grace_s: after a fatal line, how long to keep reading (the traceback, the exit) before failing.
+        expect_grace_s: after everything else holds, how long to wait for missing expect_log lines.
+    """
+
+    plan: LaunchPlan
+    t0: float
+    fatal_grace_s: float = 0.5
+    expect_grace_s: float = 1.0
+    watcher: LogWatcher = field(init=False)
+    checks: _Checks = field(default_factory=_Checks)
+    phases: list[tuple[str, float]] = field(default_factory=lambda: [(STARTING, 0.0)])
+    last_line_t: float = field(init=False)
+    fatal_at: float | None = None
+    all_ok_at: float | None = None
+
+    def __post_init__(self) -> None:
+        self.watcher = LogWatcher(expect_log=self.plan.expect_log)
+        self.last_line_t = self.t0
+
+    def feed(self, arrived: float, line: str) -> bool:
+        """One log line that arrived at ``arrived``; whether the phase or progress moved."""
+        progress, moved = self.watcher.feed(line)
+        if progress:
+            self.last_line_t = arrived
+        if moved:
+            self.note_phase(arrived)
+        return moved
+
+    def note_phase(self, at: float) -> None:
+        if self.phases[-1][0] != self.watcher.phase:
+            self.phases.append((self.watcher.phase, at - self.t0))
+
+    def fail(self, message: str, state: ContainerState | None = None) -> StartupFailed:
+        return StartupFailed(
+            f"{self.plan.profile}: {message}",
+            last_log_lines=list(self.watcher.tail),
+            exit_code_of_container=None if state is None else state.exit_code,
+            oom_killed=False if state is None else bool(state.oom_killed),
+        )
+
+    def container_gone(self, now: float) -> StartupFailed:
+        return self.fail(f"the container was removed while {self.watcher.phase} (after {now - self.t0:.1f} s)")
+
+    def container_exited(self, state: ContainerState, now: float) -> StartupFailed:
+        oom = " (OOM-killed)" if state.oom_killed else ""
+        cause = f": {self.watcher.fatal.line}" if self.watcher.fatal else ""
+        return self.fail(
+            f"the engine exited with code {state.exit_code}{oom} while {self.watcher.phase} "
+            f"(after {now - self.t0:.1f} s){cause}",
+            state,
+        )
+
+    @property
+    def fatal_pending(self) -> bool:
+        """A fatal line was seen: keep reading until its grace ends (no probes meanwhile)."""
+        return self.watcher.fatal is not None
+
+    def check(self, now: float) -> None:
+        """Raise :class:`StartupFailed` when the gate must fail at ``now``: fatal line, startup or stall timeout."""
+        fatal = self.watcher.fatal
+        if fatal is not None:
+            self.fatal_at = now if self.fatal_at is None else self.fatal_at
+            if now - self.fatal_at >= self.fatal_grace_s:
+                raise self.fail(f"fatal log line while {self.watcher.phase} ({fatal.reason}): {fatal.line}")
+            return
+        plan = self.plan
+        if now - self.t0 > plan.startup_timeout_s:
+            missing = ", ".join(self.checks.missing(self.watcher, plan.served_name))
+            raise self.fail(
+                f"not ready after {plan.startup_timeout_s:g} s (health.startup_timeout_s) while "
+                f"{self.watcher.phase}; still missing: {missing}"
+            )
+        if not self.watcher.ready_line_seen and now - self.last_line_t > plan.stall_timeout_s:
+            raise self.fail(
+                f"no new log line for {plan.stall_timeout_s:g} s while {self.watcher.phase} "
+                f"(health.stall_timeout_s); the engine looks hung"
+            )
+
+    def passed(self, now: float) -> GateResult | None:
+        """The result once every probe, the ready line and every expect_log pattern hold; else None."""
+        if not (self.checks.health and self.checks.models and self.checks.chat and self.watcher.ready_line_seen):
+            return None
+        missing_expect = self.watcher.missing_expect
+        if not missing_expect:
+            self.watcher.phase, self.watcher.percent, self.watcher.detail = READY, None, ""
+            self.note_phase(now)
+            return GateResult(startup_s=now - self.t0, phases=self.phases, kv_tokens=self.watcher.kv_tokens)
+        if self.all_ok_at is None:
+            self.all_ok_at = now
+        elif now - self.all_ok_at >= self.expect_grace_s:
+            shown = ", ".join(repr(p) for p in missing_expect)
+            raise self.fail(
+                f"the engine serves, but its log never showed health.expect_log pattern(s) {shown}; "
+                "the expected code path is not active"
+            )
+        return None
+
+
+class _LogPump:
+    """Follows the container's log in a thread and queues ``(arrival time, line)``, then ``_END``."""
+
+    def __init__(self, docker: DockerEngine, container_id: str, clock: Callable[[], float]) -> None:
+        self.docker, self.container_id, self.clock = docker, container_id, clock
+        self.lines: queue.Queue[object] = queue.Queue()
+        self.streams: list[LogLines] = []
+        self.stop = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def start(self, since: float | None) -> None:
+        """Follow from ``since`` (epoch seconds, Docker's notion; None: from the start)."""
+        self.thread = threading.Thread(target=self._run, args=(since,), name="servectl-log-follow", daemon=True)
+        self.thread.start()
+
+    def _run(self, since: float | None) -> None:
+        stream: LogLines | None = None
+        try:
+            stream = self.docker.logs(self.container_id, follow=True, since=since)
+            self.streams.append(stream)
+            if self.stop.is_set():  # the gate ended before the stream was listed: it may not close it
+                return
+            for line in stream:
+                if self.stop.is_set():
+                    break
+                self.lines.put((self.clock(), line))
+        except Exception as e:  # the engine went away: the state check says what happened
+            self.lines.put((self.clock(), e))
+        finally:
+            if stream is not None:
+                stream.close()
+            self.lines.put(_END)
+
+    def take(self, wait_s: float) -> list[object]:
+        """What arrived within ``wait_s`` (waiting for the first item only)."""
+        items: list[object] = []
+        try:
+            items.append(self.lines.get(timeout=wait_s))
+            while True:
+                items.append(self.lines.get_nowait())
+        except queue.Empty:
+            pass
+        return items
+
+    def close(self) -> None:
+        self.stop.set()
+        for stream in self.streams:
+            stream.close()
+        if self.thread is not None:
+            self.thread.join(timeout=0.5)
+
+
 def wait_until_serving(
     *,
     plan: LaunchPlan,
@@ -234,25 +394,19 @@ def wait_until_serving(
     inspect_every_s: float = 1.0,
     fatal_grace_s: float = 0.5,
     expect_grace_s: float = 1.0,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> GateResult:
-    """Wait until the container of ``plan`` serves, or fail fast.
+    """Wait until the container of ``plan`` serves, or fail fast (the decisions: :class:`GateMachine`).
 
     Args:
-        plan: the launch plan (URL, served name, timeouts, expect_log).
-        container_id: the started container.
-        docker: the engine (log stream and container state).
-        http: HTTP client for the probes (a short-lived one when None).
-        on_phase: called with each phase change and progress update.
-        clock: monotonic seconds.
+        plan, container_id, docker: the launch plan, the started container, the engine (logs and state).
+        http, on_phase: HTTP client for the probes (a short-lived one when None); gets each phase and progress.
+        clock, sleep: monotonic seconds and the pause between polls once the log stream has ended.
         api_key: the server's API key, for ``/v1/models`` and the chat completion (never logged).
         started_at: ``clock()`` when the container was created (default: now).
-        poll_s: probe period; at most 0.25 s so that the gate adds no noticeable delay.
-        inspect_every_s: how often the container's state is read besides when its log ends.
-        fatal_grace_s: after a fatal line, how long to keep reading (the traceback, the exit) before failing.
-        expect_grace_s: after everything else holds, how long to wait for missing expect_log lines.
-
-    Returns:
-        How long startup took and when each phase began.
+        poll_s, inspect_every_s: probe period (at most 0.25 s: the gate adds no noticeable delay); how often
+            the container's state is read besides when its log ends.
+        fatal_grace_s, expect_grace_s: see :class:`GateMachine`.
 
     Raises:
         StartupFailed: with the last log lines, the container's exit code and OOM flag where it exited.
@@ -260,167 +414,84 @@ def wait_until_serving(
     """
     import httpx
 
-    t0 = clock() if started_at is None else started_at
-    watcher = LogWatcher(expect_log=plan.expect_log)
-    checks = _Checks()
-    phases: list[tuple[str, float]] = [(STARTING, 0.0)]
-    lines: queue.Queue[object] = queue.Queue()
-    own_http = http is None
+    gate = GateMachine(plan, clock() if started_at is None else started_at, fatal_grace_s, expect_grace_s)
+    gate.last_line_t = clock()  # the stall timeout counts from when the gate starts reading
     client = httpx.Client(timeout=5.0) if http is None else http
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
-    def report(detail_override: str | None = None, at: float | None = None) -> None:
-        elapsed = (clock() if at is None else at) - t0
-        if phases[-1][0] != watcher.phase:
-            phases.append((watcher.phase, elapsed))
+    def report(detail: str | None = None, at: float | None = None) -> None:
+        w = gate.watcher
         if on_phase is not None:
-            detail = watcher.detail if detail_override is None else detail_override
-            on_phase(Progress(watcher.phase, detail, watcher.percent, elapsed))
+            elapsed = (clock() if at is None else at) - gate.t0
+            on_phase(Progress(w.phase, w.detail if detail is None else detail, w.percent, elapsed))
 
-    def fail(message: str, state: Any = None) -> StartupFailed:
-        return StartupFailed(
-            f"{plan.profile}: {message}",
-            last_log_lines=list(watcher.tail),
-            exit_code_of_container=None if state is None else state.exit_code,
-            oom_killed=False if state is None else bool(state.oom_killed),
-        )
-
-    streams: list[LogLines] = []
-    stop_pump = threading.Event()
-
-    def pump(since: float | None) -> None:
-        stream: LogLines | None = None
-        try:
-            stream = docker.logs(container_id, follow=True, since=since)
-            streams.append(stream)
-            if stop_pump.is_set():  # the gate ended before the stream was listed: it may not close it
-                return
-            for line in stream:
-                if stop_pump.is_set():
-                    break
-                lines.put((clock(), line))
-        except Exception as e:  # the engine went away: the state check below says what happened
-            lines.put((clock(), e))
-        finally:
-            if stream is not None:
-                stream.close()
-            lines.put(_END)
-
-    def start_pump(since: float | None) -> threading.Thread:
-        thread = threading.Thread(target=pump, args=(since,), name="servectl-log-follow", daemon=True)
-        thread.start()
-        return thread
-
-    pump_thread = start_pump(None)
-    last_line_t = clock()
-    next_poll = clock()
-    next_inspect = clock() + inspect_every_s
-    fatal_at: float | None = None
-    all_ok_at: float | None = None
+    pump = _LogPump(docker, container_id, clock)
+    pump.start(None)
+    next_poll, next_inspect = clock(), clock() + inspect_every_s
     stream_ended = False
     report("container started")
     try:
         while True:
             wait = max(0.0, min(next_poll, next_inspect) - clock())
-            if fatal_at is not None:
-                wait = min(wait, max(0.0, fatal_at + fatal_grace_s - clock()))
-            items: list[object] = []
-            if not stream_ended:
-                try:
-                    items.append(lines.get(timeout=wait))
-                    while True:
-                        items.append(lines.get_nowait())
-                except queue.Empty:
-                    pass
-            elif wait > 0:
-                time.sleep(min(wait, poll_s))
-            changed = False
-            for item in items:
-                if item is _END:
-                    stream_ended = True
-                    continue
-                assert isinstance(item, tuple)
-                arrived, line = item
-                if isinstance(line, Exception):
-                    continue
-                progress, moved = watcher.feed(str(line))
-                if progress:
-                    last_line_t = arrived
-                if moved:
-                    changed = True
-                    report(at=arrived)
+            if gate.fatal_at is not None:
+                wait = min(wait, max(0.0, gate.fatal_at + fatal_grace_s - clock()))
+            items = [] if stream_ended else pump.take(wait)
+            if stream_ended and wait > 0:
+                sleep(min(wait, poll_s))
+            changed, stream_ended = _feed(gate, items, report, stream_ended)
             now = clock()
-
             if stream_ended or now >= next_inspect:
-                state = docker.inspect(container_id)
                 next_inspect = now + inspect_every_s
-                if state is None:
-                    raise fail(f"the container was removed while {watcher.phase} (after {now - t0:.1f} s)")
-                if not state.running:
-                    state = _final_state(docker, container_id, state)
-                    oom = " (OOM-killed)" if state.oom_killed else ""
-                    cause = f": {watcher.fatal.line}" if watcher.fatal else ""
-                    raise fail(
-                        f"the engine exited with code {state.exit_code}{oom} while {watcher.phase} "
-                        f"(after {now - t0:.1f} s){cause}",
-                        state,
-                    )
+                _raise_unless_running(gate, docker, container_id, now, sleep)
                 if stream_ended:  # the log stream broke but the container runs: follow again
                     stream_ended = False
-                    pump_thread = start_pump(time.time())
-
-            if watcher.fatal is not None:
-                if fatal_at is None:
-                    fatal_at = now
-                if now - fatal_at >= fatal_grace_s:
-                    raise fail(f"fatal log line while {watcher.phase} ({watcher.fatal.reason}): {watcher.fatal.line}")
+                    pump.start(time.time())  # Docker's `since` is wall-clock time
+            gate.check(now)
+            if gate.fatal_pending:
                 continue
-
-            if now - t0 > plan.startup_timeout_s:
-                missing = ", ".join(checks.missing(watcher, plan.served_name))
-                raise fail(
-                    f"not ready after {plan.startup_timeout_s:g} s (health.startup_timeout_s) while "
-                    f"{watcher.phase}; still missing: {missing}"
-                )
-            if not watcher.ready_line_seen and now - last_line_t > plan.stall_timeout_s:
-                raise fail(
-                    f"no new log line for {plan.stall_timeout_s:g} s while {watcher.phase} "
-                    f"(health.stall_timeout_s); the engine looks hung"
-                )
-
-            if now >= next_poll or (changed and watcher.ready_line_seen):
-                _probe(plan, client, headers, checks, watcher, fail, report)
+            if now >= next_poll or (changed and gate.watcher.ready_line_seen):
+                _probe(plan, client, headers, gate.checks, gate.watcher, gate.fail, report)
                 next_poll = clock() + poll_s
-
-            if checks.health and checks.models and checks.chat and watcher.ready_line_seen:
-                missing_expect = watcher.missing_expect
-                if not missing_expect:
-                    watcher.phase, watcher.percent, watcher.detail = READY, None, ""
-                    report("serving")
-                    return GateResult(startup_s=clock() - t0, phases=phases, kv_tokens=watcher.kv_tokens)
-                if all_ok_at is None:
-                    all_ok_at = now
-                elif now - all_ok_at >= expect_grace_s:
-                    shown = ", ".join(repr(p) for p in missing_expect)
-                    raise fail(
-                        f"the engine serves, but its log never showed health.expect_log pattern(s) {shown}; "
-                        "the expected code path is not active"
-                    )
+            result = gate.passed(clock())
+            if result is not None:
+                report("serving")
+                return result
     finally:
-        stop_pump.set()
-        for stream in streams:
-            stream.close()
-        pump_thread.join(timeout=0.5)
-        if own_http:
+        pump.close()
+        if http is None:
             client.close()
 
 
-def _final_state(docker: DockerEngine, container_id: str, state: Any) -> Any:
+def _feed(gate: GateMachine, items: list[object], report: Callable[..., None], stream_ended: bool) -> tuple[bool, bool]:
+    """Hand the pumped lines to the gate: (whether the phase moved, whether the stream ended)."""
+    changed = False
+    for item in items:
+        if item is _END:
+            stream_ended = True
+        elif isinstance(item, tuple) and not isinstance(item[1], Exception) and gate.feed(item[0], str(item[1])):
+            changed = True
+            report(at=item[0])
+    return changed, stream_ended
+
+
+def _raise_unless_running(
+    gate: GateMachine, docker: DockerEngine, container_id: str, now: float, sleep: Callable[[float], None]
+) -> None:
+    state = docker.inspect(container_id)
+    if state is None:
+        raise gate.container_gone(now)
+    if not state.running:
+        raise gate.container_exited(_final_state(docker, container_id, state, sleep), now)
+
+
+def _final_state(
+    docker: DockerEngine, container_id: str, state: ContainerState, sleep: Callable[[float], None]
+) -> ContainerState:
     """The state after exit; Docker may need a moment to record the exit code and OOM flag."""
     for _ in range(10):
-        if state is None or state.exit_code is not None:
+        if state.exit_code is not None:
             break
-        time.sleep(0.05)
+        sleep(0.05)
         state = docker.inspect(container_id) or state
     return state
 
