@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from servectl.adapters.gpu import GpuProcess
-from servectl.adapters.state import History
+from servectl.adapters.state import GateRecord, History
 from servectl.errors import LockTimeout, PreflightFailed, ServiceConflict, StartupFailed, UsageError
 from servectl.plan.resolve import resolve
 from servectl.service import runtime
@@ -399,10 +399,22 @@ def test_status_tells_unhealthy_from_starting(env: Env) -> None:
     assert svc.state == "unhealthy"
     env.engine.script_for = lambda spec: FakeScript()
     env.profile("b")
+    GateRecord(env.home).mark_pending(resolve("b").plan.docker.name)  # as runtime.start does before creating
     cid = env.engine.create_and_start(resolve("b").plan.docker, environ={})
     states = {s.profile: s.state for s in services(docker=env.engine, http=sick, state_dir=env.home)}
     assert states == {"a": "unhealthy", "b": "starting"}
     assert env.engine.inspect(cid) is not None
+
+
+def test_status_judges_a_container_servectl_did_not_start_by_its_health(env: Env) -> None:
+    """`docker compose up` of a rendered file: servectl labels, no gate record either way."""
+    env.engine.script_for = lambda spec: FakeScript()
+    env.profile("c")
+    env.engine.create_and_start(resolve("c").plan.docker, environ={})
+    healthy = httpx.Client(transport=httpx.MockTransport(lambda r: httpx.Response(200)))
+    sick = httpx.Client(transport=httpx.MockTransport(lambda r: httpx.Response(503)))
+    assert [s.state for s in services(docker=env.engine, http=healthy, state_dir=env.home)] == ["ready"]
+    assert [s.state for s in services(docker=env.engine, http=sick, state_dir=env.home)] == ["unhealthy"]
 
 
 def test_status_scope_sees_only_labelled_containers(env: Env) -> None:

@@ -100,7 +100,9 @@ class World:
         return swap(target=target, **self.kwargs())
 
     def run(self, name: str, state: str = "ready") -> None:
-        self.runtime.run(resolve(name), state=state)
+        service = self.runtime.run(resolve(name), state=state)
+        if state == "starting":  # servectl created it and its gate has not passed, as runtime.start records
+            GateRecord(self.state_dir).mark_pending(service.container_name)
 
 
 @pytest.fixture

@@ -27,6 +27,8 @@ LOCK_FILE = "servectl.lock"
 HISTORY_FILE = "history.json"
 #: Containers that passed the health gate, one empty file per container id (see :class:`GateRecord`).
 GATE_DIR = "gate-passed"
+#: Under :data:`GATE_DIR`: containers servectl created whose gate has not passed yet.
+PENDING_DIR = "pending"
 #: A state file larger than this is damage, not data (the history keeps 1,000 small events).
 MAX_STATE_BYTES = 64 * 2**20
 #: The history keeps this many events (older ones are dropped when a new one is written).
@@ -382,6 +384,37 @@ class GateRecord:
                 path=self.folder,
             ) from e
 
+    def mark_pending(self, container_name: str) -> None:
+        """Record, before servectl creates container ``container_name``, that its gate has not passed yet.
+
+        Keyed by name, so the record exists before the container does (a ``kill -9`` right after the create
+        still leaves it). Only such a container counts as "never passed": one that servectl did not start
+        (``docker compose up`` of a rendered file) has no record either way and is judged by its health probe.
+        """
+        path = self._pending_path(container_name)
+        if path is None:
+            return
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.touch()
+        except OSError as e:
+            raise StateDamaged(
+                f"{self.folder}: cannot record the service's start ({e.strerror}); make the state folder writable",
+                path=self.folder,
+            ) from e
+
+    def pending(self, container_name: str) -> bool:
+        """Whether servectl started ``container_name`` and its gate has not passed (yet)."""
+        path = self._pending_path(container_name)
+        return path is not None and path.is_file()
+
+    def clear_pending(self, container_name: str) -> None:
+        """Drop the pending record of ``container_name`` (its gate passed, or it was removed)."""
+        path = self._pending_path(container_name)
+        if path is not None:
+            with contextlib.suppress(OSError):
+                path.unlink()
+
     def passed(self, container_id: str) -> bool:
         """Whether ``container_id`` passed the gate (False when unknown or unreadable)."""
         path = self._path(container_id)
@@ -397,13 +430,19 @@ class GateRecord:
     def prune(self, keep: set[str]) -> None:
         """Forget every container not in ``keep`` (containers that no longer exist)."""
         try:
-            entries = list(self.folder.iterdir())
+            entries = [e for e in self.folder.iterdir() if e.name != PENDING_DIR]  # pending records go by name
         except OSError:
             return
         for entry in entries:
             if entry.name not in keep:
                 with contextlib.suppress(OSError):
                     entry.unlink()
+
+    def _pending_path(self, container_name: str) -> Path | None:
+        name = container_name.lstrip("/")
+        if not name or len(name) > 255 or not all(c.isalnum() or c in "_.-" for c in name) or name[0] in ".-":
+            return None
+        return self.folder / PENDING_DIR / name
 
     def _path(self, container_id: str) -> Path | None:
         if not container_id or not all(c in "0123456789abcdef" for c in container_id) or len(container_id) > 128:

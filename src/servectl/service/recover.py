@@ -129,7 +129,7 @@ def _settle(
 ) -> RecoverResult:
     running = list(runtime.services(docker=docker, probe=False, plan_hash_of=None, state_dir=state, scope=scope))
     targets = [s for s in running if s.profile == journal.to_profile]
-    passed = passed_gate_ids(state, [s.container_id for s in targets])
+    passed = passed_gate_ids(state, [(s.container_id, s.container_name) for s in targets])
     served = [s for s in targets if s.container_id in passed and s.state in ALIVE_STATES]
     what = f"the {journal.kind} from {journal.from_profile or 'nothing'} to {journal.to_profile}"
     if served:  # killed after the gate passed, before the bookkeeping: it had finished
@@ -274,7 +274,7 @@ def _clear_damaged(
     err: StateDamaged, *, docker: DockerEngine, state: Path, scope: Mapping[str, str] | None, runtime: ServiceRuntime
 ) -> RecoverResult:
     running = list(runtime.services(docker=docker, probe=False, plan_hash_of=None, state_dir=state, scope=scope))
-    passed = passed_gate_ids(state, [s.container_id for s in running])
+    passed = passed_gate_ids(state, [(s.container_id, s.container_name) for s in running])
     removed = []
     for service in running:
         if service.container_id not in passed and service.state in ALIVE_STATES:

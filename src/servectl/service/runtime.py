@@ -153,9 +153,11 @@ def start(
     write_plan_files(plan, api_key=api_key)
     t0 = clock()
     container_id: str | None = None
+    gates = GateRecord(state_dir or default_state_dir(env))
     try:
         if on_phase is not None:
             on_phase(Progress("starting", "creating the container"))
+        gates.mark_pending(plan.docker.name)
         container_id = docker.create_and_start(plan.docker, environ=env)
         gate = wait_until_serving(
             plan=plan,
@@ -167,12 +169,14 @@ def start(
             api_key=api_key,
             started_at=t0,
         )
-        GateRecord(state_dir or default_state_dir(env)).mark(container_id)
+        gates.mark(container_id)
+        gates.clear_pending(plan.docker.name)
     except BaseException as err:
         # Whatever went wrong (gate, engine, Ctrl-C), nothing we started stays behind.
         if container_id is not None:
             grace_s = min(FAILED_START_STOP_S, plan.docker.stop_timeout_s)
             _discard(docker, container_id, grace_s=grace_s, clock=clock, sleep=sleep)
+        gates.clear_pending(plan.docker.name)  # nothing of this start stays, its record neither
         discard_key_file(plan)
         if isinstance(err, StartupFailed) and container_id is not None:
             raise StartupFailed(

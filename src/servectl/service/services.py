@@ -247,7 +247,9 @@ def services(
         adopted: the adopted profiles whose containers to look for (None: none).
     """
     containers = docker.list_managed(scope)
-    passed = passed_gate_ids(state_dir or default_state_dir(), [c.id for c in containers]) if containers else set()
+    passed = (
+        passed_gate_ids(state_dir or default_state_dir(), [(c.id, c.name) for c in containers]) if containers else set()
+    )
     hashes: dict[str, str | None] = {}
     out: list[ServiceInfo] = []
     client = http
@@ -313,13 +315,16 @@ def find_services(
     return [s for s in all_services if name in (s.profile, s.container_name)]
 
 
-def passed_gate_ids(state_dir: Path, container_ids: Sequence[str]) -> set[str]:
+def passed_gate_ids(state_dir: Path, containers: Sequence[tuple[str, str]]) -> set[str]:
     """Which of ``container_ids`` passed the health gate: their gate record, or a run event in the history.
 
     A damaged history counts as no events (``status`` says so in a note), so reading never fails here.
     """
+    container_ids = [cid for cid, _ in containers]
     gate = GateRecord(state_dir)
-    passed = {cid for cid in container_ids if gate.passed(cid)}
+    # Never passed = servectl started it and its gate has not passed; a container servectl did not start
+    # (`docker compose up` of a rendered file) has no record and is judged by its health probe.
+    passed = {cid for cid, name in containers if gate.passed(cid) or not gate.pending(name)}
     if len(passed) < len(container_ids):  # older services, started before gate records existed
         events, _ = History(state_dir).readable_events()
         passed |= {str(e["container_id"]) for e in events if e.get("event") in RUN_EVENTS and e.get("container_id")}

@@ -124,7 +124,7 @@ class FakeRuntime:
     def _service_of(self, resolved: Resolved, state: ServiceState) -> ServiceInfo:
         plan = resolved.plan
         return fake_service(
-            container_id=f"c{next(self._ids):04d}",
+            container_id=f"{next(self._ids):012x}",  # hex, as Docker ids are (state records key on them)
             container_name=plan.docker.name,
             profile=plan.profile,
             plan_hash=plan.plan_hash,
