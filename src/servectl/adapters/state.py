@@ -371,18 +371,7 @@ class GateRecord:
 
     def mark(self, container_id: str) -> None:
         """Record that ``container_id`` passed the gate."""
-        path = self._path(container_id)
-        if path is None:
-            return
-        try:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            path.touch()
-        except OSError as e:
-            raise StateDamaged(
-                f"{self.folder}: cannot record that the service passed its health gate ({e.strerror}); "
-                "make the state folder writable",
-                path=self.folder,
-            ) from e
+        self._touch(self._path(container_id), "that the service passed its health gate")
 
     def mark_pending(self, container_name: str) -> None:
         """Record, before servectl creates container ``container_name``, that its gate has not passed yet.
@@ -391,41 +380,35 @@ class GateRecord:
         still leaves it). Only such a container counts as "never passed": one that servectl did not start
         (``docker compose up`` of a rendered file) has no record either way and is judged by its health probe.
         """
-        path = self._pending_path(container_name)
-        if path is None:
+        self._touch(self._pending_path(container_name), "the service's start")
+
+    def pending(self, container_name: str) -> bool:
+        """Whether servectl started ``container_name`` and its gate has not passed (yet)."""
+        return _is_file(self._pending_path(container_name))
+
+    def clear_pending(self, container_name: str) -> None:
+        """Drop the pending record of ``container_name`` (its gate passed, or it was removed)."""
+        _unlink(self._pending_path(container_name))
+
+    def passed(self, container_id: str) -> bool:
+        """Whether ``container_id`` passed the gate (False when unknown or unreadable)."""
+        return _is_file(self._path(container_id))
+
+    def forget(self, container_id: str) -> None:
+        """Drop the record of a removed container."""
+        _unlink(self._path(container_id))
+
+    def _touch(self, path: Path | None, what: str) -> None:
+        if path is None:  # not a Docker id or name: nothing to key a record on
             return
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.touch()
         except OSError as e:
             raise StateDamaged(
-                f"{self.folder}: cannot record the service's start ({e.strerror}); make the state folder writable",
+                f"{self.folder}: cannot record {what} ({e.strerror}); make the state folder writable",
                 path=self.folder,
             ) from e
-
-    def pending(self, container_name: str) -> bool:
-        """Whether servectl started ``container_name`` and its gate has not passed (yet)."""
-        path = self._pending_path(container_name)
-        return path is not None and path.is_file()
-
-    def clear_pending(self, container_name: str) -> None:
-        """Drop the pending record of ``container_name`` (its gate passed, or it was removed)."""
-        path = self._pending_path(container_name)
-        if path is not None:
-            with contextlib.suppress(OSError):
-                path.unlink()
-
-    def passed(self, container_id: str) -> bool:
-        """Whether ``container_id`` passed the gate (False when unknown or unreadable)."""
-        path = self._path(container_id)
-        return path is not None and path.is_file()
-
-    def forget(self, container_id: str) -> None:
-        """Drop the record of a removed container."""
-        path = self._path(container_id)
-        if path is not None:
-            with contextlib.suppress(OSError):
-                path.unlink()
 
     def prune(self, keep: set[str]) -> None:
         """Forget every container not in ``keep`` (containers that no longer exist)."""
@@ -448,3 +431,13 @@ class GateRecord:
         if not container_id or not all(c in "0123456789abcdef" for c in container_id) or len(container_id) > 128:
             return None
         return self.folder / container_id
+
+
+def _is_file(path: Path | None) -> bool:
+    return path is not None and path.is_file()
+
+
+def _unlink(path: Path | None) -> None:
+    if path is not None:
+        with contextlib.suppress(OSError):
+            path.unlink()
