@@ -22,7 +22,7 @@ from servectl.testing.sglang_venv import RealParser, is_built, venv_python
 CATALOG = FlagCatalog.load("sglang-0.5.23")
 #: Options whose stored value comes from a custom argparse action, not the type function: verdicts compared,
 #: values not.
-CUSTOM_ACTIONS = frozenset({"enable_amd_monokernel", "lora_paths"})
+CUSTOM_ACTIONS = frozenset({"enable_amd_monokernel"})
 
 
 @pytest.fixture(scope="module")
@@ -60,6 +60,12 @@ def _same(a: Any, b: Any) -> bool:
 
 # -- examples the issue found --------------------------------------------------------------------------------
 ISSUE_CASES = [
+    # LoRAPathAction (found by the generated profiles): a {...} entry must be JSON naming lora_name and lora_path
+    ["--lora-paths", '{"decode":{"max_bs":8}}'],
+    ["--lora-paths", '{"lora_name":"a","lora_path":"/p"}', " plain "],
+    ["--lora-paths", "{not json}"],
+    ["--lora-paths"],
+    ["--lora-paths=[1]"],
     ["--context-length", "64K"],
     ["--context-length", "1m"],
     ["--context-length", "1g"],

@@ -50,6 +50,7 @@ class CatalogOption:
     choices: tuple[str, ...] | None = None
     default: Any = None
     const: Any = None  # nargs "?": the value of the flag given alone
+    action: str | None = None  # SGLang's own argparse action class, e.g. LoRAPathAction (checks the values)
 
     @property
     def takes_value(self) -> bool:
@@ -82,6 +83,7 @@ class CatalogOption:
             choices=tuple(str(c) for c in choices) if choices is not None else None,
             default=data.get("default"),
             const=data.get("const"),
+            action=data.get("action"),
         )
 
 
@@ -323,6 +325,8 @@ class FlagCatalog:
                 result[opt.dest] = converted[0] if converted else opt.const
             else:
                 result[opt.dest] = converted
+            if opt.action is not None:
+                result[opt.dest] = _run_action(opt, shown, result[opt.dest])
         if extras:
             raise ArgvError(f"unrecognized arguments: {' '.join(extras)}")
         return result
@@ -390,6 +394,30 @@ class FlagCatalog:
         return parser
 
 
+def _run_action(opt: CatalogOption, shown: str, value: Any) -> Any:
+    """SGLang's own action of ``opt`` on its converted value (names no port: stored as is, like a custom image's)."""
+    from servectl.profile.sglang_types import ACTIONS
+
+    action = ACTIONS.get(opt.action or "")
+    if action is None:
+        return value
+    try:
+        return action(value)
+    except ValueError as err:
+        raise ArgvError(f"argument {shown}: {err}") from None
+
+
+class _CatalogAction(argparse.Action):
+    """argparse's store, followed by SGLang's own action of the option (for the rebuilt parser)."""
+
+    def __init__(self, *args: Any, option: CatalogOption, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.option = option
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option_string: str | None = None) -> None:
+        setattr(namespace, self.dest, _run_action(self.option, "/".join(self.option_strings), values))
+
+
 class _RaisingParser(argparse.ArgumentParser):
     """argparse that raises :class:`ArgvError` instead of printing usage and exiting."""
 
@@ -422,7 +450,8 @@ def _build_parser(catalog: FlagCatalog) -> argparse.ArgumentParser:
             if opt.choices is not None:
                 choices = [convert(c) if opt.type in ("int", "float") else c for c in opt.choices]
             nargs: Any = opt.nargs
-            parser.add_argument(*flags, dest=opt.dest, type=convert, nargs=nargs, choices=choices)
+            extra: dict[str, Any] = {"action": _CatalogAction, "option": opt} if opt.action else {}
+            parser.add_argument(*flags, dest=opt.dest, type=convert, nargs=nargs, choices=choices, **extra)
     return parser
 
 

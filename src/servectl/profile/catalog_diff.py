@@ -18,7 +18,7 @@ class FlagChange:
 
     flag: str
     kind: str
-    field: str = ""  # kind, type, nargs, choices, default, aliases
+    field: str = ""  # kind, type, nargs, action, choices, default, aliases
     before: str = ""
     after: str = ""
 
@@ -64,7 +64,7 @@ def diff_catalogs(a: FlagCatalog, b: FlagCatalog) -> list[FlagChange]:
         if old is None:
             changes.append(FlagChange(flag, "added", after=_describe(new)))
             continue
-        for field in ("kind", "type", "nargs"):
+        for field in ("kind", "type", "nargs", "action"):
             x, y = getattr(old, field), getattr(new, field)
             if x != y:
                 changes.append(FlagChange(flag, "changed", field, str(x), str(y)))

@@ -64,6 +64,8 @@ def option_record(action: argparse.Action) -> dict[str, Any] | None:
             record["const"] = _plain(action.const)  # what the flag alone stores
     if name.startswith("Deprecated"):
         record["deprecated"] = True
+    elif kind == "value" and type(action).__module__ != "argparse":
+        record["action"] = name  # SGLang's own action (LoRAPathAction checks its values)
     if action.choices is not None:
         choices = [str(c) for c in action.choices]
         record["choices"] = sorted(choices) if isinstance(action.choices, set | frozenset) else choices

@@ -143,6 +143,34 @@ _SIMPLE: dict[str, TypeFunction] = {
 }
 
 
+def lora_path_action(values: list[Any]) -> list[Any]:
+    """sglang/srt/arg_groups/argparse_actions.py ``LoRAPathAction``: a ``{...}`` entry must be JSON naming
+    ``lora_name`` and ``lora_path``. SGLang asserts (and ``json.loads`` raises); here both are ValueError."""
+    lora_paths: list[Any] = []
+    if values:
+        for lora_path in values:
+            lora_path = lora_path.strip()
+            if lora_path.startswith("{") and lora_path.endswith("}"):
+                try:
+                    obj = json.loads(lora_path)
+                except ValueError as err:
+                    raise ValueError(f"{lora_path!r} is not valid JSON: {err}") from None
+                if not ("lora_path" in obj and "lora_name" in obj):
+                    raise ValueError(
+                        f"{lora_path!r} looks like a JSON str, "
+                        "but it does not contain 'lora_name' and 'lora_path' keys."
+                    )
+                lora_paths.append(obj)
+            else:
+                lora_paths.append(lora_path)
+    return lora_paths
+
+
+ACTIONS: dict[str, Callable[[Any], Any]] = {"LoRAPathAction": lora_path_action}
+"""SGLang's own argparse actions that check values (by class name, as the catalog records them): each takes
+the converted value(s) and returns what SGLang stores, or raises ValueError with SGLang's message."""
+
+
 def type_function(name: str | None, rules: Mapping[str, Any]) -> TypeFunction:
     """The type function the catalog names; ``str`` for names it does not know (custom image flags)."""
     if name in ("parse_cuda_graph_backend_arg", "parse_cuda_graph_config_arg"):
