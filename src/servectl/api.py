@@ -64,17 +64,34 @@ def compile_plan(*, profile: str | LoadedProfile, environ: Mapping[str, str] | N
 def run_preflight(*, name: str, force: Iterable[str] = ()) -> PreflightReport:
     """Every preflight check of profile ``name`` on this host (NVML, psutil, Docker); starts nothing.
 
+    The servectl services running now are passed to the checks, as ``up`` does (``services``,
+    ``container.name``).
+
     Args:
         name: the profile.
         force: check ids to skip; the report says which were.
 
     Returns:
         The report; ``report.exit_code`` is 3 when a check failed.
-    """
-    from servectl.preflight.request import preflight
 
-    _, report = preflight(name=name, skip=force)
-    return report
+    Raises:
+        UsageError / ProfileError: the profile does not resolve; ``force`` names an unknown check.
+    """
+    from servectl.errors import EngineUnavailable
+    from servectl.plan.resolve import resolve
+    from servectl.preflight.checks import validate_skip
+    from servectl.preflight.request import measure_start
+    from servectl.service.services import running_refs
+    from servectl.service.services import services as list_services
+
+    skip = validate_skip(force)
+    resolved = resolve(name)
+    docker = _docker()
+    try:
+        running = list_services(docker=docker, probe=False, plan_hash_of=None)
+    except EngineUnavailable:
+        running = []  # docker.engine reports it
+    return measure_start(resolved, docker=docker, services=running_refs(running), skip=skip)
 
 
 def up(

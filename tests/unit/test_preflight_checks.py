@@ -11,9 +11,9 @@ import pytest
 from servectl.adapters.docker import ContainerState, EngineInfo, GpuRequest, ImageInfo, OneShotResult, PublishedPort
 from servectl.adapters.gpu import MIB, GpuProcess
 from servectl.adapters.host import DiskSpace, HostMemory, Listener, ShmInfo
-from servectl.errors import PreflightFailed, UsageError
+from servectl.errors import PreflightFailed, ServiceConflict, UsageError
 from servectl.preflight.checks import CHECK_IDS
-from servectl.preflight.model import ConflictRef, PreflightReport, PreflightRequest, Replacing
+from servectl.preflight.model import ConflictRef, PreflightReport, PreflightRequest, Replacing, ServiceRef
 from servectl.preflight.run import raise_if_failed, run_preflight
 from servectl.testing.docker import FakeDockerEngine, probe_answer
 from servectl.testing.fakes import (
@@ -724,3 +724,90 @@ def test_engine_parse_does_not_ask_a_standin_image_by_its_label() -> None:
     check = preflight(engine=standin).check("engine.parse")
     assert check.result == "skipped" and "stand-in" in check.message
     assert seen == []
+
+
+# ------------------------------------------------------------------ container.name and services (up, swap)
+
+SERVECTL = {"servectl.managed": "1", "servectl.profile": "glm53-exl3"}
+
+
+def container(name: str, cid: str, *, status: str = "running", **changes: Any) -> ContainerState:
+    return ContainerState(id=cid, name=name, image="img", status=status, **changes)
+
+
+def exl3(**changes: Any) -> ServiceRef:
+    base = ServiceRef(profile="glm53-exl3", container_id=OTHER_ID, container_name="servectl-exl3", port=8080, gpus=(1,))
+    return replace(base, **changes)
+
+
+def test_another_servectl_service_on_a_card_is_a_service_conflict_naming_swap_and_down() -> None:
+    held = container("servectl-exl3", OTHER_ID, labels=SERVECTL)
+    report = preflight(request(services=(exl3(port=8180),), conflicts=()), engine=docker(held))
+    check = report.check("services")
+    assert check.result == "fail"
+    assert check.message == "servectl service glm53-exl3 holds port 8180; servectl service glm53-exl3 holds GPU 1"
+    assert check.fix == "use servectl swap glm53-393k to replace it (or servectl down glm53-exl3 first)"
+    with pytest.raises(ServiceConflict) as err:
+        raise_if_failed(report)
+    assert err.value.exit_code == 1 and "preflight services: servectl service glm53-exl3 holds port 8180" in str(
+        err.value
+    )
+
+
+def test_the_replaced_service_and_the_profiles_own_service_do_not_count() -> None:
+    replacing = Replacing(container_id=OTHER_ID, container_name="servectl-exl3", port=8080)
+    swap_report = preflight(request(services=(exl3(),), replacing=replacing, conflicts=()))
+    assert swap_report.check("services").result == "pass"
+    own = preflight(request(services=(exl3(profile="glm53-393k"),), conflicts=()))
+    assert own.check("services").result == "pass"
+    elsewhere = preflight(request(services=(exl3(gpus=(2, 3)),), conflicts=()))  # port 8080, cards 2-3
+    assert elsewhere.check("services").result == "pass"
+
+
+def test_a_foreign_container_given_every_gpu_is_a_conflict_unless_it_is_a_declared_conflict_being_stopped() -> None:
+    trainer = container("trainer", OTHER_ID, gpu_request=GpuRequest(True, (), "device-request"))
+    assert trainer.device_ids == ("all",)
+    report = preflight(request(conflicts=()), engine=docker(trainer))
+    check = report.check("services")
+    assert (check.result, check.message) == ("fail", "container trainer (not started by servectl) uses GPU 0, 1")
+    assert "stop it yourself (docker stop NAME), or list it under conflicts:" in check.fix
+    declared = request(conflicts=(ConflictRef("container", "trainer"),), stop_conflicts=True)
+    assert preflight(declared, engine=docker(trainer)).check("services").result == "pass"
+    # declared but not stopped (a plain up): still in the way
+    kept = request(conflicts=(ConflictRef("container", "trainer"),), stop_conflicts=False)
+    assert preflight(kept, engine=docker(trainer)).check("services").result == "fail"
+
+
+def test_an_adopted_service_is_named_as_a_servectl_service_not_as_a_foreign_container() -> None:
+    adopted = container("exl3-by-hand", OTHER_ID, ports=(PublishedPort("0.0.0.0", 8180, 8000),))
+    ref = exl3(container_name="exl3-by-hand", port=8180, gpus=())
+    check = preflight(request(services=(ref,), conflicts=()), engine=docker(adopted)).check("services")
+    assert check.message == "servectl service glm53-exl3 holds port 8180"
+
+
+def test_container_name_refuses_a_foreign_container_and_a_running_service_but_not_the_replaced_one() -> None:
+    name = "servectl-glm53-393k"
+    foreign = container(name, OTHER_ID, status="exited")
+    check = preflight(request(container_name=name), engine=docker(foreign)).check("container.name")
+    assert check.result == "fail" and "servectl did not start it" in check.message
+    assert check.fix == "remove or rename it yourself, or set container.name in profiles/glm53-393k.yaml"
+    own_adopted = request(container_name=name, own_container_ids=frozenset({OTHER_ID}))
+    assert preflight(own_adopted, engine=docker(foreign)).check("container.name").result == "pass"
+
+    other = container(name, OTHER_ID, labels=SERVECTL)
+    check = preflight(request(container_name=name, conflicts=()), engine=docker(other)).check("container.name")
+    assert (check.result, check.message) == ("fail", f"container {name} already runs profile glm53-exl3")
+    replaced = request(container_name=name, conflicts=(), replacing=Replacing(container_id=OTHER_ID))
+    assert preflight(replaced, engine=docker(other)).check("container.name").result == "pass"
+
+    stopped = container(name, OTHER_ID, status="exited", labels=SERVECTL)
+    check = preflight(request(container_name=name), engine=docker(stopped)).check("container.name")
+    assert check.result == "pass" and "removed before the start" in check.message
+
+
+def test_a_failed_check_that_is_no_conflict_stays_a_preflight_failure() -> None:
+    report = preflight(request(), gpus=FakeGpuInventory.scenario("no_driver"))
+    assert report.check("services").result == "pass" and report.failed
+    with pytest.raises(PreflightFailed) as err:
+        raise_if_failed(report)
+    assert not isinstance(err.value, ServiceConflict) and err.value.exit_code == 3

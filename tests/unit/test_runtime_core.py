@@ -118,7 +118,9 @@ def test_up_refuses_when_another_servectl_service_holds_the_port(env: Env) -> No
     port = env.profile("a")
     env.profile("b", port=port)
     env.up("a")
-    with pytest.raises(ServiceConflict, match=f"servectl service a holds port {port}: use servectl swap b"):
+    with pytest.raises(
+        ServiceConflict, match=f"preflight services: servectl service a holds port {port}; fix: use servectl swap b"
+    ):
         env.up("b")
     assert env.created() == 1
 
@@ -127,7 +129,9 @@ def test_up_refuses_when_another_servectl_service_holds_the_gpus(env: Env) -> No
     env.profile("a", gpus={"devices": [0, 1]}, engine={"tp": 2}, container={"shm_size": "8g"})
     env.profile("b", gpus={"devices": [1]})
     env.up("a")
-    with pytest.raises(ServiceConflict, match="servectl service a holds GPU 1: use servectl swap b"):
+    with pytest.raises(
+        ServiceConflict, match="preflight services: servectl service a holds GPU 1; fix: use servectl swap b"
+    ):
         env.up("b")
     assert env.created() == 1
     assert [s.profile for s in env.services()] == ["a"]

@@ -76,7 +76,9 @@ class World:
         self.preflight_error: Exception | None = None
         self.preflight_hook: Any = None
 
-    def preflight(self, *, resolved: Resolved, replacing: Any, skip: frozenset[str], docker: Any, gpus: Any) -> None:
+    def preflight(
+        self, *, resolved: Resolved, replacing: Any, skip: frozenset[str], docker: Any, gpus: Any, running: Any = ()
+    ) -> None:
         self.preflight_calls.append((resolved.name, replacing.profile if replacing else None))
         if self.preflight_hook:
             self.preflight_hook()

@@ -27,9 +27,9 @@ def preflight_command(
     ] = None,
 ) -> None:
     """Run every preflight check for a profile: exit 0 when none fails, 3 when one does."""
-    from servectl.preflight.request import preflight
+    from servectl.api import run_preflight
 
-    _, report = preflight(name=name, skip=force or ())
+    report = run_preflight(name=name, force=force or ())
     if as_json:
         typer.echo(report.to_json())
     else:

@@ -75,6 +75,7 @@ class Facts:
     engine: EngineInfo | None = None
     engine_error: str | None = None
     containers: tuple[ContainerState, ...] = ()
+    named: tuple[ContainerState, ...] = ()
     image: ImageInfo | None = None
     image_by_digest: ImageInfo | None = None
     listeners: tuple[Listener, ...] = ()
@@ -201,10 +202,13 @@ def gather_facts(
     engine: EngineInfo | None = None
     engine_error: str | None = None
     containers: tuple[ContainerState, ...] = ()
+    named: tuple[ContainerState, ...] = ()
     image = image_by_digest = None
     try:
         engine = docker.ping()
         containers = tuple(docker.running_containers())
+        if request.container_name:
+            named = tuple(docker.containers_named(request.container_name))
         if request.image_ref:
             image = docker.image(request.image_ref)
         if request.image_digest and (image is None or request.image_digest not in image.digests()):
@@ -229,6 +233,7 @@ def gather_facts(
         engine=engine,
         engine_error=engine_error,
         containers=containers,
+        named=named,
         image=image,
         image_by_digest=image_by_digest,
         listeners=host.listeners(request.port),

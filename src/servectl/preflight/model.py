@@ -50,6 +50,17 @@ class Replacing:
 
 
 @dataclass(frozen=True)
+class ServiceRef:
+    """A running servectl service (or an adopted one) as the command knows it: what its labels say it holds."""
+
+    profile: str
+    container_id: str
+    container_name: str
+    port: int | None = None
+    gpus: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
 class ConflictRef:
     """A service the profile declares as a conflict: a compose file (optionally one service of it), or a
     container name."""
@@ -102,6 +113,9 @@ class PreflightRequest:
         conflicts: services the profile declares as conflicts.
         stop_conflicts: whether this run stops the conflicts (``swap``, ``up --replace``).
         replacing: the servectl service being replaced, if any.
+        container_name: the container name the plan creates (``container.name`` checks it is free).
+        services: the servectl services running now (the ``services`` check: none may hold the port or a card).
+        own_container_ids: containers that are this profile's own (an adopted profile's), never in the way.
         engine_argv: the SGLang flags of the plan, for ``engine.parse`` (parsed by the image's own SGLang).
         entrypoint: the image's engine command (its Python runs the parse).
         image_built_here: the image is servectl's stand-in, whose parser is servectl's own catalog.
@@ -139,6 +153,9 @@ class PreflightRequest:
     conflicts: tuple[ConflictRef, ...] = ()
     stop_conflicts: bool = False
     replacing: Replacing | None = None
+    container_name: str | None = None
+    services: tuple[ServiceRef, ...] = ()
+    own_container_ids: frozenset[str] = frozenset()
     engine_argv: tuple[str, ...] = ()
     entrypoint: tuple[str, ...] = ()
     image_built_here: bool = False

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from servectl.adapters.conflicts import conflict_key
 from servectl.paths import state_dir as default_state_dir
 from servectl.plan.resolve import Resolved
-from servectl.preflight.model import ConflictRef, PreflightReport, PreflightRequest, Replacing
+from servectl.preflight.model import ConflictRef, PreflightReport, PreflightRequest, Replacing, ServiceRef
 
 if TYPE_CHECKING:
     from servectl.adapters.docker import DockerEngine
@@ -37,9 +37,14 @@ def parse_size_bytes(text: str | None) -> int | None:
 
 
 def request_for(
-    resolved: Resolved, *, replacing: Replacing | None = None, stop_conflicts: bool = False
+    resolved: Resolved,
+    *,
+    replacing: Replacing | None = None,
+    stop_conflicts: bool = False,
+    services: Iterable[ServiceRef] = (),
+    own_container_ids: Iterable[str] = (),
 ) -> PreflightRequest:
-    """The preflight request of a resolved profile (pure)."""
+    """The preflight request of a resolved profile (pure); ``services`` are the servectl services running now."""
     p, plan = resolved.loaded.profile, resolved.plan
     model_mount = plan.docker.mounts[0]
     conflicts = tuple(ConflictRef(*conflict_key(c)) for c in p.conflicts)
@@ -72,34 +77,13 @@ def request_for(
         conflicts=conflicts,
         stop_conflicts=stop_conflicts,
         replacing=replacing,
+        container_name=plan.docker.name,
+        services=tuple(services),
+        own_container_ids=frozenset(own_container_ids),
         engine_argv=plan.engine_argv,
         entrypoint=tuple(p.image.entrypoint),
         image_built_here=p.image.build == "standin",
     )
-
-
-def preflight(
-    *,
-    name: str,
-    skip: Iterable[str] = frozenset(),
-    replacing: Replacing | None = None,
-    stop_conflicts: bool = False,
-) -> tuple[Resolved, PreflightReport]:
-    """Resolve profile ``name`` and run every preflight check on this host (NVML, psutil, Docker).
-
-    Raises:
-        UsageError / ProfileError: the profile does not resolve; ``skip`` names an unknown check.
-    """
-    from servectl.adapters.docker import DockerSdkEngine
-    from servectl.plan.resolve import resolve
-
-    resolved = resolve(name)
-    docker = DockerSdkEngine()
-    try:
-        report = measure_start(resolved, docker=docker, replacing=replacing, stop_conflicts=stop_conflicts, skip=skip)
-    finally:
-        docker.close()
-    return resolved, report
 
 
 def measure_start(
@@ -110,6 +94,8 @@ def measure_start(
     host: HostProbe | None = None,
     replacing: Replacing | None = None,
     stop_conflicts: bool = False,
+    services: Iterable[ServiceRef] = (),
+    own_container_ids: Iterable[str] = (),
     skip: Iterable[str] = frozenset(),
 ) -> PreflightReport:
     """Every preflight check for ``resolved`` on this host, measured once; raises nothing for a failed check.
@@ -122,11 +108,19 @@ def measure_start(
         host: the host probe; default psutil.
         replacing: the servectl service about to be stopped (its cards, pids and port count as free).
         stop_conflicts: the profile's declared conflicts are about to be stopped.
+        services: the servectl services running now (none may hold the port, a card or the container name).
+        own_container_ids: containers that are the profile's own (an adopted profile's), never in the way.
         skip: check ids forced to ``skipped``.
     """
     from servectl.preflight.run import run_preflight
 
-    request = request_for(resolved, replacing=replacing, stop_conflicts=stop_conflicts)
+    request = request_for(
+        resolved,
+        replacing=replacing,
+        stop_conflicts=stop_conflicts,
+        services=services,
+        own_container_ids=own_container_ids,
+    )
     if host is None:
         from servectl.adapters.host import PsutilHostProbe
 
@@ -147,18 +141,23 @@ def check_start(
     host: HostProbe | None = None,
     replacing: Replacing | None = None,
     stop_conflicts: bool = False,
+    services: Iterable[ServiceRef] = (),
+    own_container_ids: Iterable[str] = (),
     skip: Iterable[str] = frozenset(),
     state_dir: Path | None = None,
     on_report: Callable[[PreflightReport], None] | None = None,
 ) -> PreflightReport:
     """May ``resolved`` start here, now? The one answer ``up``, ``swap`` and ``rollback-check`` use.
 
-    Runs :func:`measure_start` (the service being replaced and the declared conflicts come in as data), hands
+    Runs :func:`measure_start` (the service being replaced, the services running now and the declared
+    conflicts come in as data), hands
     the report to ``on_report``, records checks skipped with ``--force`` in the history and raises when a
     check failed. The image must already be on the host (commands call ``ensure_image`` first, once).
 
     Raises:
-        PreflightFailed: a check failed (one line per failed check, the report attached).
+        ServiceConflict: another service holds the container name, the port or a card (``services``,
+            ``container.name``; exit 1), with every failed check listed and the report attached.
+        PreflightFailed: another check failed (one line per failed check, the report attached).
         UsageError: ``skip`` names a check that does not exist.
     """
     from servectl.adapters.state import History
@@ -171,6 +170,8 @@ def check_start(
         host=host,
         replacing=replacing,
         stop_conflicts=stop_conflicts,
+        services=services,
+        own_container_ids=own_container_ids,
         skip=skip,
     )
     if on_report is not None:

@@ -8,8 +8,9 @@ from collections.abc import Iterable
 from servectl.adapters.docker import DockerEngine
 from servectl.adapters.gpu import GpuInventory
 from servectl.adapters.host import HostProbe
-from servectl.errors import PreflightFailed
+from servectl.errors import PreflightFailed, ServiceConflict
 from servectl.preflight.checks import run_checks, validate_skip
+from servectl.preflight.checks.services import CONFLICT_CHECKS
 from servectl.preflight.facts import gather_facts
 from servectl.preflight.model import PreflightReport, PreflightRequest
 
@@ -53,10 +54,18 @@ def run_preflight(
 
 
 def raise_if_failed(report: PreflightReport) -> None:
-    """Raise :class:`~servectl.errors.PreflightFailed` (exit 3, one line per failed check, the report
-    attached) when a check failed; ``up`` and ``swap`` call this before starting anything."""
-    if report.failed:
-        raise PreflightFailed(report.failure_summary(), report=report)
+    """Raise when a check failed; ``up`` and ``swap`` call this before starting anything.
+
+    Raises:
+        ServiceConflict: another service holds the container name, the port or a card (exit 1: the fix is
+            ``swap`` or ``down``); every failed check is listed, one line each, the report attached.
+        PreflightFailed: any other check failed (exit 3).
+    """
+    if not report.failed:
+        return
+    if any(c.result == "fail" for c in report.checks if c.id in CONFLICT_CHECKS):
+        raise ServiceConflict(report.failure_summary(), report=report)
+    raise PreflightFailed(report.failure_summary(), report=report)
 
 
 def preflight_on_this_host(*, request: PreflightRequest, skip: Iterable[str] = frozenset()) -> PreflightReport:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from servectl.adapters.state import RUN_EVENTS, HistoryLog
-from servectl.errors import PreflightFailed, ServectlError, UsageError
+from servectl.errors import PreflightFailed, ServectlError, ServiceConflict, UsageError
 from servectl.service.journal import read_journal
 from servectl.service.runtime import ServiceRuntime
 from servectl.service.services import ALIVE_STATES, ServiceInfo
@@ -268,10 +268,10 @@ def _check_one(
         return RollbackCheck(name, target, tuple(items))
     replacing = blocking[0] if blocking else None
     try:
-        preflight(resolved=resolved, replacing=replacing, skip=frozenset(), docker=docker, gpus=gpus)
+        preflight(resolved=resolved, replacing=replacing, skip=frozenset(), docker=docker, gpus=gpus, running=running)
         once = f" once {replacing.profile} is stopped" if replacing is not None else ""
         items.append(CheckItem("preflight", True, f"preflight passes{once}"))
-    except PreflightFailed as e:
+    except (PreflightFailed, ServiceConflict) as e:
         items.append(CheckItem("preflight", False, f"preflight fails: {e.lines()[0]}"))
     except ServectlError as e:
         items.append(CheckItem("preflight", False, f"preflight could not run: {e.lines()[0]}"))

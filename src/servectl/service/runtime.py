@@ -37,20 +37,26 @@ from servectl.errors import (
     UsageError,
 )
 from servectl.paths import state_dir as default_state_dir
-from servectl.plan.labels import LABEL_PROFILE
 from servectl.preflight.checks import validate_skip
 from servectl.preflight.request import check_start
 from servectl.service.health import GateResult, Progress, wait_until_serving
 from servectl.service.host_files import discard_key_file, read_api_key, remove_key_file, write_plan_files
 from servectl.service.image import ImageBuilder, ensure_image
 from servectl.service.journal import SwapJournal, clear_journal, refuse_if_unfinished, write_journal
-from servectl.service.services import ALIVE_STATES, ServiceInfo, find_services, service_from_container, services
+from servectl.service.services import (
+    ALIVE_STATES,
+    ServiceInfo,
+    find_services,
+    running_refs,
+    service_from_container,
+    services,
+)
 from servectl.service.signals import Interrupt, SignalGuard, signal_name
 
 if TYPE_CHECKING:
     import httpx
 
-    from servectl.adapters.docker import ContainerState, DockerEngine
+    from servectl.adapters.docker import DockerEngine
     from servectl.adapters.gpu import GpuInventory
     from servectl.adapters.host import HostProbe
     from servectl.plan.resolve import Resolved
@@ -284,25 +290,6 @@ def lock_timeout_default(environ: Mapping[str, str] | None = None) -> float:
         raise UsageError(f"SERVECTL_LOCK_TIMEOUT_S={raw!r} is not a number of seconds") from None
 
 
-def _overlap(a: Sequence[int], b: Sequence[int]) -> list[int]:
-    return sorted(set(a) & set(b))
-
-
-def _foreign_conflicts(resolved: Resolved, running: Sequence[ContainerState]) -> list[str]:
-    profile = resolved.loaded.profile
-    port, devices = profile.serve.port, [str(d) for d in profile.gpus.devices]
-    problems: list[str] = []
-    for c in running:
-        if c.managed:
-            continue
-        if any(p.host_port == port for p in c.ports):
-            problems.append(f"container {c.name} (not started by servectl) publishes port {port}")
-        held = sorted(set(devices) & set(c.device_ids)) if "all" not in c.device_ids else devices
-        if devices and held:
-            problems.append(f"container {c.name} (not started by servectl) uses GPU {', '.join(held)}")
-    return problems
-
-
 def up(
     *,
     name: str,
@@ -328,19 +315,16 @@ def up(
         gpus, host: the GPU inventory and host probe preflight reads (None: NVML, psutil).
         force, on_report: preflight check ids to skip (recorded); gets the report before anything starts.
         http, on_phase: HTTP client for the gate's probes; progress callback of the gate.
-        environ: environment (API key variable, pass-through variables); default ``os.environ``.
-        state_dir: state folder (lock and history); default :func:`servectl.paths.state_dir`.
+        environ, state_dir: environment (API key, pass-through variables; default ``os.environ``); state folder.
         lock_timeout_s: wait for another servectl process; default 10 s or ``SERVECTL_LOCK_TIMEOUT_S``.
-        scope: only containers carrying these labels count as servectl's (tests).
+        scope, build_image: only containers with these labels are servectl's; builds the stand-in (tests).
         resolved: the profile already resolved (else ``resolve(name)``).
-        build_image: builds the stand-in image (tests); default :func:`build_standin`.
         handle_signals: SIGINT/SIGTERM/SIGHUP remove what was started (main thread only).
 
     Raises:
         ProfileError / UsageError: the profile does not load (nothing was created).
-        ServiceConflict: the profile runs with another plan, or another service holds its GPUs or port.
-        LockTimeout: another servectl process is changing services.
-        PreflightFailed / StartupFailed: see :func:`start`.
+        ServiceConflict: the profile runs with another plan; another service holds its GPUs, port or name.
+        LockTimeout / PreflightFailed / StartupFailed: another servectl is changing services; see :func:`start`.
     """
     from servectl.plan.resolve import resolve
 
@@ -361,9 +345,17 @@ def up(
                 clear_journal(state)
             return UpResult(action="already-running", service=running, url=running.url)
         removed, notes = _clear_own_leftovers(resolved, current, docker=docker, gpus=gpus, state=state)
-        _check_conflicts(resolved, docker=docker, services_now=current, removed=removed)
         ensure_image(resolved, docker=docker, build_image=build_image, on_phase=on_phase)  # once, before preflight
-        check_start(resolved, docker=docker, gpus=gpus, host=host, skip=skip, state_dir=state, on_report=on_report)
+        check_start(
+            resolved,
+            docker=docker,
+            gpus=gpus,
+            host=host,
+            services=running_refs(current),  # none may hold the port or a card (the ``services`` check)
+            skip=skip,
+            state_dir=state,
+            on_report=on_report,
+        )
         started = _start_recorded(
             resolved,
             docker=docker,
@@ -374,14 +366,7 @@ def up(
             environ=env,
             handle_signals=handle_signals,
         )
-    return UpResult(
-        action="started",
-        service=started.service,
-        url=started.url,
-        gate=started.gate,
-        removed_stale=tuple(removed),
-        notes=tuple(notes),
-    )
+    return UpResult("started", started.service, started.url, started.gate, tuple(removed), tuple(notes))
 
 
 def _already_running(resolved: Resolved, current: Sequence[ServiceInfo]) -> ServiceInfo | None:
@@ -421,6 +406,11 @@ def _clear_own_leftovers(
         else:
             docker.remove(svc.container_id, force=True)
         removed.append(svc.container_name)
+    # A stopped servectl container under the plan's name (of any profile) would make the create fail.
+    for c in docker.containers_named(resolved.plan.docker.name):
+        if c.managed and not c.running and c.name not in removed:
+            docker.remove(c.id, force=True)
+            removed.append(c.name)
     return removed, notes
 
 
@@ -532,55 +522,6 @@ def _remove_ungated(profile: str, *, docker: DockerEngine, state: Path, scope: M
     except ServectlError:
         return profile
     return ""
-
-
-def _check_conflicts(
-    resolved: Resolved,
-    *,
-    docker: DockerEngine,
-    services_now: Sequence[ServiceInfo],
-    removed: Sequence[str],
-) -> None:
-    profile = resolved.loaded.profile
-    problems: list[str] = []
-    for svc in services_now:
-        if svc.profile == resolved.name or not svc.running:
-            continue
-        if svc.port == profile.serve.port:
-            problems.append(f"servectl service {svc.profile} holds port {svc.port}")
-        shared = _overlap(svc.gpus, profile.gpus.devices)
-        if shared:
-            problems.append(f"servectl service {svc.profile} holds GPU {', '.join(map(str, shared))}")
-    if problems:
-        holders = sorted({s.profile for s in services_now if s.running and s.profile != resolved.name})
-        target = holders[0] if len(holders) == 1 else "..."
-        raise ServiceConflict(
-            f"cannot start {resolved.name}: {'; '.join(problems)}: "
-            f"use servectl swap {resolved.name} to replace "
-            f"it (or servectl down {target} first)"
-        )
-    name = resolved.plan.docker.name
-    for c in docker.containers_named(name):
-        if c.name in removed:
-            continue
-        if not c.managed:
-            raise ServiceConflict(
-                f"a container named {name} exists and servectl did not start it; servectl leaves it alone: "
-                f"remove or rename it yourself, or set container.name in {resolved.plan.source}"
-            )
-        if not c.running:
-            docker.remove(c.id, force=True)
-            continue
-        raise ServiceConflict(
-            f"container {name} already runs profile {c.labels.get(LABEL_PROFILE)}: use servectl swap "
-            f"{resolved.name}, or set another container.name in {resolved.plan.source}"
-        )
-    foreign = _foreign_conflicts(resolved, docker.running_containers())
-    if foreign:
-        raise ServiceConflict(
-            f"cannot start {resolved.name}: {'; '.join(foreign)}; servectl never stops containers it did not "
-            "start: stop it yourself (docker stop NAME), or list it under conflicts: and use servectl swap"
-        )
 
 
 def down(

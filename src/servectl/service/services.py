@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
     from servectl.adapters.docker import ContainerState, DockerEngine
     from servectl.plan.resolve import Resolved
+    from servectl.preflight.model import ServiceRef
     from servectl.service.adopted import AdoptedMatch
 
 
@@ -89,6 +90,19 @@ class ServiceInfo:
             "stop_grace_s": self.stop_grace_s,
             "adopted": self.adopted,
         }
+
+
+def running_refs(current: Sequence[ServiceInfo]) -> tuple[ServiceRef, ...]:
+    """The running services as preflight's ``services`` check takes them (what each holds)."""
+    from servectl.preflight.model import ServiceRef
+
+    return tuple(
+        ServiceRef(
+            profile=s.profile, container_id=s.container_id, container_name=s.container_name, port=s.port, gpus=s.gpus
+        )
+        for s in current
+        if s.running
+    )
 
 
 def _int(value: str | None) -> int | None:

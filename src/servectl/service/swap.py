@@ -51,7 +51,6 @@ from servectl.adapters.conflicts import (
 from servectl.adapters.gpu import wait_until_free
 from servectl.adapters.state import HistoryLog
 from servectl.errors import (
-    PreflightFailed,
     ProfileTemplate,
     ServectlError,
     StartupFailed,
@@ -69,7 +68,7 @@ from servectl.service.journal import (
     write_journal,
 )
 from servectl.service.runtime import CARDS_POLL_S, ServiceRuntime, StartResult, StopResult
-from servectl.service.services import ALIVE_STATES, ServiceInfo
+from servectl.service.services import ALIVE_STATES, ServiceInfo, running_refs
 from servectl.service.signals import Abandon, Interrupt, SignalGuard, signal_name
 
 if TYPE_CHECKING:
@@ -91,7 +90,8 @@ Outcome = Literal["swapped", "started", "noop", "rolled-back", "failed", "interr
 
 
 class Preflight(Protocol):
-    """Raises :class:`PreflightFailed` when ``resolved`` could not start once ``replacing`` is stopped."""
+    """Raises :class:`PreflightFailed` (or :class:`ServiceConflict`) when ``resolved`` could not start once
+    ``replacing`` is stopped; ``running`` are the servectl services running now."""
 
     def __call__(
         self,
@@ -101,6 +101,7 @@ class Preflight(Protocol):
         skip: frozenset[str],
         docker: DockerEngine,
         gpus: GpuInventory | None,
+        running: Sequence[ServiceInfo] = (),
     ) -> None: ...
 
 
@@ -562,7 +563,9 @@ def _run_locked(tx: _Swap, target: str | None) -> SwapResult:
     with tx.phase("preflight"):
         load_stopped(deps.state_dir)  # a damaged record of stopped conflicts stops the swap before any change
         deps.conflicts.check_available(resolved.loaded.profile.conflicts)
-        deps.preflight(resolved=resolved, replacing=current, skip=tx.skip, docker=deps.docker, gpus=deps.gpus)
+        deps.preflight(
+            resolved=resolved, replacing=current, skip=tx.skip, docker=deps.docker, gpus=deps.gpus, running=running
+        )
 
     tx.journal = SwapJournal(
         pid=os.getpid(),
@@ -943,10 +946,6 @@ def _abandon(
     raise error(message, result=result)
 
 
-CONTAINER_NAME_CHECK = "container.name"
-"""swap's own check (besides servectl's preflight): the target's container name is not taken."""
-
-
 def profile_preflight(
     *,
     state_dir: Path | None = None,
@@ -956,8 +955,10 @@ def profile_preflight(
     """servectl's preflight (:func:`servectl.preflight.request.check_start`) as a swap :class:`Preflight`.
 
     The service being replaced counts as stopped (its container, main pid and port) and declared conflicts
-    as about to be stopped; both go to ``check_start`` as data. Checks skipped with ``--force`` are recorded
-    in the history. The swap's own Docker client and GPU inventory are used (no second ones).
+    as about to be stopped; both go to ``check_start`` as data, with the servectl services running now and,
+    for an adopted profile, its own container (which holds the name and is replaced like a servectl one).
+    Checks skipped with ``--force`` are recorded in the history. The swap's own Docker client and GPU
+    inventory are used (no second ones).
 
     Args:
         state_dir: where forced checks are recorded.
@@ -972,11 +973,10 @@ def profile_preflight(
         skip: frozenset[str],
         docker: DockerEngine,
         gpus: GpuInventory | None,
+        running: Sequence[ServiceInfo] = (),
     ) -> None:
         from servectl.preflight.request import check_start
 
-        if CONTAINER_NAME_CHECK not in skip:
-            _container_name_free(resolved, docker)
         check_start(
             resolved,
             docker=docker,
@@ -984,7 +984,9 @@ def profile_preflight(
             host=host,
             replacing=None if replacing is None else replacing_of(replacing, docker),
             stop_conflicts=True,
-            skip=skip - {CONTAINER_NAME_CHECK},
+            services=running_refs(running),
+            own_container_ids=_adopted_own(resolved, docker),
+            skip=skip,
             state_dir=state_dir,
             on_report=on_report,
         )
@@ -1006,14 +1008,10 @@ def replacing_of(service: ServiceInfo, docker: DockerEngine) -> Replacing:
     )
 
 
-def _container_name_free(resolved: Resolved, docker: DockerEngine) -> None:
+def _adopted_own(resolved: Resolved, docker: DockerEngine) -> frozenset[str]:
+    """An adopted profile's own container (same name, same configuration): replaced like a servectl one."""
+    if not resolved.loaded.profile.adopted:
+        return frozenset()
     from servectl.service.adopted import find_adopted
 
-    # The adopted profile's own container (same name, same configuration) is replaced like a servectl one.
-    own = {m.document.get("Id") for m in find_adopted(docker, [resolved])} if resolved.loaded.profile.adopted else set()
-    for c in docker.containers_named(resolved.plan.docker.name):
-        if not c.managed and c.id not in own:
-            raise PreflightFailed(
-                f"{CONTAINER_NAME_CHECK}: a container named {c.name} exists and servectl did not start it; "
-                f"remove or rename it, or set container.name in {resolved.plan.source}"
-            )
+    return frozenset(str(m.document.get("Id")) for m in find_adopted(docker, [resolved]))

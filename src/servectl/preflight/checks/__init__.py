@@ -2,7 +2,8 @@
 
 Each check is a pure function of a :class:`~servectl.preflight.model.PreflightRequest` and the
 :class:`~servectl.preflight.facts.Facts` measured once; the checks live by subject: :mod:`.gpu`, :mod:`.host`,
-:mod:`.docker` and :mod:`.pins` (what the profile pins: status, image digest, model revision). A new check is
+:mod:`.docker`, :mod:`.services` (the container name, other services on the port or cards) and :mod:`.pins`
+(what the profile pins: status, image digest, model revision). A new check is
 a function in one of those modules plus one line in :data:`CHECKS` (and its title in
 :data:`~servectl.preflight.checks.base.TITLES`).
 """
@@ -35,6 +36,7 @@ from servectl.preflight.checks.host import (
     check_port_role,
 )
 from servectl.preflight.checks.pins import check_image_pinned, check_model_revision, check_profile_status
+from servectl.preflight.checks.services import check_container_name, check_services
 from servectl.preflight.facts import Facts
 from servectl.preflight.model import CheckResult, PreflightRequest
 
@@ -62,6 +64,8 @@ CHECKS: tuple[tuple[str, str, CheckFunction], ...] = tuple(
         ("docker.engine", check_docker_engine),
         ("docker.gpu_runtime", check_docker_gpu_runtime),
         ("engine.parse", check_engine_parse),
+        ("container.name", check_container_name),
+        ("services", check_services),
         ("conflicts", check_conflicts),
     )
 )

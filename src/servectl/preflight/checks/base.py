@@ -28,6 +28,8 @@ TITLES: dict[str, str] = {
     "docker.engine": "Docker engine",
     "docker.gpu_runtime": "NVIDIA container runtime",
     "engine.parse": "Image parses the argv",
+    "container.name": "Container name free",
+    "services": "No other service on the port or cards",
     "conflicts": "Conflicting services",
 }
 """Every check id and its title, in report order (:data:`servectl.preflight.checks.CHECKS` runs them)."""
