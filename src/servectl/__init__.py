@@ -27,8 +27,9 @@ Names load on first use (PEP 562), so ``import servectl`` imports no Docker SDK,
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from servectl.lazy import lazy_exports
 
 __version__ = "0.1.0"
 
@@ -161,12 +162,4 @@ if TYPE_CHECKING:
     from servectl.service.swap import SwapResult
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -23,8 +23,9 @@ matplotlib is imported only by :func:`plot_taper`.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from servectl.lazy import lazy_exports
 
 # Exports load on first use: `servectl bench --help` and the CLI start must not import httpx or matplotlib.
 _EXPORTS: dict[str, str] = {
@@ -92,8 +93,4 @@ if TYPE_CHECKING:
     from servectl.bench.runner import run_bench
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -13,8 +13,9 @@ openai SDK (imported when a run starts), as real clients use it.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from servectl.lazy import lazy_exports
 
 _EXPORTS: dict[str, str] = {
     "GateResult": "servectl.bench.qualify.model",
@@ -61,8 +62,4 @@ if TYPE_CHECKING:
     from servectl.bench.qualify.suite import load_suite, suite_path
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
