@@ -75,6 +75,27 @@ def test_oversized_file_is_refused_with_the_limit(
     assert line.startswith("profiles/huge.yaml: larger than ") and "check the path" in line
 
 
+def test_a_file_that_takes_longer_than_the_read_budget_is_one_line(
+    write_profile: Write, minimal: Minimal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(loader, "READ_BUDGET_S", -1.0)  # every file is over it: the check runs, the message is one line
+    write_profile("p", minimal("p"))
+    line = only_problem("p")
+    assert line.startswith("profiles/p.yaml: took more than -1 s to read (") and "split it" in line
+
+
+def test_a_slow_file_on_the_search_path_affects_only_its_own_row(
+    write_profile: Write, minimal: Minimal, profile_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(loader, "SHIPPED_PROFILES_DIR", profile_dir / "none")
+    monkeypatch.setattr(loader, "READ_BUDGET_S", 0.25)  # a small file reads in milliseconds; this one in seconds
+    write_profile("good", minimal("good"))
+    write_profile("slow", minimal("slow") + "engine:\n  env:\n" + "".join(f"    K{i}: v{i}\n" for i in range(150_000)))
+    results = validate_profiles(None)
+    assert results["good"] is None
+    assert "took more than 0.25 s to read" in str(results["slow"])
+
+
 def test_merge_is_linear_in_the_number_of_keys(write_profile: Write, minimal: Minimal) -> None:
     """Quadratic merge took 11 s for 8,000 keys; the benchmark times 80,000 (bench_hostile_profiles.py)."""
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,11 +47,13 @@ _RELATIVE_PATH_LIST_FIELDS: tuple[tuple[PathKey, str], ...] = (
 #: libyaml's parser when PyYAML was built with it (same marks, several times faster).
 _YamlLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
-#: Bounds on one profile file (untrusted input): bytes read, values after expanding aliases, nesting depth.
-#: 80,000 ``engine.env`` keys (about 2 MB) stay well inside them.
-MAX_PROFILE_BYTES = 16 * 2**20
+#: Bounds on one profile file (untrusted input): bytes read, values after expanding aliases, nesting depth,
+#: and seconds spent reading it (checked between the parsing steps, each linear in the bounded size).
+#: 80,000 ``engine.env`` keys (about 1.7 MB, 1.3 s) stay inside them; the shipped profiles are a few KB.
+MAX_PROFILE_BYTES = 4 * 2**20
 MAX_YAML_NODES = 1_000_000
 MAX_YAML_DEPTH = 64
+READ_BUDGET_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -220,17 +223,26 @@ def is_template_file(path: Path) -> bool:
 def read_yaml(path: Path) -> tuple[dict[str, Any], dict[PathKey, Location]]:
     """Parse one YAML mapping and the line of every key in it.
 
-    A profile is untrusted input: the file size, the nodes after expanding aliases and the nesting depth
-    are bounded (an alias bomb is refused before anything walks it), and every decoding error becomes one
-    problem naming the file.
+    A profile is untrusted input: the file size, the nodes after expanding aliases, the nesting depth and the
+    time spent reading it are bounded (an alias bomb is refused before anything walks it), and every decoding
+    error becomes one problem naming the file.
 
     Raises:
-        ProfileError: the file cannot be read, is too big, is not UTF-8 YAML, is not a mapping, or repeats a key.
+        ProfileError: the file cannot be read, is too big or too slow to read, is not UTF-8 YAML, is not a
+            mapping, or repeats a key.
     """
     shown = _display(path)
+    deadline = time.monotonic() + READ_BUDGET_S
 
     def fail(message: str, line: int | None = None) -> ProfileError:
         return ProfileError([Problem(shown, line, "", message, rule="yaml")])
+
+    def in_budget() -> None:
+        if time.monotonic() > deadline:
+            raise fail(
+                f"took more than {READ_BUDGET_S:g} s to read ({len(raw):,} bytes); a profile is a small text "
+                "file: split it, or remove what repeats"
+            )
 
     try:
         with path.open("rb") as f:
@@ -246,6 +258,7 @@ def read_yaml(path: Path) -> tuple[dict[str, Any], dict[PathKey, Location]]:
         raise fail(f"not UTF-8 text (byte {e.start}); a profile is a YAML text file", line) from None
     try:
         has_aliases = _check_nesting(text, shown)
+        in_budget()
         loader = _YamlLoader(text)
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
@@ -256,11 +269,14 @@ def read_yaml(path: Path) -> tuple[dict[str, Any], dict[PathKey, Location]]:
     problems: list[Problem] = []
     try:
         node = loader.get_single_node()
+        in_budget()
         if isinstance(node, yaml.MappingNode):
             if has_aliases:
                 _check_expansion(node, shown)
             _walk(node, path, locations, problems)
+            in_budget()
             data = loader.construct_document(node)
+            in_budget()
         else:
             data = None
     except yaml.MarkedYAMLError as e:
