@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from servectl.adapters.docker import DockerSdkEngine
     from servectl.plan.compile import LaunchPlan
+    from servectl.plan.inventory import Validation
     from servectl.plan.resolve import Resolved
     from servectl.preflight.doctor import DoctorReport
     from servectl.preflight.engine_image import ExtractedCatalog, InImageValidation
@@ -419,6 +420,24 @@ def diff_catalogs(*, a: str, b: str, profile: str | None = None) -> tuple[str, s
         primary = {opt.primary_flag for f in flags if (opt := cat_a.option(f)) is not None}
         changes = flags_affected(changes, primary | flags)
     return label_a, label_b, changes
+
+
+def validate(*, names: Sequence[str] | None = None) -> list[Validation]:
+    """Validate profiles (all runnable ones when ``names`` is None), each read once: per profile its error, or
+    its warnings and a note when its flag catalog may be stale for its image. Never raises for one profile.
+
+    Raises:
+        UsageError: a name is no profile on the search path.
+    """
+    from dataclasses import replace
+
+    from servectl.plan.inventory import validations
+    from servectl.preflight.engine_image import profile_catalog_note
+
+    return [
+        replace(v, note=profile_catalog_note(v.loaded.profile)) if v.loaded is not None else v
+        for v in validations(list(names) if names else None)
+    ]
 
 
 def validate_in_image(*, name: str) -> InImageValidation:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -311,6 +312,18 @@ def test_adaptive_with_two_batch_overlap_is_a_warning_not_an_error(
     load_profile("p")  # no error
     (warning,) = [str(w) for w in profile_warnings(read_profile("p"))]
     assert "SGLang disables adaptive speculative decoding with two-batch overlap" in warning
+    # validate --json carries the warning with its location and rule (the profile stays valid)
+    from typer.testing import CliRunner
+
+    from servectl.cli.app import _register_commands, app
+
+    _register_commands()
+    result = CliRunner().invoke(app, ["validate", "--json", "p"])
+    assert result.exit_code == 0, result.output
+    (row,) = json.loads(result.output)
+    assert row["valid"] is True and row["problems"] == []
+    (found,) = row["warnings"]
+    assert found["file"].endswith("p.yaml") and found["rule"] and "two-batch overlap" in found["message"]
 
 
 def test_switch_with_a_value_is_rejected(check: Callable[[str], list[str]]) -> None:

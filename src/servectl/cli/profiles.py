@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from servectl.cli.complete import profile_names
-from servectl.errors import ProfileError, ServectlError, UsageError
+from servectl.errors import ProfileError, UsageError
 
 
 def register(app: typer.Typer) -> None:
@@ -96,55 +96,33 @@ def validate_command(
     ] = False,
 ) -> None:
     """Validate profiles (all runnable ones when none are named); exit 2 listing every problem."""
+    from servectl.api import validate
     from servectl.errors import ProfileTemplate
-    from servectl.plan.inventory import validate_profiles
 
-    results = validate_profiles(names or None)
+    results = validate(names=names or None)
     if as_json:
-        typer.echo(json.dumps([_validation_dict(name, error) for name, error in results.items()], indent=2))
+        typer.echo(json.dumps([v.to_dict() for v in results], indent=2))
         # with no names, a shipped template (filled in by `servectl adopt`) is not a failure
-        if any(error is not None and (names or not isinstance(error, ProfileTemplate)) for error in results.values()):
+        if any(v.error is not None and (names or not isinstance(v.error, ProfileTemplate)) for v in results):
             raise typer.Exit(2)
         return
     problems: list[str] = []
-    for name, error in results.items():
-        if error is None:
-            typer.echo(f"ok      {name}")
-            for warning in _warnings(name):
+    for v in results:
+        if v.error is None:
+            typer.echo(f"ok      {v.name}")
+            for warning in v.warnings:
                 typer.echo(f"  warning: {warning}")
-            note = _catalog_note(name)
-            if note:
-                typer.echo(f"  note: {note}")
+            if v.note:
+                typer.echo(f"  note: {v.note}")
             if in_image:
-                problems.extend(_in_image(name))
-        elif isinstance(error, ProfileTemplate) and not names:
-            typer.echo(f"template {name}: {error.instructions}")
+                problems.extend(_in_image(v.name))
+        elif isinstance(v.error, ProfileTemplate) and not names:
+            typer.echo(f"template {v.name}: {v.error.instructions}")
         else:
-            typer.echo(f"invalid {name}")
-            problems.extend(error.lines())
+            typer.echo(f"invalid {v.name}")
+            problems.extend(v.error.lines())
     if problems:
         raise ProfileError("\n".join(problems))
-
-
-def _warnings(name: str) -> list[str]:
-    """What SGLang would change silently in a valid profile (servectl.plan.rules warnings)."""
-    from servectl.plan.rules import profile_warnings
-    from servectl.profile.loader import read_profile
-
-    return [str(problem) for problem in profile_warnings(read_profile(name))]
-
-
-def _validation_dict(name: str, error: ServectlError | None) -> dict[str, Any]:
-    if error is None:
-        return {"profile": name, "valid": True, "problems": []}
-    if isinstance(error, ProfileError) and error.problems:
-        problems = [p.to_dict() for p in error.problems]
-    else:  # a usage error (a base profile named) or a message without a location
-        problems = [
-            {"file": "", "line": None, "field": "", "rule": type(error).__name__, "message": line}
-            for line in error.lines()
-        ]
-    return {"profile": name, "valid": False, "problems": problems}
 
 
 def diff_command(
@@ -199,13 +177,6 @@ def schema_command() -> None:
     from servectl.profile.models import profile_json_schema
 
     typer.echo(json.dumps(profile_json_schema(), indent=2))
-
-
-def _catalog_note(name: str) -> str | None:
-    from servectl.preflight.engine_image import profile_catalog_note
-    from servectl.profile.loader import read_profile
-
-    return profile_catalog_note(read_profile(name).profile)
 
 
 def _in_image(name: str) -> list[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from servectl.errors import ProfileError, ProfileTemplate, ServectlError, UsageError
+from servectl.errors import Problem, ProfileError, ProfileTemplate, ServectlError, UsageError
 from servectl.plan.compile import catalog_for
 from servectl.plan.resolve import plan_for
 from servectl.plan.validate import load_profile, load_profile_file
@@ -71,31 +71,73 @@ def list_profiles() -> list[ProfileRow]:
     return rows
 
 
-def validate_profiles(names: list[str] | None) -> dict[str, ServectlError | None]:
-    """Validate the named profiles (all runnable ones when None): name -> error or None.
+@dataclass(frozen=True)
+class Validation:
+    """One profile's validation: its error (None when valid), or the loaded profile and its warnings.
+
+    ``note`` is filled in by callers that know more than the profile (the API adds the catalog's staleness).
+    """
+
+    name: str
+    error: ServectlError | None = None
+    loaded: LoadedProfile | None = None
+    warnings: tuple[Problem, ...] = ()
+    note: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """``validate --json``: the problems of an invalid profile, the warnings of a valid one."""
+        out: dict[str, Any] = {"profile": self.name, "valid": self.error is None, "problems": _problems(self.error)}
+        if self.warnings:
+            out["warnings"] = [w.to_dict() for w in self.warnings]
+        return out
+
+
+def _problems(error: ServectlError | None) -> list[dict[str, Any]]:
+    if error is None:
+        return []
+    if isinstance(error, ProfileError) and error.problems:
+        return [p.to_dict() for p in error.problems]
+    # a usage error (a base profile named) or a message without a location
+    return [
+        {"file": "", "line": None, "field": "", "rule": type(error).__name__, "message": line} for line in error.lines()
+    ]
+
+
+def validations(names: list[str] | None) -> list[Validation]:
+    """Validate the named profiles (all runnable ones when None), each file read once; never raises for one.
 
     With no names, templates are not errors: they are reported as :class:`ProfileTemplate` values of the
     result and the caller shows them as such (a fresh install ships one, to be filled in by ``servectl adopt``).
+
+    Raises:
+        UsageError: a name is no profile on the search path.
     """
+    from servectl.plan.rules import profile_warnings
+
     if names is None:
         files = {n: f for n, f in discover().items() if not f.is_base}
     else:
         files = {}
         for name in names:
             files[name] = find_profile(name)
-    results: dict[str, ServectlError | None] = {}
+    results: list[Validation] = []
     for name, file in files.items():
         if file.is_base and names is not None:
-            results[name] = UsageError(
-                f"{name} is a base profile (name starts with '_'); validate a profile that extends it"
-            )
+            message = f"{name} is a base profile (name starts with '_'); validate a profile that extends it"
+            results.append(Validation(name, error=UsageError(message)))
             continue
         try:
-            load_profile_file(file)
-            results[name] = None
+            loaded = load_profile_file(file)
         except ServectlError as err:  # any broken file affects only its own result
-            results[name] = err
+            results.append(Validation(name, error=err))
+            continue
+        results.append(Validation(name, loaded=loaded, warnings=tuple(profile_warnings(loaded))))
     return results
+
+
+def validate_profiles(names: list[str] | None) -> dict[str, ServectlError | None]:
+    """:func:`validations` as name -> error or None."""
+    return {v.name: v.error for v in validations(names)}
 
 
 def catalog_named(name: str) -> FlagCatalog:
