@@ -49,6 +49,16 @@ def test_unreachable_docker_fails_with_exit_3_and_the_fix(tmp_path: Path) -> Non
     assert report.line("docker.gpu_runtime").found == "not checked: Docker unreachable"
 
 
+def test_the_real_adapters_unreachable_message_carries_its_fix_once() -> None:
+    from servectl.adapters.docker import _unreachable
+    from servectl.preflight.doctor import _docker_line
+
+    message = _unreachable(FileNotFoundError(2, "No such file or directory"))
+    line = _docker_line(None, message)
+    shown = f"{line.found} {line.fix}"
+    assert shown.count("systemctl start docker") == 1 and "DOCKER_HOST" in line.found and line.fix == ""
+
+
 def test_gpus_without_a_container_runtime_fail_but_a_gpu_less_host_only_warns(tmp_path: Path) -> None:
     bare = FakeHostProbe(executables={})
     with_gpus = _doctor(tmp_path, docker=FakeDockerEngine(engine_info=NO_NVIDIA_ENGINE), host=bare)

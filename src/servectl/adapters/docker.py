@@ -533,7 +533,7 @@ def split_log_chunks(chunks: Iterator[bytes]) -> Iterator[str]:
 
 
 # -- the real engine ------------------------------------------------------------------------------------
-_UNREACHABLE_FIX = "start it (sudo systemctl start docker, or bash scripts/ensure-docker.sh) or point DOCKER_HOST at it"
+_UNREACHABLE_FIX = "start it (sudo systemctl start docker; without systemd: sudo dockerd &) or point DOCKER_HOST at it"
 
 
 def _sdk() -> Any:

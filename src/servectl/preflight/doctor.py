@@ -150,6 +150,8 @@ def _docker_line(engine: EngineInfo | None, error: str | None) -> DoctorLine:
             if error and "SDK" in error
             else "start it (sudo systemctl start docker) or set DOCKER_HOST"
         )
+        if error and "DOCKER_HOST" in error:
+            fix = ""  # the adapter's message already ends with the fix
         return DoctorLine("docker.engine", "fail", True, error or "Docker engine unreachable", fix)
     runtimes = ", ".join(sorted(engine.runtimes)) or "none"
     return DoctorLine("docker.engine", "ok", True, f"Docker {engine.server_version} (runtimes: {runtimes})")

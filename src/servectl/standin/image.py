@@ -359,7 +359,7 @@ def _docker_client() -> Any:
     except Exception as err:  # the SDK raises several unrelated types when no engine answers
         raise EngineUnavailable(
             f"cannot reach the Docker engine to build the stand-in image: {err}; start it "
-            "(scripts/ensure-docker.sh) or set DOCKER_HOST"
+            "(sudo systemctl start docker; without systemd: sudo dockerd &) or set DOCKER_HOST"
         ) from err
     return client
 
