@@ -86,6 +86,7 @@ def test_soak_swaps_with_random_faults_leave_one_service_and_agreeing_state(
         fault = rng.choice(FAULTS)
         write(bench, target, fault)
         expect = target
+        detail = ""
         if fault in ("none", "removed"):
             if fault == "removed":
                 bench.client.containers.get(bench.container_name(current)).remove(force=True)
@@ -101,6 +102,7 @@ def test_soak_swaps_with_random_faults_leave_one_service_and_agreeing_state(
             time.sleep(rng.uniform(0.0, 3.5))
             proc.send_signal(signal.SIGINT if fault == "sigint" else signal.SIGKILL)
             _, err = proc.communicate(timeout=120)
+            detail = f" (exit {proc.returncode}: {' / '.join(err.strip().splitlines())})"
             if fault == "sigint":
                 # -2: SIGINT landed while Python was still starting (before servectl's handlers): nothing changed
                 assert proc.returncode in (0, 4, 130, -2), err
@@ -112,8 +114,8 @@ def test_soak_swaps_with_random_faults_leave_one_service_and_agreeing_state(
                 expect = running_profile(bench) or "nothing runs"  # either is right, as long as one serves
         write(bench, target)  # back to a healthy profile for the next round
         now = running_profile(bench)
-        log.append(f"{round_no}: {fault} -> {now}")
-        assert now == expect, log
+        log.append(f"{round_no}: {fault} -> {now}{detail}")
+        assert now == expect, "\n".join(log[-3:])
         assert read_journal(bench.home) is None, log
         assert bench.serves(now), log
         last = next(e for e in reversed(History(bench.home).events()) if e.get("event") in RUN_EVENTS)

@@ -51,7 +51,7 @@ from servectl.service.services import (
     service_from_container,
     services,
 )
-from servectl.service.signals import Interrupt, SignalGuard, signal_name
+from servectl.service.signals import Interrupt, SignalGuard, critical, signal_name
 
 if TYPE_CHECKING:
     import httpx
@@ -164,7 +164,9 @@ def start(
         if on_phase is not None:
             on_phase(Progress("starting", "creating the container"))
         gates.mark_pending(plan.docker.name)
-        container_id = docker.create_and_start(plan.docker, environ=env)
+        # a signal during create/start is raised once the id is known, so the except below can remove it
+        with critical():
+            container_id = docker.create_and_start(plan.docker, environ=env)
         gate = wait_until_serving(
             plan=plan,
             container_id=container_id,

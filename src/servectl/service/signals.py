@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import FrameType
-from typing import TYPE_CHECKING, Any, Literal
-
-if TYPE_CHECKING:
-    pass
+from typing import Any, Literal
 
 
 class Interrupt(BaseException):
@@ -50,21 +49,65 @@ class SignalGuard:
         if self.enabled:
             for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
                 self._previous[signum] = signal.signal(signum, self._handle)
+            self._outer = _STATE.guard
+            _STATE.guard = self
         return self
 
     def __exit__(self, *exc: object) -> None:
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
+        if self._previous:
+            _STATE.guard = self._outer
         self._previous.clear()
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         self.received.append(signum)
         if self.mode == "defer":
             return
+        if _STATE.depth:  # inside a call the engine finishes anyway: raise once it returned
+            if _STATE.held is None:
+                _STATE.held = signum
+            return
+        self._raise(signum)
+
+    def _raise(self, signum: int) -> None:
         if self.mode == "raise":
             self.mode = self.then
             raise Interrupt(signum)
         raise Abandon(signum)
+
+    _outer: SignalGuard | None = None
+
+
+class _GuardState:
+    """The guard in force (main thread) and the critical sections open in it."""
+
+    def __init__(self) -> None:
+        self.guard: SignalGuard | None = None
+        self.depth = 0
+        self.held: int | None = None
+
+
+_STATE = _GuardState()
+
+
+@contextmanager
+def critical() -> Iterator[None]:
+    """Hold SIGINT/SIGTERM/SIGHUP until the block ends, then raise it as the guard would.
+
+    For calls whose effect happens whether or not we wait for the answer (the engine creates and starts a
+    container once asked): interrupted halfway, servectl would not know the container it must remove.
+    """
+    _STATE.depth += 1
+    try:
+        yield
+    finally:
+        _STATE.depth -= 1
+        held, guard = _STATE.held, _STATE.guard
+        if _STATE.depth == 0 and held is not None:
+            _STATE.held = None
+            if guard is not None and guard.mode != "defer":
+                guard._raise(held)
 
 
 def signal_name(signum: int) -> str:

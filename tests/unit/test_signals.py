@@ -1,0 +1,78 @@
+"""Signals during up/swap: a signal inside a Docker call that the engine finishes anyway is held until the
+call returns, so the container it created is known and removed (it once leaked from the swap soak)."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from servectl.adapters.state import History
+from servectl.errors import UpInterrupted
+from servectl.plan.resolve import resolve
+from servectl.service import runtime
+from servectl.service.signals import Interrupt, SignalGuard, critical
+from servectl.standin.process import free_port
+from servectl.testing.docker import FakeDockerEngine, sglang_like_script, write_test_profile
+from servectl.testing.fakes import FakeGpuInventory, FakeHostProbe, fake_model_dir
+
+
+def test_a_signal_inside_a_critical_call_is_raised_once_the_call_returned() -> None:
+    steps: list[str] = []
+    with SignalGuard(True) as guard, pytest.raises(Interrupt) as caught:
+        with critical():
+            os.kill(os.getpid(), signal.SIGINT)
+            steps.append("after the signal, still inside")  # the handler ran, and held it
+        steps.append("after the block")  # not reached: raised on leaving the block
+    assert steps == ["after the signal, still inside"]
+    assert caught.value.signum == signal.SIGINT and guard.received == [signal.SIGINT]
+
+
+def test_outside_a_guard_or_once_settled_a_critical_block_raises_nothing() -> None:
+    with critical():
+        pass
+    with SignalGuard(True) as guard:
+        guard.mode = "defer"
+        with critical():
+            os.kill(os.getpid(), signal.SIGTERM)
+    assert guard.received == [signal.SIGTERM]
+
+
+class SignalledEngine(FakeDockerEngine):
+    """The engine creates and starts the container; SIGINT arrives before its id reaches servectl."""
+
+    def create_and_start(self, spec: Any, *, environ: Any = None) -> str:
+        cid = super().create_and_start(spec, environ=environ)
+        os.kill(os.getpid(), signal.SIGINT)
+        return cid
+
+
+def test_sigint_while_docker_creates_the_container_removes_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder, home = tmp_path / "profiles", tmp_path / "home"
+    folder.mkdir()
+    monkeypatch.setenv("SERVECTL_HOME", str(home))
+    monkeypatch.setenv("SERVECTL_PROFILES", str(folder))
+    write_test_profile(folder, "a", port=free_port())
+    engine = SignalledEngine(
+        images={"servectl-standin:latest"}, script_for=lambda s: sglang_like_script(0.1), sleep=lambda s: None
+    )
+    model = resolve("a").plan.docker.mounts[0].source
+    host = FakeHostProbe(models={model: fake_model_dir(model, weights_bytes=10**6, weight_files=1)})
+    with httpx.Client(transport=engine.http_transport()) as http, pytest.raises(UpInterrupted):
+        runtime.up(
+            name="a",
+            docker=engine,
+            http=http,
+            gpus=FakeGpuInventory.scenario("two_free_sm120"),
+            host=host,
+            environ={"HOME": str(tmp_path), "SERVECTL_HOME": str(home)},
+            state_dir=home,
+            lock_timeout_s=1,
+        )
+    assert [call for call, _ in engine.calls].count("create_and_start") == 1
+    assert engine.containers == {}, "the container created during the signal was left behind"
+    assert not any(e.get("event") == "up" for e in History(home).events())
