@@ -103,8 +103,10 @@ def _problems(error: ServectlError | None) -> list[dict[str, Any]]:
     ]
 
 
-def validations(names: list[str] | None) -> list[Validation]:
+def validations(names: list[str] | None, *, with_warnings: bool = True) -> list[Validation]:
     """Validate the named profiles (all runnable ones when None), each file read once; never raises for one.
+
+    ``with_warnings``: also run the warning rules on each valid profile (what SGLang would change silently).
 
     With no names, templates are not errors: they are reported as :class:`ProfileTemplate` values of the
     result and the caller shows them as such (a fresh install ships one, to be filled in by ``servectl adopt``).
@@ -131,13 +133,14 @@ def validations(names: list[str] | None) -> list[Validation]:
         except ServectlError as err:  # any broken file affects only its own result
             results.append(Validation(name, error=err))
             continue
-        results.append(Validation(name, loaded=loaded, warnings=tuple(profile_warnings(loaded))))
+        warnings = tuple(profile_warnings(loaded)) if with_warnings else ()
+        results.append(Validation(name, loaded=loaded, warnings=warnings))
     return results
 
 
 def validate_profiles(names: list[str] | None) -> dict[str, ServectlError | None]:
-    """:func:`validations` as name -> error or None."""
-    return {v.name: v.error for v in validations(names)}
+    """:func:`validations` as name -> error or None (no warnings)."""
+    return {v.name: v.error for v in validations(names, with_warnings=False)}
 
 
 def catalog_named(name: str) -> FlagCatalog:
