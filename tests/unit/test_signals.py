@@ -76,3 +76,33 @@ def test_sigint_while_docker_creates_the_container_removes_it(tmp_path: Path, mo
     assert [call for call, _ in engine.calls].count("create_and_start") == 1
     assert engine.containers == {}, "the container created during the signal was left behind"
     assert not any(e.get("event") == "up" for e in History(home).events())
+
+
+LATE = """
+import os, signal, sys, time
+from servectl.service.signals import SignalGuard, note_late_signals
+if sys.argv[1] == "cli":
+    note_late_signals()
+with SignalGuard(True):
+    pass  # the transaction settled
+os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while the outcome is being reported
+time.sleep(0.05)
+print("reported")
+"""
+
+
+@pytest.mark.parametrize("mode", ["cli", "library"])
+def test_in_the_cli_a_signal_after_the_outcome_is_settled_is_noted_not_fatal(mode: str) -> None:
+    """The swap soak saw a finished swap die of a late SIGINT (exit -2) while printing its result."""
+    import subprocess
+    import sys
+
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    done = subprocess.run(
+        [sys.executable, "-c", LATE, mode], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": src}
+    )
+    if mode == "cli":
+        assert (done.returncode, done.stdout) == (0, "reported\n")
+        assert done.stderr == "note: SIGINT arrived after the outcome was settled; ignored\n"
+    else:  # a library user's process keeps its own handler (Python's: KeyboardInterrupt)
+        assert done.returncode != 0 and "KeyboardInterrupt" in done.stderr

@@ -120,6 +120,9 @@ def main() -> None:
     # servectl's models use no pydantic plugins; discovering them scans every installed distribution's
     # entry points (~40 ms on a full site-packages). An explicit user setting wins.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    from servectl.service.signals import note_late_signals
+
+    note_late_signals()  # once up/swap settled, a late Ctrl-C must not cut the report of what happened
     _register_commands()
     try:
         app()  # standalone: typer/click handle --help, usage errors and Ctrl-C, then exit

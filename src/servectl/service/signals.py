@@ -7,6 +7,7 @@ once the outcome is settled, signals are only noted.
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -54,8 +55,10 @@ class SignalGuard:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        # In the CLI the outcome is settled now and the process only reports it: a late signal is noted.
+        late = _STATE.note_late and self._outer is None
         for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
+            signal.signal(signum, _note_late if late else handler)
         if self._previous:
             _STATE.guard = self._outer
         self._previous.clear()
@@ -80,15 +83,29 @@ class SignalGuard:
 
 
 class _GuardState:
-    """The guard in force (main thread) and the critical sections open in it."""
+    """The guard in force (main thread), the critical sections open in it, and the CLI's late-signal mode."""
 
     def __init__(self) -> None:
         self.guard: SignalGuard | None = None
         self.depth = 0
         self.held: int | None = None
+        self.note_late = False
+        self.late: list[int] = []
 
 
 _STATE = _GuardState()
+
+
+def note_late_signals() -> None:
+    """For a process that exits once its transaction is over (the CLI): after the outermost guard, a
+    SIGINT/SIGTERM/SIGHUP is noted and said, instead of killing the process while it reports an outcome that
+    is already settled (a swap that finished must not look interrupted)."""
+    _STATE.note_late = True
+
+
+def _note_late(signum: int, frame: FrameType | None) -> None:
+    _STATE.late.append(signum)
+    sys.stderr.write(f"note: {signal_name(signum)} arrived after the outcome was settled; ignored\n")
 
 
 @contextmanager
