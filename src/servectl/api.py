@@ -81,6 +81,7 @@ def run_preflight(*, name: str, force: Iterable[str] = ()) -> PreflightReport:
     from servectl.errors import EngineUnavailable
     from servectl.plan.resolve import resolve
     from servectl.preflight.checks import validate_skip
+    from servectl.preflight.model import StartContext
     from servectl.preflight.request import measure_start
     from servectl.service.services import running_refs
     from servectl.service.services import services as list_services
@@ -92,7 +93,7 @@ def run_preflight(*, name: str, force: Iterable[str] = ()) -> PreflightReport:
         running = list_services(docker=docker, probe=False, plan_hash_of=None)
     except EngineUnavailable:
         running = []  # docker.engine reports it
-    return measure_start(resolved, docker=docker, services=running_refs(running), skip=skip)
+    return measure_start(resolved, docker=docker, context=StartContext(services=running_refs(running)), skip=skip)
 
 
 def up(

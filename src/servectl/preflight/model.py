@@ -61,6 +61,17 @@ class ServiceRef:
 
 
 @dataclass(frozen=True)
+class StartContext:
+    """What surrounds a start, as data: the servectl service it replaces, whether the declared conflicts are
+    stopped first, the servectl services running now, and containers that are the profile's own."""
+
+    replacing: Replacing | None = None
+    stop_conflicts: bool = False
+    services: tuple[ServiceRef, ...] = ()
+    own_container_ids: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
 class ConflictRef:
     """A service the profile declares as a conflict: a compose file (optionally one service of it), or a
     container name."""

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from servectl.adapters.conflicts import conflict_key
 from servectl.paths import state_dir as default_state_dir
 from servectl.plan.resolve import Resolved
-from servectl.preflight.model import ConflictRef, PreflightReport, PreflightRequest, Replacing, ServiceRef
+from servectl.preflight.model import ConflictRef, PreflightReport, PreflightRequest, StartContext
 
 if TYPE_CHECKING:
     from servectl.adapters.docker import DockerEngine
@@ -36,15 +36,12 @@ def parse_size_bytes(text: str | None) -> int | None:
     return int(match.group(1)) * _UNITS[match.group(2).lower()]
 
 
-def request_for(
-    resolved: Resolved,
-    *,
-    replacing: Replacing | None = None,
-    stop_conflicts: bool = False,
-    services: Iterable[ServiceRef] = (),
-    own_container_ids: Iterable[str] = (),
-) -> PreflightRequest:
-    """The preflight request of a resolved profile (pure); ``services`` are the servectl services running now."""
+ALONE = StartContext()
+"""A start that replaces nothing, stops no conflicts and knows of no other service."""
+
+
+def request_for(resolved: Resolved, context: StartContext = ALONE) -> PreflightRequest:
+    """The preflight request of a resolved profile in its context (pure)."""
     p, plan = resolved.loaded.profile, resolved.plan
     model_mount = plan.docker.mounts[0]
     conflicts = tuple(ConflictRef(*conflict_key(c)) for c in p.conflicts)
@@ -75,11 +72,11 @@ def request_for(
         shm_size_bytes=parse_size_bytes(plan.docker.shm_size),
         cache_paths=tuple(m.source for m in plan.docker.mounts[1:] if not m.read_only),
         conflicts=conflicts,
-        stop_conflicts=stop_conflicts,
-        replacing=replacing,
+        stop_conflicts=context.stop_conflicts,
+        replacing=context.replacing,
         container_name=plan.docker.name,
-        services=tuple(services),
-        own_container_ids=frozenset(own_container_ids),
+        services=context.services,
+        own_container_ids=context.own_container_ids,
         engine_argv=plan.engine_argv,
         entrypoint=tuple(p.image.entrypoint),
         image_built_here=p.image.build == "standin",
@@ -92,10 +89,7 @@ def measure_start(
     docker: DockerEngine,
     gpus: GpuInventory | None = None,
     host: HostProbe | None = None,
-    replacing: Replacing | None = None,
-    stop_conflicts: bool = False,
-    services: Iterable[ServiceRef] = (),
-    own_container_ids: Iterable[str] = (),
+    context: StartContext = ALONE,
     skip: Iterable[str] = frozenset(),
 ) -> PreflightReport:
     """Every preflight check for ``resolved`` on this host, measured once; raises nothing for a failed check.
@@ -106,21 +100,14 @@ def measure_start(
         gpus: the command's GPU inventory; ``None`` opens NVML for this call (a missing driver is reported by
             ``gpu.present``).
         host: the host probe; default psutil.
-        replacing: the servectl service about to be stopped (its cards, pids and port count as free).
-        stop_conflicts: the profile's declared conflicts are about to be stopped.
-        services: the servectl services running now (none may hold the port, a card or the container name).
-        own_container_ids: containers that are the profile's own (an adopted profile's), never in the way.
+        context: the service being replaced (its cards, pids and port count as free), whether the declared
+            conflicts are stopped first, the servectl services running now (none may hold the port, a card
+            or the container name) and containers that are the profile's own.
         skip: check ids forced to ``skipped``.
     """
     from servectl.preflight.run import run_preflight
 
-    request = request_for(
-        resolved,
-        replacing=replacing,
-        stop_conflicts=stop_conflicts,
-        services=services,
-        own_container_ids=own_container_ids,
-    )
+    request = request_for(resolved, context)
     if host is None:
         from servectl.adapters.host import PsutilHostProbe
 
@@ -139,10 +126,7 @@ def check_start(
     docker: DockerEngine,
     gpus: GpuInventory | None = None,
     host: HostProbe | None = None,
-    replacing: Replacing | None = None,
-    stop_conflicts: bool = False,
-    services: Iterable[ServiceRef] = (),
-    own_container_ids: Iterable[str] = (),
+    context: StartContext = ALONE,
     skip: Iterable[str] = frozenset(),
     state_dir: Path | None = None,
     on_report: Callable[[PreflightReport], None] | None = None,
@@ -150,9 +134,9 @@ def check_start(
     """May ``resolved`` start here, now? The one answer ``up``, ``swap`` and ``rollback-check`` use.
 
     Runs :func:`measure_start` (the service being replaced, the services running now and the declared
-    conflicts come in as data), hands
-    the report to ``on_report``, records checks skipped with ``--force`` in the history and raises when a
-    check failed. The image must already be on the host (commands call ``ensure_image`` first, once).
+    conflicts come in as data: ``context``), hands the report to ``on_report``, records checks skipped with
+    ``--force`` in the history and raises when a check failed. The image must already be on the host
+    (commands call ``ensure_image`` first, once).
 
     Raises:
         ServiceConflict: another service holds the container name, the port or a card (``services``,
@@ -163,17 +147,7 @@ def check_start(
     from servectl.adapters.state import History
     from servectl.preflight.run import raise_if_failed
 
-    report = measure_start(
-        resolved,
-        docker=docker,
-        gpus=gpus,
-        host=host,
-        replacing=replacing,
-        stop_conflicts=stop_conflicts,
-        services=services,
-        own_container_ids=own_container_ids,
-        skip=skip,
-    )
+    report = measure_start(resolved, docker=docker, gpus=gpus, host=host, context=context, skip=skip)
     if on_report is not None:
         on_report(report)
     forced = {c.id: c.facts.get("result_without_force") for c in report.checks if c.forced}

@@ -38,6 +38,7 @@ from servectl.errors import (
 )
 from servectl.paths import state_dir as default_state_dir
 from servectl.preflight.checks import validate_skip
+from servectl.preflight.model import StartContext
 from servectl.preflight.request import check_start
 from servectl.service.health import GateResult, Progress, wait_until_serving
 from servectl.service.host_files import discard_key_file, read_api_key, remove_key_file, write_plan_files
@@ -353,7 +354,7 @@ def up(
             docker=docker,
             gpus=gpus,
             host=host,
-            services=running_refs(current),  # none may hold the port or a card (the ``services`` check)
+            context=StartContext(services=running_refs(current)),  # none may hold the port or a card
             skip=skip,
             state_dir=state,
             on_report=on_report,

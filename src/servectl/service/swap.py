@@ -975,6 +975,7 @@ def profile_preflight(
         gpus: GpuInventory | None,
         running: Sequence[ServiceInfo] = (),
     ) -> None:
+        from servectl.preflight.model import StartContext
         from servectl.preflight.request import check_start
 
         check_start(
@@ -982,10 +983,12 @@ def profile_preflight(
             docker=docker,
             gpus=gpus,
             host=host,
-            replacing=None if replacing is None else replacing_of(replacing, docker),
-            stop_conflicts=True,
-            services=running_refs(running),
-            own_container_ids=_adopted_own(resolved, docker),
+            context=StartContext(
+                replacing=None if replacing is None else replacing_of(replacing, docker),
+                stop_conflicts=True,
+                services=running_refs(running),
+                own_container_ids=_adopted_own(resolved, docker),
+            ),
             skip=skip,
             state_dir=state_dir,
             on_report=on_report,
