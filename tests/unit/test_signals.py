@@ -80,7 +80,7 @@ def test_sigint_while_docker_creates_the_container_removes_it(tmp_path: Path, mo
 
 LATE = """
 import os, signal, sys, time
-from servectl.service.signals import SignalGuard, note_late_signals
+from servectl.service.signals import SignalGuard, ignore_late_signals_at_exit, note_late_signals
 if sys.argv[1] == "cli":
     note_late_signals()
 with SignalGuard(True):
@@ -88,6 +88,8 @@ with SignalGuard(True):
 os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while the outcome is being reported
 time.sleep(0.05)
 print("reported")
+ignore_late_signals_at_exit()  # what the CLI's main does last: Python's finalization keeps SIG_IGN
+print(signal.getsignal(signal.SIGINT) == signal.SIG_IGN)
 """
 
 
@@ -102,7 +104,7 @@ def test_in_the_cli_a_signal_after_the_outcome_is_settled_is_noted_not_fatal(mod
         [sys.executable, "-c", LATE, mode], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": src}
     )
     if mode == "cli":
-        assert (done.returncode, done.stdout) == (0, "reported\n")
+        assert (done.returncode, done.stdout) == (0, "reported\nTrue\n")
         assert done.stderr == "note: SIGINT arrived after the outcome was settled; ignored\n"
     else:  # a library user's process keeps its own handler (Python's: KeyboardInterrupt)
         assert done.returncode != 0 and "KeyboardInterrupt" in done.stderr

@@ -120,7 +120,7 @@ def main() -> None:
     # servectl's models use no pydantic plugins; discovering them scans every installed distribution's
     # entry points (~40 ms on a full site-packages). An explicit user setting wins.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
-    from servectl.service.signals import note_late_signals
+    from servectl.service.signals import ignore_late_signals_at_exit, note_late_signals
 
     note_late_signals()  # once up/swap settled, a late Ctrl-C must not cut the report of what happened
     _register_commands()
@@ -130,3 +130,5 @@ def main() -> None:
         for line in err.lines():
             err_console_print(f"error: {line}")
         sys.exit(err.exit_code)
+    finally:
+        ignore_late_signals_at_exit()

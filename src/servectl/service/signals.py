@@ -103,6 +103,18 @@ def note_late_signals() -> None:
     _STATE.note_late = True
 
 
+def ignore_late_signals_at_exit() -> None:
+    """Where a settled transaction left late signals noted: ignore them for the rest of the process.
+
+    While Python finalizes, it gives signals with a Python handler back their default action, so a Ctrl-C in
+    the last milliseconds would still kill a process whose outcome is settled (exit -2); an ignored signal
+    stays ignored.
+    """
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(signum) is _note_late:
+            signal.signal(signum, signal.SIG_IGN)
+
+
 def _note_late(signum: int, frame: FrameType | None) -> None:
     _STATE.late.append(signum)
     sys.stderr.write(f"note: {signal_name(signum)} arrived after the outcome was settled; ignored\n")
