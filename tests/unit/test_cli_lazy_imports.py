@@ -102,3 +102,23 @@ def test_dry_run_skips_typers_pydantic_coercion_but_bad_values_still_fail(tmp_pa
             [sys.executable, "-m", "servectl", *args], capture_output=True, text=True, env=env, timeout=60
         )
         assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+
+
+def test_a_typer_without_the_descriptor_keeps_its_own_coercion(monkeypatch: pytest.MonkeyPatch) -> None:
+    """typer 0.27 (found on the GPU machine) has no ``type_descriptor``: the speed-up steps aside."""
+    from types import SimpleNamespace
+
+    from typer.core import TyperOption
+
+    import servectl.cli.app  # noqa: F401  (applies the patch)
+
+    seen: list[object] = []
+
+    def typers_own(self: object, ctx: object, value: object) -> object:
+        seen.append(value)
+        return f"coerced {value}"
+
+    monkeypatch.setattr(TyperOption.process_value, "__defaults__", (typers_own,))
+    older = SimpleNamespace(is_bool_flag=False)  # an option object of a typer without type_descriptor
+    assert TyperOption.process_value(older, None, "7") == "coerced 7"  # type: ignore[arg-type]
+    assert seen == ["7"]

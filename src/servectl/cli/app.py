@@ -37,9 +37,15 @@ def _plain_values_skip_coercion() -> None:
     becomes ``()`` for a repeated option, a missing required value is an error, the callback runs - and
     everything typed in that needs converting (ints, floats, paths, choices, lists) keeps typer's coercion
     and its error messages.
+
+    Other typer versions lack the internals this relies on (typer 0.27 has no ``type_descriptor``; older ones
+    no ``typer._click``): there, typer's own path runs unchanged (slower, same results).
     """
-    from typer._click.exceptions import MissingParameter
-    from typer.core import TyperArgument, TyperOption
+    try:
+        from typer._click.exceptions import MissingParameter
+        from typer.core import TyperArgument, TyperOption
+    except ImportError:
+        return
 
     for cls in (TyperArgument, TyperOption):
         coerce_and_process = cls.process_value
@@ -47,7 +53,9 @@ def _plain_values_skip_coercion() -> None:
         def process_value(self: Any, ctx: Any, value: Any, _typer: Any = coerce_and_process) -> Any:
             if value is None and getattr(self, "is_bool_flag", False):
                 value = False  # an unset flag is off (typer skips coercion for a bool)
-            descriptor = self.type_descriptor
+            descriptor = getattr(self, "type_descriptor", None)
+            if descriptor is None:  # a typer without the descriptor: its own coercion
+                return _typer(self, ctx, value)
             is_plain_str = isinstance(value, str) and descriptor.annotation in (str, str | None)
             is_typed_default = type(value) in (int, float) and descriptor.annotation is type(value)  # not typed in
             if (value is None or is_plain_str or is_typed_default) and not descriptor.is_choice:
