@@ -108,3 +108,33 @@ def test_in_the_cli_a_signal_after_the_outcome_is_settled_is_noted_not_fatal(mod
         assert done.stderr == "note: SIGINT arrived after the outcome was settled; ignored\n"
     else:  # a library user's process keeps its own handler (Python's: KeyboardInterrupt)
         assert done.returncode != 0 and "KeyboardInterrupt" in done.stderr
+
+
+def test_a_ctrl_c_wrapped_by_python_is_exit_130_and_one_line_not_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The soak's SIGINT landed while pydantic built a model class: Python wraps it in a RuntimeError."""
+    from servectl.cli import app as cli
+    from servectl.service import signals
+
+    monkeypatch.setattr(signals._STATE, "note_late", False)  # main() turns it on for the process; undo after
+    monkeypatch.setattr(cli, "_register_commands", lambda: None)
+
+    def building_a_class() -> None:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as ctrl_c:
+            raise RuntimeError("Error calling __set_name__ on 'PydanticDescriptorProxy' instance") from ctrl_c
+
+    monkeypatch.setattr(cli, "app", building_a_class)
+    with pytest.raises(SystemExit) as done:
+        cli.main()
+    assert done.value.code == 130
+    assert capsys.readouterr().err == "error: interrupted (Ctrl-C)\n"
+
+    def a_bug() -> None:
+        raise RuntimeError("a bug of servectl's own")
+
+    monkeypatch.setattr(cli, "app", a_bug)
+    with pytest.raises(RuntimeError, match="a bug"):  # anything else still surfaces as it is
+        cli.main()

@@ -138,5 +138,22 @@ def main() -> None:
         for line in err.lines():
             err_console_print(f"error: {line}")
         sys.exit(err.exit_code)
+    except Exception as err:
+        # Ctrl-C while Python builds a class arrives wrapped (RuntimeError from __set_name__): still a Ctrl-C
+        if not _caused_by_interrupt(err):
+            raise
+        err_console_print("error: interrupted (Ctrl-C)")
+        sys.exit(130)
     finally:
         ignore_late_signals_at_exit()
+
+
+def _caused_by_interrupt(err: BaseException) -> bool:
+    seen: set[int] = set()
+    cause: BaseException | None = err
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
