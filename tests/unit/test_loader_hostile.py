@@ -7,6 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from servectl.errors import ProfileError
 from servectl.plan.inventory import list_profiles, validate_profiles
@@ -187,3 +189,48 @@ def test_broken_files_affect_only_their_own_rows(
     rows = {r.name: r for r in list_profiles()}
     assert rows["good"].error is None and rows["good"].port == 8180
     assert all(rows[n].error for n in ("bomb", "bin", "deep"))
+
+
+@pytest.mark.parametrize(
+    ("text", "deepest"),
+    [
+        ("a: 1\n", 1),
+        ("a:\n  b:\n    c: 1\n", 3),
+        ("a:\n- b:\n  - c: 1\n", 4),
+        ("a: [[[1]]]\n", 4),
+        ("- - - - 1\n", 4),
+        ("a: {b: {c: [1, {d: 2}]}}\n", 5),
+    ],
+)
+def test_the_text_bound_on_nesting_is_never_below_the_real_depth(text: str, deepest: int) -> None:
+    """The loader skips its event pass when this bound is at most 64; it must never undercount."""
+    assert loader._nesting_bound(text) >= deepest
+
+
+def _depth(value: object) -> int:
+    if isinstance(value, dict):
+        return 1 + max((_depth(v) for v in value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max((_depth(v) for v in value), default=0)
+    return 0
+
+
+_NESTED = st.recursive(
+    st.integers(0, 9) | st.text("ab", max_size=2),
+    lambda inner: (
+        st.lists(inner, min_size=1, max_size=3)
+        | st.dictionaries(st.text("kxyz", min_size=1, max_size=3), inner, min_size=1, max_size=3)
+    ),
+    max_leaves=30,
+)
+
+
+@given(
+    value=st.dictionaries(st.sampled_from(["a", "b"]), _NESTED, min_size=1), flow=st.sampled_from([None, True, False])
+)
+@settings(max_examples=300, deadline=None)
+def test_the_bound_holds_for_any_document_pyyaml_writes(value: dict[str, object], flow: bool | None) -> None:
+    import yaml
+
+    text = yaml.safe_dump(value, default_flow_style=flow, indent=2)
+    assert loader._nesting_bound(text) >= _depth(value), text

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -257,7 +258,9 @@ def read_yaml(path: Path) -> tuple[dict[str, Any], dict[PathKey, Location]]:
         line = raw[: e.start].count(b"\n") + 1
         raise fail(f"not UTF-8 text (byte {e.start}); a profile is a YAML text file", line) from None
     try:
-        has_aliases = _check_nesting(text, shown)
+        # Only a text that could nest too deep pays for a pass over its events (a tenth of the read)
+        deep = _nesting_bound(text) > MAX_YAML_DEPTH
+        has_aliases = _check_nesting(text, shown) if deep else "*" in text
         in_budget()
         loader = _YamlLoader(text)
     except yaml.MarkedYAMLError as e:
@@ -295,6 +298,19 @@ def read_yaml(path: Path) -> tuple[dict[str, Any], dict[PathKey, Location]]:
     if problems:
         raise ProfileError(problems)
     return data, locations
+
+
+_LINE_PREFIX = re.compile(r"^[ ?:-]*", re.MULTILINE)
+
+
+def _nesting_bound(text: str) -> int:
+    """An upper bound on the nesting depth, from the text alone.
+
+    A block collection nested one level deeper starts one column further right (its indentation, or the
+    ``- ``/``? `` before it on the line), and a flow collection needs its own ``[`` or ``{``.
+    """
+    prefix = max(map(len, _LINE_PREFIX.findall(text)), default=0)
+    return prefix + text.count("[") + text.count("{") + 1
 
 
 def _check_nesting(text: str, shown: str) -> bool:
