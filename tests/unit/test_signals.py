@@ -15,7 +15,7 @@ from servectl.adapters.state import History
 from servectl.errors import UpInterrupted
 from servectl.plan.resolve import resolve
 from servectl.service import runtime
-from servectl.service.signals import Interrupt, SignalGuard, critical
+from servectl.signals import Interrupt, SignalGuard, critical
 from servectl.standin.process import free_port
 from servectl.testing.docker import FakeDockerEngine, sglang_like_script, write_test_profile
 from servectl.testing.fakes import FakeGpuInventory, FakeHostProbe, fake_model_dir
@@ -80,7 +80,7 @@ def test_sigint_while_docker_creates_the_container_removes_it(tmp_path: Path, mo
 
 LATE = """
 import os, signal, sys, time
-from servectl.service.signals import SignalGuard, ignore_late_signals_at_exit, note_late_signals
+from servectl.signals import SignalGuard, ignore_late_signals_at_exit, note_late_signals
 if sys.argv[1] == "cli":
     note_late_signals()
 with SignalGuard(True):
@@ -114,8 +114,8 @@ def test_a_ctrl_c_wrapped_by_python_is_exit_130_and_one_line_not_a_traceback(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The soak's SIGINT landed while pydantic built a model class: Python wraps it in a RuntimeError."""
+    from servectl import signals
     from servectl.cli import app as cli
-    from servectl.service import signals
 
     monkeypatch.setattr(signals._STATE, "note_late", False)  # main() turns it on for the process; undo after
     monkeypatch.setattr(cli, "_register_commands", lambda: None)
@@ -138,3 +138,22 @@ def test_a_ctrl_c_wrapped_by_python_is_exit_130_and_one_line_not_a_traceback(
     monkeypatch.setattr(cli, "app", a_bug)
     with pytest.raises(RuntimeError, match="a bug"):  # anything else still surfaces as it is
         cli.main()
+
+
+def test_sigint_while_the_engine_creates_a_throwaway_container_still_removes_it() -> None:
+    """engine.parse's container (preflight): the create returns, then the held signal is raised, then removed."""
+    from types import SimpleNamespace
+
+    from servectl.adapters.docker import DockerSdkEngine
+
+    removed: list[bool] = []
+    made = SimpleNamespace(remove=lambda force: removed.append(force))
+
+    def create(*args: Any, **kwargs: Any) -> object:
+        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while the engine makes the container
+        return made
+
+    engine = DockerSdkEngine(client=SimpleNamespace(containers=SimpleNamespace(create=create)))
+    with SignalGuard(True), pytest.raises(Interrupt):
+        engine.run_oneshot("img", ["python3", "-c", "pass"], timeout_s=5)
+    assert removed == [True]

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from servectl.errors import EngineUnavailable, PreflightFailed, ServectlError, ServiceConflict, StartupFailed
 from servectl.plan.labels import LABEL_MANAGED, LABEL_PROFILE
+from servectl.signals import critical
 
 if TYPE_CHECKING:
     from servectl.plan.compile import DockerRunSpec
@@ -819,39 +820,49 @@ class DockerSdkEngine:
     ) -> OneShotResult:
         docker = _sdk()
         started = time.perf_counter()
+        box: list[Any] = []  # the container, once the engine made it (a signal meanwhile is held until then)
         with _sdk_errors(f"run a throwaway container of {image}"):
             try:
-                container = self.client.containers.create(
-                    image,
-                    command=command,
-                    entrypoint=[],
-                    network_mode="none",
-                    read_only=True,
-                    tmpfs={"/tmp": "rw,size=64m"},
-                    cap_drop=["ALL"],
-                    security_opt=["no-new-privileges"],
-                    environment={"CUDA_VISIBLE_DEVICES": "", "HF_HUB_OFFLINE": "1", "PYTHONDONTWRITEBYTECODE": "1"},
-                    labels={LABEL_ONESHOT: "1", **(labels or {})},
-                    detach=True,
-                )
+                with critical():  # interrupted halfway, the engine would still make a container we never remove
+                    box.append(self._create_oneshot(image, command, labels))
+                return self._run_created(box[0], timeout_s=timeout_s, started=started)
             except docker.errors.ImageNotFound as e:
                 raise PreflightFailed(f"image {image} is not on this host: docker pull {image}") from e
-            try:
-                try:
-                    container.start()
-                except docker.errors.APIError as e:  # the command's executable is not in the image
-                    return OneShotResult(None, "", "", time.perf_counter() - started, not_found=_explanation(e))
-                timed_out = False
-                try:
-                    status = container.wait(timeout=timeout_s)
-                    exit_code: int | None = int(status.get("StatusCode", -1))
-                except Exception:  # requests' read timeout: the time limit passed
-                    timed_out, exit_code = True, None
-                    with contextlib.suppress(docker.errors.APIError):
-                        container.kill()
-                stdout = container.logs(stdout=True, stderr=False).decode("utf-8", "replace")
-                stderr = container.logs(stdout=False, stderr=True).decode("utf-8", "replace")
             finally:
-                with contextlib.suppress(docker.errors.APIError):
-                    container.remove(force=True)
+                for container in box:
+                    with contextlib.suppress(docker.errors.APIError):
+                        container.remove(force=True)
+
+    def _create_oneshot(self, image: str, command: list[str], labels: Mapping[str, str] | None) -> Any:
+        return self.client.containers.create(
+            image,
+            command=command,
+            entrypoint=[],
+            network_mode="none",
+            read_only=True,
+            tmpfs={"/tmp": "rw,size=64m"},
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            environment={"CUDA_VISIBLE_DEVICES": "", "HF_HUB_OFFLINE": "1", "PYTHONDONTWRITEBYTECODE": "1"},
+            labels={LABEL_ONESHOT: "1", **(labels or {})},
+            detach=True,
+        )
+
+    @staticmethod
+    def _run_created(container: Any, *, timeout_s: float, started: float) -> OneShotResult:
+        docker = _sdk()
+        try:
+            container.start()
+        except docker.errors.APIError as e:  # the command's executable is not in the image
+            return OneShotResult(None, "", "", time.perf_counter() - started, not_found=_explanation(e))
+        timed_out = False
+        try:
+            status = container.wait(timeout=timeout_s)
+            exit_code: int | None = int(status.get("StatusCode", -1))
+        except Exception:  # requests' read timeout: the time limit passed
+            timed_out, exit_code = True, None
+            with contextlib.suppress(docker.errors.APIError):
+                container.kill()
+        stdout = container.logs(stdout=True, stderr=False).decode("utf-8", "replace")
+        stderr = container.logs(stdout=False, stderr=True).decode("utf-8", "replace")
         return OneShotResult(exit_code, stdout, stderr, time.perf_counter() - started, timed_out=timed_out)

@@ -128,7 +128,7 @@ def main() -> None:
     # servectl's models use no pydantic plugins; discovering them scans every installed distribution's
     # entry points (~40 ms on a full site-packages). An explicit user setting wins.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
-    from servectl.service.signals import ignore_late_signals_at_exit, note_late_signals
+    from servectl.signals import ignore_late_signals_at_exit, note_late_signals
 
     note_late_signals()  # once up/swap settled, a late Ctrl-C must not cut the report of what happened
     _register_commands()

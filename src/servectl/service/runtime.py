@@ -52,7 +52,7 @@ from servectl.service.services import (
     service_from_container,
     services,
 )
-from servectl.service.signals import Interrupt, SignalGuard, critical, signal_name
+from servectl.signals import Interrupt, SignalGuard, critical, signal_name
 
 if TYPE_CHECKING:
     import httpx

@@ -19,7 +19,7 @@ SIGINT/SIGTERM take an orderly path: before anything changed, servectl just stop
 service is being stopped, the target (if any) is removed and the previous service restored (exit 4,
 "interrupted"); a signal while restoring stops the waiting and leaves a journal
 (:func:`servectl.service.journal.read_journal`) that says what runs and what to run next. A signal after the
-target passed the gate does not undo the swap (:mod:`servectl.service.signals`). ``rollback`` and
+target passed the gate does not undo the swap (:mod:`servectl.signals`). ``rollback`` and
 ``rollback-check`` live in :mod:`servectl.service.rollback`.
 
 Side effects come in through small interfaces (:class:`ServiceRuntime`, by default
@@ -69,7 +69,7 @@ from servectl.service.journal import (
 )
 from servectl.service.runtime import CARDS_POLL_S, ServiceRuntime, StartResult, StopResult
 from servectl.service.services import ALIVE_STATES, ServiceInfo, running_refs
-from servectl.service.signals import Abandon, Interrupt, SignalGuard, signal_name
+from servectl.signals import Abandon, Interrupt, SignalGuard, signal_name
 
 if TYPE_CHECKING:
     from servectl.adapters.docker import DockerEngine

@@ -1,7 +1,9 @@
 """SIGINT/SIGTERM/SIGHUP during a swap or up: turned into exceptions so the transaction takes its orderly path.
 
 The first signal interrupts (:class:`Interrupt`); one while restoring stops the waiting (:class:`Abandon`);
-once the outcome is settled, signals are only noted.
+once the outcome is settled, signals are only noted. Inside :func:`critical` (a Docker call the engine finishes
+whether or not servectl waits: creating a container) a signal is held until the call returned. Standard
+library only, below every stage: the Docker adapter marks its critical calls, ``up`` and ``swap`` own the guard.
 """
 
 from __future__ import annotations
