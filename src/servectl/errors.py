@@ -16,7 +16,7 @@ Errors from the Docker SDK, NVML or the OS are wrapped ``from e`` so that the ca
     ├── StartupFailed               exit 3   the container did not pass the health gate; it was removed
     ├── EngineUnavailable           exit 1   the Docker engine (or NVML) cannot be reached
     │   └── GpuUnavailable          exit 1   NVML cannot be loaded or initialised (no driver, no library)
-    ├── ServiceConflict             exit 1   another service holds the GPUs, port or name; use ``swap``
+    ├── ServiceConflict             exit 1   another servectl service holds the GPUs, port or name; use ``swap``
     ├── LockTimeout                 exit 1   another servectl process is changing services
     ├── UnfinishedTransaction       exit 1   a killed swap/up left its journal: `servectl recover` settles it
     ├── StateDamaged                exit 1   a file in the state folder is damaged; the message names it

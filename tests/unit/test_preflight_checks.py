@@ -764,25 +764,28 @@ def test_the_replaced_service_and_the_profiles_own_service_do_not_count() -> Non
     assert elsewhere.check("services").result == "pass"
 
 
-def test_a_foreign_container_given_every_gpu_is_a_conflict_unless_it_is_a_declared_conflict_being_stopped() -> None:
+def test_a_foreign_container_given_every_gpu_is_left_to_gpu_exclusive_and_is_a_box_problem() -> None:
+    """services speaks for servectl's own services; a container servectl did not start is gpu.exclusive's."""
     trainer = container("trainer", OTHER_ID, gpu_request=GpuRequest(True, (), "device-request"))
-    assert trainer.device_ids == ("all",)
     report = preflight(request(conflicts=()), engine=docker(trainer))
-    check = report.check("services")
-    assert (check.result, check.message) == ("fail", "container trainer (not started by servectl) uses GPU 0, 1")
-    assert "stop it yourself (docker stop NAME), or list it under conflicts:" in check.fix
+    assert report.check("services").result == "pass"
+    exclusive = report.check("gpu.exclusive")
+    assert exclusive.result == "fail" and "container trainer" in exclusive.message and "idle" in exclusive.message
+    with pytest.raises(PreflightFailed) as err:
+        raise_if_failed(report)
+    assert not isinstance(err.value, ServiceConflict) and err.value.exit_code == 3
     declared = request(conflicts=(ConflictRef("container", "trainer"),), stop_conflicts=True)
-    assert preflight(declared, engine=docker(trainer)).check("services").result == "pass"
-    # declared but not stopped (a plain up): still in the way
-    kept = request(conflicts=(ConflictRef("container", "trainer"),), stop_conflicts=False)
-    assert preflight(kept, engine=docker(trainer)).check("services").result == "fail"
+    assert preflight(declared, engine=docker(trainer)).check("gpu.exclusive").result == "pass"
 
 
-def test_an_adopted_service_is_named_as_a_servectl_service_not_as_a_foreign_container() -> None:
+def test_an_adopted_service_is_named_as_a_servectl_service_by_the_services_check() -> None:
     adopted = container("exl3-by-hand", OTHER_ID, ports=(PublishedPort("0.0.0.0", 8180, 8000),))
     ref = exl3(container_name="exl3-by-hand", port=8180, gpus=())
-    check = preflight(request(services=(ref,), conflicts=()), engine=docker(adopted)).check("services")
-    assert check.message == "servectl service glm53-exl3 holds port 8180"
+    report = preflight(request(services=(ref,), conflicts=()), engine=docker(adopted))
+    assert report.check("services").message == "servectl service glm53-exl3 holds port 8180"
+    assert report.check("port.free").result == "fail"  # the measured view names the container too
+    with pytest.raises(ServiceConflict):
+        raise_if_failed(report)
 
 
 def test_container_name_refuses_a_foreign_container_and_a_running_service_but_not_the_replaced_one() -> None:
@@ -794,9 +797,16 @@ def test_container_name_refuses_a_foreign_container_and_a_running_service_but_no
     own_adopted = request(container_name=name, own_container_ids=frozenset({OTHER_ID}))
     assert preflight(own_adopted, engine=docker(foreign)).check("container.name").result == "pass"
 
+    with pytest.raises(PreflightFailed) as box:  # a container servectl did not start: fixed on the box, exit 3
+        raise_if_failed(preflight(request(container_name=name), engine=docker(foreign)))
+    assert not isinstance(box.value, ServiceConflict)
+
     other = container(name, OTHER_ID, labels=SERVECTL)
-    check = preflight(request(container_name=name, conflicts=()), engine=docker(other)).check("container.name")
+    taken = preflight(request(container_name=name, conflicts=()), engine=docker(other))
+    check = taken.check("container.name")
     assert (check.result, check.message) == ("fail", f"container {name} already runs profile glm53-exl3")
+    with pytest.raises(ServiceConflict):  # a servectl service: swap or down, exit 1
+        raise_if_failed(taken)
     replaced = request(container_name=name, conflicts=(), replacing=Replacing(container_id=OTHER_ID))
     assert preflight(replaced, engine=docker(other)).check("container.name").result == "pass"
 

@@ -137,21 +137,22 @@ def test_up_refuses_when_another_servectl_service_holds_the_gpus(env: Env) -> No
     assert [s.profile for s in env.services()] == ["a"]
 
 
-def test_foreign_container_on_the_port_is_a_conflict_and_is_left_alone(env: Env) -> None:
+def test_foreign_container_on_the_port_fails_preflight_and_is_left_alone(env: Env) -> None:
     port = env.profile("a")
     foreign = env.engine.add_foreign("someone-elses", ports=[port])
-    with pytest.raises(
-        ServiceConflict, match=f"container someone-elses \\(not started by servectl\\) publishes port {port}"
-    ):
+    # a box problem (exit 3), as `servectl preflight` reports it: servectl never stops what it did not start
+    with pytest.raises(PreflightFailed, match=f"preflight port.free: container someone-elses .* publishes .*:{port}"):
         env.up("a")
     assert env.engine.inspect(foreign) is not None and env.engine.inspect(foreign).running  # type: ignore[union-attr]
     assert env.created() == 0
 
 
-def test_foreign_container_on_a_gpu_is_a_conflict(env: Env) -> None:
+def test_foreign_container_on_a_gpu_fails_preflight(env: Env) -> None:
     env.profile("a", gpus={"devices": [0]})
     trainer = env.engine.add_foreign("trainer", device_ids=["all"])
-    with pytest.raises(ServiceConflict, match="container trainer \\(not started by servectl\\) uses GPU 0"):
+    with pytest.raises(
+        PreflightFailed, match=r"preflight gpu.exclusive: container trainer .* requests card\(s\) \[0\]"
+    ):
         env.up("a")
     assert env.engine.inspect(trainer) is not None and env.engine.inspect(trainer).running  # type: ignore[union-attr]
     assert env.created() == 0
@@ -160,7 +161,7 @@ def test_foreign_container_on_a_gpu_is_a_conflict(env: Env) -> None:
 def test_foreign_container_with_our_name_is_never_removed(env: Env) -> None:
     env.profile("a", container={"name": "taken-name"})
     foreign = env.engine.add_foreign("taken-name", running=False)
-    with pytest.raises(ServiceConflict, match="servectl did not start it"):
+    with pytest.raises(PreflightFailed, match=r"preflight container\.name: .*servectl did not start it"):
         env.up("a")
     assert env.engine.inspect(foreign) is not None
 

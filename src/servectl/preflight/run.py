@@ -10,7 +10,7 @@ from servectl.adapters.gpu import GpuInventory
 from servectl.adapters.host import HostProbe
 from servectl.errors import PreflightFailed, ServiceConflict
 from servectl.preflight.checks import run_checks, validate_skip
-from servectl.preflight.checks.services import CONFLICT_CHECKS
+from servectl.preflight.checks.services import SERVECTL_HOLDER
 from servectl.preflight.facts import gather_facts
 from servectl.preflight.model import PreflightReport, PreflightRequest
 
@@ -57,13 +57,13 @@ def raise_if_failed(report: PreflightReport) -> None:
     """Raise when a check failed; ``up`` and ``swap`` call this before starting anything.
 
     Raises:
-        ServiceConflict: another service holds the container name, the port or a card (exit 1: the fix is
-            ``swap`` or ``down``); every failed check is listed, one line each, the report attached.
+        ServiceConflict: another servectl service holds the container name, the port or a card (exit 1: the
+            fix is ``swap`` or ``down``); every failed check is listed, one line each, the report attached.
         PreflightFailed: any other check failed (exit 3).
     """
     if not report.failed:
         return
-    if any(c.result == "fail" for c in report.checks if c.id in CONFLICT_CHECKS):
+    if any(c.result == "fail" and c.facts.get(SERVECTL_HOLDER) for c in report.checks):
         raise ServiceConflict(report.failure_summary(), report=report)
     raise PreflightFailed(report.failure_summary(), report=report)
 

@@ -68,13 +68,12 @@ def check_port_free(request: PreflightRequest, facts: Facts) -> CheckResult:
     owners, problems = _owner_of_port(request, facts)
     out = {"host_address": request.host_address, "port": request.port, "owners": owners}
     if problems:
-        return make_result(
-            "port.free",
-            "fail",
-            "; ".join(problems),
-            "stop that service, or choose another port in the profile",
-            **out,
-        )
+        in_the_way = {o.get("container_id") for o in owners if o["disposition"] == "foreign"}
+        ours = sorted({c.servectl_profile for c in facts.containers if c.servectl_profile and c.short_id in in_the_way})
+        fix = "stop that service, or choose another port in the profile"
+        if ours:  # a servectl service publishes it: the services check says so too
+            fix = f"use servectl swap {request.profile_name} (or servectl down {ours[0]}), or choose another port"
+        return make_result("port.free", "fail", "; ".join(problems), fix, **out)
     if facts.engine is None and facts.engine_error:
         return make_result(
             "port.free",

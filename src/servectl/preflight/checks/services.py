@@ -1,11 +1,14 @@
-"""Checks of what else runs: the plan's container name is free, and no other service holds the port or a card.
+"""Checks of servectl's own services: the plan's container name is free, and no other servectl service holds
+the port or a card.
 
-Both were answered outside preflight before (``up`` raised on servectl services and foreign containers,
-``swap`` on the container name); they live here so that ``up``, ``swap``, ``rollback-check`` and
-``servectl preflight`` give the same answer. The servectl services running now come in as data
-(:attr:`~servectl.preflight.model.PreflightRequest.services`); containers servectl did not start come from the
-Docker facts. A failure of either check is a :class:`~servectl.errors.ServiceConflict` (exit 1), not a plain
-preflight failure: the fix is another command (``swap``, ``down``), not a change to the box.
+Both were answered outside preflight before (``up`` raised on other services, ``swap`` on the container
+name); they live here so that ``up``, ``swap``, ``rollback-check`` and ``servectl preflight`` give the same
+answer. The servectl services running now come in as data
+(:attr:`~servectl.preflight.model.PreflightRequest.services`, from their labels: a service on the host network
+publishes no port, but its label says which it holds). When a servectl service is in the way the failed
+result carries :data:`SERVECTL_HOLDER` and is raised as :class:`~servectl.errors.ServiceConflict` (exit 1):
+the fix is another servectl command (``swap``, ``down``). A container servectl did not start is a plain
+preflight failure (exit 3): the fix is on the box.
 """
 
 from __future__ import annotations
@@ -16,8 +19,8 @@ from servectl.preflight.checks.base import make_result
 from servectl.preflight.facts import Facts, conflict_matches
 from servectl.preflight.model import CheckResult, PreflightRequest
 
-CONFLICT_CHECKS = ("container.name", "services")
-"""Checks whose failure means another service is in the way (raised as ServiceConflict, exit 1)."""
+SERVECTL_HOLDER = "servectl_holder"
+"""The fact a failed check sets when what is in the way is a servectl service (raised as ServiceConflict)."""
 
 
 def _set_aside(request: PreflightRequest, container: ContainerState) -> bool:
@@ -49,12 +52,14 @@ def check_container_name(request: PreflightRequest, facts: Facts) -> CheckResult
                 container_id=c.short_id,
             )
         if c.running:
+            holder = c.labels.get(LABEL_PROFILE, "?")
             return make_result(
                 "container.name",
                 "fail",
-                f"container {name} already runs profile {c.labels.get(LABEL_PROFILE, '?')}",
+                f"container {name} already runs profile {holder}",
                 f"use servectl swap {request.profile_name}, or set another container.name in {where}",
                 container_id=c.short_id,
+                **{SERVECTL_HOLDER: holder},
             )
     left = [c.short_id for c in facts.named if c.managed and not c.running and not _set_aside(request, c)]
     if left:
@@ -65,24 +70,21 @@ def check_container_name(request: PreflightRequest, facts: Facts) -> CheckResult
 
 
 def check_services(request: PreflightRequest, facts: Facts) -> CheckResult:
-    """No other running service publishes the port or holds one of the cards."""
+    """No other servectl service holds the port or one of the cards (by what its labels declare).
+
+    The measured view of the same resources is ``port.free`` (listeners, published ports) and
+    ``gpu.exclusive`` (processes, GPU requests); those also name containers servectl did not start, whose fix
+    is on the box (stop them, or declare them as conflicts), so they stay preflight failures (exit 3).
+    """
     if facts.engine is None:
         return make_result("services", "unknown", "Docker unreachable, see docker.engine")
-    ours, holders = _servectl_holders(request)
-    theirs = _foreign_holders(request, facts)
-    out = {"servectl": ours, "foreign": theirs}
-    if not ours and not theirs:
-        return make_result("services", "pass", "no other service holds the port or the cards", **out)
-    fixes = []
-    if holders:
-        target = holders[0] if len(holders) == 1 else "..."
-        fixes.append(f"use servectl swap {request.profile_name} to replace it (or servectl down {target} first)")
-    if theirs:
-        fixes.append(
-            "servectl never stops containers it did not start: stop it yourself (docker stop NAME), "
-            "or list it under conflicts: and use servectl swap"
-        )
-    return make_result("services", "fail", "; ".join(ours + theirs), "; ".join(fixes), **out)
+    problems, holders = _servectl_holders(request)
+    out = {"holders": holders, "problems": problems}
+    if not problems:
+        return make_result("services", "pass", "no other servectl service holds the port or the cards", **out)
+    target = holders[0] if len(holders) == 1 else "..."
+    fix = f"use servectl swap {request.profile_name} to replace it (or servectl down {target} first)"
+    return make_result("services", "fail", "; ".join(problems), fix, **out, **{SERVECTL_HOLDER: ", ".join(holders)})
 
 
 def _servectl_holders(request: PreflightRequest) -> tuple[list[str], list[str]]:
@@ -107,19 +109,3 @@ def _servectl_holders(request: PreflightRequest) -> tuple[list[str], list[str]]:
             problems += found
             holders.append(svc.profile)
     return problems, sorted(set(holders))
-
-
-def _foreign_holders(request: PreflightRequest, facts: Facts) -> list[str]:
-    """Running containers servectl did not start that publish the port or were given one of the cards."""
-    known = {svc.container_id for svc in request.services}
-    devices = [str(i) for i in request.gpu_indices]
-    problems: list[str] = []
-    for c in facts.containers:
-        if c.managed or c.id in known or _set_aside(request, c):
-            continue
-        if any(p.host_port == request.port for p in c.ports):
-            problems.append(f"container {c.name} (not started by servectl) publishes port {request.port}")
-        held = devices if "all" in c.device_ids else sorted(set(devices) & set(c.device_ids))
-        if devices and held:
-            problems.append(f"container {c.name} (not started by servectl) uses GPU {', '.join(held)}")
-    return problems
