@@ -22,11 +22,11 @@ import contextlib
 import os
 import re
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 from servectl.errors import EngineUnavailable, PreflightFailed, ServectlError, ServiceConflict, StartupFailed
 from servectl.plan.labels import LABEL_MANAGED, LABEL_PROFILE
@@ -568,6 +568,20 @@ def _sdk_errors(action: str) -> Iterator[None]:
 _REASONS = ("No such file or directory", "Connection refused", "Permission denied", "timed out")
 
 
+T = TypeVar("T")
+
+
+def _or_none(action: str, call: Callable[[], T]) -> T | None:
+    """``call()`` with SDK errors wrapped (see :func:`_sdk_errors`); None when the engine has no such object."""
+    docker = _sdk()
+
+    with _sdk_errors(action):
+        try:
+            return call()
+        except docker.errors.NotFound:  # ImageNotFound included
+            return None
+
+
 def _unreachable(err: Exception) -> str:
     """One line: where the engine was expected, why it did not answer, and the fix."""
     where = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
@@ -725,14 +739,8 @@ class DockerSdkEngine:
         return self._inspect_all({"name": f"^/{name}$"}, all_states=True)
 
     def inspect(self, id_or_name: str) -> ContainerState | None:
-        docker = _sdk()
-
-        with _sdk_errors(f"inspect container {id_or_name}"):
-            try:
-                data = self.client.api.inspect_container(id_or_name)
-            except docker.errors.NotFound:
-                return None
-        return container_state_from_inspect(data, default_runtime=self._default_runtime())
+        data = _or_none(f"inspect container {id_or_name}", lambda: self.client.api.inspect_container(id_or_name))
+        return None if data is None else container_state_from_inspect(data, default_runtime=self._default_runtime())
 
     def logs(self, container_id: str, *, follow: bool, tail: int | None = None, since: float | None = None) -> LogLines:
         with _sdk_errors(f"logs of {container_id[:12]}"):
@@ -746,13 +754,8 @@ class DockerSdkEngine:
         return _SdkLogLines(stream)
 
     def stop(self, container_id: str, *, timeout_s: int) -> None:
-        docker = _sdk()
-
-        with _sdk_errors(f"stop container {container_id[:12]}"):
-            try:
-                self.client.api.stop(container_id, timeout=int(timeout_s))
-            except docker.errors.NotFound:
-                return
+        seconds = int(timeout_s)  # a container already gone counts as stopped
+        _or_none(f"stop container {container_id[:12]}", lambda: self.client.api.stop(container_id, timeout=seconds))
 
     def kill(self, container_id: str) -> None:
         docker = _sdk()
@@ -787,33 +790,16 @@ class DockerSdkEngine:
     # -- raw documents (``servectl adopt`` translates them with servectl.plan.adopt) ------------------------
     def container_document(self, id_or_name: str) -> dict[str, Any] | None:
         """``docker inspect`` of one container as the engine returns it; None when there is none."""
-        docker = _sdk()
-
-        with _sdk_errors(f"inspect container {id_or_name}"):
-            try:
-                return dict(self.client.api.inspect_container(id_or_name))
-            except docker.errors.NotFound:
-                return None
+        return _or_none(f"inspect container {id_or_name}", lambda: dict(self.client.api.inspect_container(id_or_name)))
 
     def image_document(self, ref: str) -> dict[str, Any] | None:
         """``docker image inspect`` of one image; None when it is not on this host."""
-        docker = _sdk()
-
-        with _sdk_errors(f"inspect image {ref}"):
-            try:
-                return dict(self.client.api.inspect_image(ref))
-            except docker.errors.NotFound:
-                return None
+        return _or_none(f"inspect image {ref}", lambda: dict(self.client.api.inspect_image(ref)))
 
     def volume_folder(self, name: str) -> str | None:
         """The host folder of a named volume (its Mountpoint); None when there is no such volume."""
-        docker = _sdk()
-
-        with _sdk_errors(f"inspect volume {name}"):
-            try:
-                return str(self.client.api.inspect_volume(name).get("Mountpoint") or "") or None
-            except docker.errors.NotFound:
-                return None
+        volume = _or_none(f"inspect volume {name}", lambda: self.client.api.inspect_volume(name))
+        return str(volume.get("Mountpoint") or "") or None if volume is not None else None
 
     def run_oneshot(
         self, image: str, command: list[str], *, timeout_s: float, labels: Mapping[str, str] | None = None
