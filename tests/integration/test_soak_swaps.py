@@ -47,9 +47,9 @@ def settled(look: Callable[[], dict[str, str]]) -> dict[str, str]:
 def write(b: Bench, name: str, fault: str = "none") -> None:
     env = dict(NORMAL)
     if fault == "crash":
-        env["STANDIN_CRASH_AT"] = "loading"
+        env["STANDIN_CRASH_AT"] = "weights"  # a real startup phase (standin.settings.PHASES)
     elif fault == "stall":
-        env["STANDIN_STALL_AT"] = "loading"
+        env["STANDIN_STALL_AT"] = "kv_cache"
     elif fault in ("sigint", "kill9"):
         env["STANDIN_STARTUP_DELAY_S"] = "2"  # a window to land the signal in
     # a short stall timeout only where the stall is the fault: a healthy start on a busy host can be quiet
@@ -96,6 +96,9 @@ def test_soak_swaps_with_random_faults_leave_one_service_and_agreeing_state(
             with pytest.raises((SwapRolledBack, StartupFailed)) as info:
                 bench.swap(target)
             assert isinstance(info.value, SwapRolledBack), info.value
+            # the fault itself failed the target, not a settings error of the stand-in
+            cause = "stand-in crash injected" if fault == "crash" else "health.stall_timeout_s"
+            assert cause in info.value.message, info.value.message
             expect = current
         else:
             proc = bench.cli("swap", target)
