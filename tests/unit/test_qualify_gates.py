@@ -137,11 +137,45 @@ def test_reasoning_is_skipped_for_a_profile_without_a_reasoning_parser() -> None
     assert report.passed and report.counts == ""
 
 
-def test_endurance_fails_on_latency_drift_beyond_the_bound() -> None:
+def test_drift_ratio_is_the_last_window_over_the_first() -> None:
     from servectl.bench.qualify.gates.endurance import drift
 
     assert drift([1.0, 1.0, 1.0, 2.0], 2) == (1.5, 1.0, 1.5)
     assert drift([1.0, 1.0, 1.0], 2) is None
+
+
+class _Scripted:
+    """A qualify client whose requests take the scripted latencies (None: the request fails)."""
+
+    def __init__(self, latencies: list[float | None]) -> None:
+        self.latencies = iter(latencies)
+
+    def chat(self, messages: object, **kwargs: object) -> object:
+        from servectl.bench.qualify.client import Exchange
+
+        latency = next(self.latencies)
+        return Exchange(None, latency) if latency is not None else Exchange("HTTP 500: boom", 0.1)
+
+
+def _endurance(latencies: list[float | None], **spec: Any) -> Any:
+    from servectl.bench.qualify.gates import GateRun, endurance
+    from servectl.bench.qualify.suite import EnduranceGate
+
+    run = GateRun(client=_Scripted(latencies), facts=ServiceFacts(), run_id="r", max_model_len=None)  # type: ignore[arg-type]
+    return endurance.run(run, EnduranceGate(requests=len(latencies), **spec))
+
+
+def test_endurance_fails_on_latency_drift_beyond_the_bound_and_passes_within_it() -> None:
+    drifting = _endurance([1.0, 1.0, 1.0, 3.0], window=2, max_drift_ratio=1.5)
+    assert drifting.verdict == "fail" and "above the bound" in drifting.note
+    assert drifting.detail["drift_ratio"] == 2.0
+    steady = _endurance([1.0, 1.0, 1.0, 1.2], window=2, max_drift_ratio=1.5)
+    assert steady.verdict == "pass" and "above the bound" not in steady.note
+
+
+def test_endurance_fails_when_too_few_requests_answer_to_measure_drift() -> None:
+    result = _endurance([1.0, None, None, 1.0], window=2, max_drift_ratio=1.5)
+    assert result.verdict == "fail" and result.note == "too few answered requests to measure drift"
 
 
 def test_vram_gate_reads_the_cards_after_the_run_and_fails_below_the_reserve() -> None:
