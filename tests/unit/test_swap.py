@@ -445,7 +445,8 @@ def test_a_second_signal_while_restoring_stops_waiting_and_leaves_a_status_hint(
     message = caught.value.message
     assert caught.value.exit_code == 130
     assert "stopped waiting after SIGINT" in message
-    assert "`servectl status`" in message and "`servectl swap alpha`" in message
+    # a swap would be refused while the journal is kept: the way on is recover
+    assert "`servectl status`" in message and "`servectl recover` (it starts alpha again)" in message
     journal = read_journal(world.state_dir)
     assert isinstance(journal, SwapJournal)
     assert (journal.from_profile, journal.to_profile, journal.phase) == ("alpha", "beta", "abandoned")

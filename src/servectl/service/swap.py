@@ -928,7 +928,9 @@ def _abandon(
     except ServectlError:
         now = "unknown (the engine did not answer)"
     note = f"{why_stopped}; running now: {now}"
-    next_step = f"`servectl status`, then `servectl swap {previous}`" if previous else "`servectl status`"
+    # the journal stays, so a later swap is refused until recover settles it (and brings the previous one back)
+    after = f" (it starts {previous} again)" if previous else " (it removes what never passed its gate)"
+    next_step = f"`servectl status`, then `servectl recover`{after}"
     lead = failure.message if failure.message.startswith("interrupted") else f"{resolved.name} failed"
     message = f"{lead}; {note}. Next: {next_step}"
     if tx.stopped:
