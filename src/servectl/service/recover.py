@@ -245,12 +245,13 @@ def resolved_from_snapshot(previous: PreviousService, environ: Mapping[str, str]
     """Validate and compile the profile document kept in a journal.
 
     Raises:
-        ProfileError: the document does not validate (servectl changed in between).
+        ProfileError: the document does not validate or breaks a cross-field rule (servectl changed in between).
     """
     from pydantic import ValidationError
 
     from servectl.errors import ProfileError
     from servectl.plan.resolve import Resolved, plan_for
+    from servectl.plan.validate import checked
     from servectl.profile.loader import LoadedProfile, ProfileFile
     from servectl.profile.models import Profile
 
@@ -267,7 +268,8 @@ def resolved_from_snapshot(previous: PreviousService, environ: Mapping[str, str]
         locations={},
         data=previous.data,
     )
-    return Resolved(loaded=loaded, plan=plan_for(loaded, environ=environ))
+    # the cross-field rules too, as every other load: recover starts nothing up or swap would refuse
+    return Resolved(loaded=checked(loaded), plan=plan_for(loaded, environ=environ))
 
 
 def _clear_damaged(
