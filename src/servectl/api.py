@@ -260,9 +260,10 @@ def recover(*, wait_s: float | None = None) -> RecoverResult:
     Args:
         wait_s: seconds to wait for another servectl that is changing services (default 10).
     """
+    from servectl.preflight.request import optional_gpu_inventory
     from servectl.service.recover import recover as settle
 
-    return settle(docker=_docker(), lock_timeout_s=wait_s)
+    return settle(docker=_docker(), gpus=optional_gpu_inventory(), lock_timeout_s=wait_s)
 
 
 def logs(*, name: str, follow: bool = False, tail: int | None = None) -> Iterator[str]:

@@ -627,9 +627,11 @@ def test_kill_9_during_a_swap_recovers_to_the_previous_service_as_it_ran(world: 
     assert resolve("alpha").plan.plan_hash != ran_hash
     with pytest.raises(UnfinishedTransaction, match="servectl recover"):
         world.swap("alpha")  # every command that changes services refuses until it is settled
-    result = recover(**recover_kwargs(world))
+    cards = FakeGpuInventory.scenario("two_free_sm120")
+    result = recover(**recover_kwargs(world), gpus=cards)
     assert result.outcome == "restored" and result.restored == "alpha"
     assert "beta" in result.removed[0] and "it never passed its health gate" in result.message
+    assert world.runtime.stop_gpus[-1] is cards  # the orphan's stop waited for the cards, as swap's does
     assert world.runtime.profiles() == ["alpha"]
     assert world.runtime.running["swaptest-alpha"].plan_hash == ran_hash
     assert read_journal(world.state_dir) is None

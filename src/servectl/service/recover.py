@@ -32,6 +32,7 @@ from servectl.service.services import ALIVE_STATES, passed_gate_ids
 
 if TYPE_CHECKING:
     from servectl.adapters.docker import DockerEngine
+    from servectl.adapters.gpu import GpuInventory
     from servectl.plan.resolve import Resolved
     from servectl.service.runtime import ServiceRuntime
 
@@ -62,6 +63,7 @@ class RecoverResult:
 def recover(
     *,
     docker: DockerEngine,
+    gpus: GpuInventory | None = None,
     state_dir: Path | None = None,
     scope: Mapping[str, str] | None = None,
     runtime: ServiceRuntime | None = None,
@@ -73,6 +75,8 @@ def recover(
     resolve_profile: Callable[[str], Resolved] | None = None,
 ) -> RecoverResult:
     """Settle the transaction the journal names (see the module docstring).
+
+    ``gpus``: what each stop waits on until the cards are free, as in ``swap`` (None: no wait).
 
     Raises:
         SwapFailed: the previous service did not pass its gate again; nothing of it runs (journal removed).
@@ -97,12 +101,13 @@ def recover(
         try:
             journal = read_journal(state)
         except StateDamaged as err:
-            return _clear_damaged(err, docker=docker, state=state, scope=scope, runtime=runtime)
+            return _clear_damaged(err, docker=docker, gpus=gpus, state=state, scope=scope, runtime=runtime)
         if journal is None:
             return RecoverResult("nothing", "no unfinished swap, rollback or up: nothing to recover")
         return _settle(
             journal,
             docker=docker,
+            gpus=gpus,
             state=state,
             scope=scope,
             runtime=runtime,
@@ -118,6 +123,7 @@ def _settle(
     journal: SwapJournal,
     *,
     docker: DockerEngine,
+    gpus: GpuInventory | None,
     state: Path,
     scope: Mapping[str, str] | None,
     runtime: ServiceRuntime,
@@ -150,7 +156,7 @@ def _settle(
         )
     removed: list[str] = []
     for service in targets:
-        runtime.stop(service=service, docker=docker, state_dir=state)
+        runtime.stop(service=service, docker=docker, gpus=gpus, state_dir=state)
         removed.append(service.container_name)
     removed_text = f"removed {', '.join(removed)} (it never passed its health gate)" if removed else ""
     restored: str | None = None
@@ -162,7 +168,7 @@ def _settle(
         # died, the daemon carries on), so what looks alive is finished off and started again as it ran.
         for service in running:
             if service.profile == previous:
-                runtime.stop(service=service, docker=docker, state_dir=state)
+                runtime.stop(service=service, docker=docker, gpus=gpus, state_dir=state)
         running = [s for s in running if s.profile != previous]
     if previous is not None and not any(s.profile == previous and s.state in ALIVE_STATES for s in running):
         resolved, drift = _previous_resolved(journal, environ, resolve_profile)
@@ -273,14 +279,20 @@ def resolved_from_snapshot(previous: PreviousService, environ: Mapping[str, str]
 
 
 def _clear_damaged(
-    err: StateDamaged, *, docker: DockerEngine, state: Path, scope: Mapping[str, str] | None, runtime: ServiceRuntime
+    err: StateDamaged,
+    *,
+    docker: DockerEngine,
+    gpus: GpuInventory | None,
+    state: Path,
+    scope: Mapping[str, str] | None,
+    runtime: ServiceRuntime,
 ) -> RecoverResult:
     running = list(runtime.services(docker=docker, probe=False, plan_hash_of=None, state_dir=state, scope=scope))
     passed = passed_gate_ids(state, [(s.container_id, s.container_name) for s in running])
     removed = []
     for service in running:
         if service.container_id not in passed and service.state in ALIVE_STATES:
-            runtime.stop(service=service, docker=docker, state_dir=state)
+            runtime.stop(service=service, docker=docker, gpus=gpus, state_dir=state)
             removed.append(service.container_name)
     moved = set_aside(state / JOURNAL_FILE, clock=time.time)
     alive = [s.profile for s in running if s.container_id in passed and s.state in ALIVE_STATES]

@@ -109,6 +109,7 @@ class FakeRuntime:
         self.image_error: dict[str, ServectlError] = {}
         self.stop_hook: Callable[[FakeRuntime, ServiceInfo], None] | None = None
         self.calls: list[tuple[str, str]] = []
+        self.stop_gpus: list[GpuInventory | None] = []
         self._ids = itertools.count(1)
 
     # -- set-up
@@ -215,6 +216,7 @@ class FakeRuntime:
         state_dir: Path | None = None,
     ) -> StopResult:
         self.calls.append(("stop", service.profile))
+        self.stop_gpus.append(gpus)  # what the stop waited on for the cards (None: no wait)
         if service.profile in self.stop_error:
             raise self.stop_error[service.profile]
         if self.stop_hook is not None:
