@@ -643,8 +643,10 @@ def test_rollback_after_kill_9_uses_the_journal_not_the_history(world: World, en
     world.run("alpha")
     kill_swap_during_start(world, env, "beta")
     # the history knows nothing of this swap; rollback must still go back to alpha
-    result = rollback(**world.kwargs())
+    cards = FakeGpuInventory.scenario("two_free_sm120")
+    result = rollback(**world.kwargs(), gpus=cards)
     assert result.to_profile == "alpha" and "rolled back from the journal" in result.message
+    assert world.runtime.stop_gpus[-1] is cards  # rollback's cards reach recover's stops
     assert world.runtime.profiles() == ["alpha"]
     assert read_journal(world.state_dir) is None
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from servectl.adapters.state import RUN_EVENTS, HistoryLog
 from servectl.errors import PreflightFailed, ServectlError, ServiceConflict, UsageError
-from servectl.service.journal import read_journal
+from servectl.service.journal import SwapJournal, read_journal
 from servectl.service.runtime import ServiceRuntime
 from servectl.service.services import ALIVE_STATES, ServiceInfo
 from servectl.service.swap import (
@@ -100,23 +100,25 @@ def rollback(
 
         history = History(state_dir)
     rt = runtime if runtime is not None else default_runtime()
-    if read_journal(state_dir) is not None:
+    journal = read_journal(state_dir)
+    if journal is not None:
         # A killed transaction: the journal knows what ran before it (the history does not), so rolling
         # back means settling it.
-        return _rollback_from_journal(docker=docker, runtime=rt, state_dir=state_dir, scope=scope, **kwargs)
+        return _rollback_from_journal(journal, docker=docker, runtime=rt, state_dir=state_dir, scope=scope, **kwargs)
     running = rt.services(docker=docker, probe=False, plan_hash_of=None, state_dir=state_dir, scope=scope)
     alive = [s for s in running if s.state in ALIVE_STATES]
     if not alive:
         raise UsageError("nothing of servectl runs, so there is nothing to roll back; `servectl up NAME` starts one")
     if len(alive) > 1:
         raise UsageError("several services run (" + ", ".join(s.profile for s in alive) + "); use `servectl swap NAME`")
-    before = previous_profile(list(history.events()), alive[0].profile)
+    events = list(history.events())
+    before = previous_profile(events, alive[0].profile)
     if before is None:
         raise UsageError(
             f"the history has no profile that ran before {alive[0].profile}; use `servectl swap NAME` "
             "(a plain `servectl swap` goes to its declared rollback)"
         )
-    drift = _drift_note(before, list(history.events()), kwargs.get("resolve_profile"))
+    drift = _drift_note(before, events, kwargs.get("resolve_profile"))
     result = swap(
         target=before,
         docker=docker,
@@ -161,19 +163,25 @@ def _drift_note(
 
 
 def _rollback_from_journal(
-    *, docker: DockerEngine, runtime: ServiceRuntime, state_dir: Path, scope: Mapping[str, str] | None, **kwargs: Any
+    journal: SwapJournal,
+    *,
+    docker: DockerEngine,
+    runtime: ServiceRuntime,
+    state_dir: Path,
+    scope: Mapping[str, str] | None,
+    **kwargs: Any,
 ) -> SwapResult:
     from servectl.service.recover import recover
 
-    journal = read_journal(state_dir)
-    assert journal is not None
     settled = recover(
         docker=docker,
+        gpus=kwargs.get("gpus"),
         state_dir=state_dir,
         scope=scope,
         runtime=runtime,
         conflicts=kwargs.get("conflicts"),
-        on_phase=None,
+        lock_timeout_s=kwargs.get("lock_timeout_s"),  # rollback --wait
+        on_phase=None,  # recover reports startup progress, not swap phases: nothing to forward
         resolve_profile=kwargs.get("resolve_profile"),
     )
     return SwapResult(
