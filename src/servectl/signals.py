@@ -92,7 +92,6 @@ class _GuardState:
         self.depth = 0
         self.held: int | None = None
         self.note_late = False
-        self.late: list[int] = []
 
 
 _STATE = _GuardState()
@@ -118,7 +117,6 @@ def ignore_late_signals_at_exit() -> None:
 
 
 def _note_late(signum: int, frame: FrameType | None) -> None:
-    _STATE.late.append(signum)
     sys.stderr.write(f"note: {signal_name(signum)} arrived after the outcome was settled; ignored\n")
 
 

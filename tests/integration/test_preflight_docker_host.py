@@ -21,10 +21,11 @@ from typing import Any
 import pytest
 
 from servectl.adapters.docker import DockerSdkEngine
+from servectl.adapters.gpu import NvmlInventory
 from servectl.adapters.host import PsutilHostProbe
 from servectl.errors import EngineUnavailable
 from servectl.preflight.model import ConflictRef, PreflightRequest, Replacing
-from servectl.preflight.run import preflight_on_this_host, run_preflight
+from servectl.preflight.run import run_preflight
 from servectl.standin.process import free_port
 from servectl.testing.fakes import FakeGpuInventory
 
@@ -228,7 +229,7 @@ def test_an_engine_that_does_not_answer_is_engine_unavailable(monkeypatch: pytes
     assert "\n" not in message
 
 
-def test_preflight_on_this_host_uses_the_real_engine_and_never_touches_nvml_without_gpus(client: Any) -> None:
+def test_preflight_with_the_real_adapters_never_touches_nvml_without_gpus(client: Any) -> None:
     request = PreflightRequest(
         profile_name="demo",
         gpus_requested=False,
@@ -237,7 +238,9 @@ def test_preflight_on_this_host_uses_the_real_engine_and_never_touches_nvml_with
         image_ref=IMAGE,
         model_path="/nonexistent",
     )
-    report = preflight_on_this_host(request=request)
+    report = run_preflight(
+        request=request, gpus=NvmlInventory(), host=PsutilHostProbe(), docker=DockerSdkEngine(client=client)
+    )
     assert report.check("docker.engine").result == "pass"
     assert report.check("image.pinned").result == "warn"  # present, not pinned (candidate)
     assert report.check("gpu.present").result == "skipped"

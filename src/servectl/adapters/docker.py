@@ -40,7 +40,6 @@ LABEL_ONESHOT = "servectl.oneshot"
 
 __all__ = [
     "COMPOSE_CONFIG_FILES_LABEL",
-    "COMPOSE_PROJECT_LABEL",
     "COMPOSE_SERVICE_LABEL",
     "ContainerState",
     "DockerEngine",
@@ -63,7 +62,6 @@ __all__ = [
 
 COMPOSE_CONFIG_FILES_LABEL = "com.docker.compose.project.config_files"
 COMPOSE_SERVICE_LABEL = "com.docker.compose.service"
-COMPOSE_PROJECT_LABEL = "com.docker.compose.project"
 
 GpuRequestVia = Literal["device-request", "cdi", "device-node", "nvidia-runtime"]
 

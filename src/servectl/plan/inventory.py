@@ -6,10 +6,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from servectl.errors import Problem, ProfileError, ProfileTemplate, ServectlError, UsageError
-from servectl.plan.compile import catalog_for
 from servectl.plan.resolve import plan_for
-from servectl.plan.validate import load_profile, load_profile_file
-from servectl.profile.catalog import FlagCatalog
+from servectl.plan.validate import load_profile_file
 from servectl.profile.evidence import evidence_summary_lines, headline, load_record
 from servectl.profile.loader import LoadedProfile, discover, find_profile
 
@@ -141,17 +139,6 @@ def validations(names: list[str] | None, *, with_warnings: bool = True) -> list[
 def validate_profiles(names: list[str] | None) -> dict[str, ServectlError | None]:
     """:func:`validations` as name -> error or None (no warnings)."""
     return {v.name: v.error for v in validations(names, with_warnings=False)}
-
-
-def catalog_named(name: str) -> FlagCatalog:
-    """The shipped flag catalog ``name``, or else the catalog of profile ``name`` (extended for its image).
-
-    Raises:
-        UsageError: neither a catalog nor a profile. ProfileError: the profile does not validate.
-    """
-    if name in FlagCatalog.available():
-        return FlagCatalog.load(name)
-    return catalog_for(load_profile(name).profile)
 
 
 def evidence_headline(loaded: LoadedProfile) -> str | None:

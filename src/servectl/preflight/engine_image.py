@@ -166,10 +166,7 @@ def _read_dump(result: OneShotResult) -> dict[str, Any]:
 def _read_logs(result: OneShotResult) -> dict[str, Any]:
     if result.exit_code != 0:
         raise ProbeOutputError(f"the log dumper failed (exit {result.exit_code})")
-    try:
-        data = _json_object(result.stdout[result.stdout.find("{") :])
-    except ProbeOutputError:
-        raise
+    data = _json_object(result.stdout[result.stdout.find("{") :])
     if not isinstance(data.get("lines"), list):
         raise ProbeOutputError("the log dump has no lines")
     return data

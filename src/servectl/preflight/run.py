@@ -66,20 +66,3 @@ def raise_if_failed(report: PreflightReport) -> None:
     if any(c.result == "fail" and c.facts.get(SERVECTL_HOLDER) for c in report.checks):
         raise ServiceConflict(report.failure_summary(), report=report)
     raise PreflightFailed(report.failure_summary(), report=report)
-
-
-def preflight_on_this_host(*, request: PreflightRequest, skip: Iterable[str] = frozenset()) -> PreflightReport:
-    """:func:`run_preflight` with the real adapters: NVML, psutil and the Docker engine from the environment.
-
-    NVML and the Docker SDK are imported only here, on first use.
-    """
-    from servectl.adapters.docker import DockerSdkEngine
-    from servectl.adapters.gpu import NvmlInventory
-    from servectl.adapters.host import PsutilHostProbe
-
-    docker = DockerSdkEngine()
-    with NvmlInventory() as gpus:
-        try:
-            return run_preflight(request=request, gpus=gpus, host=PsutilHostProbe(), docker=docker, skip=skip)
-        finally:
-            docker.close()

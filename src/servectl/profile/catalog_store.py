@@ -18,7 +18,7 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -186,8 +186,3 @@ def load_catalog(
 
 #: Shipped catalogs by name: rules ask for a profile's catalog many times per validation.
 _SHIPPED: dict[str, StoredCatalog] = {}
-
-
-def known_specs(extra: Sequence[str] = ()) -> list[str]:
-    """What ``engine.catalog`` accepts, for messages."""
-    return [*FlagCatalog.available(), IMAGE, "sha256:<image id>", "<file>.json", *extra]
