@@ -821,3 +821,17 @@ def test_a_failed_check_that_is_no_conflict_stays_a_preflight_failure() -> None:
     with pytest.raises(PreflightFailed) as err:
         raise_if_failed(report)
     assert not isinstance(err.value, ServiceConflict) and err.value.exit_code == 3
+
+
+def test_an_adopted_profiles_own_container_is_in_the_way_of_no_check() -> None:
+    """own_container_ids (swap to an adopted profile) count for every check, as the replaced service does."""
+    own = container(
+        "exl3-by-hand",
+        OTHER_ID,
+        gpu_request=GpuRequest(True, (), "device-request"),
+        ports=(PublishedPort("127.0.0.1", 8180, 8000),),
+    )
+    alone = preflight(request(conflicts=()), engine=docker(own))
+    assert {alone.check("gpu.exclusive").result, alone.check("port.free").result} == {"fail"}
+    ours = preflight(request(conflicts=(), own_container_ids=frozenset({OTHER_ID})), engine=docker(own))
+    assert ours.check("gpu.exclusive").result == "pass" and ours.check("port.free").result == "pass"

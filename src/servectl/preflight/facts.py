@@ -116,6 +116,8 @@ def classify_process(
     replacing = request.replacing
     if replacing is not None and (pid in replacing.pids or replacing.matches(container, container_id)):
         return "replacing"
+    if container_id is not None and container_id in request.own_container_ids:
+        return "replacing"  # an adopted profile's own container: replaced like a servectl one
     if (
         container is not None
         and request.stop_conflicts

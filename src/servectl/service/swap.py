@@ -989,7 +989,10 @@ def profile_preflight(
                 replacing=None if replacing is None else replacing_of(replacing, docker),
                 stop_conflicts=True,
                 services=running_refs(running),
-                own_container_ids=_adopted_own(resolved, docker),
+                # an adopted profile's own container (recognised by services()): replaced like a servectl one
+                own_container_ids=frozenset(
+                    s.container_id for s in running if s.adopted and s.profile == resolved.name
+                ),
             ),
             skip=skip,
             state_dir=state_dir,
@@ -1011,12 +1014,3 @@ def replacing_of(service: ServiceInfo, docker: DockerEngine) -> Replacing:
         pids=frozenset({pid} if pid else ()),
         port=service.port,
     )
-
-
-def _adopted_own(resolved: Resolved, docker: DockerEngine) -> frozenset[str]:
-    """An adopted profile's own container (same name, same configuration): replaced like a servectl one."""
-    if not resolved.loaded.profile.adopted:
-        return frozenset()
-    from servectl.service.adopted import find_adopted
-
-    return frozenset(str(m.document.get("Id")) for m in find_adopted(docker, [resolved]))

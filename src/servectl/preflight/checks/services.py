@@ -16,7 +16,7 @@ from __future__ import annotations
 from servectl.adapters.docker import ContainerState
 from servectl.plan.labels import LABEL_PROFILE
 from servectl.preflight.checks.base import make_result
-from servectl.preflight.facts import Facts, conflict_matches
+from servectl.preflight.facts import Facts, classify_process
 from servectl.preflight.model import CheckResult, PreflightRequest
 
 SERVECTL_HOLDER = "servectl_holder"
@@ -25,11 +25,7 @@ SERVECTL_HOLDER = "servectl_holder"
 
 def _set_aside(request: PreflightRequest, container: ContainerState) -> bool:
     """The container is this start's own, is being replaced, or is a declared conflict this start stops."""
-    if container.id in request.own_container_ids:
-        return True
-    if request.replacing is not None and request.replacing.matches(container):
-        return True
-    return request.stop_conflicts and any(conflict_matches(ref, container) for ref in request.conflicts)
+    return classify_process(request, container, container.id, -1) != "foreign"
 
 
 def check_container_name(request: PreflightRequest, facts: Facts) -> CheckResult:
