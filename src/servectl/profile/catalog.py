@@ -196,26 +196,32 @@ class FlagCatalog:
         exact = self._by_flag.get(flag) or (None if name.startswith("--") else self._by_dest.get(name))
         if exact is not None:
             return exact
-        known = self._memo().get(("option", name))
+        prefixes = self.__dict__.get("_prefixes")
+        if prefixes is None:  # its own memo: parse_argv's is keyed by argv tuples, which ("option", name) could be
+            prefixes = {}
+            object.__setattr__(self, "_prefixes", prefixes)
+        known = prefixes.get(flag)
         if known is None:
             try:
-                known = self._memo()[("option", name)] = {"": self._abbreviated(flag)}
+                full = self._unique_prefix(flag)
+                known = prefixes[flag] = (self._by_flag.get(full) if full else None,)
             except ArgvError as err:
-                known = self._memo()[("option", name)] = err
+                known = prefixes[flag] = err
         if isinstance(known, ArgvError):
             raise ArgvError(str(known))
-        found: CatalogOption | None = known[""]
-        return found
+        return known[0]
 
-    def _abbreviated(self, flag: str) -> CatalogOption | None:
-        # argparse (3.11) counts option strings, not options: two spellings of one option are ambiguous too,
-        # and the engine parser's own --help takes part.
+    def _unique_prefix(self, flag: str) -> str | None:
+        """The one option string ``flag`` abbreviates, or None; argparse (3.11) counts option strings, not
+        options (two spellings of one option are ambiguous too), and the parser's own --help takes part.
+
+        Raises:
+            ArgvError: several option strings start with ``flag``.
+        """
         matches = [f for f in (*self._by_flag, "--help") if f.startswith(flag)]
-        if len(matches) == 1:
-            return self._by_flag.get(matches[0])
         if len(matches) > 1:
             raise ArgvError(f"ambiguous option: {flag} could match {', '.join(matches)}")
-        return None
+        return matches[0] if matches else None
 
     def expand(self, flag: str) -> str:
         """The full spelling of ``flag`` when it is a unique abbreviation (``--tp`` -> ``--tp-size``), else ``flag``.
@@ -225,10 +231,8 @@ class FlagCatalog:
         """
         if flag in self._by_flag or not flag.startswith("--"):
             return flag
-        matches = [f for f in (*self._by_flag, "--help") if f.startswith(flag)]
-        if len(matches) > 1:
-            raise ArgvError(f"ambiguous option: {flag} could match {', '.join(matches)}")
-        return matches[0] if matches and matches[0] != "--help" else flag
+        full = self._unique_prefix(flag)
+        return full if full is not None and full != "--help" else flag
 
     def close_matches(self, name: str, n: int = 3) -> list[str]:
         """Flag names (without dashes) that look like ``name``, for "did you mean" hints."""
@@ -343,13 +347,11 @@ class FlagCatalog:
                 return self._by_flag[flag], explicit
         if token.startswith("--"):
             flag, eq, explicit = token.partition("=")
-            matches = [f for f in (*self._by_flag, "--help") if f.startswith(flag)]
-            if len(matches) > 1:
-                raise ArgvError(f"ambiguous option: {flag} could match {', '.join(matches)}")
-            if len(matches) == 1:
-                if matches[0] == "--help":
-                    raise ArgvError("--help: the engine would print its help and exit")
-                return self._by_flag[matches[0]], explicit if eq else None
+            full = self._unique_prefix(flag)
+            if full == "--help":
+                raise ArgvError("--help: the engine would print its help and exit")
+            if full is not None:
+                return self._by_flag[full], explicit if eq else None
         elif token.startswith("-h"):
             raise ArgvError(f"{token}: the engine would print its help and exit")
         if re.match(self.negative_number, token):
