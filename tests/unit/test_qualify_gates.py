@@ -196,3 +196,18 @@ def test_vram_gate_reads_the_cards_after_the_run_and_fails_below_the_reserve() -
     assert smoke_gate.verdict == "pass" and vram_gate.verdict == "fail" and vram_gate.count == "1/2"
     assert vram_gate.failures[0].message == "vram GPU1: 1,024 MiB free after the run, below the reserve of 3,072 MiB"
     assert report.free_vram_after is not None and len(report.free_vram_after) == 2
+
+
+def test_a_failed_vram_read_fails_the_vram_gate_and_keeps_the_other_gates() -> None:
+    """NVML failing after a long run used to raise out of run_qualify: no evidence was written at all."""
+
+    def free_vram() -> list[object]:
+        raise RuntimeError("NVML_ERROR_GPU_IS_LOST")
+
+    with HostStandin(["--model-path", DEMO_MODEL], env=FAST) as engine:
+        engine.wait_ready()
+        facts = ServiceFacts(known=True, vram_reserve_mib=3072, free_vram=free_vram)  # type: ignore[arg-type]
+        report = run_qualify(settings=QualifySettings(url=engine.base_url, suite=suite(smoke={}, vram={})), facts=facts)
+    smoke_gate, vram_gate = report.gates
+    assert smoke_gate.verdict == "pass" and vram_gate.verdict == "fail"
+    assert vram_gate.note == "free VRAM after the run could not be read: NVML_ERROR_GPU_IS_LOST"

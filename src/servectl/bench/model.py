@@ -149,6 +149,18 @@ class CardFreeMemory:
     memory_free_bytes: int | None
 
 
+def read_free_vram(read: Callable[[], Iterable[Any]] | None) -> tuple[tuple[CardFreeMemory, ...] | None, str]:
+    """Free memory per card through ``read`` (None: no GPU inventory): ``(cards, "")``, or ``(None, why)``
+    when the read failed, so that a failed read never loses the run it follows."""
+    if read is None:
+        return None, ""
+    try:
+        cards = read()
+    except Exception as err:  # NVML can fail in many ways after a long run; the caller says so
+        return None, f"free VRAM after the run could not be read: {err}"
+    return tuple(CardFreeMemory(index=c.index, memory_free_bytes=c.memory_free_bytes) for c in cards), ""
+
+
 @dataclass(frozen=True)
 class BenchContext:
     """Where the measured service came from, so that a result goes stale when the profile changes.

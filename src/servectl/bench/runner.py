@@ -42,6 +42,7 @@ from servectl.bench.model import (
     RequestRole,
     Stat,
     prompt_tolerance_tokens,
+    read_free_vram,
 )
 from servectl.bench.prompts import (
     build_prompt,
@@ -348,14 +349,10 @@ def _skipped(settings: BenchSettings, target: int, concurrency: int, reason: str
 
 
 def _free_vram(context: BenchContext | None, warnings: list[str]) -> tuple[CardFreeMemory, ...] | None:
-    if context is None or context.free_vram_after is None:
-        return None
-    try:
-        cards = context.free_vram_after()
-    except Exception as err:  # a failed VRAM read must not lose the measurements
-        warnings.append(f"free VRAM after the run could not be read: {err}")
-        return None
-    return tuple(CardFreeMemory(index=c.index, memory_free_bytes=c.memory_free_bytes) for c in cards)
+    cards, unread = read_free_vram(context.free_vram_after if context is not None else None)
+    if unread:  # a failed VRAM read must not lose the measurements
+        warnings.append(unread)
+    return cards
 
 
 def run_bench(

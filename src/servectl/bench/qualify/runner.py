@@ -14,7 +14,7 @@ from collections.abc import Callable
 from importlib import metadata
 from typing import Any
 
-from servectl.bench.model import BenchContext, CardFreeMemory
+from servectl.bench.model import BenchContext, read_free_vram
 from servectl.bench.qualify.client import QualifyClient
 from servectl.bench.qualify.gates import GateRun
 from servectl.bench.qualify.model import (
@@ -66,12 +66,6 @@ def _discover(client: QualifyClient, settings: QualifySettings) -> tuple[str, in
     elif wanted not in models:
         raise BenchFailed(f"{url}: model {wanted!r} is not served; served: {sorted(models)}")
     return wanted, models[wanted]
-
-
-def _free_vram(facts: ServiceFacts) -> tuple[CardFreeMemory, ...] | None:
-    if facts.free_vram is None:
-        return None
-    return tuple(CardFreeMemory(index=c.index, memory_free_bytes=c.memory_free_bytes) for c in facts.free_vram())
 
 
 def run_qualify(
@@ -130,9 +124,9 @@ def run_qualify(
             if spec is None or gate == "vram":
                 continue
             results.append(runners[gate](run, spec))
-        cards = _free_vram(facts)
+        cards, unread = read_free_vram(facts.free_vram)  # a failed read fails the gate, not the run
         if suite.gates.vram is not None:
-            results.append(vram.run(run, suite.gates.vram, list(cards) if cards else None))
+            results.append(vram.run(run, suite.gates.vram, list(cards) if cards else None, unread=unread))
     finally:
         client.close()
     return QualifyReport(

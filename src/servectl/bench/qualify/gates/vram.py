@@ -38,12 +38,14 @@ def judge(cards: list[CardFreeMemory], *, reserve_mib: int, waiver: str | None) 
     return GateResult.of(GATE, cases, note=note)
 
 
-def run(run: GateRun, spec: VramGate, cards: list[CardFreeMemory] | None) -> GateResult:
-    """Judge the cards read after the other gates (None: no inventory)."""
+def run(run: GateRun, spec: VramGate, cards: list[CardFreeMemory] | None, *, unread: str = "") -> GateResult:
+    """Judge the cards read after the other gates (None: no inventory; ``unread``: why the read failed)."""
     del spec  # no settings: the reserve comes from the profile
     facts = run.facts
     if not facts.known:
         return GateResult(GATE, "skipped", note="no profile: the reserve is unknown (qualify a profile NAME)")
+    if unread:  # measured nothing, so it proves nothing: the other gates' evidence is still written
+        return GateResult(GATE, "fail", note=unread)
     if not cards:
         return GateResult(GATE, "skipped", note="no GPU inventory (no NVML, or no cards in the profile)")
     result = judge(cards, reserve_mib=facts.vram_reserve_mib or 0, waiver=facts.reserve_waiver)
