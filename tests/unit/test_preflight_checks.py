@@ -835,3 +835,14 @@ def test_an_adopted_profiles_own_container_is_in_the_way_of_no_check() -> None:
     assert {alone.check("gpu.exclusive").result, alone.check("port.free").result} == {"fail"}
     ours = preflight(request(conflicts=(), own_container_ids=frozenset({OTHER_ID})), engine=docker(own))
     assert ours.check("gpu.exclusive").result == "pass" and ours.check("port.free").result == "pass"
+
+
+def test_an_unreachable_engine_says_its_fix_once_in_preflight_as_in_doctor() -> None:
+    from servectl.adapters.docker import _unreachable
+    from servectl.preflight.checks.docker import check_docker_engine
+    from servectl.preflight.facts import Facts
+
+    real = check_docker_engine(request(), Facts(engine_error=_unreachable(ConnectionRefusedError(111, "refused"))))
+    assert f"{real.message} {real.fix}".count("systemctl start docker") == 1 and real.fix == ""
+    bare = check_docker_engine(request(), Facts(engine_error="Docker engine unreachable"))  # a message with no fix
+    assert "systemctl start docker" in bare.fix

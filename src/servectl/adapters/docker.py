@@ -532,7 +532,16 @@ def split_log_chunks(chunks: Iterator[bytes]) -> Iterator[str]:
 
 
 # -- the real engine ------------------------------------------------------------------------------------
-_UNREACHABLE_FIX = "start it (sudo systemctl start docker; without systemd: sudo dockerd &) or point DOCKER_HOST at it"
+UNREACHABLE_FIX = "start it (sudo systemctl start docker; without systemd: sudo dockerd &) or point DOCKER_HOST at it"
+SDK_FIX = "pip install docker"
+
+
+def unreachable_fix(message: str) -> str:
+    """The fix to show beside an :class:`EngineUnavailable` message (doctor, preflight): none when the message
+    already ends with it, as every one this adapter raises does."""
+    if UNREACHABLE_FIX in message or SDK_FIX in message:
+        return ""
+    return SDK_FIX if "SDK" in message else UNREACHABLE_FIX
 
 
 def _sdk() -> Any:
@@ -540,7 +549,7 @@ def _sdk() -> Any:
     try:
         import docker  # type: ignore[import-untyped]  # the SDK ships no type hints
     except ImportError as err:
-        raise EngineUnavailable("Docker SDK for Python is not installed; install it with: pip install docker") from err
+        raise EngineUnavailable(f"Docker SDK for Python is not installed; install it with: {SDK_FIX}") from err
     return docker
 
 
@@ -560,7 +569,7 @@ def _sdk_errors(action: str) -> Iterator[None]:
     except docker.errors.DockerException as e:
         if "Error while fetching server API version" in str(e):
             raise EngineUnavailable(_unreachable(e)) from e
-        raise EngineUnavailable(f"docker: {action}: {e}; {_UNREACHABLE_FIX}") from e
+        raise EngineUnavailable(f"docker: {action}: {e}; {UNREACHABLE_FIX}") from e
 
 
 _REASONS = ("No such file or directory", "Connection refused", "Permission denied", "timed out")
@@ -585,7 +594,7 @@ def _unreachable(err: Exception) -> str:
     where = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
     text = str(err)
     reason = next((r for r in _REASONS if r.lower() in text.lower()), text[:160])
-    return f"Docker engine unreachable at {where} ({reason}); {_UNREACHABLE_FIX}"
+    return f"Docker engine unreachable at {where} ({reason}); {UNREACHABLE_FIX}"
 
 
 def _explanation(err: Any) -> str:

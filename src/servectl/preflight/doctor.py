@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from servectl.adapters.docker import DockerEngine, EngineInfo
+from servectl.adapters.docker import DockerEngine, EngineInfo, unreachable_fix
 from servectl.adapters.gpu import GpuInventory, GpuSnapshot
 from servectl.adapters.host import HostProbe
 from servectl.errors import EngineUnavailable, GpuUnavailable
@@ -145,14 +145,8 @@ def _snapshot(gpus: GpuInventory) -> tuple[GpuSnapshot | None, str | None]:
 
 def _docker_line(engine: EngineInfo | None, error: str | None) -> DoctorLine:
     if engine is None:
-        fix = (
-            "pip install docker"
-            if error and "SDK" in error
-            else "start it (sudo systemctl start docker) or set DOCKER_HOST"
-        )
-        if error and "DOCKER_HOST" in error:
-            fix = ""  # the adapter's message already ends with the fix
-        return DoctorLine("docker.engine", "fail", True, error or "Docker engine unreachable", fix)
+        message = error or "Docker engine unreachable"
+        return DoctorLine("docker.engine", "fail", True, message, unreachable_fix(message))
     runtimes = ", ".join(sorted(engine.runtimes)) or "none"
     return DoctorLine("docker.engine", "ok", True, f"Docker {engine.server_version} (runtimes: {runtimes})")
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from servectl.adapters.docker import COMPOSE_CONFIG_FILES_LABEL, COMPOSE_SERVICE_LABEL
+from servectl.adapters.docker import COMPOSE_CONFIG_FILES_LABEL, COMPOSE_SERVICE_LABEL, unreachable_fix
 from servectl.preflight.checks.base import make_result, no_gpus
 from servectl.preflight.facts import Facts, containers_to_stop
 from servectl.preflight.model import CheckResult, PreflightRequest
@@ -12,12 +12,7 @@ def check_docker_engine(request: PreflightRequest, facts: Facts) -> CheckResult:
     """The Docker engine answers."""
     if facts.engine is None:
         message = facts.engine_error or "Docker engine unreachable"
-        fix = (
-            "pip install docker"
-            if "SDK" in message
-            else "start the engine (sudo systemctl start docker) or set DOCKER_HOST"
-        )
-        return make_result("docker.engine", "fail", message, fix)
+        return make_result("docker.engine", "fail", message, unreachable_fix(message))
     e = facts.engine
     return make_result(
         "docker.engine",
