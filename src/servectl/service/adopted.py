@@ -20,9 +20,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from servectl.errors import ProfileError, ServectlError, UsageError
+from servectl.errors import ServectlError, UsageError
 from servectl.plan.labels import LABEL_MANAGED
-from servectl.profile.loader import ProfileFolder, discover, read_yaml
+from servectl.profile.loader import ProfileFolder, discover
 
 if TYPE_CHECKING:
     from servectl.adapters.docker import DockerEngine
@@ -43,21 +43,22 @@ def adopted_profiles(folders: Sequence[ProfileFolder] | None = None) -> list[Res
     Profiles that no longer load are left out (``servectl validate`` reports them).
     """
     out: list[Resolved] = []
-    for name, file in sorted(discover(folders).items()):
+    for _, file in sorted(discover(folders).items()):
         if file.is_base:
             continue
         try:  # a cheap look first: status runs this for every profile, and few were adopted
             if "adopted" not in file.path.read_text(encoding="utf-8"):
                 continue
-            data, _ = read_yaml(file.path)
-        except (OSError, ProfileError):
+        except OSError:
             continue
-        if not isinstance(data.get("adopted"), dict):
-            continue
-        from servectl.plan.resolve import resolve  # here: only an adopted profile needs the compiler
+        # here: only an adopted profile needs the validator and the compiler (read once, with its bases)
+        from servectl.plan.resolve import Resolved, plan_for
+        from servectl.plan.validate import load_profile_file
 
         try:
-            out.append(resolve(name))
+            loaded = load_profile_file(file, folders=folders)
+            if loaded.profile.adopted is not None:
+                out.append(Resolved(loaded=loaded, plan=plan_for(loaded)))
         except ServectlError:
             continue
     return out
