@@ -445,3 +445,13 @@ def test_up_refuses_cards_that_run_a_process_when_the_profile_wants_them_exclusi
         env.up("a", gpus=_inventory(busy_snapshots=1000))
     assert env.created() == 0
     assert env.up("a", gpus=_inventory(busy_snapshots=0)).action == "started"
+
+
+def test_up_with_an_engine_that_does_not_answer_is_engine_unavailable_and_starts_nothing(env: Env) -> None:
+    from servectl.errors import EngineUnavailable
+
+    env.profile("a")
+    env.engine.available = False
+    with pytest.raises(EngineUnavailable, match="Docker engine unreachable"):
+        env.up("a")
+    assert env.created() == 0

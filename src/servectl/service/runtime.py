@@ -340,7 +340,7 @@ def up(
         # A journal of another transaction must be settled first; one of an `up` of this profile that was
         # killed is settled here: its container never passed the gate and is replaced below.
         own_journal = refuse_if_unfinished(state, up_of=resolved.name)
-        docker.ping()
+        # an engine that does not answer fails here, on the first listing (preflight asks it again later)
         current = services(docker=docker, probe=False, plan_hash_of=None, state_dir=state, scope=scope)
         running = _already_running(resolved, current)
         if running is not None:
