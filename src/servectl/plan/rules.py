@@ -8,7 +8,7 @@ starts, so a wrong flag fails in milliseconds instead of after a ten-minute weig
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from servectl.errors import Problem
@@ -489,17 +489,17 @@ rule("engine.api_key_flag")(_policy_flags("engine.api_key_flag"))
 
 def profile_warnings(loaded: LoadedProfile) -> list[Problem]:
     """What SGLang would change silently in this profile; one located warning per finding."""
-    return [
-        loaded.problem(path, message, rule=name)
-        for name, func in WARNINGS.items()
-        for path, message in func(loaded.profile)
-    ]
+    return _located(loaded, WARNINGS)
 
 
 def check_profile(loaded: LoadedProfile) -> list[Problem]:
     """Run every rule; one located problem per finding."""
-    problems: list[Problem] = []
-    for name, func in RULES.items():
-        for path, message in func(loaded.profile):
-            problems.append(loaded.problem(path, message, rule=name))
-    return problems
+    return _located(loaded, RULES)
+
+
+def _located(loaded: LoadedProfile, rules: Mapping[str, Rule]) -> list[Problem]:
+    return [
+        loaded.problem(path, message, rule=name)
+        for name, func in rules.items()
+        for path, message in func(loaded.profile)
+    ]
