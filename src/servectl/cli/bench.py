@@ -7,8 +7,6 @@ matplotlib) are imported inside the command.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -162,7 +160,12 @@ def bench_command(
     lengths = _int_list("--prompt-tokens", prompt_tokens)
     levels = _int_list("--concurrency", concurrency)
     console = Console()
-    with _progress_bar(repeats) as on_progress:
+    from servectl.cli.views.progress import progress_bar
+
+    def describe(event: BenchProgressEvent) -> str:
+        return _describe(event, repeats)
+
+    with progress_bar(describe) as on_progress:
         result = run_profile_bench(
             name=name,
             url=url,
@@ -189,27 +192,13 @@ def bench_command(
     result.raise_if_failed()
 
 
-@contextmanager
-def _progress_bar(repeats: int) -> Iterator[Callable[[BenchProgressEvent], None]]:
-    """A transient progress bar on a terminal's stderr (nothing elsewhere); yields the progress callback."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    err_console = Console(stderr=True)
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=err_console, transient=True, disable=not err_console.is_terminal) as bar:
-        task = bar.add_task("discovering model", total=None)
-
-        def on_progress(event: BenchProgressEvent) -> None:
-            if event.role == "probe":
-                what = "calibrating prompt length"
-            else:
-                what = f"{event.role} {event.prompt_tokens_target:,} tokens"
-                if event.concurrency is not None:
-                    what += f" C{event.concurrency} round {(event.round_index or 0) + 1}/{repeats}"
-            bar.update(task, completed=event.done, total=event.total, description=what)
-
-        yield on_progress
+def _describe(event: BenchProgressEvent, repeats: int) -> str:
+    if event.role == "probe":
+        return "calibrating prompt length"
+    what = f"{event.role} {event.prompt_tokens_target:,} tokens"
+    if event.concurrency is not None:
+        what += f" C{event.concurrency} round {(event.round_index or 0) + 1}/{repeats}"
+    return what
 
 
 def register(app: typer.Typer) -> None:

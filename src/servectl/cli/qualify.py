@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+if TYPE_CHECKING:
+    from servectl.bench.qualify.profile_run import ProfileQualifyResult
 
 #: Failed cases printed per gate (every one is in the evidence).
 SHOWN_FAILURES = 5
@@ -51,29 +54,15 @@ def qualify_command(
     seed: Annotated[int, typer.Option("--seed", help="Seed of the long-context word salad.")] = 0,
 ) -> None:
     """Run the qualification gates (smoke, JSON, tools, reasoning, needle, endurance, VRAM); write the evidence."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from servectl.bench.qualify import QualifyProgressEvent
     from servectl.bench.qualify.evidence import evidence_document
     from servectl.bench.qualify.profile_run import run_profile_qualify
+    from servectl.cli.views.progress import progress_bar
 
-    console = Console()
-    err_console = Console(stderr=True)
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err_console,
-        transient=True,
-        disable=not err_console.is_terminal,
-    ) as bar:
-        task = bar.add_task("discovering model", total=None)
+    def describe(event: QualifyProgressEvent) -> str:
+        return f"{event.gate}: {event.case}"
 
-        def on_progress(event: QualifyProgressEvent) -> None:
-            bar.update(task, completed=event.done, total=event.total, description=f"{event.gate}: {event.case}")
-
+    with progress_bar(describe) as on_progress:
         result = run_profile_qualify(
             name=name,
             url=url,
@@ -84,25 +73,31 @@ def qualify_command(
             out_dir=out,
             progress=on_progress,
         )
-    report = result.report
     if as_json:
-        typer.echo(json.dumps(evidence_document(report), indent=2))
+        typer.echo(json.dumps(evidence_document(result.report), indent=2))
     else:
-        from servectl.cli.views.qualify import summary_table
-
-        console.print(summary_table(report, width=console.width))
-        for gate in report.gates:
-            for case in gate.failures[:SHOWN_FAILURES]:
-                console.print(f"  {case.message}", markup=False, highlight=False)
-            if len(gate.failures) > SHOWN_FAILURES:
-                console.print(
-                    f"  ... and {len(gate.failures) - SHOWN_FAILURES} more {gate.gate} failures", markup=False
-                )
-        overhead = report.overhead.cpu_fraction
-        cpu = f"{100 * overhead:.1f} % of request time" if overhead is not None else "-"
-        console.print(f"{report.counts}; client CPU {cpu}", highlight=False)
-        console.print(f"evidence: {result.evidence}", highlight=False)
+        _print_summary(result)
     result.raise_if_failed()
+
+
+def _print_summary(result: ProfileQualifyResult) -> None:
+    """The gates as a table, the first failures of each, the client's CPU share and where the evidence is."""
+    from rich.console import Console
+
+    from servectl.cli.views.qualify import summary_table
+
+    console = Console()
+    report = result.report
+    console.print(summary_table(report, width=console.width))
+    for gate in report.gates:
+        for case in gate.failures[:SHOWN_FAILURES]:
+            console.print(f"  {case.message}", markup=False, highlight=False)
+        if len(gate.failures) > SHOWN_FAILURES:
+            console.print(f"  ... and {len(gate.failures) - SHOWN_FAILURES} more {gate.gate} failures", markup=False)
+    overhead = report.overhead.cpu_fraction
+    cpu = f"{100 * overhead:.1f} % of request time" if overhead is not None else "-"
+    console.print(f"{report.counts}; client CPU {cpu}", highlight=False)
+    console.print(f"evidence: {result.evidence}", highlight=False)
 
 
 def register(app: typer.Typer) -> None:
