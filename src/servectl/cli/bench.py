@@ -7,6 +7,7 @@ matplotlib) are imported inside the command.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -162,10 +163,7 @@ def bench_command(
     console = Console()
     from servectl.cli.views.progress import progress_bar
 
-    def describe(event: BenchProgressEvent) -> str:
-        return _describe(event, repeats)
-
-    with progress_bar(describe) as on_progress:
+    with progress_bar(_describer(repeats)) as on_progress:
         result = run_profile_bench(
             name=name,
             url=url,
@@ -192,13 +190,16 @@ def bench_command(
     result.raise_if_failed()
 
 
-def _describe(event: BenchProgressEvent, repeats: int) -> str:
-    if event.role == "probe":
-        return "calibrating prompt length"
-    what = f"{event.role} {event.prompt_tokens_target:,} tokens"
-    if event.concurrency is not None:
-        what += f" C{event.concurrency} round {(event.round_index or 0) + 1}/{repeats}"
-    return what
+def _describer(repeats: int) -> Callable[[BenchProgressEvent], str]:
+    def describe(event: BenchProgressEvent) -> str:
+        if event.role == "probe":
+            return "calibrating prompt length"
+        what = f"{event.role} {event.prompt_tokens_target:,} tokens"
+        if event.concurrency is not None:
+            what += f" C{event.concurrency} round {(event.round_index or 0) + 1}/{repeats}"
+        return what
+
+    return describe
 
 
 def register(app: typer.Typer) -> None:
