@@ -442,18 +442,24 @@ def validate(*, names: Sequence[str] | None = None) -> list[Validation]:
     ]
 
 
-def validate_in_image(*, name: str) -> InImageValidation:
+def validate_in_image(*, name: str, loaded: LoadedProfile | None = None) -> InImageValidation:
     """Profile ``name``'s argv parsed by its image's own SGLang in a throwaway container (``--in-image``).
+
+    Args:
+        name: the profile.
+        loaded: the profile already loaded by the caller (``validate``'s result), so it is not read again.
 
     Raises:
         ProfileError: the profile does not validate. PreflightFailed: its image is not on this host.
         ImageProbeError: the image has no usable Python or SGLang.
     """
+    from servectl.plan.resolve import Resolved, plan_for, resolve
     from servectl.preflight.engine_image import validate_in_image as validate
 
+    resolved = resolve(name) if loaded is None else Resolved(loaded=loaded, plan=plan_for(loaded))
     docker = _docker()
     try:
-        return validate(name, engine=docker)
+        return validate(resolved, engine=docker)
     finally:
         docker.close()
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from servectl.cli.complete import profile_names
 from servectl.errors import ProfileError, UsageError
+
+if TYPE_CHECKING:
+    from servectl.profile.loader import LoadedProfile
 
 
 def register(app: typer.Typer) -> None:
@@ -115,7 +118,7 @@ def validate_command(
             if v.note:
                 typer.echo(f"  note: {v.note}")
             if in_image:
-                problems.extend(_in_image(v.name))
+                problems.extend(_in_image(v.name, v.loaded))
         elif isinstance(v.error, ProfileTemplate) and not names:
             typer.echo(f"template {v.name}: {v.error.instructions}")
         else:
@@ -179,13 +182,11 @@ def schema_command() -> None:
     typer.echo(json.dumps(profile_json_schema(), indent=2))
 
 
-def _in_image(name: str) -> list[str]:
+def _in_image(name: str, loaded: LoadedProfile | None) -> list[str]:
     """Print the image's verdict on the profile's argv; return the problem lines."""
     from servectl.api import validate_in_image
 
-    result = validate_in_image(name=name)
-    verdict = result.verdict
-    assert verdict is not None
+    verdict = validate_in_image(name=name, loaded=loaded).verdict
     where = f"{verdict.image} (SGLang {verdict.sglang_version}, {verdict.seconds:.1f} s)"
     if not verdict.parsed:
         typer.echo(f"  in-image: rejected by {where}")

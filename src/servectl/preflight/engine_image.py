@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from servectl.adapters import sglang_probe
 from servectl.adapters.docker import DockerEngine, OneShotResult
@@ -24,6 +24,9 @@ from servectl.errors import PreflightFailed, ServectlError
 from servectl.profile import engine_dump
 from servectl.profile.catalog import FlagCatalog
 from servectl.profile.catalog_store import ImageSource, store_catalog, write_catalog
+
+if TYPE_CHECKING:
+    from servectl.plan.resolve import Resolved
 
 #: Where images keep the Python that has SGLang, most likely first.
 PYTHON_CANDIDATES = ("python3", "/opt/venv/bin/python", "/usr/local/bin/python3", "/usr/bin/python3", "python")
@@ -444,22 +447,19 @@ class InImageValidation:
 
     profile: str
     argv: tuple[str, ...]
-    verdict: ParseVerdict | None  # None when the image is not on this host
-    note: str | None  # catalog staleness
+    verdict: ParseVerdict
 
 
-def validate_in_image(name: str, *, engine: DockerEngine, timeout_s: float = DEFAULT_TIMEOUT_S) -> InImageValidation:
-    """Compile profile ``name`` and parse its argv with its image's own SGLang.
+def validate_in_image(
+    resolved: Resolved, *, engine: DockerEngine, timeout_s: float = DEFAULT_TIMEOUT_S
+) -> InImageValidation:
+    """Parse a compiled profile's argv with its image's own SGLang.
 
     Raises:
-        UsageError / ProfileError: the profile does not resolve.
         PreflightFailed: the image is not on this host.
         ImageProbeError: the image has no usable Python or SGLang.
     """
-    from servectl.plan.resolve import resolve
-
-    resolved = resolve(name)
-    profile, plan = resolved.loaded.profile, resolved.plan
+    name, profile, plan = resolved.name, resolved.loaded.profile, resolved.plan
     if engine.image(plan.docker.image) is None:
         raise PreflightFailed(
             f"image {plan.docker.image} of profile {name} is not on this host: docker pull {plan.docker.image}"
@@ -471,4 +471,4 @@ def validate_in_image(name: str, *, engine: DockerEngine, timeout_s: float = DEF
         entrypoint=profile.image.entrypoint,
         timeout_s=timeout_s,
     )
-    return InImageValidation(profile=name, argv=plan.engine_argv, verdict=verdict, note=profile_catalog_note(profile))
+    return InImageValidation(profile=name, argv=plan.engine_argv, verdict=verdict)
