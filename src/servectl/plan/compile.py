@@ -384,7 +384,7 @@ def compile_plan(
         (name, None if value == "${" + name + "}" else value) for name, value in sorted(profile.engine.env.items())
     )
     docker = DockerRunSpec(
-        image=f"{profile.image.ref}@{profile.image.digest}" if profile.image.digest else profile.image.ref,
+        image=profile.image.pinned_ref,
         name=profile.container.name or f"servectl-{profile.name}",
         command=command,
         labels=labels,

@@ -27,6 +27,7 @@ from servectl.profile.catalog_store import ImageSource, store_catalog, write_cat
 
 if TYPE_CHECKING:
     from servectl.plan.resolve import Resolved
+    from servectl.profile.models import Profile
 
 #: Where images keep the Python that has SGLang, most likely first.
 PYTHON_CANDIDATES = ("python3", "/opt/venv/bin/python", "/usr/local/bin/python3", "/usr/bin/python3", "python")
@@ -315,7 +316,7 @@ class ImageTarget:
 
     image: str
     entrypoint: tuple[str, ...] | None = None
-    profile: str | None = None
+    profile: Profile | None = None  # the profile it came from, read once
 
 
 def looks_like_image_ref(name: str) -> bool:
@@ -338,8 +339,7 @@ def image_target(name: str) -> ImageTarget:
         except UsageError:
             pass
         else:
-            ref = f"{profile.image.ref}@{profile.image.digest}" if profile.image.digest else profile.image.ref
-            return ImageTarget(ref, tuple(profile.image.entrypoint), profile.name)
+            return ImageTarget(profile.image.pinned_ref, tuple(profile.image.entrypoint), profile)
     if not name.strip():
         raise UsageError("name an image (repository:tag) or a profile")
     return ImageTarget(name)
@@ -364,9 +364,8 @@ def load_catalog_target(name: str, *, engine: DockerEngine | None = None) -> tup
     target = image_target(name)
     if target.profile is not None:
         from servectl.plan.compile import catalog_for
-        from servectl.profile.loader import read_profile
 
-        profile = read_profile(name).profile
+        profile = target.profile
         try:
             return f"{name} ({profile.engine.catalog})", catalog_for(profile)
         except (KeyError, ValueError) as err:

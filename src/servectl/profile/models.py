@@ -91,6 +91,11 @@ class ImageSpec(_Strict):
         default=None, description="'standin': servectl builds this image itself when it is missing"
     )
 
+    @property
+    def pinned_ref(self) -> str:
+        """What runs: ``ref@digest`` when a digest is pinned, else ``ref``."""
+        return f"{self.ref}@{self.digest}" if self.digest else self.ref
+
     @field_validator("ref")
     @classmethod
     def _ref_has_no_digest(cls, value: str) -> str:
