@@ -20,7 +20,6 @@ class ServiceFacts:
     Attributes:
         known: Whether these facts come from a profile (else every field is unknown).
         reasoning_parser: ``--reasoning-parser`` of the profile (None: not set).
-        tool_call_parser: ``--tool-call-parser`` of the profile (None: not set).
         context_length: The profile's context length (None: the server's ``max_model_len``).
         vram_reserve_mib: Free MiB each card must keep.
         reserve_waiver: Why the reserve is waived, when it is.
@@ -29,7 +28,6 @@ class ServiceFacts:
 
     known: bool = False
     reasoning_parser: str | None = None
-    tool_call_parser: str | None = None
     context_length: int | None = None
     vram_reserve_mib: int | None = None
     reserve_waiver: str | None = None
