@@ -1,3 +1,3 @@
-from servectl.cli.app import main
+from servectl.cli.app import entry
 
-main()
+entry()

@@ -117,7 +117,7 @@ def test_a_ctrl_c_wrapped_by_python_is_exit_130_and_one_line_not_a_traceback(
     from servectl import signals
     from servectl.cli import app as cli
 
-    monkeypatch.setattr(signals._STATE, "note_late", False)  # main() turns it on for the process; undo after
+    monkeypatch.setattr(signals._STATE, "note_late", False)  # main() must leave it as it was
     monkeypatch.setattr(cli, "_register_commands", lambda: None)
 
     def building_a_class() -> None:
@@ -138,6 +138,22 @@ def test_a_ctrl_c_wrapped_by_python_is_exit_130_and_one_line_not_a_traceback(
     monkeypatch.setattr(cli, "app", a_bug)
     with pytest.raises(RuntimeError, match="a bug"):  # anything else still surfaces as it is
         cli.main()
+    assert signals._STATE.note_late is False  # main() leaves the process's signal handling alone (tests call it)
+
+
+def test_the_console_entry_notes_late_signals_around_main_and_ignores_them_at_exit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from servectl import signals
+    from servectl.cli import app as cli
+
+    monkeypatch.setattr(signals._STATE, "note_late", False)
+    during: list[bool] = []
+    at_exit: list[bool] = []
+    monkeypatch.setattr(cli, "main", lambda: during.append(signals._STATE.note_late))
+    monkeypatch.setattr(signals, "ignore_late_signals_at_exit", lambda: at_exit.append(True))
+    cli.entry()
+    assert during == [True] and at_exit == [True]
 
 
 def test_sigint_while_the_engine_creates_a_throwaway_container_still_removes_it() -> None:

@@ -123,14 +123,26 @@ def err_console_print(line: str) -> None:
     sys.stderr.write(line + "\n")
 
 
+def entry() -> None:
+    """The console script and ``python -m servectl``: :func:`main` in a process that ends after it.
+
+    Only here, not in :func:`main` (which tests call in-process): once up/swap settled, a late Ctrl-C is noted
+    instead of cutting the report of what happened, and ignored while Python finalizes.
+    """
+    from servectl.signals import ignore_late_signals_at_exit, note_late_signals
+
+    note_late_signals()
+    try:
+        main()
+    finally:
+        ignore_late_signals_at_exit()
+
+
 def main() -> None:
-    """Entry point of the console script: the one place where :class:`ServectlError` is caught."""
+    """Run the CLI: the one place where :class:`ServectlError` is caught."""
     # servectl's models use no pydantic plugins; discovering them scans every installed distribution's
     # entry points (~40 ms on a full site-packages). An explicit user setting wins.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
-    from servectl.signals import ignore_late_signals_at_exit, note_late_signals
-
-    note_late_signals()  # once up/swap settled, a late Ctrl-C must not cut the report of what happened
     _register_commands()
     try:
         app()  # standalone: typer/click handle --help, usage errors and Ctrl-C, then exit
@@ -144,8 +156,6 @@ def main() -> None:
             raise
         err_console_print("error: interrupted (Ctrl-C)")
         sys.exit(130)
-    finally:
-        ignore_late_signals_at_exit()
 
 
 def _caused_by_interrupt(err: BaseException) -> bool:
