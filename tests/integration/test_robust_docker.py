@@ -10,11 +10,10 @@ import json
 import signal
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from test_swap_docker import Bench, bench  # noqa: F401  (the fixture, shared)
+from test_swap_docker import Bench, bench, settled  # noqa: F401  (the fixture, shared)
 
 from servectl.adapters.state import History
 from servectl.service.journal import read_journal
@@ -25,18 +24,6 @@ pytestmark = pytest.mark.integration
 # Names unique to this run: CLI commands see every servectl container on the host, not only this test's.
 _RUN = uuid.uuid4().hex[:6]
 ALPHA, BETA = f"alpha-{_RUN}", f"beta-{_RUN}"
-
-
-def settled(look: Callable[[], dict[str, str]]) -> dict[str, str]:
-    """``look()`` once removals in flight are done (listing containers races them: NotFound)."""
-    import docker.errors
-
-    for _ in range(50):
-        try:
-            return look()
-        except docker.errors.NotFound:
-            time.sleep(0.1)
-    return look()
 
 
 def finish(proc: object, timeout_s: float = 60) -> tuple[int, str, str]:

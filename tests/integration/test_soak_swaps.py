@@ -15,10 +15,9 @@ import os
 import random
 import signal
 import time
-from collections.abc import Callable
 
 import pytest
-from test_swap_docker import Bench, bench  # noqa: F401  (the fixture, shared)
+from test_swap_docker import Bench, bench, settled  # noqa: F401  (the fixture, shared)
 
 from servectl.adapters.state import RUN_EVENTS, History
 from servectl.errors import StartupFailed, SwapRolledBack
@@ -31,17 +30,6 @@ ROUNDS = int(os.environ.get("SERVECTL_SOAK_SWAPS", "50"))
 SEED = int(os.environ.get("SERVECTL_SOAK_SEED", "15"))
 FAULTS = ("none", "crash", "stall", "sigint", "kill9", "removed")
 NORMAL = {"STANDIN_STARTUP_DELAY_S": "0.3"}
-
-
-def settled(look: Callable[[], dict[str, str]]) -> dict[str, str]:
-    import docker.errors
-
-    for _ in range(50):
-        try:
-            return look()
-        except docker.errors.NotFound:
-            time.sleep(0.1)
-    return look()
 
 
 def write(b: Bench, name: str, fault: str = "none") -> None:

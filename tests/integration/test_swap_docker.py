@@ -38,6 +38,18 @@ TEST_LABEL = "servectl.test-swap"
 REPO = Path(__file__).resolve().parents[2]
 
 
+def settled(look: Callable[[], dict[str, str]]) -> dict[str, str]:
+    """``look()`` once removals in flight are done (listing containers races them: NotFound)."""
+    import docker.errors
+
+    for _ in range(50):
+        try:
+            return look()
+        except docker.errors.NotFound:
+            time.sleep(0.1)
+    return look()
+
+
 class Bench:
     """One test's world: a profile folder, a state folder, a port, labels, and helpers to look at Docker."""
 

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import io
 import json
-import sys
 from pathlib import Path
 
 import pytest
 from rich.console import Console
+from test_cli_bench import run_cli  # the in-process CLI runner, shared
 
 from servectl.bench.qualify import CaseResult, GateResult, QualifySettings, ServiceFacts, load_suite, suite_path
 from servectl.bench.qualify.model import ClientOverhead, QualifyReport
-from servectl.cli.app import main
 from servectl.cli.views.qualify import summary_table
 from servectl.standin.process import HostStandin
 
@@ -49,16 +48,6 @@ def test_the_summary_table_fits_narrow_terminals_with_whole_gate_names_and_liter
     assert all(len(line) <= width for line in lines), "\n".join(lines)
     text = out.getvalue()
     assert "long_context" in text and "skipped" in text and "[1," in text  # brackets stay text, not markup
-
-
-def run_cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["servectl", *args])
-    monkeypatch.setenv("COLUMNS", "200")
-    with pytest.raises(SystemExit) as exc:
-        main()
-    out, err = capsys.readouterr()
-    code = exc.value.code
-    return (code if isinstance(code, int) else 0), out, err
 
 
 def test_qualify_url_passes_prints_counts_and_writes_the_evidence(
