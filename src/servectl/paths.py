@@ -34,29 +34,25 @@ def source_checkout_dir() -> Path | None:
 
 def state_dir(environ: Mapping[str, str] | None = None) -> Path:
     """The state folder: history, lock, generated files. ``SERVECTL_HOME`` overrides the platform default."""
+    return _folder(environ, "user_state_dir")
+
+
+def user_profiles_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """The user's own profile folder (last on the search path)."""
+    return _folder(environ, "user_config_dir") / "profiles"
+
+
+def catalog_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """Flag catalogs extracted from engine images, keyed by image id (``servectl catalog extract``)."""
+    return _folder(environ, "user_cache_dir") / "catalogs"
+
+
+def _folder(environ: Mapping[str, str] | None, platform_dir: str) -> Path:
+    """``$SERVECTL_HOME`` (everything under one folder), else the platform's folder of that kind
+    (``platform_dir`` names the platformdirs function)."""
     env = os.environ if environ is None else environ
     if env.get("SERVECTL_HOME"):
         return Path(env["SERVECTL_HOME"]).expanduser()
     import platformdirs
 
-    return Path(platformdirs.user_state_dir(APP_NAME))
-
-
-def user_profiles_dir(environ: Mapping[str, str] | None = None) -> Path:
-    """The user's own profile folder (last on the search path)."""
-    env = os.environ if environ is None else environ
-    if env.get("SERVECTL_HOME"):
-        return Path(env["SERVECTL_HOME"]).expanduser() / "profiles"
-    import platformdirs
-
-    return Path(platformdirs.user_config_dir(APP_NAME)) / "profiles"
-
-
-def catalog_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
-    """Flag catalogs extracted from engine images, keyed by image id (``servectl catalog extract``)."""
-    env = os.environ if environ is None else environ
-    if env.get("SERVECTL_HOME"):
-        return Path(env["SERVECTL_HOME"]).expanduser() / "catalogs"
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir(APP_NAME)) / "catalogs"
+    return Path(getattr(platformdirs, platform_dir)(APP_NAME))
