@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from servectl.bench.model import (
     BenchContext,
     BenchReport,
+    CardFreeMemory,
     PointResult,
     RequestMeasurement,
     Stat,
@@ -141,23 +143,26 @@ def point_document(report: BenchReport, point: PointResult) -> dict[str, Any]:
     return doc
 
 
+def free_vram_document(cards: Sequence[CardFreeMemory] | None) -> list[dict[str, Any]] | None:
+    """Free memory per card after a run, as bench's summary and qualify's evidence record it."""
+    if cards is None:
+        return None
+    return [
+        {
+            "index": c.index,
+            "memory_free_bytes": c.memory_free_bytes,
+            "memory_free_mib": None if c.memory_free_bytes is None else c.memory_free_bytes // 2**20,
+        }
+        for c in cards
+    ]
+
+
 def summary_document(report: BenchReport) -> dict[str, Any]:
     """The run's summary: header, headline numbers of every point, free VRAM after the run."""
     doc = _header(report)
     doc["kind"] = "summary"
     doc["points"] = [dict(point_summary(p), file=point_file_name(p)) for p in report.points]
-    doc["free_vram_after"] = (
-        None
-        if report.free_vram_after is None
-        else [
-            {
-                "index": c.index,
-                "memory_free_bytes": c.memory_free_bytes,
-                "memory_free_mib": None if c.memory_free_bytes is None else c.memory_free_bytes // 2**20,
-            }
-            for c in report.free_vram_after
-        ]
-    )
+    doc["free_vram_after"] = free_vram_document(report.free_vram_after)
     doc["requests_flagged"] = len(report.flagged_requests)
     doc["warnings"] = list(report.warnings)
     return doc

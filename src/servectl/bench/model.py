@@ -11,6 +11,7 @@ import math
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from servectl.errors import UsageError
@@ -59,6 +60,29 @@ class ApiKey:
         return "ApiKey('***')"
 
     __str__ = __repr__
+
+
+def read_api_key(variable: str | None, environ: Mapping[str, str]) -> ApiKey | None:
+    """The key in environment variable ``variable`` (``--api-key-env``); None when no variable is named.
+
+    Raises:
+        UsageError: the variable is not set or empty.
+    """
+    if not variable:
+        return None
+    value = environ.get(variable)
+    if not value:
+        raise UsageError(f"--api-key-env {variable}: the variable is not set or empty; export it first")
+    return ApiKey(value)
+
+
+def run_folder(environ: Mapping[str, str], kind: str) -> Path:
+    """Where a run of ``kind`` (bench, qualify) writes by default: ``STATE/<kind>/<UTC start time>``."""
+    import datetime as _dt
+
+    from servectl.paths import state_dir
+
+    return state_dir(environ) / kind / _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, ApiKey) and other._value == self._value

@@ -9,7 +9,6 @@ table and the artifacts exist when the run fails.
 
 from __future__ import annotations
 
-import datetime as _dt
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -18,16 +17,16 @@ from pathlib import Path
 from servectl.bench.artifacts import SUMMARY_FILE, write_artifacts
 from servectl.bench.model import (
     DEFAULT_PROMPT_TOKENS,
-    ApiKey,
     BenchProgressEvent,
     BenchReport,
     BenchSettings,
+    read_api_key,
+    run_folder,
 )
 from servectl.bench.plot import plot_taper, require_plotting
 from servectl.bench.runner import run_bench
 from servectl.bench.target import BenchTarget
 from servectl.errors import BenchFailed, UsageError
-from servectl.paths import state_dir
 
 
 @dataclass(frozen=True)
@@ -109,7 +108,7 @@ def run_profile_bench(
     settings = BenchSettings(
         url=url or target.url,
         model=model or target.model,
-        api_key=_read_key(key_env, env),
+        api_key=read_api_key(key_env, env),
         api_key_env=key_env,
         prompt_tokens=tuple(prompt_tokens),
         repeats=repeats,
@@ -119,7 +118,7 @@ def run_profile_bench(
         timeout_s=timeout_s,
         seed=seed,
     )
-    out = out_dir or _default_out_dir(env)  # named by the start time
+    out = out_dir or run_folder(env, "bench")  # named by the start time
     report = run_bench(settings=settings, context=target.context, progress=progress)
     write_artifacts(report, out)
     if plot is None:
@@ -135,17 +134,3 @@ def _profile_target(name: str) -> BenchTarget:
     from servectl.bench.target import profile_target
 
     return profile_target(name)
-
-
-def _read_key(variable: str | None, environ: Mapping[str, str]) -> ApiKey | None:
-    if not variable:
-        return None
-    value = environ.get(variable)
-    if not value:
-        raise UsageError(f"--api-key-env {variable}: the variable is not set or empty; export it first")
-    return ApiKey(value)
-
-
-def _default_out_dir(environ: Mapping[str, str]) -> Path:
-    stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    return state_dir(environ) / "bench" / stamp

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from servectl.bench.artifacts import provenance
+from servectl.bench.artifacts import free_vram_document, provenance
 from servectl.bench.qualify.model import GateResult, QualifyReport
 from servectl.errors import UsageError
 
@@ -66,16 +66,7 @@ def evidence_document(report: QualifyReport) -> dict[str, Any]:
             "client_cpu_s": o.client_cpu_s,
             "client_cpu_fraction": o.cpu_fraction,
         },
-        "free_vram_after": None
-        if report.free_vram_after is None
-        else [
-            {
-                "index": c.index,
-                "memory_free_bytes": c.memory_free_bytes,
-                "memory_free_mib": None if c.memory_free_bytes is None else c.memory_free_bytes // 2**20,
-            }
-            for c in report.free_vram_after
-        ],
+        "free_vram_after": free_vram_document(report.free_vram_after),
     }
 
 

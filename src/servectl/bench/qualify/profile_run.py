@@ -9,20 +9,18 @@ fails the run when a gate failed (after rendering, so the table and the evidence
 
 from __future__ import annotations
 
-import datetime as _dt
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from servectl.bench.model import ApiKey
+from servectl.bench.model import read_api_key, run_folder
 from servectl.bench.qualify.evidence import write_evidence
 from servectl.bench.qualify.model import QualifyProgressEvent, QualifyReport, QualifySettings
 from servectl.bench.qualify.runner import run_qualify
 from servectl.bench.qualify.suite import load_suite, suite_path
 from servectl.errors import QualificationFailed, UsageError
-from servectl.paths import state_dir
 
 if TYPE_CHECKING:
     from servectl.bench.qualify.target import QualifyTarget
@@ -97,11 +95,11 @@ def run_profile_qualify(
         url=url or (target.bench.url if target else ""),
         suite=load_suite(suite_file),
         model=model or (target.bench.model if target else None),
-        api_key=_read_key(key_env, env),
+        api_key=read_api_key(key_env, env),
         api_key_env=key_env,
         seed=seed,
     )
-    out = out_dir or _default_out_dir(env)
+    out = out_dir or run_folder(env, "qualify")
     report = run_qualify(
         settings=settings,
         context=target.bench.context if target else None,
@@ -119,17 +117,3 @@ def _profile_target(name: str) -> QualifyTarget:
     from servectl.preflight.request import optional_gpu_inventory
 
     return qualify_target(name=name, docker=DockerSdkEngine(), gpus=optional_gpu_inventory(resolve(name)))
-
-
-def _read_key(variable: str | None, environ: Mapping[str, str]) -> ApiKey | None:
-    if not variable:
-        return None
-    value = environ.get(variable)
-    if not value:
-        raise UsageError(f"--api-key-env {variable}: the variable is not set or empty; export it first")
-    return ApiKey(value)
-
-
-def _default_out_dir(environ: Mapping[str, str]) -> Path:
-    stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    return state_dir(environ) / "qualify" / stamp
