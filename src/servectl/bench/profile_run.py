@@ -1,4 +1,4 @@
-"""One qualification run, as ``servectl bench`` does it: target, key, measurement, artifacts, plot, verdict.
+"""One benchmark run, as ``servectl bench`` does it: target, key, measurement, artifacts, plot, verdict.
 
 :func:`run_profile_bench` is the library form of the command: it finds what to measure (a profile's running
 service, or a URL), reads the API key from the environment, runs :func:`~servectl.bench.runner.run_bench`,
