@@ -306,8 +306,10 @@ class History:
         return next((str(e["profile"]) for e in reversed(runs[:-1]) if e["profile"] != last["profile"]), None)
 
     def ready_container_ids(self) -> set[str]:
-        """Ids of containers that passed the health gate (so a later failing probe means "unhealthy")."""
-        return {str(e["container_id"]) for e in self.events() if e.get("event") in RUN_EVENTS and e.get("container_id")}
+        """Ids of containers that passed the health gate (so a later failing probe means "unhealthy"); a
+        damaged history counts as no events (read-only callers show its warning elsewhere)."""
+        events, _ = self.readable_events()
+        return {str(e["container_id"]) for e in events if e.get("event") in RUN_EVENTS and e.get("container_id")}
 
     def readable_events(self) -> tuple[list[dict[str, Any]], str | None]:
         """The events and None, or no events and the one-line warning of why the history is unreadable.

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from servectl.adapters.state import RUN_EVENTS, GateRecord, History
+from servectl.adapters.state import GateRecord, History
 from servectl.errors import ServectlError
 from servectl.paths import state_dir as default_state_dir
 from servectl.plan.labels import (
@@ -340,6 +340,5 @@ def passed_gate_ids(state_dir: Path, containers: Sequence[tuple[str, str]]) -> s
     # (`docker compose up` of a rendered file) has no record and is judged by its health probe.
     passed = {cid for cid, name in containers if gate.passed(cid) or not gate.pending(name)}
     if len(passed) < len(container_ids):  # older services, started before gate records existed
-        events, _ = History(state_dir).readable_events()
-        passed |= {str(e["container_id"]) for e in events if e.get("event") in RUN_EVENTS and e.get("container_id")}
+        passed |= History(state_dir).ready_container_ids()
     return passed & set(container_ids)
