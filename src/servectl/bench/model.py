@@ -62,6 +62,23 @@ class ApiKey:
     __str__ = __repr__
 
 
+def pick_model(url: str, served: Mapping[str, Any], wanted: str | None) -> str:
+    """The model to measure among those ``url`` serves: ``wanted`` (``--model``), else the only one.
+
+    Raises:
+        BenchFailed: several models and none named, or the named one is not served.
+    """
+    from servectl.errors import BenchFailed
+
+    if wanted is None:
+        if len(served) != 1:
+            raise BenchFailed(f"{url}: serves {len(served)} models {sorted(served)}; pick one with --model")
+        return next(iter(served))
+    if wanted not in served:
+        raise BenchFailed(f"{url}: model {wanted!r} is not served; served: {sorted(served)}")
+    return wanted
+
+
 def read_api_key(variable: str | None, environ: Mapping[str, str]) -> ApiKey | None:
     """The key in environment variable ``variable`` (``--api-key-env``); None when no variable is named.
 

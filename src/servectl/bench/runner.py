@@ -41,6 +41,7 @@ from servectl.bench.model import (
     RequestMeasurement,
     RequestRole,
     Stat,
+    pick_model,
     prompt_tolerance_tokens,
     read_free_vram,
 )
@@ -205,13 +206,7 @@ class _Runner:
             models = {str(e["id"]): e for e in entries}
         except (ValueError, AttributeError, KeyError, TypeError) as err:
             raise BenchFailed(f"{url}: not an OpenAI model list: {response.text[:200]}") from err
-        wanted = self.settings.model
-        if wanted is None:
-            if len(models) != 1:
-                raise BenchFailed(f"{url}: serves {len(models)} models {sorted(models)}; pick one with --model")
-            wanted = next(iter(models))
-        elif wanted not in models:
-            raise BenchFailed(f"{url}: model {wanted!r} is not served; served: {sorted(models)}")
+        wanted = pick_model(url, models, self.settings.model)
         entry = models[wanted]
         max_len = entry.get("max_model_len") if isinstance(entry, dict) else None
         return wanted, max_len if isinstance(max_len, int) and max_len > 0 else None

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from importlib import metadata
 from typing import Any
 
-from servectl.bench.model import BenchContext, read_free_vram
+from servectl.bench.model import BenchContext, pick_model, read_free_vram
 from servectl.bench.qualify.client import QualifyClient
 from servectl.bench.qualify.gates import GateRun
 from servectl.bench.qualify.model import (
@@ -58,13 +58,7 @@ def _discover(client: QualifyClient, settings: QualifySettings) -> tuple[str, in
         raise BenchFailed(
             f"{url}: cannot list models ({type(err).__name__}: {err}); check --url and that it is up"
         ) from None
-    wanted = settings.model
-    if wanted is None:
-        if len(models) != 1:
-            raise BenchFailed(f"{url}: serves {len(models)} models {sorted(models)}; pick one with --model")
-        wanted = next(iter(models))
-    elif wanted not in models:
-        raise BenchFailed(f"{url}: model {wanted!r} is not served; served: {sorted(models)}")
+    wanted = pick_model(url, models, settings.model)
     return wanted, models[wanted]
 
 
