@@ -75,6 +75,12 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     yield venv / "bin"
 
 
+def _wheel_version(bin_dir: Path) -> str:
+    """The version in the installed wheel's metadata (its file name: servectl-VERSION-py3-none-any.whl)."""
+    (dist_info,) = bin_dir.parent.glob("lib/python*/site-packages/servectl-*.dist-info")
+    return dist_info.name.removeprefix("servectl-").removesuffix(".dist-info")
+
+
 def _env(bin_dir: Path, home: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "SERVECTL_", "VIRTUAL_ENV"))}
     env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
@@ -132,6 +138,9 @@ def test_the_readme_quickstart_works_from_an_empty_folder_with_a_plain_wheel_ins
         check=True,
     ).stdout.strip()
     assert where.startswith(str(site)), f"servectl imported from {where}, not from the installed wheel"
+
+    version = _run(installed, cwd, "--version")
+    assert version.returncode == 0 and version.stdout == f"servectl {_wheel_version(installed)}\n", version.stdout
 
     dry = _run(installed, cwd, "up", "glm53-393k", "--dry-run")
     assert dry.returncode == 0, dry.stderr

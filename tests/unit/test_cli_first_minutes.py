@@ -152,3 +152,16 @@ def test_the_shell_gets_completions_through_typer(words: str, cword: int, expect
         timeout=60,
     )
     assert expected in result.stdout.split(), result.stdout + result.stderr
+
+
+def test_version_option_and_command_print_the_version_in_pyproject() -> None:
+    import tomllib
+
+    expected = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
+    for args in (("--version",), ("version",)):
+        result = servectl(*args)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout == f"servectl {expected}\n", result.stdout
+    import servectl as package
+
+    assert package.__version__ == expected  # the fallback when no distribution is installed

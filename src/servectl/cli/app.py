@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
@@ -100,17 +100,39 @@ _REGISTER: tuple[Callable[[typer.Typer], None], ...] = (
 )
 
 
+def installed_version() -> str:
+    """The version of the installed servectl distribution; the package's own when none is installed
+    (a source checkout run through ``PYTHONPATH``)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from servectl import __version__
+
+    try:
+        return version("servectl")
+    except PackageNotFoundError:
+        return __version__
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"servectl {installed_version()}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", is_eager=True, callback=_print_version, help="print servectl's version and exit"),
+    ] = False,
+) -> None:
     """Launch and manage SGLang serving profiles: validate, preflight, up, swap, bench, render."""
 
 
 @app.command("version")
 def version_command() -> None:
-    """Print servectl's version."""
-    from servectl import __version__
-
-    typer.echo(__version__)
+    """Print servectl's version (as --version does)."""
+    _print_version(True)
 
 
 def _register_commands() -> None:
