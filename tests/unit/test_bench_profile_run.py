@@ -9,6 +9,7 @@ import pytest
 from bench_fakes import FakeOpenAIServer, ScriptedClock
 
 import servectl.bench.profile_run
+from servectl.bench.manifest import check_manifest, read_manifest
 from servectl.bench.profile_run import run_profile_bench
 from servectl.errors import BenchFailed, UsageError
 
@@ -36,7 +37,12 @@ def test_a_clean_run_writes_artifacts_under_the_state_folder_and_does_not_fail(
         environ=environ,
     )  # fmt: skip
     assert result.out_dir.parent == tmp_path / "bench"
-    assert sorted(p.name for p in result.out_dir.iterdir()) == ["c1-p4096-r1.json", "summary.json"]
+    names = sorted(p.name for p in result.out_dir.iterdir())
+    assert names == ["artifact-manifest.json", "c1-p4096-r1.json", "summary.json"]
+    manifest = read_manifest(result.out_dir)
+    assert manifest is not None and [f["path"] for f in manifest["files"]] == names[1:]
+    assert manifest["runs"][result.report.run_id]["host"]["source"] == "unknown"  # a bare URL: no NVML facts
+    assert check_manifest(result.out_dir) == []
     assert result.failure() is None
     result.raise_if_failed()
 

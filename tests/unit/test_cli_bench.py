@@ -69,6 +69,7 @@ def test_bench_url_prints_the_table_and_writes_artifacts_and_plot(
     assert "3/3" in out
     assert f"artifacts: {out_dir}" in out
     assert sorted(p.name for p in out_dir.iterdir()) == [
+        "artifact-manifest.json",
         "c1-p16384-r3.json",
         "c1-p4096-r3.json",
         "summary.json",

@@ -101,6 +101,10 @@ class StubNvml:
         self._check("nvmlDeviceGetUtilizationRates", handle)
         return SimpleNamespace(gpu=self.cards[handle].get("util", 0), memory=0)
 
+    def nvmlDeviceGetEnforcedPowerLimit(self, handle: int) -> int:
+        self._check("nvmlDeviceGetEnforcedPowerLimit", handle)
+        return int(self.cards[handle].get("power_mw", 300_000))
+
     def nvmlDeviceGetComputeRunningProcesses(self, handle: int) -> list[SimpleNamespace]:
         self._check("nvmlDeviceGetComputeRunningProcesses", handle)
         return [SimpleNamespace(pid=p, usedGpuMemory=m) for p, m in self.cards[handle].get("compute", [])]
@@ -325,3 +329,10 @@ def test_utilisation_is_read_per_card_and_not_supported_becomes_none() -> None:
     snapshot = NvmlInventory(nvml=nvml).snapshot()
     assert [d.utilization_percent for d in snapshot.devices] == [37, None]
     assert snapshot.devices[1].problem is None
+
+
+def test_the_power_cap_is_read_in_watts_and_not_supported_becomes_none() -> None:
+    not_supported = pynvml.NVML_ERROR_NOT_SUPPORTED
+    nvml = StubNvml(cards=[{"power_mw": 250_500}, {}], fail={("nvmlDeviceGetEnforcedPowerLimit", 1): not_supported})
+    snapshot = NvmlInventory(nvml=nvml).snapshot()
+    assert [d.power_limit_w for d in snapshot.devices] == [250.5, None]

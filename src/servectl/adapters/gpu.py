@@ -61,6 +61,7 @@ class GpuDevice:
     lost: bool = False
     problem: str | None = None
     utilization_percent: int | None = None  # busy share of the last sample period (``status --watch``)
+    power_limit_w: float | None = None  # the enforced power cap (evidence host facts)
 
     @property
     def arch(self) -> str | None:
@@ -317,6 +318,7 @@ class NvmlInventory:
         mig = nvml_query(nvml, "nvmlDeviceGetMigMode", handle)
         mig_enabled = None if mig is None else int(mig[0]) == int(getattr(nvml, "NVML_DEVICE_MIG_ENABLE", 1))
         rates = nvml_query(nvml, "nvmlDeviceGetUtilizationRates", handle)
+        power_mw = nvml_query(nvml, "nvmlDeviceGetEnforcedPowerLimit", handle)
         return GpuDevice(
             index=index,
             uuid=uuid,
@@ -329,6 +331,7 @@ class NvmlInventory:
             processes=_processes(nvml, handle),
             mig_enabled=mig_enabled,
             utilization_percent=int(rates.gpu) if rates is not None and hasattr(rates, "gpu") else None,
+            power_limit_w=int(power_mw) / 1000 if power_mw is not None else None,
         )
 
 

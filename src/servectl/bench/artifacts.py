@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from servectl.bench.manifest import UNKNOWN_HOST, RunEntry, write_manifest
 from servectl.bench.model import (
     BenchContext,
     BenchReport,
@@ -168,8 +169,15 @@ def summary_document(report: BenchReport) -> dict[str, Any]:
     return doc
 
 
+def manifest_run(command: str, run_id: str, context: BenchContext | None) -> RunEntry:
+    """The manifest's record of a bench or qualify run: its provenance and the host facts of its context."""
+    host = context.host_facts() if context is not None and context.host_facts is not None else UNKNOWN_HOST
+    return RunEntry(command=command, run_id=run_id, provenance=provenance(context), host=host)
+
+
 def write_artifacts(report: BenchReport, out_dir: Path) -> list[Path]:
-    """Write one JSON per point and ``summary.json`` into ``out_dir`` (created); return the paths."""
+    """Write one JSON per point and ``summary.json`` into ``out_dir`` (created), then the folder's
+    ``artifact-manifest.json``; return the paths (manifest last)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     for point in report.points:
@@ -179,4 +187,6 @@ def write_artifacts(report: BenchReport, out_dir: Path) -> list[Path]:
     summary = out_dir / SUMMARY_FILE
     summary.write_text(json.dumps(summary_document(report), indent=2) + "\n", encoding="utf-8")
     written.append(summary)
+    run = manifest_run("bench", report.run_id, report.context)
+    written.append(write_manifest(out_dir, run=run, written=written))
     return written

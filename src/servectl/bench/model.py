@@ -213,6 +213,8 @@ class BenchContext:
         model_revision: Commit of the model weights.
         free_vram_after: Called once after the run; returns each card's free memory, e.g.
             ``lambda: inventory.snapshot().devices`` with a :class:`servectl.adapters.gpu.GpuInventory`.
+        host_facts: Called once when the artifacts are written; returns the host facts the artifact manifest
+            records (:func:`servectl.bench.manifest.host_facts`: driver, cards, power cap).
     """
 
     profile_name: str | None = None
@@ -220,6 +222,7 @@ class BenchContext:
     image_digest: str | None = None
     model_revision: str | None = None
     free_vram_after: Callable[[], Sequence[CardMemory]] | None = field(default=None, repr=False, compare=False)
+    host_facts: Callable[[], Mapping[str, Any]] | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)

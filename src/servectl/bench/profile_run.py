@@ -14,7 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from servectl.bench.artifacts import SUMMARY_FILE, write_artifacts
+from servectl.bench.artifacts import SUMMARY_FILE, manifest_run, write_artifacts
+from servectl.bench.manifest import write_manifest
 from servectl.bench.model import (
     DEFAULT_PROMPT_TOKENS,
     BenchProgressEvent,
@@ -120,13 +121,16 @@ def run_profile_bench(
     )
     out = out_dir or run_folder(env, "bench")  # named by the start time
     report = run_bench(settings=settings, context=target.context, progress=progress)
-    write_artifacts(report, out)
+    written = write_artifacts(report, out)
     if plot is None:
         return ProfileBenchResult(report=report, out_dir=out)
     try:
-        return ProfileBenchResult(report=report, out_dir=out, plot=plot_taper(report, plot))
+        drawn = plot_taper(report, plot)
     except ValueError as err:  # nothing to draw (no point has a decode measurement)
         return ProfileBenchResult(report=report, out_dir=out, plot_error=str(err))
+    if drawn.resolve().is_relative_to(out.resolve()):  # the plot is part of the run folder: list it too
+        write_manifest(out, run=manifest_run("bench", report.run_id, report.context), written=[*written, drawn])
+    return ProfileBenchResult(report=report, out_dir=out, plot=drawn)
 
 
 def _profile_target(name: str) -> BenchTarget:

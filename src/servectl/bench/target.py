@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from servectl.adapters.docker import DockerEngine
     from servectl.adapters.gpu import GpuInventory
     from servectl.bench import BenchContext
+    from servectl.bench.manifest import host_facts
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,7 @@ def bench_target(
         image_digest=profile.image.digest,
         model_revision=profile.model.revision,
         free_vram_after=free_vram if gpus is not None else None,  # type: ignore[arg-type]
+        host_facts=lambda: host_facts(gpus, profile.gpus.devices),
     )
     return BenchTarget(
         url=service.url, model=profile.model.served_name, api_key_env=profile.serve.api_key_env, context=context

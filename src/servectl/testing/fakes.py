@@ -37,6 +37,7 @@ def make_device(
     processes: Sequence[GpuProcess] | None = (),
     extra_used_mib: int = 0,
     mig_enabled: bool | None = False,
+    power_limit_w: float | None = 300.0,
 ) -> GpuDevice:
     """A healthy card; used memory is what its processes hold plus ``extra_used_mib``."""
     used = sum(p.used_memory_bytes or 0 for p in processes or ()) + extra_used_mib * MIB
@@ -53,6 +54,7 @@ def make_device(
         memory_reserved_bytes=reserved,
         processes=None if processes is None else tuple(processes),
         mig_enabled=mig_enabled,
+        power_limit_w=power_limit_w,
     )
 
 

@@ -12,7 +12,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from servectl.bench.artifacts import free_vram_document, provenance
+from servectl.bench.artifacts import free_vram_document, manifest_run, provenance
+from servectl.bench.manifest import write_manifest
 from servectl.bench.qualify.model import GateResult, QualifyReport
 from servectl.errors import UsageError
 
@@ -71,10 +72,12 @@ def evidence_document(report: QualifyReport) -> dict[str, Any]:
 
 
 def write_evidence(report: QualifyReport, out_dir: Path) -> Path:
-    """Write ``qualify.json`` into ``out_dir`` (created); return its path."""
+    """Write ``qualify.json`` into ``out_dir`` (created), then the folder's ``artifact-manifest.json``; return
+    the path of ``qualify.json``."""
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / EVIDENCE_FILE
     path.write_text(json.dumps(evidence_document(report), indent=2) + "\n", encoding="utf-8")
+    write_manifest(out_dir, run=manifest_run("qualify", report.run_id, report.context), written=[path])
     return path
 
 
