@@ -1,6 +1,6 @@
 """Scripted answers of the stand-in: tool calls, JSON output, reasoning and needle retrieval, on cue.
 
-A plain chat request gets the paced lorem-ipsum completion (:mod:`servectl.standin.server`). A request that
+A plain chat request gets the paced lorem-ipsum completion (:mod:`servectl.standin.generation`). A request that
 asks for something a client checks gets a scripted :class:`Reply` instead, shaped the way SGLang returns it:
 
 * ``tools`` offered (and ``tool_choice`` not ``"none"``): one call of the tool that ``tool_choice`` names, else

@@ -29,8 +29,10 @@ from servectl.standin.argv import (
 )
 from servectl.standin.logs import EngineLog
 from servectl.standin.model import MemoryPlan, ModelConfigError, load_model_info, plan_memory
-from servectl.standin.server import EngineState, StandinServer, make_server
+from servectl.standin.server import make_server
 from servectl.standin.settings import PHASE_SHARES, SettingsError, StandinSettings
+from servectl.standin.state import EngineState
+from servectl.standin.transport import StandinServer
 
 READY_LINE = "The server is fired up and ready to roll!"
 #: What SGLang 0.5.23 prints for GLM with an fp8 KV cache on SM120 (sglang/srt/arg_groups/overrides.py).

@@ -1,0 +1,81 @@
+"""What the stand-in's HTTP side shares with its startup sequence, and how it refuses a request."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from servectl.standin.logs import EngineLog
+from servectl.standin.settings import StandinSettings
+
+
+@dataclass
+class EngineState:
+    """What the HTTP side shares with the startup sequence."""
+
+    settings: StandinSettings
+    args: dict[str, Any]
+    log: EngineLog
+    context_length: int
+    architecture: str = "LlamaForCausalLM"
+    eos_token_id: int | None = None
+    kv_tokens: int = 0
+    phase: str = "init"
+    ready: threading.Event = field(default_factory=threading.Event)
+    created: int = field(default_factory=lambda: int(time.time()))
+    _running: int = 0
+    _generations: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def served_model_name(self) -> str:
+        return str(self.args.get("served_model_name") or self.args["model_path"])
+
+    @property
+    def api_key(self) -> str | None:
+        key = self.args.get("api_key")
+        return str(key) if key else None
+
+    def request_started(self) -> int:
+        with self._lock:
+            self._running += 1
+            return self._running
+
+    def next_generation(self) -> int:
+        """Count a generation request; its 1-based number (for ``STANDIN_ERROR_EVERY``)."""
+        with self._lock:
+            self._generations += 1
+            return self._generations
+
+    def request_finished(self) -> None:
+        with self._lock:
+            self._running -= 1
+
+    @property
+    def running_requests(self) -> int:
+        with self._lock:
+            return self._running
+
+
+class RequestError(Exception):
+    """A request SGLang would refuse: HTTP status and message."""
+
+    def __init__(self, status: int, message: str, error_type: str = "BadRequestError") -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.error_type = error_type
+
+    def body(self) -> dict[str, Any]:
+        return {
+            "object": "error",
+            "message": self.message,
+            "type": self.error_type,
+            "param": None,
+            "code": self.status,
+        }
+
+
+__all__ = ["EngineState", "RequestError"]
