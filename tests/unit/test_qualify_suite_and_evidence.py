@@ -15,11 +15,14 @@ from servectl.bench.qualify.suite import LongContextGate, shipped_suites
 from servectl.errors import ProfileError, UsageError
 
 
-def test_the_shipped_default_suite_loads_with_every_gate_and_the_issue_counts() -> None:
+def test_the_shipped_full_suite_has_every_gate_and_the_default_one_the_quick_ones() -> None:
+    full = load_suite(suite_path("full")).suite.gates
+    assert all(getattr(full, name) is not None for name in type(full).model_fields)
     loaded = load_suite(suite_path(None))
     gates = loaded.suite.gates
-    assert "default" in shipped_suites()
-    assert all(getattr(gates, name) is not None for name in type(gates).model_fields)
+    assert {"default", "full"} <= set(shipped_suites())
+    assert gates.coding is None  # needs the Docker engine and minutes: full only
+    assert all(getattr(gates, name) is not None for name in ("smoke", "structured", "tools", "long_context", "vram"))
     assert gates.tools is not None and gates.tools.cases == 20
     assert gates.endurance is not None and gates.endurance.requests == 60
     assert len(loaded.sha256) == 64

@@ -38,7 +38,7 @@ IMAGE_LABEL = "servectl.standin"
 PREFIX = "/usr/local"
 APP_DIR = "/opt/servectl-standin"
 DEMO_MODEL_PATH = f"{APP_DIR}/demo-model"
-_LAYOUT_VERSION = "1"  # bump when the rootfs layout changes in a way the hashed sources do not show
+_LAYOUT_VERSION = "2"  # bump when the rootfs layout changes in a way the hashed sources do not show
 
 #: The demo model's ``config.json`` (the same as ``examples/demo-model/config.json``; a unit test checks it).
 DEMO_MODEL_CONFIG: dict[str, Any] = {
@@ -319,7 +319,9 @@ def write_rootfs(fileobj: BinaryIO, runtime: PythonRuntime | None = None) -> lis
             libraries |= libs
 
     writer = _RootfsWriter(fileobj)
-    for folder, mode in (("/tmp", 0o1777), ("/root", 0o700), ("/etc", 0o755), ("/usr/bin", 0o755)):
+    # /root is readable: the interpreter's libraries may live under it (pyenv), and the coding sandbox
+    # (servectl.adapters.sandbox) runs this image as nobody
+    for folder, mode in (("/tmp", 0o1777), ("/root", 0o755), ("/etc", 0o755), ("/usr/bin", 0o755)):
         writer.directory(folder, mode)
     writer.data("/etc/passwd", _PASSWD.encode())
     writer.data("/etc/group", _GROUP.encode())

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from importlib import metadata
 from typing import Any
 
+from servectl.adapters.sandbox import CodeSandbox
 from servectl.bench.model import BenchContext, pick_model, read_free_vram
 from servectl.bench.qualify.client import QualifyClient
 from servectl.bench.qualify.gates import GateRun
@@ -25,7 +26,7 @@ from servectl.bench.qualify.model import (
     QualifySettings,
     ServiceFacts,
 )
-from servectl.bench.qualify.suite import GATE_ORDER
+from servectl.bench.qualify.suite import GATE_ORDER, LoadedSuite
 from servectl.errors import BenchFailed
 
 ProgressCallback = Callable[[QualifyProgressEvent], None]
@@ -62,12 +63,39 @@ def _discover(client: QualifyClient, settings: QualifySettings) -> tuple[str, in
     return wanted, models[wanted]
 
 
+GateRunner = Callable[[GateRun, Any], GateResult]
+
+
+def gate_runners(loaded: LoadedSuite) -> dict[str, GateRunner]:
+    """Each gate's runner, with the inputs it reads from files (case sets, corpora) loaded and checked first.
+
+    Raises:
+        ProfileError: a case or corpus file the suite names has problems (nothing has been sent yet).
+    """
+    from servectl.bench.qualify.gates import coding, endurance, long_context, reasoning, smoke, structured, tools
+
+    runners: dict[str, GateRunner] = {
+        "smoke": smoke.run,
+        "structured": structured.run,
+        "tools": tools.run,
+        "reasoning": reasoning.run,
+        "long_context": long_context.run,
+        "endurance": endurance.run,
+    }
+    gates = loaded.suite.gates
+    if gates.coding is not None:
+        case_set = coding.load_cases(coding.cases_path(gates.coding, loaded.source))
+        runners["coding"] = lambda run, spec: coding.run(run, spec, case_set)
+    return runners
+
+
 def run_qualify(
     *,
     settings: QualifySettings,
     context: BenchContext | None = None,
     facts: ServiceFacts | None = None,
     progress: ProgressCallback | None = None,
+    sandbox: CodeSandbox | None = None,
 ) -> QualifyReport:
     """Run every gate of ``settings.suite`` against the server and return the verdicts.
 
@@ -76,14 +104,23 @@ def run_qualify(
         context: Provenance of a managed profile (plan hash, pins), recorded in the evidence.
         facts: What the profile says (reasoning parser, context, VRAM reserve, GPU reader).
         progress: Called after each case.
+        sandbox: Where the coding gate runs answers (default: a :class:`~servectl.adapters.sandbox.DockerSandbox`
+            on the stand-in image, made when the suite has a coding gate).
 
     Raises:
         BenchFailed: the server cannot be reached, refuses the key, or does not serve the model.
+        ProfileError: a case or corpus file of the suite has problems (nothing is sent then).
     """
-    from servectl.bench.qualify.gates import endurance, long_context, reasoning, smoke, structured, tools, vram
+    from servectl.bench.qualify.gates import vram
 
     facts = facts or ServiceFacts()
     suite = settings.suite.suite
+    runners = gate_runners(settings.suite)
+    owned_sandbox = None
+    if sandbox is None and suite.gates.coding is not None:
+        from servectl.adapters.sandbox import DockerSandbox
+
+        sandbox = owned_sandbox = DockerSandbox()
     started = _now()
     client = QualifyClient(
         url=settings.url,
@@ -103,15 +140,8 @@ def run_qualify(
             max_model_len=max_model_len,
             seed=settings.seed,
             progress=progress,
+            code_sandbox=sandbox,
         )
-        runners: dict[str, Callable[[GateRun, Any], GateResult]] = {
-            "smoke": smoke.run,
-            "structured": structured.run,
-            "tools": tools.run,
-            "reasoning": reasoning.run,
-            "long_context": long_context.run,
-            "endurance": endurance.run,
-        }
         results: list[GateResult] = []
         for gate in GATE_ORDER:
             spec = getattr(suite.gates, gate)
@@ -123,6 +153,8 @@ def run_qualify(
             results.append(vram.run(run, suite.gates.vram, list(cards) if cards else None, unread=unread))
     finally:
         client.close()
+        if owned_sandbox is not None:
+            owned_sandbox.close()
     return QualifyReport(
         settings=settings,
         context=context,

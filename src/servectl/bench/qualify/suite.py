@@ -106,6 +106,20 @@ class EnduranceGate(_Gate):
         return self
 
 
+class CodingGate(_Gate):
+    """Functions the model writes run against hidden tests in a locked-down throwaway container."""
+
+    cases: str = Field(
+        default="shipped", description="case file (relative to the suite file), or 'shipped' for servectl's set"
+    )
+    limit: int | None = Field(default=None, ge=1, description="run only the first this many cases (null: all)")
+    max_tokens: int = Field(default=4096, ge=64, description="room for a thinking model's reasoning and the code")
+    timeout_s: float = Field(default=10, gt=0, le=300, description="wall-clock limit of one case's run")
+    memory_mib: int = Field(default=256, ge=32, description="memory limit of the sandbox (no swap)")
+    cpus: float = Field(default=1.0, gt=0, le=8)
+    pids: int = Field(default=64, ge=8, description="process limit of the sandbox (a fork bomb stops there)")
+
+
 class VramGate(_Gate):
     """Free VRAM per card after the run, against the profile's reserve (or its recorded waiver)."""
 
@@ -118,6 +132,7 @@ class Gates(_Strict):
     tools: ToolsGate | None = None
     reasoning: ReasoningGate | None = None
     long_context: LongContextGate | None = None
+    coding: CodingGate | None = None
     endurance: EnduranceGate | None = None
     vram: VramGate | None = None
 

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from servectl.adapters.sandbox import CodeSandbox
 from servectl.bench.qualify.client import QualifyClient
 from servectl.bench.qualify.model import CaseResult, QualifyProgressEvent, ServiceFacts
 
@@ -24,6 +25,13 @@ class GateRun:
     max_model_len: int | None
     seed: int = 0
     progress: Callable[[QualifyProgressEvent], None] | None = None
+    code_sandbox: CodeSandbox | None = None
+
+    def sandbox(self) -> CodeSandbox:
+        """Where the coding gate runs answers (the run's owner makes it; see :mod:`servectl.adapters.sandbox`)."""
+        if self.code_sandbox is None:
+            raise RuntimeError("this qualification run has no code sandbox")
+        return self.code_sandbox
 
     def report(self, gate: str, done: int, total: int, case: CaseResult | None = None) -> None:
         if self.progress is not None:
