@@ -5,6 +5,8 @@ Library entry points (keyword-only, typed)::
     report = run_bench(settings=BenchSettings(url="http://127.0.0.1:8180", prompt_tokens=(4096,)))
     write_artifacts(report, Path("evidence"))
     plot_taper(report, Path("evidence/taper.png"))
+    comparison = compare_bench(runs=[Path("runs/old"), Path("runs/new")], references=[Path("ds4-0731.csv")])
+    plot_comparison(comparison, Path("compare.png"))
 
 Method, and the pitfalls it avoids:
 
@@ -35,6 +37,16 @@ _EXPORTS: dict[str, str] = {
     "BenchReport": "servectl.bench.model",
     "BenchSettings": "servectl.bench.model",
     "Calibration": "servectl.bench.model",
+    "CompareRow": "servectl.bench.compare",
+    "Comparison": "servectl.bench.compare",
+    "Series": "servectl.bench.compare",
+    "SeriesPoint": "servectl.bench.compare",
+    "compare_bench": "servectl.bench.compare_inputs",
+    "compare_series": "servectl.bench.compare",
+    "comparison_document": "servectl.bench.compare",
+    "plot_comparison": "servectl.bench.plot",
+    "read_reference": "servectl.bench.compare_inputs",
+    "read_run": "servectl.bench.compare_inputs",
     "CardFreeMemory": "servectl.bench.model",
     "CardMemory": "servectl.bench.model",
     "ClientInfo": "servectl.bench.model",
@@ -60,18 +72,30 @@ __all__ = [
     "CardFreeMemory",
     "CardMemory",
     "ClientInfo",
+    "CompareRow",
+    "Comparison",
     "FailureKind",
     "PointResult",
     "RequestMeasurement",
+    "Series",
+    "SeriesPoint",
     "Stat",
+    "compare_bench",
+    "compare_series",
+    "comparison_document",
+    "plot_comparison",
     "plot_taper",
     "prompt_tolerance_tokens",
+    "read_reference",
+    "read_run",
     "run_bench",
     "write_artifacts",
 ]
 
 if TYPE_CHECKING:
     from servectl.bench.artifacts import write_artifacts
+    from servectl.bench.compare import CompareRow, Comparison, Series, SeriesPoint, compare_series, comparison_document
+    from servectl.bench.compare_inputs import compare_bench, read_reference, read_run
     from servectl.bench.model import (
         DEFAULT_PROMPT_TOKENS,
         ApiKey,
@@ -89,7 +113,7 @@ if TYPE_CHECKING:
         Stat,
         prompt_tolerance_tokens,
     )
-    from servectl.bench.plot import plot_taper
+    from servectl.bench.plot import plot_comparison, plot_taper
     from servectl.bench.runner import run_bench
 
 

@@ -1,4 +1,5 @@
-"""The taper curve: decode tok/s and TTFT against prompt tokens, one line per concurrency.
+"""The taper curve: decode tok/s and TTFT against prompt tokens, one line per concurrency (``plot_taper``)
+or one per compared run and reference (``plot_comparison``).
 
 matplotlib is imported only here, lazily, and drawn through its Agg canvas (no global backend switch, no
 display needed). It is an optional extra (``servectl[bench]``): it and its compiled dependencies (numpy,
@@ -11,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+from servectl.bench.compare import Comparison, Series, SeriesPoint, describe_differences
 from servectl.bench.model import BenchReport, PointResult, Stat
 from servectl.errors import UsageError
 
@@ -86,6 +88,80 @@ def plot_taper(report: BenchReport, path: Path) -> Path:
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(loc="best", fontsize="small")
     ax_decode.set_ylim(bottom=0)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format="png", dpi=110)
+    return path
+
+
+def _lines(comparison: Comparison) -> list[tuple[str, Series, list[SeriesPoint]]]:
+    """One line per series (per concurrency level where a series has several): label, series, points."""
+    out: list[tuple[str, Series, list[SeriesPoint]]] = []
+    for s in comparison.series:
+        levels = sorted({p.concurrency for p in s.points}, key=lambda c: (c is not None, c or 0))
+        for level in levels:
+            points = sorted(
+                (p for p in s.points if p.concurrency == level and p.decode_tok_s is not None),
+                key=lambda p: p.prompt_tokens,
+            )
+            label = s.label if len(levels) == 1 else f"{s.label} C{level}"
+            if s.label == comparison.baseline:
+                label += " (baseline)"
+            if points:
+                out.append((label, s, points))
+    return out
+
+
+def plot_comparison(comparison: Comparison, path: Path) -> Path:
+    """Overlay the decode taper (and TTFT, where known) of every run and reference into a PNG.
+
+    One line per series, a min-max band for runs with repeats, references dashed; actual prompt tokens on a
+    log axis with plain thousands labels; titled with what differs between the runs.
+
+    Returns:
+        ``path``, written.
+
+    Raises:
+        ValueError: No series has a decode measurement to draw.
+        UsageError: matplotlib is not installed.
+    """
+    require_plotting()
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    lines = _lines(comparison)
+    if not lines:
+        raise ValueError("no run or reference has a decode measurement; nothing to plot")
+    with_ttft = any(p.ttft_s is not None for _, _, points in lines for p in points)
+    fig = Figure(figsize=(9, 7.5 if with_ttft else 5), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(2, 1, sharex=True) if with_ttft else [fig.subplots(1, 1)]
+    for number, (label, series, points) in enumerate(lines):
+        style = {"linestyle": "--", "marker": "s"} if series.kind == "reference" else {"marker": "o"}
+        style["color"] = f"C{number % 10}"  # one colour per line in both panels
+        for ax, attr in zip(axes, ("decode_tok_s", "ttft_s"), strict=False):
+            drawn = [(p.prompt_tokens, s) for p in points if (s := getattr(p, attr)) is not None]
+            if not drawn:
+                continue
+            xs = [x for x, _ in drawn]
+            ax.plot(xs, [s.p50 for _, s in drawn], label=label, **style)
+            if any(s.n > 1 and s.max > s.min for _, s in drawn):
+                lo, hi = [s.min for _, s in drawn], [s.max for _, s in drawn]
+                ax.fill_between(xs, lo, hi, alpha=0.15, color=style["color"])
+    title = "\n".join(["decode taper", *describe_differences(comparison).split("; ")])
+    axes[0].set_title(title, fontsize="medium")
+    axes[0].set_ylabel("decode tok/s per stream (p50)")
+    axes[0].set_ylim(bottom=0)
+    if with_ttft:
+        axes[1].set_ylabel("TTFT (s)")
+    axes[-1].set_xlabel(f"prompt tokens (actual; matched within {100 * comparison.tolerance:g} %)")
+    axes[-1].set_xscale("log")
+    axes[-1].xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axes[-1].xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:,.0f}"))
+    axes[-1].xaxis.set_minor_formatter(NullFormatter())
+    for ax in axes:
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].legend(loc="best", fontsize="small")
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, format="png", dpi=110)
     return path

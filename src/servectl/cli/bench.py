@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from typer.core import TyperGroup
 
+from servectl.cli.bench_compare import compare_command
 from servectl.errors import UsageError
 
 if TYPE_CHECKING:
@@ -20,6 +22,7 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from servectl.bench import BenchProgressEvent, BenchReport, PointResult, Stat
+    from servectl.bench.profile_run import ProfileBenchResult
 
 
 def _int_list(option: str, text: str) -> tuple[int, ...]:
@@ -110,6 +113,7 @@ def _render_notes(console: Console, report: BenchReport) -> None:
 
 
 def bench_command(
+    ctx: typer.Context,
     name: Annotated[
         str | None,
         typer.Argument(
@@ -153,7 +157,9 @@ def bench_command(
     timeout: Annotated[float, typer.Option("--timeout", help="Read timeout per request, seconds.")] = 900.0,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the prompt word salad.")] = 0,
 ) -> None:
-    """Measure TTFT, prefill and decode tok/s at each prompt length and concurrency."""
+    """Measure TTFT, prefill and decode tok/s at each prompt length and concurrency (or: bench compare)."""
+    if ctx.invoked_subcommand is not None:
+        return
     from rich.console import Console
 
     from servectl.bench.profile_run import run_profile_bench
@@ -180,6 +186,11 @@ def bench_command(
             plot=plot,
             progress=on_progress,
         )
+    _print_result(console, result)
+    result.raise_if_failed()
+
+
+def _print_result(console: Console, result: ProfileBenchResult) -> None:
     console.print(results_table(result.report, width=console.width))
     _render_notes(console, result.report)
     console.print(f"artifacts: {result.out_dir}", highlight=False)
@@ -187,7 +198,6 @@ def bench_command(
         console.print(f"plot: {result.plot}", highlight=False)
     if result.plot_error is not None:
         console.print(f"warning: plot not written: {result.plot_error}", markup=False, highlight=False)
-    result.raise_if_failed()
 
 
 def _describer(repeats: int) -> Callable[[BenchProgressEvent], str]:
@@ -202,6 +212,33 @@ def _describer(repeats: int) -> Callable[[BenchProgressEvent], str]:
     return describe
 
 
+class _BenchGroup(TyperGroup):
+    """``bench [NAME] [OPTIONS]`` measures; ``bench compare ...`` compares.
+
+    A click group parses its own arguments first, so ``compare`` would become the profile NAME; here a first
+    word that names a subcommand goes to it (a profile named ``compare`` cannot be benchmarked by name; use
+    ``--url``). Options may follow NAME, as they could before ``bench`` became a group.
+    """
+
+    allow_interspersed_args = True
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if args and args[0] in self.commands:
+            super().parse_args(ctx, [])  # the measuring options keep their defaults, unused
+            ctx._protected_args, ctx.args = [args[0]], list(args[1:])
+            return list(ctx.args)
+        return super().parse_args(ctx, args)
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        params = super().get_params(ctx)
+        if ctx.command is not self:  # a subcommand's usage line: `bench compare`, not `bench [name] compare`
+            return [p for p in params if getattr(p, "param_type_name", "") != "argument"]
+        return params
+
+
 def register(app: typer.Typer) -> None:
-    """Add ``bench`` to the ``servectl`` app."""
-    app.command("bench")(bench_command)
+    """Add ``bench`` and ``bench compare`` to the ``servectl`` app."""
+    bench_app = typer.Typer(cls=_BenchGroup, invoke_without_command=True, no_args_is_help=False)
+    bench_app.callback()(bench_command)
+    bench_app.command("compare")(compare_command)
+    app.add_typer(bench_app, name="bench")
