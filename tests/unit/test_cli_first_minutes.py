@@ -165,3 +165,8 @@ def test_version_option_and_command_print_the_version_in_pyproject() -> None:
     import servectl as package
 
     assert package.__version__ == expected  # the fallback when no distribution is installed
+
+
+def test_a_mistyped_command_still_suggests_the_right_one() -> None:
+    result = servectl("statu")
+    assert result.returncode == 2 and "No such command 'statu'. Did you mean 'status'?" in result.stderr

@@ -122,3 +122,27 @@ def test_a_typer_without_the_descriptor_keeps_its_own_coercion(monkeypatch: pyte
     older = SimpleNamespace(is_bool_flag=False)  # an option object of a typer without type_descriptor
     assert TyperOption.process_value(older, None, "7") == "coerced 7"  # type: ignore[arg-type]
     assert seen == ["7"]
+
+
+def test_a_warm_dry_run_loads_neither_pydantic_nor_the_profile_models(tmp_path: Path) -> None:
+    """The second dry-run of an unchanged profile reads its plan from the cache (servectl.plan.cache)."""
+    _, cold, first = _modules_after(["up", "demo", "--dry-run"], tmp_path)
+    assert "servectl.profile.models" in cold  # compiled, and cached
+    code, warm, second = _modules_after(["up", "demo", "--dry-run"], tmp_path)
+    assert code in (0, None) and second == first
+    assert not {m for m in warm if m.split(".")[0] in ("pydantic", "yaml") or m == "servectl.profile.models"}
+
+
+def test_main_builds_only_the_command_it_runs_and_leaves_the_app_whole() -> None:
+    from servectl.cli.app import _only_the_command_named, _register_commands, app
+
+    _register_commands()
+    every = [c.name for c in app.registered_commands]
+    with _only_the_command_named(["up"]):
+        assert [c.name for c in app.registered_commands] == ["up"]
+    with _only_the_command_named(["catalog"]):
+        assert app.registered_commands == [] and [g.name for g in app.registered_groups] == ["catalog"]
+    for first in (["--help"], ["no-such-command"], []):
+        with _only_the_command_named(first):
+            assert [c.name for c in app.registered_commands] == every
+    assert [c.name for c in app.registered_commands] == every

@@ -78,22 +78,23 @@ def up_command(
     ] = None,
 ) -> None:
     """Validate, preflight and start a profile, then wait until it really serves."""
-    from servectl.plan.resolve import resolve
+    from servectl.plan.cache import cached_plan, compile_and_store
 
-    resolved = resolve(name, keep_unset=dry_run)
-    if dry_run:
-        if resolved.unset:
-            names = ", ".join("${" + var + "}" for var in resolved.unset)
-            exports = " ".join(f"{var}=..." for var in resolved.unset)
+    if dry_run:  # a plan compiled from the same inputs before is not compiled again (servectl.plan.cache)
+        shown = cached_plan(name, keep_unset=True)
+        if shown.unset:
+            names = ", ".join("${" + var + "}" for var in shown.unset)
+            exports = " ".join(f"{var}=..." for var in shown.unset)
             sys.stderr.write(f"warning: {names} not set; shown unresolved (`up` needs them: export {exports})\n")
         if as_json:
-            typer.echo(resolved.plan.to_json())
+            typer.echo(shown.plan.to_json())
         else:
             from servectl.plan.script import dry_run_text
 
-            typer.echo(dry_run_text(resolved.plan), nl=False)
+            typer.echo(dry_run_text(shown.plan), nl=False)
         return
 
+    resolved = compile_and_store(name)  # compiled in full (preflight reads the profile), and cached for status
     from servectl.api import up
     from servectl.cli.views.runtime import up_text
     from servectl.errors import StartupFailed

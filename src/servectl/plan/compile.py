@@ -16,12 +16,14 @@ import shlex
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from servectl.errors import ProfileError
 from servectl.plan import labels as _labels
-from servectl.profile.catalog import BOOL_OPTIONAL, ArgvError, FlagCatalog, format_value
-from servectl.profile.models import Profile
+
+if TYPE_CHECKING:  # the plan types load without pydantic or the catalogs: a cached plan needs neither
+    from servectl.profile.catalog import FlagCatalog
+    from servectl.profile.models import Profile
 
 PathKey = tuple[str | int, ...]
 
@@ -146,6 +148,47 @@ class LaunchPlan:
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=False)
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> LaunchPlan:
+        """The plan whose :meth:`to_dict` is ``data`` (JSON's lists back to tuples; values as they are).
+
+        Raises:
+            KeyError, TypeError, ValueError: ``data`` is not such a description.
+        """
+        d = data["docker"]
+        docker = DockerRunSpec(
+            image=d["image"],
+            name=d["name"],
+            command=tuple(d["command"]),
+            labels=dict(d["labels"]),
+            environment=tuple((name, value) for name, value in d["environment"]),
+            device_ids=tuple(d["device_ids"]),
+            ipc_mode=d["ipc_mode"],
+            shm_size=d["shm_size"],
+            ulimits=tuple((name, soft, hard) for name, soft, hard in d["ulimits"]),
+            network_mode=d["network_mode"],
+            ports=tuple(PortBinding(**p) for p in d["ports"]),
+            mounts=tuple(MountPlan(**m) for m in d["mounts"]),
+            stop_timeout_s=d["stop_timeout_s"],
+            init=d["init"],
+            restart_policy=d.get("restart_policy"),
+        )
+        secret = data["secret"]
+        return cls(
+            profile=data["profile"],
+            source=data["source"],
+            served_name=data["served_name"],
+            url=data["url"],
+            engine_argv=tuple(data["engine_argv"]),
+            docker=docker,
+            files=tuple(GeneratedFile(**f) for f in data["files"]),
+            secret=None if secret is None else SecretRef(**secret),
+            startup_timeout_s=data["startup_timeout_s"],
+            stall_timeout_s=data["stall_timeout_s"],
+            expect_log=tuple(data["expect_log"]),
+            plan_hash=data["plan_hash"],
+        )
+
 
 # -- argv ----------------------------------------------------------------------------------------------
 def engine_args(profile: Profile, catalog: FlagCatalog) -> list[EngineArg]:
@@ -165,6 +208,8 @@ _ENGINE_ARGS: dict[int, tuple[Profile, FlagCatalog, tuple[EngineArg, ...]]] = {}
 
 
 def _engine_args(profile: Profile, catalog: FlagCatalog) -> list[EngineArg]:
+    from servectl.profile.catalog import BOOL_OPTIONAL, ArgvError, format_value
+
     p, e = profile, profile.engine
     out: list[EngineArg] = []
 
@@ -228,6 +273,8 @@ def effective_settings(profile: Profile, catalog: FlagCatalog) -> dict[str, Sett
     Rules read settings here, so a value counts wherever it is written: a typed key or ``args``, any
     spelling or abbreviation of the flag, a string or a number (``"19"`` and ``19`` alike).
     """
+    from servectl.profile.catalog import ArgvError
+
     out: dict[str, Setting] = {}
     for arg in engine_args(profile, catalog):
         try:
@@ -271,6 +318,8 @@ def catalog_problems(profile: Profile, catalog: FlagCatalog) -> Iterator[tuple[P
     Only what the engine itself rejects; servectl's stricter policies (one place per flag, no API key as a
     flag) are :func:`policy_flag_problems`.
     """
+    from servectl.profile.catalog import ArgvError
+
     for arg in engine_args(profile, catalog):
         try:
             opt = catalog.option(arg.flag)
@@ -290,6 +339,8 @@ def catalog_problems(profile: Profile, catalog: FlagCatalog) -> Iterator[tuple[P
 
 def policy_flag_problems(profile: Profile, catalog: FlagCatalog) -> Iterator[tuple[str, PathKey, str]]:
     """Flags the engine would take but servectl refuses on purpose: (rule name, field, message)."""
+    from servectl.profile.catalog import ArgvError
+
     owner_of: dict[str, PathKey] = {}
     for arg in engine_args(profile, catalog):
         try:

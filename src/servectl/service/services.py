@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from servectl.adapters.state import GateRecord, History
-from servectl.errors import ServectlError
 from servectl.paths import state_dir as default_state_dir
 from servectl.plan.labels import (
     LABEL_GPUS,
@@ -218,13 +217,11 @@ def _adopted_profiles() -> Sequence[Resolved]:
 
 
 def current_plan_hash(profile: str) -> str | None:
-    """The plan hash that profile ``profile`` compiles to now, or None when it no longer loads."""
-    from servectl.plan.resolve import resolve
+    """The plan hash that profile ``profile`` compiles to now, or None when it no longer loads (from the plan
+    cache when none of the profile's inputs changed: ``status`` compiles nothing for an unchanged profile)."""
+    from servectl.plan.cache import cached_plan_hash
 
-    try:
-        return resolve(profile).plan.plan_hash
-    except ServectlError:
-        return None
+    return cached_plan_hash(profile)
 
 
 def _answers_health(client: httpx.Client, url: str) -> bool:

@@ -1,0 +1,304 @@
+"""The plan cache: a profile's launch plan kept in the state folder with every input it was compiled from.
+
+``up --dry-run`` and the drift column of ``status`` need a profile's plan, and compiling one (the pydantic
+models, the rules, the flag catalog) costs more than the rest of those commands. An entry records, next to
+the plan, each input the compile read, as a fact that is cheap to check again:
+
+* the content hash of every profile file in the ``extends`` chain, and that no file of the same name sits
+  earlier on the search path (one there would win);
+* the flag catalog file the profile names, or the folder of extracted catalogs (by content);
+* the environment variables the search path, the state folder and the profile's ``${VAR}`` host paths read,
+  set or unset; the working folder; where each profile folder really points;
+* servectl's own modules that were loaded, pydantic's and PyYAML's (size and modification time), and the
+  Python version: an upgrade or an edit recompiles.
+
+Every lookup checks every fact; one that changed (or an entry that is not exactly what was written: a
+SHA-256 over its content guards it) is a miss, and the plan is compiled and the entry rewritten. A
+profile that does not load is never cached. The cache is only ever an answer the compiler gave for the same
+inputs: no command behaves differently with it, only faster. ``SERVECTL_NO_PLAN_CACHE=1`` turns it off.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from servectl.paths import state_dir
+
+if TYPE_CHECKING:
+    from servectl.plan.compile import LaunchPlan
+    from servectl.plan.resolve import Resolved
+
+#: Bumped whenever the entry format changes; older entries are misses.
+FORMAT = 1
+OFF_VARIABLE = "SERVECTL_NO_PLAN_CACHE"
+
+#: Environment variables the search path and servectl's folders depend on (platformdirs reads the XDG ones).
+_FOLDER_VARIABLES = (
+    "HOME",
+    "SERVECTL_HOME",
+    "SERVECTL_PROFILES",
+    "XDG_CONFIG_HOME",
+    "XDG_STATE_HOME",
+    "XDG_CACHE_HOME",
+)
+
+
+@dataclass(frozen=True)
+class CachedPlan:
+    """A profile's plan; ``resolved`` is there when it was compiled in this call (None for a cache hit)."""
+
+    plan: LaunchPlan
+    unset: tuple[str, ...] = ()  # ``${VAR}`` left as written (only with ``keep_unset``)
+    resolved: Resolved | None = None
+
+
+def cached_plan(name: str, *, keep_unset: bool = False) -> CachedPlan:
+    """Profile ``name``'s plan (as :func:`servectl.plan.resolve.resolve` compiles it), from the cache when
+    every input it was compiled from is unchanged; otherwise compiled and cached.
+
+    Raises:
+        UsageError: unknown profile. ProfileError: any problem in the profile (never cached).
+    """
+    if _enabled(name):
+        hit = lookup(name, keep_unset=keep_unset)
+        if hit is not None:
+            return hit
+    resolved = compile_and_store(name, keep_unset=keep_unset)
+    return CachedPlan(plan=resolved.plan, unset=resolved.unset, resolved=resolved)
+
+
+def cached_plan_hash(name: str) -> str | None:
+    """The plan hash profile ``name`` compiles to now (what ``status`` compares with the label), or None when
+    it does not load."""
+    from servectl.errors import ServectlError
+
+    try:
+        return cached_plan(name).plan.plan_hash
+    except ServectlError:
+        return None
+
+
+def compile_and_store(name: str, *, keep_unset: bool = False) -> Resolved:
+    """Resolve profile ``name`` as :func:`servectl.plan.resolve.resolve` does (always) and cache its plan with
+    the facts of its inputs.
+
+    Raises:
+        UsageError: unknown profile. ProfileError: any problem in the profile.
+    """
+    from servectl.plan.compile import UnsetKeptLiteral
+    from servectl.plan.resolve import Resolved, plan_for
+    from servectl.plan.validate import load_profile
+
+    loaded = load_profile(name)
+    env = os.environ
+    keeping = UnsetKeptLiteral(env) if keep_unset else None
+    variables = _Recording(env if keeping is None else keeping)
+    plan = plan_for(loaded, environ=env, variables=variables)
+    unset = tuple(keeping.unset) if keeping is not None else ()
+    resolved = Resolved(loaded=loaded, plan=plan, unset=unset)
+    if _enabled(name):
+        facts = _input_facts(resolved, sorted(variables.names))
+        if facts is not None:
+            _write(_entry_path(name, keep_unset), _entry(name, keep_unset, facts, plan, unset))
+    return resolved
+
+
+def lookup(name: str, *, keep_unset: bool = False) -> CachedPlan | None:
+    """The cached plan of ``name`` when its entry is intact and every fact in it still holds, else None."""
+    path = _entry_path(name, keep_unset)
+    try:
+        entry = json.loads(path.read_bytes())
+        if not isinstance(entry, dict) or entry.get("sha256") != _digest(entry):
+            return None
+        if entry.get("format") != FORMAT or entry.get("name") != name or entry.get("keep_unset") != keep_unset:
+            return None
+        if not all(_holds(fact) for fact in entry["facts"]):
+            return None
+        from servectl.plan.compile import LaunchPlan
+
+        return CachedPlan(plan=LaunchPlan.from_dict(entry["plan"]), unset=tuple(entry["unset"]))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None  # missing, unreadable or damaged: compiled again, and rewritten
+
+
+def cache_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """Where the entries live: ``<state folder>/cache/plans``."""
+    return state_dir(environ) / "cache" / "plans"
+
+
+# -- facts ---------------------------------------------------------------------------------------------
+# A fact is [kind, subject, value]; it holds when the value observed now equals the recorded one.
+Fact = list[Any]
+
+
+def _holds(fact: Fact) -> bool:
+    kind, subject, value = fact
+    return bool(_observe(kind, subject) == value)
+
+
+def _observe(kind: str, subject: str) -> Any:
+    if kind == "env":
+        return os.environ.get(subject)
+    if kind == "cwd":
+        return os.getcwd()
+    if kind == "realpath":
+        return os.path.realpath(subject)
+    if kind == "file":  # content hash; None: no such file (nothing may appear there)
+        return _file_hash(subject)
+    if kind == "stat":  # servectl's own modules: an install or an edit changes size or time
+        st = os.stat(subject)
+        return [st.st_size, st.st_mtime_ns]
+    if kind == "folder":  # the *.json files of a folder, by content
+        return _folder_hash(subject)
+    if kind == "python":  # the interpreter (and so the platform)
+        return sys.version
+    raise ValueError(f"unknown fact kind {kind!r}")
+
+
+def _file_hash(path: str) -> str | None:
+    try:
+        with open(path, "rb") as fh:
+            return hashlib.sha256(fh.read()).hexdigest()
+    except FileNotFoundError:
+        return None if not os.path.lexists(path) else "unreadable"
+    except OSError:
+        return "unreadable" if os.path.lexists(path) else None
+
+
+def _folder_hash(folder: str) -> str:
+    digest = hashlib.sha256()
+    try:
+        names = sorted(n for n in os.listdir(folder) if n.endswith(".json"))
+    except OSError:
+        names = []
+    for name in names:
+        digest.update(f"{name}\0{_file_hash(os.path.join(folder, name))}\0".encode())
+    return digest.hexdigest()
+
+
+def _input_facts(resolved: Resolved, variables: list[str]) -> list[Fact] | None:
+    """The facts of everything ``resolved`` was compiled from; None when one cannot be stated (not cached)."""
+    from servectl.profile.loader import search_path
+
+    folders = search_path()
+    facts: list[Fact] = [["python", "", sys.version], ["cwd", "", os.getcwd()]]
+    facts += [["env", name, os.environ.get(name)] for name in (*_FOLDER_VARIABLES, *variables)]
+    facts += [["realpath", str(f.path), os.path.realpath(f.path)] for f in folders]
+    for file in resolved.loaded.chain:  # the profile, then its bases: each found by name on the search path
+        candidates = [f.path / f"{file.stem}.yaml" for f in folders]
+        if file not in candidates:
+            return None  # found some other way (a path given on the command line): not cached
+        for candidate in candidates[: candidates.index(file)]:
+            facts.append(["file", str(candidate), None])
+        facts.append(["file", str(file), _file_hash(str(file))])
+    catalog = _catalog_fact(resolved)
+    if catalog is not None:
+        facts.append(catalog)
+    facts += [["stat", path, _observe("stat", path)] for path in _own_modules()]
+    return facts
+
+
+def _catalog_fact(resolved: Resolved) -> Fact | None:
+    """The flag catalog the profile names: a file (by content), or the folder of extracted catalogs."""
+    from servectl.paths import catalog_cache_dir
+    from servectl.profile.catalog import CATALOG_DIR
+    from servectl.profile.catalog_store import IMAGE, is_catalog_file
+
+    spec = resolved.loaded.profile.engine.catalog
+    if is_catalog_file(spec):
+        path = str(Path(spec).expanduser())
+        return ["file", path, _file_hash(path)]
+    if spec == IMAGE or spec.startswith("sha256:"):
+        folder = str(catalog_cache_dir())
+        return ["folder", folder, _folder_hash(folder)]
+    shipped = str(CATALOG_DIR / f"{spec}.json")
+    return ["file", shipped, _file_hash(shipped)]
+
+
+#: Libraries whose upgrade may change what a profile validates or compiles to (their package file is stated).
+_LIBRARIES = ("pydantic", "pydantic_core", "yaml")
+
+
+def _own_modules() -> Iterator[str]:
+    """The source files of every servectl module loaded now (the compiler and all it used), and of the
+    libraries that read and validate a profile."""
+    for name, module in sorted(sys.modules.items()):
+        file = getattr(module, "__file__", None)
+        if file and (name == "servectl" or name.startswith("servectl.") or name in _LIBRARIES):
+            yield str(file)
+
+
+class _Recording(Mapping[str, str]):
+    """The environment as the compiler sees it, noting every variable it asks for (set or not)."""
+
+    def __init__(self, inner: Mapping[str, str]) -> None:
+        self._inner = inner
+        self.names: set[str] = set()
+
+    def __getitem__(self, key: str) -> str:
+        self.names.add(key)
+        return self._inner[key]
+
+    def __contains__(self, key: object) -> bool:
+        if isinstance(key, str):
+            self.names.add(key)
+        return key in self._inner
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._inner)
+
+    def __len__(self) -> int:
+        return len(self._inner)
+
+
+# -- entries -------------------------------------------------------------------------------------------
+def _enabled(name: str) -> bool:
+    return not os.environ.get(OFF_VARIABLE) and not name.endswith((".yaml", ".yml"))
+
+
+def _entry_path(name: str, keep_unset: bool) -> Path:
+    key = hashlib.sha256(json.dumps([name, keep_unset, os.getcwd()]).encode()).hexdigest()[:32]
+    return cache_dir() / f"{key}.json"
+
+
+def _entry(name: str, keep_unset: bool, facts: list[Fact], plan: LaunchPlan, unset: tuple[str, ...]) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "format": FORMAT,
+        "name": name,
+        "keep_unset": keep_unset,
+        "facts": facts,
+        "plan": plan.to_dict(),
+        "unset": list(unset),
+    }
+    entry["sha256"] = _digest(entry)
+    return entry
+
+
+def _digest(entry: Mapping[str, Any]) -> str:
+    body = {k: v for k, v in entry.items() if k != "sha256"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def _write(path: Path, entry: Mapping[str, Any]) -> None:
+    """Write the entry atomically (a reader sees the old one or the new one); a state folder that cannot be
+    written only means no cache."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(entry, fh, separators=(",", ":"))
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError:
+        pass

@@ -1,0 +1,211 @@
+"""The plan cache (servectl.plan.cache): a hit is the plan the compiler gives; any changed input is a miss.
+
+Each test edits one input of a cached plan - the profile, a base it extends, the flag catalog file it reads
+by content, an environment variable it references, a file that now shadows it on the search path, a module
+of servectl - and expects the plan the compiler gives for the new inputs. A damaged entry is ignored and
+rewritten.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from servectl.errors import ProfileError
+from servectl.plan import cache
+from servectl.plan.compile import LaunchPlan
+from servectl.plan.resolve import resolve
+from servectl.profile.catalog import CATALOG_DIR
+from servectl.profile.loader import discover
+
+WriteProfile = Callable[[str, str], Path]
+
+
+@pytest.fixture
+def compiles(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """The names compiled (cache misses) while the test runs."""
+    seen: list[str] = []
+    real = cache.compile_and_store
+
+    def counting(name: str, *, keep_unset: bool = False) -> object:
+        seen.append(name)
+        return real(name, keep_unset=keep_unset)
+
+    monkeypatch.setattr(cache, "compile_and_store", counting)
+    yield seen
+
+
+def _profile(name: str, *, port: int = 8180, extra: str = "") -> str:
+    return (
+        f"name: {name}\n"
+        'image: {ref: "example/sglang:1"}\n'
+        "model: {path: /models/m, served_name: m}\n"
+        f"serve: {{port: {port}, role: bench}}\n" + extra
+    )
+
+
+def _plan(name: str, *, keep_unset: bool = False) -> LaunchPlan:
+    return cache.cached_plan(name, keep_unset=keep_unset).plan
+
+
+def test_a_second_lookup_compiles_nothing_and_gives_the_same_plan(
+    write_profile: WriteProfile, compiles: list[str]
+) -> None:
+    write_profile("p", _profile("p"))
+    first = _plan("p")
+    second = _plan("p")
+    assert compiles == ["p"]
+    assert second == first == resolve("p").plan
+    assert second.to_json() == first.to_json()
+    assert cache.cached_plan_hash("p") == first.plan_hash and compiles == ["p"]
+
+
+def test_editing_the_profile_gives_the_new_plan(write_profile: WriteProfile, compiles: list[str]) -> None:
+    path = write_profile("p", _profile("p", port=8180))
+    assert _plan("p").docker.labels["servectl.port"] == "8180"
+    path.write_text(_profile("p", port=8181), encoding="utf-8")
+    assert _plan("p").docker.labels["servectl.port"] == "8181"
+    assert compiles == ["p", "p"]
+
+
+def test_editing_a_base_the_profile_extends_gives_the_new_plan(write_profile: WriteProfile) -> None:
+    base = write_profile("_base", "name: _base\nengine: {context_length: 4096}\n")
+    write_profile("p", _profile("p", extra="extends: _base\n"))
+    assert "4096" in _plan("p").engine_argv
+    base.write_text("name: _base\nengine: {context_length: 8192}\n", encoding="utf-8")
+    assert "8192" in _plan("p").engine_argv and "4096" not in _plan("p").engine_argv
+
+
+def test_editing_the_catalog_file_it_reads_gives_the_new_plan(write_profile: WriteProfile, profile_dir: Path) -> None:
+    """``engine.catalog: x.json`` is read by content: an abbreviated flag expands by what the file says."""
+    shipped = json.loads((CATALOG_DIR / "sglang-0.5.23.json").read_text(encoding="utf-8"))
+
+    def write_catalog(flag: str) -> None:
+        option = {"flags": [flag], "dest": flag[2:].replace("-", "_"), "kind": "value", "type": "str"}
+        document = {**shipped, "options": [*shipped["options"], option]}
+        (profile_dir / "custom.json").write_text(json.dumps(document), encoding="utf-8")
+
+    write_catalog("--zz-custom-alpha")
+    write_profile("p", _profile("p", extra="engine: {catalog: custom.json, args: {zz-custom: x}}\n"))
+    assert "--zz-custom-alpha" in _plan("p").engine_argv
+    write_catalog("--zz-custom-beta")
+    argv = _plan("p").engine_argv
+    assert "--zz-custom-beta" in argv and "--zz-custom-alpha" not in argv
+
+
+def test_a_referenced_environment_variable_set_changed_or_unset_gives_the_new_plan(
+    write_profile: WriteProfile, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text = _profile("p").replace("path: /models/m", 'path: "${ZZ_MODEL_ROOT}/m"')
+    write_profile("p", text)
+    monkeypatch.setenv("ZZ_MODEL_ROOT", "/srv/a")
+    assert _plan("p").docker.mounts[0].source == "/srv/a/m"
+    monkeypatch.setenv("ZZ_MODEL_ROOT", "/srv/b")
+    assert _plan("p").docker.mounts[0].source == "/srv/b/m"
+    monkeypatch.delenv("ZZ_MODEL_ROOT")
+    shown = cache.cached_plan("p", keep_unset=True)
+    assert shown.plan.docker.mounts[0].source == "${ZZ_MODEL_ROOT}/m" and shown.unset == ("ZZ_MODEL_ROOT",)
+    assert cache.cached_plan("p", keep_unset=True).unset == ("ZZ_MODEL_ROOT",)  # a hit says so too
+    with pytest.raises(ProfileError, match="ZZ_MODEL_ROOT"):
+        _plan("p")  # unset is an error for a plan to run, cached or not
+    assert cache.cached_plan_hash("p") is None
+
+
+def test_a_profile_of_the_same_name_earlier_on_the_search_path_wins_at_once(
+    write_profile: WriteProfile, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    later = tmp_path / "later"
+    later.mkdir()
+    (later / "p.yaml").write_text(_profile("p", port=8180), encoding="utf-8")
+    monkeypatch.setenv("SERVECTL_PROFILES", str(later))
+    assert _plan("p").url.endswith(":8180")
+    write_profile("p", _profile("p", port=8190))  # ./profiles comes first
+    assert _plan("p").url.endswith(":8190")
+
+
+def test_a_changed_servectl_module_gives_a_fresh_compile(
+    write_profile: WriteProfile, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compiles: list[str]
+) -> None:
+    module = tmp_path / "module.py"
+    module.write_text("x = 1\n", encoding="utf-8")
+    monkeypatch.setattr(cache, "_own_modules", lambda: iter([str(module)]))
+    write_profile("p", _profile("p"))
+    _plan("p")
+    _plan("p")
+    module.write_text("x = 22\n", encoding="utf-8")  # an upgrade or an edit: another size and time
+    _plan("p")
+    assert compiles == ["p", "p"]
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda text: text[: len(text) // 2],  # cut short
+        lambda text: "not json",
+        lambda text: text.replace('"servectl.port":"8180"', '"servectl.port":"9999"'),  # the plan edited
+        lambda text: json.dumps({**json.loads(text), "facts": []}),  # the facts dropped
+    ],
+)
+def test_a_damaged_entry_is_ignored_and_rewritten(
+    write_profile: WriteProfile, compiles: list[str], damage: Callable[[str], str]
+) -> None:
+    write_profile("p", _profile("p"))
+    good = _plan("p")
+    (entry,) = cache.cache_dir().glob("*.json")
+    original = entry.read_text(encoding="utf-8")
+    entry.write_text(damage(original), encoding="utf-8")
+    assert _plan("p") == good
+    assert compiles == ["p", "p"]
+    assert json.loads(entry.read_text(encoding="utf-8")) == json.loads(original)  # rewritten
+    assert _plan("p") == good and compiles == ["p", "p"]
+
+
+def test_a_profile_that_does_not_load_is_never_cached(write_profile: WriteProfile) -> None:
+    write_profile("p", _profile("p", extra="engine: {tp: 0}\n"))
+    for _ in range(2):
+        with pytest.raises(ProfileError):
+            _plan("p")
+    assert not list(cache.cache_dir().glob("*.json"))
+
+
+def test_a_state_folder_that_cannot_be_written_only_means_no_cache(
+    write_profile: WriteProfile, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocker = tmp_path / "file-not-folder"
+    blocker.write_text("", encoding="utf-8")
+    monkeypatch.setenv("SERVECTL_HOME", str(blocker))
+    write_profile("p", _profile("p"))
+    assert _plan("p") == resolve("p").plan
+
+
+def test_the_off_switch_compiles_every_time(
+    write_profile: WriteProfile, compiles: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(cache.OFF_VARIABLE, "1")
+    write_profile("p", _profile("p"))
+    _plan("p")
+    _plan("p")
+    assert compiles == ["p", "p"] and not cache.cache_dir().exists()
+
+
+def test_every_shipped_plan_survives_the_round_trip_through_json() -> None:
+    checked = 0
+    for name, file in discover().items():
+        if file.is_base or "template:" in file.path.read_text(encoding="utf-8"):
+            continue
+        plan = resolve(name, keep_unset=True).plan
+        again = LaunchPlan.from_dict(json.loads(plan.to_json()))
+        assert again == plan and again.to_json() == plan.to_json(), name
+        checked += 1
+    assert checked >= 4
+
+
+def test_entries_live_under_the_state_folder(profile_dir: Path, write_profile: WriteProfile) -> None:
+    write_profile("p", _profile("p"))
+    _plan("p")
+    (entry,) = cache.cache_dir().glob("*.json")
+    assert entry.is_relative_to(Path(os.environ["SERVECTL_HOME"]))
