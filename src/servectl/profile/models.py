@@ -113,6 +113,9 @@ class ModelSpec(_Strict):
     served_name: str = Field(min_length=1, description="name clients use (--served-model-name)")
     container_path: str = Field(default="/model", pattern=r"^/", description="where the weights are mounted")
     read_only: bool = Field(default=True, description="mount the model folder read-only")
+    multimodal: bool = Field(
+        default=False, description="the model takes images; false: qualify skips the image/OCR gate and says so"
+    )
 
 
 class GpuSpec(_Strict):

@@ -20,6 +20,7 @@ class ServiceFacts:
     Attributes:
         known: Whether these facts come from a profile (else every field is unknown).
         reasoning_parser: ``--reasoning-parser`` of the profile (None: not set).
+        multimodal: The profile's ``model.multimodal`` (takes images); a text-only profile skips image/OCR.
         context_length: The profile's context length (None: the server's ``max_model_len``).
         vram_reserve_mib: Free MiB each card must keep.
         reserve_waiver: Why the reserve is waived, when it is.
@@ -28,6 +29,7 @@ class ServiceFacts:
 
     known: bool = False
     reasoning_parser: str | None = None
+    multimodal: bool = False
     context_length: int | None = None
     vram_reserve_mib: int | None = None
     reserve_waiver: str | None = None
@@ -158,7 +160,7 @@ class QualifyReport:
 
 
 #: Short names of gates in count lines (the issue's wording: "needle 2/2").
-GATE_LABELS: Mapping[str, str] = {"long_context": "needle", "structured": "json"}
+GATE_LABELS: Mapping[str, str] = {"long_context": "needle", "structured": "json", "image": "image/OCR"}
 
 
 def gate_counts(gates: Sequence[GateResult]) -> str:

@@ -72,7 +72,16 @@ def gate_runners(loaded: LoadedSuite) -> dict[str, GateRunner]:
     Raises:
         ProfileError: a case or corpus file the suite names has problems (nothing has been sent yet).
     """
-    from servectl.bench.qualify.gates import coding, endurance, long_context, reasoning, smoke, structured, tools
+    from servectl.bench.qualify.gates import (
+        coding,
+        endurance,
+        image,
+        long_context,
+        reasoning,
+        smoke,
+        structured,
+        tools,
+    )
 
     runners: dict[str, GateRunner] = {
         "smoke": smoke.run,
@@ -86,6 +95,9 @@ def gate_runners(loaded: LoadedSuite) -> dict[str, GateRunner]:
     if gates.coding is not None:
         case_set = coding.load_cases(coding.cases_path(gates.coding, loaded.source))
         runners["coding"] = lambda run, spec: coding.run(run, spec, case_set)
+    if gates.image is not None:
+        corpus = image.load_corpus(image.corpus_path(gates.image, loaded.source))
+        runners["image"] = lambda run, spec: image.run(run, spec, corpus)
     return runners
 
 

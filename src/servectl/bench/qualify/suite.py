@@ -120,6 +120,17 @@ class CodingGate(_Gate):
     pids: int = Field(default=64, ge=8, description="process limit of the sandbox (a fork bomb stops there)")
 
 
+class ImageGate(_Gate):
+    """Images (text, tables, digits, receipts) sent as content parts; answers contain the expected strings."""
+
+    corpus: str = Field(
+        default="shipped",
+        description="corpus manifest (or its folder), relative to the suite file; 'shipped' for servectl's",
+    )
+    limit: int | None = Field(default=None, ge=1, description="send only the first this many images (null: all)")
+    max_tokens: int = Field(default=4096, ge=16, description="an answer cut at this many tokens fails")
+
+
 class VramGate(_Gate):
     """Free VRAM per card after the run, against the profile's reserve (or its recorded waiver)."""
 
@@ -133,6 +144,7 @@ class Gates(_Strict):
     reasoning: ReasoningGate | None = None
     long_context: LongContextGate | None = None
     coding: CodingGate | None = None
+    image: ImageGate | None = None
     endurance: EnduranceGate | None = None
     vram: VramGate | None = None
 

@@ -45,6 +45,7 @@ def qualify_target(*, name: str, docker: DockerEngine, gpus: GpuInventory | None
     facts = ServiceFacts(
         known=True,
         reasoning_parser=parser("reasoning-parser"),
+        multimodal=profile.model.multimodal,
         context_length=profile.engine.context_length,
         vram_reserve_mib=profile.gpus.vram_reserve_mib,
         reserve_waiver=profile.gpus.reserve_waiver,
