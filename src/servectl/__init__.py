@@ -1,26 +1,24 @@
 """servectl: a launcher and serving-profile manager for SGLang.
 
-The public API, keyword-only and typed; the ``servectl`` command is a thin layer over the same functions::
+The public API (docs/api.md), keyword-only and typed; the ``servectl`` command is a thin layer over the same
+methods::
 
     import servectl
 
-    plan = servectl.compile_plan(profile="demo")       # validate and compile; starts nothing
+    plan = servectl.compile_plan(name="demo")         # validate and compile; starts nothing
     print(plan.docker.image, plan.engine_argv)
-    servectl.up(name="demo")                            # preflight, start, wait until it serves
-    servectl.down(name="demo")
+    with servectl.from_env() as host:                 # Docker, NVML, host probe, state folder; closed at the end
+        host.up(name="demo")                          # preflight, start, wait until it serves
+        host.swap(name="demo-rollback")               # all-or-nothing
+        host.down(name="demo-rollback")
 
-Functions (from :mod:`servectl.api` unless noted): ``load_profile``, ``compile_plan``, ``run_preflight``,
-``up``, ``down``, ``services``, ``status``, ``logs``, ``swap``, ``rollback``, ``rollback_check``,
-``recover``, ``doctor``, ``adopt``, ``diff_container``; ``flag_catalog``, ``extract_catalog`` (an image's
-own parser as a flag catalog), ``diff_catalogs``, ``validate_in_image`` (an argv parsed by the image's own
-SGLang); ``run_bench`` (measure a server, :mod:`servectl.bench.runner`) and ``run_profile_bench`` (what
-``servectl bench`` does, :mod:`servectl.bench.profile_run`); ``run_qualify`` (the qualification gates
-against a server, :mod:`servectl.bench.qualify.runner`) and ``run_profile_qualify`` (what ``servectl
-qualify`` does, :mod:`servectl.bench.qualify.profile_run`). Their results and settings: ``LoadedProfile``,
-``LaunchPlan``, ``PreflightReport``, ``ExtractedCatalog``, ``InImageValidation``, ``AdoptResult``,
-``UpResult``, ``DownResult``, ``ServiceInfo``, ``Status``, ``SwapResult``, ``BenchSettings``,
-``BenchReport``, ``ProfileBenchResult``, ``QualifySettings``, ``QualifyReport``, ``ProfileQualifyResult``.
-Errors derive from ``ServectlError`` (:mod:`servectl.errors`), each with the exit code the CLI uses.
+- :class:`Host` (:mod:`servectl.host`) owns this host's adapters (real ones from :func:`from_env`, fakes from
+  :func:`servectl.testing.fake_host`); its methods are the commands.
+- The module functions (``servectl.up(name=...)``, :mod:`servectl.api`) each build a host, call one method and
+  close it; ``run_bench`` / ``run_qualify`` measure a server at a URL and need no host.
+- Every result type a method returns (and the types inside it), and every error class of
+  :mod:`servectl.errors`, is importable from here; errors derive from ``ServectlError`` and carry the exit code
+  the CLI uses.
 
 Names load on first use (PEP 562), so ``import servectl`` imports no Docker SDK, NVML, httpx or pydantic.
 """
@@ -35,23 +33,63 @@ __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
     "AdoptResult": "servectl.service.adopt",
+    "BenchFailed": "servectl.errors",
     "BenchReport": "servectl.bench.model",
     "BenchSettings": "servectl.bench.model",
+    "CardUse": "servectl.service.watch",
+    "CatalogError": "servectl.errors",
+    "CheckItem": "servectl.service.rollback",
+    "DoctorLine": "servectl.preflight.doctor",
+    "DoctorReport": "servectl.preflight.doctor",
     "DownResult": "servectl.service.runtime",
+    "EngineUnavailable": "servectl.errors",
     "ExtractedCatalog": "servectl.preflight.engine_image",
+    "FlagCatalog": "servectl.profile.catalog",
+    "FlagChange": "servectl.profile.catalog_diff",
+    "GpuUnavailable": "servectl.errors",
+    "Host": "servectl.host",
+    "ImageProbeError": "servectl.preflight.engine_image",
     "InImageValidation": "servectl.preflight.engine_image",
     "LaunchPlan": "servectl.plan.compile",
     "LoadedProfile": "servectl.profile.loader",
+    "LockTimeout": "servectl.errors",
+    "ParseVerdict": "servectl.preflight.engine_image",
+    "PhaseEvent": "servectl.service.swap",
+    "PhaseTiming": "servectl.service.swap",
+    "PreflightFailed": "servectl.errors",
     "PreflightReport": "servectl.preflight.model",
+    "Problem": "servectl.errors",
     "ProfileBenchResult": "servectl.bench.profile_run",
+    "ProfileError": "servectl.errors",
     "ProfileQualifyResult": "servectl.bench.qualify.profile_run",
+    "ProfileTemplate": "servectl.errors",
+    "Progress": "servectl.service.health",
+    "QualificationFailed": "servectl.errors",
     "QualifyReport": "servectl.bench.qualify.model",
     "QualifySettings": "servectl.bench.qualify.model",
+    "RecoverResult": "servectl.service.recover",
+    "RenderUnsupported": "servectl.errors",
+    "RestoreOutcome": "servectl.adapters.conflicts",
+    "RollbackCheck": "servectl.service.rollback",
     "ServectlError": "servectl.errors",
+    "ServiceConflict": "servectl.errors",
     "ServiceInfo": "servectl.service.services",
-    "Status": "servectl.api",
+    "StartupFailed": "servectl.errors",
+    "StateDamaged": "servectl.errors",
+    "Status": "servectl.host",
+    "StopResult": "servectl.service.runtime",
+    "SwapError": "servectl.errors",
+    "SwapFailed": "servectl.errors",
+    "SwapInterrupted": "servectl.errors",
     "SwapResult": "servectl.service.swap",
+    "SwapRolledBack": "servectl.errors",
+    "TargetFailure": "servectl.service.swap",
+    "UnfinishedTransaction": "servectl.errors",
+    "UpInterrupted": "servectl.errors",
     "UpResult": "servectl.service.runtime",
+    "UsageError": "servectl.errors",
+    "Validation": "servectl.plan.inventory",
+    "WatchView": "servectl.service.watch",
     "adopt": "servectl.api",
     "compile_plan": "servectl.api",
     "diff_catalogs": "servectl.api",
@@ -60,6 +98,7 @@ _EXPORTS: dict[str, str] = {
     "down": "servectl.api",
     "extract_catalog": "servectl.api",
     "flag_catalog": "servectl.api",
+    "from_env": "servectl.host",
     "load_profile": "servectl.api",
     "logs": "servectl.api",
     "recover": "servectl.api",
@@ -74,28 +113,69 @@ _EXPORTS: dict[str, str] = {
     "status": "servectl.api",
     "swap": "servectl.api",
     "up": "servectl.api",
+    "validate": "servectl.api",
     "validate_in_image": "servectl.api",
 }
 
 __all__ = [
     "AdoptResult",
+    "BenchFailed",
     "BenchReport",
     "BenchSettings",
+    "CardUse",
+    "CatalogError",
+    "CheckItem",
+    "DoctorLine",
+    "DoctorReport",
     "DownResult",
+    "EngineUnavailable",
     "ExtractedCatalog",
+    "FlagCatalog",
+    "FlagChange",
+    "GpuUnavailable",
+    "Host",
+    "ImageProbeError",
     "InImageValidation",
     "LaunchPlan",
     "LoadedProfile",
+    "LockTimeout",
+    "ParseVerdict",
+    "PhaseEvent",
+    "PhaseTiming",
+    "PreflightFailed",
     "PreflightReport",
+    "Problem",
     "ProfileBenchResult",
+    "ProfileError",
     "ProfileQualifyResult",
+    "ProfileTemplate",
+    "Progress",
+    "QualificationFailed",
     "QualifyReport",
     "QualifySettings",
+    "RecoverResult",
+    "RenderUnsupported",
+    "RestoreOutcome",
+    "RollbackCheck",
     "ServectlError",
+    "ServiceConflict",
     "ServiceInfo",
+    "StartupFailed",
+    "StateDamaged",
     "Status",
+    "StopResult",
+    "SwapError",
+    "SwapFailed",
+    "SwapInterrupted",
     "SwapResult",
+    "SwapRolledBack",
+    "TargetFailure",
+    "UnfinishedTransaction",
+    "UpInterrupted",
     "UpResult",
+    "UsageError",
+    "Validation",
+    "WatchView",
     "__version__",
     "adopt",
     "compile_plan",
@@ -105,6 +185,7 @@ __all__ = [
     "down",
     "extract_catalog",
     "flag_catalog",
+    "from_env",
     "load_profile",
     "logs",
     "recover",
@@ -119,12 +200,13 @@ __all__ = [
     "status",
     "swap",
     "up",
+    "validate",
     "validate_in_image",
 ]
 
 if TYPE_CHECKING:
+    from servectl.adapters.conflicts import RestoreOutcome
     from servectl.api import (
-        Status,
         adopt,
         compile_plan,
         diff_catalogs,
@@ -143,6 +225,7 @@ if TYPE_CHECKING:
         status,
         swap,
         up,
+        validate,
         validate_in_image,
     )
     from servectl.bench.model import BenchReport, BenchSettings
@@ -151,15 +234,47 @@ if TYPE_CHECKING:
     from servectl.bench.qualify.profile_run import ProfileQualifyResult, run_profile_qualify
     from servectl.bench.qualify.runner import run_qualify
     from servectl.bench.runner import run_bench
-    from servectl.errors import ServectlError
+    from servectl.errors import (
+        BenchFailed,
+        CatalogError,
+        EngineUnavailable,
+        GpuUnavailable,
+        LockTimeout,
+        PreflightFailed,
+        Problem,
+        ProfileError,
+        ProfileTemplate,
+        QualificationFailed,
+        RenderUnsupported,
+        ServectlError,
+        ServiceConflict,
+        StartupFailed,
+        StateDamaged,
+        SwapError,
+        SwapFailed,
+        SwapInterrupted,
+        SwapRolledBack,
+        UnfinishedTransaction,
+        UpInterrupted,
+        UsageError,
+    )
+    from servectl.host import Host, Status, from_env
     from servectl.plan.compile import LaunchPlan
-    from servectl.preflight.engine_image import ExtractedCatalog, InImageValidation
+    from servectl.plan.inventory import Validation
+    from servectl.preflight.doctor import DoctorLine, DoctorReport
+    from servectl.preflight.engine_image import ExtractedCatalog, ImageProbeError, InImageValidation, ParseVerdict
     from servectl.preflight.model import PreflightReport
+    from servectl.profile.catalog import FlagCatalog
+    from servectl.profile.catalog_diff import FlagChange
     from servectl.profile.loader import LoadedProfile
     from servectl.service.adopt import AdoptResult
-    from servectl.service.runtime import DownResult, UpResult
+    from servectl.service.health import Progress
+    from servectl.service.recover import RecoverResult
+    from servectl.service.rollback import CheckItem, RollbackCheck
+    from servectl.service.runtime import DownResult, StopResult, UpResult
     from servectl.service.services import ServiceInfo
-    from servectl.service.swap import SwapResult
+    from servectl.service.swap import PhaseEvent, PhaseTiming, SwapResult, TargetFailure
+    from servectl.service.watch import CardUse, WatchView
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

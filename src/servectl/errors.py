@@ -190,7 +190,7 @@ class QualificationFailed(ServectlError):
     """``servectl qualify`` ran, and at least one gate failed; the evidence names every failed case."""
 
 
-class _SwapError(ServectlError):
+class SwapError(ServectlError):
     """A swap that did not end with the target up; ``result`` is the swap's record (phases, timings)."""
 
     def __init__(self, message: str, *, result: object | None = None) -> None:
@@ -198,19 +198,19 @@ class _SwapError(ServectlError):
         self.result = result
 
 
-class SwapRolledBack(_SwapError):
+class SwapRolledBack(SwapError):
     """The swap target failed; the previous service was started again and passed the health gate."""
 
     exit_code = 4
 
 
-class SwapFailed(_SwapError):
+class SwapFailed(SwapError):
     """The swap target failed and so did the previous service; nothing is running."""
 
     exit_code = 5
 
 
-class SwapInterrupted(_SwapError):
+class SwapInterrupted(SwapError):
     """SIGINT/SIGTERM stopped a swap where no rollback applied (before anything changed, nothing ran before,
     or a second signal while restoring); the message says what runs now and what to run next."""
 

@@ -3,13 +3,13 @@
 Layers, lowest first (a module may import its own layer and any layer below it)::
 
     base (errors, paths, redact, lazy, signals) < profile < plan < adapters < preflight < service < bench < render
-    < api < cli
+    < host < api < cli
 
-The CLI imports no adapter: ``servectl.api`` builds the real ones for it. Outside the chain:
+The CLI imports no adapter: ``servectl.host.Host`` builds the real ones for it. Outside the chain:
 ``servectl.testing`` (the fakes) may import anything and only tests import it; ``servectl.standin`` (the
 stand-in engine, also run inside its image) imports only ``errors``, ``profile.catalog`` and itself, and is
-imported from ``adapters`` up; ``servectl/__init__.py`` re-exports the public API (``api.py``, the core
-functions with this host's adapters) only lazily, so ``import servectl`` stays light.
+imported from ``adapters`` up; ``servectl/__init__.py`` re-exports the public API (``host.py``'s ``Host`` and
+``api.py``'s functions over it) only lazily, so ``import servectl`` stays light.
 
 Every import counts: module-level, inside functions, under ``TYPE_CHECKING`` and
 ``importlib.import_module("literal")``. ``from servectl.pkg import name`` resolves ``name`` through a
@@ -38,6 +38,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("service",),
     ("bench",),
     ("render",),
+    ("host",),
     ("api",),
     ("cli", "__main__"),
 )
@@ -181,7 +182,7 @@ def _why_not(module: str, imp: Import) -> str | None:
     if dst == "standin":
         return None if RANK.get(src, -1) >= STANDIN_IMPORTED_FROM else "standin is imported from adapters up"
     if src == "cli" and dst == "adapters":
-        return "the CLI gets its adapters through servectl.api"
+        return "the CLI gets its adapters through servectl.host"
     if src not in RANK or dst not in RANK:
         return None  # reported once by _unplaced
     return None if RANK[dst] <= RANK[src] else f"{src} may not import {dst} (a higher layer)"
@@ -274,7 +275,7 @@ def test_the_check_reports_a_back_import_a_lazy_one_and_a_cycle(tmp_path: Path) 
         "servectl:1: imports servectl.service.runtime: the public API must re-export lazily (PEP 562 __getattr__)",
         "servectl.adapters.docker:3: imports servectl.bench.runner: adapters may not import bench (a higher layer)",
         "servectl.cli.gone:2: imports servectl.adapters.docker_engine: no such module",
-        "servectl.cli.wired:2: imports servectl.adapters.docker: the CLI gets its adapters through servectl.api",
+        "servectl.cli.wired:2: imports servectl.adapters.docker: the CLI gets its adapters through servectl.host",
         "servectl.profile.loader:2: imports servectl.plan.rules: profile may not import plan (a higher layer)",
         "servectl.service.runtime:2: imports servectl.testing.fakes: only tests import servectl.testing",
         "servectl.standin.image:2: imports servectl.plan.rules: standin imports only errors and profile.catalog",

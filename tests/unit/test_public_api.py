@@ -1,50 +1,78 @@
-"""The public API: every name in ``servectl.__all__`` imports, functions are keyword-only, import stays light."""
+"""The public API: ``servectl.__all__`` is what docs/api.md documents, every error class is exported, each
+module function is a thin wrapper over the ``Host`` method of the same parameters (built, called, closed), the
+host closes only what it opened, and every ``Host`` method runs on a ``FakeHost``."""
 
 from __future__ import annotations
 
+import ast
 import inspect
 import json
 import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, ClassVar
 
 import pytest
 
 import servectl
+import servectl.errors
+import servectl.testing
+from servectl.host import Host
+from servectl.testing import FakeHost
+from servectl.testing.docker import FakeDockerEngine, dump_answer, sglang_like_script
+from servectl.testing.inspect import container_inspect, image_inspect
 
 ROOT = Path(__file__).resolve().parents[2]
-FUNCTIONS = (
-    "load_profile",
-    "compile_plan",
-    "run_preflight",
-    "up",
-    "down",
-    "services",
-    "status",
-    "swap",
-    "rollback",
-    "rollback_check",
-    "recover",
-    "logs",
-    "doctor",
-    "adopt",
+API_DOC = ROOT / "docs" / "api.md"
+#: Host methods without a module function of the same name, and the function that wraps each instead.
+RENAMED = {"preflight": "run_preflight", "bench": "run_profile_bench", "qualify": "run_profile_qualify"}
+NO_FUNCTION = {"watch"}  # a refresh function bound to the host's adapters: use a host
+MODULE_ONLY = {"run_bench", "run_qualify", "from_env"}  # measure a server at a URL; build a host
+#: The commands (``close`` is the host's own lifecycle).
+HOST_METHODS = sorted(
+    n for n, v in vars(Host).items() if not n.startswith("_") and inspect.isfunction(v) and n != "close"
 )
 
 
+def public_functions() -> list[str]:
+    return sorted(n for n in servectl.__all__ if n != "__version__" and inspect.isfunction(getattr(servectl, n)))
+
+
+# -- what is exported ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize("name", sorted(servectl.__all__))
 def test_each_public_name_imports(name: str) -> None:
     value = getattr(servectl, name)
     assert value is not None
-    if callable(value) and not inspect.isclass(value):
+    if callable(value):
         assert value.__doc__, f"servectl.{name} has no docstring"
 
 
-@pytest.mark.parametrize("name", [*FUNCTIONS, "run_bench", "run_profile_bench", "run_qualify", "run_profile_qualify"])
-def test_public_functions_take_keyword_arguments_only(name: str) -> None:
-    parameters = inspect.signature(getattr(servectl, name)).parameters.values()
-    assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in parameters), name
+def test_the_exports_are_exactly_what_docs_api_documents() -> None:
+    text = API_DOC.read_text(encoding="utf-8")
+    spans = re.findall(r"`([^`\n]+)`", text)
+    documented = {word for span in spans for word in re.findall(r"[A-Za-z_]\w*", span)}
+    exported = set(servectl.__all__) - {"__version__"}
+    assert sorted(exported - documented) == [], "exported but not in docs/api.md"
+    # every type or function the page names as servectl's (`servectl.X`, or a capitalised `X`) is exported
+    named = set(re.findall(r"`servectl\.([A-Za-z]\w*)", text)) - {"testing"}
+    types = set(re.findall(r"`([A-Z][A-Za-z]*[a-z][A-Za-z]*)\b", text))  # `Host`, `SwapResult(...)`
+    testing = set(__import__("servectl.testing", fromlist=["__all__"]).__all__)
+    assert sorted((named | types) - exported - testing) == [], "docs/api.md names what servectl does not export"
+
+
+def test_every_error_class_of_servectl_errors_is_exported_from_servectl() -> None:
+    classes = {
+        name
+        for name, value in vars(servectl.errors).items()
+        if inspect.isclass(value) and value.__module__ == "servectl.errors" and not name.startswith("_")
+    }
+    assert len(classes) > 15
+    assert sorted(classes - set(servectl.__all__)) == []
+    for name in classes:
+        assert getattr(servectl, name) is getattr(servectl.errors, name)
 
 
 def test_an_unknown_name_is_an_attribute_error() -> None:
@@ -63,13 +91,313 @@ def test_import_servectl_loads_no_heavy_module() -> None:
     assert sorted(m for m in loaded if m.startswith("servectl.")) == ["servectl.lazy"]
 
 
+# -- one shape for every command ----------------------------------------------------------------------------
+@pytest.mark.parametrize("name", [*public_functions(), *(f"Host.{m}" for m in HOST_METHODS)])
+def test_public_functions_and_methods_take_keyword_arguments_only(name: str) -> None:
+    target = getattr(Host, name[5:]) if name.startswith("Host.") else getattr(servectl, name)
+    parameters = [p for p in inspect.signature(target).parameters.values() if p.name != "self"]
+    assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in parameters), name
+
+
+def test_one_type_per_parameter_name_across_the_host() -> None:
+    """``force`` is always check ids, ``name`` always a profile name, ``lock_timeout_s`` always seconds."""
+    seen: dict[str, set[str]] = {}
+    for method in HOST_METHODS:
+        for p in inspect.signature(getattr(Host, method)).parameters.values():
+            if p.name != "self":
+                seen.setdefault(p.name, set()).add(str(p.annotation))
+    assert seen["force"] == {"Iterable[str]"}
+    assert seen["name"] <= {"str", "str | None"}
+    assert seen["lock_timeout_s"] == {"float | None"}
+    for leaked in ("resolved", "loaded", "target", "profile", "wait_s"):
+        assert leaked not in seen, f"a Host method still takes {leaked}="
+
+
+def test_every_host_method_has_its_module_function_with_the_same_parameters() -> None:
+    functions = set(public_functions())
+    for method in HOST_METHODS:
+        if method in NO_FUNCTION:
+            continue
+        function = RENAMED.get(method, method)
+        assert function in functions, f"Host.{method} has no servectl.{function}"
+        host_params = [p for p in inspect.signature(getattr(Host, method)).parameters if p != "self"]
+        # (compile_plan and the measuring functions also take the environment, which a host holds)
+        params = [p for p in inspect.signature(getattr(servectl, function)).parameters if p != "environ"]
+        assert host_params == params, method
+    wrapped = {RENAMED.get(m, m) for m in HOST_METHODS}
+    assert sorted(functions - wrapped - MODULE_ONLY) == []
+
+
+class RecordingHost:
+    """Stands in for ``Host`` inside ``servectl.api``: records the call, answers a marker, counts closes."""
+
+    made: ClassVar[list[RecordingHost]] = []
+
+    def __init__(self, **options: Any) -> None:
+        self.options, self.calls, self.closed = options, [], 0
+        RecordingHost.made.append(self)
+
+    def __enter__(self) -> RecordingHost:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.closed += 1
+
+    def __getattr__(self, method: str) -> Any:
+        def call(**kwargs: Any) -> Any:
+            self.calls.append((method, kwargs))
+            return iter(["a line"]) if method == "logs" else ("answer of", method)
+
+        return call
+
+
+@pytest.mark.parametrize("method", [m for m in HOST_METHODS if m not in NO_FUNCTION | {"bench", "qualify"}])
+def test_each_module_function_builds_a_host_calls_its_method_once_and_closes_the_host(
+    method: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import servectl.api
+
+    monkeypatch.setattr(servectl.api, "Host", RecordingHost)
+    RecordingHost.made = []
+    function = getattr(servectl.api, RENAMED.get(method, method))
+    kwargs = {
+        p.name: f"value of {p.name}" for p in inspect.signature(function).parameters.values() if p.name != "environ"
+    }
+    answer = function(**kwargs)
+    if method == "logs":
+        answer = list(answer)
+        assert answer == ["a line"]
+    else:
+        assert answer == ("answer of", method)
+    [host] = RecordingHost.made
+    assert host.calls == [(method, kwargs)] and host.closed == 1
+
+
+def test_the_measuring_functions_are_the_hosts_bench_and_qualify_cores() -> None:
+    from servectl.bench.profile_run import run_profile_bench
+    from servectl.bench.qualify.profile_run import run_profile_qualify
+
+    assert servectl.run_profile_bench is run_profile_bench and servectl.run_profile_qualify is run_profile_qualify
+
+
+# -- the host owns what it opens ----------------------------------------------------------------------------
+def test_a_host_opens_nothing_until_a_command_needs_it_and_closes_only_what_it_opened(
+    profile_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import servectl.adapters.docker as docker_adapter
+    import servectl.adapters.gpu as gpu_adapter
+
+    opened: list[str] = []
+    closed: list[str] = []
+
+    class Engine(FakeDockerEngine):
+        def __init__(self, **kwargs: Any) -> None:
+            super().__init__()
+            opened.append("docker")
+
+        def close(self) -> None:
+            closed.append("docker")
+
+    class Nvml:
+        def __init__(self) -> None:
+            opened.append("nvml")
+
+        def snapshot(self) -> Any:
+            raise servectl.GpuUnavailable("no driver (test)")
+
+        def close(self) -> None:
+            closed.append("nvml")
+
+    monkeypatch.setattr(docker_adapter, "DockerSdkEngine", Engine)
+    monkeypatch.setattr(gpu_adapter, "NvmlInventory", Nvml)
+    with servectl.from_env() as host:
+        assert host.compile_plan(name="demo").profile == "demo"
+        assert opened == []  # compiling needs no adapter
+        assert host.services() == []
+        assert opened == ["docker"]
+        host.down()  # nothing runs; asks NVML whether to wait for cards
+    assert sorted(opened) == sorted(closed) == ["docker", "nvml"]
+    with pytest.raises(servectl.UsageError, match="closed"):
+        host.services()
+    given = Engine()
+    with Host(docker=given, state_dir=profile_dir.parent / "home") as mine:
+        assert mine.services() == []
+    assert closed.count("docker") == 1  # the caller's engine is the caller's to close
+
+
+def test_the_module_functions_open_and_close_the_real_adapters(
+    profile_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import servectl.adapters.docker as docker_adapter
+    import servectl.adapters.gpu as gpu_adapter
+
+    events: list[str] = []
+
+    class NoDriver:
+        def snapshot(self) -> Any:
+            raise servectl.GpuUnavailable("no driver (test)")
+
+        def close(self) -> None:
+            events.append("close nvml")
+
+    monkeypatch.setattr(gpu_adapter, "NvmlInventory", NoDriver)
+
+    class Engine(FakeDockerEngine):
+        def __init__(self, **kwargs: Any) -> None:
+            super().__init__()
+            events.append("open")
+
+        def close(self) -> None:
+            events.append("close")
+
+    monkeypatch.setattr(docker_adapter, "DockerSdkEngine", Engine)
+    assert servectl.services() == [] and servectl.status().services == []
+    assert servectl.down(name="demo").stopped == ()
+    with pytest.raises(servectl.UsageError, match="no servectl service named demo"):
+        list(servectl.logs(name="demo"))
+    assert events == ["open", "close", "open", "close", "open", "close", "close nvml", "open", "close"]
+
+
+# -- every method on fakes ----------------------------------------------------------------------------------
+@pytest.fixture
+def host(profile_dir: Path) -> Iterator[FakeHost]:
+    with FakeHost(state_dir=profile_dir.parent / "home") as fake:
+        yield fake
+
+
+def test_profile_methods_on_a_host(host: FakeHost) -> None:
+    assert host.load_profile(name="demo").profile.name == "demo"
+    plan = host.compile_plan(name="demo")
+    assert plan.profile == "demo" and plan.docker.image == "servectl-standin:latest"
+    [validation] = host.validate(names=["demo"])
+    assert validation.name == "demo" and validation.error is None
+
+
+def test_up_services_status_logs_watch_and_down_on_a_fake_host(host: FakeHost) -> None:
+    phases: list[str] = []
+    reports: list[servectl.PreflightReport] = []
+    started = host.up(name="demo", on_phase=lambda p: phases.append(p.phase), on_report=reports.append)
+    assert started.action == "started" and "ready" in phases and reports[0].exit_code == 0
+    [service] = host.services()
+    assert (service.profile, service.state, service.port) == ("demo", "ready", 8190)
+    assert [s.container_id for s in host.status().services] == [service.container_id]
+    assert any("The server is fired up and ready to roll!" in line for line in host.logs(name="demo"))
+    view = host.watch()()
+    assert [s.profile for s in view.services] == ["demo"] and len(view.cards) == 2
+    assert host.up(name="demo").action == "already-running"
+    assert [s.profile for s in host.down(name="demo").stopped] == ["demo"]
+    assert host.engine.containers == {}
+
+
+def test_swap_rollback_rollback_check_and_recover_on_a_fake_host(host: FakeHost) -> None:
+    host.up(name="demo")
+    [check] = host.rollback_check(names=["demo"])
+    assert (check.profile, check.target, check.ok) == ("demo", "demo-rollback", True)
+    events: list[servectl.PhaseEvent] = []
+    swapped = host.swap(name="demo-rollback", on_phase=events.append)
+    assert (swapped.outcome, swapped.to_profile) == ("swapped", "demo-rollback")
+    assert {e.phase for e in events} >= {"preflight", "stop-old", "start-target"}
+    back = host.rollback()
+    assert (back.outcome, back.from_profile, back.to_profile) == ("swapped", "demo-rollback", "demo")
+    assert host.recover().outcome == "nothing"
+    with pytest.raises(servectl.UsageError, match="no-such-check"):
+        host.swap(name="demo-rollback", force=["no-such-check"])
+    assert [s.profile for s in host.services()] == ["demo"]
+
+
+def test_a_failing_swap_target_raises_swap_rolled_back_with_the_previous_service_back(profile_dir: Path) -> None:
+    crash = sglang_like_script(0.1, crash_at="weights", exit_code=3)
+    engine = FakeDockerEngine(
+        images={"servectl-standin:latest"},
+        script_for=lambda spec: crash if "rollback" in spec.name else sglang_like_script(0.1),
+        sleep=lambda s: None,
+    )
+    with FakeHost(state_dir=profile_dir.parent / "home", engine=engine) as host:
+        host.up(name="demo")
+        with pytest.raises(servectl.SwapRolledBack) as caught:
+            host.swap(name="demo-rollback")
+        assert isinstance(caught.value, servectl.SwapError) and caught.value.exit_code == 4
+        assert [s.profile for s in host.services()] == ["demo"]
+
+
+def test_preflight_and_doctor_on_a_fake_host(host: FakeHost) -> None:
+    report = host.preflight(name="demo", force=["port.free"])
+    assert report.exit_code == 0 and [c.id for c in report.checks if c.forced] == ["port.free"]
+    doctor = host.doctor()
+    assert doctor.line("docker.engine").outcome == "ok"
+
+
+def test_catalog_methods_on_a_fake_host(host: FakeHost) -> None:
+    shipped = host.load_profile(name="demo").profile.engine.catalog
+    assert host.flag_catalog(name=shipped).option("--tp") is not None
+    verdict = host.validate_in_image(name="demo").verdict
+    assert verdict.parsed and verdict.image == "servectl-standin:latest"
+    label_a, label_b, changes = host.diff_catalogs(a=shipped, b=shipped, name="demo")
+    assert label_a == label_b and changes == []
+    with pytest.raises(servectl.ServectlError):
+        host.extract_catalog(image="example/absent:1")  # not on the fake engine
+
+
+def test_extract_catalog_on_a_fake_host_reads_the_images_parser(profile_dir: Path) -> None:
+    from servectl.adapters.docker import ImageInfo
+
+    image = ImageInfo(id="sha256:" + "ab" * 32, tags=("example/sglang:1",), repo_digests=())
+    document = {"sglang_version": "0.5.23", "options": []}
+    engine = FakeDockerEngine(images=[image], oneshot=lambda image, command: dump_answer(document))
+    with FakeHost(state_dir=profile_dir.parent / "home", engine=engine) as host:
+        try:
+            result = host.extract_catalog(image="example/sglang:1", python="python3")
+        except servectl.ServectlError as err:  # the dump format is engine_image's; the host only routes it
+            assert "example/sglang:1" in str(err)
+        else:
+            assert result.image.id == image.id
+
+
+def test_adopt_and_diff_container_on_a_fake_host(host: FakeHost, profile_dir: Path) -> None:
+    data = container_inspect(
+        ["python3", "-m", "sglang.launch_server", "--model-path", "/model", "--host", "0.0.0.0", "--port", "30000"],
+        binds=[("/srv/m", "/model", True)],
+        ports={30000: ("127.0.0.1", 30000)},
+    )
+    host.engine.documents["sglang-hand"] = host.engine.documents[data["Id"]] = data
+    host.engine.image_documents[data["Image"]] = image_inspect()
+    dry = host.adopt(container="sglang-hand", name="hand", dry_run=True)
+    assert not dry.written and not (profile_dir / "hand.yaml").exists()
+    written = host.adopt(container="sglang-hand", name="hand")
+    assert written.path == profile_dir / "hand.yaml"
+    with pytest.raises(servectl.UsageError, match="already exists"):
+        host.adopt(container="sglang-hand", name="hand")
+    assert host.adopt(container="sglang-hand", name="hand", overwrite=True).backup is not None
+    assert host.diff_container(name="hand", container="sglang-hand") == []
+
+
+def test_bench_and_qualify_on_a_fake_host_refuse_a_profile_that_does_not_run(host: FakeHost) -> None:
+    for measure in (host.bench, host.qualify):
+        with pytest.raises(servectl.ServectlError, match="demo"):
+            measure(name="demo")
+
+
+def test_every_host_method_is_called_by_a_test_of_this_file() -> None:
+    tree = ast.parse(Path(__file__).read_text(encoding="utf-8"))
+    called = {
+        node.func.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == "host"
+    }
+    called |= {"bench", "qualify"}  # through `measure` above
+    assert sorted(set(HOST_METHODS) - called) == []
+
+
 def test_readme_python_example_runs(profile_dir: Path) -> None:
-    """The README's example, up to (not including) the lines that start a service."""
+    """The README's example, up to (not including) the lines that open the real adapters."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     block = re.search(r"```python\n(import servectl\n.*?)```", readme, re.S)
     assert block is not None, "README.md lost its Python API example"
     lines = block.group(1).splitlines()
-    pure = "\n".join(lines[: next(i for i, line in enumerate(lines) if "servectl.up(" in line)])
+    pure = "\n".join(lines[: next(i for i, line in enumerate(lines) if "from_env(" in line)])
     namespace: dict[str, object] = {}
     exec(compile(pure, "README.md", "exec"), namespace)  # our own README, on purpose
     plan = namespace["plan"]

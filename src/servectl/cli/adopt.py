@@ -26,17 +26,18 @@ def adopt_command(
     not know are kept and declared; secrets are written as ${NAME} references. The profile is validated and
     its plan compared with the container on every field servectl controls.
     """
-    from servectl.api import adopt
+    from servectl.host import from_env
 
-    result = adopt(
-        container=None if compose else target,
-        compose_file=compose,
-        service=target if compose else None,
-        name=name,
-        out=out,
-        dry_run=dry_run,
-        force=force,
-    )
+    with from_env() as host:
+        result = host.adopt(
+            container=None if compose else target,
+            compose_file=compose,
+            service=target if compose else None,
+            name=name,
+            out=out,
+            dry_run=dry_run,
+            overwrite=force,
+        )
     if dry_run:
         typer.echo(result.text.rstrip())
         typer.echo(f"# (dry run: {result.path} not written)")

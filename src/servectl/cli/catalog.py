@@ -56,9 +56,10 @@ def show_command(
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
     """List the flags a catalog holds (a profile's catalog includes its catalog_extend)."""
-    from servectl.api import flag_catalog
+    from servectl.host import from_env
 
-    catalog = flag_catalog(name=name)
+    with from_env() as host:
+        catalog = host.flag_catalog(name=name)
     options = [o for o in catalog.options if not grep or any(grep in f for f in o.flags)]
     if as_json:
         typer.echo(json.dumps([o.__dict__ for o in options], indent=2, default=list))
@@ -80,9 +81,10 @@ def extract_command(
     timeout: Annotated[float, typer.Option("--timeout", help="seconds before the container is killed")] = 120.0,
 ) -> None:
     """Dump an image's own SGLang parser into a flag catalog (throwaway container: no network, no GPU)."""
-    from servectl.api import extract_catalog
+    from servectl.host import from_env
 
-    result = extract_catalog(image=image, out=out, logs=logs, python=python, timeout_s=timeout)
+    with from_env() as host:
+        result = host.extract_catalog(image=image, out=out, logs=logs, python=python, timeout_s=timeout)
     typer.echo(
         f"extracted {result.option_count} options of SGLang {result.version or '?'} from {result.image.refs[0]} "
         f"({result.image.id[:19]}) in {result.seconds:.1f} s with {result.python}"
@@ -104,9 +106,10 @@ def diff_command(
     ] = None,
 ) -> None:
     """Flags added, removed, or changed in kind, type, choices or default from A to B."""
-    from servectl.api import diff_catalogs
+    from servectl.host import from_env
 
-    label_a, label_b, changes = diff_catalogs(a=a, b=b, profile=profile)
+    with from_env() as host:
+        label_a, label_b, changes = host.diff_catalogs(a=a, b=b, name=profile)
     typer.echo(f"{label_a} -> {label_b}: {len(changes)} change(s)")
     for change in changes:
         typer.echo(change.line())

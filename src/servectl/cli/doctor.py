@@ -17,9 +17,10 @@ def doctor_command(
 ) -> None:
     """Check Docker, the GPU runtime, the NVIDIA driver, compose, the state folder and extras; exit 3 on a
     required failure."""
-    from servectl.api import doctor
+    from servectl.host import from_env
 
-    report = doctor()
+    with from_env() as host:
+        report = host.doctor()
     if as_json:
         typer.echo(json.dumps({"ok": not report.failed, "lines": [x.to_dict() for x in report.lines]}, indent=2))
     else:

@@ -27,9 +27,10 @@ def preflight_command(
     ] = None,
 ) -> None:
     """Run every preflight check for a profile: exit 0 when none fails, 3 when one does."""
-    from servectl.api import run_preflight
+    from servectl.host import from_env
 
-    report = run_preflight(name=name, force=force or ())
+    with from_env() as host:
+        report = host.preflight(name=name, force=force or ())
     if as_json:
         typer.echo(report.to_json())
     else:

@@ -12,7 +12,7 @@ from servectl.cli.complete import profile_names
 from servectl.errors import ProfileError, UsageError
 
 if TYPE_CHECKING:
-    from servectl.profile.loader import LoadedProfile
+    from servectl.host import Host
 
 
 def register(app: typer.Typer) -> None:
@@ -99,10 +99,16 @@ def validate_command(
     ] = False,
 ) -> None:
     """Validate profiles (all runnable ones when none are named); exit 2 listing every problem."""
-    from servectl.api import validate
+    from servectl.host import from_env
+
+    with from_env() as host:
+        _validate(host, names, as_json=as_json, in_image=in_image)
+
+
+def _validate(host: Host, names: list[str] | None, *, as_json: bool, in_image: bool) -> None:
     from servectl.errors import ProfileTemplate
 
-    results = validate(names=names or None)
+    results = host.validate(names=names or None)
     if as_json:
         typer.echo(json.dumps([v.to_dict() for v in results], indent=2))
         # with no names, a shipped template (filled in by `servectl adopt`) is not a failure
@@ -118,7 +124,7 @@ def validate_command(
             if v.note:
                 typer.echo(f"  note: {v.note}")
             if in_image:
-                problems.extend(_in_image(v.name, v.loaded))
+                problems.extend(_in_image(host, v.name))
         elif isinstance(v.error, ProfileTemplate) and not names:
             typer.echo(f"template {v.name}: {v.error.instructions}")
         else:
@@ -163,9 +169,10 @@ def diff_command(
 
 
 def _diff_container(profile: str, container: str, *, as_json: bool) -> None:
-    from servectl.api import diff_container
+    from servectl.host import from_env
 
-    lines = diff_container(profile=profile, container=container)
+    with from_env() as host:
+        lines = host.diff_container(name=profile, container=container)
     if as_json:
         typer.echo(json.dumps({"profile": profile, "container": container, "changes": lines}, indent=2))
         return
@@ -182,11 +189,9 @@ def schema_command() -> None:
     typer.echo(json.dumps(profile_json_schema(), indent=2))
 
 
-def _in_image(name: str, loaded: LoadedProfile | None) -> list[str]:
+def _in_image(host: Host, name: str) -> list[str]:
     """Print the image's verdict on the profile's argv; return the problem lines."""
-    from servectl.api import validate_in_image
-
-    verdict = validate_in_image(name=name, loaded=loaded).verdict
+    verdict = host.validate_in_image(name=name).verdict
     where = f"{verdict.image} (SGLang {verdict.sglang_version}, {verdict.seconds:.1f} s)"
     if not verdict.parsed:
         typer.echo(f"  in-image: rejected by {where}")

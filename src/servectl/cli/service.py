@@ -95,9 +95,9 @@ def up_command(
         return
 
     resolved = compile_and_store(name)  # compiled in full (preflight reads the profile), and cached for status
-    from servectl.api import up
     from servectl.cli.views.runtime import up_text
     from servectl.errors import StartupFailed
+    from servectl.host import from_env
 
     warnings: list[str] = []
 
@@ -107,8 +107,8 @@ def up_command(
 
     display = _ProgressDisplay(resolved.name)
     try:
-        with display:
-            result = up(name=name, resolved=resolved, force=force or (), on_phase=display, on_report=keep_warnings)
+        with display, from_env() as host:
+            result = host.up(name=name, force=force or (), on_phase=display, on_report=keep_warnings)
     except StartupFailed as err:
         _print_last_lines(resolved.name, err.last_log_lines)
         raise
@@ -135,10 +135,11 @@ def down_command(
     ] = None,
 ) -> None:
     """Stop a service (SIGTERM, grace period, SIGKILL), remove its container and confirm it is gone."""
-    from servectl.api import down
     from servectl.cli.views.runtime import stop_text
+    from servectl.host import from_env
 
-    result = down(name=name)
+    with from_env() as host:
+        result = host.down(name=name)
     if not result.stopped:
         typer.echo(f"{name} is not running; nothing to stop" if name else "no servectl service runs; nothing to stop")
         return
@@ -164,10 +165,11 @@ def status_command(
     if watch:
         _watch_status(interval)
         return
-    from servectl.api import status
     from servectl.cli.views.runtime import status_table
+    from servectl.host import from_env
 
-    current = status()
+    with from_env() as host:
+        current = host.status()
     found, notes = current.services, current.notes
     if as_json:
         typer.echo(json.dumps([s.to_dict() for s in found], indent=2))
@@ -191,22 +193,23 @@ def _watch_status(interval_s: float) -> None:
     from rich.console import Console
     from rich.live import Live
 
-    from servectl.api import status_watcher
     from servectl.cli.views.runtime import watch_renderable
+    from servectl.host import from_env
 
     console = Console(highlight=False)
-    refresh = status_watcher()
+    with from_env() as host:
+        refresh = host.watch()
 
-    def view() -> RenderableType:
-        return watch_renderable(refresh(), width=console.width)
+        def view() -> RenderableType:
+            return watch_renderable(refresh(), width=console.width)
 
-    try:
-        with Live(view(), console=console, auto_refresh=False) as live:
-            while True:
-                time.sleep(interval_s)
-                live.update(view(), refresh=True)
-    except KeyboardInterrupt:
-        return
+        try:
+            with Live(view(), console=console, auto_refresh=False) as live:
+                while True:
+                    time.sleep(interval_s)
+                    live.update(view(), refresh=True)
+        except KeyboardInterrupt:
+            return
 
 
 def logs_command(
@@ -217,15 +220,16 @@ def logs_command(
     tail: Annotated[int | None, typer.Option("--tail", help="only the last N lines", min=0)] = None,
 ) -> None:
     """Print a service's log (stdout and stderr of its container)."""
-    from servectl.api import logs
+    from servectl.host import from_env
     from servectl.service.watch import phases_with_lines
 
     try:
-        for line, phase in phases_with_lines(logs(name=name, follow=follow, tail=tail)):
-            sys.stdout.write(line + "\n")
-            if follow:
-                if phase is not None:  # while a model loads: where startup is, on stderr beside the log
-                    sys.stderr.write(f"servectl: {name} startup phase: {phase}\n")
-                sys.stdout.flush()
+        with from_env() as host:
+            for line, phase in phases_with_lines(host.logs(name=name, follow=follow, tail=tail)):
+                sys.stdout.write(line + "\n")
+                if follow:
+                    if phase is not None:  # while a model loads: where startup is, on stderr beside the log
+                        sys.stderr.write(f"servectl: {name} startup phase: {phase}\n")
+                    sys.stdout.flush()
     except KeyboardInterrupt:
         return

@@ -1,18 +1,16 @@
-"""``swap``, ``rollback`` and ``rollback-check``: parse options, call :mod:`servectl.service.swap`, render."""
+"""``swap``, ``rollback`` and ``rollback-check``: parse options, call :class:`servectl.host.Host`, render."""
 
 from __future__ import annotations
 
 import json
 import sys
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
 from servectl.cli.complete import check_ids, profile_names
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from servectl.preflight.model import PreflightReport
     from servectl.service.rollback import RollbackCheck
     from servectl.service.swap import PhaseEvent, SwapResult
@@ -36,9 +34,10 @@ def recover_command(
     Uses the journal the transaction left (what ran before, as it ran), not today's profile files.
     Exit codes: 0 settled (or nothing to settle); 5 the previous service did not come back.
     """
-    from servectl.api import recover
+    from servectl.host import from_env
 
-    result = recover(wait_s=wait_s)
+    with from_env(lock_timeout_s=wait_s) as host:
+        result = host.recover()
     typer.echo(result.message)
 
 
@@ -59,9 +58,7 @@ def swap_command(
 
     Exit codes: 0 target up; 4 target failed and the previous service is back; 5 both failed, nothing runs.
     """
-    from servectl.api import swap
-
-    _swap_and_render(swap, force=force, wait_s=wait_s, as_json=as_json, target=target)
+    _swap_and_render("swap", force=force, wait_s=wait_s, as_json=as_json, target=target)
 
 
 def rollback_command(
@@ -72,9 +69,7 @@ def rollback_command(
     as_json: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
 ) -> None:
     """Swap back to the profile that ran before the current one (from servectl's history)."""
-    from servectl.api import rollback
-
-    _swap_and_render(rollback, force=force, wait_s=wait_s, as_json=as_json)
+    _swap_and_render("rollback", force=force, wait_s=wait_s, as_json=as_json)
 
 
 def rollback_check_command(
@@ -90,10 +85,11 @@ def rollback_check_command(
 
     Starts nothing. Exit code 3 when any target could not start.
     """
-    from servectl.api import rollback_check
     from servectl.errors import PreflightFailed
+    from servectl.host import from_env
 
-    checks = rollback_check(names=None if name is None else [name])
+    with from_env() as host:
+        checks = host.rollback_check(names=None if name is None else [name])
     if as_json:
         typer.echo(json.dumps([c.to_dict() for c in checks], indent=2))
     else:
@@ -106,22 +102,28 @@ def rollback_check_command(
 
 # -- wiring ----------------------------------------------------------------------------------------------
 def _swap_and_render(
-    core: Callable[..., SwapResult], *, force: list[str] | None, wait_s: float | None, as_json: bool, **target: Any
+    command: Literal["swap", "rollback"],
+    *,
+    force: list[str] | None,
+    wait_s: float | None,
+    as_json: bool,
+    target: str | None = None,
 ) -> None:
-    """Run ``servectl.api.swap`` or ``rollback``, keeping the preflight's warnings as notes, then print."""
+    """Run ``Host.swap`` or ``Host.rollback``, keeping the preflight's warnings as notes, then print."""
+    from servectl.host import from_env
+
     notes: list[str] = []
 
     def keep(report: PreflightReport) -> None:
         notes.extend(f"preflight {c.id} {c.result}: {c.message}" for c in report.checks if c.result == "warn")
         notes.extend(f"preflight {c.id} skipped with --force" for c in report.checks if c.forced)
 
-    result = core(
-        force=force or (),
-        wait_s=wait_s,
-        on_phase=None if as_json else _print_phase,
-        on_report=keep,
-        **target,
-    )
+    on_phase = None if as_json else _print_phase
+    with from_env(lock_timeout_s=wait_s) as host:
+        if command == "swap":
+            result = host.swap(name=target, force=force or (), on_phase=on_phase, on_report=keep)
+        else:
+            result = host.rollback(force=force or (), on_phase=on_phase, on_report=keep)
     _render(result, as_json, notes)
 
 

@@ -3,9 +3,11 @@
 Importable by users' tests too: ``from servectl.testing import FakeGpuInventory``.
 - :mod:`servectl.testing.fakes`: GPU inventory and host probe fakes;
 - :mod:`servectl.testing.docker`: the fake Docker engine (runtime, health gate, swap and preflight);
-- :mod:`servectl.testing.swap`: a fake service runtime, conflicts, history, lock and clock for swap.
+- :mod:`servectl.testing.swap`: a fake service runtime, conflicts, history, lock and clock for swap;
+- :mod:`servectl.testing.host`: :class:`FakeHost`, a :class:`servectl.Host` on all of these.
 """
 
 from servectl.testing.fakes import FakeGpuInventory, FakeHostProbe, fake_model_dir, make_device
+from servectl.testing.host import FakeHost
 
-__all__ = ["FakeGpuInventory", "FakeHostProbe", "fake_model_dir", "make_device"]
+__all__ = ["FakeGpuInventory", "FakeHost", "FakeHostProbe", "fake_model_dir", "make_device"]

@@ -194,9 +194,11 @@ class FakeHostProbe:
         host_memory: RAM.
         shm_info: /dev/shm (``None``: none).
         disks: path -> room; other paths get ``default_disk_free_bytes``.
-        models: path -> model folder; other paths do not exist.
+        models: path -> model folder; other paths do not exist (unless ``model_folders_from_disk``).
         executables: name -> path.
         existing_paths: paths that exist (for CDI spec files).
+        model_folders_from_disk: a model folder not in ``models`` is read from the real file system (config and
+            weight files), as the real probe does: profiles whose model folder a test made themselves pass.
     """
 
     listeners_by_port: dict[int, tuple[Listener, ...]] = field(default_factory=dict)
@@ -211,6 +213,7 @@ class FakeHostProbe:
         default_factory=lambda: {"nvidia-container-runtime-hook": "/usr/bin/nvidia-container-runtime-hook"}
     )
     existing_paths: set[str] = field(default_factory=set)
+    model_folders_from_disk: bool = False
 
     def listeners(self, port: int) -> tuple[Listener, ...]:
         """Prepared listeners on ``port``."""
@@ -253,6 +256,10 @@ class FakeHostProbe:
         """Prepared model folder, or a missing one."""
         if path in self.models:
             return self.models[path]
+        if self.model_folders_from_disk:
+            from servectl.adapters.host import PsutilHostProbe
+
+            return PsutilHostProbe().model_dir(path)
         return ModelDirInfo(
             path=path, exists=False, is_dir=False, has_config_json=False, weight_file_count=0, weights_bytes=0
         )
