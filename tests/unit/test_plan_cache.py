@@ -209,3 +209,24 @@ def test_entries_live_under_the_state_folder(profile_dir: Path, write_profile: W
     _plan("p")
     (entry,) = cache.cache_dir().glob("*.json")
     assert entry.is_relative_to(Path(os.environ["SERVECTL_HOME"]))
+
+
+def test_no_profile_of_that_name_is_remembered_until_one_appears(
+    write_profile: WriteProfile, compiles: list[str]
+) -> None:
+    """``status`` lists containers whose profile is on no search path here (started from another folder)."""
+    assert cache.cached_plan_hash("elsewhere") is None
+    assert cache.cached_plan_hash("elsewhere") is None
+    assert compiles == ["elsewhere"]
+    write_profile("elsewhere", _profile("elsewhere"))
+    assert cache.cached_plan_hash("elsewhere") == resolve("elsewhere").plan.plan_hash
+
+
+def test_status_drift_follows_an_edit_of_the_running_profile(write_profile: WriteProfile) -> None:
+    from servectl.service.services import current_plan_hash
+
+    path = write_profile("p", _profile("p", port=8180))
+    started = current_plan_hash("p")
+    assert started == resolve("p").plan.plan_hash == current_plan_hash("p")
+    path.write_text(_profile("p", port=8181), encoding="utf-8")
+    assert current_plan_hash("p") == resolve("p").plan.plan_hash != started

@@ -77,11 +77,25 @@ def cached_plan(name: str, *, keep_unset: bool = False) -> CachedPlan:
 
 def cached_plan_hash(name: str) -> str | None:
     """The plan hash profile ``name`` compiles to now (what ``status`` compares with the label), or None when
-    it does not load."""
-    from servectl.errors import ServectlError
+    it does not load.
 
+    That no profile of that name is on the search path (a container started from another folder, or whose
+    profile was removed) is cached too, as the absence of each file that would be it.
+    """
+    from servectl.errors import ServectlError, UsageError
+
+    if _enabled(name):
+        if _still_absent(name):
+            return None
+        entry = _valid_entry(name, keep_unset=False)
+        if entry is not None:
+            return str(entry["plan"]["plan_hash"])  # the hash alone: no plan objects to build
     try:
         return cached_plan(name).plan.plan_hash
+    except UsageError:
+        if _enabled(name):
+            _remember_absent(name)
+        return None
     except ServectlError:
         return None
 
@@ -113,20 +127,55 @@ def compile_and_store(name: str, *, keep_unset: bool = False) -> Resolved:
 
 def lookup(name: str, *, keep_unset: bool = False) -> CachedPlan | None:
     """The cached plan of ``name`` when its entry is intact and every fact in it still holds, else None."""
-    path = _entry_path(name, keep_unset)
+    entry = _valid_entry(name, keep_unset=keep_unset)
+    if entry is None:
+        return None
+    from servectl.plan.compile import LaunchPlan
+
     try:
-        entry = json.loads(path.read_bytes())
+        return CachedPlan(plan=LaunchPlan.from_dict(entry["plan"]), unset=tuple(entry["unset"]))
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+
+
+def _valid_entry(name: str, *, keep_unset: bool) -> dict[str, Any] | None:
+    """The entry of ``name``, when it is intact and every fact in it still holds."""
+    try:
+        entry = json.loads(_entry_path(name, keep_unset).read_bytes())
         if not isinstance(entry, dict) or entry.get("sha256") != _digest(entry):
             return None
         if entry.get("format") != FORMAT or entry.get("name") != name or entry.get("keep_unset") != keep_unset:
             return None
-        if not all(_holds(fact) for fact in entry["facts"]):
+        if not isinstance(entry.get("plan"), dict) or not all(_holds(fact) for fact in entry["facts"]):
             return None
-        from servectl.plan.compile import LaunchPlan
-
-        return CachedPlan(plan=LaunchPlan.from_dict(entry["plan"]), unset=tuple(entry["unset"]))
+        return entry
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None  # missing, unreadable or damaged: compiled again, and rewritten
+
+
+def _still_absent(name: str) -> bool:
+    """Whether ``name`` was recorded as no profile on the search path, and every fact of that still holds."""
+    try:
+        entry = json.loads(_entry_path(name, False, absent=True).read_bytes())
+        valid = isinstance(entry, dict) and entry.get("sha256") == _digest(entry) and entry.get("format") == FORMAT
+        return bool(valid and entry["name"] == name and all(_holds(fact) for fact in entry["facts"]))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return False
+
+
+def _remember_absent(name: str) -> None:
+    from servectl.profile.loader import search_path
+
+    folders = search_path()
+    candidates = [str(f.path / f"{name}.yaml") for f in folders]
+    if any(os.path.lexists(c) for c in candidates):
+        return  # there is a file: the profile is broken, not absent
+    facts: list[Fact] = [["cwd", "", os.getcwd()], *([["env", v, os.environ.get(v)] for v in _FOLDER_VARIABLES])]
+    facts += [["realpath", str(f.path), os.path.realpath(f.path)] for f in folders]
+    facts += [["file", c, None] for c in candidates]
+    entry: dict[str, Any] = {"format": FORMAT, "name": name, "absent": True, "facts": facts}
+    entry["sha256"] = _digest(entry)
+    _write(_entry_path(name, False, absent=True), entry)
 
 
 def cache_dir(environ: Mapping[str, str] | None = None) -> Path:
@@ -264,8 +313,8 @@ def _enabled(name: str) -> bool:
     return not os.environ.get(OFF_VARIABLE) and not name.endswith((".yaml", ".yml"))
 
 
-def _entry_path(name: str, keep_unset: bool) -> Path:
-    key = hashlib.sha256(json.dumps([name, keep_unset, os.getcwd()]).encode()).hexdigest()[:32]
+def _entry_path(name: str, keep_unset: bool, *, absent: bool = False) -> Path:
+    key = hashlib.sha256(json.dumps([name, keep_unset, absent, os.getcwd()]).encode()).hexdigest()[:32]
     return cache_dir() / f"{key}.json"
 
 

@@ -233,6 +233,27 @@ def _answers_health(client: httpx.Client, url: str) -> bool:
         return False
 
 
+def _answers_health_plainly(url: str) -> bool:
+    """``GET <url>/health`` answers 200 within a second, over the standard library's HTTP client.
+
+    Without a client from the caller, ``status`` probes this way: importing httpx (and, through its own
+    command line, rich and click) and building a client with a TLS context costs ~100-250 ms, several times
+    what the probes take (``python -X importtime``).
+    """
+    import http.client
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port or 80, timeout=1.0)
+    try:
+        conn.request("GET", "/health")
+        return conn.getresponse().status == 200
+    except (OSError, http.client.HTTPException):
+        return False
+    finally:
+        conn.close()
+
+
 def services(
     *,
     docker: DockerEngine,
@@ -248,7 +269,7 @@ def services(
 
     Args:
         docker: the engine.
-        http: client for the ``/health`` probe of running services (a short-lived one when None).
+        http: client for the ``/health`` probe of running services (None: the standard library's).
         probe: probe ``/health`` to tell ready from starting/unhealthy; without it a running service that
             passed the gate counts as ready.
         plan_hash_of: profile name -> its plan hash now, for drift; None skips drift (reported as None).
@@ -261,50 +282,35 @@ def services(
     passed = (
         passed_gate_ids(state_dir or default_state_dir(), [(c.id, c.name) for c in containers]) if containers else set()
     )
+    answers_health = _answers_health_plainly if http is None else lambda url: _answers_health(http, url)
     hashes: dict[str, str | None] = {}
     out: list[ServiceInfo] = []
-    client = http
-    own = False
-    try:
-        for c in sorted(containers, key=lambda c: (c.labels.get(LABEL_PROFILE, ""), c.name)):
-            profile = c.labels.get(LABEL_PROFILE, "")
-            if plan_hash_of is not None and profile not in hashes:
-                hashes[profile] = plan_hash_of(profile)
-            answers: bool | None = None
-            if probe and c.running:
-                if client is None:
-                    import httpx
-
-                    client, own = httpx.Client(), True
-                port = _int(c.labels.get(LABEL_PORT))
-                host = c.labels.get(LABEL_HOST, "127.0.0.1")
-                host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
-                answers = port is not None and _answers_health(client, f"http://{_bracket(host)}:{port}")
-            out.append(
-                service_from_container(
-                    c,
-                    now=clock(),
-                    answers_health=answers,
-                    passed_gate=c.id in passed,
-                    current_plan_hash=hashes.get(profile),
-                )
+    for c in sorted(containers, key=lambda c: (c.labels.get(LABEL_PROFILE, ""), c.name)):
+        profile = c.labels.get(LABEL_PROFILE, "")
+        if plan_hash_of is not None and profile not in hashes:
+            hashes[profile] = plan_hash_of(profile)
+        answers: bool | None = None
+        if probe and c.running:
+            port = _int(c.labels.get(LABEL_PORT))
+            host = c.labels.get(LABEL_HOST, "127.0.0.1")
+            host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+            answers = port is not None and answers_health(f"http://{_bracket(host)}:{port}")
+        out.append(
+            service_from_container(
+                c,
+                now=clock(),
+                answers_health=answers,
+                passed_gate=c.id in passed,
+                current_plan_hash=hashes.get(profile),
             )
-        if adopted is not None:
-            from servectl.service.adopted import find_adopted
+        )
+    if adopted is not None:
+        from servectl.service.adopted import find_adopted
 
-            for match in find_adopted(docker, adopted(), scope=scope):
-                answers = None
-                running = ((match.document.get("State") or {}).get("Status")) == "running"
-                if probe and running:
-                    if client is None:
-                        import httpx
-
-                        client, own = httpx.Client(), True
-                    answers = _answers_health(client, match.resolved.plan.url)
-                out.append(service_from_adopted(match, now=clock(), answers_health=answers))
-    finally:
-        if own and client is not None:
-            client.close()
+        for match in find_adopted(docker, adopted(), scope=scope):
+            running = ((match.document.get("State") or {}).get("Status")) == "running"
+            answers = answers_health(match.resolved.plan.url) if probe and running else None
+            out.append(service_from_adopted(match, now=clock(), answers_health=answers))
     return out
 
 

@@ -1,0 +1,43 @@
+"""``status``'s own /health probe (the standard library's HTTP client, used when no httpx client is given)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from servectl.service.services import _answers_health_plainly
+
+
+class _Health(BaseHTTPRequestHandler):
+    code = 200
+
+    def do_GET(self) -> None:
+        self.send_response(self.code if self.path == "/health" else 404)
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def server() -> Iterator[ThreadingHTTPServer]:
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Health)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield httpd
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_200_on_health_is_healthy_anything_else_or_nothing_is_not(server: ThreadingHTTPServer) -> None:
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    _Health.code = 200
+    assert _answers_health_plainly(url) is True
+    _Health.code = 503
+    assert _answers_health_plainly(url) is False
+    server.shutdown()
+    server.server_close()
+    assert _answers_health_plainly(url) is False  # refused
