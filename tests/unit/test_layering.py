@@ -2,8 +2,8 @@
 
 Layers, lowest first (a module may import its own layer and any layer below it)::
 
-    base (errors, paths, redact, lazy, signals) < profile < plan < adapters < preflight < service < bench < render
-    < host < api < cli
+    base (errors, paths, redact, lazy, signals) < profile < plan < adapters < preflight < service < gateway < bench
+    < render < host < api < cli
 
 The CLI imports no adapter: ``servectl.host.Host`` builds the real ones for it. Outside the chain:
 ``servectl.testing`` (the fakes) may import anything and only tests import it; ``servectl.standin`` (the
@@ -36,6 +36,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("adapters",),
     ("preflight",),
     ("service",),
+    ("gateway",),
     ("bench",),
     ("render",),
     ("host",),

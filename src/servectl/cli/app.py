@@ -19,6 +19,7 @@ from servectl.cli.bench import register as register_bench
 from servectl.cli.catalog import register as register_catalog
 from servectl.cli.dev import register as register_dev
 from servectl.cli.doctor import register as register_doctor
+from servectl.cli.gateway import register as register_gateway
 from servectl.cli.preflight import register as register_preflight
 from servectl.cli.profiles import register as register_profiles
 from servectl.cli.qualify import register as register_qualify
@@ -92,6 +93,7 @@ _REGISTER: tuple[Callable[[typer.Typer], None], ...] = (
     register_catalog,  # catalog (list), catalog show / extract / diff
     register_dev,  # dev build-standin
     register_doctor,  # doctor
+    register_gateway,  # gateway run / keys / up / down / status / logs
     register_preflight,  # preflight
     register_profiles,  # profiles, show, validate, diff, schema, promote
     register_qualify,  # qualify

@@ -130,8 +130,26 @@ def _validate(host: Host, names: list[str] | None, *, as_json: bool, in_image: b
         else:
             typer.echo(f"invalid {v.name}")
             problems.extend(v.error.lines())
+    if not names:
+        problems.extend(_gateway_file())
     if problems:
         raise ProfileError("\n".join(problems))
+
+
+def _gateway_file() -> list[str]:
+    """``servectl validate`` checks the gateway file too, when there is one."""
+    from servectl.gateway.config import default_config_file, load_gateway_config
+
+    path = default_config_file()
+    if not path.exists():
+        return []
+    try:
+        load_gateway_config(path)
+    except ProfileError as err:
+        typer.echo(f"invalid gateway {path}")
+        return err.lines()
+    typer.echo(f"ok      gateway {path}")
+    return []
 
 
 def diff_command(

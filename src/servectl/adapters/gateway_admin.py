@@ -1,0 +1,155 @@
+"""servectl's side of the running gateway's admin channel: a 0600 unix socket in the state folder.
+
+``swap``, ``up``, ``down`` and ``rollback`` wrap the change they make in :class:`GatewayHold`: the gateway
+holds new requests for the aliases those profiles serve, drains the ones in flight (bounded, by the
+gateway), and once the block ends (the new service passed its health gate, or the change failed and what
+ran is back) routes again. With no gateway running (no socket, or nobody answers) the hold does nothing,
+so every command behaves as without a gateway. The hold lasts as long as the connection: a servectl killed
+mid-swap closes it and the gateway lets its requests go on.
+
+Protocol (one JSON object per line): ``{"op": "hold", "profiles": [...], "reason": ..., "expect_s": ...}``
+-> ``{"ok": true, "finished": N, "cut": M}``; ``{"op": "release"}`` -> ``{"ok": true}``;
+``{"op": "status"}`` -> the gateway's aliases, holds and in-flight counts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import sys
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from servectl.adapters.state import History
+from servectl.errors import ServectlError
+
+ADMIN_SOCKET = "admin.sock"
+CONNECT_TIMEOUT_S = 2.0
+HOLD_REPLY_TIMEOUT_S = 600.0  # the gateway bounds the drain itself (swap.drain_s); this only guards a hung one
+RELEASE_REPLY_TIMEOUT_S = 30.0
+
+
+def admin_socket_path(state_dir: Path) -> Path:
+    return Path(state_dir) / "gateway" / ADMIN_SOCKET
+
+
+def last_startup_s(state_dir: Path, profile: str) -> float | None:
+    """The last measured startup time of ``profile`` (servectl records it at every up and swap)."""
+    try:
+        events = History(state_dir, warn=lambda _line: None).events()
+    except ServectlError:
+        return None
+    for event in reversed(events):
+        if event.get("profile") == profile and isinstance(event.get("startup_s"), int | float):
+            return float(event["startup_s"])
+    return None
+
+
+class AdminChannel:
+    """One connection to the gateway's admin socket (None-safe: see :func:`connect`)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+        self._file = sock.makefile("rb")
+
+    def ask(self, message: Mapping[str, Any], *, timeout_s: float) -> dict[str, Any]:
+        self._sock.settimeout(timeout_s)
+        self._sock.sendall(json.dumps(message).encode() + b"\n")
+        line = self._file.readline(1 << 20)
+        if not line:
+            raise ConnectionError("the gateway closed the admin channel")
+        reply = json.loads(line)
+        if not isinstance(reply, dict):
+            raise ConnectionError("the gateway sent a reply that is not a JSON object")
+        return reply
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._file.close()
+            self._sock.close()
+
+
+def connect(state_dir: Path) -> AdminChannel | None:
+    """The admin channel of the gateway running on this host, or None when none runs."""
+    path = admin_socket_path(state_dir)
+    if not path.exists():
+        return None
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(CONNECT_TIMEOUT_S)
+    try:
+        sock.connect(str(path))
+    except OSError:
+        sock.close()
+        return None
+    return AdminChannel(sock)
+
+
+class GatewayHold:
+    """``with GatewayHold(state_dir, profiles=[old, new], reason="swap a -> b"):`` around a service change.
+
+    Entering asks a running gateway to hold and drain the aliases of ``profiles`` (and waits until it did);
+    leaving lets them go. No gateway, or a gateway that fails to answer: a warning on stderr at most, and
+    the change goes on as without one.
+    """
+
+    def __init__(
+        self,
+        state_dir: Path,
+        *,
+        profiles: Iterable[str | None],
+        reason: str,
+        expect_s: float | None = None,
+    ) -> None:
+        self.state_dir = Path(state_dir)
+        self.profiles = sorted({p for p in profiles if p})
+        self.reason = reason
+        self.expect_s = expect_s
+        self.channel: AdminChannel | None = None
+        self.reply: dict[str, Any] = {}
+
+    def __enter__(self) -> GatewayHold:
+        if not self.profiles:
+            return self
+        channel = connect(self.state_dir)
+        if channel is None:
+            return self
+        expect = self.expect_s
+        if expect is None:
+            expect = max((last_startup_s(self.state_dir, p) or 0.0) for p in self.profiles)
+        message = {"op": "hold", "profiles": self.profiles, "reason": self.reason, "expect_s": expect}
+        try:
+            self.reply = channel.ask(message, timeout_s=HOLD_REPLY_TIMEOUT_S)
+            self.channel = channel
+        except (OSError, ValueError) as err:
+            channel.close()
+            print(f"servectl: warning: the gateway did not take the hold ({err}); going on", file=sys.stderr)
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        channel, self.channel = self.channel, None
+        if channel is None:
+            return
+        try:
+            channel.ask({"op": "release"}, timeout_s=RELEASE_REPLY_TIMEOUT_S)
+        except (OSError, ValueError):
+            pass  # closing the connection below ends the hold anyway
+        finally:
+            channel.close()
+
+
+def gateway_status(state_dir: Path) -> dict[str, Any] | None:
+    """What the running gateway says of itself (aliases, routes, holds, in flight), None when none runs."""
+    channel = connect(state_dir)
+    if channel is None:
+        return None
+    try:
+        return channel.ask({"op": "status"}, timeout_s=5.0)
+    except (OSError, ValueError):
+        return None
+    finally:
+        channel.close()

@@ -1,0 +1,101 @@
+"""Gateway commands: gateway run, gateway keys create/list/revoke, gateway up/down/status/logs."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+ConfigOption = Annotated[
+    Path | None, typer.Option("--config", help="the gateway file (default: gateway.yaml beside your profiles)")
+]
+
+
+def register(app: typer.Typer) -> None:
+    gateway = typer.Typer(help="One authenticated, alias-routed OpenAI-compatible endpoint that outlives swaps.")
+    gateway.command("run")(run_command)
+    keys = typer.Typer(help="Gateway keys (the key file keeps SHA-256 digests, never the keys).")
+    keys.command("create")(keys_create_command)
+    keys.command("list")(keys_list_command)
+    keys.command("revoke")(keys_revoke_command)
+    gateway.add_typer(keys, name="keys")
+    app.add_typer(gateway, name="gateway")
+
+
+def run_command(
+    config: ConfigOption = None,
+    listen: Annotated[str | None, typer.Option("--listen", help="HOST:PORT instead of the file's listen")] = None,
+) -> None:
+    """Run the gateway in the foreground (for systemd and containers); SIGTERM drains, then it exits."""
+    from servectl.gateway.serve import configure_logging, run_from_file
+    from servectl.host import from_env
+
+    configure_logging()
+    with from_env() as host:
+        run_from_file(
+            docker=host.docker,
+            config_file=config,
+            listen=listen,
+            environ=host.environ,
+            on_listening=lambda url: print(f"gateway on {url}", file=sys.stderr),
+        )
+
+
+def _keys_path(config: Path | None) -> Path:
+    from servectl.gateway.config import load_gateway_config
+
+    return load_gateway_config(config).keys_path()
+
+
+def keys_create_command(
+    name: Annotated[str, typer.Argument(help="a name for the key (shown in the gateway's log, never the key)")],
+    alias: Annotated[
+        list[str] | None, typer.Option("--alias", help="grant only this alias (repeat for several; default: all)")
+    ] = None,
+    expires: Annotated[str | None, typer.Option("--expires", help="lifetime such as 12h, 30d, 8w")] = None,
+    rate: Annotated[int | None, typer.Option("--rate", min=1, help="requests per minute (default: the file's)")] = None,
+    config: ConfigOption = None,
+) -> None:
+    """Make a key and print it once, alone on stdout (notes go to stderr)."""
+    from servectl.gateway.keys import create_key, parse_duration
+
+    path = _keys_path(config)
+    expires_s = parse_duration(expires) if expires else None
+    key, entry = create_key(path, name=name, aliases=alias, expires_s=expires_s, rate_per_minute=rate)
+    typer.echo(key)
+    scope = ", ".join(entry.aliases) if entry.aliases else "every alias"
+    until = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(entry.expires_at)) if entry.expires_at else "never"
+    print(f"key {name!r} for {scope}; expires {until}; its digest is in {path}; it is not shown again",
+          file=sys.stderr)  # fmt: skip
+
+
+def keys_list_command(
+    config: ConfigOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the entries as JSON (digests included)")] = False,
+) -> None:
+    """List the keys: name, aliases, expiry (never the keys)."""
+    from servectl.gateway.keys import read_keys
+
+    entries = read_keys(_keys_path(config))
+    if as_json:
+        typer.echo(json.dumps([e.to_dict() for e in entries], indent=2))
+        return
+    now = time.time()
+    for e in entries:
+        until = time.strftime("%Y-%m-%d", time.gmtime(e.expires_at)) if e.expires_at else "never"
+        state = " (expired)" if e.expired(now) else ""
+        typer.echo(f"{e.name:<24} {', '.join(e.aliases) if e.aliases else '*':<30} expires {until}{state}")
+
+
+def keys_revoke_command(
+    name: Annotated[str, typer.Argument(help="the key's name")], config: ConfigOption = None
+) -> None:
+    """Remove a key; a running gateway refuses it within a second."""
+    from servectl.gateway.keys import revoke_key
+
+    revoke_key(_keys_path(config), name=name)
+    typer.echo(f"revoked {name}")

@@ -1,0 +1,195 @@
+"""Gateway keys: a file of SHA-256 digests (never the keys), each with a name, granted aliases, expiry, rate.
+
+``servectl gateway keys create NAME`` makes a key, stores its digest and prints the key once. The running
+gateway re-reads the file when it changes, so a new or revoked key counts within a second, no restart.
+Keys are compared as digests with :func:`hmac.compare_digest` against every entry (no early exit), so the
+time taken says nothing about which key, or which prefix, was close.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import re
+import secrets
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from servectl.adapters.state import atomic_write_text, read_state_json
+from servectl.errors import StateDamaged, UsageError
+
+KEY_PREFIX = "sk-servectl-"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_DURATION = re.compile(r"^(\d+)\s*([smhdw])$")
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+@dataclass(frozen=True)
+class KeyEntry:
+    """One key as the file keeps it: its digest, never the key."""
+
+    name: str
+    sha256: str
+    aliases: tuple[str, ...] | None = None  # None: every alias
+    expires_at: float | None = None
+    created_at: float = 0.0
+    rate_per_minute: int | None = None  # None: the gateway's limits.rate_per_minute
+
+    def expired(self, now: float) -> bool:
+        return self.expires_at is not None and now >= self.expires_at
+
+    def grants(self, alias: str) -> bool:
+        return self.aliases is None or alias in self.aliases
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["aliases"] = None if self.aliases is None else list(self.aliases)
+        return out
+
+
+def digest(key: str) -> str:
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def parse_duration(text: str) -> float:
+    """``"30d"`` -> seconds (units s, m, h, d, w).
+
+    Raises:
+        UsageError: not a number followed by one of those units.
+    """
+    match = _DURATION.match(text.strip())
+    if not match or int(match.group(1)) == 0:
+        raise UsageError(f"--expires {text!r}: write a duration such as 12h, 30d or 8w")
+    return int(match.group(1)) * _UNIT_S[match.group(2)]
+
+
+def read_keys(path: Path) -> list[KeyEntry]:
+    """The entries of the key file (none when it does not exist).
+
+    Raises:
+        StateDamaged: the file is not a key file (names it and says how to start over).
+    """
+    fix = f"move {path} aside and create the keys again (servectl gateway keys create NAME)"
+    data = read_state_json(path, what="gateway key file", fix=fix)
+    if data is None:
+        return []
+    try:
+        return [
+            KeyEntry(
+                name=str(e["name"]),
+                sha256=str(e["sha256"]),
+                aliases=None if e.get("aliases") is None else tuple(str(a) for a in e["aliases"]),
+                expires_at=None if e.get("expires_at") is None else float(e["expires_at"]),
+                created_at=float(e.get("created_at") or 0.0),
+                rate_per_minute=None if e.get("rate_per_minute") is None else int(e["rate_per_minute"]),
+            )
+            for e in data["keys"]
+        ]
+    except (KeyError, TypeError, ValueError) as err:
+        raise StateDamaged(f"{path}: not a gateway key file ({err!r}); {fix}", path=path) from None
+
+
+def _write_keys(path: Path, entries: Sequence[KeyEntry]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    text = json.dumps({"keys": [e.to_dict() for e in entries]}, indent=1) + "\n"
+    atomic_write_text(path, text, mode=0o600)
+
+
+def create_key(
+    path: Path,
+    *,
+    name: str,
+    aliases: Sequence[str] | None = None,
+    expires_s: float | None = None,
+    rate_per_minute: int | None = None,
+    clock: Callable[[], float] = time.time,
+) -> tuple[str, KeyEntry]:
+    """Make a new key, store its digest under ``name`` and return ``(key, entry)``; the key is never stored.
+
+    Raises:
+        UsageError: a bad name, or a key of that name exists (revoke it first).
+    """
+    if not _NAME.match(name):
+        raise UsageError(f"key name {name!r}: use letters, digits, '.', '_' or '-' (at most 64)")
+    entries = read_keys(path)
+    if any(e.name == name for e in entries):
+        raise UsageError(f"a key named {name!r} exists in {path}; revoke it first (servectl gateway keys revoke)")
+    key = KEY_PREFIX + secrets.token_urlsafe(32)
+    now = clock()
+    entry = KeyEntry(
+        name=name,
+        sha256=digest(key),
+        aliases=tuple(aliases) if aliases else None,
+        expires_at=None if expires_s is None else now + expires_s,
+        created_at=now,
+        rate_per_minute=rate_per_minute,
+    )
+    _write_keys(path, [*entries, entry])
+    return key, entry
+
+
+def revoke_key(path: Path, *, name: str) -> KeyEntry:
+    """Remove the key ``name`` from the file.
+
+    Raises:
+        UsageError: no key of that name.
+    """
+    entries = read_keys(path)
+    found = [e for e in entries if e.name == name]
+    if not found:
+        known = ", ".join(e.name for e in entries) or "none"
+        raise UsageError(f"no key named {name!r} in {path} (keys: {known})")
+    _write_keys(path, [e for e in entries if e.name != name])
+    return found[0]
+
+
+class KeyRing:
+    """The key file as the gateway checks it: re-read when its modification time or size changes."""
+
+    def __init__(self, path: Path, *, clock: Callable[[], float] = time.time, recheck_s: float = 1.0) -> None:
+        self.path = path
+        self._clock = clock
+        self._recheck_s = recheck_s
+        self._checked_at = -1e18
+        self._stamp: tuple[int, int] | None = None
+        self._entries: list[KeyEntry] = []
+        self.error: str | None = None  # the last reading problem (the old keys stay in force meanwhile)
+
+    @property
+    def entries(self) -> list[KeyEntry]:
+        self._refresh()
+        return list(self._entries)
+
+    def _refresh(self) -> None:
+        now = time.monotonic()
+        if now - self._checked_at < self._recheck_s:
+            return
+        self._checked_at = now
+        try:
+            st = self.path.stat()
+            stamp: tuple[int, int] | None = (st.st_mtime_ns, st.st_size)
+        except FileNotFoundError:
+            stamp = None
+        if stamp == self._stamp:
+            return
+        try:
+            self._entries = read_keys(self.path) if stamp else []
+            self._stamp, self.error = stamp, None
+        except StateDamaged as err:
+            self.error = err.message
+
+    def check(self, presented: str) -> KeyEntry | None:
+        """The entry whose digest matches ``presented`` (expired ones included: the caller says why), else None.
+
+        Every entry is compared, in constant time each, whatever matched before.
+        """
+        wanted = digest(presented)
+        found: KeyEntry | None = None
+        for entry in self.entries:
+            if hmac.compare_digest(wanted, entry.sha256):
+                found = entry
+        return found

@@ -1,0 +1,405 @@
+"""The gateway's HTTP side (aiohttp): authenticate, bound, route by alias, proxy streams as they come.
+
+Routes: ``GET /healthz`` (no key), ``GET /metrics`` (no key; bind the gateway to a trusted address),
+``GET /v1/models`` (the aliases the key grants), ``POST /v1/chat/completions``, ``/v1/completions`` and
+``/v1/responses`` (routed by the body's ``model``).
+
+aiohttp was chosen by measurement (benchmarks/results/gateway-stack.md): against uvicorn + starlette with an
+httpx client, it added about a third of the time to first byte on the same machine, and it is one package
+for the server and the upstream pool. Its keep-alive timer also runs from the moment a connection opens
+and only stops when a whole request head arrived, so it is the header timeout (slow-header clients are
+cut); the body has its own timeout here.
+
+Answers carry the alias the client asked for in ``model`` (``response_model: alias``, the default): the
+served name changes with every swap, and clients that compare the answer's model with the one they asked
+for, or key caches and logs by it, should not see the swap. ``response_model: served`` passes the engine's
+name through (as anvil's ``transparent_response_model``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import re
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import ClientConnectionError, ClientError, ClientPayloadError, ClientSession, ClientTimeout, web
+
+from servectl.gateway.admission import Admission, Flight, HoldExpired
+from servectl.gateway.config import GatewayConfig
+from servectl.gateway.metrics import Metrics
+from servectl.gateway.ratelimit import RateLimiter
+from servectl.gateway.routes import AliasTable, Route, Upstream
+
+if TYPE_CHECKING:
+    from servectl.gateway.keys import KeyEntry, KeyRing
+
+log = logging.getLogger("servectl.gateway")
+
+PROXIED_PATHS = ("/v1/chat/completions", "/v1/completions", "/v1/responses")
+_USAGE_OUT = re.compile(rb'"(?:completion_tokens|output_tokens)"\s*:\s*(\d+)')
+_FORWARDED_HEADERS = ("Content-Type", "Accept", "User-Agent", "OpenAI-Beta")
+ROUTES_TTL_S = 2.0
+
+
+class Reject(Exception):
+    """An answer other than the engine's: status, OpenAI-style error body, error class for the metrics."""
+
+    def __init__(self, status: int, message: str, kind: str, *, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.kind, self.headers = status, message, kind, headers or {}
+
+    def response(self) -> web.Response:
+        kind = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+                404: "not_found_error", 429: "rate_limit_error"}.get(self.status, "server_error")  # fmt: skip
+        body = {"error": {"message": self.message, "type": kind, "code": self.status}}
+        return web.json_response(body, status=self.status, headers=self.headers)
+
+
+@dataclass
+class _Call:
+    """What one request learned on its way (for the log line and the metrics)."""
+
+    alias: str = "-"
+    key: str = "-"
+    status: int = 0
+    ttfb_s: float | None = None
+
+
+def rewrite_model(data: bytes, served: str, alias: str) -> bytes:
+    """``"model": "<served>"`` -> ``"model": "<alias>"`` in JSON or SSE bytes (no parsing: one pass)."""
+    if not served or served == alias:
+        return data
+    s, a = json.dumps(served).encode(), json.dumps(alias).encode()
+    return data.replace(b'"model":' + s, b'"model":' + a).replace(b'"model": ' + s, b'"model": ' + a)
+
+
+def error_event(message: str, status: int = 502) -> bytes:
+    """An SSE event the OpenAI SDKs raise as an API error (then the stream ends)."""
+    body = {"error": {"message": message, "type": "server_error", "code": status}}
+    return b"data: " + json.dumps(body).encode() + b"\n\n"
+
+
+def presented_key(request: web.Request) -> str | None:
+    auth = request.headers.get("Authorization", "")
+    if auth[:7].lower() == "bearer ":
+        return auth[7:].strip() or None
+    return request.headers.get("x-api-key") or None
+
+
+class Gateway:
+    """One gateway: configuration, keys, the route cache, holds and counters, and the aiohttp app.
+
+    Args:
+        config: the gateway file.
+        table: the aliases (from the file, or the defaults).
+        keys: the key ring (None when ``auth: none``).
+        upstreams: the servectl services running now (blocking; run in a thread).
+        startup_s: a profile's last measured startup time (for Retry-After), None when never measured.
+    """
+
+    def __init__(
+        self,
+        config: GatewayConfig,
+        *,
+        table: AliasTable,
+        keys: KeyRing | None,
+        upstreams: Callable[[], Sequence[Upstream]],
+        startup_s: Callable[[str], float | None] = lambda _profile: None,
+    ) -> None:
+        self.config = config
+        self.table = table
+        self.keys = keys
+        self._list_upstreams = upstreams
+        self.startup_s = startup_s
+        self.admission = Admission(table, hold_s=config.swap.hold_s, drain_s=config.swap.drain_s)
+        self.metrics = Metrics()
+        self.limiter = RateLimiter()
+        self.upstreams: list[Upstream] = []
+        self.upstreams_error: str | None = None
+        self._upstreams_at = -1e18
+        self._refreshing: asyncio.Task[None] | None = None
+        self._active = 0
+        self.session: ClientSession | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------------------------
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=self.config.limits.max_body_bytes)
+        app.router.add_get("/healthz", self.healthz)
+        app.router.add_get("/metrics", self.metrics_page)
+        app.router.add_get("/v1/models", self._guarded(self.models))
+        for path in PROXIED_PATHS:
+            app.router.add_post(path, self._guarded(self.proxy))
+        app.on_startup.append(self._open)
+        app.on_cleanup.append(self._close)
+        return app
+
+    async def _open(self, _app: web.Application) -> None:
+        up = self.config.upstream
+        connector_timeout = ClientTimeout(total=None, sock_connect=up.connect_timeout_s, sock_read=None)
+        from aiohttp import TCPConnector
+
+        self.session = ClientSession(
+            connector=TCPConnector(limit=up.pool_size, keepalive_timeout=30),
+            timeout=connector_timeout,
+            auto_decompress=False,
+            skip_auto_headers=("User-Agent", "Accept-Encoding"),
+        )
+        await self.refresh(force=True)
+
+    async def _close(self, _app: web.Application) -> None:
+        if self.session is not None:
+            await self.session.close()
+
+    # -- routes ----------------------------------------------------------------------------------------------
+    async def refresh(self, *, force: bool = False) -> None:
+        """Ask servectl which services run (at most every :data:`ROUTES_TTL_S` unless ``force``)."""
+        if not force and time.monotonic() - self._upstreams_at < ROUTES_TTL_S:
+            return
+        if self._refreshing is None or self._refreshing.done():
+            self._refreshing = asyncio.create_task(self._refresh())
+        await asyncio.shield(self._refreshing)
+
+    async def _refresh(self) -> None:
+        try:
+            self.upstreams = list(await asyncio.to_thread(self._list_upstreams))
+            self.upstreams_error = None
+        except Exception as err:  # an engine hiccup keeps the last known routes; /healthz says why
+            self.upstreams_error = str(err).splitlines()[0] if str(err) else type(err).__name__
+            log.warning("cannot list the servectl services: %s", self.upstreams_error)
+        self._upstreams_at = time.monotonic()
+
+    async def route(self, alias: str) -> Route:
+        await self.refresh()
+        route = self.table.route(alias, self.upstreams)
+        if route is None:
+            await self.refresh(force=True)
+            route = self.table.route(alias, self.upstreams)
+        if route is None:
+            wanted = self.table.describe(alias)
+            retry = max((self.startup_s(p) or 0.0) for p in self.table.profiles(alias))
+            raise Reject(
+                503,
+                f"alias {alias!r}: {wanted} is not running; start it: servectl up PROFILE",
+                "unavailable",
+                headers={"Retry-After": str(max(1, round(retry or 5)))},
+            )
+        return route
+
+    # -- auth and limits -------------------------------------------------------------------------------------
+    def _guarded(
+        self, handler: Callable[[web.Request, _Call, KeyEntry | None], Awaitable[web.StreamResponse]]
+    ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+        async def run(request: web.Request) -> web.StreamResponse:
+            call = _Call()
+            t0 = time.monotonic()
+            self._active += 1
+            try:
+                if self._active > self.config.limits.max_concurrency:
+                    raise Reject(503, "the gateway is at its max_concurrency; retry shortly", "unavailable",
+                                 headers={"Retry-After": "1"})  # fmt: skip
+                entry = self._authenticate(request, call)
+                response = await handler(request, call, entry)
+            except Reject as rej:
+                self.metrics.error(call.alias, rej.kind)
+                response = rej.response()
+            except asyncio.CancelledError:
+                self.metrics.error(call.alias, "client_gone")
+                call.status = 499
+                raise
+            finally:
+                self._active -= 1
+                status = call.status or (response.status if "response" in locals() else 499)
+                self.metrics.request(call.alias, status)
+                log.info(
+                    "%s %s alias=%s key=%s status=%s ttfb_ms=%s ms=%.1f",
+                    request.method, request.path, call.alias, call.key, status,
+                    "-" if call.ttfb_s is None else f"{call.ttfb_s * 1000:.1f}", (time.monotonic() - t0) * 1000,
+                )  # fmt: skip
+            return response
+
+        return run
+
+    def _authenticate(self, request: web.Request, call: _Call) -> KeyEntry | None:
+        if self.keys is None:
+            return None
+        presented = presented_key(request)
+        if presented is None:
+            raise Reject(401, "no key: send Authorization: Bearer KEY or x-api-key: KEY", "auth")
+        entry = self.keys.check(presented)
+        if entry is None:
+            raise Reject(401, "unknown key (servectl gateway keys create NAME makes one)", "auth")
+        call.key = entry.name
+        if entry.expired(time.time()):
+            raise Reject(401, f"key {entry.name!r} has expired; create a new one", "auth")
+        wait = self.limiter.take(entry.name, entry.rate_per_minute or self.config.limits.rate_per_minute)
+        if wait:
+            raise Reject(429, f"key {entry.name!r} is over its rate limit", "rate", headers={"Retry-After": str(wait)})
+        return entry
+
+    def _granted(self, entry: KeyEntry | None) -> list[str]:
+        return [a for a in self.table.names if entry is None or entry.grants(a)]
+
+    async def _read_json(self, request: web.Request, call: _Call) -> dict[str, Any]:
+        limit = self.config.limits.max_body_bytes
+        if request.content_length is not None and request.content_length > limit:
+            raise Reject(413, f"the request body is larger than {limit} bytes (limits.max_body_bytes)", "too_large")
+        body = bytearray()
+        try:
+            async with asyncio.timeout(self.config.limits.body_timeout_s):
+                while chunk := await request.content.readany():
+                    body += chunk
+                    if len(body) > limit:
+                        raise Reject(413, f"the request body is larger than {limit} bytes", "too_large")
+        except TimeoutError:
+            raise Reject(408, "the request body did not arrive in time (limits.body_timeout_s)", "timeout",
+                         headers={"Connection": "close"}) from None  # fmt: skip
+        try:
+            data = json.loads(body)
+        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+            where = f" (line {err.lineno}, column {err.colno})" if isinstance(err, json.JSONDecodeError) else ""
+            raise Reject(
+                400, f"the request body is not JSON: {err.args[0].split(':')[0]}{where}", "bad_request"
+            ) from None
+        except RecursionError:
+            raise Reject(400, "the request body is not JSON: nested too deep", "bad_request") from None
+        if not isinstance(data, dict):
+            raise Reject(400, f"the request body must be a JSON object, not {type(data).__name__}", "bad_request")
+        return data
+
+    # -- handlers --------------------------------------------------------------------------------------------
+    async def healthz(self, _request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok", "holds": len(self.admission.holds)})
+
+    async def metrics_page(self, _request: web.Request) -> web.Response:
+        def in_flight() -> dict[str, int]:
+            out = dict.fromkeys(self.table.names, 0)
+            for f in self.admission.flights:
+                out[f.alias] = out.get(f.alias, 0) + 1
+            return out
+
+        return web.Response(text=self.metrics.render(in_flight), content_type="text/plain", charset="utf-8",
+                            headers={"X-Content-Type-Options": "nosniff"})  # fmt: skip
+
+    async def models(self, _request: web.Request, _call: _Call, entry: KeyEntry | None) -> web.StreamResponse:
+        data = [{"id": a, "object": "model", "created": 0, "owned_by": "servectl"} for a in self._granted(entry)]
+        return web.json_response({"object": "list", "data": data})
+
+    async def proxy(self, request: web.Request, call: _Call, entry: KeyEntry | None) -> web.StreamResponse:
+        body = await self._read_json(request, call)
+        alias = body.get("model")
+        if not isinstance(alias, str) or not alias:
+            raise Reject(400, f"the request names no model; ask for an alias: {', '.join(self._granted(entry))}",
+                         "bad_request")  # fmt: skip
+        if alias not in self.table:
+            raise Reject(404, f"no alias {alias!r}; aliases: {', '.join(self._granted(entry)) or 'none'}",
+                         "unknown_alias")  # fmt: skip
+        call.alias = alias
+        if entry is not None and not entry.grants(alias):
+            raise Reject(403, f"key {entry.name!r} is not granted alias {alias!r}", "forbidden")
+        try:
+            waited = await self.admission.admit(alias)
+        except HoldExpired as held:
+            self.metrics.waited(alias, self.admission.hold_s)
+            raise Reject(503, f"alias {alias!r} is held while servectl {held.reason}; retry", "unavailable",
+                         headers={"Retry-After": str(held.retry_after_s)}) from None  # fmt: skip
+        if waited > 0:
+            self.metrics.waited(alias, waited)
+        route = await self.route(alias)
+        if route.served_name:
+            body["model"] = route.served_name
+        payload = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+        return await self._forward(request, call, route, payload)
+
+    async def _forward(self, request: web.Request, call: _Call, route: Route, payload: bytes) -> web.StreamResponse:
+        assert self.session is not None
+        headers = {h: request.headers[h] for h in _FORWARDED_HEADERS if h in request.headers}
+        headers["Content-Type"] = "application/json"
+        if route.api_key:
+            headers["Authorization"] = f"Bearer {route.api_key}"
+        flight = Flight(alias=route.alias, profile=route.profile)
+        self.admission.take_off(flight)
+        t0 = time.monotonic()
+        try:
+            try:
+                upstream = await self.session.post(route.url + request.path, data=payload, headers=headers)
+            except ClientError as err:
+                self._refresh_soon()
+                raise Reject(502, f"the engine of {route.profile} did not answer ({type(err).__name__})", "upstream",
+                             headers={"Retry-After": "1"}) from None  # fmt: skip
+            flight.on_cut = upstream.close
+            try:
+                call.ttfb_s = time.monotonic() - t0
+                self.metrics.first_byte(route.alias, call.ttfb_s)
+                back = "" if self.config.response_model == "served" else route.served_name
+                if upstream.content_type == "text/event-stream":
+                    return await self._stream(request, call, route, upstream, back, flight)
+                return await self._whole(call, route, upstream, back, flight)
+            finally:
+                upstream.close()  # a drained or failed answer must not go back to the pool
+        finally:
+            self.admission.land(flight)
+
+    async def _whole(self, call: _Call, route: Route, upstream: Any, back: str, flight: Flight) -> web.Response:
+        try:
+            data = await upstream.read()
+        except (TimeoutError, ClientError) as err:
+            kind = "cut" if flight.was_cut else "upstream"
+            raise Reject(502, self._failure(route, flight, err), kind) from None
+        self._count_tokens(route.alias, data)
+        call.status = upstream.status
+        return web.Response(body=rewrite_model(data, back, route.alias), status=upstream.status,
+                            content_type=upstream.content_type or "application/json")  # fmt: skip
+
+    async def _stream(
+        self, request: web.Request, call: _Call, route: Route, upstream: Any, back: str, flight: Flight
+    ) -> web.StreamResponse:
+        response = web.StreamResponse(status=upstream.status, headers={
+            "Content-Type": upstream.headers.get("Content-Type", "text/event-stream"),
+            "Cache-Control": "no-cache", "X-Accel-Buffering": "no"})  # fmt: skip
+        await response.prepare(request)
+        call.status = upstream.status
+        pending = b""
+        tokens = 0
+        try:
+            async for chunk in upstream.content.iter_any():
+                pending += chunk
+                cut = pending.rfind(b"\n\n") + 2
+                if cut < 2:
+                    continue
+                events, pending = pending[:cut], pending[cut:]
+                if found := _USAGE_OUT.findall(events):
+                    tokens = int(found[-1])
+                await response.write(rewrite_model(events, back, route.alias))
+            if flight.was_cut:
+                raise ClientConnectionError("cut")
+            if pending:
+                await response.write(rewrite_model(pending, back, route.alias))
+        except (TimeoutError, ClientPayloadError, ClientConnectionError) as err:
+            self.metrics.error(route.alias, "cut" if flight.was_cut else "upstream")
+            with contextlib.suppress(ConnectionError):
+                await response.write(error_event(self._failure(route, flight, err)))
+            self._refresh_soon()
+        finally:
+            self.metrics.tokens_out[route.alias] += tokens
+        with contextlib.suppress(ConnectionError):
+            await response.write_eof()
+        return response
+
+    def _failure(self, route: Route, flight: Flight, err: BaseException) -> str:
+        if flight.was_cut:
+            return (f"alias {route.alias!r}: cut after {self.admission.drain_s:g} s of drain while servectl "
+                    "changed its service; retry")  # fmt: skip
+        return f"the engine of {route.profile} failed mid-answer ({type(err).__name__}); retry"
+
+    def _count_tokens(self, alias: str, data: bytes) -> None:
+        if found := _USAGE_OUT.findall(data[-4096:]):
+            self.metrics.tokens_out[alias] += int(found[-1])
+
+    def _refresh_soon(self) -> None:
+        self._upstreams_at = -1e18

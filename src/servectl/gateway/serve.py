@@ -1,0 +1,203 @@
+"""Running a gateway: discover the servectl services, listen, answer the admin channel, drain on SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+from servectl.errors import ServectlError
+from servectl.gateway.config import GatewayConfig, default_aliases
+from servectl.gateway.routes import AliasTable, Upstream
+
+if TYPE_CHECKING:
+    from servectl.adapters.docker import DockerEngine
+
+log = logging.getLogger("servectl.gateway")
+
+
+def alias_table(config: GatewayConfig, profiles: Callable[[], Sequence[str]]) -> AliasTable:
+    """The file's aliases, or (no ``aliases:``) each profile as an alias of itself plus ``default``."""
+    return AliasTable(config.aliases if config.aliases is not None else default_aliases(profiles()))
+
+
+def service_upstreams(
+    docker: DockerEngine, *, environ: Mapping[str, str] | None = None
+) -> Callable[[], list[Upstream]]:
+    """A function listing the servectl services as upstreams (ready = passed its gate and answers /health)."""
+    from servectl.service.services import services
+
+    env = dict(os.environ if environ is None else environ)
+    keys: dict[tuple[str, str], str | None] = {}
+
+    def engine_key(profile: str, plan_hash: str) -> str | None:
+        if (profile, plan_hash) not in keys:
+            from servectl.plan.resolve import resolve
+            from servectl.service.host_files import read_api_key
+
+            try:
+                keys[(profile, plan_hash)] = read_api_key(resolve(profile).plan, env)
+            except ServectlError:
+                keys[(profile, plan_hash)] = None
+        return keys[(profile, plan_hash)]
+
+    def listing() -> list[Upstream]:
+        return [
+            Upstream(
+                profile=s.profile,
+                url=s.url,
+                served_name=s.served_name,
+                ready=s.state == "ready" and s.port is not None,
+                api_key=engine_key(s.profile, s.plan_hash),
+            )
+            for s in services(docker=docker)
+            if s.running
+        ]
+
+    return listing
+
+
+def profile_names() -> list[str]:
+    """The runnable profiles on the search path (no templates, no ``_`` bases)."""
+    from servectl.profile.loader import discover
+
+    return [name for name in discover() if not name.startswith("_")]
+
+
+def run_gateway(
+    config: GatewayConfig,
+    *,
+    table: AliasTable,
+    upstreams: Callable[[], Sequence[Upstream]],
+    keys_path: Path | None,
+    admin_path: Path,
+    startup_s: Callable[[str], float | None] = lambda _p: None,
+    on_listening: Callable[[str], None] | None = None,
+) -> None:
+    """Serve until SIGTERM or SIGINT, then drain (up to ``swap.drain_s``) and return.
+
+    Raises:
+        ServectlError: the listen address is taken or not this host's, or another gateway runs.
+    """
+    asyncio.run(
+        serve_gateway(
+            config,
+            table=table,
+            upstreams=upstreams,
+            keys_path=keys_path,
+            admin_path=admin_path,
+            startup_s=startup_s,
+            on_listening=on_listening,
+        )
+    )
+
+
+async def serve_gateway(
+    config: GatewayConfig,
+    *,
+    table: AliasTable,
+    upstreams: Callable[[], Sequence[Upstream]],
+    keys_path: Path | None,
+    admin_path: Path,
+    startup_s: Callable[[str], float | None] = lambda _p: None,
+    on_listening: Callable[[str], None] | None = None,
+    stop: asyncio.Event | None = None,
+) -> None:
+    """:func:`run_gateway` on the running event loop; set ``stop`` to end it (SIGTERM/SIGINT set it too when
+    this runs in the main thread)."""
+    from aiohttp import web
+
+    from servectl.gateway.admin import serve_admin
+    from servectl.gateway.keys import KeyRing
+    from servectl.gateway.proxy import Gateway
+
+    keys = KeyRing(keys_path) if keys_path is not None else None
+    gateway = Gateway(config, table=table, keys=keys, upstreams=upstreams, startup_s=startup_s)
+    runner = web.AppRunner(
+        gateway.app(),
+        handle_signals=False,
+        access_log=None,
+        keepalive_timeout=config.limits.header_timeout_s,  # also the header timeout: see proxy's docstring
+        handler_cancellation=True,  # a client that leaves cancels the upstream request at once
+        shutdown_timeout=config.swap.drain_s,
+        max_line_size=16384,
+        max_field_size=16384,
+    )
+    await runner.setup()
+    stop = stop or asyncio.Event()
+    if threading.current_thread() is threading.main_thread():
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+    try:
+        admin = await serve_admin(gateway, admin_path)
+        try:
+            site = web.TCPSite(runner, config.host, config.port, backlog=1024, reuse_address=True)
+            try:
+                await site.start()
+            except OSError as err:
+                why = "is in use" if err.errno == errno.EADDRINUSE else f"cannot be used ({err.strerror})"
+                raise ServectlError(
+                    f"gateway listen {config.listen} {why}; free it or set listen: in the gateway file"
+                ) from None
+            log.info("listening on http://%s (aliases: %s)", config.listen, ", ".join(table.names))
+            if on_listening is not None:
+                on_listening(f"http://{config.listen}")
+            await stop.wait()
+            log.info("stopping: draining requests in flight (up to %g s)", config.swap.drain_s)
+        finally:
+            admin.close()
+            with contextlib.suppress(FileNotFoundError):
+                admin_path.unlink()
+    finally:
+        await runner.cleanup()
+
+
+def configure_logging(stream: TextIO = sys.stderr) -> None:
+    """One line per request on stderr (alias, key name, status, times; never keys, prompts or answers)."""
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter("%(asctime)s gateway %(levelname)s %(message)s"))
+    logger = logging.getLogger("servectl.gateway")
+    logger.handlers[:] = [handler]
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+
+
+def run_from_file(
+    *,
+    docker: DockerEngine,
+    config_file: Path | None = None,
+    listen: str | None = None,
+    environ: Mapping[str, str] | None = None,
+    on_listening: Callable[[str], None] | None = None,
+) -> None:
+    """Load the gateway file (default: ``gateway.yaml`` beside the profiles) and run it on this host.
+
+    Raises:
+        ProfileError: the file is invalid. ServectlError: see :func:`run_gateway`.
+    """
+    from servectl.adapters.gateway_admin import admin_socket_path, last_startup_s
+    from servectl.gateway.config import load_gateway_config
+    from servectl.paths import state_dir
+
+    config = load_gateway_config(config_file, environ=environ)
+    if listen is not None:
+        config = GatewayConfig.model_validate({**config.model_dump(), "listen": listen})
+    state = state_dir(environ)
+    run_gateway(
+        config,
+        table=alias_table(config, profile_names),
+        upstreams=service_upstreams(docker, environ=environ),
+        keys_path=None if config.auth == "none" else config.keys_path(environ),
+        admin_path=admin_socket_path(state),
+        startup_s=lambda profile: last_startup_s(state, profile),
+        on_listening=on_listening,
+    )

@@ -1,0 +1,89 @@
+"""A gateway in a background thread of the test process, routing to upstreams the test gives it.
+
+::
+
+    with GatewayThread(GatewayConfig(listen="127.0.0.1:18080"), upstreams=lambda: [...], state_dir=tmp) as gw:
+        httpx.get(gw.base_url + "/healthz")
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import TracebackType
+
+from servectl.gateway.config import GatewayConfig
+from servectl.gateway.routes import AliasTable, Upstream
+
+
+class GatewayThread:
+    """Runs :func:`servectl.gateway.serve.serve_gateway` on its own event loop; leaving the block stops it."""
+
+    def __init__(
+        self,
+        config: GatewayConfig,
+        *,
+        upstreams: Callable[[], Sequence[Upstream]],
+        state_dir: Path,
+        aliases: dict[str, list[str]] | None = None,
+        startup_s: Callable[[str], float | None] = lambda _p: None,
+    ) -> None:
+        self.config = config
+        self.table = AliasTable(aliases if aliases is not None else (config.aliases or {}))
+        self.upstreams = upstreams
+        self.state_dir = Path(state_dir)
+        self.startup_s = startup_s
+        self.keys_path = None if config.auth == "none" else config.keys_path({"SERVECTL_HOME": str(state_dir)})
+        self.admin_path = self.state_dir / "gateway" / "admin.sock"
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._listening = threading.Event()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="gateway", daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.config.listen}"
+
+    def _run(self) -> None:
+        from servectl.gateway.serve import serve_gateway
+
+        async def main() -> None:
+            self._loop = asyncio.get_running_loop()
+            self._stop = asyncio.Event()
+            await serve_gateway(
+                self.config,
+                table=self.table,
+                upstreams=self.upstreams,
+                keys_path=self.keys_path,
+                admin_path=self.admin_path,
+                startup_s=self.startup_s,
+                on_listening=lambda _url: self._listening.set(),
+                stop=self._stop,
+            )
+
+        try:
+            asyncio.run(main())
+        except BaseException as err:
+            self._error = err
+        finally:
+            self._listening.set()
+
+    def __enter__(self) -> GatewayThread:
+        self._thread.start()
+        self._listening.wait(10)
+        if self._error is not None:
+            raise self._error
+        return self
+
+    def stop(self) -> None:
+        if self._loop is not None and self._stop is not None and self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(30)
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()

@@ -1,0 +1,158 @@
+"""The gateway file, its schema, the key file and `gateway keys`, and the pure routing and rate rules."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from servectl.errors import ProfileError, UsageError
+from servectl.gateway.config import (
+    GATEWAY_SCHEMA_FILE,
+    GatewayConfig,
+    default_aliases,
+    gateway_json_schema,
+    load_gateway_config,
+)
+from servectl.gateway.keys import KEY_PREFIX, KeyRing, create_key, digest, parse_duration, read_keys, revoke_key
+from servectl.gateway.ratelimit import RateLimiter
+from servectl.gateway.routes import AliasTable, Upstream
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "gateway.yaml"
+
+
+def servectl(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "SERVECTL_HOME": str(home)}
+    return subprocess.run([sys.executable, "-m", "servectl", *args], capture_output=True, text=True, env=env,
+                          check=False, cwd=home)  # fmt: skip
+
+
+def test_the_shipped_schema_is_current_and_the_example_validates_against_it() -> None:
+    import jsonschema
+    import yaml
+
+    assert json.loads(GATEWAY_SCHEMA_FILE.read_text()) == gateway_json_schema(), "regenerate gateway.schema.json"
+    assert EXAMPLE.read_text().splitlines()[0] == "# yaml-language-server: $schema=../schema/gateway.schema.json"
+    jsonschema.validate(yaml.safe_load(EXAMPLE.read_text()), gateway_json_schema())
+    config = load_gateway_config(EXAMPLE)
+    assert config.aliases == {"chat": ["demo", "demo-rollback"], "default": ["*"]}
+    assert (config.host, config.port) == ("127.0.0.1", 8080)
+
+
+def test_no_file_means_the_defaults_and_every_profile_is_an_alias_of_itself(tmp_path: Path) -> None:
+    config = load_gateway_config(environ={"SERVECTL_HOME": str(tmp_path)})
+    assert config == GatewayConfig()
+    assert config.listen == "127.0.0.1:8080" and config.auth == "keys" and config.response_model == "alias"
+    assert default_aliases(["b", "a"]) == {"a": ["a"], "b": ["b"], "default": ["*"]}
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("listen: localhost\n", "gw.yaml:1: listen: 'localhost': not HOST:PORT (e.g. 127.0.0.1:8080)"),
+        ("swap:\n  drain: 3\n", "gw.yaml:2: swap.drain: unknown key; did you mean 'drain_s'?"),
+        ("limits:\n  max_body_bytes: 10\n", "gw.yaml:2: limits.max_body_bytes: 10: Input should be greater than"),
+        ("aliases:\n  chat: []\n", "gw.yaml:1: aliases: alias 'chat': name at least one profile"),
+        ("response_model: engine\n", "gw.yaml:1: response_model: 'engine': Input should be 'alias' or 'served'"),
+    ],
+)
+def test_a_bad_gateway_file_names_file_line_and_field(tmp_path: Path, text: str, expected: str) -> None:
+    path = tmp_path / "gw.yaml"
+    path.write_text(text)
+    with pytest.raises(ProfileError) as err:
+        load_gateway_config(path)
+    assert str(err.value).replace(str(tmp_path) + "/", "").startswith(expected)
+
+
+def test_servectl_validate_covers_the_gateway_file(tmp_path: Path) -> None:
+    config_dir = tmp_path / "profiles"
+    config_dir.mkdir()
+    (tmp_path / "gateway.yaml").write_text("listen: 127.0.0.1:8080\nlimts: {}\n")
+    result = servectl("validate", home=tmp_path)
+    assert result.returncode == 2
+    assert "invalid gateway" in result.stdout
+    assert "gateway.yaml:2: limts: unknown key; did you mean 'limits'?" in result.stderr
+    (tmp_path / "gateway.yaml").write_text("listen: 127.0.0.1:8080\n")
+    result = servectl("validate", home=tmp_path)
+    assert f"ok      gateway {tmp_path / 'gateway.yaml'}" in result.stdout
+
+
+def test_keys_create_prints_the_key_alone_and_stores_only_its_digest(tmp_path: Path) -> None:
+    result = servectl("gateway", "keys", "create", "laptop", "--alias", "chat", "--expires", "30d", home=tmp_path)
+    assert result.returncode == 0, result.stderr
+    key = result.stdout.strip()
+    assert result.stdout == key + "\n" and key.startswith(KEY_PREFIX)
+    assert "key 'laptop' for chat; expires" in result.stderr and key not in result.stderr
+    path = tmp_path / "gateway" / "keys.json"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert key not in path.read_text()
+    (entry,) = read_keys(path)
+    assert entry.sha256 == digest(key) and entry.aliases == ("chat",)
+    assert entry.expires_at is not None and abs(entry.expires_at - entry.created_at - 30 * 86400) < 1
+    listed = servectl("gateway", "keys", "list", home=tmp_path)
+    assert listed.stdout.startswith("laptop") and key not in listed.stdout
+    again = servectl("gateway", "keys", "create", "laptop", home=tmp_path)
+    assert again.returncode == 2 and "a key named 'laptop' exists" in again.stderr and again.stdout == ""
+
+
+def test_a_revoked_key_stops_counting_at_the_next_reread(tmp_path: Path) -> None:
+    path = tmp_path / "keys.json"
+    ring = KeyRing(path, recheck_s=0)
+    key, _ = create_key(path, name="a")
+    other, _ = create_key(path, name="b")
+    assert ring.check(key) is not None and ring.check(other) is not None
+    assert ring.check(key[:-1]) is None
+    revoke_key(path, name="a")
+    assert ring.check(key) is None and ring.check(other) is not None
+    with pytest.raises(UsageError, match="no key named 'a'"):
+        revoke_key(path, name="a")
+
+
+def test_a_damaged_key_file_keeps_the_last_good_keys_and_says_why(tmp_path: Path) -> None:
+    path = tmp_path / "keys.json"
+    ring = KeyRing(path, recheck_s=0)
+    key, _ = create_key(path, name="a")
+    assert ring.check(key) is not None
+    path.write_text("{not json")
+    assert ring.check(key) is not None
+    assert ring.error is not None and "not valid JSON" in ring.error
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("30d", 30 * 86400), ("12h", 43200), ("8w", 8 * 7 * 86400)])
+def test_durations(text: str, seconds: int) -> None:
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["30", "0d", "1y", "-1d", ""])
+def test_bad_durations_are_refused(text: str) -> None:
+    with pytest.raises(UsageError, match="--expires"):
+        parse_duration(text)
+
+
+def test_an_alias_goes_to_the_first_of_its_profiles_that_is_ready() -> None:
+    table = AliasTable({"chat": ["a", "b"], "default": ["*"]})
+    a = Upstream(profile="a", url="http://127.0.0.1:1", served_name="A", ready=False)
+    b = Upstream(profile="b", url="http://127.0.0.1:2", served_name="B", ready=True)
+    route = table.route("chat", [a, b])
+    assert route is not None and (route.profile, route.url, route.served_name) == ("b", "http://127.0.0.1:2", "B")
+    assert table.route("chat", [a]) is None
+    default = table.route("default", [a, b])
+    assert default is not None and default.profile == "b"
+    assert table.affected("chat", ["b"]) and not table.affected("chat", ["c"]) and table.affected("default", ["c"])
+
+
+def test_the_rate_limit_allows_a_minute_of_burst_then_one_per_interval() -> None:
+    now = [0.0]
+    limiter = RateLimiter(clock=lambda: now[0])
+    assert [limiter.take("k", 3) for _ in range(4)] == [0, 0, 0, 20]
+    now[0] = 19.0
+    assert limiter.take("k", 3) == 1
+    now[0] = 20.0
+    assert limiter.take("k", 3) == 0
+    assert limiter.take("other", 3) == 0

@@ -1,0 +1,264 @@
+"""The gateway in front of a stand-in engine on this host: routing, rewriting, keys, limits, holds, faults."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+from servectl.adapters.gateway_admin import GatewayHold, gateway_status
+from servectl.gateway.config import GatewayConfig
+from servectl.gateway.keys import create_key
+from servectl.gateway.routes import Upstream
+from servectl.standin.process import HostStandin, free_port
+from servectl.testing.gateway import GatewayThread
+
+DEMO_MODEL = str(Path(__file__).parents[2] / "examples" / "demo-model")
+ALIASES = {"chat": ["demo", "demo-rollback"], "other": ["elsewhere"]}
+
+
+def _standin(**env: str) -> HostStandin:
+    flags = ["--model-path", DEMO_MODEL, "--served-model-name", "served-demo", "--decode-log-interval", "1"]
+    return HostStandin(flags, env={"STANDIN_TOKEN_RATE": "2000", "STANDIN_CHUNK_TOKENS": "4", **env})
+
+
+@pytest.fixture(scope="module")
+def engine() -> Iterator[HostStandin]:
+    with _standin() as eng:
+        eng.wait_ready()
+        yield eng
+
+
+def _config(**limits: float) -> GatewayConfig:
+    return GatewayConfig.model_validate(
+        {
+            "listen": f"127.0.0.1:{free_port()}",
+            "aliases": ALIASES,
+            "limits": limits,
+            "swap": {"drain_s": 0.5, "hold_s": 1.0},
+        }
+    )
+
+
+@pytest.fixture
+def gateway(tmp_path: Path, engine: HostStandin) -> Iterator[tuple[GatewayThread, str]]:
+    config = _config(rate_per_minute=600, max_body_bytes=4096, body_timeout_s=0.5, header_timeout_s=0.5)
+    up = Upstream(profile="demo", url=engine.base_url, served_name="served-demo", ready=True)
+    env = {"SERVECTL_HOME": str(tmp_path)}
+    key, _ = create_key(config.keys_path(env), name="laptop")
+    create_key(config.keys_path(env), name="only-other", aliases=["other"])
+    with GatewayThread(config, upstreams=lambda: [up], state_dir=tmp_path, startup_s=lambda _p: 7.0) as gw:
+        yield gw, key
+
+
+def _sdk(gw: GatewayThread, key: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=gw.base_url + "/v1", api_key=key, max_retries=0, timeout=10)
+
+
+def _post(gw: GatewayThread, key: str | None, body: object, *, raw: bytes | None = None) -> httpx.Response:
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    content = raw if raw is not None else json.dumps(body).encode()
+    return httpx.post(gw.base_url + "/v1/chat/completions", content=content, headers=headers, timeout=10)
+
+
+CHAT = {"model": "chat", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}
+
+
+def test_models_lists_the_aliases_the_key_grants(gateway: tuple[GatewayThread, str]) -> None:
+    gw, key = gateway
+    assert [m.id for m in _sdk(gw, key).models.list()] == ["chat", "other"]
+
+
+def test_a_chat_goes_to_the_alias_service_and_the_answer_names_the_alias(gateway: tuple[GatewayThread, str]) -> None:
+    gw, key = gateway
+    answer = _sdk(gw, key).chat.completions.create(model="chat", messages=[{"role": "user", "content": "hi"}],
+                                                    max_tokens=8)  # fmt: skip
+    assert answer.model == "chat"  # the engine answered as served-demo
+    assert answer.usage is not None and answer.usage.completion_tokens == 8
+
+
+def test_a_stream_passes_through_with_the_alias_and_its_tokens_are_counted(gateway: tuple[GatewayThread, str]) -> None:
+    gw, key = gateway
+    stream = _sdk(gw, key).chat.completions.create(
+        model="chat", messages=[{"role": "user", "content": "hi"}], max_tokens=12, stream=True,
+        stream_options={"include_usage": True},
+    )  # fmt: skip
+    chunks = list(stream)
+    assert {c.model for c in chunks} == {"chat"}
+    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 12
+    metrics = httpx.get(gw.base_url + "/metrics").text
+    assert 'servectl_gateway_tokens_out_total{alias="chat"} 12' in metrics
+    assert 'servectl_gateway_requests_total{alias="chat",code="200"} 1' in metrics
+    assert 'servectl_gateway_ttfb_seconds_count{alias="chat"} 1' in metrics
+
+
+def test_keys_are_checked_bearer_and_x_api_key(gateway: tuple[GatewayThread, str]) -> None:
+    gw, key = gateway
+    assert _post(gw, None, CHAT).status_code == 401
+    assert _post(gw, "sk-servectl-wrong", CHAT).status_code == 401
+    by_header = httpx.post(gw.base_url + "/v1/chat/completions", json=CHAT, headers={"x-api-key": key}, timeout=10)
+    assert by_header.status_code == 200
+    assert httpx.get(gw.base_url + "/healthz").status_code == 200  # no key needed
+
+
+def test_a_key_without_the_alias_gets_403(gateway: tuple[GatewayThread, str], tmp_path: Path) -> None:
+    gw, _ = gateway
+    other, _ = create_key(gw.keys_path or tmp_path, name="chat-denied", aliases=["other"])
+    time.sleep(1.1)  # the key ring re-reads the file at most once a second
+    response = _post(gw, other, CHAT)
+    assert response.status_code == 403
+    assert "not granted alias 'chat'" in response.json()["error"]["message"]
+
+
+def test_an_unknown_alias_gets_404_naming_the_aliases(gateway: tuple[GatewayThread, str]) -> None:
+    gw, key = gateway
+    response = _post(gw, key, {**CHAT, "model": "gpt-4"})
+    assert response.status_code == 404
+    assert response.json()["error"]["message"] == "no alias 'gpt-4'; aliases: chat, other"
+
+
+def test_a_body_that_is_not_json_gets_400_naming_the_problem(gateway: tuple[GatewayThread, str]) -> None:
+    gw, key = gateway
+    response = _post(gw, key, None, raw=b'{"model": "chat",')
+    assert response.status_code == 400
+    assert response.json()["error"]["message"].startswith("the request body is not JSON: Expecting")
+    assert "line 1, column" in response.json()["error"]["message"]
+    assert _post(gw, key, [1, 2]).json()["error"]["message"] == "the request body must be a JSON object, not list"
+
+
+def test_a_body_over_the_limit_gets_413(gateway: tuple[GatewayThread, str]) -> None:
+    gw, key = gateway
+    response = _post(gw, key, {**CHAT, "padding": "x" * 5000})
+    assert response.status_code == 413
+
+
+def test_a_key_over_its_rate_gets_429_with_retry_after(tmp_path: Path, engine: HostStandin) -> None:
+    config = _config(rate_per_minute=3)
+    up = Upstream(profile="demo", url=engine.base_url, served_name="served-demo", ready=True)
+    key, _ = create_key(config.keys_path({"SERVECTL_HOME": str(tmp_path)}), name="slow")
+    with GatewayThread(config, upstreams=lambda: [up], state_dir=tmp_path) as gw:
+        codes = [_post(gw, key, CHAT) for _ in range(4)]
+    assert [r.status_code for r in codes] == [200, 200, 200, 429]
+    assert int(codes[-1].headers["Retry-After"]) >= 1
+
+
+def test_an_expired_key_gets_401(tmp_path: Path, engine: HostStandin) -> None:
+    config = _config()
+    key, _ = create_key(config.keys_path({"SERVECTL_HOME": str(tmp_path)}), name="old", expires_s=1,
+                        clock=lambda: time.time() - 10)  # fmt: skip
+    with GatewayThread(config, upstreams=lambda: [], state_dir=tmp_path) as gw:
+        response = _post(gw, key, CHAT)
+    assert response.status_code == 401 and "expired" in response.json()["error"]["message"]
+
+
+def test_a_slow_header_client_is_cut(gateway: tuple[GatewayThread, str]) -> None:
+    gw, _ = gateway
+    with socket.create_connection((gw.config.host, gw.config.port), timeout=5) as sock:
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n")
+        t0 = time.monotonic()
+        assert sock.recv(1024) == b""  # closed by the gateway, no request ever completed
+        assert time.monotonic() - t0 < 3
+
+
+def test_a_slow_body_client_gets_408_and_the_connection_closes(gateway: tuple[GatewayThread, str]) -> None:
+    gw, key = gateway
+    with socket.create_connection((gw.config.host, gw.config.port), timeout=5) as sock:
+        head = f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {key}\r\n"
+        sock.sendall((head + "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{").encode())
+        reply = sock.recv(4096)
+    assert reply.startswith(b"HTTP/1.1 408")
+
+
+def test_nothing_running_for_the_alias_gets_503_with_retry_after(gateway: tuple[GatewayThread, str]) -> None:
+    gw, key = gateway
+    response = _post(gw, key, {**CHAT, "model": "other"})
+    assert response.status_code == 503
+    assert response.headers["Retry-After"] == "7"
+    assert "elsewhere is not running" in response.json()["error"]["message"]
+
+
+def test_a_request_during_a_hold_waits_and_then_goes_through(gateway: tuple[GatewayThread, str]) -> None:
+    gw, key = gateway
+    results: list[httpx.Response] = []
+    with GatewayHold(gw.state_dir, profiles=["demo", "demo-rollback"], reason="swap demo -> demo-rollback"):
+        worker = threading.Thread(target=lambda: results.append(_post(gw, key, CHAT)))
+        worker.start()
+        time.sleep(0.3)
+        assert not results  # held
+        status = gateway_status(gw.state_dir)
+        assert status is not None and status["aliases"]["chat"]["state"] == "held"
+        assert status["aliases"]["other"]["state"] == "down"
+    worker.join(5)
+    assert results[0].status_code == 200
+
+
+def test_a_request_held_past_hold_s_gets_503_with_retry_after(gateway: tuple[GatewayThread, str]) -> None:
+    gw, key = gateway
+    with GatewayHold(gw.state_dir, profiles=["demo"], reason="swap demo -> demo-rollback", expect_s=30):
+        t0 = time.monotonic()
+        response = _post(gw, key, CHAT)
+    assert response.status_code == 503
+    assert 0.9 < time.monotonic() - t0 < 3
+    assert 25 <= int(response.headers["Retry-After"]) <= 30
+    assert "held while servectl swap demo -> demo-rollback" in response.json()["error"]["message"]
+
+
+def test_a_stream_still_running_after_the_drain_is_cut_with_an_error_event(
+    gateway: tuple[GatewayThread, str],
+) -> None:
+    gw, key = gateway
+    slow = {**CHAT, "max_tokens": 20000, "stream": True}
+    events: list[bytes] = []
+
+    def read() -> None:
+        with httpx.stream("POST", gw.base_url + "/v1/chat/completions", json=slow,
+                          headers={"Authorization": f"Bearer {key}"}, timeout=10) as r:  # fmt: skip
+            events.extend(r.iter_lines())
+
+    worker = threading.Thread(target=read)
+    worker.start()
+    time.sleep(0.3)
+    with GatewayHold(gw.state_dir, profiles=["demo"], reason="down demo") as hold:
+        assert hold.reply == {"ok": True, "finished": 0, "cut": 1}
+    worker.join(5)
+    assert not worker.is_alive()
+    last = json.loads(events[-2].removeprefix("data: ") if events[-1] == "" else events[-1].removeprefix("data: "))
+    assert "cut after 0.5 s of drain" in last["error"]["message"]
+
+
+def test_the_client_leaving_mid_stream_stops_the_engine_generating(tmp_path: Path) -> None:
+    with _standin(STANDIN_TOKEN_RATE="50", STANDIN_CHUNK_TOKENS="1") as eng:
+        eng.wait_ready()
+        up = Upstream(profile="demo", url=eng.base_url, served_name="served-demo", ready=True)
+        with GatewayThread(_config().model_copy(update={"auth": "none"}), upstreams=lambda: [up],
+                           state_dir=tmp_path) as gw:  # fmt: skip
+            with httpx.stream("POST", gw.base_url + "/v1/chat/completions",
+                              json={**CHAT, "max_tokens": 5000, "stream": True}, timeout=10) as r:  # fmt: skip
+                for n, _ in enumerate(r.iter_lines()):
+                    if n > 10:
+                        break
+            time.sleep(0.5)
+            decoded = sum("Decode batch" in line for line in eng.lines)
+            time.sleep(0.6)  # 30 more tokens' time at 50 tok/s
+            assert sum("Decode batch" in line for line in eng.lines) == decoded
+            assert decoded < 60
+
+
+def test_the_engine_dying_mid_stream_ends_the_stream_with_an_error_event(tmp_path: Path) -> None:
+    with _standin(STANDIN_DIE_AFTER_TOKENS="8") as eng:
+        eng.wait_ready()
+        up = Upstream(profile="demo", url=eng.base_url, served_name="served-demo", ready=True)
+        with GatewayThread(_config().model_copy(update={"auth": "none"}), upstreams=lambda: [up],
+                           state_dir=tmp_path) as gw:  # fmt: skip
+            sdk = openai.OpenAI(base_url=gw.base_url + "/v1", api_key="none", max_retries=0, timeout=10)
+            stream = sdk.chat.completions.create(model="chat", messages=[{"role": "user", "content": "hi"}],
+                                                 max_tokens=100, stream=True)  # fmt: skip
+            with pytest.raises(openai.APIError, match="failed mid-answer"):
+                list(stream)
