@@ -82,7 +82,7 @@ def cached_plan_hash(name: str) -> str | None:
     That no profile of that name is on the search path (a container started from another folder, or whose
     profile was removed) is cached too, as the absence of each file that would be it.
     """
-    from servectl.errors import ServectlError, UsageError
+    from servectl.errors import ServectlError
 
     if _enabled(name):
         if _still_absent(name):
@@ -90,12 +90,10 @@ def cached_plan_hash(name: str) -> str | None:
         entry = _valid_entry(name, keep_unset=False)
         if entry is not None:
             return str(entry["plan"]["plan_hash"])  # the hash alone: no plan objects to build
+        if _remember_absent(name):  # before the compiler loads: another folder's container costs no compile
+            return None
     try:
         return cached_plan(name).plan.plan_hash
-    except UsageError:
-        if _enabled(name):
-            _remember_absent(name)
-        return None
     except ServectlError:
         return None
 
@@ -163,19 +161,21 @@ def _still_absent(name: str) -> bool:
         return False
 
 
-def _remember_absent(name: str) -> None:
+def _remember_absent(name: str) -> bool:
+    """When no file on the search path could be profile ``name``, record that (and say so)."""
     from servectl.profile.loader import search_path
 
     folders = search_path()
     candidates = [str(f.path / f"{name}.yaml") for f in folders]
     if any(os.path.lexists(c) for c in candidates):
-        return  # there is a file: the profile is broken, not absent
+        return False  # there is a file: a profile to compile (or a broken one)
     facts: list[Fact] = [["cwd", "", os.getcwd()], *([["env", v, os.environ.get(v)] for v in _FOLDER_VARIABLES])]
     facts += [["realpath", str(f.path), os.path.realpath(f.path)] for f in folders]
     facts += [["file", c, None] for c in candidates]
     entry: dict[str, Any] = {"format": FORMAT, "name": name, "absent": True, "facts": facts}
     entry["sha256"] = _digest(entry)
     _write(_entry_path(name, False, absent=True), entry)
+    return True
 
 
 def cache_dir(environ: Mapping[str, str] | None = None) -> Path:
