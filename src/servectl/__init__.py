@@ -106,8 +106,8 @@ _EXPORTS: dict[str, str] = {
     "rollback_check": "servectl.api",
     "run_bench": "servectl.bench.runner",
     "run_preflight": "servectl.api",
-    "run_profile_bench": "servectl.bench.profile_run",
-    "run_profile_qualify": "servectl.bench.qualify.profile_run",
+    "run_profile_bench": "servectl.api",
+    "run_profile_qualify": "servectl.api",
     "run_qualify": "servectl.bench.qualify.runner",
     "services": "servectl.api",
     "status": "servectl.api",
@@ -221,6 +221,8 @@ if TYPE_CHECKING:
         rollback,
         rollback_check,
         run_preflight,
+        run_profile_bench,
+        run_profile_qualify,
         services,
         status,
         swap,
@@ -229,9 +231,9 @@ if TYPE_CHECKING:
         validate_in_image,
     )
     from servectl.bench.model import BenchReport, BenchSettings
-    from servectl.bench.profile_run import ProfileBenchResult, run_profile_bench
+    from servectl.bench.profile_run import ProfileBenchResult
     from servectl.bench.qualify.model import QualifyReport, QualifySettings
-    from servectl.bench.qualify.profile_run import ProfileQualifyResult, run_profile_qualify
+    from servectl.bench.qualify.profile_run import ProfileQualifyResult
     from servectl.bench.qualify.runner import run_qualify
     from servectl.bench.runner import run_bench
     from servectl.errors import (

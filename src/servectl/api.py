@@ -20,6 +20,10 @@ from typing import TYPE_CHECKING
 from servectl.host import Host, ReportHook, Status, from_env
 
 if TYPE_CHECKING:
+    from servectl.bench.model import BenchProgressEvent
+    from servectl.bench.profile_run import ProfileBenchResult
+    from servectl.bench.qualify.model import QualifyProgressEvent
+    from servectl.bench.qualify.profile_run import ProfileQualifyResult
     from servectl.plan.compile import LaunchPlan
     from servectl.plan.inventory import Validation
     from servectl.preflight.doctor import DoctorReport
@@ -54,6 +58,8 @@ __all__ = [
     "rollback",
     "rollback_check",
     "run_preflight",
+    "run_profile_bench",
+    "run_profile_qualify",
     "services",
     "status",
     "swap",
@@ -224,3 +230,69 @@ def validate_in_image(*, name: str) -> InImageValidation:
     """:meth:`Host.validate_in_image`: profile ``name``'s argv parsed by its image's own SGLang."""
     with Host() as host:
         return host.validate_in_image(name=name)
+
+
+def run_profile_bench(
+    *,
+    name: str | None = None,
+    url: str | None = None,
+    model: str | None = None,
+    api_key_env: str | None = None,
+    prompt_tokens: Sequence[int] | None = None,
+    concurrency: Sequence[int] = (1,),
+    repeats: int = 3,
+    max_tokens: int = 512,
+    warmup: bool = True,
+    timeout_s: float = 900.0,
+    seed: int = 0,
+    out_dir: Path | None = None,
+    plot: Path | None = None,
+    progress: Callable[[BenchProgressEvent], None] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> ProfileBenchResult:
+    """:meth:`Host.bench`: benchmark profile ``name``'s running service (or the server at ``url``) and write
+    the evidence (``environ``: where the key and the state folder are read, default ``os.environ``)."""
+    with Host(environ=environ) as host:
+        return host.bench(
+            name=name,
+            url=url,
+            model=model,
+            api_key_env=api_key_env,
+            prompt_tokens=prompt_tokens,
+            concurrency=concurrency,
+            repeats=repeats,
+            max_tokens=max_tokens,
+            warmup=warmup,
+            timeout_s=timeout_s,
+            seed=seed,
+            out_dir=out_dir,
+            plot=plot,
+            progress=progress,
+        )
+
+
+def run_profile_qualify(
+    *,
+    name: str | None = None,
+    url: str | None = None,
+    model: str | None = None,
+    suite: str | None = None,
+    api_key_env: str | None = None,
+    seed: int = 0,
+    out_dir: Path | None = None,
+    progress: Callable[[QualifyProgressEvent], None] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> ProfileQualifyResult:
+    """:meth:`Host.qualify`: qualify profile ``name``'s running service (or the server at ``url``) and write
+    ``qualify.json`` (``environ``: where the key and the state folder are read, default ``os.environ``)."""
+    with Host(environ=environ) as host:
+        return host.qualify(
+            name=name,
+            url=url,
+            model=model,
+            suite=suite,
+            api_key_env=api_key_env,
+            seed=seed,
+            out_dir=out_dir,
+            progress=progress,
+        )

@@ -698,7 +698,7 @@ class Host:
 
         What ``servectl bench`` does; the arguments are those of
         :func:`servectl.bench.profile_run.run_profile_bench` (``prompt_tokens`` None: its default lengths),
-        with the host's environment.
+        with the host's environment, Docker engine (to find the service) and GPU inventory (free VRAM after).
         """
         from servectl.bench.profile_run import run_profile_bench
 
@@ -718,6 +718,7 @@ class Host:
             plot=plot,
             progress=progress,
             environ=self.environ,
+            **self._measured(name),
             **lengths,
         )
 
@@ -736,7 +737,8 @@ class Host:
         """Qualify profile ``name``'s running service (or the server at ``url``) and write ``qualify.json``.
 
         What ``servectl qualify`` does; the arguments are those of
-        :func:`servectl.bench.qualify.profile_run.run_profile_qualify`, with the host's environment.
+        :func:`servectl.bench.qualify.profile_run.run_profile_qualify`, with the host's environment, Docker engine
+        and GPU inventory.
         """
         from servectl.bench.qualify.profile_run import run_profile_qualify
 
@@ -750,7 +752,14 @@ class Host:
             out_dir=out_dir,
             progress=progress,
             environ=self.environ,
+            **self._measured(name),
         )
+
+    def _measured(self, name: str | None) -> dict[str, Any]:
+        """The adapters a measurement of profile ``name``'s service reads (none for a bare URL)."""
+        if name is None:
+            return {}
+        return {"docker": self.docker, "gpus": self._gpus_for(self._resolve(name))}
 
 
 class _HostRuntime:

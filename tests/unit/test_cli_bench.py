@@ -199,8 +199,8 @@ def test_bench_name_takes_url_model_key_and_provenance_from_the_profile_lookup(
     monkeypatch.setenv("PROFILE_KEY", "sk-prof")
     monkeypatch.setattr(
         servectl.bench.target,
-        "profile_target",
-        lambda name: BenchTarget(
+        "bench_target",
+        lambda *, name, docker, gpus: BenchTarget(
             url="http://fake:8180",
             model="fake-model",
             api_key_env="PROFILE_KEY",

@@ -151,7 +151,7 @@ class RecordingHost:
         return call
 
 
-@pytest.mark.parametrize("method", [m for m in HOST_METHODS if m not in NO_FUNCTION | {"bench", "qualify"}])
+@pytest.mark.parametrize("method", [m for m in HOST_METHODS if m not in NO_FUNCTION])
 def test_each_module_function_builds_a_host_calls_its_method_once_and_closes_the_host(
     method: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -171,13 +171,31 @@ def test_each_module_function_builds_a_host_calls_its_method_once_and_closes_the
         assert answer == ("answer of", method)
     [host] = RecordingHost.made
     assert host.calls == [(method, kwargs)] and host.closed == 1
+    if "environ" in inspect.signature(function).parameters:  # the environment goes to the host, not the method
+        RecordingHost.made = []
+        function(**kwargs, environ={"SERVECTL_HOME": "/nowhere"})
+        [host] = RecordingHost.made
+        assert host.options == {"environ": {"SERVECTL_HOME": "/nowhere"}} and host.calls == [(method, kwargs)]
 
 
-def test_the_measuring_functions_are_the_hosts_bench_and_qualify_cores() -> None:
-    from servectl.bench.profile_run import run_profile_bench
-    from servectl.bench.qualify.profile_run import run_profile_qualify
+def test_the_host_measures_through_its_own_engine_and_inventory(
+    host: FakeHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import servectl.bench.qualify.target
+    import servectl.bench.target
 
-    assert servectl.run_profile_bench is run_profile_bench and servectl.run_profile_qualify is run_profile_qualify
+    seen: list[tuple[str, object, object]] = []
+
+    def refuse(*, name: str, docker: object, gpus: object, **kwargs: object) -> None:
+        seen.append((name, docker, gpus))
+        raise servectl.UsageError(f"{name} does not run (test)")
+
+    monkeypatch.setattr(servectl.bench.target, "bench_target", refuse)
+    monkeypatch.setattr(servectl.bench.qualify.target, "qualify_target", refuse)
+    for measure in (host.bench, host.qualify):
+        with pytest.raises(servectl.UsageError, match="does not run"):
+            measure(name="demo")
+    assert seen == [("demo", host.engine, host.gpus)] * 2
 
 
 # -- the host owns what it opens ----------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from servectl.bench.artifacts import SUMMARY_FILE, manifest_run, write_artifacts
 from servectl.bench.manifest import write_manifest
@@ -28,6 +29,10 @@ from servectl.bench.plot import plot_taper, require_plotting
 from servectl.bench.runner import run_bench
 from servectl.bench.target import BenchTarget
 from servectl.errors import BenchFailed, UsageError
+
+if TYPE_CHECKING:
+    from servectl.adapters.docker import DockerEngine
+    from servectl.adapters.gpu import GpuInventory
 
 
 @dataclass(frozen=True)
@@ -74,6 +79,8 @@ def run_profile_bench(
     plot: Path | None = None,
     progress: Callable[[BenchProgressEvent], None] | None = None,
     environ: Mapping[str, str] | None = None,
+    docker: DockerEngine | None = None,
+    gpus: GpuInventory | None = None,
 ) -> ProfileBenchResult:
     """Benchmark profile ``name``'s running service (or the server at ``url``) and write the evidence.
 
@@ -93,6 +100,8 @@ def run_profile_bench(
         plot: Where to write the taper plot (PNG); None writes none.
         progress: Called with counts after each request, for a progress bar.
         environ: Environment to read the key and the state folder from (default: ``os.environ``).
+        docker, gpus: with ``name``, the engine that finds its service and the cards its provenance reads
+            (:meth:`servectl.Host.bench` passes its own; default: this host's, opened here).
 
     Raises:
         UsageError: neither ``name`` nor ``url``; the key variable is unset; ``plot`` without matplotlib
@@ -102,7 +111,7 @@ def run_profile_bench(
     if plot is not None:  # before anything else: a missing extra must not cost a whole benchmark
         require_plotting()
     env = os.environ if environ is None else environ
-    target = BenchTarget(url=url or "") if name is None else _profile_target(name)
+    target = BenchTarget(url=url or "") if name is None else _profile_target(name, docker, gpus)
     if name is None and not url:
         raise UsageError("bench: give a profile NAME or --url http://HOST:PORT")
     key_env = api_key_env or target.api_key_env
@@ -133,8 +142,8 @@ def run_profile_bench(
     return ProfileBenchResult(report=report, out_dir=out, plot=drawn)
 
 
-def _profile_target(name: str) -> BenchTarget:
-    """The running service of profile ``name`` on this host (real Docker, NVML when the driver answers)."""
-    from servectl.bench.target import profile_target
+def _profile_target(name: str, docker: DockerEngine | None, gpus: GpuInventory | None) -> BenchTarget:
+    """The running service of profile ``name`` (on this host's real Docker and NVML when no engine is given)."""
+    from servectl.bench.target import bench_target, profile_target
 
-    return profile_target(name)
+    return profile_target(name) if docker is None else bench_target(name=name, docker=docker, gpus=gpus)

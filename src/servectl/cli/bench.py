@@ -1,8 +1,9 @@
 """``servectl bench``: measure TTFT, prefill and decode tok/s of a running server.
 
-Parses options, calls :func:`servectl.bench.profile_run.run_profile_bench` (which measures and writes the
-artifacts and the plot), renders a progress bar and the results table. Heavy modules (httpx, rich,
-matplotlib) are imported inside the command.
+Parses options, calls :meth:`servectl.host.Host.bench` (over
+:func:`servectl.bench.profile_run.run_profile_bench`, which measures and writes the artifacts and the plot),
+renders a progress bar and the results table. Heavy modules (httpx, rich, matplotlib) are imported inside the
+command.
 """
 
 from __future__ import annotations
@@ -162,15 +163,15 @@ def bench_command(
         return
     from rich.console import Console
 
-    from servectl.bench.profile_run import run_profile_bench
+    from servectl.host import from_env
 
     lengths = _int_list("--prompt-tokens", prompt_tokens)
     levels = _int_list("--concurrency", concurrency)
     console = Console()
     from servectl.cli.views.progress import progress_bar
 
-    with progress_bar(_describer(repeats)) as on_progress:
-        result = run_profile_bench(
+    with progress_bar(_describer(repeats)) as on_progress, from_env() as host:
+        result = host.bench(
             name=name,
             url=url,
             model=model,

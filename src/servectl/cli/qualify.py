@@ -1,8 +1,9 @@
 """``servectl qualify``: run the qualification gates against a running service and write the evidence.
 
-Parses options, calls :func:`servectl.bench.qualify.profile_run.run_profile_qualify` (which runs the gates and
-writes ``qualify.json``), shows progress and a summary table (or the evidence as JSON with ``--json``).
-Heavy modules (openai, rich) load inside the command.
+Parses options, calls :meth:`servectl.host.Host.qualify` (over
+:func:`servectl.bench.qualify.profile_run.run_profile_qualify`, which runs the gates and writes
+``qualify.json``), shows progress and a summary table (or the evidence as JSON with ``--json``). Heavy modules
+(openai, rich) load inside the command.
 """
 
 from __future__ import annotations
@@ -56,14 +57,14 @@ def qualify_command(
     """Run the qualification gates (smoke, JSON, tools, reasoning, needle, endurance, VRAM); write the evidence."""
     from servectl.bench.qualify import QualifyProgressEvent
     from servectl.bench.qualify.evidence import evidence_document
-    from servectl.bench.qualify.profile_run import run_profile_qualify
     from servectl.cli.views.progress import progress_bar
+    from servectl.host import from_env
 
     def describe(event: QualifyProgressEvent) -> str:
         return f"{event.gate}: {event.case}"
 
-    with progress_bar(describe) as on_progress:
-        result = run_profile_qualify(
+    with progress_bar(describe) as on_progress, from_env() as host:
+        result = host.qualify(
             name=name,
             url=url,
             model=model,

@@ -23,6 +23,8 @@ from servectl.bench.qualify.suite import load_suite, suite_path
 from servectl.errors import QualificationFailed, UsageError
 
 if TYPE_CHECKING:
+    from servectl.adapters.docker import DockerEngine
+    from servectl.adapters.gpu import GpuInventory
     from servectl.bench.qualify.target import QualifyTarget
 
 
@@ -61,6 +63,8 @@ def run_profile_qualify(
     out_dir: Path | None = None,
     progress: Callable[[QualifyProgressEvent], None] | None = None,
     environ: Mapping[str, str] | None = None,
+    docker: DockerEngine | None = None,
+    gpus: GpuInventory | None = None,
 ) -> ProfileQualifyResult:
     """Qualify profile ``name``'s running service (or the server at ``url``) and write ``qualify.json``.
 
@@ -76,6 +80,8 @@ def run_profile_qualify(
         out_dir: Folder for ``qualify.json`` (default: ``STATE/qualify/<UTC time>``).
         progress: Called after each case, for a progress bar.
         environ: Environment to read the key and the state folder from (default: ``os.environ``).
+        docker, gpus: with ``name``, the engine that finds its service and the cards the VRAM gate reads
+            (:meth:`servectl.Host.qualify` passes its own; default: this host's, opened here).
 
     Raises:
         UsageError: neither ``name`` nor ``url``; an unknown suite; the key variable is unset.
@@ -85,7 +91,7 @@ def run_profile_qualify(
     env = os.environ if environ is None else environ
     if name is None and not url:
         raise UsageError("qualify: give a profile NAME or --url http://HOST:PORT")
-    target = _profile_target(name) if name is not None else None
+    target = _profile_target(name, docker, gpus) if name is not None else None
     if suite:
         suite_file = suite_path(suite, relative_to=Path.cwd())
     else:
@@ -109,10 +115,13 @@ def run_profile_qualify(
     return ProfileQualifyResult(report=report, evidence=write_evidence(report, out))
 
 
-def _profile_target(name: str) -> QualifyTarget:
-    """The running service of profile ``name`` on this host (real Docker, NVML when the driver answers)."""
-    from servectl.adapters.docker import DockerSdkEngine
+def _profile_target(name: str, docker: DockerEngine | None, gpus: GpuInventory | None) -> QualifyTarget:
+    """The running service of profile ``name`` (on this host's real Docker and NVML when no engine is given)."""
     from servectl.bench.qualify.target import qualify_target
+
+    if docker is not None:
+        return qualify_target(name=name, docker=docker, gpus=gpus)
+    from servectl.adapters.docker import DockerSdkEngine
     from servectl.plan.resolve import resolve
     from servectl.preflight.request import optional_gpu_inventory
 
