@@ -231,3 +231,20 @@ def test_status_drift_follows_an_edit_of_the_running_profile(write_profile: Writ
     assert started == resolve("p").plan.plan_hash == current_plan_hash("p")
     path.write_text(_profile("p", port=8181), encoding="utf-8")
     assert current_plan_hash("p") == resolve("p").plan.plan_hash != started
+
+
+def test_a_hit_prints_what_the_compiler_prints_for_every_shipped_profile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compiles: list[str]
+) -> None:
+    from servectl.plan.script import dry_run_text
+
+    monkeypatch.setenv("SERVECTL_HOME", str(tmp_path / "home"))
+    names = [n for n, f in discover().items() if not f.is_base and "template:" not in f.path.read_text("utf-8")]
+    for name in names:
+        plan = resolve(name, keep_unset=True).plan
+        miss, hit = cache.cached_plan(name, keep_unset=True), cache.cached_plan(name, keep_unset=True)
+        assert hit.resolved is None and miss.resolved is not None
+        for shown in (miss, hit):
+            assert shown.script == dry_run_text(plan) and shown.to_json() == plan.to_json(), name
+            assert shown.plan == plan
+    assert compiles == names

@@ -86,12 +86,7 @@ def up_command(
             names = ", ".join("${" + var + "}" for var in shown.unset)
             exports = " ".join(f"{var}=..." for var in shown.unset)
             sys.stderr.write(f"warning: {names} not set; shown unresolved (`up` needs them: export {exports})\n")
-        if as_json:
-            typer.echo(shown.plan.to_json())
-        else:
-            from servectl.plan.script import dry_run_text
-
-            typer.echo(dry_run_text(shown.plan), nl=False)
+        typer.echo(shown.to_json() if as_json else shown.script, nl=as_json)
         return
 
     resolved = compile_and_store(name)  # compiled in full (preflight reads the profile), and cached for status

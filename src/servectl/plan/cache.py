@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from servectl.plan.resolve import Resolved
 
 #: Bumped whenever the entry format changes; older entries are misses.
-FORMAT = 1
+FORMAT = 2
 OFF_VARIABLE = "SERVECTL_NO_PLAN_CACHE"
 
 #: Environment variables the search path and servectl's folders depend on (platformdirs reads the XDG ones).
@@ -53,11 +53,25 @@ _FOLDER_VARIABLES = (
 
 @dataclass(frozen=True)
 class CachedPlan:
-    """A profile's plan; ``resolved`` is there when it was compiled in this call (None for a cache hit)."""
+    """A profile's plan as data, with its printed forms; ``resolved`` is there when it was compiled in this
+    call (None for a cache hit, which builds no plan objects until :attr:`plan` is asked for)."""
 
-    plan: LaunchPlan
+    document: Mapping[str, Any]  # LaunchPlan.to_dict()
+    script: str  # the dry-run script (servectl.plan.script.dry_run_text)
     unset: tuple[str, ...] = ()  # ``${VAR}`` left as written (only with ``keep_unset``)
     resolved: Resolved | None = None
+
+    @property
+    def plan(self) -> LaunchPlan:
+        if self.resolved is not None:
+            return self.resolved.plan
+        from servectl.plan.compile import LaunchPlan
+
+        return LaunchPlan.from_dict(self.document)
+
+    def to_json(self) -> str:
+        """As ``LaunchPlan.to_json``."""
+        return json.dumps(self.document, indent=2, sort_keys=False)
 
 
 def cached_plan(name: str, *, keep_unset: bool = False) -> CachedPlan:
@@ -71,8 +85,11 @@ def cached_plan(name: str, *, keep_unset: bool = False) -> CachedPlan:
         hit = lookup(name, keep_unset=keep_unset)
         if hit is not None:
             return hit
+    from servectl.plan.script import dry_run_text
+
     resolved = compile_and_store(name, keep_unset=keep_unset)
-    return CachedPlan(plan=resolved.plan, unset=resolved.unset, resolved=resolved)
+    document, script = resolved.plan.to_dict(), dry_run_text(resolved.plan)
+    return CachedPlan(document=document, script=script, unset=resolved.unset, resolved=resolved)
 
 
 def cached_plan_hash(name: str) -> str | None:
@@ -128,12 +145,7 @@ def lookup(name: str, *, keep_unset: bool = False) -> CachedPlan | None:
     entry = _valid_entry(name, keep_unset=keep_unset)
     if entry is None:
         return None
-    from servectl.plan.compile import LaunchPlan
-
-    try:
-        return CachedPlan(plan=LaunchPlan.from_dict(entry["plan"]), unset=tuple(entry["unset"]))
-    except (KeyError, TypeError, ValueError, AttributeError):
-        return None
+    return CachedPlan(document=entry["plan"], script=str(entry["script"]), unset=tuple(entry["unset"]))
 
 
 def _valid_entry(name: str, *, keep_unset: bool) -> dict[str, Any] | None:
@@ -144,7 +156,9 @@ def _valid_entry(name: str, *, keep_unset: bool) -> dict[str, Any] | None:
             return None
         if entry.get("format") != FORMAT or entry.get("name") != name or entry.get("keep_unset") != keep_unset:
             return None
-        if not isinstance(entry.get("plan"), dict) or not all(_holds(fact) for fact in entry["facts"]):
+        if not isinstance(entry.get("plan"), dict) or not isinstance(entry.get("script"), str):
+            return None
+        if not isinstance(entry.get("unset"), list) or not all(_holds(fact) for fact in entry["facts"]):
             return None
         return entry
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
@@ -319,12 +333,15 @@ def _entry_path(name: str, keep_unset: bool, *, absent: bool = False) -> Path:
 
 
 def _entry(name: str, keep_unset: bool, facts: list[Fact], plan: LaunchPlan, unset: tuple[str, ...]) -> dict[str, Any]:
+    from servectl.plan.script import dry_run_text
+
     entry: dict[str, Any] = {
         "format": FORMAT,
         "name": name,
         "keep_unset": keep_unset,
         "facts": facts,
         "plan": plan.to_dict(),
+        "script": dry_run_text(plan),
         "unset": list(unset),
     }
     entry["sha256"] = _digest(entry)
