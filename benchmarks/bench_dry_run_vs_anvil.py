@@ -8,8 +8,9 @@ admits a tensor-parallel serve over two roles only through ``serves mode enter``
 target is servectl <= 0.5x anvil with a warm plan cache (the profile compiled before, as on every run after
 the first; ``servectl.plan.cache``). Cold (``SERVECTL_NO_PLAN_CACHE=1``: the profile compiled on every run,
 as on the first run after any input changed) is reported beside it. servectl's state folder is a fresh one
-(``XDG_STATE_HOME``), found through platformdirs as for a user. When anvil-serving cannot be installed, servectl is compared with the
-issue's recorded 0.45 s and the output says so. The import profile of the dry-run is printed either way.
+(``XDG_STATE_HOME``), found through platformdirs as for a user. When anvil-serving cannot be installed,
+servectl is compared with the issue's recorded 0.45 s and the output says so. The import profile of the
+dry-run is printed either way.
 
     python benchmarks/bench_dry_run_vs_anvil.py [--runs 9]
 """
