@@ -38,6 +38,7 @@ _EXPORTS: dict[str, str] = {
     "BenchSettings": "servectl.bench.model",
     "CardUse": "servectl.service.watch",
     "CatalogError": "servectl.errors",
+    "ClaimsFailed": "servectl.errors",
     "CheckItem": "servectl.service.rollback",
     "DoctorLine": "servectl.preflight.doctor",
     "DoctorReport": "servectl.preflight.doctor",
@@ -124,6 +125,7 @@ __all__ = [
     "BenchSettings",
     "CardUse",
     "CatalogError",
+    "ClaimsFailed",
     "CheckItem",
     "DoctorLine",
     "DoctorReport",
@@ -239,6 +241,7 @@ if TYPE_CHECKING:
     from servectl.errors import (
         BenchFailed,
         CatalogError,
+        ClaimsFailed,
         EngineUnavailable,
         GpuUnavailable,
         LockTimeout,

@@ -23,6 +23,7 @@ Errors from the Docker SDK, NVML or the OS are wrapped ``from e`` so that the ca
                                              and says what to do (read-only commands go on without it)
     ├── BenchFailed                 exit 1   the benchmark could not run or had flagged requests
     ├── QualificationFailed         exit 1   a qualification gate failed (the evidence is still written)
+    ├── ClaimsFailed                exit 1   a finding's claims no longer recount from its artifacts
     ├── SwapRolledBack              exit 4   swap target failed, the previous service is back and healthy
     ├── SwapFailed                  exit 5   swap target failed and the previous service failed too
     ├── UpInterrupted               exit 130 a signal stopped `up` before its service passed the gate; what it
@@ -188,6 +189,10 @@ class BenchFailed(ServectlError):
 
 class QualificationFailed(ServectlError):
     """``servectl qualify`` ran, and at least one gate failed; the evidence names every failed case."""
+
+
+class ClaimsFailed(ServectlError):
+    """``servectl claims verify``: claims of a finding no longer hold (one line per claim, naming it)."""
 
 
 class SwapError(ServectlError):

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from servectl.bench.manifest import RunEntry, write_manifest
 from servectl.bench.model import BenchContext
 from servectl.bench.promote import promote
 from servectl.bench.qualify import CaseResult, GateResult, QualifySettings, ServiceFacts, load_suite, suite_path
@@ -105,6 +106,7 @@ def evidence(tmp_path: Path, write_profile: Callable[[str, str], Path]) -> Calla
         (folder / "summary.json").write_text(json.dumps(summary(provenance.pop("plan_hash", plan_hash), **provenance)))
         if with_qualify:
             (folder / "qualify.json").write_text(json.dumps(qualify or qualification(plan_hash)))
+        write_manifest(folder, run=RunEntry("bench", "r1", {}), written=list(folder.iterdir()))
         return folder
 
     return make

@@ -141,8 +141,9 @@ def read_manifest(folder: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) and isinstance(data.get("files"), list) else None
 
 
-def _folder_files(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.rglob("*") if p.is_file() and p.name != MANIFEST_FILE)
+def _folder_files(folder: Path, exclude: Iterable[str] = ()) -> list[Path]:
+    skip = {MANIFEST_FILE, *exclude}
+    return sorted(p for p in folder.rglob("*") if p.is_file() and p.relative_to(folder).as_posix() not in skip)
 
 
 def file_entry(folder: Path, path: Path, run_id: str | None) -> dict[str, Any]:
@@ -156,8 +157,9 @@ def file_entry(folder: Path, path: Path, run_id: str | None) -> dict[str, Any]:
     }
 
 
-def write_manifest(folder: Path, *, run: RunEntry, written: Iterable[Path]) -> Path:
-    """Write ``artifact-manifest.json`` over every file in ``folder``; return its path.
+def write_manifest(folder: Path, *, run: RunEntry, written: Iterable[Path], exclude: Iterable[str] = ()) -> Path:
+    """Write ``artifact-manifest.json`` over every file in ``folder`` (but the paths in ``exclude``); return
+    its path.
 
     Files this run wrote (``written``) and files no earlier manifest lists are hashed now; files an earlier
     manifest lists and this run did not write keep their recorded entry, so a change to them stays visible.
@@ -168,7 +170,7 @@ def write_manifest(folder: Path, *, run: RunEntry, written: Iterable[Path]) -> P
     runs[run.run_id] = run.document()
     mine = {Path(p).resolve() for p in written}
     entries = []
-    for path in _folder_files(folder):
+    for path in _folder_files(folder, exclude):
         rel = path.relative_to(folder).as_posix()
         if path.resolve() in mine:
             entries.append(file_entry(folder, path, run.run_id))

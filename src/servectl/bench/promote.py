@@ -11,6 +11,7 @@ replaced atomically, so a failed promotion never leaves a half-written profile.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -20,7 +21,7 @@ from servectl.adapters.state import atomic_write_text
 from servectl.errors import ProfileError, UsageError
 from servectl.plan.resolve import plan_for
 from servectl.plan.validate import load_profile
-from servectl.profile.evidence import EVIDENCE_SCHEMA, EvidencePoint, EvidenceRecord, GateCount
+from servectl.profile.evidence import EVIDENCE_SCHEMA, EvidencePoint, EvidenceRecord, GateCount, load_record
 from servectl.profile.loader import LoadedProfile
 
 SUMMARY_FILE = "summary.json"
@@ -169,23 +170,32 @@ def promote(*, name: str, evidence_dir: Path, qualification_dir: Path | None = N
         evidence_dir: The ``--out`` folder of `servectl bench`.
         qualification_dir: The ``--out`` folder of `servectl qualify` (default: ``evidence_dir``).
 
+    ``evidence_dir`` may also be a finding folder (`servectl report --out`): it is recounted in full
+    (`servectl claims verify`) and its copies of the bench and qualify artifacts are the evidence. A run
+    folder has its ``artifact-manifest.json`` checked. Either way, any file changed since it was written
+    refuses the promotion.
+
     Raises:
-        UsageError: unreadable or missing evidence. ProfileError: the evidence does not match the profile or a
-            gate failed (every reason, one line each).
+        UsageError: unreadable or missing evidence. ProfileError: the evidence does not match the profile,
+            does not recount, or a gate failed (every reason, one line each).
     """
+    from servectl.bench.finding.verify import recount_for_promotion
     from servectl.bench.qualify.evidence import read_evidence
 
     loaded = load_profile(name)
     plan_hash = plan_for(loaded).plan_hash
+    evidence_dir, qualification_dir, problems = recount_for_promotion(evidence_dir, qualification_dir)
     summary = read_summary(evidence_dir)
-    qualification = read_evidence(qualification_dir or evidence_dir)
-    problems = check_evidence(loaded, summary, plan_hash=plan_hash)
+    qualification = read_evidence(qualification_dir)
+    problems += check_evidence(loaded, summary, plan_hash=plan_hash)
     problems += check_qualification(loaded, qualification, plan_hash=plan_hash)
     if problems:
         raise ProfileError("\n".join(f"{loaded.file.path}: cannot promote: {p}" for p in problems))
     record = build_record(
         loaded, summary, plan_hash=plan_hash, source=evidence_dir.resolve(), qualification=qualification
     )
+    earlier = load_record(loaded)  # figures imported from elsewhere stay, labelled, never as measurements
+    record = dataclasses.replace(record, imported=earlier.imported if earlier else ())
     record_path = loaded.file.path.with_name(f"{name}.evidence.json")
     original = loaded.file.path.read_text(encoding="utf-8")
     edited = _set_top_level(_set_top_level(original, "status", "promoted"), "evidence", record_path.name)

@@ -24,6 +24,7 @@ from servectl.cli.preflight import register as register_preflight
 from servectl.cli.profiles import register as register_profiles
 from servectl.cli.qualify import register as register_qualify
 from servectl.cli.render import register as register_render
+from servectl.cli.report import register as register_report
 from servectl.cli.service import register as register_service
 from servectl.cli.swap import register as register_swap
 from servectl.errors import ServectlError
@@ -98,6 +99,7 @@ _REGISTER: tuple[Callable[[typer.Typer], None], ...] = (
     register_profiles,  # profiles, show, validate, diff, schema, promote
     register_qualify,  # qualify
     register_render,  # render
+    register_report,  # report, claims verify
     register_service,  # up, down, status, logs
     register_swap,  # swap, rollback, rollback-check
 )

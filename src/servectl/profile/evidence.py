@@ -41,6 +41,22 @@ class GateCount:
 
 
 @dataclass(frozen=True)
+class ImportedFigure:
+    """A number servectl did not measure (e.g. a published finding's), kept with its source.
+
+    Shown as ``imported`` by `profiles` and `show`; never counted as servectl's own evidence by `promote`.
+    """
+
+    claim: str  # what it is: "decode tok/s"
+    value: float
+    unit: str
+    text: str  # as published: "112.07"
+    conditions: str  # "2,969 prompt tokens; C1; p50 of three"
+    source: str  # where it was published (URL)
+    source_title: str = ""
+
+
+@dataclass(frozen=True)
 class EvidenceRecord:
     """What `promote` writes next to the profile."""
 
@@ -58,6 +74,13 @@ class EvidenceRecord:
     gates: tuple[GateCount, ...] = ()
     qualification_run_id: str = ""
     qualification_suite: str = ""
+    # figures from elsewhere (never measured by servectl; a record may hold only these)
+    imported: tuple[ImportedFigure, ...] = ()
+
+    @property
+    def measured(self) -> bool:
+        """Whether servectl measured anything in this record (an imported-only record did not)."""
+        return bool(self.run_id and self.points)
 
     @property
     def gate_counts(self) -> str:
@@ -80,6 +103,7 @@ def load_record(loaded: LoadedProfile) -> EvidenceRecord | None:
         vram = data.get("free_vram_after_mib")
         data["free_vram_after_mib"] = tuple(vram) if vram else None
         data["gates"] = tuple(GateCount(**g) for g in data.get("gates") or ())
+        data["imported"] = tuple(ImportedFigure(**f) for f in data.get("imported") or ())
         return EvidenceRecord(**data)
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -88,7 +112,8 @@ def load_record(loaded: LoadedProfile) -> EvidenceRecord | None:
 def headline(record: EvidenceRecord, *, current_plan_hash: str | None) -> str | None:
     """E.g. ``112.1 @ 2,969 · 99.8 @ 304,491 tok/s (C1, p50); tools 20/20, needle 2/2``.
 
-    Marked stale unless measured on the current plan.
+    Marked stale unless measured on the current plan; a record of imported figures only reads
+    ``imported: 112.07 · 99.79 tok/s; tools 20/20`` (see :func:`imported_headline`).
 
     Args:
         record: the profile's evidence.
@@ -101,11 +126,19 @@ def headline(record: EvidenceRecord, *, current_plan_hash: str | None) -> str | 
         for pt in sorted(chosen, key=lambda pt: pt.prompt_tokens_target)
     ]
     if not parts:
-        return None
+        return imported_headline(record)
     text = " · ".join(parts) + f" tok/s (C{chosen[0].concurrency}, p50)"
     if record.gate_counts:
         text += f"; {record.gate_counts}"
     return text if current_plan_hash == record.plan_hash else f"{text} {STALE_MARK}"
+
+
+def imported_headline(record: EvidenceRecord) -> str | None:
+    """``imported: 112.07 · 99.79 tok/s; tools 20/20, endurance 60/60`` (None without imported figures)."""
+    speeds = [f.text for f in record.imported if f.unit == "tok/s"]
+    counts = [f"{f.claim.split()[0]} {f.text}" for f in record.imported if "/" in f.text]
+    parts = ([" · ".join(speeds) + " tok/s"] if speeds else []) + ([", ".join(counts)] if counts else [])
+    return "imported: " + "; ".join(parts) if parts else None
 
 
 def evidence_summary_lines(loaded: LoadedProfile, *, current_plan_hash: str | None) -> list[str]:
@@ -115,7 +148,10 @@ def evidence_summary_lines(loaded: LoadedProfile, *, current_plan_hash: str | No
         return [f"# evidence: {loaded.profile.evidence} is missing or unreadable"]
     if record is None:
         return []
-    lines = [f"# evidence: {loaded.profile.evidence} (run {record.run_id}, {record.measured_at})"]
+    if not record.measured:
+        lines = [f"# evidence: {loaded.profile.evidence}: no servectl measurement (imported figures only)"]
+    else:
+        lines = [f"# evidence: {loaded.profile.evidence} (run {record.run_id}, {record.measured_at})"]
     for pt in record.points:
         actual = f"{int(pt.prompt_tokens_actual_p50):,}" if pt.prompt_tokens_actual_p50 else "?"
         lines.append(
@@ -131,7 +167,11 @@ def evidence_summary_lines(loaded: LoadedProfile, *, current_plan_hash: str | No
         )
     if record.free_vram_after_mib:
         lines.append("#   free VRAM after: " + ", ".join(f"{m:,} MiB" for m in record.free_vram_after_mib))
+    for fig in record.imported:
+        lines.append(f"#   imported (not measured by servectl): {fig.text} {fig.claim} ({fig.conditions})")
+    for source in dict.fromkeys((f.source_title, f.source) for f in record.imported):
+        lines.append(f"#   imported from: {source[0] or 'an outside source'} <{source[1]}>")
     head = headline(record, current_plan_hash=current_plan_hash)
-    if head and head.endswith(STALE_MARK):
+    if record.measured and head and head.endswith(STALE_MARK):
         lines.append("#   STALE: the profile's plan changed since this evidence was measured")
     return lines
