@@ -60,7 +60,7 @@ def test_bench_and_qualify_report_and_verify_pass_with_the_seeds_sections(findin
     assert "- tools 20/20: pass" in readme and "- needle 2/2: pass" in readme and "endurance 60/60" in readme
     assert "The 3,072 MiB/card VRAM reserve is waived" in readme
     assert "2,101 MiB/card after the benchmark and 2,543 MiB/card after qualification" in readme
-    assert "- Rollback target: f-old" in readme and "- image: not run (the suite asks for no image cases)" in readme
+    assert "- Rollback target: f-old" in readme and "- image/OCR: not run (the suite asks for no image cases)" in readme
     assert "power cap 250 W (lowest card)" in readme and "NVIDIA driver 580.95.05" in readme
     decode = finding.ledger["claims"][[c["id"] for c in finding.ledger["claims"]].index("decode.c1.p4096")]
     assert decode["conditions"] == {

@@ -140,7 +140,14 @@ def version_command() -> None:
     _print_version(True)
 
 
+_registered: list[bool] = []
+
+
 def _register_commands() -> None:
+    """Add every command to ``app`` once (tests call :func:`main` many times in one process)."""
+    if _registered:
+        return
+    _registered.append(True)
     for register in _REGISTER:
         register(app)
 
