@@ -44,6 +44,7 @@ _EXPORTS: dict[str, str] = {
     "DoctorReport": "servectl.preflight.doctor",
     "DownResult": "servectl.service.runtime",
     "EngineUnavailable": "servectl.errors",
+    "EvidenceRecord": "servectl.profile.evidence",
     "ExtractedCatalog": "servectl.preflight.engine_image",
     "FlagCatalog": "servectl.profile.catalog",
     "FlagChange": "servectl.profile.catalog_diff",
@@ -70,6 +71,7 @@ _EXPORTS: dict[str, str] = {
     "QualifySettings": "servectl.bench.qualify.model",
     "RecoverResult": "servectl.service.recover",
     "RenderUnsupported": "servectl.errors",
+    "RenderedFile": "servectl.render.files",
     "RestoreOutcome": "servectl.adapters.conflicts",
     "RollbackCheck": "servectl.service.rollback",
     "ServectlError": "servectl.errors",
@@ -102,7 +104,9 @@ _EXPORTS: dict[str, str] = {
     "from_env": "servectl.host",
     "load_profile": "servectl.api",
     "logs": "servectl.api",
+    "promote": "servectl.api",
     "recover": "servectl.api",
+    "render_profile": "servectl.api",
     "rollback": "servectl.api",
     "rollback_check": "servectl.api",
     "run_bench": "servectl.bench.runner",
@@ -131,6 +135,7 @@ __all__ = [
     "DoctorReport",
     "DownResult",
     "EngineUnavailable",
+    "EvidenceRecord",
     "ExtractedCatalog",
     "FlagCatalog",
     "FlagChange",
@@ -157,6 +162,7 @@ __all__ = [
     "QualifySettings",
     "RecoverResult",
     "RenderUnsupported",
+    "RenderedFile",
     "RestoreOutcome",
     "RollbackCheck",
     "ServectlError",
@@ -190,7 +196,9 @@ __all__ = [
     "from_env",
     "load_profile",
     "logs",
+    "promote",
     "recover",
+    "render_profile",
     "rollback",
     "rollback_check",
     "run_bench",
@@ -219,7 +227,9 @@ if TYPE_CHECKING:
         flag_catalog,
         load_profile,
         logs,
+        promote,
         recover,
+        render_profile,
         rollback,
         rollback_check,
         run_preflight,
@@ -271,7 +281,9 @@ if TYPE_CHECKING:
     from servectl.preflight.model import PreflightReport
     from servectl.profile.catalog import FlagCatalog
     from servectl.profile.catalog_diff import FlagChange
+    from servectl.profile.evidence import EvidenceRecord
     from servectl.profile.loader import LoadedProfile
+    from servectl.render.files import RenderedFile
     from servectl.service.adopt import AdoptResult
     from servectl.service.health import Progress
     from servectl.service.recover import RecoverResult

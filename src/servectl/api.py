@@ -31,7 +31,9 @@ if TYPE_CHECKING:
     from servectl.preflight.model import PreflightReport
     from servectl.profile.catalog import FlagCatalog
     from servectl.profile.catalog_diff import FlagChange
+    from servectl.profile.evidence import EvidenceRecord
     from servectl.profile.loader import LoadedProfile
+    from servectl.render.files import RenderedFile
     from servectl.service.adopt import AdoptResult
     from servectl.service.health import Progress
     from servectl.service.recover import RecoverResult
@@ -54,7 +56,9 @@ __all__ = [
     "from_env",
     "load_profile",
     "logs",
+    "promote",
     "recover",
+    "render_profile",
     "rollback",
     "rollback_check",
     "run_preflight",
@@ -86,6 +90,18 @@ def validate(*, names: Sequence[str] | None = None) -> list[Validation]:
     """:meth:`Host.validate`: validate profiles (all runnable ones when ``names`` is None)."""
     with Host() as host:
         return host.validate(names=names)
+
+
+def render_profile(*, name: str, to: str, out: str | None = None) -> RenderedFile:
+    """:meth:`Host.render`: profile ``name`` as a compose file or Kubernetes manifests (written by ``.write()``)."""
+    with Host() as host:
+        return host.render(name=name, to=to, out=out)
+
+
+def promote(*, name: str, evidence_dir: Path, qualification_dir: Path | None = None) -> EvidenceRecord:
+    """:meth:`Host.promote`: mark profile ``name`` promoted on its bench and qualification evidence."""
+    with Host() as host:
+        return host.promote(name=name, evidence_dir=evidence_dir, qualification_dir=qualification_dir)
 
 
 def run_preflight(*, name: str, force: Iterable[str] = ()) -> PreflightReport:

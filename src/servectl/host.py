@@ -48,7 +48,9 @@ if TYPE_CHECKING:
     from servectl.preflight.model import PreflightReport
     from servectl.profile.catalog import FlagCatalog
     from servectl.profile.catalog_diff import FlagChange
+    from servectl.profile.evidence import EvidenceRecord
     from servectl.profile.loader import LoadedProfile
+    from servectl.render.files import RenderedFile
     from servectl.service.adopt import AdoptResult, DockerDocuments
     from servectl.service.health import Progress
     from servectl.service.recover import RecoverResult
@@ -257,6 +259,30 @@ class Host:
             replace(v, note=profile_catalog_note(v.loaded.profile)) if v.loaded is not None else v
             for v in validations(list(names) if names else None)
         ]
+
+    def render(self, *, name: str, to: str, out: str | None = None) -> RenderedFile:
+        """Profile ``name`` as a docker compose file (``to="compose"``) or Kubernetes manifests (``to="k8s"``),
+        from the plan ``up`` would run; nothing is written until ``.write()`` (``out``: the file, ``-`` for
+        standard output, default ``compose/NAME.yaml`` or ``k8s/NAME.yaml``).
+
+        Raises:
+            UsageError: an unknown target. RenderUnsupported: the target cannot express this profile.
+        """
+        from servectl.render.files import parse_target, render_profile
+
+        return render_profile(name, target=parse_target(to), out=out)
+
+    def promote(self, *, name: str, evidence_dir: Path, qualification_dir: Path | None = None) -> EvidenceRecord:
+        """Mark profile ``name`` promoted on the bench results in ``evidence_dir`` and its qualification evidence
+        (``qualification_dir``, default ``evidence_dir``), both of its current plan, image and model pins.
+
+        Raises:
+            UsageError: unreadable or missing evidence. ProfileError: the evidence does not match the profile, or
+                a gate failed (every reason, one line each).
+        """
+        from servectl.bench.promote import promote
+
+        return promote(name=name, evidence_dir=evidence_dir, qualification_dir=qualification_dir)
 
     def _resolve(self, name: str) -> Resolved:
         from servectl.plan.resolve import resolve

@@ -28,7 +28,12 @@ from servectl.testing.inspect import container_inspect, image_inspect
 ROOT = Path(__file__).resolve().parents[2]
 API_DOC = ROOT / "docs" / "api.md"
 #: Host methods without a module function of the same name, and the function that wraps each instead.
-RENAMED = {"preflight": "run_preflight", "bench": "run_profile_bench", "qualify": "run_profile_qualify"}
+RENAMED = {
+    "preflight": "run_preflight",
+    "bench": "run_profile_bench",
+    "qualify": "run_profile_qualify",
+    "render": "render_profile",  # servectl.render is the package
+}
 NO_FUNCTION = {"watch"}  # a refresh function bound to the host's adapters: use a host
 MODULE_ONLY = {"run_bench", "run_qualify", "from_env"}  # measure a server at a URL; build a host
 #: The commands (``close`` is the host's own lifecycle).
@@ -57,7 +62,7 @@ def test_the_exports_are_exactly_what_docs_api_documents() -> None:
     exported = set(servectl.__all__) - {"__version__"}
     assert sorted(exported - documented) == [], "exported but not in docs/api.md"
     # every type or function the page names as servectl's (`servectl.X`, or a capitalised `X`) is exported
-    named = set(re.findall(r"`servectl\.([A-Za-z]\w*)", text)) - {"testing"}
+    named = set(re.findall(r"`servectl\.([A-Za-z]\w*)`", text)) - {"testing", "render"}  # packages
     types = set(re.findall(r"`([A-Z][A-Za-z]*[a-z][A-Za-z]*)\b", text))  # `Host`, `SwapResult(...)`
     testing = set(__import__("servectl.testing", fromlist=["__all__"]).__all__)
     assert sorted((named | types) - exported - testing) == [], "docs/api.md names what servectl does not export"
@@ -343,6 +348,16 @@ def test_preflight_and_doctor_on_a_fake_host(host: FakeHost) -> None:
     assert report.exit_code == 0 and [c.id for c in report.checks if c.forced] == ["port.free"]
     doctor = host.doctor()
     assert doctor.line("docker.engine").outcome == "ok"
+
+
+def test_render_and_promote_on_a_fake_host(host: FakeHost, profile_dir: Path) -> None:
+    rendered = host.render(name="demo", to="compose", out="-")
+    assert rendered.path is None and "servectl-standin:latest" in rendered.text
+    assert host.render(name="demo", to="k8s").path == profile_dir.parent / "k8s" / "demo.yaml"
+    with pytest.raises(servectl.UsageError, match="unknown render target"):
+        host.render(name="demo", to="nomad")
+    with pytest.raises(servectl.ServectlError, match="bench"):
+        host.promote(name="demo", evidence_dir=profile_dir.parent / "no-evidence")
 
 
 def test_catalog_methods_on_a_fake_host(host: FakeHost) -> None:

@@ -37,9 +37,10 @@ def promote_command(
     ] = None,
 ) -> None:
     """Mark a profile promoted, on bench and qualification evidence of its current plan, image and model pins."""
-    from servectl.bench.promote import promote
+    from servectl.host import from_env
 
-    record = promote(name=name, evidence_dir=evidence, qualification_dir=qualification)
+    with from_env() as host:
+        record = host.promote(name=name, evidence_dir=evidence, qualification_dir=qualification)
     typer.echo(
         f"promoted {name}: evidence {name}.evidence.json (run {record.run_id}, plan {record.plan_hash}; "
         f"{record.gate_counts})"

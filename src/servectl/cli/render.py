@@ -30,7 +30,7 @@ def render_command(
     ] = False,
 ) -> None:
     """Render a profile to a docker compose file or Kubernetes manifests, from the plan `up` would run."""
-    from servectl.render.files import TARGETS, parse_target, render_all, render_profile
+    from servectl.render.files import TARGETS, parse_target, render_all
 
     target = None if to is None else parse_target(to)
     if render_all_:
@@ -47,9 +47,12 @@ def render_command(
         return
     if name is None:
         raise UsageError("name a profile to render (or use --all)")
-    if target is None:
+    if to is None:
         raise UsageError("--to is required: compose or k8s")
-    rendered = render_profile(name, target=target, out=out)
+    from servectl.host import from_env
+
+    with from_env() as host:
+        rendered = host.render(name=name, to=to, out=out)
     if rendered.path is None:
         typer.echo(rendered.text, nl=False)
         return
