@@ -50,7 +50,7 @@ def test_unreachable_docker_fails_with_exit_3_and_the_fix(tmp_path: Path) -> Non
 
 
 def test_the_real_adapters_unreachable_message_carries_its_fix_once() -> None:
-    from servectl.adapters.docker import _unreachable
+    from servectl.adapters.docker.sdk import _unreachable
     from servectl.preflight.doctor import _docker_line
 
     message = _unreachable(FileNotFoundError(2, "No such file or directory"))

@@ -838,7 +838,7 @@ def test_an_adopted_profiles_own_container_is_in_the_way_of_no_check() -> None:
 
 
 def test_an_unreachable_engine_says_its_fix_once_in_preflight_as_in_doctor() -> None:
-    from servectl.adapters.docker import _unreachable
+    from servectl.adapters.docker.sdk import _unreachable
     from servectl.preflight.checks.docker import check_docker_engine
     from servectl.preflight.facts import Facts
 
