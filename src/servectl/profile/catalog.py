@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 CATALOG_DIR = Path(__file__).resolve().parent / "catalogs"
+#: The catalog a profile (and an adopted container, and the stand-in) reads SGLang flags with when none is named.
+DEFAULT_CATALOG = "sglang-0.5.23"
 
 #: Kinds of options as extracted from argparse actions.
 VALUE = "value"  # takes a value (type, nargs, choices)

@@ -13,6 +13,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from servectl.profile.catalog import DEFAULT_CATALOG
+
 SCHEMA_VERSION = 1
 
 Sha256Digest = Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$", description="sha256:<64 hex>")]
@@ -191,7 +193,7 @@ class EngineSpec(_Strict):
     """SGLang settings. Typed keys for what servectl reasons about; ``args`` for any other flag."""
 
     catalog: str = Field(
-        default="sglang-0.5.23",
+        default=DEFAULT_CATALOG,
         min_length=1,
         description="flag catalog of the engine build: a shipped name, 'image' (extracted from image.ref with "
         "`servectl catalog extract`), an image id sha256:..., or a .json file written by extract --out",

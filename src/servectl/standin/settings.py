@@ -11,13 +11,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from servectl.profile.catalog import DEFAULT_CATALOG
+
 #: Startup phases, in order. ``STANDIN_CRASH_AT``/``STANDIN_STALL_AT``/``STANDIN_FATAL_AT`` name one of them.
 PHASES: tuple[str, ...] = ("weights", "kv_cache", "cuda_graph", "warmup")
 
 #: Share of ``STANDIN_STARTUP_DELAY_S`` that each phase takes (they add up to 1).
 PHASE_SHARES: Mapping[str, float] = {"weights": 0.45, "kv_cache": 0.10, "cuda_graph": 0.30, "warmup": 0.15}
-
-DEFAULT_CATALOG = "sglang-0.5.23"
 
 #: ``STANDIN_TOOL_FAULT`` values (see :mod:`servectl.standin.behaviour`).
 TOOL_FAULTS: tuple[str, ...] = ("wrong_function", "malformed_args", "schema_args", "stream_mismatch", "no_continue")

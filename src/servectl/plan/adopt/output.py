@@ -1,0 +1,30 @@
+"""The adopted profile as a file: a comment header (origin, each value's source, notes), then the YAML."""
+
+from __future__ import annotations
+
+import yaml
+
+from servectl.plan.adopt.draft import Adoption
+
+
+def adoption_yaml(adoption: Adoption, *, schema_line: str | None = None) -> str:
+    """The profile file: a comment header (origin, each value's source, notes), then the YAML."""
+    lines: list[str] = []
+    if schema_line:
+        lines.append(f"# yaml-language-server: $schema={schema_line}")
+    lines.append(
+        f"# Written by `servectl adopt` from container {adoption.container_name} ({adoption.container_id[:12]})."
+    )
+    lines.append("# Where each value came from (docker inspect of the container and of its image):")
+    width = max((len(f) for f, _ in adoption.sources), default=0)
+    lines.extend(f"#   {path.ljust(width)}  {where}" for path, where in adoption.sources)
+    if adoption.notes:
+        lines.append("# Notes:")
+        lines.extend(f"#   - {note}" for note in adoption.notes)
+    if adoption.exports:
+        lines.append(f"# Before servectl starts it: export {' '.join(adoption.exports)}")
+    body = yaml.safe_dump(adoption.data, sort_keys=False, width=110, default_flow_style=False)
+    return "\n".join(lines) + "\n" + body
+
+
+__all__ = ["adoption_yaml"]
