@@ -2,8 +2,12 @@
 
 - ``status`` with no service of this benchmark and with 3 running stand-in services (started through
   ``servectl up`` with a session label, removed at the end), against
-  ``docker ps --filter label=servectl.managed=1``. Target: status median <= 0.25 s.
+  ``docker ps --filter label=servectl.managed=1`` in the same interleaved runs. Target (issue 24): the
+  status median <= 10x the docker ps median, in both cases. The drift column reads the plan cache
+  (``servectl.plan.cache``): ``up`` cached each profile's plan, so status compiles nothing.
 - ``--help`` against ``python -c pass``. Target: median <= 0.15 s.
+
+Run it under the shared engine's lock: ``flock /tmp/servectl-docker.lock python benchmarks/bench_status_help.py``.
 
 Containers of other sessions on the same engine are listed by ``status`` too; the output says how many it saw.
 Absolute targets depend on machine load, so the ``python -c pass`` floor is printed next to them, and when a
@@ -31,7 +35,7 @@ from servectl.standin.image import build_standin_image
 from servectl.standin.process import free_port
 from servectl.testing.docker import remove_test_session, write_test_profile
 
-STATUS_TARGET_S = 0.25
+STATUS_TARGET_RATIO = 10.0
 HELP_TARGET_S = 0.15
 
 
@@ -40,6 +44,20 @@ def report(name: str, med: dict[str, float], target: float, argv: list[str], env
     verdict = "meets" if value <= target else "misses"
     print(f"{name}: {value * 1000:.1f} ms median {verdict} the {target * 1000:.0f} ms target")
     if value > target:
+        print(f"  import profile of {' '.join(argv[1:])} (one run, -X importtime):")
+        print("\n".join(format_profile(import_profile(argv, env=env))))
+
+
+def report_ratio(name: str, med: dict[str, float], argv: list[str], env: dict[str, str]) -> None:
+    ratio = med[name] / med["docker ps"]
+    verdict = "meets" if ratio <= STATUS_TARGET_RATIO else "misses"
+    floor, libraries = med["python -c pass"] / med["docker ps"], med["import typer, docker"] / med["docker ps"]
+    print(
+        f"{name}: {med[name] * 1000:.1f} ms = {ratio:.1f}x docker ps ({med['docker ps'] * 1000:.1f} ms); "
+        f"{verdict} the <= {STATUS_TARGET_RATIO:g}x target (python -c pass alone is {floor:.1f}x, "
+        f"importing typer and the Docker SDK {libraries:.1f}x)"
+    )
+    if ratio > STATUS_TARGET_RATIO:
         print(f"  import profile of {' '.join(argv[1:])} (one run, -X importtime):")
         print("\n".join(format_profile(import_profile(argv, env=env))))
 
@@ -56,6 +74,8 @@ def main() -> None:
     anchors = {
         "docker ps": ["docker", "ps", "--filter", "label=servectl.managed=1"],
         "python -c pass": [sys.executable, "-c", "pass"],
+        # what any typer CLI on the Docker SDK pays before it asks the engine anything
+        "import typer, docker": [sys.executable, "-c", "import typer, docker"],
     }
     if args.help_only:
         med = medians(paired({"--help": help_, "python -c pass": anchors["python -c pass"]}, runs=args.runs, env=env))
@@ -82,10 +102,10 @@ def main() -> None:
         busy = medians(paired({"status (3 running)": status, **anchors}, runs=args.runs, env=env))
         for name, value in busy.items():
             print(f"  {value * 1000:7.1f} ms  {name} (with 3 running)")
-        report("status (3 running)", busy, STATUS_TARGET_S, status, env)  # profiled while they run
+        report_ratio("status (3 running)", busy, status, env)  # profiled while they run
     finally:
         remove_test_session(session)
-    report("status (no service)", idle, STATUS_TARGET_S, status, env)
+    report_ratio("status (no service)", idle, status, env)
     report("--help", idle, HELP_TARGET_S, help_, env)
 
 

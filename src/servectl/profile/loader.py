@@ -21,13 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
 from servectl.errors import Problem, ProfileError, ProfileTemplate, UsageError
 from servectl.paths import SHIPPED_PROFILES_DIR as SHIPPED_PROFILES_DIR  # re-exported
 from servectl.paths import user_profiles_dir
 
-if TYPE_CHECKING:  # pydantic and the models load on first validation: finding and listing files needs neither
+if TYPE_CHECKING:  # PyYAML, pydantic and the models load on first read: finding and listing files needs none
+    import yaml
     from pydantic import BaseModel, ValidationError
 
     from servectl.profile.models import Profile
@@ -45,8 +44,13 @@ _RELATIVE_PATH_LIST_FIELDS: tuple[tuple[PathKey, str], ...] = (
     (("conflicts",), "compose_file"),
 )
 
-#: libyaml's parser when PyYAML was built with it (same marks, several times faster).
-_YamlLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+def _yaml_loader(text: str) -> Any:
+    """A safe loader of ``text``: libyaml's when PyYAML was built with it (same marks, several times faster)."""
+    import yaml
+
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
+
 
 #: Bounds on one profile file (untrusted input): bytes read, values after expanding aliases, nesting depth,
 #: and seconds spent reading it (checked between the parsing steps, each linear in the bounded size).
@@ -232,6 +236,8 @@ def read_yaml(path: Path) -> tuple[dict[str, Any], dict[PathKey, Location]]:
         ProfileError: the file cannot be read, is too big or too slow to read, is not UTF-8 YAML, is not a
             mapping, or repeats a key.
     """
+    import yaml
+
     shown = _display(path)
     deadline = time.monotonic() + READ_BUDGET_S
 
@@ -262,7 +268,7 @@ def read_yaml(path: Path) -> tuple[dict[str, Any], dict[PathKey, Location]]:
         deep = _nesting_bound(text) > MAX_YAML_DEPTH
         has_aliases = _check_nesting(text, shown) if deep else "*" in text
         in_budget()
-        loader = _YamlLoader(text)
+        loader = _yaml_loader(text)
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         raise fail(f"YAML syntax: {e.problem or e.context}", mark.line + 1 if mark else None) from None
@@ -322,7 +328,9 @@ def _check_nesting(text: str, shown: str) -> bool:
     Returns:
         Whether the document uses aliases (only then can it expand beyond its own size).
     """
-    loader = _YamlLoader(text)
+    import yaml
+
+    loader = _yaml_loader(text)
     depth = 0
     aliases = False
     try:
@@ -386,6 +394,8 @@ def _check_expansion(root: yaml.Node, shown: str) -> None:
 
 
 def _children(node: yaml.Node) -> list[yaml.Node]:
+    import yaml
+
     if isinstance(node, yaml.MappingNode):
         return [n for pair in node.value for n in pair]
     if isinstance(node, yaml.SequenceNode):
@@ -395,6 +405,8 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
 
 def _walk(node: yaml.Node, path: Path, out: dict[PathKey, Location], problems: list[Problem]) -> None:
     """Record the line of every key and item, and flag repeated keys (after :func:`_check_expansion`)."""
+    import yaml
+
     shown = _display(path)
     stack: list[tuple[yaml.Node, PathKey]] = [(node, ())]
     while stack:
