@@ -39,6 +39,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from servectl.standin.answers import code_answer, code_function, image_answer, image_parts, shell_call
 from servectl.standin.settings import StandinSettings
 from servectl.standin.tokens import content_text
 
@@ -92,6 +93,8 @@ def wants_script(body: Mapping[str, Any]) -> bool:
         # thinking off changes nothing for a fixed-length (ignore_eos) request, e.g. a benchmark's: it stays plain
         or (_thinking(body) is False and not body.get("ignore_eos"))
         or last.get("role") == "tool"
+        or bool(image_parts([m for m in messages if isinstance(m, Mapping)]))
+        or code_function(content_text(last.get("content"))) is not None
         or any(NEEDLE.search(content_text(m.get("content"))) for m in messages if isinstance(m, Mapping))
     )
 
@@ -108,12 +111,23 @@ def scripted_reply(
         content = "" if settings.tool_fault == "no_continue" else f"The tool returned {result.strip()[:200]}. Done."
         return Reply(content=leaked + content, reasoning=reasoning)
     tools = [t for t in body.get("tools") or [] if isinstance(t, Mapping)]
+    user_text = _last_user_text(messages)
     if tools and body.get("tool_choice") != "none":
-        user_text = _last_user_text(messages)
-        return Reply(content=leaked, reasoning=reasoning, tool_calls=(_tool_call(tools, body, user_text, settings),))
+        shell = shell_call(tools, user_text)
+        call = ToolCall(*shell) if shell else _tool_call(tools, body, user_text, settings)
+        return Reply(content=leaked, reasoning=reasoning, tool_calls=(call,))
     response_format = _response_format(body)
     if response_format is not None:
         return Reply(content=leaked + _json_content(response_format, settings), reasoning=reasoning)
+    images = image_parts(messages)
+    if images:
+        max_tokens = body.get("max_tokens") or body.get("max_completion_tokens")
+        answer = image_answer(images, fault=settings.image_fault, max_tokens=max_tokens)
+        return Reply(content=leaked + answer, reasoning=reasoning)
+    function = code_function(user_text)
+    if function is not None:
+        answer = code_answer(function, mode=settings.code_answer, solutions_file=settings.code_solutions)
+        return Reply(content=leaked + answer, reasoning=reasoning)
     prompt = " ".join(content_text(m.get("content")) for m in messages)
     needle = NEEDLE.search(prompt)
     if needle is not None:

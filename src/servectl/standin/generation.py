@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from servectl.standin.answers import image_parts
 from servectl.standin.behaviour import Reply, pieces, scripted_reply, wants_script
 from servectl.standin.pacing import GenerationPlan, paced_chunks, plan_generation, spec_figures, usage_body
 from servectl.standin.state import RequestError
@@ -62,6 +63,10 @@ class GenerationEndpoints(HandlerBase):
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages or not all(isinstance(m, Mapping) for m in messages):
             raise RequestError(400, "messages must be a non-empty list of message objects")
+        if image_parts(messages) and not self.state.args.get("enable_multimodal"):
+            raise RequestError(
+                400, "This model is text-only and does not take image input (start it with --enable-multimodal)"
+            )
         prompt_tokens = count_chat_prompt_tokens(messages)
         if wants_script(body):
             reasoning_parser = self.state.args.get("reasoning_parser")

@@ -55,6 +55,9 @@ class StandinSettings:
     needle_max_tokens: int | None = None
     error_every: int | None = None
     usage_skew_tokens: int = 0
+    image_fault: str | None = None
+    code_answer: str = "right"
+    code_solutions: str | None = None
 
     @property
     def reports_accept_length(self) -> bool:
@@ -99,6 +102,9 @@ class StandinSettings:
             needle_max_tokens=reader.optional_integer("STANDIN_NEEDLE_MAX_TOKENS", minimum=0),
             error_every=reader.optional_integer("STANDIN_ERROR_EVERY", minimum=1),
             usage_skew_tokens=reader.integer("STANDIN_USAGE_SKEW", 0, minimum=0),
+            image_fault=reader.optional_choice("STANDIN_IMAGE_FAULT", ("wrong", "length")),
+            code_answer=reader.choice("STANDIN_CODE_ANSWER", ("right", "wrong", "slow", "loop", "none"), "right"),
+            code_solutions=reader.text("STANDIN_CODE_SOLUTIONS"),
         )
         return settings
 
