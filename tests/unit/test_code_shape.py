@@ -22,8 +22,6 @@ NOT_YET_SPLIT: dict[str, str] = {
     "bench/runner.py::run_bench": "bench: the CLI/library move of issue 10",
     "bench/stream.py::measurement": "bench: the CLI/library move of issue 10",
     "plan/compile.py::compile_plan": "plan: the compiler (one helper per section)",
-    "service/recover.py::_settle": "robustness: recovery after kill -9",
-    "service/runtime.py::_start_recorded": "robustness: up all-or-nothing",
 }
 
 

@@ -7,7 +7,7 @@ import pytest
 from servectl.errors import ProfileError
 from servectl.plan.validate import load_profile
 from servectl.service.journal import PreviousService
-from servectl.service.recover import resolved_from_snapshot
+from servectl.service.transaction.snapshot import resolved_from_snapshot
 
 
 def snapshot(**changes: object) -> PreviousService:

@@ -286,7 +286,7 @@ def test_target_crash_brings_the_previous_service_back_and_says_why(world: World
     assert result.target_failure is not None and result.target_failure.exit_code_of_container == 3
     assert result.downtime_s == pytest.approx(1.0 + 0.5 + 2.0)
     assert [p.phase for p in result.phases][-2:] == ["remove-target", "start-previous"]
-    failed, restored = world.history.events()
+    restored, failed = world.history.events()  # the undo records the restored service as it passes its gate
     assert (failed["event"], failed["profile"], failed["replaced"]) == ("swap-failed", "beta", "alpha")
     assert failed["outcome"] == "rolled-back" and "exited with code 3" in failed["reason"]
     assert (restored["event"], restored["profile"], restored["restored_after"]) == ("up", "alpha", "beta")
@@ -406,7 +406,7 @@ def test_sigint_while_the_target_starts_removes_it_and_restores_the_previous(wor
     assert world.runtime.profiles() == ["alpha"]
     assert read_journal(world.state_dir) is None
     assert signal.getsignal(signal.SIGINT) is before
-    assert world.history.events()[-2]["outcome"] == "interrupted"
+    assert world.history.events()[-1]["outcome"] == "interrupted"  # after the restored service's "up"
 
 
 def test_sigterm_while_the_old_service_stops_restores_it(world: World) -> None:
@@ -723,3 +723,56 @@ def test_rollback_warns_when_the_previous_profile_changed_since_it_ran(world: Wo
     result = rollback(**world.kwargs())
     assert result.to_profile == "alpha"
     assert "note: alpha last ran with plan 0000000000000000, its profile now compiles to" in result.message
+
+
+# -- one undo: a failed swap, a killed swap and rollback end the same way ---------------------------------------
+def test_a_failed_swap_and_a_killed_swap_restore_the_same_snapshot(world: World, env: Path) -> None:
+    """Both ways back start the previous service from the journal's snapshot, not from today's file."""
+    alpha_file = env / "profiles-under-test" / "alpha.yaml"
+    original = alpha_file.read_text()
+
+    def edit_alpha(_: Any = None) -> None:  # the file changes while the swap runs
+        alpha_file.write_text(original + "engine:\n  max_running_requests: 2\n")
+
+    world.run("alpha")
+    ran_hash = world.runtime.running["swaptest-alpha"].plan_hash
+    world.runtime.script("beta", hook=edit_alpha, failure="beta exited during startup", times=1)
+    with pytest.raises(SwapRolledBack):
+        world.swap("beta")
+    assert resolve("alpha").plan.plan_hash != ran_hash  # today's file compiles to another plan
+    after_failure = world.runtime.running["swaptest-alpha"].plan_hash
+
+    alpha_file.write_text(original)
+    world.runtime.stop(service=world.runtime.running["swaptest-alpha"], docker=None)
+    world.run("alpha")
+    kill_swap_during_start(world, env, "beta")
+    edit_alpha()
+    recover(**recover_kwargs(world))
+    after_kill = world.runtime.running["swaptest-alpha"].plan_hash
+
+    assert after_failure == after_kill == ran_hash
+
+
+def test_rollback_of_a_killed_swap_that_had_finished_goes_back_from_it(world: World, env: Path) -> None:
+    """The killed swap had finished (its target passed the gate): rollback settles it, then rolls back."""
+    world.run("alpha")
+    kill_swap_during_start(world, env, "beta", orphan_state="ready")
+    GateRecord(world.state_dir).mark(world.runtime.running["swaptest-beta"].container_id)
+    result = rollback(**world.kwargs())
+    assert (result.from_profile, result.to_profile, result.outcome) == ("beta", "alpha", "swapped")
+    assert result.message.startswith("the swap from alpha to beta had finished")
+    assert "rolled back from the journal" not in result.message
+    assert world.runtime.profiles() == ["alpha"]
+    assert read_journal(world.state_dir) is None
+
+
+def test_the_undo_is_the_only_way_back_in_the_service_layer() -> None:
+    """Restoring conflicts and starting the previous service happen in one module (the undo)."""
+    service = Path(__file__).resolve().parents[2] / "src" / "servectl" / "service"
+    callers = {
+        path.relative_to(service).as_posix()
+        for path in service.rglob("*.py")
+        if "restore_conflicts(" in path.read_text(encoding="utf-8")
+        or "previous_resolved(" in path.read_text(encoding="utf-8")
+    }
+    assert callers == {"transaction/undo.py", "transaction/snapshot.py"}

@@ -22,7 +22,7 @@ from servectl.plan.resolve import Resolved, resolve
 from servectl.service import runtime
 from servectl.service.image import ensure_image
 from servectl.service.services import services
-from servectl.service.swap import profile_preflight, swap
+from servectl.service.swap import PhaseEvent, profile_preflight, swap
 from servectl.testing.docker import FakeDockerEngine, FakeScript, sglang_like_script
 from servectl.testing.fakes import FakeGpuInventory, FakeHostProbe, fake_model_dir
 from servectl.testing.swap import FakeConflicts
@@ -216,3 +216,27 @@ def test_preflight_refuses_a_foreign_container_with_the_target_name(resolved: Re
     # the name check is one of preflight's: its report says so; forced past it, the rest passes
     assert [r.check("container.name").result for r in reports] == ["fail", "skipped"]
     assert not reports[1].failed
+
+
+def test_the_target_is_recorded_as_passed_before_ready_is_announced(home: Path) -> None:
+    """kill -9 right as swap prints "start-target: ready" must find the target recorded as passed (issue 25)."""
+    engine = engine_with({})
+    rt = RuntimeOnFakeEngine(engine)
+    swap(target="alpha", docker=engine, runtime=rt, preflight=no_preflight, conflicts=FakeConflicts())
+    seen: list[str] = []
+
+    def at_announcement(event: PhaseEvent) -> None:
+        if event.phase == "start-target" and event.kind == "progress" and event.step == "ready":
+            # what `servectl status` / `recover` would read if servectl died this instant
+            now = services(docker=engine, probe=False, plan_hash_of=None, state_dir=home, adopted=None)
+            seen.extend(f"{s.profile}:{s.state}" for s in now)
+
+    swap(
+        target="beta",
+        docker=engine,
+        runtime=rt,
+        preflight=no_preflight,
+        conflicts=FakeConflicts(),
+        on_phase=at_announcement,
+    )
+    assert seen == ["beta:ready"]

@@ -68,6 +68,8 @@ class SwapJournal:
     note: str = ""
     kind: str = "swap"
     previous: PreviousService | None = None
+    target_container: str = ""  # the target's container name (the undo removes it unless it passed its gate)
+    devices: tuple[int, ...] = ()  # the cards the transaction touches (the undo waits until they are free)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -90,6 +92,9 @@ class SwapJournal:
         stopped = data.get("stopped_conflicts", [])
         if not isinstance(stopped, list):
             raise ValueError("'stopped_conflicts' is not a list")
+        devices = data.get("devices") or []
+        if not isinstance(devices, list) or not all(isinstance(d, int) and not isinstance(d, bool) for d in devices):
+            raise ValueError("'devices' is not a list of card numbers")
         try:
             return cls(
                 pid=int(data["pid"]),
@@ -101,6 +106,8 @@ class SwapJournal:
                 note=str(data.get("note", "")),
                 kind=str(data.get("kind") or "swap"),
                 previous=PreviousService.from_dict(data["previous"]) if data.get("previous") else None,
+                target_container=str(data.get("target_container") or ""),
+                devices=tuple(devices),
             )
         except (KeyError, TypeError, AttributeError, OverflowError) as e:
             raise ValueError(f"missing or wrong {e}") from None

@@ -5,29 +5,29 @@ each profile's rollback target could start now, starting nothing).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from servectl.adapters.conflicts import ConflictHandler
 from servectl.adapters.state import RUN_EVENTS, HistoryLog
 from servectl.errors import PreflightFailed, ServectlError, ServiceConflict, UsageError
+from servectl.service.container import ServiceRuntime
 from servectl.service.journal import SwapJournal, read_journal
-from servectl.service.runtime import ServiceRuntime
 from servectl.service.services import ALIVE_STATES, ServiceInfo
-from servectl.service.swap import (
-    Preflight,
-    SwapResult,
-    default_runtime,
-    overlaps,
-    profile_preflight,
-    swap,
-)
+from servectl.service.swap import default_runtime, swap
+from servectl.service.swap_preflight import Preflight, overlaps, profile_preflight
+from servectl.service.transaction.context import build_context
+from servectl.service.transaction.model import PhaseEvent, SwapResult
 
 if TYPE_CHECKING:
     from servectl.adapters.docker import DockerEngine
     from servectl.adapters.gpu import GpuInventory
     from servectl.plan.resolve import Resolved
+    from servectl.service.transaction.context import TxContext
 
 
 @dataclass(frozen=True)
@@ -80,61 +80,101 @@ def previous_profile(events: Sequence[Mapping[str, Any]], current: str) -> str |
 def rollback(
     *,
     docker: DockerEngine,
-    runtime: ServiceRuntime | None = None,
-    history: HistoryLog | None = None,
-    state_dir: Path | None = None,
+    gpus: GpuInventory | None = None,
+    preflight: Preflight | None = None,
+    on_phase: Callable[[PhaseEvent], None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    force: Iterable[str] = (),
     scope: Mapping[str, str] | None = None,
-    **kwargs: Any,
+    state_dir: Path | None = None,
+    lock_timeout_s: float | None = None,
+    runtime: ServiceRuntime | None = None,
+    conflicts: ConflictHandler | None = None,
+    resolve_profile: Callable[[str], Resolved] | None = None,
+    history: HistoryLog | None = None,
+    lock: Callable[[str], AbstractContextManager[object]] | None = None,
+    handle_signals: bool = True,
+    wall_clock: Callable[[], float] = time.time,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> SwapResult:
     """Swap back to the profile that ran before the current one (from history). Same errors as :func:`swap`.
+
+    A journal left by a killed transaction is settled first (the transaction's undo, as ``recover``); when
+    that transaction had in fact finished, the rollback then goes back from it as from any finished swap.
+    The parameters are :func:`~servectl.service.swap.swap`'s.
 
     Raises:
         UsageError: nothing runs, several services run, or history has no earlier profile.
     """
-    if state_dir is None:
-        from servectl.paths import state_dir as default_state_dir
-
-        state_dir = default_state_dir()
-    if history is None:
-        from servectl.adapters.state import History
-
-        history = History(state_dir)
-    rt = runtime if runtime is not None else default_runtime()
-    journal = read_journal(state_dir)
+    ctx = build_context(
+        docker=docker,
+        gpus=gpus,
+        state_dir=state_dir,
+        lock_timeout_s=lock_timeout_s,
+        runtime=runtime if runtime is not None else default_runtime(),
+        conflicts=conflicts,
+        history=history,
+        lock=lock,
+        resolve_profile=resolve_profile,
+        scope=scope,
+        clock=clock,
+        wall_clock=wall_clock,
+        sleep=sleep,
+        on_phase=on_phase,
+    )
+    settled = ""
+    journal = read_journal(ctx.state_dir)
     if journal is not None:
         # A killed transaction: the journal knows what ran before it (the history does not), so rolling
-        # back means settling it.
-        return _rollback_from_journal(journal, docker=docker, runtime=rt, state_dir=state_dir, scope=scope, **kwargs)
-    running = rt.services(docker=docker, probe=False, plan_hash_of=None, state_dir=state_dir, scope=scope)
-    alive = [s for s in running if s.state in ALIVE_STATES]
+        # back means settling it; if it had finished, what ran before it is now in the history.
+        done = _settle_journal(journal, ctx=ctx, lock_timeout_s=lock_timeout_s)
+        if not isinstance(done, str):
+            return done
+        settled = done + "; then "
+    before, events = _history_target(ctx)
+    drift = _drift_note(before, events, ctx.resolve)
+    result = swap(
+        target=before,
+        docker=docker,
+        gpus=gpus,
+        preflight=preflight,
+        on_phase=on_phase,
+        clock=clock,
+        force=force,
+        scope=scope,
+        state_dir=ctx.state_dir,
+        lock_timeout_s=lock_timeout_s,
+        runtime=ctx.runtime,
+        conflicts=ctx.conflicts,
+        resolve_profile=ctx.resolve,
+        history=ctx.history,
+        lock=ctx.lock,
+        handle_signals=handle_signals,
+        wall_clock=wall_clock,
+        sleep=sleep,
+        _kind="rollback",
+    )
+    return replace(result, message=settled + result.message + drift) if settled or drift else result
+
+
+def _history_target(ctx: TxContext) -> tuple[str, list[dict[str, Any]]]:
+    """The profile that ran before the one service running now, from the history; and the history."""
+    alive = [s for s in ctx.services(probe=False) if s.state in ALIVE_STATES]
     if not alive:
         raise UsageError("nothing of servectl runs, so there is nothing to roll back; `servectl up NAME` starts one")
     if len(alive) > 1:
         raise UsageError("several services run (" + ", ".join(s.profile for s in alive) + "); use `servectl swap NAME`")
-    events = list(history.events())
+    events = [dict(e) for e in ctx.history.events()]
     before = previous_profile(events, alive[0].profile)
     if before is None:
         raise UsageError(
-            f"the history has no profile that ran before {alive[0].profile}; use `servectl swap NAME` "
-            "(a plain `servectl swap` goes to its declared rollback)"
+            f"the history has no profile that ran before {alive[0].profile}; name the target with "
+            "`servectl swap NAME` (a plain `servectl swap` goes to its declared rollback)"
         )
-    drift = _drift_note(before, events, kwargs.get("resolve_profile"))
-    result = swap(
-        target=before,
-        docker=docker,
-        runtime=rt,
-        history=history,
-        state_dir=state_dir,
-        scope=scope,
-        _kind="rollback",
-        **kwargs,
-    )
-    return replace(result, message=result.message + drift) if drift else result
+    return before, events
 
 
-def _drift_note(
-    profile: str, events: Sequence[Mapping[str, Any]], resolve_profile: Callable[[str], Resolved] | None
-) -> str:
+def _drift_note(profile: str, events: Sequence[Mapping[str, Any]], resolve_profile: Callable[[str], Resolved]) -> str:
     """A note when ``profile``'s file changed since it last ran (rollback starts it as the file is now)."""
     ran = next(
         (
@@ -146,10 +186,6 @@ def _drift_note(
     )
     if ran is None:
         return ""
-    if resolve_profile is None:
-        from servectl.plan.resolve import resolve
-
-        resolve_profile = resolve
     try:
         now = resolve_profile(profile).plan.plan_hash
     except ServectlError:
@@ -162,32 +198,30 @@ def _drift_note(
     )
 
 
-def _rollback_from_journal(
-    journal: SwapJournal,
-    *,
-    docker: DockerEngine,
-    runtime: ServiceRuntime,
-    state_dir: Path,
-    scope: Mapping[str, str] | None,
-    **kwargs: Any,
-) -> SwapResult:
+def _settle_journal(journal: SwapJournal, *, ctx: TxContext, lock_timeout_s: float | None) -> SwapResult | str:
+    """Settle a killed transaction's journal: the rollback's result, or (when that transaction had
+    finished, so there is something to roll back from) the words of what settling did."""
     from servectl.service.recover import recover
 
     settled = recover(
-        docker=docker,
-        gpus=kwargs.get("gpus"),
-        state_dir=state_dir,
-        scope=scope,
-        runtime=runtime,
-        conflicts=kwargs.get("conflicts"),
-        lock_timeout_s=kwargs.get("lock_timeout_s"),  # rollback --wait
-        on_phase=None,  # recover reports startup progress, not swap phases: nothing to forward
-        resolve_profile=kwargs.get("resolve_profile"),
+        docker=ctx.docker,
+        gpus=ctx.gpus,
+        state_dir=ctx.state_dir,
+        scope=ctx.scope,
+        runtime=ctx.runtime,
+        conflicts=ctx.conflicts,
+        history=ctx.history,
+        lock_timeout_s=lock_timeout_s,  # rollback --wait
+        on_phase=ctx.on_phase,
+        environ=ctx.environ,
+        resolve_profile=ctx.resolve,
     )
+    if settled.outcome in ("finished", "nothing"):
+        return settled.message
     return SwapResult(
         from_profile=journal.to_profile,
         to_profile=settled.restored or journal.to_profile,
-        outcome="swapped" if settled.outcome == "restored" else "noop",
+        outcome="rolled-back",
         message=f"rolled back from the journal: {settled.message}",
     )
 

@@ -19,8 +19,8 @@ from servectl.adapters.conflicts import StoppedConflict, conflict_key
 from servectl.errors import EngineUnavailable, LockTimeout, ServectlError, ServiceConflict, StartupFailed
 from servectl.plan.resolve import Resolved
 from servectl.profile.models import ConflictSpec
+from servectl.service.container import ServiceRuntime, StartResult, StopResult
 from servectl.service.health import GateResult, Progress
-from servectl.service.runtime import ServiceRuntime, StartResult, StopResult
 from servectl.service.services import ALIVE_STATES, ServiceInfo, ServiceState
 
 if TYPE_CHECKING:

@@ -1,0 +1,253 @@
+"""A swap's bookkeeping and how it ends: swapped (recorded), undone (worded), or abandoned mid-undo.
+
+The way back itself is :func:`servectl.service.transaction.undo.undo`; this module only says what happened
+(:class:`SwapRolledBack`, :class:`SwapFailed`, :class:`StartupFailed`, :class:`SwapInterrupted`) and records
+the swap's own history event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import suppress
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from servectl.adapters.conflicts import StoppedConflict, conflict_key, record_stopped
+from servectl.errors import ServectlError, StartupFailed, SwapFailed, SwapInterrupted, SwapRolledBack
+from servectl.service.journal import SwapJournal, clear_journal
+from servectl.service.services import ServiceInfo
+from servectl.service.transaction.context import TxContext
+from servectl.service.transaction.model import SwapResult, TargetFailure, log_tail
+from servectl.service.transaction.undo import Undone, undo
+from servectl.signals import Abandon, SignalGuard, signal_name
+
+if TYPE_CHECKING:
+    from servectl.plan.resolve import Resolved
+    from servectl.service.container import StartResult
+
+
+@dataclass
+class SwapTx:
+    """One swap's bookkeeping: its context, the journal as last written, the conflicts it stopped."""
+
+    ctx: TxContext
+    kind: str  # "swap" or "rollback", for the history
+    skip: frozenset[str]
+    signals: SignalGuard
+    stopped: list[StoppedConflict] = field(default_factory=list)
+    journal: SwapJournal | None = None
+    untouched: tuple[str, ...] = ()  # servectl services that run beside the swap (it never touches them)
+
+    def set_journal(self, phase: str, note: str = "") -> None:
+        assert self.journal is not None
+        self.journal = self.ctx.journal_at(replace(self.journal, stopped_conflicts=tuple(self.stopped)), phase, note)
+
+    def stop_conflicts(self, resolved: Resolved) -> None:
+        for spec in resolved.loaded.profile.conflicts:
+            kind, ref = conflict_key(spec)
+            if any((s.kind, s.ref) == (kind, ref) for s in self.stopped):
+                continue
+            stopped = self.ctx.conflicts.stop(spec, stopped_by=resolved.name)
+            if stopped is not None:
+                self.stopped.append(stopped)
+                record_stopped(self.ctx.state_dir, stopped)  # before anything else can go wrong
+                self.set_journal("stop-conflicts")
+
+    def result(self, **kwargs: Any) -> SwapResult:
+        return SwapResult(phases=tuple(self.ctx.phases), stopped_conflicts=tuple(self.stopped), **kwargs)
+
+    def record_result(self, result: SwapResult, **extra: Any) -> None:
+        event: dict[str, Any] = {
+            "event": self.kind if result.outcome in ("swapped", "started") else "swap-failed",
+            "kind": self.kind,
+            "profile": result.to_profile,
+            "replaced": result.from_profile,
+            "outcome": result.outcome,
+            "downtime_s": None if result.downtime_s is None else round(result.downtime_s, 3),
+            "old_stop_s": None if result.old_stop_s is None else round(result.old_stop_s, 3),
+            "forced_stop": result.forced_stop,
+            "phases": {p.phase: round(p.duration_s, 3) for p in result.phases},
+            "stopped_conflicts": [s.to_dict() for s in result.stopped_conflicts],
+        }
+        if result.target_failure:
+            event["reason"] = result.target_failure.describe()
+        if result.previous_failure:
+            event["previous_reason"] = result.previous_failure.describe()
+        self.ctx.record({**event, **extra})
+
+
+@dataclass(frozen=True)
+class Timings:
+    """The forward path's measurements, for the result."""
+
+    down_since: float | None = None
+    old_stop_s: float | None = None
+    forced: bool = False
+
+
+def finish_swapped(
+    tx: SwapTx, resolved: Resolved, from_profile: str | None, started: StartResult, up_at: float, t: Timings
+) -> SwapResult:
+    """The target passed the gate: the result, recorded in the history; the journal is done."""
+    downtime = up_at - t.down_since if t.down_since is not None else None
+    message = f"{resolved.name} is up ({resolved.plan.url})"
+    if from_profile and downtime is not None:
+        message += f", replacing {from_profile}; downtime {downtime:.2f} s"
+    if tx.stopped:
+        message += f"; stopped {', '.join(s.label() for s in tx.stopped)} (`servectl down` restores it)"
+    result = tx.result(
+        from_profile=from_profile,
+        to_profile=resolved.name,
+        outcome="swapped" if from_profile else "started",
+        downtime_s=downtime,
+        old_stop_s=t.old_stop_s,
+        target_startup_s=started.startup_s,
+        forced_stop=t.forced,
+        message=message,
+    )
+    tx.record_result(
+        result,
+        container_id=started.service.container_id,
+        container_name=started.service.container_name,
+        plan_hash=resolved.plan.plan_hash,
+        startup_s=round(started.startup_s, 3),
+    )
+    clear_journal(tx.ctx.state_dir)
+    return result
+
+
+def fail_back(
+    tx: SwapTx,
+    resolved: Resolved,
+    current: ServiceInfo | None,
+    failure: TargetFailure,
+    t: Timings,
+    interrupted_by: int | None,
+    cause: BaseException | None = None,
+) -> NoReturn:
+    """The target failed or the user interrupted: undo (the one way back), then say how it ended."""
+    assert tx.journal is not None
+    tx.signals.mode = "abandon"
+    if interrupted_by is not None or failure.message.startswith("stopping "):
+        why = failure.describe()
+    else:
+        why = f"{resolved.name} failed: {failure.describe()}"
+    try:
+        got = undo(replace(tx.journal, stopped_conflicts=tuple(tx.stopped)), tx.ctx, why=why)
+    except Abandon as abandon:
+        abandon_swap(tx, resolved, failure, f"stopped waiting after {signal_name(abandon.signum)}")
+    except ServectlError as err:  # the engine failed us while cleaning up: say what is known, keep the journal
+        abandon_swap(tx, resolved, failure, f"cleanup failed: {err.message}", SwapFailed)
+    tx.signals.mode = "defer"
+    downtime = got.restored_at - t.down_since if got.restored_at is not None and t.down_since is not None else None
+    result = tx.result(
+        from_profile=current.profile if current is not None else None,
+        to_profile=resolved.name,
+        outcome="failed",
+        downtime_s=downtime,
+        old_stop_s=t.old_stop_s,
+        forced_stop=t.forced,
+        conflicts_restore=got.restore,
+        target_failure=failure,
+        previous_failure=got.previous_failure,
+    )
+    raise _undone_error(tx, resolved, failure, why, got, result, interrupted_by) from cause
+
+
+def _undone_error(
+    tx: SwapTx,
+    resolved: Resolved,
+    failure: TargetFailure,
+    why: str,
+    got: Undone,
+    result: SwapResult,
+    interrupted_by: int | None,
+) -> ServectlError:
+    """The error that says how the undo ended (the history records it)."""
+    restore_text = f"; {got.restore.summary()}" if got.restore and got.restore.summary() else ""
+    previous = got.previous
+    beside = _beside(tx.untouched)
+    if previous is not None and got.previous_runs:
+        downtime = result.downtime_s
+        message = (
+            f"{why}; {resolved.name} was removed and the previous service {previous} is back "
+            "(it passed the health gate"
+            + (f"; downtime {downtime:.1f} s)" if downtime is not None else ")")
+            + got.drift
+            + restore_text
+            + (f". Fix {resolved.name} before swapping again" if interrupted_by is None else "")
+            + log_tail(failure)
+        )
+        result = replace(result, outcome="interrupted" if interrupted_by else "rolled-back", message=message)
+        tx.record_result(result)
+        return SwapRolledBack(message, result=result)
+    if previous is not None and got.previous_failure is not None:
+        nothing = f"Nothing of {resolved.name} or {previous} runs now" if beside else "Nothing of servectl runs now"
+        message = (
+            f"{why}; the previous service {previous} did not come back either: "
+            f"{got.previous_failure.describe()}. {nothing}{got.cards}{restore_text}{beside}. "
+            f"Check both (the log lines below, `servectl validate {resolved.name}`), "
+            f"then `servectl up {previous}`" + log_tail(failure) + log_tail(got.previous_failure)
+        )
+        result = replace(result, message=message)
+        tx.record_result(result)
+        return SwapFailed(message, result=result)
+    # nothing ran in the target's place before: this swap acted like `up`
+    if beside:
+        before = f"it replaced nothing, so nothing of it runs now{got.cards}{restore_text}{beside}"
+    else:
+        before = f"nothing was serving before, so nothing runs now{got.cards}{restore_text}"
+    message = f"{why}; {resolved.name} was removed; {before}" + log_tail(failure)
+    result = replace(result, outcome="interrupted" if interrupted_by else "failed", message=message)
+    tx.record_result(result)
+    if interrupted_by is not None:
+        return SwapInterrupted(message, result=result)
+    return StartupFailed(
+        message,
+        last_log_lines=failure.last_log_lines,
+        exit_code_of_container=failure.exit_code_of_container,
+        oom_killed=failure.oom_killed,
+    )
+
+
+def _beside(untouched: Sequence[str]) -> str:
+    if not untouched:
+        return ""
+    return f"; {', '.join(untouched)} {'still serves' if len(untouched) == 1 else 'still serve'} (not touched)"
+
+
+def abandon_swap(
+    tx: SwapTx,
+    resolved: Resolved,
+    failure: TargetFailure,
+    why_stopped: str,
+    error: type[SwapInterrupted] | type[SwapFailed] = SwapInterrupted,
+) -> NoReturn:
+    """Stop undoing (a signal, or the engine failed): say what runs and what to do; keep the journal."""
+    tx.signals.mode = "defer"
+    previous = tx.journal.from_profile if tx.journal is not None else None
+    previous = previous if previous != resolved.name else None
+    try:
+        running = [f"{s.profile} ({s.state})" for s in tx.ctx.services(probe=True)]
+        now = ", ".join(running) if running else "nothing of servectl"
+    except ServectlError:
+        now = "unknown (the engine did not answer)"
+    note = f"{why_stopped}; running now: {now}"
+    # the journal stays, so a later swap is refused until recover settles it (and brings the previous one back)
+    after = f" (it starts {previous} again)" if previous else " (it removes what never passed its gate)"
+    next_step = f"`servectl status`, then `servectl recover`{after}"
+    lead = failure.message if failure.message.startswith("interrupted") else f"{resolved.name} failed"
+    message = f"{lead}; {note}. Next: {next_step}"
+    if tx.stopped:
+        message += "; still stopped: " + ", ".join(f"{s.label()} (`{s.restore_command()}`)" for s in tx.stopped)
+    with suppress(OSError, AssertionError, ServectlError):
+        tx.set_journal("abandoned", note)
+    result = tx.result(
+        from_profile=previous,
+        to_profile=resolved.name,
+        outcome="interrupted" if error is SwapInterrupted else "failed",
+        target_failure=failure,
+        message=message,
+    )
+    tx.record_result(result)
+    raise error(message, result=result)

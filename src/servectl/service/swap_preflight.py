@@ -1,0 +1,113 @@
+"""What a swap checks before anything stops: which running service is in the way, and preflight with that
+service counted as stopped."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from servectl.service.services import ServiceInfo, running_refs
+
+if TYPE_CHECKING:
+    from servectl.adapters.docker import DockerEngine
+    from servectl.adapters.gpu import GpuInventory
+    from servectl.adapters.host import HostProbe
+    from servectl.plan.resolve import Resolved
+    from servectl.preflight.model import PreflightReport, Replacing
+
+
+class Preflight(Protocol):
+    """Raises :class:`PreflightFailed` (or :class:`ServiceConflict`) when ``resolved`` could not start once
+    ``replacing`` is stopped; ``running`` are the servectl services running now."""
+
+    def __call__(
+        self,
+        *,
+        resolved: Resolved,
+        replacing: ServiceInfo | None,
+        skip: frozenset[str],
+        docker: DockerEngine,
+        gpus: GpuInventory | None,
+        running: Sequence[ServiceInfo] = (),
+    ) -> None: ...
+
+
+def overlaps(service: ServiceInfo, resolved: Resolved) -> bool:
+    """Whether ``service`` stands in the way of ``resolved``: same profile, container name, port or a card."""
+    plan = resolved.plan
+    target_gpus = {int(d) for d in plan.docker.device_ids if d.isdigit()}
+    return (
+        service.profile == plan.profile
+        or service.container_name == plan.docker.name
+        or (service.port is not None and service.port == resolved.loaded.profile.serve.port)
+        or bool(target_gpus & set(service.gpus))
+    )
+
+
+def profile_preflight(
+    *,
+    state_dir: Path | None = None,
+    on_report: Callable[[PreflightReport], None] | None = None,
+    host: HostProbe | None = None,
+) -> Preflight:
+    """servectl's preflight (:func:`servectl.preflight.request.check_start`) as a swap :class:`Preflight`.
+
+    The service being replaced counts as stopped (its container, main pid and port) and declared conflicts
+    as about to be stopped; both go to ``check_start`` as data, with the servectl services running now and,
+    for an adopted profile, its own container (which holds the name and is replaced like a servectl one).
+    Checks skipped with ``--force`` are recorded in the history. The swap's own Docker client and GPU
+    inventory are used (no second ones).
+
+    Args:
+        state_dir: where forced checks are recorded.
+        on_report: gets the full report (warnings, skipped checks) before a failure is raised.
+        host: host probe instead of psutil (tests).
+    """
+
+    def check(
+        *,
+        resolved: Resolved,
+        replacing: ServiceInfo | None,
+        skip: frozenset[str],
+        docker: DockerEngine,
+        gpus: GpuInventory | None,
+        running: Sequence[ServiceInfo] = (),
+    ) -> None:
+        from servectl.preflight.model import StartContext
+        from servectl.preflight.request import check_start
+
+        check_start(
+            resolved,
+            docker=docker,
+            gpus=gpus,
+            host=host,
+            context=StartContext(
+                replacing=None if replacing is None else replacing_of(replacing, docker),
+                stop_conflicts=True,
+                services=running_refs(running),
+                # an adopted profile's own container (recognised by services()): replaced like a servectl one
+                own_container_ids=frozenset(
+                    s.container_id for s in running if s.adopted and s.profile == resolved.name
+                ),
+            ),
+            skip=skip,
+            state_dir=state_dir,
+            on_report=on_report,
+        )
+
+    return check
+
+
+def replacing_of(service: ServiceInfo, docker: DockerEngine) -> Replacing:
+    """What preflight counts as freed once ``service`` is stopped: its container, main pid and port."""
+    from servectl.preflight.model import Replacing
+
+    state = docker.inspect(service.container_id)
+    pid = state.pid if state is not None else None
+    return Replacing(
+        container_id=service.container_id,
+        container_name=service.container_name,
+        pids=frozenset({pid} if pid else ()),
+        port=service.port,
+    )
