@@ -8,7 +8,7 @@ Layers, lowest first (a module may import its own layer and any layer below it):
 The CLI imports no adapter: ``servectl.host.Host`` builds the real ones for it. Outside the chain:
 ``servectl.testing`` (the fakes) may import anything and only tests import it; ``servectl.standin`` (the
 stand-in engine, also run inside its image) imports only ``errors``, ``profile.catalog`` and itself, and is
-imported from ``adapters`` up; ``servectl/__init__.py`` re-exports the public API (``host.py``'s ``Host`` and
+imported from ``adapters`` up; ``servectl/__init__.py`` re-exports the public API (``host``'s ``Host`` and
 ``api.py``'s functions over it) only lazily, so ``import servectl`` stays light.
 
 Every import counts: module-level, inside functions, under ``TYPE_CHECKING`` and

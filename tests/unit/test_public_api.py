@@ -38,7 +38,7 @@ NO_FUNCTION = {"watch"}  # a refresh function bound to the host's adapters: use 
 MODULE_ONLY = {"run_bench", "run_qualify", "from_env"}  # measure a server at a URL; build a host
 #: The commands (``close`` is the host's own lifecycle).
 HOST_METHODS = sorted(
-    n for n, v in vars(Host).items() if not n.startswith("_") and inspect.isfunction(v) and n != "close"
+    n for n, v in inspect.getmembers(Host, inspect.isfunction) if not n.startswith("_") and n != "close"
 )
 
 

@@ -1,0 +1,216 @@
+"""Host methods on profiles, images and catalogs: load, compile, validate, render, promote, adopt."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, cast
+
+from servectl.host.base import HostBase
+
+if TYPE_CHECKING:
+    from servectl.plan.compile import LaunchPlan
+    from servectl.plan.inventory import Validation
+    from servectl.preflight.engine_image import ExtractedCatalog, InImageValidation
+    from servectl.profile.catalog import FlagCatalog
+    from servectl.profile.catalog_diff import FlagChange
+    from servectl.profile.evidence import EvidenceRecord
+    from servectl.profile.loader import LoadedProfile
+    from servectl.render.files import RenderedFile
+    from servectl.service.adopt import AdoptResult, DockerDocuments
+
+
+class ProfileCommands(HostBase):
+    """Profiles and images: nothing here starts or stops a service."""
+
+    # -- profiles (no adapters) ----------------------------------------------------------------------------
+    def load_profile(self, *, name: str) -> LoadedProfile:
+        """Find, merge and validate profile ``name`` (a name on the search path, or a ``.yaml`` path).
+
+        Raises:
+            UsageError: no such profile. ProfileError: every problem, one line each, with file and line.
+        """
+        from servectl.plan.validate import load_profile
+
+        return load_profile(name)
+
+    def compile_plan(self, *, name: str) -> LaunchPlan:
+        """The launch plan of profile ``name`` on this host; starts nothing, opens no adapter.
+
+        Reads the host's environment for the home and state folders and the ``${VAR}`` references.
+        """
+        return self._resolve(name).plan
+
+    def validate(self, *, names: Sequence[str] | None = None) -> list[Validation]:
+        """Validate profiles (all runnable ones when ``names`` is None), each read once: per profile its error,
+        or its warnings and a note when its flag catalog may be stale for its image. Never raises for one profile.
+
+        Raises:
+            UsageError: a name is no profile on the search path.
+        """
+        from dataclasses import replace
+
+        from servectl.plan.inventory import validations
+        from servectl.preflight.engine_image import profile_catalog_note
+
+        return [
+            replace(v, note=profile_catalog_note(v.loaded.profile)) if v.loaded is not None else v
+            for v in validations(list(names) if names else None)
+        ]
+
+    def render(self, *, name: str, to: str, out: str | None = None) -> RenderedFile:
+        """Profile ``name`` as a docker compose file (``to="compose"``) or Kubernetes manifests (``to="k8s"``),
+        from the plan ``up`` would run; nothing is written until ``.write()`` (``out``: the file, ``-`` for
+        standard output, default ``compose/NAME.yaml`` or ``k8s/NAME.yaml``).
+
+        Raises:
+            UsageError: an unknown target. RenderUnsupported: the target cannot express this profile.
+        """
+        from servectl.render.files import parse_target, render_profile
+
+        return render_profile(name, target=parse_target(to), out=out)
+
+    def promote(self, *, name: str, evidence_dir: Path, qualification_dir: Path | None = None) -> EvidenceRecord:
+        """Mark profile ``name`` promoted on the bench results in ``evidence_dir`` and its qualification evidence
+        (``qualification_dir``, default ``evidence_dir``), both of its current plan, image and model pins.
+
+        Raises:
+            UsageError: unreadable or missing evidence. ProfileError: the evidence does not match the profile, or
+                a gate failed (every reason, one line each).
+        """
+        from servectl.bench.promote import promote
+
+        return promote(name=name, evidence_dir=evidence_dir, qualification_dir=qualification_dir)
+
+    # -- images and catalogs -------------------------------------------------------------------------------
+    def validate_in_image(self, *, name: str) -> InImageValidation:
+        """Profile ``name``'s argv parsed by its image's own SGLang in a throwaway container (``--in-image``).
+
+        Raises:
+            ProfileError: the profile does not validate. PreflightFailed: its image is not on this host.
+            ImageProbeError: the image has no usable Python or SGLang.
+        """
+        from servectl.preflight.engine_image import validate_in_image
+
+        return validate_in_image(self._resolve(name), engine=self.docker)
+
+    def flag_catalog(self, *, name: str) -> FlagCatalog:
+        """A flag catalog by what ``engine.catalog`` accepts (shipped name, ``sha256:...``, file), a profile's
+        catalog, or an image's extracted one.
+
+        Raises:
+            UsageError: nothing by that name.
+        """
+        from servectl.preflight.engine_image import load_catalog_target
+
+        return load_catalog_target(name)[1]
+
+    def extract_catalog(
+        self,
+        *,
+        image: str,
+        out: Path | None = None,
+        logs: bool = False,
+        python: str | None = None,
+        timeout_s: float = 120.0,
+    ) -> ExtractedCatalog:
+        """Dump an image's own SGLang parser into a flag catalog (``servectl catalog extract``).
+
+        ``image`` is an image reference or a profile name (its image and ``image.entrypoint``); ``python``
+        overrides the image's Python. The catalog is kept in the user cache by image id, and written to ``out``.
+
+        Raises:
+            PreflightFailed: the image is not on this host. ImageProbeError: no usable Python or SGLang in it.
+        """
+        from servectl.paths import catalog_cache_dir
+        from servectl.preflight.engine_image import extract_catalog, image_target
+
+        target = image_target(image)
+        entrypoint = (python, "-m", "sglang.launch_server") if python else target.entrypoint
+        return extract_catalog(
+            image=target.image,
+            engine=self.docker,
+            entrypoint=entrypoint,
+            out=out,
+            logs=logs,
+            timeout_s=timeout_s,
+            store_dir=catalog_cache_dir(self.environ),
+        )
+
+    def diff_catalogs(self, *, a: str, b: str, name: str | None = None) -> tuple[str, str, list[FlagChange]]:
+        """Flags added, removed or changed from catalog ``a`` to ``b`` (each as :meth:`flag_catalog` takes, or an
+        image, extracted on the spot when it has no catalog yet); with ``name``, only that profile's flags.
+
+        Returns:
+            (label of a, label of b, the changes).
+        """
+        from servectl.preflight.engine_image import load_catalog_target
+        from servectl.profile.catalog_diff import diff_catalogs, flags_affected
+
+        label_a, cat_a = load_catalog_target(a, engine=self.docker)
+        label_b, cat_b = load_catalog_target(b, engine=self.docker)
+        changes = diff_catalogs(cat_a, cat_b)
+        if name is not None:
+            flags = {t.split("=", 1)[0] for t in self._resolve(name).plan.engine_argv if t.startswith("--")}
+            primary = {opt.primary_flag for f in flags if (opt := cat_a.option(f)) is not None}
+            changes = flags_affected(changes, primary | flags)
+        return label_a, label_b, changes
+
+    # -- adopt ---------------------------------------------------------------------------------------------
+    def adopt(
+        self,
+        *,
+        container: str | None = None,
+        compose_file: Path | None = None,
+        service: str | None = None,
+        name: str | None = None,
+        out: Path | None = None,
+        dry_run: bool = False,
+        overwrite: bool = False,
+    ) -> AdoptResult:
+        """Write a profile that reproduces a container (``docker inspect``) or service ``service`` of a compose file.
+
+        Args:
+            container: name or id of the container to adopt.
+            compose_file: with ``service``, adopt that compose service instead (read through the compose CLI).
+            service: the compose service.
+            name: profile name (default: from the container name).
+            out: file to write (default: ``profiles/NAME.yaml``).
+            dry_run: build the profile, write nothing.
+            overwrite: replace a profile of that name (the old file is kept as ``.bak``).
+        """
+        from servectl.adapters.conflicts import detect_compose
+        from servectl.service.adopt import adopt
+
+        compose_config = None
+        compose = detect_compose() if compose_file is not None else None
+        if compose is not None:
+
+            def compose_config(path: Path) -> dict[str, object]:
+                assert compose is not None
+                return compose.config(str(path))
+
+        return adopt(
+            docker=cast("DockerDocuments", self.docker),  # DockerSdkEngine reads volumes too; fakes need not
+            container=container,
+            compose_file=compose_file,
+            service=service,
+            compose_config=compose_config,
+            name=name,
+            out=out,
+            dry_run=dry_run,
+            force=overwrite,
+            environ=self.environ,
+        )
+
+    def diff_container(self, *, name: str, container: str) -> list[str]:
+        """What differs between a container (``docker inspect``) and the container profile ``name`` would create.
+
+        Empty when they match on every field servectl controls (how ``status`` recognises an adopted service).
+
+        Raises:
+            UsageError: no such container or profile. ProfileError: the profile does not validate.
+        """
+        from servectl.service.adopted import diff_container
+
+        return diff_container(profile=name, container=container, docker=self.docker)

@@ -1,0 +1,195 @@
+"""Host methods on services: preflight, doctor, up, down, services, status, watch, logs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from servectl.host.base import HostBase, ReportHook
+
+if TYPE_CHECKING:
+    from servectl.preflight.doctor import DoctorReport
+    from servectl.preflight.model import PreflightReport
+    from servectl.service.health import Progress
+    from servectl.service.runtime import DownResult, UpResult
+    from servectl.service.services import ServiceInfo
+    from servectl.service.watch import WatchView
+
+
+@dataclass(frozen=True)
+class Status:
+    """What ``servectl status`` shows: the services, and notes on state servectl left (a swap, conflicts)."""
+
+    services: list[ServiceInfo]
+    notes: list[str]  # an unfinished swap, conflicts kept stopped
+
+
+class ServiceCommands(HostBase):
+    """Start, stop and look at services."""
+
+    # -- checks --------------------------------------------------------------------------------------------
+    def preflight(self, *, name: str, force: Iterable[str] = ()) -> PreflightReport:
+        """Every preflight check of profile ``name`` on this host; starts nothing.
+
+        The servectl services running now are passed to the checks, as ``up`` does (``services``,
+        ``container.name``).
+
+        Args:
+            name: the profile.
+            force: check ids to skip; the report says which were.
+
+        Returns:
+            The report; ``report.exit_code`` is 3 when a check failed.
+
+        Raises:
+            UsageError / ProfileError: the profile does not resolve; ``force`` names an unknown check.
+        """
+        from servectl.errors import EngineUnavailable
+        from servectl.preflight.checks import validate_skip
+        from servectl.preflight.model import StartContext
+        from servectl.preflight.request import measure_start
+        from servectl.service.services import running_refs
+
+        skip = validate_skip(force)
+        resolved = self._resolve(name)
+        try:
+            running = self._list(probe=False)
+        except EngineUnavailable:
+            running = []  # docker.engine reports it
+        return measure_start(
+            resolved,
+            docker=self.docker,
+            gpus=self.gpus,
+            host=self.host_probe,
+            context=StartContext(services=running_refs(running)),
+            skip=skip,
+        )
+
+    def doctor(self) -> DoctorReport:
+        """Is this machine set up for servectl: Docker, the GPU runtime, the driver, compose, the state folder.
+
+        Returns:
+            One line per part with its fix; ``report.exit_code`` is 3 when a required part fails.
+        """
+        from servectl.preflight.doctor import run_doctor
+
+        self._check_open()
+        if self._docker is not None:
+            return run_doctor(docker=self._docker, gpus=self.gpus, host=self.host_probe, state_dir=self.state_dir)
+        from servectl.adapters.docker import DockerSdkEngine
+
+        docker = DockerSdkEngine(timeout_s=5.0)  # a hung engine must not hang the check of it
+        try:
+            return run_doctor(docker=docker, gpus=self.gpus, host=self.host_probe, state_dir=self.state_dir)
+        finally:
+            docker.close()
+
+    # -- services ------------------------------------------------------------------------------------------
+    def up(
+        self,
+        *,
+        name: str,
+        force: Iterable[str] = (),
+        on_phase: Callable[[Progress], None] | None = None,
+        on_report: ReportHook | None = None,
+        lock_timeout_s: float | None = None,
+    ) -> UpResult:
+        """Validate, preflight and start profile ``name``, then wait until it serves (the health gate).
+
+        Args:
+            name: the profile.
+            force: preflight check ids to skip (recorded in the history).
+            on_phase: called with each startup phase (image, container, weights, ready...).
+            on_report: called with the preflight report before anything starts.
+            lock_timeout_s: wait for another servectl changing services (default: the host's).
+
+        Raises:
+            PreflightFailed: a check failed; nothing was started. StartupFailed: the engine did not pass the
+                gate (its container is removed; ``err.last_log_lines`` has its last lines).
+            ServiceConflict: the profile runs with another plan, or another service holds its GPUs or port.
+        """
+        from servectl.service.runtime import up
+
+        resolved = self._resolve(name)
+        return up(
+            name=name,
+            docker=self.docker,
+            resolved=resolved,
+            gpus=self._gpus_for(resolved),
+            host=self.host_probe,
+            force=force,
+            on_phase=on_phase,
+            on_report=on_report,
+            http=self._http,
+            environ=self.environ,
+            state_dir=self.state_dir,
+            lock_timeout_s=self._lock_timeout(lock_timeout_s),
+            scope=self.scope,
+        )
+
+    def down(self, *, name: str | None = None, lock_timeout_s: float | None = None) -> DownResult:
+        """Stop the service of profile ``name`` (default: the only one running) and confirm it is gone.
+
+        Waits until its GPUs are free (when NVML answers); once no servectl service runs, starts again the
+        conflicts a swap stopped.
+
+        Raises:
+            UsageError: no ``name`` while several services run, or ``name`` is neither a service nor a profile.
+        """
+        from servectl.service.runtime import down
+
+        return down(
+            name=name,
+            docker=self.docker,
+            gpus=self._card_waits(),
+            state_dir=self.state_dir,
+            lock_timeout_s=self._lock_timeout(lock_timeout_s),
+            scope=self.scope,
+            environ=self.environ,
+            conflicts=self._conflicts,
+        )
+
+    def services(self) -> list[ServiceInfo]:
+        """Every servectl service on this host: profile, state, port, GPUs, plan hash and drift."""
+        return self._list(probe=True)
+
+    def _list(self, *, probe: bool) -> list[ServiceInfo]:
+        from servectl.service.services import current_plan_hash, services
+
+        return services(
+            docker=self.docker,
+            http=self._http,
+            probe=probe,
+            plan_hash_of=current_plan_hash if probe else None,
+            state_dir=self.state_dir,
+            scope=self.scope,
+        )
+
+    def status(self) -> Status:
+        """Every servectl service, with the notes of an unfinished swap and of conflicts kept stopped."""
+        from servectl.service.journal import status_notes
+
+        return Status(services=self.services(), notes=status_notes(state_dir=self.state_dir))
+
+    def watch(self) -> Callable[[], WatchView]:
+        """For ``status --watch``: a function that takes one refresh (the services, the startup phase of each
+        starting one, each card's memory and utilisation), through this host's adapters."""
+        from servectl.service.watch import watch_view
+
+        docker, gpus = self.docker, self._card_waits()
+
+        def refresh() -> WatchView:
+            return watch_view(docker=docker, gpus=gpus, list_services=self.services)
+
+        return refresh
+
+    def logs(self, *, name: str, follow: bool = False, tail: int | None = None) -> Iterator[str]:
+        """The log lines of profile (or container) ``name``'s service, secrets redacted; ``follow`` keeps reading.
+
+        Raises:
+            UsageError: no such service (when the first line is asked for).
+        """
+        from servectl.service.logs import follow_logs
+
+        return follow_logs(name=name, docker=self.docker, follow=follow, tail=tail, scope=self.scope)
