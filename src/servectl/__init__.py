@@ -56,8 +56,8 @@ _EXPORTS: dict[str, str] = {
     "LoadedProfile": "servectl.profile.loader",
     "LockTimeout": "servectl.errors",
     "ParseVerdict": "servectl.preflight.engine_image",
-    "PhaseEvent": "servectl.service.swap",
-    "PhaseTiming": "servectl.service.swap",
+    "PhaseEvent": "servectl.service.transaction.model",
+    "PhaseTiming": "servectl.service.transaction.model",
     "PreflightFailed": "servectl.errors",
     "PreflightReport": "servectl.preflight.model",
     "Problem": "servectl.errors",
@@ -80,13 +80,13 @@ _EXPORTS: dict[str, str] = {
     "StartupFailed": "servectl.errors",
     "StateDamaged": "servectl.errors",
     "Status": "servectl.host",
-    "StopResult": "servectl.service.runtime",
+    "StopResult": "servectl.service.container",
     "SwapError": "servectl.errors",
     "SwapFailed": "servectl.errors",
     "SwapInterrupted": "servectl.errors",
-    "SwapResult": "servectl.service.swap",
+    "SwapResult": "servectl.service.transaction.model",
     "SwapRolledBack": "servectl.errors",
-    "TargetFailure": "servectl.service.swap",
+    "TargetFailure": "servectl.service.transaction.model",
     "UnfinishedTransaction": "servectl.errors",
     "UpInterrupted": "servectl.errors",
     "UpResult": "servectl.service.runtime",
@@ -285,12 +285,13 @@ if TYPE_CHECKING:
     from servectl.profile.loader import LoadedProfile
     from servectl.render.files import RenderedFile
     from servectl.service.adopt import AdoptResult
+    from servectl.service.container import StopResult
     from servectl.service.health import Progress
     from servectl.service.recover import RecoverResult
     from servectl.service.rollback import CheckItem, RollbackCheck
-    from servectl.service.runtime import DownResult, StopResult, UpResult
+    from servectl.service.runtime import DownResult, UpResult
     from servectl.service.services import ServiceInfo
-    from servectl.service.swap import PhaseEvent, PhaseTiming, SwapResult, TargetFailure
+    from servectl.service.transaction.model import PhaseEvent, PhaseTiming, SwapResult, TargetFailure
     from servectl.service.watch import CardUse, WatchView
 
 

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from servectl.service.rollback import RollbackCheck
     from servectl.service.runtime import DownResult, UpResult
     from servectl.service.services import ServiceInfo
-    from servectl.service.swap import PhaseEvent, SwapResult
+    from servectl.service.transaction.model import PhaseEvent, SwapResult
 
 __all__ = [
     "Host",

@@ -14,12 +14,13 @@ if TYPE_CHECKING:
     from servectl.adapters.docker import DockerEngine
     from servectl.adapters.gpu import GpuInventory
     from servectl.plan.resolve import Resolved
+    from servectl.service.container import StartResult, StopResult
     from servectl.service.health import Progress
     from servectl.service.recover import RecoverResult
     from servectl.service.rollback import RollbackCheck
-    from servectl.service.runtime import StartResult, StopResult
     from servectl.service.services import ServiceInfo
-    from servectl.service.swap import PhaseEvent, Preflight, SwapResult
+    from servectl.service.swap_preflight import Preflight
+    from servectl.service.transaction.model import PhaseEvent, SwapResult
 
 
 class TransactionCommands(HostBase):
@@ -131,7 +132,7 @@ class TransactionCommands(HostBase):
 
     def _preflight(self, on_report: ReportHook | None) -> Preflight:
         """servectl's full preflight as swap runs it (the replaced service counts as stopped)."""
-        from servectl.service.swap import profile_preflight
+        from servectl.service.swap_preflight import profile_preflight
 
         return profile_preflight(state_dir=self.state_dir, on_report=on_report, host=self.host_probe)
 
@@ -170,7 +171,7 @@ class _HostRuntime:
         on_phase: Callable[[Progress], None] | None = None,
         state_dir: Path | None = None,
     ) -> StartResult:
-        from servectl.service.runtime import start
+        from servectl.service.container import start
 
         return start(
             resolved=resolved,
@@ -189,7 +190,7 @@ class _HostRuntime:
         gpus: GpuInventory | None = None,
         state_dir: Path | None = None,
     ) -> StopResult:
-        from servectl.service.runtime import stop
+        from servectl.service.container import stop
 
         return stop(service=service, docker=docker, gpus=gpus, state_dir=state_dir)
 
