@@ -11,7 +11,6 @@ if TYPE_CHECKING:
     from servectl.adapters.docker import DockerEngine
     from servectl.adapters.gpu import GpuInventory
     from servectl.bench import BenchContext
-    from servectl.bench.manifest import host_facts
 
 
 @dataclass(frozen=True)
@@ -36,6 +35,7 @@ def bench_target(
             (evidence of it would not match the profile).
     """
     from servectl.bench import BenchContext
+    from servectl.bench.manifest import host_facts
     from servectl.plan.resolve import resolve
     from servectl.service.services import services
 
