@@ -9,6 +9,7 @@ from __future__ import annotations
 import http.client
 import itertools
 import json
+import math
 import statistics
 import time
 from pathlib import Path
@@ -21,11 +22,12 @@ from servectl.standin.tokens import count_text_tokens
 DEMO_MODEL = str(Path(__file__).parents[2] / "examples" / "demo-model")
 
 
-def measure_decode_rate(host: str, port: int, max_tokens: int) -> tuple[float, int, list[int]]:
+def measure_decode_rate(host: str, port: int, max_tokens: int, prompt: str = "Go") -> tuple[float, int, list[int]]:
     """Stream one chat completion; decode tok/s from the content chunks' arrivals."""
     connection = http.client.HTTPConnection(host, port, timeout=60)
     try:
-        body = json.dumps({"messages": [{"role": "user", "content": "Go"}], "max_tokens": max_tokens, "stream": True})
+        messages = [{"role": "user", "content": prompt}]
+        body = json.dumps({"messages": messages, "max_tokens": max_tokens, "stream": True})
         connection.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
         response = connection.getresponse()
         assert response.status == 200
@@ -63,3 +65,17 @@ def test_measured_decode_rate_is_within_half_a_percent_of_the_set_rate(
     assert total == max_tokens
     assert set(sizes) == {chunk_tokens}
     assert measured == pytest.approx(rate, rel=0.005)
+
+
+def test_a_taper_sets_the_decode_rate_by_prompt_length_linear_in_log_tokens_between_points() -> None:
+    env = {"STANDIN_TAPER": "16:2000,2000:500", "STANDIN_TOKEN_RATE": "50"}  # the taper wins over the flat rate
+    with HostStandin(["--model-path", DEMO_MODEL], env=env) as engine:
+        engine.wait_ready()
+        # prompt tokens = words + 4 of chat template: 5 (before the first point), 178 (between), 2,004 (after)
+        rates = [
+            measure_decode_rate(engine.host, engine.port, 400, prompt=" ".join(["word"] * words))[0]
+            for words in (1, 174, 2000)
+        ]
+    between = 2000 + (500 - 2000) * (math.log(178 / 16) / math.log(2000 / 16))  # 1,252 tok/s
+    # 2 %: the precision of the pacing itself is the test above; this one is about which rate applies
+    assert rates == [pytest.approx(2000, rel=0.02), pytest.approx(between, rel=0.02), pytest.approx(500, rel=0.02)]

@@ -82,6 +82,10 @@ def test_accept_length_defaults_to_the_chunk_size() -> None:
         ("STANDIN_CATALOG_EXTEND", "{", "STANDIN_CATALOG_EXTEND is not valid JSON"),
         ("STANDIN_CATALOG_EXTEND", "[1]", "STANDIN_CATALOG_EXTEND must be a JSON object"),
         ("STANDIN_LISTEN_AT", "later", "STANDIN_LISTEN_AT='later' must be one of start, uvicorn"),
+        ("STANDIN_TAPER", "4096", "STANDIN_TAPER='4096': '4096' is not PROMPT_TOKENS:TOK_S; give PROMPT_TOKENS:"),
+        ("STANDIN_TAPER", "4096:fast", "STANDIN_TAPER='4096:fast': '4096:fast' is not PROMPT_TOKENS:TOK_S"),
+        ("STANDIN_TAPER", "4096:0", "STANDIN_TAPER='4096:0': '4096:0' needs tokens >= 1 and tok/s >= 0.001"),
+        ("STANDIN_TAPER", "8192:1,4096:2", "STANDIN_TAPER='8192:1,4096:2': prompt tokens must rise from pair to"),
     ],
 )
 def test_bad_values_are_errors_naming_the_variable(name: str, value: str, message: str) -> None:
@@ -112,3 +116,13 @@ def test_qualification_faults_are_read_and_checked() -> None:
         StandinSettings.from_environ({"STANDIN_TOOL_FAULT": "wrong"})
     with pytest.raises(SettingsError, match="STANDIN_ERROR_EVERY='0' must be >= 1"):
         StandinSettings.from_environ({"STANDIN_ERROR_EVERY": "0"})
+
+
+def test_a_taper_gives_the_decode_rate_per_prompt_length() -> None:
+    settings = StandinSettings.from_environ(
+        {"STANDIN_TAPER": " 4096:160, 65536:253 ,200000:160", "STANDIN_TOKEN_RATE": "9"}
+    )
+    assert settings.taper == ((4096, 160.0), (65536, 253.0), (200000, 160.0))
+    rates = [settings.decode_rate_for(t) for t in (100, 4096, 16384, 65536, 200000, 10**6)]
+    assert rates == pytest.approx([160.0, 160.0, 206.5, 253.0, 160.0, 160.0])  # 16,384: halfway in log tokens
+    assert StandinSettings.from_environ({"STANDIN_TOKEN_RATE": "9"}).decode_rate_for(4096) == 9.0

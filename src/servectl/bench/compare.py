@@ -224,11 +224,11 @@ def _own_notes(point: SeriesPoint) -> list[str]:
     notes: list[str] = []
     if point.skipped:
         notes.append(f"skipped: {point.skipped}")
-    elif point.decode_tok_s is None:
-        notes.append("no decode measurement")
     if point.flagged_requests:
         kinds = f" ({', '.join(point.flagged_kinds)})" if point.flagged_kinds else ""
         notes.append(f"{point.flagged_requests} flagged{kinds}")
+    if not notes and point.decode_tok_s is None:
+        notes.append("no decode measurement")
     return notes
 
 

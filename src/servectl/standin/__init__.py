@@ -15,6 +15,11 @@ Behaviour is set with environment variables:
     ``kv_cache`` (10 %), ``cuda_graph`` (30 %) and ``warmup`` (15 %).
 ``STANDIN_TOKEN_RATE``
     Decode rate in tokens per second per request (default 50).
+``STANDIN_TAPER``
+    Decode rate that changes with prompt length: ``PROMPT_TOKENS:TOK_S`` pairs, comma-separated, prompt tokens
+    rising, e.g. ``4096:160,65536:253,200000:160`` (rises, then falls). Between two pairs the rate is linear in
+    log(prompt tokens); before the first and after the last it stays flat. Replaces ``STANDIN_TOKEN_RATE`` for
+    completions; set it in a profile's ``engine.env`` like any other ``STANDIN_*`` variable.
 ``STANDIN_CHUNK_TOKENS``
     Tokens per streamed chunk (default 1); more than one looks like speculative decoding.
 ``STANDIN_ACCEPT_LENGTH``

@@ -76,7 +76,8 @@ def paced_chunks(state: EngineState, plan: GenerationPlan) -> Iterator[tuple[int
     """Yield ``(first_token_index, token_count)`` per chunk, each at its absolute deadline.
 
     Sleeps for the prefill first (``STANDIN_PREFILL_RATE``), then paces chunks of ``STANDIN_CHUNK_TOKENS`` at
-    ``STANDIN_TOKEN_RATE`` (see :func:`servectl.standin.tokens.chunk_deadlines`). Logs SGLang's prefill and
+    ``STANDIN_TOKEN_RATE``, or the ``STANDIN_TAPER`` rate at this prompt length (see
+    :func:`servectl.standin.tokens.chunk_deadlines`). Logs SGLang's prefill and
     decode batch lines. Raises :class:`ConnectionCut` once ``cut_after_tokens`` tokens have been yielded.
     """
     settings = state.settings
@@ -93,7 +94,8 @@ def paced_chunks(state: EngineState, plan: GenerationPlan) -> Iterator[tuple[int
     cut = plan.cut_after_tokens
     if cut is not None and cut < plan.completion_tokens:
         sizes = chunk_sizes(cut, settings.chunk_tokens)
-    deadlines = chunk_deadlines(time.perf_counter(), sizes, settings.token_rate_per_s)
+    rate = settings.decode_rate_for(plan.prompt_tokens)  # STANDIN_TAPER: slower (or faster) with long prompts
+    deadlines = chunk_deadlines(time.perf_counter(), sizes, rate)
     interval = max(1, int(state.args.get("decode_log_interval") or 40))
     emitted = 0
     for index, (size, deadline) in enumerate(zip(sizes, deadlines, strict=True)):
@@ -101,18 +103,18 @@ def paced_chunks(state: EngineState, plan: GenerationPlan) -> Iterator[tuple[int
         yield emitted, size
         emitted += size
         if (index + 1) % interval == 0:
-            _log_decode_batch(state, plan.prompt_tokens + emitted)
+            _log_decode_batch(state, plan.prompt_tokens + emitted, rate)
     if cut is not None and cut < plan.completion_tokens:
         raise ConnectionCut()
 
 
-def _log_decode_batch(state: EngineState, tokens_in_use: int) -> None:
+def _log_decode_batch(state: EngineState, tokens_in_use: int, rate: float) -> None:
     settings = state.settings
     accept = f"accept len: {settings.effective_accept_length:.2f}, " if settings.reports_accept_length else ""
     state.log.tp(
         f"Decode batch, #running-req: {state.running_requests}, #token: {tokens_in_use}, "
         f"token usage: {tokens_in_use / max(1, state.kv_tokens):.2f}, {accept}cuda graph: True, "
-        f"gen throughput (token/s): {settings.token_rate_per_s:.2f}, #queue-req: 0, "
+        f"gen throughput (token/s): {rate:.2f}, #queue-req: 0, "
     )
 
 

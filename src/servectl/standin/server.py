@@ -130,6 +130,7 @@ class StandinHandler(GenerationEndpoints):
                 "max_total_num_tokens": self.state.kv_tokens,
                 "standin": {
                     "token_rate_per_s": settings.token_rate_per_s,
+                    "taper": [list(point) for point in settings.taper] or None,
                     "chunk_tokens": settings.chunk_tokens,
                     "accept_length": settings.effective_accept_length if settings.reports_accept_length else None,
                 },

@@ -6,7 +6,9 @@ error naming the variable, so that a typo in a test does not silently fall back 
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -58,6 +60,24 @@ class StandinSettings:
     image_fault: str | None = None
     code_answer: str = "right"
     code_solutions: str | None = None
+    taper: tuple[tuple[int, float], ...] = ()
+
+    def decode_rate_for(self, prompt_tokens: int) -> float:
+        """Decode tok/s of a request with ``prompt_tokens``: ``STANDIN_TAPER``, else ``STANDIN_TOKEN_RATE``.
+
+        Between two taper points the rate is linear in log(prompt tokens); before the first and after the
+        last it stays at that point's rate.
+        """
+        points = self.taper
+        if not points:
+            return self.token_rate_per_s
+        if prompt_tokens <= points[0][0]:
+            return points[0][1]
+        for (t0, r0), (t1, r1) in itertools.pairwise(points):
+            if prompt_tokens <= t1:
+                share = (math.log(prompt_tokens) - math.log(t0)) / (math.log(t1) - math.log(t0))
+                return r0 + share * (r1 - r0)
+        return points[-1][1]
 
     @property
     def reports_accept_length(self) -> bool:
@@ -105,6 +125,7 @@ class StandinSettings:
             image_fault=reader.optional_choice("STANDIN_IMAGE_FAULT", ("wrong", "length")),
             code_answer=reader.choice("STANDIN_CODE_ANSWER", ("right", "wrong", "slow", "loop", "none"), "right"),
             code_solutions=reader.text("STANDIN_CODE_SOLUTIONS"),
+            taper=reader.taper("STANDIN_TAPER"),
         )
         return settings
 
@@ -187,6 +208,26 @@ class _Reader:
         if raw is None or raw.strip() == "none":
             return None
         return self.choice(name, choices, "")
+
+    def taper(self, name: str) -> tuple[tuple[int, float], ...]:
+        """``PROMPT_TOKENS:TOK_S`` pairs, comma-separated, prompt tokens strictly increasing."""
+        raw = self._raw(name)
+        if raw is None:
+            return ()
+        fix = "give PROMPT_TOKENS:TOK_S pairs with rising prompt tokens, e.g. 4096:160,65536:253,200000:160"
+        points: list[tuple[int, float]] = []
+        for pair in raw.split(","):
+            tokens, sep, rate = pair.strip().partition(":")
+            try:
+                point = (int(tokens), float(rate))
+            except ValueError:
+                raise SettingsError(f"{name}={raw!r}: {pair.strip()!r} is not PROMPT_TOKENS:TOK_S; {fix}") from None
+            if not sep or point[0] < 1 or not (math.isfinite(point[1]) and point[1] >= 1e-3):
+                raise SettingsError(f"{name}={raw!r}: {pair.strip()!r} needs tokens >= 1 and tok/s >= 0.001; {fix}")
+            if points and point[0] <= points[-1][0]:
+                raise SettingsError(f"{name}={raw!r}: prompt tokens must rise from pair to pair; {fix}")
+            points.append(point)
+        return tuple(points)
 
     def json_object(self, name: str) -> Mapping[str, Any] | None:
         raw = self._raw(name)
