@@ -146,3 +146,13 @@ def test_main_builds_only_the_command_it_runs_and_leaves_the_app_whole() -> None
         with _only_the_command_named(first):
             assert [c.name for c in app.registered_commands] == every
     assert [c.name for c in app.registered_commands] == every
+
+
+def test_validate_of_named_profiles_skips_typers_coercion_and_gets_the_same_list(tmp_path: Path) -> None:
+    code, modules, stdout = _modules_after(["validate", "demo", "demo-rollback"], tmp_path)
+    assert code in (0, None), stdout
+    assert "typer._adapters" not in modules
+    assert stdout.splitlines()[:2] == ["ok      demo", "ok      demo-rollback"] or "ok      demo-rollback" in stdout
+    from servectl.cli.app import _words
+
+    assert _words(("a", "b")) and not _words(()) and not _words(("a", 1)) and not _words("ab")

@@ -36,7 +36,8 @@ def _plain_values_skip_coercion() -> None:
     typer coerces every parameter value through a pydantic TypeAdapter (``typer._adapters``: 50-150 ms to
     import, ``python -X importtime``), even a flag that was not given (``--help`` defaults to None), an option
     left out (None), a number option's default, or a word for a ``str`` parameter, which the command line
-    already gives as a str. For those, this does what typer's ``process_value`` does after coercing - None
+    already gives as a str, or words for a ``list[str]`` one (``validate A B``). For those, this does what
+    typer's ``process_value`` does after coercing - None
     becomes ``()`` for a repeated option, a missing required value is an error, the callback runs - and
     everything typed in that needs converting (ints, floats, paths, choices, lists) keeps typer's coercion
     and its error messages.
@@ -61,6 +62,9 @@ def _plain_values_skip_coercion() -> None:
                 return _typer(self, ctx, value)
             is_plain_str = isinstance(value, str) and descriptor.annotation in (str, str | None)
             is_typed_default = type(value) in (int, float) and descriptor.annotation is type(value)  # not typed in
+            if _words(value) and descriptor.annotation in (list[str], list[str] | None) and not descriptor.is_choice:
+                value = list(value)  # words for a list[str] (validate A B): typer makes the same list
+                is_plain_str = True
             if (value is None or is_plain_str or is_typed_default) and not descriptor.is_choice:
                 if value is None and (self.multiple or self.nargs == -1):
                     value = ()
@@ -70,6 +74,11 @@ def _plain_values_skip_coercion() -> None:
             return _typer(self, ctx, value)
 
         cls.process_value = process_value  # type: ignore[method-assign]
+
+
+def _words(value: Any) -> bool:
+    """A non-empty tuple or list of strings, as the command line gives a repeated or variadic parameter."""
+    return isinstance(value, tuple | list) and bool(value) and all(isinstance(v, str) for v in value)
 
 
 _plain_values_skip_coercion()
