@@ -439,3 +439,9 @@ def test_cli_report_verify_and_short_post(
         code == 2
         and stderr == f"error: {tmp_path / 'claims.json'}: not found; pass the --out folder of `servectl report`\n"
     )
+
+
+def test_the_profiles_headline_never_rounds_a_speed_up() -> None:
+    from servectl.profile.evidence import tok_s
+
+    assert [tok_s(v) for v in (112.079, 99.79, 100.0, 0.999)] == ["112.07", "99.79", "100.00", "0.99"]

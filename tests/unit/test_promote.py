@@ -122,7 +122,7 @@ def test_matching_evidence_promotes_keeps_comments_and_records_the_headline(
     loaded = load_profile("q")
     assert loaded.profile.status == "promoted"
     assert record.points[0].decode_tok_s_p50 == 112.07
-    assert evidence_headline(loaded) == "112.1 @ 2,969 tok/s (C1, p50); tools 20/20, needle 2/2, endurance 60/60"
+    assert evidence_headline(loaded) == "112.07 @ 2,969 tok/s (C1, p50); tools 20/20, needle 2/2, endurance 60/60"
     assert record.qualification_run_id == "q1" and record.qualification_suite == "default"
     assert evidence_lines(loaded)[0].startswith("# evidence: q.evidence.json (run ")
     assert "#   qualification: tools 20/20, needle 2/2, endurance 60/60 (run q1, suite default)" in evidence_lines(

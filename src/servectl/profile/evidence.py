@@ -7,6 +7,7 @@ evidence is stale needs the profile's current plan hash, which the plan layer co
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -109,8 +110,13 @@ def load_record(loaded: LoadedProfile) -> EvidenceRecord | None:
         return None
 
 
+def tok_s(value: float) -> str:
+    """A speed at two decimals, rounded down: a headline never shows more than was measured (112.079 -> 112.07)."""
+    return f"{math.floor(value * 100 + 1e-9) / 100:.2f}"
+
+
 def headline(record: EvidenceRecord, *, current_plan_hash: str | None) -> str | None:
-    """E.g. ``112.1 @ 2,969 · 99.8 @ 304,491 tok/s (C1, p50); tools 20/20, needle 2/2``.
+    """E.g. ``112.07 @ 2,969 · 99.79 @ 304,491 tok/s (C1, p50); tools 20/20, needle 2/2``.
 
     Marked stale unless measured on the current plan; a record of imported figures only reads
     ``imported: 112.07 · 99.79 tok/s; tools 20/20`` (see :func:`imported_headline`).
@@ -122,7 +128,7 @@ def headline(record: EvidenceRecord, *, current_plan_hash: str | None) -> str | 
     c1 = [pt for pt in record.points if pt.concurrency == 1 and pt.decode_tok_s_p50 is not None]
     chosen = c1 or [pt for pt in record.points if pt.decode_tok_s_p50 is not None]
     parts = [
-        f"{pt.decode_tok_s_p50:.1f} @ {int(pt.prompt_tokens_actual_p50 or pt.prompt_tokens_target):,}"
+        f"{tok_s(pt.decode_tok_s_p50 or 0.0)} @ {int(pt.prompt_tokens_actual_p50 or pt.prompt_tokens_target):,}"
         for pt in sorted(chosen, key=lambda pt: pt.prompt_tokens_target)
     ]
     if not parts:
@@ -156,7 +162,8 @@ def evidence_summary_lines(loaded: LoadedProfile, *, current_plan_hash: str | No
         actual = f"{int(pt.prompt_tokens_actual_p50):,}" if pt.prompt_tokens_actual_p50 else "?"
         lines.append(
             f"#   C{pt.concurrency} {pt.prompt_tokens_target:,} target / {actual} actual: "
-            f"{pt.decode_tok_s_p50:.2f} decode tok/s p50 (min {pt.decode_tok_s_min:.2f}, max {pt.decode_tok_s_max:.2f})"
+            f"{tok_s(pt.decode_tok_s_p50)} decode tok/s p50 (min {tok_s(pt.decode_tok_s_min)}, "
+            f"max {tok_s(pt.decode_tok_s_max)})"
             if pt.decode_tok_s_p50 is not None and pt.decode_tok_s_min is not None and pt.decode_tok_s_max is not None
             else f"#   C{pt.concurrency} {pt.prompt_tokens_target:,}: no decode measurement"
         )
