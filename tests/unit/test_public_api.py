@@ -410,6 +410,23 @@ def test_bench_and_qualify_on_a_fake_host_refuse_a_profile_that_does_not_run(hos
             measure(name="demo")
 
 
+def test_the_url_measurements_need_no_host() -> None:
+    from bench_fakes import FakeOpenAIServer, ScriptedClock
+
+    from servectl.bench.qualify.suite import load_suite, suite_path
+
+    server = FakeOpenAIServer(clock=ScriptedClock())
+    settings = servectl.BenchSettings(url="http://fake:8180", prompt_tokens=(1024,), repeats=1, max_tokens=8)
+    assert server.clock is not None
+    report = servectl.run_bench(settings=settings, transport=server.transport(), clock=server.clock)
+    assert isinstance(report, servectl.BenchReport) and report.measured_requests == 1
+    # run_qualify against a server is covered by test_qualify_gates (on the stand-in); here: it is that function
+    from servectl.bench.qualify.runner import run_qualify
+
+    assert servectl.run_qualify is run_qualify
+    assert servectl.QualifySettings(url="http://h:1/v1", suite=load_suite(suite_path(None))).url == "http://h:1"
+
+
 def test_every_host_method_is_called_by_a_test_of_this_file() -> None:
     tree = ast.parse(Path(__file__).read_text(encoding="utf-8"))
     called = {
