@@ -705,6 +705,16 @@ def test_engine_parse_is_skipped_for_the_standin_and_for_an_absent_image() -> No
     assert absent.result == "skipped" and "not on this host" in absent.message
 
 
+def test_engine_parse_of_a_standin_fails_on_a_standin_setting_it_would_refuse_at_start() -> None:
+    bad = request(image_built_here=True, standin_env=(("STANDIN_TAPER", "4096:160,1024:200"),))
+    check = preflight(bad).check("engine.parse")
+    assert check.result == "fail" and check.message.startswith(
+        "the stand-in refuses engine.env: STANDIN_TAPER='4096:160,1024:200': prompt tokens must rise"
+    )
+    good = request(image_built_here=True, standin_env=(("STANDIN_TAPER", "1024:200,4096:160"),))
+    assert preflight(good).check("engine.parse").result == "skipped"
+
+
 def test_engine_parse_warns_when_the_image_has_no_sglang() -> None:
     def no_sglang(image: str, command: list[str]) -> OneShotResult:
         return probe_answer({"error": "cannot import sglang.srt.server_args: ModuleNotFoundError", "no_sglang": True})

@@ -130,6 +130,7 @@ class PreflightRequest:
         engine_argv: the SGLang flags of the plan, for ``engine.parse`` (parsed by the image's own SGLang).
         entrypoint: the image's engine command (its Python runs the parse).
         image_built_here: the image is servectl's stand-in, whose parser is servectl's own catalog.
+        standin_env: the plan's ``STANDIN_*`` variables, which a stand-in engine reads strictly at start.
     """
 
     profile_name: str
@@ -170,6 +171,7 @@ class PreflightRequest:
     engine_argv: tuple[str, ...] = ()
     entrypoint: tuple[str, ...] = ()
     image_built_here: bool = False
+    standin_env: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,11 @@ def check_engine_parse(request: PreflightRequest, facts: Facts) -> CheckResult:
     """The image's own SGLang parses the argv (and resolves it as far as it can without a GPU)."""
     local = facts.image or facts.image_by_digest
     if request.image_built_here or (local is not None and STANDIN_LABEL in local.labels):
+        problem = _standin_settings_problem(request.standin_env)
+        if problem is not None:  # the stand-in would exit at once with this line in its log
+            return make_result(
+                ENGINE_PARSE, "fail", f"the stand-in refuses engine.env: {problem}", "fix that value in engine.env"
+            )
         return make_result(
             ENGINE_PARSE, "skipped", "the stand-in image parses with servectl's own catalog", reason="stand-in image"
         )
@@ -59,3 +64,14 @@ def check_engine_parse(request: PreflightRequest, facts: Facts) -> CheckResult:
         f"{verdict.resolve_error}",
         **out,
     )
+
+
+def _standin_settings_problem(env: tuple[tuple[str, str], ...]) -> str | None:
+    """What the stand-in's strict ``STANDIN_*`` reader says about ``env`` (None: it starts)."""
+    from servectl.standin.settings import SettingsError, StandinSettings
+
+    try:
+        StandinSettings.from_environ(dict(env))
+    except SettingsError as err:
+        return str(err)
+    return None
