@@ -225,3 +225,26 @@ def test_create_calls_only_the_public_sdk_api(shipped_plans: list[DockerRunSpec]
     args = create_container_args(spec, environ={})
     api.create_host_config.assert_called_once_with(**args.host_config)
     api.create_container.assert_called_once_with(**args.container, host_config={"Binds": ["x"]})
+
+
+def test_listing_asks_the_engine_for_its_default_runtime_only_for_a_container_that_names_none() -> None:
+    """``status`` lists and inspects; ``docker info`` (the slowest call) only when a container's runtime is unknown."""
+    docker = pytest.importorskip("docker")
+    api = mock.create_autospec(docker.APIClient, instance=True)
+    api.containers.return_value = [{"Id": "a" * 64}, {"Id": "b" * 64}]
+    nvidia_env = {"Config": {"Env": ["NVIDIA_VISIBLE_DEVICES=0"]}}
+    api.inspect_container.side_effect = lambda cid: {
+        "Id": cid,
+        "State": {"Status": "running"},
+        "HostConfig": {"Runtime": "runc" if cid.startswith("a") else ""},
+        **nvidia_env,
+    }
+    api.info.return_value = {"DefaultRuntime": "nvidia"}
+    engine = DockerSdkEngine(client=mock.Mock(spec=["api", "close"], api=api))
+    api.containers.return_value = [{"Id": "a" * 64}]
+    [runc] = engine.list_managed()
+    assert runc.gpu_request is None and api.info.call_count == 0
+    api.containers.return_value = [{"Id": "a" * 64}, {"Id": "b" * 64}]
+    _, unnamed = engine.list_managed()
+    assert api.info.call_count == 1  # asked once, for the container that names no runtime
+    assert unnamed.gpu_request is not None and unnamed.gpu_request.device_ids == ("0",)

@@ -170,6 +170,12 @@ class DockerSdkEngine:
         """The engine's default runtime (asked once): it decides whether ``NVIDIA_VISIBLE_DEVICES`` hands out GPUs."""
         return (self._engine or self.ping()).default_runtime
 
+    def _default_runtime_for(self, data: Mapping[str, Any]) -> str | None:
+        """The default runtime, for a container that names none itself (its inspect's ``HostConfig.Runtime``
+        wins): the engine records the runtime it used, so ``status`` rarely pays for ``docker info`` (~15 ms,
+        the slowest call it would make)."""
+        return None if (data.get("HostConfig") or {}).get("Runtime") else self._default_runtime()
+
     def image(self, ref: str) -> ImageInfo | None:
         docker = _sdk()
 
@@ -232,7 +238,7 @@ class DockerSdkEngine:
                 if isinstance(e.__cause__, docker.errors.NotFound):
                     continue
                 raise
-            states.append(container_state_from_inspect(data, default_runtime=self._default_runtime()))
+            states.append(container_state_from_inspect(data, default_runtime=self._default_runtime_for(data)))
         return states
 
     def list_managed(self, label_filter: Mapping[str, str] | None = None) -> list[ContainerState]:
@@ -247,7 +253,9 @@ class DockerSdkEngine:
 
     def inspect(self, id_or_name: str) -> ContainerState | None:
         data = _or_none(f"inspect container {id_or_name}", lambda: self.client.api.inspect_container(id_or_name))
-        return None if data is None else container_state_from_inspect(data, default_runtime=self._default_runtime())
+        if data is None:
+            return None
+        return container_state_from_inspect(data, default_runtime=self._default_runtime_for(data))
 
     def logs(self, container_id: str, *, follow: bool, tail: int | None = None, since: float | None = None) -> LogLines:
         with _sdk_errors(f"logs of {container_id[:12]}"):
