@@ -2,8 +2,8 @@
 
 Layers, lowest first (a module may import its own layer and any layer below it)::
 
-    base (errors, paths, redact, lazy, signals) < profile < plan < adapters < preflight < service < gateway < bench
-    < render < host < api < cli
+    base (errors, paths, redact, lazy, signals, files) < profile < plan < adapters < preflight < service
+    < gateway < bench < render < host < api < cli
 
 The CLI imports no adapter: ``servectl.host.Host`` builds the real ones for it. Outside the chain:
 ``servectl.testing`` (the fakes) may import anything and only tests import it; ``servectl.standin`` (the
@@ -30,7 +30,7 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 
 #: Layer of each top-level part of the package, lowest first.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "paths", "redact", "lazy", "signals"),
+    ("errors", "paths", "redact", "lazy", "signals", "files"),
     ("profile",),
     ("plan",),
     ("adapters",),

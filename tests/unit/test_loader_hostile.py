@@ -74,7 +74,7 @@ def test_oversized_file_is_refused_with_the_limit(
     monkeypatch.setattr(loader, "MAX_PROFILE_BYTES", 1024)
     (profile_dir / "huge.yaml").write_text("name: huge\n" + "# padding\n" * 200)
     line = only_problem("huge")
-    assert line.startswith("profiles/huge.yaml: larger than ") and "check the path" in line
+    assert line.startswith("profiles/huge.yaml: is larger than ") and "check the path" in line
 
 
 def test_a_file_that_takes_longer_than_the_read_budget_is_one_line(
@@ -234,3 +234,46 @@ def test_the_bound_holds_for_any_document_pyyaml_writes(value: dict[str, object]
 
     text = yaml.safe_dump(value, default_flow_style=flow, indent=2)
     assert loader._nesting_bound(text) >= _depth(value), text
+
+
+def test_special_files_named_yaml_are_refused_at_once_and_fail_only_their_own_rows(
+    write_profile: Write, minimal: Minimal, profile_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A FIFO, socket, device, folder or link loop named *.yaml never blocks a command (issue 25)."""
+    import os
+    import socket
+    import threading
+
+    from servectl.service.adopted import adopted_profiles
+
+    monkeypatch.setattr(loader, "SHIPPED_PROFILES_DIR", profile_dir / "none")
+    write_profile("good", minimal("good"))
+    os.mkfifo(profile_dir / "fifo.yaml")
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(profile_dir / "sock.yaml"))
+    (profile_dir / "zero.yaml").symlink_to("/dev/zero")
+    (profile_dir / "dir.yaml").mkdir()
+    (profile_dir / "loop.yaml").symlink_to(profile_dir / "loop.yaml")
+    # not UTF-8 and mentions "adopted": the adopted-profile scan used to die on it with a traceback
+    (profile_dir / "cafe.yaml").write_bytes(minimal("cafe").encode() + b"description: caf\xe9 (adopted)\n")
+    done: dict[str, object] = {}
+
+    def run() -> None:
+        done["validate"] = validate_profiles(None)
+        done["rows"] = {r.name: r for r in list_profiles()}
+        done["adopted"] = adopted_profiles()
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(timeout=20)
+    server.close()
+    assert not worker.is_alive(), "a special file on the search path blocked validate/profiles/status"
+    results = done["validate"]
+    assert isinstance(results, dict) and results["good"] is None
+    reasons = {n: str(e) for n, e in results.items() if e is not None}
+    assert reasons.keys() == {"fifo", "sock", "zero", "dir", "loop", "cafe"}
+    assert "fifo.yaml: is a FIFO (named pipe), not a regular file" in reasons["fifo"]
+    assert "sock.yaml: is a socket" in reasons["sock"] and "zero.yaml: is a character device" in reasons["zero"]
+    assert "dir.yaml: is a folder" in reasons["dir"] and "loop.yaml: is a symbolic link loop" in reasons["loop"]
+    assert "cafe.yaml" in reasons["cafe"] and "not UTF-8" in reasons["cafe"]
+    assert done["adopted"] == []

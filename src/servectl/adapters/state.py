@@ -22,6 +22,7 @@ from types import TracebackType
 from typing import Any, Protocol
 
 from servectl.errors import LockTimeout, ServectlError, StateDamaged
+from servectl.files import FileRefused, read_bounded
 
 LOCK_FILE = "servectl.lock"
 HISTORY_FILE = "history.json"
@@ -60,17 +61,14 @@ def read_state_json(path: Path, *, what: str, fix: str) -> Any:
     Every way the file can be damaged (a folder, unreadable, too big, not UTF-8, not JSON, nested too deep)
     is one :class:`StateDamaged` line: ``<path>: <what> <is damaged how>; <fix>``.
     """
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_STATE_BYTES + 1)
+    try:  # a FIFO, socket, device, folder or link loop is refused without blocking
+        raw = read_bounded(path, limit_bytes=MAX_STATE_BYTES, what=what)
     except FileNotFoundError:
         return None
-    except IsADirectoryError:
-        raise StateDamaged(f"{path}: the {what} is a folder, not a file; {fix}", path=path) from None
-    except OSError as e:
-        raise StateDamaged(f"{path}: cannot read the {what} ({e.strerror or e}); {fix}", path=path) from None
-    if len(raw) > MAX_STATE_BYTES:
-        raise StateDamaged(f"{path}: the {what} is larger than {MAX_STATE_BYTES // 2**20} MiB; {fix}", path=path)
+    except FileRefused as e:
+        reason = e.reason.split(";")[0]
+        damage = f"the {what} {reason}" if reason.startswith("is ") else f"{reason} (the {what})"
+        raise StateDamaged(f"{path}: {damage}; {fix}", path=path) from None
     try:
         return json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as e:

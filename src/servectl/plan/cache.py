@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from servectl.files import FileRefused, read_bounded
 from servectl.paths import state_dir
 
 if TYPE_CHECKING:
@@ -41,6 +42,8 @@ FORMAT = 2
 OFF_VARIABLE = "SERVECTL_NO_PLAN_CACHE"
 
 #: Environment variables the search path and servectl's folders depend on (platformdirs reads the XDG ones).
+#: A file hashed for the cache larger than this counts as unreadable (profiles and catalogs are far smaller).
+_MAX_HASHED_BYTES = 64 * 2**20
 _FOLDER_VARIABLES = (
     "HOME",
     "SERVECTL_HOME",
@@ -227,12 +230,11 @@ def _observe(kind: str, subject: str) -> Any:
 
 
 def _file_hash(path: str) -> str | None:
-    try:
-        with open(path, "rb") as fh:
-            return hashlib.sha256(fh.read()).hexdigest()
+    try:  # bounded and never blocking: a FIFO shadowing a profile must not hang `status`
+        return hashlib.sha256(read_bounded(Path(path), limit_bytes=_MAX_HASHED_BYTES)).hexdigest()
     except FileNotFoundError:
         return None if not os.path.lexists(path) else "unreadable"
-    except OSError:
+    except (OSError, FileRefused):
         return "unreadable" if os.path.lexists(path) else None
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from servectl.errors import Problem, ProfileError, ProfileTemplate, UsageError
+from servectl.files import FileRefused, read_bounded
 from servectl.paths import SHIPPED_PROFILES_DIR as SHIPPED_PROFILES_DIR  # re-exported
 from servectl.paths import user_profiles_dir
 
@@ -251,13 +252,13 @@ def read_yaml(path: Path) -> tuple[dict[str, Any], dict[PathKey, Location]]:
                 "file: split it, or remove what repeats"
             )
 
-    try:
-        with path.open("rb") as f:
-            raw = f.read(MAX_PROFILE_BYTES + 1)
+    raw = b""
+    try:  # a FIFO, socket, device, folder or link loop is refused without blocking
+        raw = read_bounded(path, limit_bytes=MAX_PROFILE_BYTES, what="profile")
+    except FileRefused as e:
+        raise fail(e.reason) from None
     except OSError as e:
         raise fail(f"cannot read: {e.strerror or e}") from None
-    if len(raw) > MAX_PROFILE_BYTES:
-        raise fail(f"larger than {MAX_PROFILE_BYTES // 2**20} MiB; a profile is a small text file: check the path")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:

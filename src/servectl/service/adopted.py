@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from servectl.errors import ServectlError, UsageError
+from servectl.files import FileRefused, read_bounded
 from servectl.plan.labels import LABEL_MANAGED
-from servectl.profile.loader import ProfileFolder, discover
+from servectl.profile.loader import MAX_PROFILE_BYTES, ProfileFolder, discover
 
 if TYPE_CHECKING:
     from servectl.adapters.docker import DockerEngine
@@ -47,9 +48,9 @@ def adopted_profiles(folders: Sequence[ProfileFolder] | None = None) -> list[Res
         if file.is_base:
             continue
         try:  # a cheap look first: status runs this for every profile, and few were adopted
-            if "adopted" not in file.path.read_text(encoding="utf-8"):
+            if b"adopted" not in read_bounded(file.path, limit_bytes=MAX_PROFILE_BYTES, what="profile"):
                 continue
-        except OSError:
+        except (OSError, FileRefused):  # a FIFO, a folder, binary junk: its own row says so (`validate`)
             continue
         # here: only an adopted profile needs the validator and the compiler (read once, with its bases)
         from servectl.plan.resolve import Resolved, plan_for
