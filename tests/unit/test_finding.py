@@ -445,3 +445,16 @@ def test_the_profiles_headline_never_rounds_a_speed_up() -> None:
     from servectl.profile.evidence import tok_s
 
     assert [tok_s(v) for v in (112.079, 99.79, 100.0, 0.999)] == ["112.07", "99.79", "100.00", "0.99"]
+
+
+def test_report_refuses_evidence_of_another_plan(tmp_path: Path, write_profile: Callable[[str, str], Path]) -> None:
+    from finding_fixtures import PROFILE
+
+    bench, qualify = evidence(tmp_path, write_profile)
+    write_profile("f", PROFILE.replace("context_length: 32768", "context_length: 16384"))  # changed after the run
+    with pytest.raises(UsageError) as err:
+        write_report(name="f", evidence_dir=bench, qualification_dir=qualify, out_dir=tmp_path / "x")
+    lines = str(err.value).splitlines()
+    assert len(lines) == 2 and all(
+        "measure it again (the finding's facts would not describe the run)" in x for x in lines
+    )

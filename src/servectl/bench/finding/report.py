@@ -77,6 +77,30 @@ def _check_sources(evidence_dir: Path, qualification_dir: Path | None) -> None:
         raise UsageError("\n".join(f"report: {p}; measure again rather than edit evidence" for p in problems))
 
 
+def _check_provenance(loaded: Any, files: Mapping[str, Path]) -> None:
+    """Refuse evidence of another profile, or of this profile before it changed: the finding's facts come
+    from the profile as it is now and would not describe what was measured."""
+    from servectl.plan.resolve import plan_for
+
+    plan_hash = plan_for(loaded).plan_hash
+    problems = []
+    for rel in ("bench/summary.json", "qualify/qualify.json"):
+        if rel not in files:
+            continue
+        prov = json.loads(files[rel].read_text(encoding="utf-8")).get("provenance") or {}
+        if prov.get("profile") != loaded.profile.name:
+            problems.append(
+                f"report: {files[rel]}: measured on profile {prov.get('profile')!r}, not {loaded.profile.name!r}"
+            )
+        elif prov.get("plan_hash") != plan_hash:
+            problems.append(
+                f"report: {files[rel]}: measured on plan {prov.get('plan_hash')}, but {loaded.profile.name} "
+                f"compiles to {plan_hash} now; measure it again (the finding's facts would not describe the run)"
+            )
+    if problems:
+        raise UsageError("\n".join(problems))
+
+
 def _edition(out: Path) -> tuple[int, dict[str, Any] | None]:
     """This report's edition number and the ledger it corrects (None for a new finding)."""
     if (out / LEDGER_FILE).is_file():
@@ -211,7 +235,8 @@ def write_report(
         environ: Environment for the state folder and the secrets to redact (default: ``os.environ``).
 
     Raises:
-        UsageError: unreadable evidence, evidence changed since its manifest was written, an output folder
+        UsageError: unreadable evidence, evidence changed since its manifest was written or measured on another
+            profile or plan, an output folder
             that is not a finding, a file or bundle over its size limit, or something private that survived.
     """
     from servectl.plan.validate import load_profile
@@ -222,6 +247,7 @@ def write_report(
         qualification_dir = evidence_dir
     files = _source_files(evidence_dir, qualification_dir)
     _check_sources(evidence_dir, qualification_dir)
+    _check_provenance(loaded, files)
     out = out_dir or default_out(name, env)
     edition, old = _edition(out)
     prefix = f"artifacts/e{edition}"
