@@ -9,7 +9,14 @@ import pytest
 from bench_fakes import FakeOpenAIServer, ScriptedClock
 
 from servectl.bench.artifacts import write_artifacts
-from servectl.bench.compare import CompareRow, Comparison, Series, SeriesPoint, compare_series
+from servectl.bench.compare import (
+    CompareRow,
+    Comparison,
+    Series,
+    SeriesPoint,
+    compare_series,
+    describe_differences,
+)
 from servectl.bench.compare_inputs import compare_bench, read_reference, read_run
 from servectl.bench.model import BenchContext, BenchSettings, Stat
 from servectl.bench.runner import run_bench
@@ -131,6 +138,18 @@ def test_a_reference_without_concurrency_matches_without_a_note() -> None:
     )
     row = rows_of(compare_series([series("old", {4096: 100.0}), ref]), "DS4-0731")[4096]
     assert row.comparable and row.notes == () and row.decode_ratio == pytest.approx(1.6)
+
+
+def test_what_differs_between_runs_titles_the_comparison() -> None:
+    a = series("a", {4096: 100.0}, profile="glm53-393k", plan_hash="1" * 16, image_digest="sha256:" + "2" * 64)
+    b = series("b", {4096: 90.0}, profile="glm53-393k", plan_hash="3" * 16, image_digest="sha256:" + "2" * 64)
+    assert describe_differences(compare_series([a, b])) == "plan 111111111111 vs 333333333333"
+    assert describe_differences(compare_series([a, Series(**{**b.__dict__, "plan_hash": a.plan_hash})])) == (
+        "same profile, plan, image and model"
+    )
+    bare = [series("x", {4096: 1.0}), series("y", {4096: 2.0})]
+    assert describe_differences(compare_series(bare)) == "runs measured by URL: no profile, plan or image recorded"
+    assert describe_differences(compare_series([a])) == "glm53-393k"
 
 
 # -- runs on disk --------------------------------------------------------------------------------------

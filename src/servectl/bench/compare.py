@@ -346,6 +346,8 @@ def describe_differences(comparison: Comparison) -> str:
     if len(runs) < 2:
         return runs[0].profile or runs[0].label if runs else "references only"
     if not comparison.differences:
+        if all(getattr(s, attr) is None for s in runs for attr in ("profile", "plan_hash", "image_digest")):
+            return "runs measured by URL: no profile, plan or image recorded"
         return "same profile, plan, image and model"
     return "; ".join(
         f"{DIFFERENCE_FIELDS[attr]} {' vs '.join(short_value(attr, v) for v in values)}"

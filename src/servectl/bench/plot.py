@@ -10,6 +10,7 @@ pillow, fonttools, kiwisolver; ~60 MB) have no place on a serving host that only
 from __future__ import annotations
 
 import importlib.util
+import itertools
 from pathlib import Path
 
 from servectl.bench.compare import Comparison, Series, SeriesPoint, describe_differences
@@ -127,7 +128,7 @@ def plot_comparison(comparison: Comparison, path: Path) -> Path:
     require_plotting()
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+    from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter
 
     lines = _lines(comparison)
     if not lines:
@@ -156,7 +157,12 @@ def plot_comparison(comparison: Comparison, path: Path) -> Path:
         axes[1].set_ylabel("TTFT (s)")
     axes[-1].set_xlabel(f"prompt tokens (actual; matched within {100 * comparison.tolerance:g} %)")
     axes[-1].set_xscale("log")
-    axes[-1].xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    anchors = sorted({round(row.anchor_tokens) for row in comparison.rows})
+    spread = all(b / a >= 1.3 for a, b in itertools.pairwise(anchors))
+    if anchors and len(anchors) <= 10 and spread:  # label the matched lengths themselves: 2,969 and 304,491
+        axes[-1].xaxis.set_major_locator(FixedLocator(anchors))
+    else:
+        axes[-1].xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
     axes[-1].xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:,.0f}"))
     axes[-1].xaxis.set_minor_formatter(NullFormatter())
     for ax in axes:

@@ -74,7 +74,9 @@ def compare_command(
     console = Console()
     console.print(compare_table(comparison, width=console.width))
     if len(comparison.runs) > 1:
-        console.print(f"runs differ in: {describe_differences(comparison)}", markup=False, highlight=False)
+        what = describe_differences(comparison)
+        line = f"runs differ in: {what}" if comparison.differences else what
+        console.print(line, markup=False, highlight=False)
     for s in comparison.series:
         where = f"{s.path}" + (f" ({s.note})" if s.note else "")
         console.print(f"  {s.label}: {s.kind} {where}", markup=False, highlight=False)
