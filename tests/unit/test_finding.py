@@ -458,3 +458,13 @@ def test_report_refuses_evidence_of_another_plan(tmp_path: Path, write_profile: 
     assert len(lines) == 2 and all(
         "measure it again (the finding's facts would not describe the run)" in x for x in lines
     )
+
+
+def test_a_fifo_in_place_of_an_artifact_is_refused_without_blocking(finding: ReportResult) -> None:
+    import os
+
+    point = finding.folder / "artifacts/e1/bench/c1-p8192-r3.json"
+    point.unlink()
+    os.mkfifo(point)
+    problems = verify_finding(finding.folder).problems
+    assert len(problems) == 6 and all("a FIFO (named pipe), not a regular file" in p for p in problems)

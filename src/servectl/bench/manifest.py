@@ -63,11 +63,13 @@ def split_schema(schema: object) -> dict[str, Any] | None:
 
 def _file_schema(path: Path) -> dict[str, Any] | None:
     """The ``schema`` a servectl JSON file declares (None for other files)."""
+    from servectl.files import FileRefused, read_text_bounded
+
     if path.suffix != ".json":
         return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = json.loads(read_text_bounded(path, limit_bytes=64 * MIB, what="artifact"))
+    except (OSError, FileRefused, ValueError):
         return None
     return split_schema(data.get("schema")) if isinstance(data, dict) else None
 
@@ -134,9 +136,11 @@ class RunEntry:
 
 def read_manifest(folder: Path) -> dict[str, Any] | None:
     """The manifest in ``folder`` (None when there is none or it cannot be read as one)."""
+    from servectl.files import FileRefused, read_text_bounded
+
     try:
-        data = json.loads((folder / MANIFEST_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = json.loads(read_text_bounded(folder / MANIFEST_FILE, limit_bytes=64 * MIB, what="manifest"))
+    except (OSError, FileRefused, ValueError):
         return None
     return data if isinstance(data, dict) and isinstance(data.get("files"), list) else None
 

@@ -35,6 +35,7 @@ from servectl.bench.finding.render import render_readme
 from servectl.bench.finding.verify import README_FILE, read_ledger, verify_finding
 from servectl.bench.manifest import MANIFEST_FILE, RunEntry, check_manifest, write_manifest
 from servectl.errors import UsageError
+from servectl.files import FileRefused, read_bounded
 from servectl.redact import Publication
 
 EDITIONS_DIR = "editions"
@@ -87,7 +88,7 @@ def _check_provenance(loaded: Any, files: Mapping[str, Path]) -> None:
     for rel in ("bench/summary.json", "qualify/qualify.json"):
         if rel not in files:
             continue
-        prov = json.loads(files[rel].read_text(encoding="utf-8")).get("provenance") or {}
+        prov = json.loads(read_bounded(files[rel], limit_bytes=64 * 2**20)).get("provenance") or {}
         if prov.get("profile") != loaded.profile.name:
             problems.append(
                 f"report: {files[rel]}: measured on profile {prov.get('profile')!r}, not {loaded.profile.name!r}"
@@ -160,15 +161,24 @@ def _imported_claims(loaded: Any) -> list[dict[str, Any]]:
     ]
 
 
+def _read_source(path: Path, limits: Limits) -> bytes:
+    try:
+        # the per-file limit is checked on the redacted text (check_bundle); no file can exceed the bundle
+        return read_bounded(path, limit_bytes=max(limits.max_file_bytes, limits.max_bundle_bytes), what="artifact")
+    except (FileNotFoundError, FileRefused) as e:
+        reason = e.reason if isinstance(e, FileRefused) else "not found"
+        raise UsageError(f"report: {path}: {reason} (limits: --max-file-mib, --max-bundle-mib)") from None
+
+
 def _documents(
-    loaded: Any, files: Mapping[str, Path], prefix: str, publication: Publication
+    loaded: Any, files: Mapping[str, Path], prefix: str, publication: Publication, limits: Limits
 ) -> tuple[dict[str, str], list[dict[str, Any]]]:
     """Redacted texts of the artifacts (and the resolved profile) by finding path; their ledger entries."""
     texts: dict[str, str] = {}
     entries: list[dict[str, Any]] = []
     profile = json.dumps(loaded.profile.model_dump(mode="json"), indent=2) + "\n"
     sources = {f"{prefix}/profile.json": (profile.encode("utf-8"), "profile (resolved)")}
-    sources |= {f"{prefix}/{rel}": (path.read_bytes(), rel) for rel, path in files.items()}
+    sources |= {f"{prefix}/{rel}": (_read_source(path, limits), rel) for rel, path in files.items()}
     for path, (raw, origin) in sources.items():
         redacted = redact_artifact(raw, publication)
         texts[path] = redacted.text
@@ -252,7 +262,8 @@ def write_report(
     edition, old = _edition(out)
     prefix = f"artifacts/e{edition}"
     pub = publication if publication is not None else Publication.of_this_host(env)
-    texts, entries = _documents(loaded, files, prefix, pub)
+    limits = limits or Limits()
+    texts, entries = _documents(loaded, files, prefix, pub, limits)
     docs = {path: json.loads(text) for path, text in texts.items()}
     sources = FindingSources(
         docs=docs,
@@ -274,7 +285,7 @@ def write_report(
     }
     readme = render_readme(ledger)
     existing = sum(p.stat().st_size for p in out.rglob("*") if p.is_file()) if out.exists() else 0
-    check_bundle({**texts, README_FILE: readme}, limits=limits or Limits(), existing_bytes=existing, publication=pub)
+    check_bundle({**texts, README_FILE: readme}, limits=limits, existing_bytes=existing, publication=pub)
     out.mkdir(parents=True, exist_ok=True)
     if old is not None:
         _keep_edition(out, edition - 1)

@@ -30,8 +30,11 @@ from servectl.bench.finding.ledger import (
 from servectl.bench.finding.render import render_readme
 from servectl.bench.manifest import MANIFEST_FILE, read_manifest, sha256_file
 from servectl.errors import UsageError
+from servectl.files import FileRefused, read_text_bounded
 
 README_FILE = "README.md"
+#: No file of a finding is read past this (a finding comes from elsewhere: a FIFO or a huge file is refused).
+READ_LIMIT_BYTES = 64 * 2**20
 
 
 @dataclass(frozen=True)
@@ -56,10 +59,12 @@ def read_ledger(folder: Path) -> dict[str, Any]:
     """
     path = folder / LEDGER_FILE
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_text_bounded(path, limit_bytes=READ_LIMIT_BYTES, what="claim ledger"))
     except FileNotFoundError:
         raise UsageError(f"{path}: not found; pass the --out folder of `servectl report`") from None
-    except (OSError, ValueError) as e:
+    except FileRefused as e:
+        raise UsageError(f"{path}: {e.reason}") from None
+    except ValueError as e:
         raise UsageError(
             f"{path}: unreadable claim ledger ({e}); write the finding again with `servectl report`"
         ) from None
@@ -93,11 +98,14 @@ class _Loader:
     def __call__(self, rel: str) -> Any:
         if rel not in self.cache:
             try:
-                self.cache[rel] = json.loads((self.folder / rel).read_text(encoding="utf-8"))
+                text = read_text_bounded(self.folder / rel, limit_bytes=READ_LIMIT_BYTES, what="artifact")
+                self.cache[rel] = json.loads(text)
             except FileNotFoundError:
                 raise ArtifactMissing(rel) from None
-            except (OSError, ValueError) as e:
-                raise ArtifactMissing(f"{rel} (unreadable: {e})") from None
+            except FileRefused as e:
+                raise ArtifactMissing(f"{rel} ({e.reason})") from None
+            except ValueError as e:
+                raise ArtifactMissing(f"{rel} (not JSON: {e})") from None
         return self.cache[rel]
 
 
@@ -166,8 +174,10 @@ def verify_finding(folder: Path) -> VerifyResult:
             problems.append(f"{rel}: changed since {MANIFEST_FILE} was written{on}")
         elif state == "missing" and not resting:  # claims resting on a missing file say so themselves
             problems.append(f"{rel}: listed in {MANIFEST_FILE} but missing")
-    readme = folder / README_FILE
-    text = readme.read_text(encoding="utf-8") if readme.is_file() else None
+    try:
+        text: str | None = read_text_bounded(folder / README_FILE, limit_bytes=READ_LIMIT_BYTES, what="README")
+    except (FileNotFoundError, FileRefused):
+        text = None
     if text != render_readme(ledger):
         problems.append(
             f"{README_FILE}: {'missing' if text is None else 'not the text claims.json generates (edited by hand?)'}; "
