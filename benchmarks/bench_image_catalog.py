@@ -5,9 +5,9 @@ On the upstream SGLang 0.5.23 test image (``servectl.testing.sglang_image``), al
 * start: a throwaway container (the same options servectl uses) running ``python3 -c pass``;
 * start+parse (the floor): the same container running the least code that parses an argv with SGLang's own
   parser: ``from sglang.srt.server_args import prepare_server_args; prepare_server_args(ARGV)``;
-* parse in image: :func:`servectl.preflight.engine_image.parse_in_image` (what ``validate --in-image`` and
+* parse in image: :func:`servectl.adapters.engine_image.parse_in_image` (what ``validate --in-image`` and
   preflight's ``engine.parse`` run) on the argv of ``glm53-524k-bringup``;
-* extract: :func:`servectl.preflight.engine_image.extract_catalog` (what ``catalog extract`` runs).
+* extract: :func:`servectl.service.catalog.extract_catalog` (what ``catalog extract`` runs).
 
 Reports medians and the ratios to the floor. Targets: each a few seconds on an idle machine, and no more
 than the floor (ratio <= ``--max-ratio``, default 1.25: the probe sends its source, frames JSON and runs
@@ -27,8 +27,9 @@ import time
 from pathlib import Path
 
 from servectl.adapters.docker import DockerSdkEngine
+from servectl.adapters.engine_image import parse_in_image
 from servectl.plan.resolve import resolve
-from servectl.preflight.engine_image import extract_catalog, parse_in_image
+from servectl.service.catalog import extract_catalog
 from servectl.testing.sglang_image import build_test_images
 
 

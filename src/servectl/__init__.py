@@ -45,17 +45,17 @@ _EXPORTS: dict[str, str] = {
     "DownResult": "servectl.service.runtime",
     "EngineUnavailable": "servectl.errors",
     "EvidenceRecord": "servectl.profile.evidence",
-    "ExtractedCatalog": "servectl.preflight.engine_image",
+    "ExtractedCatalog": "servectl.service.catalog",
     "FlagCatalog": "servectl.profile.catalog",
     "FlagChange": "servectl.profile.catalog_diff",
     "GpuUnavailable": "servectl.errors",
     "Host": "servectl.host",
-    "ImageProbeError": "servectl.preflight.engine_image",
-    "InImageValidation": "servectl.preflight.engine_image",
+    "ImageProbeError": "servectl.adapters.engine_image",
+    "InImageValidation": "servectl.service.catalog",
     "LaunchPlan": "servectl.plan.compile",
     "LoadedProfile": "servectl.profile.loader",
     "LockTimeout": "servectl.errors",
-    "ParseVerdict": "servectl.preflight.engine_image",
+    "ParseVerdict": "servectl.adapters.engine_image",
     "PhaseEvent": "servectl.service.transaction.model",
     "PhaseTiming": "servectl.service.transaction.model",
     "PreflightFailed": "servectl.errors",
@@ -216,6 +216,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from servectl.adapters.conflicts import RestoreOutcome
+    from servectl.adapters.engine_image import ImageProbeError, ParseVerdict
     from servectl.api import (
         adopt,
         compile_plan,
@@ -277,7 +278,6 @@ if TYPE_CHECKING:
     from servectl.plan.compile import LaunchPlan
     from servectl.plan.inventory import Validation
     from servectl.preflight.doctor import DoctorLine, DoctorReport
-    from servectl.preflight.engine_image import ExtractedCatalog, ImageProbeError, InImageValidation, ParseVerdict
     from servectl.preflight.model import PreflightReport
     from servectl.profile.catalog import FlagCatalog
     from servectl.profile.catalog_diff import FlagChange
@@ -285,6 +285,7 @@ if TYPE_CHECKING:
     from servectl.profile.loader import LoadedProfile
     from servectl.render.files import RenderedFile
     from servectl.service.adopt import AdoptResult
+    from servectl.service.catalog import ExtractedCatalog, InImageValidation
     from servectl.service.container import StopResult
     from servectl.service.health import Progress
     from servectl.service.recover import RecoverResult

@@ -27,7 +27,6 @@ if TYPE_CHECKING:
     from servectl.plan.compile import LaunchPlan
     from servectl.plan.inventory import Validation
     from servectl.preflight.doctor import DoctorReport
-    from servectl.preflight.engine_image import ExtractedCatalog, InImageValidation
     from servectl.preflight.model import PreflightReport
     from servectl.profile.catalog import FlagCatalog
     from servectl.profile.catalog_diff import FlagChange
@@ -35,6 +34,7 @@ if TYPE_CHECKING:
     from servectl.profile.loader import LoadedProfile
     from servectl.render.files import RenderedFile
     from servectl.service.adopt import AdoptResult
+    from servectl.service.catalog import ExtractedCatalog, InImageValidation
     from servectl.service.health import Progress
     from servectl.service.recover import RecoverResult
     from servectl.service.rollback import RollbackCheck

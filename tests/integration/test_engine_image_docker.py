@@ -18,10 +18,11 @@ import pytest
 import yaml
 
 from servectl.adapters.docker import LABEL_ONESHOT, DockerSdkEngine
+from servectl.adapters.engine_image import parse_in_image
 from servectl.plan.resolve import resolve
-from servectl.preflight.engine_image import extract_catalog, parse_in_image
 from servectl.profile.catalog import CATALOG_DIR, FlagCatalog
 from servectl.profile.catalog_diff import diff_catalogs
+from servectl.service.catalog import extract_catalog
 from servectl.testing import sglang_image
 from servectl.testing.sglang_image import SglangTestImages
 

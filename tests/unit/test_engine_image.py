@@ -10,20 +10,19 @@ from typing import Any
 import pytest
 
 from servectl.adapters.docker import ImageInfo, OneShotResult
-from servectl.errors import PreflightFailed
-from servectl.preflight.engine_image import (
+from servectl.adapters.engine_image import (
     ImageProbeError,
     ProbeOutputError,
-    catalog_staleness,
-    extract_catalog,
     parse_dump_output,
     parse_in_image,
     parse_probe_output,
     python_candidates,
 )
+from servectl.errors import PreflightFailed
 from servectl.profile.catalog import CATALOG_DIR, FlagCatalog
 from servectl.profile.catalog_diff import diff_catalogs
 from servectl.profile.catalog_store import ImageSource, find_extracted, load_catalog, store_catalog
+from servectl.service.catalog import catalog_staleness, extract_catalog
 from servectl.testing.docker import FakeDockerEngine, dump_answer, probe_answer
 
 IMAGE = "vendor/sglang-custom:rc14"
@@ -238,3 +237,53 @@ def test_validate_notes_a_catalog_older_than_the_images(tmp_path: Path) -> None:
         image_digest=None, store_dir=tmp_path,
     )  # fmt: skip
     assert moved is not None and "run `servectl catalog extract vendor/sglang-custom:rc14`" in moved
+
+
+# -- an image whose sglang has no distribution metadata -----------------------------------------------------
+_FAKE_SERVER_ARGS = """
+class ServerArgs:
+    @staticmethod
+    def add_cli_args(parser):
+        parser.add_argument("--model-path", type=str, required=True)
+        parser.add_argument("--tp-size", type=int, default=1)
+"""
+
+
+@pytest.mark.parametrize("metadata", [False, True], ids=["package-only", "installed"])
+def test_extract_reads_the_version_from_the_package_when_the_image_has_no_metadata(
+    tmp_path: Path, metadata: bool
+) -> None:
+    """The real dumper on an sglang copied without its ``dist-info`` (as some images do): the version comes from
+    ``sglang/version.py`` and the result says so, instead of a PackageNotFoundError traceback line."""
+    import subprocess
+    import sys
+
+    from servectl.profile import engine_dump
+
+    site = tmp_path / "site"
+    (site / "sglang" / "srt").mkdir(parents=True)
+    (site / "sglang" / "__init__.py").write_text("")
+    (site / "sglang" / "version.py").write_text('__version__ = "0.5.99rc1"\n')
+    (site / "sglang" / "srt" / "__init__.py").write_text("")
+    (site / "sglang" / "srt" / "server_args.py").write_text(_FAKE_SERVER_ARGS)
+    if metadata:
+        (site / "sglang-0.5.98.dist-info").mkdir()
+        (site / "sglang-0.5.98.dist-info" / "METADATA").write_text(
+            "Metadata-Version: 2.1\nName: sglang\nVersion: 0.5.98\n"
+        )
+    dumped = subprocess.run(  # -S: no site-packages, so only the folder above holds an sglang
+        [sys.executable, "-S", engine_dump.__file__, "flags"],
+        capture_output=True, text=True, check=False, env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    assert dumped.returncode == 0 and "Traceback" not in dumped.stderr, dumped.stderr
+    engine = FakeDockerEngine(
+        images=[local_image()], oneshot=Recorder({"python3": OneShotResult(0, dumped.stdout, "", 0.1)})
+    )
+    result = extract_catalog(image=IMAGE, engine=engine, store_dir=tmp_path / "cache")
+    assert [o["flags"] for o in result.document["options"]][-2:] == [["--model-path"], ["--tp-size"]]
+    if metadata:
+        assert result.version == "0.5.98" and "version_source" not in result.document
+        assert result.version_source == "its distribution metadata"
+    else:
+        assert result.version == "0.5.99rc1"
+        assert result.version_source == engine_dump.VERSION_FROM_MODULE

@@ -89,6 +89,7 @@ def extract_command(
         f"extracted {result.option_count} options of SGLang {result.version or '?'} from {result.image.refs[0]} "
         f"({result.image.id[:19]}) in {result.seconds:.1f} s with {result.python}"
     )
+    typer.echo(f"version  read from {result.version_source}")
     typer.echo(f"stored   {result.stored_at}")
     if result.written_to is not None:
         typer.echo(f"wrote    {result.written_to}  (use it with engine.catalog: {result.written_to.name})")

@@ -11,13 +11,13 @@ from servectl.host.base import HostBase
 if TYPE_CHECKING:
     from servectl.plan.compile import LaunchPlan
     from servectl.plan.inventory import Validation
-    from servectl.preflight.engine_image import ExtractedCatalog, InImageValidation
     from servectl.profile.catalog import FlagCatalog
     from servectl.profile.catalog_diff import FlagChange
     from servectl.profile.evidence import EvidenceRecord
     from servectl.profile.loader import LoadedProfile
     from servectl.render.files import RenderedFile
     from servectl.service.adopt import AdoptResult, DockerDocuments
+    from servectl.service.catalog import ExtractedCatalog, InImageValidation
 
 
 class ProfileCommands(HostBase):
@@ -51,7 +51,7 @@ class ProfileCommands(HostBase):
         from dataclasses import replace
 
         from servectl.plan.inventory import validations
-        from servectl.preflight.engine_image import profile_catalog_note
+        from servectl.service.catalog import profile_catalog_note
 
         return [
             replace(v, note=profile_catalog_note(v.loaded.profile)) if v.loaded is not None else v
@@ -90,7 +90,7 @@ class ProfileCommands(HostBase):
             ProfileError: the profile does not validate. PreflightFailed: its image is not on this host.
             ImageProbeError: the image has no usable Python or SGLang.
         """
-        from servectl.preflight.engine_image import validate_in_image
+        from servectl.service.catalog import validate_in_image
 
         return validate_in_image(self._resolve(name), engine=self.docker)
 
@@ -101,7 +101,7 @@ class ProfileCommands(HostBase):
         Raises:
             UsageError: nothing by that name.
         """
-        from servectl.preflight.engine_image import load_catalog_target
+        from servectl.service.catalog import load_catalog_target
 
         return load_catalog_target(name)[1]
 
@@ -123,7 +123,7 @@ class ProfileCommands(HostBase):
             PreflightFailed: the image is not on this host. ImageProbeError: no usable Python or SGLang in it.
         """
         from servectl.paths import catalog_cache_dir
-        from servectl.preflight.engine_image import extract_catalog, image_target
+        from servectl.service.catalog import extract_catalog, image_target
 
         target = image_target(image)
         entrypoint = (python, "-m", "sglang.launch_server") if python else target.entrypoint
@@ -144,8 +144,8 @@ class ProfileCommands(HostBase):
         Returns:
             (label of a, label of b, the changes).
         """
-        from servectl.preflight.engine_image import load_catalog_target
         from servectl.profile.catalog_diff import diff_catalogs, flags_affected
+        from servectl.service.catalog import load_catalog_target
 
         label_a, cat_a = load_catalog_target(a, engine=self.docker)
         label_b, cat_b = load_catalog_target(b, engine=self.docker)

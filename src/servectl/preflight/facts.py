@@ -25,7 +25,7 @@ from servectl.errors import EngineUnavailable, GpuUnavailable, PreflightFailed
 from servectl.preflight.model import ConflictRef, PreflightRequest
 
 if TYPE_CHECKING:
-    from servectl.preflight.engine_image import ParseVerdict
+    from servectl.adapters.engine_image import ParseVerdict
 
 #: Label of servectl's stand-in engine image (``servectl.standin.image.IMAGE_LABEL``).
 STANDIN_LABEL = "servectl.standin"
@@ -259,7 +259,7 @@ def _parse_in_image(
         return None, None
     if not present:
         return None, None
-    from servectl.preflight.engine_image import ImageProbeError, parse_in_image
+    from servectl.adapters.engine_image import ImageProbeError, parse_in_image
 
     image = f"{request.image_ref}@{request.image_digest}" if request.image_digest else request.image_ref
     try:

@@ -91,20 +91,45 @@ def _type_rules() -> dict[str, Any]:
     return rules
 
 
+#: Where :func:`sglang_version` read the version when the distribution metadata has none (key ``version_source``
+#: of the dumped documents; absent when the metadata had it, as in the shipped catalogs).
+VERSION_FROM_MODULE = "sglang/version.py (the image has no sglang distribution metadata)"
+VERSION_UNKNOWN = "nowhere (no sglang distribution metadata and no sglang.version module)"
+
+
+def sglang_version() -> tuple[str, str | None]:
+    """The importable sglang's version, and where it came from when not from its distribution metadata.
+
+    Images that copy the sglang package without installing it have no ``*.dist-info``: then the package's own
+    ``sglang/version.py`` says it (:data:`VERSION_FROM_MODULE`); with neither, the version is ``""``.
+    """
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("sglang"), None
+    except PackageNotFoundError:
+        pass
+    try:
+        from sglang.version import __version__  # type: ignore[import-not-found]  # the engine, not servectl
+    except ImportError:
+        return "", VERSION_UNKNOWN
+    return str(__version__), VERSION_FROM_MODULE
+
+
 def dump_flags() -> dict[str, Any]:
     """The parser of the importable sglang, in flag-catalog format."""
-    from importlib.metadata import version
-
     from sglang.srt.server_args import ServerArgs  # type: ignore[import-not-found]  # the engine, not servectl
 
     parser = argparse.ArgumentParser()
     ServerArgs.add_cli_args(parser)
     options = [r for r in (option_record(a) for a in parser._actions) if r is not None]
+    sglang, version_source = sglang_version()
     return {
         "engine": "sglang",
-        "version": version("sglang"),
+        "version": sglang,
+        **({"version_source": version_source} if version_source else {}),
         "extracted_from": (
-            f"sglang {version('sglang')}: the argparse parser built by "
+            f"sglang {sglang}: the argparse parser built by "
             "sglang.srt.server_args.ServerArgs.add_cli_args (servectl/profile/engine_dump.py flags)"
         ),
         "entrypoint": "python3 -m sglang.launch_server",
@@ -307,12 +332,9 @@ def main(argv: list[str] | None = None) -> int:
         data = dump_flags()
     else:
         data = dump_logs(args.root or package_root())
-        from importlib.metadata import PackageNotFoundError, version
-
-        try:
-            data["version"] = version("sglang")
-        except PackageNotFoundError:
-            data["version"] = ""
+        data["version"], version_source = sglang_version()
+        if version_source:
+            data["version_source"] = version_source
     json.dump(data, sys.stdout, indent=1, ensure_ascii=False)
     sys.stdout.write("\n")
     return 0
