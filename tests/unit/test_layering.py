@@ -2,14 +2,19 @@
 
 Layers, lowest first (a module may import its own layer and any layer below it)::
 
-    base (errors, paths, redact, lazy, signals, files) < profile < plan < adapters < preflight < service
-    < gateway < bench < render < host < api < cli
+    base (errors, paths, redact, lazy, signals, files) < profile < plan < render < adapters < preflight
+    < service < gateway < bench < host < api < cli
 
 The CLI imports no adapter: ``servectl.host.Host`` builds the real ones for it. Outside the chain:
 ``servectl.testing`` (the fakes) may import anything and only tests import it; ``servectl.standin`` (the
 stand-in engine, also run inside its image) imports only ``errors``, ``profile.catalog`` and itself, and is
 imported from ``adapters`` up; ``servectl/__init__.py`` re-exports the public API (``host``'s ``Host`` and
 ``api.py``'s functions over it) only lazily, so ``import servectl`` stays light.
+
+A module inside a package never takes names from that package's face (its ``__init__``, or an ancestor's
+below ``servectl`` itself): ``from servectl.bench import BenchContext`` in ``bench/target.py`` goes through
+``bench/__init__``, which loads the modules that load ``bench/target.py``: an import loop. It imports from
+the defining module (``servectl.bench.model``) instead.
 
 Every import counts: module-level, inside functions, under ``TYPE_CHECKING`` and
 ``importlib.import_module("literal")``. ``from servectl.pkg import name`` resolves ``name`` through a
@@ -33,12 +38,12 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "paths", "redact", "lazy", "signals", "files"),
     ("profile",),
     ("plan",),
+    ("render",),
     ("adapters",),
     ("preflight",),
     ("service",),
     ("gateway",),
     ("bench",),
-    ("render",),
     ("host",),
     ("api",),
     ("cli", "__main__"),
@@ -189,6 +194,28 @@ def _why_not(module: str, imp: Import) -> str | None:
     return None if RANK[dst] <= RANK[src] else f"{src} may not import {dst} (a higher layer)"
 
 
+def face_imports(root: Path) -> list[str]:
+    """One line per import that takes a name from the face of a package the importing module is inside.
+
+    ``from servectl.pkg import submodule`` is fine (it loads the submodule); the root package is left out
+    (``from servectl import __version__``: every module is inside it, and it only re-exports lazily).
+    """
+    trees = {module_name(root, p): (p, ast.parse(p.read_text(encoding="utf-8"))) for p in sorted(root.rglob("*.py"))}
+    problems = []
+    for name, (path, tree) in trees.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for raw, names, line, _lazy in _raw_imports(tree, package):
+            if raw == root.name or not name.startswith(raw + "."):
+                continue
+            through_face = [n for n in names if f"{raw}.{n}" not in trees]
+            if through_face:
+                problems.append(
+                    f"{name}:{line}: takes {', '.join(through_face)} from its own package's face {raw}; "
+                    "import from the defining module"
+                )
+    return problems
+
+
 def cycles(graph: Mapping[str, list[Import]]) -> list[list[str]]:
     """Each group of modules that import one another in a ring (Tarjan's strongly connected components).
 
@@ -237,6 +264,34 @@ def test_servectl_imports_only_point_down_the_layers_and_have_no_cycles() -> Non
     graph = scan(SRC / "servectl")
     assert len(graph) > 50  # the scan found the package
     assert layering_problems(graph) == []
+
+
+def test_no_module_imports_through_its_own_package_face() -> None:
+    assert face_imports(SRC / "servectl") == []
+
+
+def test_the_face_check_reports_a_name_taken_from_the_own_package_only(tmp_path: Path) -> None:
+    pkg = tmp_path / "servectl"
+    files = {
+        "__init__.py": "__version__ = '1'\n",
+        "bench/__init__.py": '_EXPORTS = {"BenchContext": "servectl.bench.model"}\n',
+        "bench/model.py": "class BenchContext: ...\n",
+        "bench/target.py": "def f():\n    from servectl.bench import BenchContext\n",
+        "bench/runner.py": "from servectl import __version__\nfrom servectl.bench import model\nfrom . import target\n",
+        "bench/qualify/__init__.py": "",
+        "bench/qualify/gate.py": "from ..import BenchContext\nfrom servectl.bench.model import BenchContext\n",
+        "cli/__init__.py": "",
+        "cli/app.py": "from servectl.bench import BenchContext\n",
+    }
+    for rel, text in files.items():
+        (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / rel).write_text(text, encoding="utf-8")
+    assert face_imports(pkg) == [
+        "servectl.bench.qualify.gate:1: takes BenchContext from its own package's face servectl.bench; "
+        "import from the defining module",
+        "servectl.bench.target:2: takes BenchContext from its own package's face servectl.bench; "
+        "import from the defining module",
+    ]
 
 
 def test_the_check_reports_a_back_import_a_lazy_one_and_a_cycle(tmp_path: Path) -> None:

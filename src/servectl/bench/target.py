@@ -10,7 +10,7 @@ from servectl.errors import UsageError
 if TYPE_CHECKING:
     from servectl.adapters.docker import DockerEngine
     from servectl.adapters.gpu import GpuInventory
-    from servectl.bench import BenchContext
+    from servectl.bench.model import BenchContext
 
 
 @dataclass(frozen=True)
@@ -34,8 +34,8 @@ def bench_target(
         UsageError: the profile does not run, is not ready, or runs another plan than the profile now has
             (evidence of it would not match the profile).
     """
-    from servectl.bench import BenchContext
     from servectl.bench.manifest import host_facts
+    from servectl.bench.model import BenchContext
     from servectl.plan.resolve import resolve
     from servectl.service.services import services
 

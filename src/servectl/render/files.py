@@ -97,7 +97,9 @@ def render_text(loaded: LoadedProfile, *, target: Target, out_dir: Path, command
         RenderUnsupported: the profile cannot be expressed in ``target``.
         ProfileError: the profile cannot be compiled.
     """
-    from servectl.render import compose_notes, k8s_notes, render_compose, render_k8s, to_yaml
+    from servectl.render.compose import compose_notes, render_compose
+    from servectl.render.k8s import k8s_notes, render_k8s
+    from servectl.render.yaml_out import to_yaml
 
     project_dir = project_dir_of(loaded.file.path)
     source = _relative_source(loaded.file.path, project_dir)
@@ -196,7 +198,7 @@ def render_shipped(*, project_dir: Path | None = None, targets: Sequence[Target]
 
 def stale_generated_files(rendered: RenderSet, *, project_dir: Path, targets: Sequence[Target]) -> list[Path]:
     """Generated files in the target folders that no shipped profile produces any more."""
-    from servectl.render import GENERATED_MARK
+    from servectl.render.yaml_out import GENERATED_MARK
 
     keep = {f.path for f in rendered.files}
     stale = []

@@ -1,56 +1,12 @@
 """One module per gate; each exposes ``run(run: GateRun, spec) -> GateResult``.
 
 A gate never raises for what the server does (errors, bad answers): it records a failed case whose message
-names the case and the reason. :class:`GateRun` carries what every gate needs.
+names the case and the reason. :class:`GateRun` (in :mod:`.common`) carries what every gate needs; the gates
+import it from there, never through this package face.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from servectl.bench.qualify.gates.common import GateRun, clip, merged
 
-from servectl.adapters.sandbox import CodeSandbox
-from servectl.bench.qualify.client import QualifyClient
-from servectl.bench.qualify.model import CaseResult, QualifyProgressEvent, ServiceFacts
-
-
-@dataclass
-class GateRun:
-    """The shared state of one qualification run, as the gates see it."""
-
-    client: QualifyClient
-    facts: ServiceFacts
-    run_id: str
-    max_model_len: int | None
-    seed: int = 0
-    progress: Callable[[QualifyProgressEvent], None] | None = None
-    code_sandbox: CodeSandbox | None = None
-
-    def sandbox(self) -> CodeSandbox:
-        """Where the coding gate runs answers (the run's owner makes it; see :mod:`servectl.adapters.sandbox`)."""
-        if self.code_sandbox is None:
-            raise RuntimeError("this qualification run has no code sandbox")
-        return self.code_sandbox
-
-    def report(self, gate: str, done: int, total: int, case: CaseResult | None = None) -> None:
-        if self.progress is not None:
-            self.progress(QualifyProgressEvent(gate=gate, done=done, total=total, case=case.case if case else ""))
-
-
-def merged(*bodies: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Request fields merged left to right, nested mappings (``chat_template_kwargs``) merged too."""
-    out: dict[str, Any] = {}
-    for body in bodies:
-        for key, value in (body or {}).items():
-            if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
-                out[key] = {**out[key], **value}
-            else:
-                out[key] = value
-    return out
-
-
-def clip(text: str, limit: int = 80) -> str:
-    """``text`` on one line, cut to ``limit`` characters, for failure messages."""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+__all__ = ["GateRun", "clip", "merged"]

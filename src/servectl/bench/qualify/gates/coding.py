@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from servectl.adapters.sandbox import CodeSandbox, SandboxLimits, SandboxRun
-from servectl.bench.qualify.gates import GateRun, clip, merged
+from servectl.bench.qualify.gates.common import GateRun, clip, merged
 from servectl.bench.qualify.model import CaseResult, GateResult
 from servectl.bench.qualify.suite import CodingGate
 from servectl.errors import Problem, ProfileError

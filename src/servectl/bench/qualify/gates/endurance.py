@@ -10,7 +10,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
-from servectl.bench.qualify.gates import GateRun, merged
+from servectl.bench.qualify.gates.common import GateRun, merged
 from servectl.bench.qualify.model import CaseResult, GateResult
 from servectl.bench.qualify.suite import EnduranceGate
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from servectl.bench.model import Calibration, prompt_tolerance_tokens
 from servectl.bench.prompts import build_prompt, corrected_words, fit_calibration, probe_word_counts
-from servectl.bench.qualify.gates import GateRun, clip, merged
+from servectl.bench.qualify.gates.common import GateRun, clip, merged
 from servectl.bench.qualify.model import CaseResult, GateResult
 from servectl.bench.qualify.suite import LongContextGate
 

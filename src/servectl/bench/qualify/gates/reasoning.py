@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from servectl.bench.qualify.client import Exchange
-from servectl.bench.qualify.gates import GateRun, clip, merged
+from servectl.bench.qualify.gates.common import GateRun, clip, merged
 from servectl.bench.qualify.model import CaseResult, GateResult
 from servectl.bench.qualify.suite import ReasoningGate
 

@@ -9,7 +9,7 @@ suite's bounds (a tokenizer-free sanity check: English runs about 4 characters p
 from __future__ import annotations
 
 from servectl.bench.qualify.client import Exchange
-from servectl.bench.qualify.gates import GateRun, clip, merged
+from servectl.bench.qualify.gates.common import GateRun, clip, merged
 from servectl.bench.qualify.model import CaseResult, GateResult
 from servectl.bench.qualify.suite import SmokeGate
 

@@ -10,7 +10,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from servectl.bench.qualify.gates import GateRun, clip, merged
+from servectl.bench.qualify.gates.common import GateRun, clip, merged
 from servectl.bench.qualify.model import CaseResult, GateResult
 from servectl.bench.qualify.suite import StructuredGate
 

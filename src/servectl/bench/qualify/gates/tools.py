@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from servectl.bench.qualify.client import AssembledCall, Exchange
-from servectl.bench.qualify.gates import GateRun, clip, merged
+from servectl.bench.qualify.gates.common import GateRun, clip, merged
 from servectl.bench.qualify.gates.structured import schema_problem
 from servectl.bench.qualify.model import CaseResult, GateResult
 from servectl.bench.qualify.suite import ToolsGate

@@ -8,7 +8,7 @@ no cards in the profile) the gate is skipped.
 from __future__ import annotations
 
 from servectl.bench.model import CardFreeMemory
-from servectl.bench.qualify.gates import GateRun
+from servectl.bench.qualify.gates.common import GateRun
 from servectl.bench.qualify.model import CaseResult, GateResult
 from servectl.bench.qualify.suite import VramGate
 
