@@ -261,7 +261,8 @@ def test_concurrency_runs_simultaneous_streams_and_reports_round_throughput() ->
 def test_artifacts_hold_one_file_per_point_and_a_summary(tmp_path: Path) -> None:
     report = run(scripted(), settings(prompt_tokens=(4096, 16384), repeats=3))
     paths = write_artifacts(report, tmp_path / "evidence")
-    assert sorted(p.name for p in paths) == ["c1-p16384-r3.json", "c1-p4096-r3.json", "summary.json"]
+    names = ["artifact-manifest.json", "c1-p16384-r3.json", "c1-p4096-r3.json", "summary.json"]
+    assert sorted(p.name for p in paths) == names
     doc = json.loads((tmp_path / "evidence" / "c1-p4096-r3.json").read_text())
     assert doc["schema"] == "servectl.bench/v1" and doc["kind"] == "point"
     assert doc["request_settings"]["stream_options"] == {
