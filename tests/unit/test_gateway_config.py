@@ -156,3 +156,25 @@ def test_the_rate_limit_allows_a_minute_of_burst_then_one_per_interval() -> None
     now[0] = 20.0
     assert limiter.take("k", 3) == 0
     assert limiter.take("other", 3) == 0
+
+
+def test_the_gateway_container_sees_the_state_profiles_and_file_at_the_hosts_paths(tmp_path: Path) -> None:
+    from servectl.gateway.container import CONFIG_IN_CONTAINER, gateway_spec
+
+    home, profiles = tmp_path / "home", tmp_path / "profiles"
+    profiles.mkdir()
+    (tmp_path / "gw.yaml").write_text("listen: 127.0.0.1:9000\nswap: {drain_s: 10}\n")
+    env = {"SERVECTL_HOME": str(home), "SERVECTL_PROFILES": str(profiles)}
+    spec = gateway_spec(image="img:1", config_file=tmp_path / "gw.yaml", environ=env, scope={"t": "1"})
+    mounts = {(m.source, m.target, m.read_only) for m in spec.mounts}
+    assert (str(home), str(home), False) in mounts  # keys, admin socket, history: the host's own files
+    assert (str(tmp_path / "gw.yaml"), CONFIG_IN_CONTAINER, True) in mounts
+    assert ("/var/run/docker.sock", "/var/run/docker.sock", False) in mounts
+    assert spec.command == ("gateway", "run", "--config", CONFIG_IN_CONTAINER)
+    assert (str(profiles), str(profiles), True) in mounts
+    assert dict(spec.environment)["SERVECTL_HOME"] == str(home)
+    assert dict(spec.environment)["SERVECTL_PROFILES"] == str(profiles)
+    assert (spec.network_mode, spec.restart_policy, spec.device_ids) == ("host", "unless-stopped", ())
+    assert spec.labels["servectl.gateway"] == "1" and spec.labels["t"] == "1"
+    assert "servectl.managed" not in spec.labels  # not a service: status lists it apart
+    assert spec.stop_timeout_s == 15

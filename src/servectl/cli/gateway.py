@@ -18,6 +18,10 @@ ConfigOption = Annotated[
 def register(app: typer.Typer) -> None:
     gateway = typer.Typer(help="One authenticated, alias-routed OpenAI-compatible endpoint that outlives swaps.")
     gateway.command("run")(run_command)
+    gateway.command("up")(up_command)
+    gateway.command("down")(down_command)
+    gateway.command("status")(status_command)
+    gateway.command("logs")(logs_command)
     keys = typer.Typer(help="Gateway keys (the key file keeps SHA-256 digests, never the keys).")
     keys.command("create")(keys_create_command)
     keys.command("list")(keys_list_command)
@@ -99,3 +103,63 @@ def keys_revoke_command(
 
     revoke_key(_keys_path(config), name=name)
     typer.echo(f"revoked {name}")
+
+
+def up_command(
+    config: ConfigOption = None,
+    wait_s: Annotated[float, typer.Option("--wait", help="seconds to wait for it to answer")] = 60.0,
+) -> None:
+    """Run the gateway as a container (restart policy unless-stopped; image built here from this servectl)."""
+    from servectl.gateway.container import gateway_lines, gateway_up
+    from servectl.host import from_env
+
+    with from_env() as host:
+        started = gateway_up(docker=host.docker, config_file=config, environ=host.environ, wait_s=wait_s)
+    typer.echo(f"gateway container {started.container_id[:12]} ({started.image}) {started.state}")
+    for line in gateway_lines(started.live) if started.live else []:
+        typer.echo(line)
+
+
+def down_command() -> None:
+    """Stop the gateway container (requests in flight drain first) and remove it."""
+    from servectl.gateway.container import gateway_down
+    from servectl.host import from_env
+
+    with from_env() as host:
+        stopped = gateway_down(docker=host.docker, environ=host.environ)
+    typer.echo("no gateway container" if stopped is None else f"stopped gateway container {stopped.container_id[:12]}")
+
+
+def status_command(
+    as_json: Annotated[bool, typer.Option("--json", help="print the container and live state as JSON")] = False,
+) -> None:
+    """The gateway: its container (if any) and, from the running gateway, each alias -> profile -> state."""
+    from servectl.gateway.container import gateway_lines, gateway_live, gateway_status
+    from servectl.host import from_env
+
+    with from_env() as host:
+        container = gateway_status(docker=host.docker, environ=host.environ)
+        live = container.live if container is not None else gateway_live(host.environ)
+    if as_json:
+        typer.echo(json.dumps({"container": container.to_dict() if container else None, "live": live}, indent=2))
+        return
+    if container is not None:
+        typer.echo(f"gateway container {container.container_id[:12]} ({container.image}) {container.state}")
+    if live is None:
+        typer.echo("no gateway answers on this host" + ("" if container else "; start one: servectl gateway up"))
+        raise typer.Exit(1)
+    for line in gateway_lines(live):
+        typer.echo(line)
+
+
+def logs_command(
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="keep printing new lines")] = False,
+    tail: Annotated[int | None, typer.Option("--tail", help="only the last N lines")] = None,
+) -> None:
+    """The gateway container's log: one line per request (alias, key name, status, times; never keys or text)."""
+    from servectl.gateway.container import gateway_logs
+    from servectl.host import from_env
+
+    with from_env() as host:
+        for line in gateway_logs(docker=host.docker, follow=follow, tail=tail, environ=host.environ):
+            typer.echo(line)

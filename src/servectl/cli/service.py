@@ -175,11 +175,16 @@ def status_command(
         typer.echo(f"note: {note}")
     if not found:
         typer.echo("no servectl services")
-        return
-    from rich.console import Console
+    else:
+        from rich.console import Console
 
-    console = Console(highlight=False)
-    console.print(status_table(found, width=console.width))
+        console = Console(highlight=False)
+        console.print(status_table(found, width=console.width))
+    from servectl.gateway.container import gateway_lines, gateway_live
+
+    live = gateway_live()
+    for line in gateway_lines(live) if live else []:
+        typer.echo(line)
 
 
 def _watch_status(interval_s: float) -> None:

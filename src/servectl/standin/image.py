@@ -28,7 +28,7 @@ import sys
 import sysconfig
 import tarfile
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -294,8 +294,13 @@ class _RootfsWriter:
         self.tar.close()
 
 
-def write_rootfs(fileobj: BinaryIO, runtime: PythonRuntime | None = None) -> list[str]:
+def write_rootfs(
+    fileobj: BinaryIO, runtime: PythonRuntime | None = None, *, extra_files: Sequence[tuple[str, Path]] = ()
+) -> list[str]:
     """Write the image's root filesystem as a tar to ``fileobj``; return the library folders (for LD path).
+
+    ``extra_files`` (``(path in image, host file)``) go in too, with the libraries their ``.so`` files load
+    (the gateway image adds servectl and its dependencies this way).
 
     Raises:
         ServectlError: ``ldd`` is missing or the interpreter's own libraries cannot all be found.
@@ -304,7 +309,8 @@ def write_rootfs(fileobj: BinaryIO, runtime: PythonRuntime | None = None) -> lis
     version = runtime.version
     stdlib_in_image = f"{PREFIX}/{runtime.platlibdir}/python{version}"
     extensions = sorted(p for p in runtime.dynload_dir.glob("*.so") if not _SKIP_EXTENSIONS.match(p.name))
-    deps = _ldd([runtime.executable, *extensions])
+    extra_objects = [source for _, source in extra_files if source.name.endswith(".so") or ".so." in source.name]
+    deps = _ldd([runtime.executable, *extensions, *extra_objects])
     exe_libs, exe_complete = deps[runtime.executable]
     if not exe_complete:
         from servectl.errors import ServectlError
@@ -317,6 +323,8 @@ def write_rootfs(fileobj: BinaryIO, runtime: PythonRuntime | None = None) -> lis
         if complete:  # an extension whose libraries are missing here would not import in the image either
             kept_extensions.append(ext)
             libraries |= libs
+    for obj in extra_objects:  # libraries bundled beside a wheel's module (``*.libs``) are copied as its files
+        libraries |= {lib for lib in deps.get(obj, (set(), False))[0] if ".libs/" not in str(lib)}
 
     writer = _RootfsWriter(fileobj)
     # /root is readable: the interpreter's libraries may live under it (pyenv), and the coding sandbox
@@ -343,6 +351,8 @@ def write_rootfs(fileobj: BinaryIO, runtime: PythonRuntime | None = None) -> lis
         writer.data(path, content)
         if path.endswith(".py"):
             writer.data(*_bytecode(path, content))
+    for path, source in extra_files:
+        writer.file(path, source)
     writer.close()
     return sorted({str(lib.parent) for lib in libraries})
 

@@ -1,0 +1,252 @@
+"""``servectl gateway up|down|status|logs``: the gateway as a servectl-managed container.
+
+The container (``servectl-gateway``, restart policy ``unless-stopped``) runs ``servectl gateway run`` from
+an image built here (:mod:`servectl.gateway.image`) on the host network, so it listens on the host's
+address and reaches the engines' published ports. It sees what the host's servectl sees, at the same paths:
+the state folder (keys, the admin socket, the history with startup times) read-write, the user's profiles
+and the gateway file read-only, and the Docker socket to list the services. Nothing lives only in the
+container: killed (even ``-9``) and restarted, it loses no configuration and no key.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from servectl.errors import ServectlError, StartupFailed, UsageError
+
+if TYPE_CHECKING:
+    from servectl.adapters.docker import ContainerState, DockerEngine
+
+CONTAINER_NAME = "servectl-gateway"
+LABEL_GATEWAY = "servectl.gateway"
+CONFIG_IN_CONTAINER = "/etc/servectl/gateway.yaml"
+DOCKER_SOCKET = "/var/run/docker.sock"
+
+
+@dataclass(frozen=True)
+class GatewayContainer:
+    """The gateway container and what the running gateway says of itself (None when it does not answer)."""
+
+    container_id: str
+    state: str  # Docker's: running, restarting, exited, ...
+    image: str
+    listen: str
+    started_at: float | None
+    live: dict[str, Any] | None  # the admin channel's status document: aliases -> profile and state, holds
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "container_id": self.container_id,
+            "state": self.state,
+            "image": self.image,
+            "listen": self.listen,
+            "started_at": self.started_at,
+            "live": self.live,
+        }
+
+
+def container_name(environ: Mapping[str, str] | None = None) -> str:
+    """``servectl-gateway``, or ``$SERVECTL_GATEWAY_CONTAINER`` (one host, several gateways: tests)."""
+    return (os.environ if environ is None else environ).get("SERVECTL_GATEWAY_CONTAINER") or CONTAINER_NAME
+
+
+def _find(docker: DockerEngine, environ: Mapping[str, str] | None = None) -> ContainerState | None:
+    name = container_name(environ)
+    found = [c for c in docker.containers_named(name) if c.labels.get(LABEL_GATEWAY) == "1" and c.name == name]
+    return found[0] if found else None
+
+
+def _docker_socket(environ: Mapping[str, str]) -> str:
+    host = environ.get("DOCKER_HOST", "")
+    if host and not host.startswith("unix://"):
+        raise UsageError(f"DOCKER_HOST={host}: the gateway container needs the engine's unix socket; unset it")
+    return host.removeprefix("unix://") or DOCKER_SOCKET
+
+
+def gateway_spec(
+    *,
+    image: str,
+    config_file: Path | None,
+    environ: Mapping[str, str],
+    scope: Mapping[str, str] | None = None,
+) -> Any:
+    """The ``DockerRunSpec`` of the gateway container. Reads the file system (what exists), starts nothing."""
+    from servectl.gateway.config import default_config_file, load_gateway_config
+    from servectl.paths import state_dir, user_profiles_dir
+    from servectl.plan.compile import DockerRunSpec, MountPlan
+
+    config = load_gateway_config(config_file, environ=environ)
+    state = state_dir(environ).resolve()
+    state.mkdir(parents=True, exist_ok=True)
+    mounts = [MountPlan(str(state), str(state), False)]
+    profiles = user_profiles_dir(environ)
+    if profiles.is_dir() and profiles.resolve() != state / "profiles":
+        mounts.append(MountPlan(str(profiles.resolve()), str(state / "profiles"), True))
+    environment = [("SERVECTL_HOME", str(state)), ("DOCKER_HOST", f"unix://{DOCKER_SOCKET}")]
+    extra = [Path(p).resolve() for p in environ.get("SERVECTL_PROFILES", "").split(os.pathsep) if p]
+    if extra:  # profile folders named for this servectl: the same, read-only, at the same paths
+        mounts += [MountPlan(str(p), str(p), True) for p in extra if p.is_dir()]
+        environment.append(("SERVECTL_PROFILES", os.pathsep.join(str(p) for p in extra)))
+    command = ["gateway", "run"]
+    file = config_file or default_config_file(environ)
+    if file.exists():
+        mounts.append(MountPlan(str(file.resolve()), CONFIG_IN_CONTAINER, True))
+        command += ["--config", CONFIG_IN_CONTAINER]
+    if config.keys_file:
+        keys_dir = config.keys_path(environ).parent.resolve()
+        keys_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        mounts.append(MountPlan(str(keys_dir), str(keys_dir), False))
+    socket_path = _docker_socket(environ)
+    mounts.append(MountPlan(socket_path, DOCKER_SOCKET, False))
+    return DockerRunSpec(
+        image=image,
+        name=container_name(environ),
+        command=tuple(command),
+        labels={
+            LABEL_GATEWAY: "1",
+            "servectl.gateway.listen": config.listen,
+            "servectl.gateway.drain_s": str(int(config.swap.drain_s) + 5),
+            **(scope or {}),
+        },
+        environment=tuple(environment),
+        device_ids=(),
+        ipc_mode=None,
+        shm_size=None,
+        ulimits=(),
+        network_mode="host",
+        ports=(),
+        mounts=tuple(mounts),
+        stop_timeout_s=int(config.swap.drain_s) + 5,
+        init=True,
+        restart_policy="unless-stopped",
+    )
+
+
+def gateway_up(
+    *,
+    docker: DockerEngine,
+    config_file: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    scope: Mapping[str, str] | None = None,
+    image: str | None = None,
+    wait_s: float = 60.0,
+    build: Callable[[], str] | None = None,
+) -> GatewayContainer:
+    """Start the gateway container (building its image when needed) and wait until it answers.
+
+    Replaces a stopped gateway container; a running one stays (``gateway down`` first to change it).
+
+    Raises:
+        ProfileError: the gateway file is invalid. StartupFailed: it exited or did not answer in ``wait_s``.
+    """
+    from servectl.gateway.image import build_gateway_image
+
+    env = dict(os.environ if environ is None else environ)
+    existing = _find(docker, env)
+    if existing is not None and existing.running:
+        return gateway_status(docker=docker, environ=env) or _describe(existing, None)
+    spec = gateway_spec(image=image or "", config_file=config_file, environ=env, scope=scope)
+    if existing is not None:
+        docker.remove(existing.id, force=True)
+    if not image:
+        from dataclasses import replace
+
+        spec = replace(spec, image=(build or build_gateway_image)())
+    container_id = docker.create_and_start(spec, environ=env)
+    return _wait_answering(docker, container_id, env, wait_s)
+
+
+def _wait_answering(
+    docker: DockerEngine, container_id: str, environ: Mapping[str, str], wait_s: float
+) -> GatewayContainer:
+    """Wait until the gateway answers on its admin socket; a container that exits or restarts is removed and
+    its last log line says why."""
+    from servectl.adapters.gateway_admin import gateway_status as ask
+    from servectl.paths import state_dir
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        state = docker.inspect(container_id)
+        failed = state is None or not state.running or state.status == "restarting"
+        if not failed and (live := ask(state_dir(environ))) is not None:
+            assert state is not None
+            return _describe(state, live)
+        if failed or time.monotonic() > deadline:
+            lines = [ln.strip() for ln in docker.logs(container_id, follow=False, tail=20)] if state else []
+            errors = [ln for ln in lines if ln.startswith("error:")] or lines
+            docker.remove(container_id, force=True)
+            why = errors[-1] if errors else ("no output" if failed else f"no answer within {wait_s:g} s")
+            raise StartupFailed(f"the gateway container did not start: {why}")
+        time.sleep(0.2)
+
+
+def _describe(state: ContainerState, live: dict[str, Any] | None) -> GatewayContainer:
+    return GatewayContainer(
+        container_id=state.id,
+        state=state.status,
+        image=state.image,
+        listen=state.labels.get("servectl.gateway.listen", ""),
+        started_at=state.started_at,
+        live=live,
+    )
+
+
+def gateway_status(*, docker: DockerEngine, environ: Mapping[str, str] | None = None) -> GatewayContainer | None:
+    """The gateway container and what it says of itself; None when there is no gateway container."""
+    from servectl.adapters.gateway_admin import gateway_status as ask
+    from servectl.paths import state_dir
+
+    state = _find(docker, environ)
+    if state is None:
+        return None
+    return _describe(state, ask(state_dir(environ)) if state.running else None)
+
+
+def gateway_live(environ: Mapping[str, str] | None = None) -> dict[str, Any] | None:
+    """What the gateway running on this host (container or ``gateway run``) says of itself; None: none runs."""
+    from servectl.adapters.gateway_admin import gateway_status as ask
+    from servectl.paths import state_dir
+
+    return ask(state_dir(environ))
+
+
+def gateway_lines(live: Mapping[str, Any]) -> list[str]:
+    """``servectl status``'s gateway section: the address, then each alias -> profile -> state."""
+    lines = [f"gateway http://{live.get('listen', '?')} (pid {live.get('pid', '?')})"]
+    for alias, row in sorted((live.get("aliases") or {}).items()):
+        lines.append(
+            f"  {alias} -> {row.get('profile') or ' | '.join(row.get('profiles') or [])} -> {row.get('state')}"
+        )
+    if live.get("services_error"):
+        lines.append(f"  cannot list the services: {live['services_error']}")
+    return lines
+
+
+def gateway_down(*, docker: DockerEngine, environ: Mapping[str, str] | None = None) -> GatewayContainer | None:
+    """Stop the gateway (it drains first, up to ``swap.drain_s``) and remove its container; None when none."""
+    state = _find(docker, environ)
+    if state is None:
+        return None
+    if state.running:
+        docker.stop(state.id, timeout_s=int(state.labels.get("servectl.gateway.drain_s", "35") or 35))
+    docker.remove(state.id, force=True)
+    return _describe(state, None)
+
+
+def gateway_logs(
+    *, docker: DockerEngine, follow: bool = False, tail: int | None = None, environ: Mapping[str, str] | None = None
+) -> Iterator[str]:
+    """The gateway container's log lines (one per request: alias, key name, status, times; never a key).
+
+    Raises:
+        ServectlError: no gateway container.
+    """
+    state = _find(docker, environ)
+    if state is None:
+        raise ServectlError("no gateway container; start one: servectl gateway up")
+    return iter(docker.logs(state.id, follow=follow, tail=tail))

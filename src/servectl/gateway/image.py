@@ -1,0 +1,136 @@
+"""The gateway's container image, built locally from the servectl that runs this (no registry, no Dockerfile).
+
+The root filesystem is the stand-in's (this interpreter, its libraries and standard library: see
+:func:`servectl.standin.image.write_rootfs`) plus this servectl package and the installed distributions the
+gateway imports (aiohttp, pydantic, the Docker SDK, httpx, typer and what they require), copied file by file
+from their install records. The tag is a hash of all of it, so a changed servectl or dependency builds anew.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import re
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from servectl.errors import EngineUnavailable, ServectlError
+
+IMAGE_REPOSITORY = "servectl-gateway"
+IMAGE_LABEL = "servectl.gateway-image"
+APP_DIR = "/opt/servectl"
+#: What ``python -m servectl gateway run`` imports, as distribution names (their requirements follow).
+ROOT_DISTRIBUTIONS = ("aiohttp", "pydantic", "PyYAML", "platformdirs", "docker", "httpx", "typer", "rich", "psutil")
+_REQUIREMENT_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
+
+
+def _closure(roots: tuple[str, ...]) -> list[importlib.metadata.Distribution]:
+    """The installed distributions ``roots`` need (requirements behind an ``extra`` left out)."""
+    seen: dict[str, importlib.metadata.Distribution] = {}
+    todo = list(roots)
+    while todo:
+        name = todo.pop()
+        key = re.sub(r"[-_.]+", "-", name).lower()
+        if key in seen:
+            continue
+        try:
+            dist = importlib.metadata.distribution(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue  # a requirement for another platform or Python
+        seen[key] = dist
+        for requirement in dist.requires or []:
+            if "extra ==" in requirement.partition(";")[2]:
+                continue
+            match = _REQUIREMENT_NAME.match(requirement)
+            if match:
+                todo.append(match.group(1))
+    return [seen[k] for k in sorted(seen)]
+
+
+def image_files() -> list[tuple[str, Path]]:
+    """``(path in image, host file)`` for servectl and every distribution it needs to run the gateway."""
+    package = Path(__file__).resolve().parents[1]
+    files = [
+        (f"{APP_DIR}/servectl/{p.relative_to(package).as_posix()}", p)
+        for p in sorted(package.rglob("*"))
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
+    ]
+    for dist in _closure(ROOT_DISTRIBUTIONS):
+        for record in dist.files or []:
+            if record.parts[0] == ".." or "__pycache__" in record.parts or record.suffix == ".pyc":
+                continue  # scripts installed outside site-packages, bytecode
+            source = Path(str(dist.locate_file(record)))
+            if source.is_file():
+                files.append((f"{APP_DIR}/site-packages/{record.as_posix()}", source))
+    return files
+
+
+def gateway_image_ref(files: list[tuple[str, Path]] | None = None) -> str:
+    """``servectl-gateway:<12 hex digits>``: a hash of the interpreter and every file that goes in."""
+    digest = hashlib.sha256(f"python={sys.version}\nexe={Path(sys.executable).resolve()}\n".encode())
+    for path, source in files if files is not None else image_files():
+        digest.update(path.encode() + b"\0" + hashlib.sha256(source.read_bytes()).digest())
+    return f"{IMAGE_REPOSITORY}:{digest.hexdigest()[:12]}"
+
+
+def build_gateway_image(*, force: bool = False, docker_client: Any = None) -> str:
+    """Build (or find) the gateway image and return its reference.
+
+    Raises:
+        EngineUnavailable: no Docker engine answers. ServectlError: the engine refused the import.
+    """
+    from servectl.standin.image import PREFIX, host_python, write_rootfs
+
+    client = docker_client if docker_client is not None else _client()
+    files = image_files()
+    ref = gateway_image_ref(files)
+    repository, _, tag = ref.partition(":")
+    if not force and _exists(client, ref):
+        return ref
+    with tempfile.TemporaryFile() as rootfs:
+        lib_dirs = write_rootfs(rootfs, host_python(), extra_files=files)
+        rootfs.seek(0)
+        changes = [
+            'ENTRYPOINT ["python3", "-m", "servectl"]',
+            'CMD ["gateway", "run"]',
+            "ENV PATH=/usr/local/bin:/usr/bin:/bin",
+            f"ENV PYTHONHOME={PREFIX}",
+            f"ENV PYTHONPATH={APP_DIR}:{APP_DIR}/site-packages",
+            f"ENV LD_LIBRARY_PATH={':'.join(lib_dirs)}",
+            "ENV PYTHONUNBUFFERED=1",
+            "ENV LANG=C.UTF-8",
+            "WORKDIR /",
+            f"LABEL {IMAGE_LABEL}=1",
+        ]
+        try:
+            client.api.import_image(src=rootfs, repository=repository, tag=tag, changes=changes)
+        except Exception as err:  # the SDK raises several types for a refused import
+            raise ServectlError(f"the Docker engine refused the gateway image {ref}: {err}") from err
+    if not _exists(client, ref):
+        raise ServectlError(f"the Docker engine did not create the gateway image {ref}")
+    return ref
+
+
+def _client() -> Any:
+    try:
+        import docker  # type: ignore[import-untyped]  # docker-py ships no type information
+
+        client = docker.from_env()
+        client.ping()
+    except Exception as err:  # the SDK raises several unrelated types when no engine answers
+        raise EngineUnavailable(
+            f"cannot reach the Docker engine to build the gateway image: {err}; start it or set DOCKER_HOST"
+        ) from err
+    return client
+
+
+def _exists(client: Any, ref: str) -> bool:
+    import docker.errors  # type: ignore[import-untyped]  # docker-py ships no type information
+
+    try:
+        client.images.get(ref)
+    except docker.errors.ImageNotFound:
+        return False
+    return True

@@ -1,0 +1,264 @@
+"""servectl gateway on the real Docker engine: the gateway container in front of stand-in services.
+
+One module-scoped world (two profiles of the stand-in on one port, a gateway container with alias ``chat``
+spanning both, a key): the README's production story (an openai-SDK client loops through the gateway while
+``servectl swap`` goes back and forth, and no request fails), then the faults of issue 21. Every container
+carries this session's label and a name of its own; the teardown removes them, passed or failed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+import yaml
+
+from servectl.standin.process import free_port
+
+pytestmark = pytest.mark.integration
+
+SESSION_LABEL = "servectl.test-session"
+REPO = Path(__file__).resolve().parents[2]
+
+
+class World:
+    """Profiles, state folder, gateway file and key of this module; helpers to run servectl as a user does."""
+
+    def __init__(self, tmp: Path, client: Any, image: str, session: str) -> None:
+        self.client = client
+        self.tid = uuid.uuid4().hex[:8]
+        self.labels = {SESSION_LABEL: session, "servectl.test-gateway": self.tid}
+        self.port, self.gw_port = free_port(), free_port()
+        self.profiles, self.home, self.tmp = tmp / "profiles", tmp / "home", tmp
+        self.profiles.mkdir()
+        self.a, self.b = f"gw{self.tid}-a", f"gw{self.tid}-b"
+        self.gateway_name = f"servectl-gateway-{self.tid}"
+        for name, other in ((self.a, self.b), (self.b, self.a)):
+            doc = {
+                "name": name,
+                "extends": "demo",
+                "rollback": other,
+                "image": {"ref": image},
+                "model": {"served_name": name},
+                "serve": {"port": self.port},
+                "engine": {
+                    "env": {"STANDIN_STARTUP_DELAY_S": "0.5", "STANDIN_TOKEN_RATE": "400", "STANDIN_CHUNK_TOKENS": "2"}
+                },
+                "container": {"name": f"gwtest-{self.tid}-{name}", "labels": self.labels, "stop_grace_s": 2},
+                "health": {"startup_timeout_s": 60, "stall_timeout_s": 30},
+            }
+            (self.profiles / f"{name}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+        self.config = tmp / "gateway.yaml"
+        self.config.write_text(
+            yaml.safe_dump(
+                {
+                    "listen": f"127.0.0.1:{self.gw_port}",
+                    "aliases": {"chat": [self.a, self.b]},
+                    "limits": {"max_body_bytes": 65536, "header_timeout_s": 2, "body_timeout_s": 2},
+                    "swap": {"drain_s": 10, "hold_s": 60},
+                }
+            )
+        )
+        self.url = f"http://127.0.0.1:{self.gw_port}"
+        self.key = ""
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {
+            **os.environ,
+            "PYTHONPATH": str(REPO / "src"),
+            "SERVECTL_PROFILES": str(self.profiles),
+            "SERVECTL_HOME": str(self.home),
+            "SERVECTL_GATEWAY_CONTAINER": self.gateway_name,
+        }
+
+    def servectl(self, *args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "servectl", *args], env=self.env, cwd=self.tmp, text=True,
+                              capture_output=True, timeout=timeout, check=False)  # fmt: skip
+
+    def ok(self, *args: str) -> str:
+        result = self.servectl(*args)
+        assert result.returncode == 0, f"servectl {' '.join(args)}: {result.stderr}"
+        return result.stdout
+
+    def gateway_pid(self) -> int:
+        """The host pid of the gateway's Python process (the container's init is its parent)."""
+        top = self.client.containers.get(self.gateway_name).top(ps_args="-o pid,args")
+        return next(int(row[0]) for row in top["Processes"] if "gateway" in row[-1] and "python" in row[-1])
+
+    def sdk(self, key: str | None = None) -> openai.OpenAI:
+        return openai.OpenAI(base_url=self.url + "/v1", api_key=key or self.key, max_retries=0, timeout=60)
+
+    def cleanup(self) -> None:
+        for c in self.client.containers.list(all=True, filters={"label": f"servectl.test-gateway={self.tid}"}):
+            with contextlib.suppress(Exception):
+                c.remove(force=True)
+        with contextlib.suppress(Exception):
+            self.client.containers.get(self.gateway_name).remove(force=True)
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory, docker_client: Any, standin_image: str,
+          test_session_id: str) -> Iterator[World]:  # fmt: skip
+    w = World(tmp_path_factory.mktemp("gateway"), docker_client, standin_image, test_session_id)
+    try:
+        w.ok("up", w.a)
+        w.key = w.ok("gateway", "keys", "create", "laptop", "--alias", "chat").strip()
+        up = w.ok("gateway", "up", "--config", str(w.config))
+        assert f"gateway http://127.0.0.1:{w.gw_port}" in up and f"chat -> {w.a} -> ready" in up, up
+        yield w
+    finally:
+        w.cleanup()
+
+
+def _chat(sdk: openai.OpenAI, *, stream: bool, max_tokens: int = 24) -> str:
+    messages = [{"role": "user", "content": "Say something."}]
+    if not stream:
+        answer = sdk.chat.completions.create(model="chat", messages=messages, max_tokens=max_tokens)  # type: ignore[arg-type]
+        assert answer.model == "chat" and answer.usage is not None and answer.usage.completion_tokens == max_tokens
+        return answer.choices[0].message.content or ""
+    chunks = list(sdk.chat.completions.create(model="chat", messages=messages, max_tokens=max_tokens, stream=True,  # type: ignore[arg-type]
+                                              stream_options={"include_usage": True}))  # fmt: skip
+    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == max_tokens
+    return "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+
+
+def test_bad_requests_get_413_400_404_401_and_slow_clients_are_cut(world: World) -> None:
+    headers = {"Authorization": f"Bearer {world.key}"}
+    big = httpx.post(world.url + "/v1/chat/completions", headers=headers, content=b"{" + b" " * 70000 + b"}")
+    assert big.status_code == 413
+    bad = httpx.post(world.url + "/v1/chat/completions", headers=headers, content=b"model=chat")
+    assert bad.status_code == 400 and "not JSON" in bad.json()["error"]["message"]
+    unknown = httpx.post(world.url + "/v1/chat/completions", headers=headers, json={"model": "gpt-5"})
+    assert unknown.status_code == 404 and unknown.json()["error"]["message"] == "no alias 'gpt-5'; aliases: chat"
+    assert httpx.get(world.url + "/v1/models").status_code == 401
+    with socket.create_connection(("127.0.0.1", world.gw_port), timeout=10) as sock:
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n")  # and never the rest
+        t0 = time.monotonic()
+        assert sock.recv(100) == b"" and time.monotonic() - t0 < 5
+    with socket.create_connection(("127.0.0.1", world.gw_port), timeout=10) as sock:
+        sock.sendall(f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {world.key}\r\n"
+                     "Content-Length: 50\r\n\r\n{".encode())  # fmt: skip
+        assert sock.recv(100).startswith(b"HTTP/1.1 408")
+
+
+def _engine(world: World) -> Any:
+    (container,) = [c for c in world.client.containers.list(filters={"label": f"servectl.test-gateway={world.tid}"})
+                    if not c.name.startswith("servectl-gateway")]  # fmt: skip
+    return container
+
+
+def _decode_lines(container: Any) -> int:
+    return container.logs().decode().count("Decode batch")
+
+
+def test_a_client_leaving_mid_stream_stops_the_engine_generating(world: World) -> None:
+    engine = _engine(world)
+    body = {"model": "chat", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 20000, "stream": True}
+    with httpx.stream("POST", world.url + "/v1/chat/completions", json=body,
+                      headers={"Authorization": f"Bearer {world.key}"}, timeout=30) as response:  # fmt: skip
+        assert response.status_code == 200
+        start = _decode_lines(engine)
+        for n, _ in enumerate(response.iter_lines()):
+            if n > 200:
+                break
+        assert _decode_lines(engine) > start  # it was generating
+    time.sleep(1.0)
+    before = _decode_lines(engine)
+    time.sleep(1.5)  # 600 tokens' time at 400 tok/s: a generating engine logs a decode batch every 40 chunks
+    assert _decode_lines(engine) == before
+
+
+def test_the_engine_dying_mid_stream_gives_the_client_an_error_event_and_a_closed_stream(world: World) -> None:
+    engine = _engine(world)
+    sdk = world.sdk()
+    stream = sdk.chat.completions.create(model="chat", messages=[{"role": "user", "content": "hi"}],
+                                         max_tokens=20000, stream=True)  # fmt: skip
+    it = iter(stream)
+    next(it)
+    engine.kill(signal="SIGKILL")
+    t0 = time.monotonic()
+    with pytest.raises(openai.APIError, match="failed mid-answer"):
+        for _ in it:
+            pass
+    assert time.monotonic() - t0 < 10
+    world.ok("down", world.b if world.b in engine.name else world.a)
+    world.ok("up", world.a)
+
+
+def _fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def _rss_mb(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/status").read_text().split("VmRSS:")[1].split()
+    return int(fields[0]) / 1024
+
+
+def test_random_faults_leave_no_open_files_and_flat_memory(world: World) -> None:
+    n = int(os.environ.get("SERVECTL_GATEWAY_FAULT_REQUESTS", "400"))
+    rng = random.Random(21)
+    pid = world.gateway_pid()
+    headers = {"Authorization": f"Bearer {world.key}"}
+    body = {"model": "chat", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}
+
+    def one(kind: str) -> None:
+        if kind == "ok":
+            assert httpx.post(world.url + "/v1/chat/completions", json=body, headers=headers).status_code == 200
+        elif kind == "bad-key":
+            assert httpx.post(world.url + "/v1/chat/completions", json=body,
+                              headers={"x-api-key": "sk-servectl-nope"}).status_code == 401  # fmt: skip
+        elif kind == "unknown-alias":
+            assert httpx.post(world.url + "/v1/chat/completions", json={**body, "model": "x"},
+                              headers=headers).status_code == 404  # fmt: skip
+        else:  # a client that leaves mid-stream
+            with httpx.stream("POST", world.url + "/v1/chat/completions", headers=headers,
+                              json={**body, "max_tokens": 2000, "stream": True}) as r:  # fmt: skip
+                next(r.iter_lines())
+
+    for _ in range(40):  # warm up: pools, caches, the allocator
+        one(rng.choice(["ok", "bad-key", "unknown-alias", "leave"]))
+    time.sleep(0.5)
+    fds0, rss0 = _fds(pid), _rss_mb(pid)
+    kinds = [rng.choice(["ok", "bad-key", "unknown-alias", "leave"]) for _ in range(n)]
+    for kind in kinds:
+        one(kind)
+    time.sleep(2.5)  # connections to the engine of abandoned streams close
+    assert _fds(pid) <= fds0 + 2, (fds0, _fds(pid))
+    assert _rss_mb(pid) <= rss0 + 10, (rss0, _rss_mb(pid))
+    metrics = httpx.get(world.url + "/metrics").text
+    assert 'servectl_gateway_in_flight{alias="chat"} 0' in metrics
+
+
+def test_the_gateway_killed_with_sigkill_comes_back_with_its_configuration_and_keys(world: World) -> None:
+    pid = world.gateway_pid()
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while True:
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(world.url + "/healthz", timeout=1).status_code == 200:
+                break
+        assert time.monotonic() < deadline, "the restart policy did not bring the gateway back"
+        time.sleep(0.3)
+    assert world.gateway_pid() != pid
+    assert [m.id for m in world.sdk().models.list()] == ["chat"]  # the same key, the same aliases
+    assert _chat(world.sdk(), stream=True)
+    status = json.loads(world.ok("gateway", "status", "--json"))
+    assert status["live"]["aliases"]["chat"]["state"] == "ready"
+    down = world.ok("gateway", "down")
+    assert down.startswith("stopped gateway container")
+    assert world.servectl("gateway", "status").returncode == 1
