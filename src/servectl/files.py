@@ -26,7 +26,7 @@ import os
 import stat
 from pathlib import Path
 
-__all__ = ["FileRefused", "read_bounded", "read_text_bounded"]
+__all__ = ["FileRefused", "kind_of", "read_bounded", "read_text_bounded"]
 
 
 class FileRefused(Exception):
@@ -43,7 +43,10 @@ class FileRefused(Exception):
         self.reason = reason
 
 
-def _kind(mode: int) -> str:
+def kind_of(mode: int) -> str:
+    """What an ``st_mode`` is, in words: "a folder", "a FIFO (named pipe)", "a regular file"..."""
+    if stat.S_ISREG(mode):
+        return "a regular file"
     if stat.S_ISDIR(mode):
         return "a folder"
     if stat.S_ISFIFO(mode):
@@ -59,7 +62,7 @@ def _kind(mode: int) -> str:
 
 def _refuse_unless_regular(path: Path, mode: int) -> None:
     if not stat.S_ISREG(mode):
-        kind = _kind(mode)
+        kind = kind_of(mode)
         raise FileRefused(path, f"is {kind}, not a regular file" if kind.startswith("a ") else f"is {kind}")
 
 

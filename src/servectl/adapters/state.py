@@ -12,17 +12,18 @@ import errno
 import fcntl
 import json
 import os
+import stat
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 from servectl.errors import LockTimeout, ServectlError, StateDamaged
-from servectl.files import FileRefused, read_bounded
+from servectl.files import FileRefused, kind_of, read_bounded
 
 LOCK_FILE = "servectl.lock"
 HISTORY_FILE = "history.json"
@@ -80,6 +81,65 @@ def read_state_json(path: Path, *, what: str, fix: str) -> Any:
     except (RecursionError, ValueError) as e:  # nested too deep; an integer too long to convert
         reason = "nested too deep" if isinstance(e, RecursionError) else "a number too long"
         raise StateDamaged(f"{path}: the {what} is not usable JSON ({reason}); {fix}", path=path) from None
+
+
+def prove_writable(state_dir: Path, *, folders: Iterable[str] = (), files: Iterable[str] = ()) -> None:
+    """Prove, before anything changes, that servectl can write what it keeps in ``state_dir``.
+
+    The state folder and each of ``folders`` (relative, parents first) must be a writable folder, or absent
+    under one; each of ``files`` a regular file, or absent. A command calls this before it stops or starts
+    anything, so a damaged state folder stops it there instead of halfway (a service stopped, its successor
+    unable to record its start).
+
+    Raises:
+        StateDamaged: one line naming the first entry that is not so, what it is, and the fix.
+    """
+    _writable_folder(Path(state_dir))
+    for folder in folders:
+        _writable_folder(Path(state_dir) / folder)
+    for name in files:
+        path = Path(state_dir) / name
+        mode = _mode(path)
+        if mode is not None and not stat.S_ISREG(mode):
+            raise StateDamaged(
+                f"{path}: is {kind_of(mode)} where servectl keeps a file; nothing was changed: "
+                "move it aside, then run the command again",
+                path=path,
+            )
+
+
+def _writable_folder(path: Path) -> None:
+    mode = _mode(path)
+    if mode is None:
+        return  # created when needed; its parent was checked first
+    if not stat.S_ISDIR(mode):
+        raise StateDamaged(
+            f"{path}: is {kind_of(mode)} where servectl keeps a folder; nothing was changed: move it aside "
+            "(servectl creates the folder again), then run the command again",
+            path=path,
+        )
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise StateDamaged(
+            f"{path}: servectl cannot write in this folder; nothing was changed: make it writable for this user",
+            path=path,
+        )
+
+
+def _mode(path: Path) -> int | None:
+    """``st_mode`` of ``path`` (links followed), or None when it does not exist."""
+    try:
+        return os.stat(path).st_mode
+    except FileNotFoundError:
+        return None if not os.path.lexists(path) else _dangling(path)
+    except OSError as e:
+        raise StateDamaged(
+            f"{path}: cannot be checked ({e.strerror or e}); nothing was changed: move it aside", path=path
+        ) from None
+
+
+def _dangling(path: Path) -> NoReturn:
+    """A symbolic link to nothing: writing through it would create its target somewhere else."""
+    raise StateDamaged(f"{path}: is a symbolic link to nothing; nothing was changed: remove it", path=path)
 
 
 def set_aside(path: Path, *, clock: Callable[[], float] = time.time) -> Path:
@@ -144,24 +204,13 @@ class StateLock:
                 f"cannot create the state folder {self.path.parent}: {e.strerror}; "
                 "set SERVECTL_HOME to a writable folder"
             ) from e
-        key = self.path.resolve()
+        key = self.path.parent.resolve() / self.path.name  # the file itself may be a link loop (refused below)
         with _held_guard:
             if key in _held:
                 _held[key] += 1
                 self._key = key
                 return
-        try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        except IsADirectoryError:
-            raise StateDamaged(
-                f"{self.path}: the lock file is a folder; no servectl process uses it: remove it and try again",
-                path=self.path,
-            ) from None
-        except OSError as e:
-            raise StateDamaged(
-                f"{self.path}: cannot open the lock file ({e.strerror}); make it a writable file or remove it",
-                path=self.path,
-            ) from e
+        fd = _open_lock_file(self.path, "the lock file")
         deadline = time.monotonic() + self.timeout_s
         while True:
             try:
@@ -202,6 +251,23 @@ class StateLock:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None
+
+
+def _open_lock_file(path: Path, what: str) -> int:
+    """A descriptor on lock file ``path`` (created if missing); it must be a regular file (a FIFO or device
+    would take the lock but not its holder's note)."""
+    fix = "no servectl process uses it: remove it and try again"
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+    except IsADirectoryError:
+        raise StateDamaged(f"{path}: {what} is a folder; {fix}", path=path) from None
+    except OSError as e:
+        raise StateDamaged(f"{path}: cannot open {what} ({e.strerror}); {fix}", path=path) from e
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise StateDamaged(f"{path}: {what} is {kind_of(mode)}, not a file; {fix}", path=path)
+    return fd
 
 
 def _read_holder(fd: int) -> str:
@@ -323,14 +389,7 @@ class History:
     def _write_lock(self) -> Iterator[None]:
         # Separate from StateLock: history writes are short, and `status` may record without the big lock.
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        lock_path = self.path.with_name(HISTORY_FILE + ".lock")
-        try:
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as e:
-            raise StateDamaged(
-                f"{lock_path}: cannot open the history lock ({e.strerror}); remove it (no data in it)",
-                path=lock_path,
-            ) from e
+        fd = _open_lock_file(self.path.with_name(HISTORY_FILE + ".lock"), "the history lock")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield

@@ -64,12 +64,15 @@ def write_plan_files(plan: LaunchPlan, *, api_key: str | None) -> list[Path]:
 
 def remove_key_file(mounts: Sequence[tuple[str, str]], state_dir: Path) -> None:
     """Delete the key file servectl wrote for a container (never a user's own key file)."""
-    generated = (state_dir / "generated").resolve()
+    try:
+        generated = (state_dir / "generated").resolve()
+    except (OSError, RuntimeError):  # a symbolic link loop: nothing servectl wrote can be under it
+        return
     for source, destination in mounts:
         if destination != API_KEY_CONTAINER_PATH or not source:
             continue
         path = Path(source)
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError, RuntimeError):
             if path.resolve().is_relative_to(generated):
                 path.unlink(missing_ok=True)
 

@@ -107,9 +107,11 @@ def recover(
         try:
             journal = read_journal(ctx.state_dir)
         except StateDamaged as err:
+            ctx.prove_state_writable(repairs=[JOURNAL_FILE])  # the damaged journal is what recover sets aside
             return _clear_damaged(err, ctx)
         if journal is None:
             return RecoverResult("nothing", "no unfinished swap, rollback or up: nothing to recover")
+        ctx.prove_state_writable(profiles=[p for p in (journal.to_profile, journal.from_profile) if p])
         return settle(journal, ctx)
 
 

@@ -168,6 +168,7 @@ def up(
             if own_journal is not None:
                 clear_journal(ctx.state_dir)
             return UpResult(action="already-running", service=running, url=running.url)
+        ctx.prove_state_writable(profiles=[resolved.name])  # before anything changes
         removed, notes = _clear_own_leftovers(resolved, current, ctx)
         ensure_image(resolved, docker=docker, build_image=build_image, on_phase=on_phase)  # once, before preflight
         check_start(

@@ -203,6 +203,8 @@ def _run_locked(tx: SwapTx, check: Preflight, target: str | None) -> SwapResult:
         ctx.runtime.ensure_image(resolved, docker=ctx.docker, on_phase=ctx.progress("image"))
     with ctx.phase("preflight"):
         load_stopped(ctx.state_dir)  # a damaged record of stopped conflicts stops the swap before any change
+        # every state write the transaction (and its undo) needs is possible before the old service stops
+        ctx.prove_state_writable(profiles=[resolved.name, *([current.profile] if current is not None else [])])
         ctx.conflicts.check_available(resolved.loaded.profile.conflicts)
         check(resolved=resolved, replacing=current, skip=tx.skip, docker=ctx.docker, gpus=ctx.gpus, running=running)
     tx.untouched = tuple(

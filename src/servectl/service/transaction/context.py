@@ -10,18 +10,18 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from servectl.adapters.conflicts import ConflictHandler
-from servectl.adapters.state import HistoryLog
+from servectl.adapters.conflicts import STOPPED_CONFLICTS_FILE, ConflictHandler
+from servectl.adapters.state import GATE_DIR, HISTORY_FILE, LOCK_FILE, PENDING_DIR, HistoryLog, prove_writable
 from servectl.errors import ServectlError, UsageError
 from servectl.service.container import ServiceRuntime, StopResult
 from servectl.service.health import Progress
-from servectl.service.journal import SwapJournal, write_journal
+from servectl.service.journal import JOURNAL_FILE, SwapJournal, write_journal
 from servectl.service.services import ServiceInfo
 from servectl.service.transaction.model import PhaseEvent, PhaseMark, PhaseTiming
 
@@ -32,6 +32,9 @@ if TYPE_CHECKING:
 
 #: How long a second servectl process waits for the first one (``SERVECTL_LOCK_TIMEOUT_S`` overrides).
 DEFAULT_LOCK_TIMEOUT_S = 10.0
+
+#: Under the state folder: the files a plan generates, one folder per profile (see ``plan.compile``).
+GENERATED_DIR = "generated"
 
 Lock = Callable[[str], AbstractContextManager[object]]
 """``lock(purpose)``: the state lock, held while services change (purpose is shown to a process that waits)."""
@@ -124,6 +127,23 @@ class TxContext:
         """Append to the history; a failed write is not an error (the services are right, history is a record)."""
         with suppress(ServectlError, OSError):
             self.history.record(event)
+
+    def prove_state_writable(self, *, profiles: Iterable[str] = (), repairs: Iterable[str] = ()) -> None:
+        """Before anything changes: every file and folder of the state folder this transaction may write
+        (gate records, generated files of ``profiles``, the journal, the record of stopped conflicts, the
+        locks) is of the right kind and writable; ``repairs`` are files the command itself sets aside.
+
+        Raises:
+            StateDamaged: one line naming the entry and the fix; nothing was changed.
+        """
+        skip = set(repairs)
+        prove_writable(
+            self.state_dir,
+            folders=(GATE_DIR, f"{GATE_DIR}/{PENDING_DIR}", GENERATED_DIR, *(f"{GENERATED_DIR}/{p}" for p in profiles)),
+            files=[
+                f for f in (LOCK_FILE, f"{HISTORY_FILE}.lock", JOURNAL_FILE, STOPPED_CONFLICTS_FILE) if f not in skip
+            ],
+        )
 
     def journal_at(self, journal: SwapJournal, phase: str, note: str | None = None) -> SwapJournal:
         """``journal`` moved to ``phase`` (and ``note``), written to the state folder."""
