@@ -100,8 +100,8 @@ def run_profile_bench(
         plot: Where to write the taper plot (PNG); None writes none.
         progress: Called with counts after each request, for a progress bar.
         environ: Environment to read the key and the state folder from (default: ``os.environ``).
-        docker, gpus: with ``name``, the engine that finds its service and the cards its provenance reads
-            (:meth:`servectl.Host.bench` passes its own; default: this host's, opened here).
+        docker, gpus: with ``name``, the engine that finds its service (required) and the cards its provenance
+            reads; :meth:`servectl.Host.bench` (``servectl.run_profile_bench``) passes the host's.
 
     Raises:
         UsageError: neither ``name`` nor ``url``; the key variable is unset; ``plot`` without matplotlib
@@ -143,7 +143,9 @@ def run_profile_bench(
 
 
 def _profile_target(name: str, docker: DockerEngine | None, gpus: GpuInventory | None) -> BenchTarget:
-    """The running service of profile ``name`` (on this host's real Docker and NVML when no engine is given)."""
-    from servectl.bench.target import bench_target, profile_target
+    """The running service of profile ``name``, found through ``docker``."""
+    from servectl.bench.target import bench_target
 
-    return profile_target(name) if docker is None else bench_target(name=name, docker=docker, gpus=gpus)
+    if docker is None:
+        raise UsageError(f"bench {name}: finding the service needs a Docker engine; use servectl.Host().bench()")
+    return bench_target(name=name, docker=docker, gpus=gpus)

@@ -75,12 +75,3 @@ def bench_target(
     return BenchTarget(
         url=service.url, model=profile.model.served_name, api_key_env=profile.serve.api_key_env, context=context
     )
-
-
-def profile_target(name: str) -> BenchTarget:
-    """:func:`bench_target` on this host: the real Docker engine, and NVML when the driver answers."""
-    from servectl.adapters.docker import DockerSdkEngine
-    from servectl.plan.resolve import resolve
-    from servectl.preflight.request import optional_gpu_inventory
-
-    return bench_target(name=name, docker=DockerSdkEngine(), gpus=optional_gpu_inventory(resolve(name)))

@@ -158,18 +158,3 @@ def check_start(
         )
     raise_if_failed(report)
     return report
-
-
-def optional_gpu_inventory(resolved: Resolved | None = None) -> GpuInventory | None:
-    """NVML when the driver answers (and the profile uses GPUs), else None: callers say what went unchecked."""
-    if resolved is not None and not resolved.loaded.profile.gpus.devices:
-        return None
-    from servectl.adapters.gpu import NvmlInventory
-    from servectl.errors import GpuUnavailable
-
-    inventory = NvmlInventory()
-    try:
-        inventory.snapshot()
-    except GpuUnavailable:
-        return None
-    return inventory

@@ -80,8 +80,8 @@ def run_profile_qualify(
         out_dir: Folder for ``qualify.json`` (default: ``STATE/qualify/<UTC time>``).
         progress: Called after each case, for a progress bar.
         environ: Environment to read the key and the state folder from (default: ``os.environ``).
-        docker, gpus: with ``name``, the engine that finds its service and the cards the VRAM gate reads
-            (:meth:`servectl.Host.qualify` passes its own; default: this host's, opened here).
+        docker, gpus: with ``name``, the engine that finds its service (required) and the cards the VRAM gate
+            reads; :meth:`servectl.Host.qualify` (``servectl.run_profile_qualify``) passes the host's.
 
     Raises:
         UsageError: neither ``name`` nor ``url``; an unknown suite; the key variable is unset.
@@ -116,13 +116,9 @@ def run_profile_qualify(
 
 
 def _profile_target(name: str, docker: DockerEngine | None, gpus: GpuInventory | None) -> QualifyTarget:
-    """The running service of profile ``name`` (on this host's real Docker and NVML when no engine is given)."""
+    """The running service of profile ``name``, found through ``docker``."""
     from servectl.bench.qualify.target import qualify_target
 
-    if docker is not None:
-        return qualify_target(name=name, docker=docker, gpus=gpus)
-    from servectl.adapters.docker import DockerSdkEngine
-    from servectl.plan.resolve import resolve
-    from servectl.preflight.request import optional_gpu_inventory
-
-    return qualify_target(name=name, docker=DockerSdkEngine(), gpus=optional_gpu_inventory(resolve(name)))
+    if docker is None:
+        raise UsageError(f"qualify {name}: finding the service needs a Docker engine; use servectl.Host().qualify()")
+    return qualify_target(name=name, docker=docker, gpus=gpus)
