@@ -7,7 +7,19 @@ Importable by users' tests too: ``from servectl.testing import FakeGpuInventory`
 - :mod:`servectl.testing.host`: :class:`FakeHost`, a :class:`servectl.Host` on all of these.
 """
 
+from servectl.testing.docker import FakeDockerEngine, FakeScript, sglang_like_script
 from servectl.testing.fakes import FakeGpuInventory, FakeHostProbe, fake_model_dir, make_device
 from servectl.testing.host import FakeHost
+from servectl.testing.swap import FakeConflicts
 
-__all__ = ["FakeGpuInventory", "FakeHost", "FakeHostProbe", "fake_model_dir", "make_device"]
+__all__ = [
+    "FakeConflicts",
+    "FakeDockerEngine",
+    "FakeGpuInventory",
+    "FakeHost",
+    "FakeHostProbe",
+    "FakeScript",
+    "fake_model_dir",
+    "make_device",
+    "sglang_like_script",
+]
