@@ -69,7 +69,16 @@ def inspect(**host_config: Any) -> dict[str, Any]:
         ),
         (
             {"DeviceRequests": [{"Driver": "cdi", "DeviceIDs": ["nvidia.com/gpu=all"]}]},
-            GpuRequest(True, ("all",), "cdi"),
+            GpuRequest(True, (), "cdi"),
+        ),
+        # a CDI name given as a device (compose `devices:`), or listed in HostConfig.CDIDevices
+        (
+            {"Devices": [{"PathOnHost": "nvidia.com/gpu=0"}, {"PathOnHost": "nvidia.com/gpu=1"}]},
+            GpuRequest(False, ("0", "1"), "cdi"),
+        ),
+        (
+            {"CDIDevices": ["nvidia.com/gpu=all"]},
+            GpuRequest(True, (), "cdi"),
         ),
         # --device /dev/nvidia1
         (
@@ -153,3 +162,35 @@ def test_a_missing_docker_sdk_is_one_line_with_the_install_command(monkeypatch: 
     with pytest.raises(EngineUnavailable) as caught:
         DockerSdkEngine().ping()
     assert caught.value.message == "Docker SDK for Python is not installed; install it with: pip install docker"
+
+
+_AGREEMENT_CASES = [
+    ({"DeviceRequests": [{"Driver": "", "Count": -1, "Capabilities": [["gpu"]]}]}, None, ["all"]),
+    ({"DeviceRequests": [{"Driver": "cdi", "DeviceIDs": ["nvidia.com/gpu=all"]}]}, None, ["all"]),
+    ({"DeviceRequests": [{"Driver": "cdi", "DeviceIDs": ["nvidia.com/gpu=2"]}]}, None, ["2"]),
+    ({"Devices": [{"PathOnHost": "nvidia.com/gpu=1"}]}, None, ["1"]),
+    ({"CDIDevices": ["nvidia.com/gpu=0"]}, None, ["0"]),
+    ({"Devices": [{"PathOnHost": "/dev/nvidia3"}]}, None, ["3"]),
+    ({"Runtime": "nvidia", "env": ["NVIDIA_VISIBLE_DEVICES=0,1"]}, None, ["0", "1"]),
+    ({"env": ["NVIDIA_VISIBLE_DEVICES=1"]}, "nvidia", ["1"]),  # the engine's default runtime
+    ({"env": ["NVIDIA_VISIBLE_DEVICES=1"]}, "runc", []),
+    ({"Runtime": "runc", "env": ["NVIDIA_VISIBLE_DEVICES=1"]}, "nvidia", []),  # the container's own wins
+]
+
+
+@pytest.mark.parametrize(("host_config", "default_runtime", "gpus"), _AGREEMENT_CASES)
+def test_the_adapter_and_the_container_match_read_the_same_gpus(
+    host_config: dict[str, Any], default_runtime: str | None, gpus: list[str]
+) -> None:
+    """One reader: the adapter's ContainerState (preflight, swap) and container_match's fields (adopt,
+    status) say the same of every spelling, CDI devices and the engine's default runtime included."""
+    from servectl.plan.container_match import container_fields
+    from servectl.profile.catalog import DEFAULT_CATALOG, FlagCatalog
+
+    data = inspect(**host_config)
+    state = container_state_from_inspect(data, default_runtime=default_runtime)
+    fields = container_fields(data, FlagCatalog.load(DEFAULT_CATALOG), default_runtime=default_runtime)
+    assert list(state.device_ids) == gpus
+    assert fields["gpus"] == sorted(gpus)
+    if state.gpu_request is not None and state.gpu_request.via == "nvidia-runtime":
+        assert "NVIDIA_VISIBLE_DEVICES" not in fields["env"]  # the request, not an environment setting

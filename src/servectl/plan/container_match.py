@@ -36,6 +36,7 @@ from servectl.plan.compile import (
     LABEL_STOP_GRACE,
     LaunchPlan,
 )
+from servectl.plan.gpu_request import gpu_request_from_inspect
 from servectl.profile.catalog import ArgvError, CatalogOption, FlagCatalog
 
 #: Docker's defaults for what ``docker inspect`` leaves empty.
@@ -61,7 +62,6 @@ REDACTED = "***"
 
 _SECRET_WORDS = frozenset({"KEY", "APIKEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIALS", "PAT"})
 _SECRET_VALUE = re.compile(r"^(sk-|hf_|ghp_|gho_|github_pat_|xox[bap]-|AKIA)[A-Za-z0-9_-]{8,}")
-_DEV_NVIDIA = re.compile(r"^/dev/nvidia(\d+)$")
 _ANONYMOUS_VOLUME = re.compile(r"^[0-9a-f]{64}$")
 _EVERY_IMAGE_ENV = frozenset({"PATH", "HOME", "HOSTNAME"})
 _WRAPPED_MODULE = re.compile(r"run_module\(\s*'([\w.]+)'")
@@ -192,42 +192,6 @@ def container_env(data: Mapping[str, Any], image: Mapping[str, Any] | None = Non
     return {k: v for k, v in _env_list(data.get("Config") or {}).items() if image_env.get(k) != v}
 
 
-def gpu_devices(data: Mapping[str, Any]) -> tuple[list[str], str | None]:
-    """The GPUs a container asked for, as device ids, and how (``device-request``, ``cdi``, ...).
-
-    ``--gpus all`` reads as ``["all"]``; a count as the first cards; None when it asked for none.
-    """
-    host = data.get("HostConfig") or {}
-    for request in host.get("DeviceRequests") or ():
-        driver = str(request.get("Driver") or "")
-        ids = [str(i) for i in request.get("DeviceIDs") or ()]
-        capabilities = {str(c) for group in request.get("Capabilities") or () for c in group}
-        if driver == "cdi":
-            cdi = [i.split("=", 1)[1] for i in ids if i.startswith("nvidia.com/gpu=")]
-            if cdi:
-                return cdi, "cdi"
-            continue
-        if driver not in ("", "nvidia") or (driver == "" and "gpu" not in capabilities):
-            continue
-        count = int(request.get("Count") or 0)
-        if ids:
-            return ids, "device-request"
-        if count < 0:
-            return ["all"], "device-request"
-        if count > 0:
-            return [str(i) for i in range(count)], "device-request"
-    cdi_devices = [str(d) for d in host.get("CDIDevices") or () if str(d).startswith("nvidia.com/gpu=")]
-    if cdi_devices:
-        return [d.split("=", 1)[1] for d in cdi_devices], "cdi"
-    nodes = [m.group(1) for d in host.get("Devices") or () if (m := _DEV_NVIDIA.match(str(d.get("PathOnHost") or "")))]
-    if nodes:
-        return nodes, "device-node"
-    visible = _env_list(data.get("Config") or {}).get("NVIDIA_VISIBLE_DEVICES", "").strip()
-    if host.get("Runtime") == "nvidia" and visible not in ("", "none", "void"):
-        return [p.strip() for p in visible.split(",") if p.strip()], "nvidia-runtime"
-    return [], None
-
-
 def container_mounts(data: Mapping[str, Any]) -> list[tuple[str, str, bool]]:
     """(host source, container target, read-only) of each bind or named volume; anonymous volumes left out."""
     out: list[tuple[str, str, bool]] = []
@@ -242,9 +206,15 @@ def container_mounts(data: Mapping[str, Any]) -> list[tuple[str, str, bool]]:
 
 
 def container_fields(
-    data: Mapping[str, Any], catalog: FlagCatalog, *, image: Mapping[str, Any] | None = None
+    data: Mapping[str, Any],
+    catalog: FlagCatalog,
+    *,
+    image: Mapping[str, Any] | None = None,
+    default_runtime: str | None = None,
 ) -> dict[str, Any]:
-    """The servectl-controlled fields of one ``docker inspect`` document (``image``: its image's inspect)."""
+    """The servectl-controlled fields of one ``docker inspect`` document (``image``: its image's inspect;
+    ``default_runtime``: the engine's, when known, for a container that names none - see
+    :func:`~servectl.plan.gpu_request.gpu_request_from_inspect`)."""
     config: Mapping[str, Any] = data.get("Config") or {}
     host: Mapping[str, Any] = data.get("HostConfig") or {}
     argv = [*(config.get("Entrypoint") or ()), *(config.get("Cmd") or ())]
@@ -259,9 +229,10 @@ def container_fields(
         if command.wrapped:
             engine["api_key"] = REDACTED
         entrypoint = list(command.entrypoint)
-    devices, via = gpu_devices(data)
+    gpu_request = gpu_request_from_inspect(data, default_runtime=default_runtime)
+    devices = list(gpu_request.ids) if gpu_request is not None else []
     env = container_env(data, image)
-    if via == "nvidia-runtime":
+    if gpu_request is not None and gpu_request.via == "nvidia-runtime":
         env.pop("NVIDIA_VISIBLE_DEVICES", None)
     network = str(host.get("NetworkMode") or "bridge")
     ipc = str(host.get("IpcMode") or "private")

@@ -25,8 +25,8 @@ _EXPORTS: dict[str, str] = {
     "DockerEngine": "servectl.adapters.docker.protocol",
     "DockerSdkEngine": "servectl.adapters.docker.sdk",
     "EngineInfo": "servectl.adapters.docker.values",
-    "GpuRequest": "servectl.adapters.docker.values",
-    "GpuRequestVia": "servectl.adapters.docker.values",
+    "GpuRequest": "servectl.plan.gpu_request",
+    "GpuRequestVia": "servectl.plan.gpu_request",
     "ImageInfo": "servectl.adapters.docker.values",
     "LABEL_ONESHOT": "servectl.adapters.docker.values",
     "LogLines": "servectl.adapters.docker.values",
@@ -37,7 +37,7 @@ _EXPORTS: dict[str, str] = {
     "container_state_from_inspect": "servectl.adapters.docker.translate",
     "create_container_args": "servectl.adapters.docker.translate",
     "engine_info_from_info": "servectl.adapters.docker.translate",
-    "gpu_request_from_inspect": "servectl.adapters.docker.translate",
+    "gpu_request_from_inspect": "servectl.plan.gpu_request",
     "image_info_from_inspect": "servectl.adapters.docker.translate",
     "published_ports_from_inspect": "servectl.adapters.docker.translate",
     "run_kwargs": "servectl.adapters.docker.translate",
@@ -88,7 +88,6 @@ if TYPE_CHECKING:
         container_state_from_inspect,
         create_container_args,
         engine_info_from_info,
-        gpu_request_from_inspect,
         image_info_from_inspect,
         published_ports_from_inspect,
         run_kwargs,
@@ -100,13 +99,12 @@ if TYPE_CHECKING:
         LABEL_ONESHOT,
         ContainerState,
         EngineInfo,
-        GpuRequest,
-        GpuRequestVia,
         ImageInfo,
         LogLines,
         OneShotResult,
         PublishedPort,
     )
+    from servectl.plan.gpu_request import GpuRequest, GpuRequestVia, gpu_request_from_inspect
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

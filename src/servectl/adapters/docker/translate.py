@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import codecs
 import os
-import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from servectl.adapters.docker.values import ContainerState, EngineInfo, GpuRequest, ImageInfo, PublishedPort
+from servectl.adapters.docker.values import ContainerState, EngineInfo, ImageInfo, PublishedPort
+from servectl.plan.gpu_request import gpu_request_from_inspect
 
 if TYPE_CHECKING:
     from servectl.plan.compile import DockerRunSpec
@@ -128,64 +128,6 @@ def _epoch(value: object) -> float | None:
         return None
 
 
-_DEV_NVIDIA = re.compile(r"^/dev/nvidia(\d+)$")
-
-
-def _env(config: Mapping[str, Any]) -> dict[str, str]:
-    env: dict[str, str] = {}
-    for item in config.get("Env") or ():
-        key, _, value = str(item).partition("=")
-        env[key] = value
-    return env
-
-
-def _visible_devices(value: str) -> tuple[bool, tuple[str, ...]] | None:
-    """Parse ``NVIDIA_VISIBLE_DEVICES``; ``None`` when it asks for no GPU."""
-    text = value.strip()
-    if text in ("", "none", "void"):
-        return None
-    if text == "all":
-        return True, ()
-    return False, tuple(part.strip() for part in text.split(",") if part.strip())
-
-
-def gpu_request_from_inspect(data: Mapping[str, Any], *, default_runtime: str | None = None) -> GpuRequest | None:
-    """Which GPUs a container asked for, from its ``docker inspect`` data; ``None`` for none."""
-    host = data.get("HostConfig") or {}
-    for request in host.get("DeviceRequests") or ():
-        driver = str(request.get("Driver") or "")
-        ids = tuple(str(i) for i in request.get("DeviceIDs") or ())
-        capabilities = {str(c) for group in request.get("Capabilities") or () for c in group}
-        if driver == "cdi":
-            gpu_ids = tuple(i.split("=", 1)[1] for i in ids if i.startswith("nvidia.com/gpu="))
-            if gpu_ids:
-                return GpuRequest(all_gpus="all" in gpu_ids, device_ids=gpu_ids, via="cdi")
-            continue
-        if driver not in ("", "nvidia") or (driver == "" and "gpu" not in capabilities):
-            continue
-        count = int(request.get("Count") or 0)
-        if ids:
-            return GpuRequest(all_gpus=False, device_ids=ids, via="device-request")
-        if count < 0:
-            return GpuRequest(all_gpus=True, device_ids=(), via="device-request")
-        if count > 0:  # Docker hands out the first `count` cards
-            return GpuRequest(all_gpus=False, device_ids=tuple(str(i) for i in range(count)), via="device-request")
-    nodes = []
-    for device in host.get("Devices") or ():
-        path = str(device.get("PathOnHost") or "")
-        match = _DEV_NVIDIA.match(path)
-        if match:
-            nodes.append(match.group(1))
-    if nodes:
-        return GpuRequest(all_gpus=False, device_ids=tuple(nodes), via="device-node")
-    runtime = host.get("Runtime") or default_runtime
-    if runtime == "nvidia":
-        visible = _visible_devices(_env(data.get("Config") or {}).get("NVIDIA_VISIBLE_DEVICES", ""))
-        if visible is not None:
-            return GpuRequest(all_gpus=visible[0], device_ids=visible[1], via="nvidia-runtime")
-    return None
-
-
 def published_ports_from_inspect(data: Mapping[str, Any]) -> tuple[PublishedPort, ...]:
     """Host-published ports from ``docker inspect``: the live bindings of a running container
     (``NetworkSettings.Ports``), else what it asked for (``HostConfig.PortBindings``)."""
@@ -290,7 +232,6 @@ __all__ = [
     "container_state_from_inspect",
     "create_container_args",
     "engine_info_from_info",
-    "gpu_request_from_inspect",
     "image_info_from_inspect",
     "published_ports_from_inspect",
     "run_kwargs",

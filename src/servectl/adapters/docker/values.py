@@ -4,16 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Protocol
 
+from servectl.plan.gpu_request import GpuRequest
 from servectl.plan.labels import LABEL_MANAGED, LABEL_PROFILE
 
 #: Label of the throwaway containers :meth:`DockerEngine.run_oneshot` starts (never servectl.managed).
 LABEL_ONESHOT = "servectl.oneshot"
 COMPOSE_CONFIG_FILES_LABEL = "com.docker.compose.project.config_files"
 COMPOSE_SERVICE_LABEL = "com.docker.compose.service"
-
-GpuRequestVia = Literal["device-request", "cdi", "device-node", "nvidia-runtime"]
 
 
 # -- values ---------------------------------------------------------------------------------------------
@@ -53,25 +52,6 @@ class PublishedPort:
     host_port: int
     container_port: int
     protocol: str = "tcp"
-
-
-@dataclass(frozen=True)
-class GpuRequest:
-    """Which GPUs a container asked for. ``device_ids`` are indices (``"0"``) or UUIDs (``"GPU-..."``)."""
-
-    all_gpus: bool
-    device_ids: tuple[str, ...]
-    via: GpuRequestVia
-
-    def covers(self, index: int, uuid: str | None) -> bool:
-        """Whether the card with this index/UUID is among the requested ones."""
-        if self.all_gpus:
-            return True
-        for device_id in self.device_ids:
-            card = device_id.split(":", 1)[0]  # MIG device "0:1" sits on card 0
-            if card == str(index) or (uuid is not None and card.lower() == uuid.lower()):
-                return True
-        return False
 
 
 @dataclass(frozen=True)
@@ -127,9 +107,7 @@ class ContainerState:
     @property
     def device_ids(self) -> tuple[str, ...]:
         """The GPUs it asked for: indices or UUIDs, ``("all",)`` for all of them, ``()`` for none."""
-        if self.gpu_request is None:
-            return ()
-        return ("all",) if self.gpu_request.all_gpus else self.gpu_request.device_ids
+        return () if self.gpu_request is None else self.gpu_request.ids
 
 
 class LogLines(Iterator[str], Protocol):
@@ -156,8 +134,6 @@ __all__ = [
     "LABEL_ONESHOT",
     "ContainerState",
     "EngineInfo",
-    "GpuRequest",
-    "GpuRequestVia",
     "ImageInfo",
     "LogLines",
     "OneShotResult",

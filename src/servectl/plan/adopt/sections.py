@@ -17,10 +17,10 @@ from servectl.plan.container_match import (
     FlagUse,
     container_env,
     format_size,
-    gpu_devices,
     looks_secret,
     own_label,
 )
+from servectl.plan.gpu_request import gpu_request_from_inspect
 from servectl.profile.catalog import ArgvError, CatalogOption, FlagCatalog
 
 _HF_SNAPSHOT = re.compile(r"models--([\w.-]+?)--([\w.-]+)/snapshots/([0-9a-f]{40})(?:/|$)")
@@ -233,15 +233,18 @@ def model_section(
 
 
 def gpu_via(data: Mapping[str, Any]) -> str | None:
-    return gpu_devices(data)[1]
+    """How the container asked for its GPUs (``device-request``, ``cdi``, ...); None for no GPU."""
+    request = gpu_request_from_inspect(data)
+    return request.via if request is not None else None
 
 
 def gpus_section(data: Mapping[str, Any], cards: int, draft: Draft) -> dict[str, Any]:
-    devices, via = gpu_devices(data)
-    if via is None:
+    request = gpu_request_from_inspect(data)
+    if request is None:
         if cards > 1:
             draft.notes.append(f"the container asks for no GPU but tp x dp = {cards}; set gpus.devices")
         return {"devices": []}
+    devices, via = list(request.ids), request.via
     if all(d.isdigit() for d in devices):
         indices = [int(d) for d in devices]
         draft.source("gpus.devices", _GPU_SOURCES[via])
