@@ -65,7 +65,7 @@ def test_flagged_requests_fail_the_run_naming_the_summary(server: FakeOpenAIServ
         ({}, "bench: give a profile NAME or --url http://HOST:PORT"),
         (
             {"url": "http://h:1", "api_key_env": "NOT_SET_ANYWHERE"},
-            "--api-key-env NOT_SET_ANYWHERE: the variable is not set or empty; export it first",
+            "--api-key-env NOT_SET_ANYWHERE: $NOT_SET_ANYWHERE is not set; export NOT_SET_ANYWHERE=<key>",
         ),
     ],
 )
@@ -74,3 +74,21 @@ def test_usage_errors_come_before_any_request(server: FakeOpenAIServer, kwargs: 
         run_profile_bench(environ={}, **kwargs)
     assert str(info.value) == message
     assert server.bodies == []
+
+
+def test_a_profile_whose_key_is_in_a_file_is_benchmarked_with_it(
+    server: FakeOpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """serve.api_key_file: bench reads the key file through the service's own key reader (it used to refuse)."""
+    from servectl.bench.target import BenchTarget
+
+    key_file = tmp_path / "key"
+    key_file.write_text("sk-from-file\n")
+    target = BenchTarget(url="http://fake:8180", model=None, api_key_file=str(key_file))
+    monkeypatch.setattr(servectl.bench.profile_run, "_profile_target", lambda *a: target)
+    server.required_key = "sk-from-file"
+    result = run_profile_bench(name="demo", prompt_tokens=(4096,), repeats=1, max_tokens=10, out_dir=tmp_path / "o")
+    assert result.failure() is None and "sk-from-file" not in (tmp_path / "o" / "summary.json").read_text()
+    key_file.write_text("")
+    with pytest.raises(UsageError, match=f"serve.api_key_file: {key_file} is empty; write the key into it"):
+        run_profile_bench(name="demo", prompt_tokens=(4096,), out_dir=tmp_path / "o2")

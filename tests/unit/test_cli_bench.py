@@ -136,7 +136,7 @@ def test_api_key_env_sends_the_key_and_an_unset_variable_is_a_usage_error(
     monkeypatch.delenv("BENCH_TEST_KEY")
     code, _, err = run_cli(monkeypatch, capsys, "bench", "--url", "http://fake:8180", "--api-key-env", "BENCH_TEST_KEY")
     assert code == 2
-    assert err.strip() == "error: --api-key-env BENCH_TEST_KEY: the variable is not set or empty; export it first"
+    assert err.strip() == "error: --api-key-env BENCH_TEST_KEY: $BENCH_TEST_KEY is not set; export BENCH_TEST_KEY=<key>"
 
 
 @pytest.mark.parametrize(

@@ -61,6 +61,12 @@ class ApiKey:
 
     __str__ = __repr__
 
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ApiKey) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
 
 def pick_model(url: str, served: Mapping[str, Any], wanted: str | None) -> str:
     """The model to measure among those ``url`` serves: ``wanted`` (``--model``), else the only one.
@@ -79,18 +85,22 @@ def pick_model(url: str, served: Mapping[str, Any], wanted: str | None) -> str:
     return wanted
 
 
-def read_api_key(variable: str | None, environ: Mapping[str, str]) -> ApiKey | None:
-    """The key in environment variable ``variable`` (``--api-key-env``); None when no variable is named.
+def read_api_key(variable: str | None, environ: Mapping[str, str], *, key_file: str | None = None) -> ApiKey | None:
+    """The key in environment variable ``variable`` (``--api-key-env``, or the profile's ``serve.api_key_env``),
+    else in ``key_file`` (the profile's ``serve.api_key_file``); None when neither is named.
+
+    Read by the one key reader, :func:`servectl.service.host_files.read_key` (the service's own key too).
 
     Raises:
-        UsageError: the variable is not set or empty.
+        UsageError: the variable is not set or empty, or the file cannot be read or is empty.
     """
-    if not variable:
-        return None
-    value = environ.get(variable)
-    if not value:
-        raise UsageError(f"--api-key-env {variable}: the variable is not set or empty; export it first")
-    return ApiKey(value)
+    from servectl.service.host_files import read_key
+
+    if variable:
+        return ApiKey(read_key("env", variable, environ, setting=f"--api-key-env {variable}"))
+    if key_file:
+        return ApiKey(read_key("file", key_file, environ, setting="serve.api_key_file"))
+    return None
 
 
 def run_folder(environ: Mapping[str, str], kind: str) -> Path:
@@ -100,12 +110,6 @@ def run_folder(environ: Mapping[str, str], kind: str) -> Path:
     from servectl.paths import state_dir
 
     return state_dir(environ) / kind / _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, ApiKey) and other._value == self._value
-
-    def __hash__(self) -> int:
-        return hash(self._value)
 
 
 def _base_url(url: str) -> str:

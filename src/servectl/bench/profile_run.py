@@ -118,7 +118,7 @@ def run_profile_bench(
     settings = BenchSettings(
         url=url or target.url,
         model=model or target.model,
-        api_key=read_api_key(key_env, env),
+        api_key=read_api_key(key_env, env, key_file=None if api_key_env else target.api_key_file),
         api_key_env=key_env,
         prompt_tokens=tuple(prompt_tokens),
         repeats=repeats,

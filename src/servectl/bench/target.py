@@ -20,6 +20,7 @@ class BenchTarget:
     url: str
     model: str | None = None
     api_key_env: str | None = None
+    api_key_file: str | None = None  # the profile's serve.api_key_file (read when no variable is named)
     context: BenchContext | None = None
 
 
@@ -54,10 +55,6 @@ def bench_target(
             f"{command} {name}: the running container has plan {service.plan_hash} but the profile now compiles to "
             f"{resolved.plan.plan_hash}; results would not match the profile: `servectl swap {name}` first"
         )
-    if profile.serve.api_key_file:
-        raise UsageError(
-            f"{command} {name}: the key is in a file ({profile.serve.api_key_file}); export it and pass --api-key-env"
-        )
 
     def free_vram() -> list[object]:
         assert gpus is not None
@@ -73,5 +70,9 @@ def bench_target(
         host_facts=lambda: host_facts(gpus, profile.gpus.devices),
     )
     return BenchTarget(
-        url=service.url, model=profile.model.served_name, api_key_env=profile.serve.api_key_env, context=context
+        url=service.url,
+        model=profile.model.served_name,
+        api_key_env=profile.serve.api_key_env,
+        api_key_file=secret.name if (secret := resolved.plan.secret) is not None and secret.source == "file" else None,
+        context=context,
     )

@@ -13,10 +13,41 @@ from typing import TYPE_CHECKING
 
 from servectl.adapters.state import atomic_write_text
 from servectl.errors import UsageError
+from servectl.files import FileRefused, read_text_bounded
 from servectl.plan.compile import API_KEY_CONTAINER_PATH, LaunchPlan
 
 if TYPE_CHECKING:
     pass
+
+
+#: An API key file is a line of text; anything larger is the wrong file.
+_KEY_FILE_LIMIT_BYTES = 64 * 1024
+
+
+def read_key(source: str, name: str, environ: Mapping[str, str], *, setting: str, then: str = "") -> str:
+    """The API key in environment variable ``name`` (``source`` "env") or in file ``name`` ("file"), stripped.
+
+    The one reader of API keys: a service's (``serve.api_key_env``/``api_key_file``, :func:`read_api_key`) and
+    a benchmark's (``--api-key-env``, or the profile's key, :func:`servectl.bench.model.read_api_key`).
+    ``setting`` names what asked for it at the start of each error; ``then`` ends the "export it" fix.
+
+    Raises:
+        UsageError: the variable is not set or empty, or the file cannot be read or is empty.
+    """
+    if source == "env":
+        value = environ.get(name, "").strip()
+        if not value:
+            raise UsageError(f"{setting}: ${name} is not set; export {name}=<key>{then}")
+        return value
+    try:
+        value = read_text_bounded(Path(name), limit_bytes=_KEY_FILE_LIMIT_BYTES, what="key file").strip()
+    except FileNotFoundError:
+        raise UsageError(f"{setting}: cannot read {name} (No such file or directory); create it with the key") from None
+    except FileRefused as e:
+        raise UsageError(f"{setting}: {name} {e.reason}; the key file is one line of text") from None
+    if not value:
+        raise UsageError(f"{setting}: {name} is empty; write the key into it")
+    return value
 
 
 def read_api_key(plan: LaunchPlan, environ: Mapping[str, str]) -> str | None:
@@ -28,23 +59,13 @@ def read_api_key(plan: LaunchPlan, environ: Mapping[str, str]) -> str | None:
     secret = plan.secret
     if secret is None:
         return None
-    if secret.source == "env":
-        value = environ.get(secret.name, "").strip()
-        if not value:
-            raise UsageError(
-                f"{plan.source}: serve.api_key_env: ${secret.name} is not set; "
-                f"export {secret.name}=<key> before servectl up {plan.profile}"
-            )
-        return value
-    try:
-        value = Path(secret.name).read_text(encoding="utf-8").strip()
-    except OSError as e:
-        raise UsageError(
-            f"{plan.source}: serve.api_key_file: cannot read {secret.name} ({e.strerror}); create it with the key"
-        ) from e
-    if not value:
-        raise UsageError(f"{plan.source}: serve.api_key_file: {secret.name} is empty; write the key into it")
-    return value
+    return read_key(
+        secret.source,
+        secret.name,
+        environ,
+        setting=f"{plan.source}: serve.api_key_{secret.source}",
+        then=f" before servectl up {plan.profile}",
+    )
 
 
 def write_plan_files(plan: LaunchPlan, *, api_key: str | None) -> list[Path]:

@@ -101,7 +101,7 @@ def run_profile_qualify(
         url=url or (target.bench.url if target else ""),
         suite=load_suite(suite_file),
         model=model or (target.bench.model if target else None),
-        api_key=read_api_key(key_env, env),
+        api_key=read_api_key(key_env, env, key_file=target.bench.api_key_file if target and not api_key_env else None),
         api_key_env=key_env,
         seed=seed,
     )
