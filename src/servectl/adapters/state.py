@@ -355,19 +355,11 @@ class History:
         return next((e for e in reversed(self.events()) if e.get("event") in RUN_EVENTS), None)
 
     def previous_profile(self) -> str | None:
-        """The profile that served before the latest one (the rollback target), or None.
-
-        A run event's ``replaced`` key (the profile it took over from) wins; else the run before it with
-        another profile name.
-        """
-        runs = [e for e in self.events() if e.get("event") in RUN_EVENTS and e.get("profile")]
-        if not runs:
-            return None
-        last = runs[-1]
-        replaced = last.get("replaced")
-        if isinstance(replaced, str) and replaced:
-            return replaced
-        return next((str(e["profile"]) for e in reversed(runs[:-1]) if e["profile"] != last["profile"]), None)
+        """The profile that served before the latest one (the rollback target), or None: :func:`previous_profile`
+        of the newest run's profile."""
+        events = self.events()
+        last = next((e for e in reversed(events) if e.get("event") in RUN_EVENTS and e.get("profile")), None)
+        return None if last is None else previous_profile(events, str(last["profile"]))
 
     def ready_container_ids(self) -> set[str]:
         """Ids of containers that passed the health gate (so a later failing probe means "unhealthy"); a
@@ -400,6 +392,25 @@ class History:
 
 #: Keys of an event that must be text when present; an entry with another type there loses that key.
 _TEXT_KEYS = ("profile", "replaced", "container_id", "container_name", "plan_hash", "reason")
+
+
+def previous_profile(events: Sequence[Mapping[str, Any]], current: str) -> str | None:
+    """The profile that ran before ``current``, from history events: the one home of that rule.
+
+    The newest run event (``up``, ``swap``, ``rollback``) of ``current`` names what it ``replaced``; without
+    that (or when it names ``current`` itself), the newest earlier run event of another profile. None when
+    ``current`` never ran or nothing ran before it. (:meth:`History.previous_profile` asks it for the newest
+    run's profile; ``service.rollback`` still has a copy of this function to be replaced by this one.)
+    """
+    runs = [e for e in events if e.get("event") in RUN_EVENTS and e.get("profile")]
+    for index in range(len(runs) - 1, -1, -1):
+        if runs[index]["profile"] != current:
+            continue
+        replaced = runs[index].get("replaced")
+        if isinstance(replaced, str) and replaced and replaced != current:
+            return replaced
+        return next((str(e["profile"]) for e in reversed(runs[:index]) if e["profile"] != current), None)
+    return None
 
 
 def _clean_event(entry: object) -> dict[str, Any] | None:

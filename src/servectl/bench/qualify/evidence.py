@@ -18,7 +18,7 @@ from servectl.bench.qualify.model import GateResult, QualifyReport
 from servectl.errors import UsageError
 
 #: Version of the evidence layout; bump when a field changes meaning.
-EVIDENCE_SCHEMA = "servectl.qualify/v1"
+QUALIFY_SCHEMA = "servectl.qualify/v1"
 EVIDENCE_FILE = "qualify.json"
 
 
@@ -43,7 +43,7 @@ def evidence_document(report: QualifyReport) -> dict[str, Any]:
     """The whole evidence of one run."""
     s, loaded, o = report.settings, report.settings.suite, report.overhead
     return {
-        "schema": EVIDENCE_SCHEMA,
+        "schema": QUALIFY_SCHEMA,
         "kind": "qualification",
         "run_id": report.run_id,
         "started_at": report.started_at,
