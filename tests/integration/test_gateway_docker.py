@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -135,6 +136,45 @@ def _chat(sdk: openai.OpenAI, *, stream: bool, max_tokens: int = 24) -> str:
                                               stream_options={"include_usage": True}))  # fmt: skip
     assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == max_tokens
     return "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+
+
+def test_clients_keep_their_alias_and_no_request_fails_while_swap_goes_back_and_forth(world: World) -> None:
+    sdk = world.sdk()
+    done: list[float] = []
+    failures: list[str] = []
+    stop = threading.Event()
+
+    def loop() -> None:
+        n = 0
+        while not stop.is_set():
+            try:
+                assert _chat(sdk, stream=n % 2 == 0)
+                done.append(time.monotonic())
+            except Exception as err:
+                failures.append(f"{type(err).__name__}: {err}")
+            n += 1
+
+    client = threading.Thread(target=loop)
+    client.start()
+    try:
+        time.sleep(1.0)
+        swaps = []
+        for target in (world.b, world.a, world.b):
+            t0 = time.monotonic()
+            world.ok("swap", target)
+            swaps.append((t0, time.monotonic()))
+            status = world.ok("status")
+            assert f"chat -> {target} -> ready" in status, status
+            time.sleep(0.5)
+    finally:
+        stop.set()
+        client.join(60)
+    assert failures == []
+    assert len(done) > 20
+    assert all(any(t0 <= t <= t1 + 2 for t in done) for t0, t1 in swaps)  # requests went on during each swap
+    metrics = httpx.get(world.url + "/metrics").text
+    assert 'servectl_gateway_swap_events_total{event="hold"} 3' in metrics
+    assert 'servectl_gateway_swap_events_total{event="release"} 3' in metrics
 
 
 def test_bad_requests_get_413_400_404_401_and_slow_clients_are_cut(world: World) -> None:

@@ -88,7 +88,7 @@ def connect(state_dir: Path) -> AdminChannel | None:
 
 
 class GatewayHold:
-    """``with GatewayHold(state_dir, profiles=[old, new], reason="swap a -> b"):`` around a service change.
+    """``with GatewayHold(state_dir, profiles=[old, new], reason="swap a -> b", target=new):`` around a change.
 
     Entering asks a running gateway to hold and drain the aliases of ``profiles`` (and waits until it did);
     leaving lets them go. No gateway, or a gateway that fails to answer: a warning on stderr at most, and
@@ -101,9 +101,11 @@ class GatewayHold:
         *,
         profiles: Iterable[str | None],
         reason: str,
+        target: str | None = None,
         expect_s: float | None = None,
     ) -> None:
         self.state_dir = Path(state_dir)
+        self.target = target
         self.profiles = sorted({p for p in profiles if p})
         self.reason = reason
         self.expect_s = expect_s
@@ -117,8 +119,9 @@ class GatewayHold:
         if channel is None:
             return self
         expect = self.expect_s
-        if expect is None:
-            expect = max((last_startup_s(self.state_dir, p) or 0.0) for p in self.profiles)
+        if expect is None:  # the target's last startup, else the longest of the profiles changed
+            wanted = [self.target] if self.target else self.profiles
+            expect = max((last_startup_s(self.state_dir, p) or 0.0) for p in wanted)
         message = {"op": "hold", "profiles": self.profiles, "reason": self.reason, "expect_s": expect}
         try:
             self.reply = channel.ask(message, timeout_s=HOLD_REPLY_TIMEOUT_S)

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from servectl.adapters.conflicts import ConflictHandler, RestoreOutcome
+from servectl.adapters.gateway_admin import GatewayHold
 from servectl.adapters.state import GateRecord
 from servectl.errors import (
     ServectlError,
@@ -181,7 +182,8 @@ def up(
             state_dir=ctx.state_dir,
             on_report=on_report,
         )
-        started = _start_recorded(resolved, ctx=ctx, on_phase=on_phase, http=http, handle_signals=handle_signals)
+        with GatewayHold(ctx.state_dir, profiles=[resolved.name], reason=f"up {resolved.name}"):
+            started = _start_recorded(resolved, ctx=ctx, on_phase=on_phase, http=http, handle_signals=handle_signals)
     return UpResult("started", started.service, started.url, started.gate, tuple(removed), tuple(notes))
 
 
@@ -346,10 +348,13 @@ def down(
         if name is not None and not targets:
             _require_known_profile(name)
             return DownResult(stopped=())
-        results = [
-            stop(service=svc, docker=docker, gpus=gpus, free_deadline_s=free_deadline_s, state_dir=state)
-            for svc in targets
-        ]
+        with GatewayHold(
+            state, profiles=[s.profile for s in targets], reason=f"down {name or ', '.join(s.profile for s in targets)}"
+        ):
+            results = [
+                stop(service=svc, docker=docker, gpus=gpus, free_deadline_s=free_deadline_s, state_dir=state)
+                for svc in targets
+            ]
         for result in results:
             ctx.history.record(
                 {

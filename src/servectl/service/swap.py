@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from servectl.adapters.conflicts import ConflictHandler, load_stopped
+from servectl.adapters.gateway_admin import GatewayHold
 from servectl.adapters.state import HistoryLog
 from servectl.errors import ProfileTemplate, ServectlError, SwapInterrupted, UsageError
 from servectl.service.container import ServiceRuntime
@@ -224,7 +225,10 @@ def _run_locked(tx: SwapTx, check: Preflight, target: str | None) -> SwapResult:
             sorted({int(d) for d in plan.docker.device_ids if d.isdigit()} | set(current.gpus if current else ()))
         ),
     )
-    return _transact(tx, resolved, current, leftovers)
+    changed = [resolved.name, *(s.profile for s in (current, *leftovers) if s is not None)]
+    reason = f"{tx.kind} {current.profile if current else 'nothing'} -> {resolved.name}"
+    with GatewayHold(ctx.state_dir, profiles=changed, reason=reason, target=resolved.name):  # drains, then holds
+        return _transact(tx, resolved, current, leftovers)
 
 
 def _in_the_way(resolved: Resolved, running: Sequence[ServiceInfo]) -> tuple[ServiceInfo | None, list[ServiceInfo]]:
