@@ -2,7 +2,7 @@
 
 Profiles extend the shipped ``demo`` (stand-in engine) with ``STANDIN_TAPER`` in ``engine.env``: ``old``
 falls with prompt length, ``new`` rises then falls. Both are started with `servectl up` and measured with
-`servectl bench` (three short prompt lengths, 32 output tokens, two rounds); then ``new`` once more at C2 with
+`servectl bench` (three short prompt lengths, 64 output tokens, two rounds); then ``new`` once more at C2 with
 other settings, and a third service whose completions come up short (flagged requests).
 """
 
@@ -75,24 +75,25 @@ def test_compare_two_tapered_standin_runs_and_a_typed_reference(cli: Any, tmp_pa
         up = run("up", name)
         assert up.returncode == 0, up.stderr
     runs = tmp_path / "runs"
-    common = ("--prompt-tokens", ",".join(map(str, LENGTHS)), "--max-tokens", "32", "--repeats", "2")
+    common = ("--prompt-tokens", ",".join(map(str, LENGTHS)), "--max-tokens", "64", "--repeats", "2")
     for name, folder in ((old, "old"), (new, "new")):
         bench = run("bench", name, *common, "--out", str(runs / folder))
         assert bench.returncode == 0, bench.stdout + bench.stderr
     other = run("bench", new, "--prompt-tokens", "1024", "--concurrency", "2", "--max-tokens", "24", "--repeats",
                 "1", "--out", str(runs / "new-c2"))  # fmt: skip
     assert other.returncode == 0, other.stdout + other.stderr
-    flagged = run("bench", short, "--prompt-tokens", "1024", "--max-tokens", "32", "--repeats", "1", "--out",
+    flagged = run("bench", short, "--prompt-tokens", "1024", "--max-tokens", "64", "--repeats", "1", "--out",
                   str(runs / "short"))  # fmt: skip
     assert flagged.returncode == 1 and "flagged" in flagged.stderr  # artifacts written all the same
 
-    # the stand-in tapers as its profile says, at the actual prompt lengths
+    # the stand-in tapers as its profile says, at the actual prompt lengths (10 %: a decode window of 0.1-0.3 s
+    # on a busy CI machine; the pacing itself is held to 0.5 % in tests/unit/test_standin_pacing.py)
     for folder, taper in (("old", OLD_TAPER), ("new", NEW_TAPER)):
         settings = StandinSettings.from_environ({"STANDIN_TAPER": taper})
         for target in LENGTHS:
             doc = json.loads(next((runs / folder).glob(f"c1-p{target}-r2.json")).read_text())["point"]
             expected = settings.decode_rate_for(round(doc["prompt_tokens_actual"]["p50"]))
-            assert doc["decode_tok_s"]["p50"] == pytest.approx(expected, rel=0.05), (folder, target)
+            assert doc["decode_tok_s"]["p50"] == pytest.approx(expected, rel=0.10), (folder, target)
 
     reference = tmp_path / "ds4.csv"
     reference.write_text(
@@ -121,7 +122,7 @@ def test_compare_two_tapered_standin_runs_and_a_typed_reference(cli: Any, tmp_pa
 
     # not comparable, and why, per row
     c2 = rows[("new-c2", 1024)]
-    assert c2["notes"] == ["C2 vs C1", "24 vs 32 output tokens", "1 round vs p50 of 2"] and not c2["comparable"]
+    assert c2["notes"] == ["C2 vs C1", "24 vs 64 output tokens", "1 round vs p50 of 2"] and not c2["comparable"]
     assert c2["decode_ratio"] == pytest.approx(decode_p50(runs / "new-c2", 1024, 2) / decode_p50(runs / "old", 1024))
     shortfall = rows[(short, 1024)]
     assert shortfall["notes"] == ["1 round vs p50 of 2", "1 flagged (short_completion)"]

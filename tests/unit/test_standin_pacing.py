@@ -77,5 +77,5 @@ def test_a_taper_sets_the_decode_rate_by_prompt_length_linear_in_log_tokens_betw
             for words in (1, 174, 2000)
         ]
     between = 2000 + (500 - 2000) * (math.log(178 / 16) / math.log(2000 / 16))  # 1,252 tok/s
-    # 2 %: the precision of the pacing itself is the test above; this one is about which rate applies
-    assert rates == [pytest.approx(2000, rel=0.02), pytest.approx(between, rel=0.02), pytest.approx(500, rel=0.02)]
+    # 3 %: the precision of the pacing itself is the test above; this one is about which rate applies
+    assert rates == [pytest.approx(2000, rel=0.03), pytest.approx(between, rel=0.03), pytest.approx(500, rel=0.03)]
