@@ -468,3 +468,10 @@ def test_a_fifo_in_place_of_an_artifact_is_refused_without_blocking(finding: Rep
     os.mkfifo(point)
     problems = verify_finding(finding.folder).problems
     assert len(problems) == 6 and all("a FIFO (named pipe), not a regular file" in p for p in problems)
+
+
+def test_the_readme_renders_with_the_gate_names_of_the_ledger(finding: ReportResult) -> None:
+    """A later servectl that renames a gate's label still renders an earlier finding's text as written."""
+    assert finding.ledger["gate_labels"]["long_context"] == "needle"
+    renamed = {**finding.ledger, "gate_labels": {**finding.ledger["gate_labels"], "long_context": "haystack"}}
+    assert "- haystack 2/2: pass" in render_readme(renamed)

@@ -42,6 +42,11 @@ class Text:
         """The ``c1.p4096`` keys of claims ``prefix.<key>``, in ledger order."""
         return [i[len(prefix) + 1 :] for i in self.claims if i.startswith(prefix + ".")]
 
+    def label(self, gate: str) -> str:
+        """A gate's short name as the ledger recorded it (``needle`` for ``long_context``)."""
+        labels = self.ledger.get("gate_labels") or GATE_LABELS
+        return str(labels.get(gate, gate))
+
     def gates(self) -> list[str]:
         return list(dict.fromkeys(i.split(".")[1] for i in self.claims if i.startswith("gate.")))
 
@@ -97,7 +102,7 @@ def _headline(t: Text) -> list[str]:
 
 def gate_count(t: Text, gate: str) -> str:
     """``tools 20/20`` (``(fail)`` added when the gate failed)."""
-    label = GATE_LABELS.get(gate, gate)
+    label = t.label(gate)
     text = f"{label} {t.c(f'gate.{gate}.passed')}/{t.c(f'gate.{gate}.total')}"
     return text if t.value(f"gate.{gate}.verdict") == "pass" else f"{text} ({t.c(f'gate.{gate}.verdict')})"
 
@@ -155,7 +160,7 @@ def _not_qualified(t: Text) -> list[str]:
     lines = ["## Not qualified", ""]
     for gate in t.gates():
         if t.has(f"gate.{gate}.note"):
-            lines.append(f"- {GATE_LABELS.get(gate, gate)}: not run ({t.c(f'gate.{gate}.note')})")
+            lines.append(f"- {t.label(gate)}: not run ({t.c(f'gate.{gate}.note')})")
     keys = t.keys("decode")
     if keys:
         top_c = max(keys, key=lambda k: t.value(f"concurrency.{k}"))

@@ -215,6 +215,14 @@ def _keep_edition(out: Path, edition: int) -> None:
             shutil.copy2(out / name, keep / name)
 
 
+def gate_labels(claims: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """The short name of every gate the claims mention, as this servectl writes it."""
+    from servectl.bench.qualify.model import GATE_LABELS
+
+    gates = dict.fromkeys(str(c["id"]).split(".")[1] for c in claims if str(c["id"]).startswith("gate."))
+    return {g: GATE_LABELS.get(g, g) for g in gates}
+
+
 def default_out(name: str, environ: Mapping[str, str]) -> Path:
     """``STATE/findings/NAME``: a later report of the same profile corrects the earlier one."""
     from servectl.paths import state_dir
@@ -281,6 +289,7 @@ def write_report(
         "edition": edition,
         "written_at": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "artifacts": [*(old or {}).get("artifacts", []), *entries],
+        "gate_labels": gate_labels(claims),  # the text renders the same under a later servectl's names
         "claims": claims,
     }
     readme = render_readme(ledger)
