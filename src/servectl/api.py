@@ -297,10 +297,13 @@ def run_profile_qualify(
     seed: int = 0,
     out_dir: Path | None = None,
     progress: Callable[[QualifyProgressEvent], None] | None = None,
+    via_gateway: bool = False,
+    api_key_file: Path | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> ProfileQualifyResult:
-    """:meth:`Host.qualify`: qualify profile ``name``'s running service (or the server at ``url``) and write
-    ``qualify.json`` (``environ``: where the key and the state folder are read, default ``os.environ``)."""
+    """:meth:`Host.qualify`: qualify profile ``name``'s running service (or the server at ``url``, or alias
+    ``name`` through the gateway with ``via_gateway``) and write ``qualify.json`` (``environ``: where the key
+    and the state folder are read, default ``os.environ``)."""
     with Host(environ=environ) as host:
         return host.qualify(
             name=name,
@@ -311,4 +314,6 @@ def run_profile_qualify(
             seed=seed,
             out_dir=out_dir,
             progress=progress,
+            via_gateway=via_gateway,
+            api_key_file=api_key_file,
         )

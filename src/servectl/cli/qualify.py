@@ -51,10 +51,23 @@ def qualify_command(
         str | None,
         typer.Option("--api-key-env", help="Environment variable holding the server's API key.", show_default=False),
     ] = None,
+    api_key_file: Annotated[
+        Path | None,
+        typer.Option("--api-key-file", help="File holding the API key (instead of --api-key-env).", show_default=False),
+    ] = None,
+    via_gateway: Annotated[
+        bool,
+        typer.Option(
+            "--via-gateway",
+            help="NAME is a gateway alias: run the gates through `servectl gateway` with its key; the alias's "
+            "first profile must answer.",
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the evidence as JSON instead of a table.")] = False,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the long-context word salad.")] = 0,
 ) -> None:
-    """Run the qualification gates (smoke, JSON, tools, reasoning, needle, endurance, VRAM); write the evidence."""
+    """Run the qualification gates (smoke, JSON, tools, reasoning, needle, coding, image/OCR, clients, routed,
+    endurance, VRAM, as the suite lists); write the evidence."""
     from servectl.bench.qualify import QualifyProgressEvent
     from servectl.bench.qualify.evidence import evidence_document
     from servectl.cli.views.progress import progress_bar
@@ -73,6 +86,8 @@ def qualify_command(
             seed=seed,
             out_dir=out,
             progress=on_progress,
+            via_gateway=via_gateway,
+            api_key_file=api_key_file,
         )
     if as_json:
         typer.echo(json.dumps(evidence_document(result.report), indent=2))

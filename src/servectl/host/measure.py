@@ -76,6 +76,8 @@ class MeasureCommands(HostBase):
         seed: int = 0,
         out_dir: Path | None = None,
         progress: Callable[[QualifyProgressEvent], None] | None = None,
+        via_gateway: bool = False,
+        api_key_file: Path | None = None,
     ) -> ProfileQualifyResult:
         """Qualify profile ``name``'s running service (or the server at ``url``) and write ``qualify.json``.
 
@@ -95,7 +97,10 @@ class MeasureCommands(HostBase):
             out_dir=out_dir,
             progress=progress,
             environ=self.environ,
-            **self._measured(name),
+            via_gateway=via_gateway,
+            api_key_file=api_key_file,
+            # through the gateway, name is an alias: the engine finds the alias's profile's service
+            **({"docker": self.docker} if via_gateway else self._measured(name)),
         )
 
     def _measured(self, name: str | None) -> dict[str, Any]:

@@ -57,6 +57,7 @@ class Exchange:
     ttft_s: float | None = None
     chunks: int = 0
     client_cpu_s: float = 0.0
+    model: str | None = None  # the response's ``model``: who answered
 
     @property
     def ok(self) -> bool:
@@ -160,6 +161,7 @@ class QualifyClient:
             tool_calls=calls,
             finish_reason=choice.finish_reason,
             usage=_usage(response.usage),
+            model=getattr(response, "model", None),
         )
 
     @staticmethod
@@ -171,9 +173,11 @@ class QualifyClient:
         usage = None
         ttft: float | None = None
         chunks = 0
+        model = None
         with stream:
             for chunk in stream:
                 chunks += 1
+                model = model or getattr(chunk, "model", None)
                 if chunk.usage is not None:
                     usage = _usage(chunk.usage)
                 for choice in chunk.choices or ():
@@ -211,6 +215,7 @@ class QualifyClient:
             usage=usage,
             ttft_s=ttft,
             chunks=chunks,
+            model=model,
         )
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from servectl.bench.model import ApiKey, BenchContext, CardFreeMemory, CardMemory, _base_url
+from servectl.bench.qualify.routed import RouteTarget
 from servectl.bench.qualify.suite import LoadedSuite
 from servectl.errors import UsageError
 
@@ -47,6 +48,7 @@ class QualifySettings:
         api_key: The key value (never recorded); None sends a placeholder the server ignores without a key.
         api_key_env: Name of the variable the key came from (recorded).
         seed: Seed of the long-context word salad.
+        route: What a routed run must find behind ``url`` (``--via-gateway``); None for a direct run.
     """
 
     url: str
@@ -55,6 +57,7 @@ class QualifySettings:
     api_key: ApiKey | None = field(default=None, repr=False, compare=False)
     api_key_env: str | None = None
     seed: int = 0
+    route: RouteTarget | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "url", _base_url(self.url))

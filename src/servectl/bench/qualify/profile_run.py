@@ -65,6 +65,8 @@ def run_profile_qualify(
     environ: Mapping[str, str] | None = None,
     docker: DockerEngine | None = None,
     gpus: GpuInventory | None = None,
+    via_gateway: bool = False,
+    api_key_file: Path | None = None,
 ) -> ProfileQualifyResult:
     """Qualify profile ``name``'s running service (or the server at ``url``) and write ``qualify.json``.
 
@@ -82,6 +84,10 @@ def run_profile_qualify(
         environ: Environment to read the key and the state folder from (default: ``os.environ``).
         docker, gpus: with ``name``, the engine that finds its service (required) and the cards the VRAM gate
             reads; :meth:`servectl.Host.qualify` (``servectl.run_profile_qualify``) passes the host's.
+        via_gateway: ``name`` is a gateway alias: run through the gateway (its file gives the address), with
+            the gateway key from ``api_key_env`` or ``api_key_file``; provenance and facts come from the alias's
+            first profile, which must be the one answering.
+        api_key_file: File holding the key (instead of ``api_key_env``).
 
     Raises:
         UsageError: neither ``name`` nor ``url``; an unknown suite; the key variable is unset.
@@ -91,19 +97,32 @@ def run_profile_qualify(
     env = os.environ if environ is None else environ
     if name is None and not url:
         raise UsageError("qualify: give a profile NAME or --url http://HOST:PORT")
+    route = None
+    if via_gateway:
+        if name is None:
+            raise UsageError("qualify --via-gateway: give the ALIAS to qualify")
+        if not (api_key_env or api_key_file):
+            raise UsageError("qualify --via-gateway: give the gateway key with --api-key-env NAME or --api-key-file")
+        from servectl.bench.qualify.routed import gateway_route
+
+        gateway_url, route = gateway_route(name, environ=env)
+        url, model, name = url or gateway_url, model or name, route.profile
     target = _profile_target(name, docker, gpus) if name is not None else None
     if suite:
         suite_file = suite_path(suite, relative_to=Path.cwd())
     else:
         suite_file = target.suite_file if target else suite_path(None)
-    key_env = api_key_env or (target.bench.api_key_env if target else None)
+    key_env = api_key_env or (target.bench.api_key_env if target and not via_gateway else None)
+    profile_key_file = target.bench.api_key_file if target and not (api_key_env or via_gateway) else None
+    key = read_api_key(None if api_key_file else key_env, env, key_file=str(api_key_file or "") or profile_key_file)
     settings = QualifySettings(
         url=url or (target.bench.url if target else ""),
         suite=load_suite(suite_file),
         model=model or (target.bench.model if target else None),
-        api_key=read_api_key(key_env, env, key_file=target.bench.api_key_file if target and not api_key_env else None),
-        api_key_env=key_env,
+        api_key=key,
+        api_key_env=key_env if not api_key_file else f"file:{api_key_file}",
         seed=seed,
+        route=route,
     )
     out = out_dir or run_folder(env, "qualify")
     report = run_qualify(

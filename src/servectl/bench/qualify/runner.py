@@ -14,7 +14,7 @@ from collections.abc import Callable
 from importlib import metadata
 from typing import Any
 
-from servectl.adapters.sandbox import CodeSandbox
+from servectl.adapters.sandbox import CodeSandbox, DockerSandbox
 from servectl.bench.model import BenchContext, pick_model, read_free_vram
 from servectl.bench.qualify.client import QualifyClient
 from servectl.bench.qualify.gates import GateRun
@@ -26,6 +26,7 @@ from servectl.bench.qualify.model import (
     QualifySettings,
     ServiceFacts,
 )
+from servectl.bench.qualify.routed import RouteTarget
 from servectl.bench.qualify.suite import GATE_ORDER, LoadedSuite
 from servectl.errors import BenchFailed
 
@@ -66,18 +67,20 @@ def _discover(client: QualifyClient, settings: QualifySettings) -> tuple[str, in
 GateRunner = Callable[[GateRun, Any], GateResult]
 
 
-def gate_runners(loaded: LoadedSuite) -> dict[str, GateRunner]:
+def gate_runners(loaded: LoadedSuite, route: RouteTarget | None = None) -> dict[str, GateRunner]:
     """Each gate's runner, with the inputs it reads from files (case sets, corpora) loaded and checked first.
 
     Raises:
         ProfileError: a case or corpus file the suite names has problems (nothing has been sent yet).
     """
     from servectl.bench.qualify.gates import (
+        clients,
         coding,
         endurance,
         image,
         long_context,
         reasoning,
+        routed,
         smoke,
         structured,
         tools,
@@ -90,6 +93,8 @@ def gate_runners(loaded: LoadedSuite) -> dict[str, GateRunner]:
         "reasoning": reasoning.run,
         "long_context": long_context.run,
         "endurance": endurance.run,
+        "clients": clients.run,
+        "routed": lambda run, spec: routed.run(run, spec, route),
     }
     gates = loaded.suite.gates
     if gates.coding is not None:
@@ -99,6 +104,13 @@ def gate_runners(loaded: LoadedSuite) -> dict[str, GateRunner]:
         corpus = image.load_corpus(image.corpus_path(gates.image, loaded.source))
         runners["image"] = lambda run, spec: image.run(run, spec, corpus)
     return runners
+
+
+def _default_sandbox(loaded: LoadedSuite) -> DockerSandbox | None:
+    """A Docker sandbox on the stand-in image when the suite has a coding gate (the engine is reached lazily)."""
+    from servectl.adapters.sandbox import DockerSandbox
+
+    return DockerSandbox() if loaded.suite.gates.coding is not None else None
 
 
 def run_qualify(
@@ -127,12 +139,9 @@ def run_qualify(
 
     facts = facts or ServiceFacts()
     suite = settings.suite.suite
-    runners = gate_runners(settings.suite)
-    owned_sandbox = None
-    if sandbox is None and suite.gates.coding is not None:
-        from servectl.adapters.sandbox import DockerSandbox
-
-        sandbox = owned_sandbox = DockerSandbox()
+    runners = gate_runners(settings.suite, settings.route)
+    owned_sandbox = _default_sandbox(settings.suite) if sandbox is None else None
+    sandbox = sandbox or owned_sandbox
     started = _now()
     client = QualifyClient(
         url=settings.url,
@@ -153,6 +162,7 @@ def run_qualify(
             seed=settings.seed,
             progress=progress,
             code_sandbox=sandbox,
+            route=settings.route,
         )
         results: list[GateResult] = []
         for gate in GATE_ORDER:

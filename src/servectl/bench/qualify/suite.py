@@ -15,6 +15,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from servectl.bench.qualify.clients import CLIENT_NAMES, ClientName
 from servectl.errors import Problem, ProfileError
 
 SUITES_DIR = Path(__file__).with_name("suites")
@@ -131,6 +132,28 @@ class ImageGate(_Gate):
     max_tokens: int = Field(default=4096, ge=16, description="an answer cut at this many tokens fails")
 
 
+class ClientsGate(_Gate):
+    """Real client programs (Pi, OpenClaw, Hermes) read a nonce through their own shell tool and report it."""
+
+    clients: list[ClientName] = Field(
+        default_factory=lambda: list(CLIENT_NAMES), min_length=1, description="clients to run, in order"
+    )
+    timeout_s: float = Field(default=300, gt=0, le=3600, description="a client still running then is killed")
+
+    @field_validator("clients")
+    @classmethod
+    def _once(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError(f"a client is listed twice: {value}")
+        return value
+
+
+class RoutedGate(_Gate):
+    """Through the gateway (or a keyed URL): exactly the asked-for model answers; wrong and missing keys are refused."""
+
+    max_tokens: int = Field(default=16, ge=1)
+
+
 class VramGate(_Gate):
     """Free VRAM per card after the run, against the profile's reserve (or its recorded waiver)."""
 
@@ -139,12 +162,14 @@ class Gates(_Strict):
     """The gates of a suite; a gate runs when its key is present."""
 
     smoke: SmokeGate | None = None
+    routed: RoutedGate | None = None
     structured: StructuredGate | None = None
     tools: ToolsGate | None = None
     reasoning: ReasoningGate | None = None
     long_context: LongContextGate | None = None
     coding: CodingGate | None = None
     image: ImageGate | None = None
+    clients: ClientsGate | None = None
     endurance: EnduranceGate | None = None
     vram: VramGate | None = None
 

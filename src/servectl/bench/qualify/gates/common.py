@@ -4,11 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from servectl.adapters.sandbox import CodeSandbox
 from servectl.bench.qualify.client import QualifyClient
 from servectl.bench.qualify.model import CaseResult, QualifyProgressEvent, ServiceFacts
+
+
+class RouteWatch(Protocol):
+    """What a routed run reads from the gateway's own record (see :mod:`servectl.bench.qualify.routed`)."""
+
+    def requests_seen(self) -> int:
+        """Requests the gateway has answered on the alias so far (its counter, any status)."""
 
 
 @dataclass
@@ -22,6 +29,7 @@ class GateRun:
     seed: int = 0
     progress: Callable[[QualifyProgressEvent], None] | None = None
     code_sandbox: CodeSandbox | None = None
+    route: RouteWatch | None = None
 
     def sandbox(self) -> CodeSandbox:
         """Where the coding gate runs answers (the run's owner makes it; see :mod:`servectl.adapters.sandbox`)."""
