@@ -6,6 +6,7 @@ brings back what ran before, as it ran; damaged state files never block ``status
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import time
@@ -148,3 +149,89 @@ def test_up_on_an_empty_history_records_the_service(bench: Bench) -> None:  # no
     assert "moved it to" in err and "started a new history" in err
     assert [e["event"] for e in History(bench.home).events()] == ["up"]
     assert bench.serves(ALPHA)
+
+
+class DockerProxy:
+    """A Unix-socket proxy in front of the real engine that the test can kill: "Docker gone" for one client,
+    while the engine itself stays up for every other test."""
+
+    def __init__(self, path: Path) -> None:
+        import os
+        import socket
+        import threading
+
+        self.path = path
+        self.upstream = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock").removeprefix("unix://")
+        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.server.bind(str(path))
+        self.server.listen(16)
+        self.open: list[socket.socket] = []
+        self.lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import socket
+        import threading
+
+        while True:
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                return  # killed
+            engine = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            engine.connect(self.upstream)
+            with self.lock:
+                self.open += [client, engine]
+            for a, b in ((client, engine), (engine, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(src: object, dst: object) -> None:
+        try:
+            while data := src.recv(65536):  # type: ignore[attr-defined]
+                dst.sendall(data)  # type: ignore[attr-defined]
+        except OSError:
+            pass
+
+    def kill(self) -> None:
+        import socket
+
+        self.server.close()
+        self.path.unlink(missing_ok=True)
+        with self.lock:
+            for s in self.open:
+                with contextlib.suppress(OSError):
+                    s.shutdown(socket.SHUT_RDWR)
+                s.close()
+
+
+def test_docker_gone_during_up_names_the_real_container_claims_nothing_and_recover_settles_it(
+    bench: Bench,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 25: the engine goes away (for this `up` only) while the service loads."""
+    proxy = DockerProxy(bench.tmp / "docker.sock")
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{proxy.path}")
+    bench.profile(ALPHA, env={"STANDIN_STARTUP_DELAY_S": "8"})
+    proc = bench.cli("up", ALPHA)
+    name = bench.container_name(ALPHA)
+    try:
+        bench.wait_for_container(name)
+        time.sleep(0.5)  # inside the health gate
+        proxy.kill()
+        code, _, err = finish(proc, 120)
+    finally:
+        proxy.kill()
+        if proc.poll() is None:
+            proc.kill()
+    assert code == 1 and "Traceback" not in err, err
+    assert f"could not make sure {name} is gone" in err and f"`docker rm -f {name}`" in err, err
+    assert "`servectl recover` removes it" in err
+    assert "nothing of it runs" not in err  # it could not check, so it does not say so
+    assert name in bench.containers()  # the engine itself never went away: the container is still there
+    journal = read_journal(bench.home)
+    assert journal is not None and (journal.kind, journal.to_profile) == ("up", ALPHA)
+    settled_by = recover(docker=bench.docker, scope=bench.scope, state_dir=bench.home)
+    assert settled_by.outcome == "cleared" and settled_by.removed == (name,), settled_by.message
+    assert settled(bench.containers) == {}
+    assert read_journal(bench.home) is None
