@@ -3,6 +3,7 @@ call returns, so the container it created is known and removed (it once leaked f
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 from pathlib import Path
@@ -83,6 +84,8 @@ import os, signal, sys, time
 from servectl.signals import SignalGuard, ignore_late_signals_at_exit, note_late_signals
 if sys.argv[1] == "cli":
     note_late_signals()
+else:  # a library user's process, with Python's own Ctrl-C handling (whatever this process inherited)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 with SignalGuard(True):
     pass  # the transaction settled
 os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while the outcome is being reported
@@ -119,6 +122,7 @@ def test_a_ctrl_c_wrapped_by_python_is_exit_130_and_one_line_not_a_traceback(
 
     monkeypatch.setattr(signals._STATE, "note_late", False)  # main() must leave it as it was
     monkeypatch.setattr(cli, "_register_commands", lambda: None)
+    monkeypatch.setattr(cli, "_only_the_command_named", lambda first: contextlib.nullcontext())  # app is replaced
 
     def building_a_class() -> None:
         try:
@@ -173,3 +177,9 @@ def test_sigint_while_the_engine_creates_a_throwaway_container_still_removes_it(
     with SignalGuard(True), pytest.raises(Interrupt):
         engine.run_oneshot("img", ["python3", "-c", "pass"], timeout_s=5)
     assert removed == [True]
+
+
+def test_the_tests_run_with_pythons_own_signal_handling() -> None:
+    """tests/conftest.py sets it, also when the runner started with SIGINT ignored (a background job)."""
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
