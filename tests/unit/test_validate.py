@@ -31,3 +31,17 @@ def test_schema_problems_stop_before_the_rules_run(write_profile: Write, minimal
         load_profile("p")
     (line,) = info.value.lines()
     assert "engine.tp" in line and "'zero'" in line
+
+
+def test_profiles_are_listed_and_validated_in_natural_order(
+    write_profile: Write, minimal: Minimal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``demo`` before ``demo-rollback`` (file order put ``-`` before ``.``), ``x-9`` before ``x-10``."""
+    from servectl.plan.inventory import list_profiles, validations
+
+    monkeypatch.setenv("SERVECTL_PROFILES", str(Path.cwd() / "profiles"))
+    for name in ("x-10", "demo-rollback", "x-9", "demo"):
+        write_profile(name, minimal(name))
+    expected = ["demo", "demo-rollback", "x-9", "x-10"]
+    assert [v.name for v in validations(None) if v.name in expected] == expected
+    assert [r.name for r in list_profiles() if r.name in expected] == expected

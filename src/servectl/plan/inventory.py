@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -33,10 +34,16 @@ class ProfileRow:
         return asdict(self)
 
 
+def natural_key(name: str) -> tuple[tuple[int, int | str], ...]:
+    """Profiles in the order people read them: ``demo`` before ``demo-rollback`` (file order puts ``-`` before
+    ``.``), ``x-9`` before ``x-10`` (numbers by value)."""
+    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", name) if part)
+
+
 def list_profiles() -> list[ProfileRow]:
     """Every runnable profile (bases excluded) with its key settings, or why it does not load."""
     rows = []
-    for name, file in sorted(discover().items()):
+    for name, file in sorted(discover().items(), key=lambda item: natural_key(item[0])):
         if file.is_base:
             continue
         try:
@@ -115,7 +122,7 @@ def validations(names: list[str] | None, *, with_warnings: bool = True) -> list[
     from servectl.plan.rules import profile_warnings
 
     if names is None:
-        files = {n: f for n, f in discover().items() if not f.is_base}
+        files = {n: f for n, f in sorted(discover().items(), key=lambda item: natural_key(item[0])) if not f.is_base}
     else:
         files = {}
         for name in names:
