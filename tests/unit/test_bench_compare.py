@@ -195,6 +195,11 @@ def test_a_folder_without_bench_artifacts_is_one_line(tmp_path: Path) -> None:
     )
     with pytest.raises(UsageError, match=r"missing: no such folder"):
         read_run(tmp_path / "missing")
+    run = bench_run(tmp_path / "20261202T010000Z", rate=100.0, profile="demo")
+    with pytest.raises(UsageError) as err:
+        read_run(tmp_path)  # a folder of runs, like STATE/bench
+    assert err.value.message == f"{tmp_path}: holds 1 bench run in sub-folders; give one of them, e.g. {run}"
+    assert read_run(run / "summary.json").path == run  # the summary file names its run
 
 
 def test_an_artifact_of_another_schema_version_is_one_line_naming_the_file(tmp_path: Path) -> None:
@@ -240,6 +245,16 @@ def test_a_reference_csv_reads_name_metadata_optional_columns_and_comments(tmp_p
     assert ref.points[2].source == "ds4.csv:9"
     path.write_text("prompt_tokens,decode_tok_s\n4096,160\n")
     assert read_reference(path).label == "ds4"  # no name line: the file name
+
+
+def test_an_unreadable_reference_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match=r"^.*nope\.csv: no such file; check the path$"):
+        read_reference(tmp_path / "nope.csv")
+    with pytest.raises(UsageError, match=r"^.*: is a folder, not a regular file$"):
+        read_reference(tmp_path)
+    (tmp_path / "latin1.csv").write_bytes(b"prompt_tokens,decode_tok_s\n4096,1\xe9\n")
+    with pytest.raises(UsageError, match=r"latin1\.csv: not UTF-8 text .* save it as UTF-8$"):
+        read_reference(tmp_path / "latin1.csv")
 
 
 @pytest.mark.parametrize(

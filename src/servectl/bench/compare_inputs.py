@@ -31,6 +31,7 @@ from servectl.bench.artifacts import ARTIFACT_SCHEMA, SUMMARY_FILE
 from servectl.bench.compare import DEFAULT_TOLERANCE, Comparison, Series, SeriesPoint, compare_series
 from servectl.bench.model import Stat
 from servectl.errors import UsageError
+from servectl.files import FileRefused, read_bounded
 
 #: Larger files are refused unread: a summary is a few KiB, a point file with every request a few hundred.
 MAX_ARTIFACT_BYTES = 32 * 2**20
@@ -42,13 +43,11 @@ _RUN_FIX = "give a folder written by `servectl bench --out`"
 
 def _read_bytes(path: Path, limit: int, what: str) -> bytes:
     try:
-        with path.open("rb") as f:
-            raw = f.read(limit + 1)
-    except OSError as err:
-        raise UsageError(f"{path}: cannot read the {what}: {err.strerror or err}") from err
-    if len(raw) > limit:
-        raise UsageError(f"{path}: larger than {limit // 2**20} MiB; not a {what}: check the path")
-    return raw
+        return read_bounded(path, limit_bytes=limit, what=what)
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such file; check the path") from None
+    except FileRefused as err:
+        raise UsageError(f"{path}: {err.reason}") from None
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -150,10 +149,16 @@ def read_run(folder: Path, *, label: str | None = None) -> Series:
     Raises:
         UsageError: no ``summary.json`` there, another schema version, or a damaged field (one line, the file).
     """
+    if folder.name == SUMMARY_FILE and folder.is_file():  # the summary itself names its folder
+        folder = folder.parent
     if not folder.is_dir():
         raise UsageError(f"{folder}: no such folder; {_RUN_FIX}")
     summary = folder / SUMMARY_FILE
     if not summary.is_file():
+        inside = sorted(p.parent.name for p in folder.glob(f"*/{SUMMARY_FILE}"))
+        if inside:  # e.g. STATE/bench, which holds one folder per run
+            runs = f"{len(inside)} bench run" + ("s" if len(inside) > 1 else "")
+            raise UsageError(f"{folder}: holds {runs} in sub-folders; give one of them, e.g. {folder / inside[-1]}")
         raise UsageError(f"{folder}: no bench artifacts ({SUMMARY_FILE} is missing); {_RUN_FIX}")
     doc = _read_json(summary)
     schema = doc.get("schema")
