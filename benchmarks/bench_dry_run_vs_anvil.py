@@ -28,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from cli_timing import format_profile, import_profile, medians, paired, servectl_env
+from cli_timing import CPU_BY_VARIANT, format_profile, import_profile, medians, paired, servectl_env
 
 ANVIL_VERSION = "2.0.2"
 RECORDED_ANVIL_S = 0.45
@@ -115,6 +115,13 @@ def main() -> None:
         print(f"  {value * 1000:7.1f} ms  {name}")
     anvil_s = med.get("anvil", RECORDED_ANVIL_S)
     source = f"anvil-serving {ANVIL_VERSION} measured here" if "anvil" in med else "anvil's recorded 0.45 s"
+    cpu = medians({name: CPU_BY_VARIANT[name] for name in med})
+    print("# CPU (user + system) medians of the same runs")
+    for name, value in cpu.items():
+        print(f"  {value * 1000:7.1f} ms  {name}")
+    if "anvil" in cpu:
+        warm, cold = cpu["servectl"] / cpu["anvil"], cpu["servectl cold"] / cpu["anvil"]
+        print(f"CPU ratio servectl / anvil = {warm:.2f}x (cold {cold:.2f}x)")
     for name in ("servectl", "servectl cold"):
         ratio = med[name] / anvil_s
         verdict = "meets" if ratio <= TARGET_RATIO else "misses"

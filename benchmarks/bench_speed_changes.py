@@ -14,16 +14,18 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from cli_timing import REPO, medians, paired
+from cli_timing import REPO, medians
 
 #: (what changed, the commit that changed it, the command it changed), oldest first.
 CHANGES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
@@ -33,7 +35,7 @@ CHANGES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("dry-run script kept in the cache entry", "ed39f27", ("up", "glm53-393k", "--dry-run")),
     ("PyYAML imported on first read", "40244b4", ("status",)),
     ("list[str] words skip typer's coercion", "338c9bd", ("validate", "glm53-393k")),
-    ("docker info only for a container without a runtime", "HEAD", ("status",)),
+    ("docker info only for a container without a runtime", "d72c13e", ("status",)),
 )
 
 
@@ -67,6 +69,31 @@ def start_standins(work: Path, session: str) -> dict[str, str]:
     return env
 
 
+def measured(
+    variants: dict[str, list[str]], *, runs: int, envs: dict[str, dict[str, str]], cwd: Path
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Median wall and CPU (user + system) seconds of each variant, interleaved, after one untimed run each.
+
+    The CPU time of the command's own process is what a change to it can save; on a machine shared with
+    other work it varies far less than the wall time, which waits for the other work too.
+    """
+    wall: dict[str, list[float]] = {name: [] for name in variants}
+    cpu: dict[str, list[float]] = {name: [] for name in variants}
+    for round_ in range(runs + 1):
+        for name, argv in variants.items():
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            t0 = time.perf_counter()
+            proc = subprocess.run(argv, env=envs[name], cwd=cwd, capture_output=True, text=True)
+            elapsed = time.perf_counter() - t0
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            if proc.returncode != 0:
+                raise SystemExit(f"{name}: {' '.join(argv)} exited {proc.returncode}: {proc.stderr.strip()[-300:]}")
+            if round_:  # the first round fills each variant's plan cache
+                wall[name].append(elapsed)
+                cpu[name].append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+    return medians(wall), medians(cpu)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7)
@@ -75,8 +102,8 @@ def main() -> None:
 
     work = Path(tempfile.mkdtemp(prefix="bench-changes-"))
     session = f"bench-{uuid.uuid4().hex[:12]}"
-    base = start_standins(work, session)
     try:
+        base = start_standins(work, session)
         print(f"# medians of {args.runs} interleaved runs, each pair in one run; 3 stand-in services running")
         for what, commit, command in CHANGES:
             sha = subprocess.run(
@@ -94,11 +121,13 @@ def main() -> None:
                     "COLUMNS": "200",
                     "NO_COLOR": "1",
                 }
-            med = medians(paired(variants, runs=args.runs, envs=envs, cwd=REPO))
-            saved = med["before"] - med["after"]
+            wall, cpu = measured(variants, runs=args.runs, envs=envs, cwd=work)  # cwd: each tree its own profiles
             print(
-                f"{sha} {what}: servectl {' '.join(command)}  "
-                f"{med['before'] * 1000:.0f} -> {med['after'] * 1000:.0f} ms ({saved * 1000:+.0f} ms saved)"
+                f"{sha} {what}: servectl {' '.join(command)}\n"
+                f"    wall {wall['before'] * 1000:.0f} -> {wall['after'] * 1000:.0f} ms "
+                f"({(wall['before'] - wall['after']) * 1000:+.0f} ms saved); "
+                f"CPU {cpu['before'] * 1000:.0f} -> {cpu['after'] * 1000:.0f} ms "
+                f"({(cpu['before'] - cpu['after']) * 1000:+.0f} ms saved)"
             )
     finally:
         remove_test_session(session)

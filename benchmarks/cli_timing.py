@@ -8,6 +8,7 @@ modules with the largest cumulative import time, which is where a missed target'
 from __future__ import annotations
 
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -30,13 +31,21 @@ def servectl_env(**extra: str) -> dict[str, str]:
     return env
 
 
+#: CPU seconds (user + system) of every command :func:`timed` ran, by argv, in run order.
+CPU_SECONDS: dict[tuple[str, ...], list[float]] = {}
+
+
 def timed(argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: Path | None = None) -> float:
-    """Wall seconds of one run; the command must exit 0."""
+    """Wall seconds of one run; the command must exit 0. Its CPU seconds go to :data:`CPU_SECONDS`."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.run(list(argv), env=dict(env) if env else None, cwd=cwd, capture_output=True, text=True)
     elapsed = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} exited {proc.returncode}: {proc.stderr.strip()[-500:]}")
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    CPU_SECONDS.setdefault(tuple(argv), []).append(cpu)
     return elapsed
 
 
@@ -55,7 +64,13 @@ def paired(
     for _ in range(runs):
         for name, argv in variants.items():
             times[name].append(timed(argv, env=(envs or {}).get(name, env), cwd=cwd))
+            CPU_BY_VARIANT.setdefault(name, []).append(CPU_SECONDS[tuple(argv)][-1])
     return times
+
+
+#: CPU seconds of each variant's timed runs in :func:`paired` (the command's own work; on a shared machine it
+#: varies less than the wall time, which also waits for the other work).
+CPU_BY_VARIANT: dict[str, list[float]] = {}
 
 
 def medians(times: Mapping[str, list[float]]) -> dict[str, float]:
