@@ -182,3 +182,25 @@ def test_any_stopped_conflicts_content_reads_cleanly(tmp_path_factory: pytest.Te
             assert isinstance(item.ref, str) and item.kind in ("compose", "container")
     except StateDamaged as err:
         one_line(err, state / STOPPED_CONFLICTS_FILE)
+
+
+def test_history_entries_of_the_wrong_shape_are_warned_about_not_dropped_silently(tmp_path: Path) -> None:
+    """Issue 25: entries that are not events, or whose fields have the wrong type, are ignored with a warning."""
+    from servectl.service.journal import status_notes
+
+    warnings: list[str] = []
+    history = History(tmp_path, clock=lambda: 1000.0, warn=warnings.append)
+    history.path.write_text(
+        json.dumps([{"event": "up", "profile": "a"}, 7, {"event": "swap", "profile": ["b"]}, {"event": 3}]),
+        encoding="utf-8",
+    )
+    events, warning = history.readable_events()
+    assert events == [{"event": "up", "profile": "a"}, {"event": "swap"}]
+    assert (
+        warning
+        == f"{history.path}: 3 history entries of the wrong shape (not an event, or a field of a wrong type) ignored"
+    )
+    assert f"warning: {warning}" in status_notes(state_dir=tmp_path)
+    history.record({"event": "down", "profile": "a"})
+    assert warnings == [f"{warning}; rewriting the history without them"]
+    assert history.readable_events()[1] is None  # the rewritten history is clean

@@ -776,3 +776,32 @@ def test_the_undo_is_the_only_way_back_in_the_service_layer() -> None:
         or "previous_resolved(" in path.read_text(encoding="utf-8")
     }
     assert callers == {"transaction/undo.py", "transaction/snapshot.py"}
+
+
+def test_rollback_over_history_entries_of_the_wrong_shape_says_so_and_how_to_name_the_target(world: World) -> None:
+    from servectl.adapters.state import History
+
+    world.run("alpha")
+    world.state_dir.mkdir(parents=True, exist_ok=True)
+    history = [{"event": "up", "profile": 5}, {"event": "swap", "profile": "alpha", "replaced": ["beta"]}]
+    (world.state_dir / "history.json").write_text(json.dumps(history), encoding="utf-8")
+    with pytest.raises(UsageError) as info:
+        rollback(**{**world.kwargs(), "history": History(world.state_dir)})
+    assert info.value.message.startswith(
+        "the history has no profile that ran before alpha (2 entries of the wrong shape were ignored); "
+        "name the target with `servectl swap NAME`"
+    )
+
+
+def test_a_failed_swap_that_replaced_nothing_says_what_still_serves_beside_it(world: World) -> None:
+    """Issue 25: not "nothing was serving before" while a service on another port serves on."""
+    world.run("other")
+    world.runtime.script("beta", failure="beta exited during startup", exit_code=1)
+    with pytest.raises(StartupFailed) as caught:
+        world.swap("beta")
+    message = caught.value.message
+    assert "beta was removed; it replaced nothing, so nothing of it runs now; other still serves (not touched)" in (
+        message
+    )
+    assert "nothing was serving before" not in message
+    assert world.runtime.profiles() == ["other"]

@@ -312,6 +312,8 @@ class History:
         self.path = Path(state_dir) / HISTORY_FILE
         self._clock = clock
         self._warn = warn or _warn_stderr
+        #: Entries of the wrong shape in the file as last read (not an event, or a field of the wrong type).
+        self.malformed = 0
 
     def record(self, event: Mapping[str, Any]) -> dict[str, Any]:
         """Append ``event`` (a copy with ``t`` set) and return what was stored."""
@@ -326,6 +328,8 @@ class History:
                 moved = set_aside(self.path, clock=self._clock)
                 self._warn(f"{err.message.split(';')[0]}; moved it to {moved} and started a new history")
                 events = []
+            if self.malformed:
+                self._warn(f"{self.malformed_note()}; rewriting the history without them")
             events.append(stored)
             try:
                 atomic_write_text(self.path, json.dumps(events[-HISTORY_LIMIT:], indent=1) + "\n")
@@ -348,7 +352,25 @@ class History:
             return []
         if not isinstance(data, list):
             raise StateDamaged(f"{self.path}: the history is not a list of events; {fix}", path=self.path)
-        return [clean for e in data if (clean := _clean_event(e)) is not None]
+        events: list[dict[str, Any]] = []
+        self.malformed = 0
+        for entry in data:
+            clean = _clean_event(entry)
+            if clean is None or len(clean) != len(entry):
+                self.malformed += 1  # not an event, or a field of the wrong type was dropped
+            if clean is not None:
+                events.append(clean)
+        return events
+
+    def malformed_note(self) -> str:
+        """One line on the entries of the wrong shape the last read ignored ('' when there were none)."""
+        n = self.malformed
+        if not n:
+            return ""
+        entries = "entry" if n == 1 else "entries"
+        return (
+            f"{self.path}: {n} history {entries} of the wrong shape (not an event, or a field of a wrong type) ignored"
+        )
 
     def last_run(self) -> dict[str, Any] | None:
         """The latest run event (a profile that started serving), or None."""
@@ -373,9 +395,10 @@ class History:
         For read-only commands: they go on with what Docker says and show the warning.
         """
         try:
-            return self.events(), None
+            events = self.events()
         except StateDamaged as err:
             return [], err.message
+        return events, self.malformed_note() or None
 
     @contextlib.contextmanager
     def _write_lock(self) -> Iterator[None]:

@@ -167,8 +167,11 @@ def _history_target(ctx: TxContext) -> tuple[str, list[dict[str, Any]]]:
     events = [dict(e) for e in ctx.history.events()]
     before = previous_profile(events, alive[0].profile)
     if before is None:
+        malformed = getattr(ctx.history, "malformed", 0)  # the state folder's History counts them; fakes need not
+        shape = "entry of the wrong shape was" if malformed == 1 else "entries of the wrong shape were"
+        ignored = f" ({malformed} {shape} ignored)" if malformed else ""
         raise UsageError(
-            f"the history has no profile that ran before {alive[0].profile}; name the target with "
+            f"the history has no profile that ran before {alive[0].profile}{ignored}; name the target with "
             "`servectl swap NAME` (a plain `servectl swap` goes to its declared rollback)"
         )
     return before, events
