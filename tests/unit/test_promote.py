@@ -66,7 +66,13 @@ def gate(name: str, passed: int, total: int) -> GateResult:
     return GateResult.of(name, cases)
 
 
-PASSING = (gate("tools", 20, 20), gate("long_context", 2, 2), gate("endurance", 60, 60))
+#: The default suite's gates: three with counts, the others skipped as they legitimately can be.
+PASSING = (
+    gate("tools", 20, 20),
+    gate("long_context", 2, 2),
+    gate("endurance", 60, 60),
+    *(GateResult(g, "skipped", note="no GPU") for g in ("smoke", "structured", "reasoning", "vram")),
+)
 
 
 def qualification(
@@ -194,6 +200,34 @@ def test_promotion_is_refused_on_failed_or_stale_qualification(
         promote(name="q", evidence_dir=folder)
     assert "status: candidate" in (profile_dir / "q.yaml").read_text()
     assert not (profile_dir / "q.evidence.json").exists()
+
+
+def test_promotion_needs_every_gate_of_the_suite_and_a_measured_clients_and_routed_gate(
+    evidence: Callable[..., Path], profile_dir: Path
+) -> None:
+    suite = profile_dir / "agents.yaml"
+    gates = "  tools: {cases: 20}\n  routed: {}\n  coding: {}\n  image: {}\n  clients: {clients: [pi]}\n"
+    suite.write_text(f"name: agents\ngates:\n{gates}")
+    path = profile_dir / "q.yaml"
+    path.write_text(path.read_text() + "qualify: agents.yaml\n")
+    skipped_clients = GateResult("clients", "skipped", note="not installed (skipped, never passed): pi")
+    document = qualification(
+        _plan(), gates=(gate("tools", 20, 20), gate("coding", 16, 16), gate("image", 13, 13), skipped_clients)
+    )
+    document["suite"] = {**document["suite"], "sha256": load_suite(suite).sha256}  # type: ignore[dict-item]
+    with pytest.raises(ProfileError) as err:
+        promote(name="q", evidence_dir=evidence(qualify=document))
+    lines = [line.split("cannot promote: ")[1] for line in err.value.lines()]
+    assert lines == [
+        "qualification lacks gate routed of the profile's suite; qualify again",
+        "qualification gate clients was skipped (not installed (skipped, never passed): pi); it must pass to promote",
+    ]
+    passing = (gate("tools", 20, 20), gate("routed", 6, 6), gate("coding", 16, 16), gate("image", 13, 13),
+               gate("clients", 1, 1))  # fmt: skip
+    document = qualification(_plan(), gates=passing)
+    document["suite"] = {**document["suite"], "sha256": load_suite(suite).sha256}  # type: ignore[dict-item]
+    record = promote(name="q", evidence_dir=evidence(qualify=document))
+    assert record.gate_counts == "tools 20/20, routed 6/6, coding 16/16, image/OCR 13/13, clients 1/1"
 
 
 def test_promotion_needs_the_suite_the_profile_names(evidence: Callable[..., Path], profile_dir: Path) -> None:

@@ -106,3 +106,19 @@ def test_a_failed_gate_exits_1_naming_the_gate_and_the_case(
     assert code == 1
     assert "  structured json_object #1: content is not JSON" in out
     assert err == f"error: qualify: 1 of 1 gates failed (structured 0/1); see {tmp_path / 'qualify.json'}\n"
+
+
+def test_via_gateway_needs_the_gateway_key_and_a_known_alias(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    monkeypatch.setenv("SERVECTL_HOME", str(tmp_path))
+    code, _, err = run_cli(monkeypatch, capsys, "qualify", "chat", "--via-gateway")
+    assert code == 2
+    assert err.strip().splitlines()[-1].endswith("give the gateway key with --api-key-env NAME or --api-key-file")
+    gateway_file = tmp_path / "gateway.yaml"
+    gateway_file.write_text("aliases: {chat: [demo]}\n")
+    monkeypatch.setenv("GW_KEY", "k")
+    monkeypatch.setattr("servectl.gateway.config.default_config_file", lambda environ=None: gateway_file)
+    code, _, err = run_cli(monkeypatch, capsys, "qualify", "other", "--via-gateway", "--api-key-env", "GW_KEY")
+    assert code == 2
+    assert "gateway: no alias 'other' (aliases: chat)" in err

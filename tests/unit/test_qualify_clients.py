@@ -15,7 +15,7 @@ import pytest
 
 from servectl.bench.qualify.clients import ADAPTERS, KEY_ENV, Endpoint
 from servectl.bench.qualify.gates import GateRun, clients
-from servectl.bench.qualify.model import ServiceFacts
+from servectl.bench.qualify.model import ServiceFacts, gate_counts
 from servectl.bench.qualify.suite import ClientsGate, load_suite, suite_path
 from servectl.errors import ProfileError
 
@@ -77,6 +77,7 @@ def test_a_missing_client_is_skipped_with_its_install_command_never_passed(tmp_p
         == f"clients openclaw: skipped: openclaw is not installed; install it: {ADAPTERS['openclaw'].install}"
     )
     assert "openclaw" in result.note
+    assert gate_counts([result]) == "clients 1/2 (skipped)"
 
 
 def test_the_key_reaches_the_client_only_as_a_variable_and_never_the_evidence(tmp_path: Path) -> None:

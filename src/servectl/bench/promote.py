@@ -97,12 +97,27 @@ def check_qualification(loaded: LoadedProfile, evidence: dict[str, Any], *, plan
             f"{expected.suite.name!r} ({suite_file}) as it is now; run `servectl qualify {loaded.profile.name}`"
         )
     gates = evidence.get("gates") or []
+    problems += _suite_gate_problems(expected.suite.gates.model_dump(exclude_none=True), gates, what=what)
     failed = [g for g in gates if g.get("verdict") == "fail"]
     for gate in failed:
         first = next((c.get("message") for c in gate.get("cases") or [] if not c.get("ok")), "") or gate.get("note")
         problems.append(f"{what} gate {gate.get('gate')} failed ({gate.get('count')}): {first}")
     if not any(g.get("verdict") == "pass" for g in gates):
         problems.append(f"{what} has no passed gate; nothing to promote on")
+    return problems
+
+
+#: Gates whose skip means "not measured" (a client not installed, a run that was not routed): never promoted on.
+MEASURED_ONLY = frozenset({"clients", "routed"})
+
+
+def _suite_gate_problems(wanted: dict[str, Any], gates: list[dict[str, Any]], *, what: str) -> list[str]:
+    """Every gate of the suite ran; ``clients`` and ``routed`` were not skipped."""
+    ran = {str(g.get("gate")): g for g in gates}
+    problems = [f"{what} lacks gate {name} of the profile's suite; qualify again" for name in wanted if name not in ran]
+    for name in sorted(MEASURED_ONLY & set(wanted) & set(ran)):
+        if ran[name].get("verdict") == "skipped":
+            problems.append(f"{what} gate {name} was skipped ({ran[name].get('note')}); it must pass to promote")
     return problems
 
 

@@ -167,9 +167,12 @@ GATE_LABELS: Mapping[str, str] = {"long_context": "needle", "structured": "json"
 
 
 def gate_counts(gates: Sequence[GateResult]) -> str:
-    """``tools 20/20, needle 2/2`` for the gates that ran; a failed gate is marked ``(fail)``."""
+    """``tools 20/20, needle 2/2`` for the gates that ran; a failed gate is marked ``(fail)``, a gate skipped
+    after some of its cases ran (``clients 2/3 (skipped)``: one client not installed) ``(skipped)``."""
     parts = []
     for g in gates:
+        if g.verdict == "skipped" and g.total:  # partly run (a client not installed): the count, marked
+            parts.append(f"{GATE_LABELS.get(g.gate, g.gate)} {g.passed}/{g.total} (skipped)")
         if g.verdict == "skipped":
             continue
         mark = " (fail)" if g.verdict == "fail" and g.passed == g.total else ""
