@@ -49,6 +49,7 @@ def test_points_match_on_actual_tokens_within_the_tolerance_and_are_never_interp
     assert new_rows[4096].decode_ratio == pytest.approx(120 / 160) and new_rows[4096].comparable
     assert new_rows[65536].decode_ratio == pytest.approx(200 / 253)
     assert new_rows[30000].decode_ratio is None and new_rows[30000].notes == ("no baseline point",)
+    assert not new_rows[30000].comparable and not new_rows[30000].unfair  # no ratio, but nothing unfair
     assert 200000 not in new_rows  # nothing is made up where the new run has no point
     assert [r.anchor_tokens for r in comparison.rows if r.is_baseline] == [4096, 65536, 200000]
 
@@ -92,7 +93,7 @@ def test_a_different_concurrency_max_tokens_or_statistic_is_flagged_on_the_row(
     if "concurrency" in change:
         other = series("new", {4096: 90.0}, statistic="p50 of 3", concurrency=change["concurrency"])
     row = rows_of(compare_series([base, other]), "new")[4096]
-    assert row.notes == (note,) and not row.comparable
+    assert row.notes == (note,) and not row.comparable and row.unfair
     assert row.decode_ratio == pytest.approx(0.9)  # still shown, next to why it is unfair
 
 
@@ -255,6 +256,16 @@ def test_an_unreadable_reference_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "latin1.csv").write_bytes(b"prompt_tokens,decode_tok_s\n4096,1\xe9\n")
     with pytest.raises(UsageError, match=r"latin1\.csv: not UTF-8 text .* save it as UTF-8$"):
         read_reference(tmp_path / "latin1.csv")
+
+
+def test_the_shipped_example_reference_reads() -> None:
+    ref = read_reference(Path(__file__).resolve().parents[2] / "examples" / "references" / "ds4-0731.csv")
+    assert ref.label == "DS4-0731" and ref.statistic is None and ref.note and "160 @4K" in ref.note
+    assert [(p.prompt_tokens, p.decode_tok_s and p.decode_tok_s.p50) for p in ref.points] == [
+        (4096, 160.0),
+        (65536, 253.0),
+        (200000, 160.0),
+    ]
 
 
 @pytest.mark.parametrize(

@@ -30,6 +30,8 @@ from servectl.errors import UsageError
 COMPARE_SCHEMA = "servectl.bench.compare/v1"
 #: Default matching tolerance: actual prompt tokens within 5 % of the row's anchor.
 DEFAULT_TOLERANCE = 0.05
+#: The note of a row that has no baseline point to divide by (no ratio, but nothing unfair either).
+NO_BASELINE = "no baseline point"
 
 SeriesKind = Literal["run", "reference"]
 
@@ -105,6 +107,11 @@ class CompareRow:
         notes: Why the row is not comparable, or what is missing; empty when it is clean.
         comparable: A ratio exists and nothing in ``notes`` makes it unfair.
     """
+
+    @property
+    def unfair(self) -> bool:
+        """The row has a reason besides a missing baseline point (another setting, flagged requests)."""
+        return any(note != NO_BASELINE for note in self.notes)
 
     group: int
     anchor_tokens: float
@@ -262,7 +269,7 @@ def _row(group_index: int, group: _Group, s: Series, base: Series) -> CompareRow
             comparable=not notes,
         )
     if base_point is None:
-        notes.append("no baseline point")
+        notes.append(NO_BASELINE)
     else:
         notes = _mismatches(s, point, base, base_point) + notes
         if base_point.flagged_requests or base_point.skipped:

@@ -149,6 +149,14 @@ def plot_comparison(comparison: Comparison, path: Path) -> Path:
             if any(s.n > 1 and s.max > s.min for _, s in drawn):
                 lo, hi = [s.min for _, s in drawn], [s.max for _, s in drawn]
                 ax.fill_between(xs, lo, hi, alpha=0.15, color=style["color"])
+    marked = [
+        (r.point.prompt_tokens, r.point.decode_tok_s.p50)
+        for r in comparison.rows
+        if r.unfair and r.point.decode_tok_s is not None
+    ]
+    if marked:  # the table says why; the plot shows where
+        xs, ys = [x for x, _ in marked], [y for _, y in marked]
+        axes[0].scatter(xs, ys, s=160, facecolors="none", edgecolors="red", label="not comparable (see the table)")
     title = "\n".join(["decode taper", *describe_differences(comparison).split("; ")])
     axes[0].set_title(title, fontsize="medium")
     axes[0].set_ylabel("decode tok/s per stream (p50)")
