@@ -256,17 +256,19 @@ def test_random_faults_leave_no_open_files_and_flat_memory(world: World) -> None
     headers = {"Authorization": f"Bearer {world.key}"}
     body = {"model": "chat", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}
 
+    http = httpx.Client(timeout=30)  # one client with keep-alive, as an SDK is; a client that leaves closes its own
+
     def one(kind: str) -> None:
         if kind == "ok":
-            assert httpx.post(world.url + "/v1/chat/completions", json=body, headers=headers).status_code == 200
+            assert http.post(world.url + "/v1/chat/completions", json=body, headers=headers).status_code == 200
         elif kind == "bad-key":
-            assert httpx.post(world.url + "/v1/chat/completions", json=body,
+            assert http.post(world.url + "/v1/chat/completions", json=body,
                               headers={"x-api-key": "sk-servectl-nope"}).status_code == 401  # fmt: skip
         elif kind == "unknown-alias":
-            assert httpx.post(world.url + "/v1/chat/completions", json={**body, "model": "x"},
+            assert http.post(world.url + "/v1/chat/completions", json={**body, "model": "x"},
                               headers=headers).status_code == 404  # fmt: skip
         else:  # a client that leaves mid-stream
-            with httpx.stream("POST", world.url + "/v1/chat/completions", headers=headers,
+            with http.stream("POST", world.url + "/v1/chat/completions", headers=headers,
                               json={**body, "max_tokens": 2000, "stream": True}) as r:  # fmt: skip
                 next(r.iter_lines())
 
@@ -277,6 +279,7 @@ def test_random_faults_leave_no_open_files_and_flat_memory(world: World) -> None
     kinds = [rng.choice(["ok", "bad-key", "unknown-alias", "leave"]) for _ in range(n)]
     for kind in kinds:
         one(kind)
+    http.close()
     time.sleep(2.5)  # connections to the engine of abandoned streams close
     assert _fds(pid) <= fds0 + 2, (fds0, _fds(pid))
     assert _rss_mb(pid) <= rss0 + 10, (rss0, _rss_mb(pid))
