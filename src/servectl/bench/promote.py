@@ -19,10 +19,11 @@ from typing import Any
 
 from servectl.adapters.state import atomic_write_text
 from servectl.errors import ProfileError, UsageError
+from servectl.files import FileRefused, read_text_bounded
 from servectl.plan.resolve import plan_for
 from servectl.plan.validate import load_profile
 from servectl.profile.evidence import EVIDENCE_SCHEMA, EvidencePoint, EvidenceRecord, GateCount, load_record
-from servectl.profile.loader import LoadedProfile
+from servectl.profile.loader import MAX_PROFILE_BYTES, LoadedProfile
 
 SUMMARY_FILE = "summary.json"
 
@@ -35,10 +36,10 @@ def read_summary(evidence_dir: Path) -> dict[str, Any]:
     """
     path = evidence_dir / SUMMARY_FILE
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_text_bounded(path, limit_bytes=64 * 2**20, what="bench summary"))
     except FileNotFoundError:
         raise UsageError(f"{path}: not found; pass the --out folder of `servectl bench`") from None
-    except (OSError, json.JSONDecodeError) as e:
+    except (OSError, FileRefused, json.JSONDecodeError) as e:
         raise UsageError(f"{path}: unreadable bench summary ({e}); re-run `servectl bench`") from None
     if not isinstance(data, dict) or data.get("kind") != "summary":
         raise UsageError(f"{path}: not a servectl bench summary")
@@ -212,7 +213,7 @@ def promote(*, name: str, evidence_dir: Path, qualification_dir: Path | None = N
     earlier = load_record(loaded)  # figures imported from elsewhere stay, labelled, never as measurements
     record = dataclasses.replace(record, imported=earlier.imported if earlier else ())
     record_path = loaded.file.path.with_name(f"{name}.evidence.json")
-    original = loaded.file.path.read_text(encoding="utf-8")
+    original = read_text_bounded(loaded.file.path, limit_bytes=MAX_PROFILE_BYTES, what="profile")
     edited = _set_top_level(_set_top_level(original, "status", "promoted"), "evidence", record_path.name)
     _atomic_write(record_path, record.to_json())
     try:

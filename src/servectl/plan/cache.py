@@ -154,7 +154,7 @@ def lookup(name: str, *, keep_unset: bool = False) -> CachedPlan | None:
 def _valid_entry(name: str, *, keep_unset: bool) -> dict[str, Any] | None:
     """The entry of ``name``, when it is intact and every fact in it still holds."""
     try:
-        entry = json.loads(_entry_path(name, keep_unset).read_bytes())
+        entry = json.loads(read_bounded(_entry_path(name, keep_unset), limit_bytes=_MAX_HASHED_BYTES))
         if not isinstance(entry, dict) or entry.get("sha256") != _digest(entry):
             return None
         if entry.get("format") != FORMAT or entry.get("name") != name or entry.get("keep_unset") != keep_unset:
@@ -164,17 +164,17 @@ def _valid_entry(name: str, *, keep_unset: bool) -> dict[str, Any] | None:
         if not isinstance(entry.get("unset"), list) or not all(_holds(fact) for fact in entry["facts"]):
             return None
         return entry
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (OSError, FileRefused, ValueError, KeyError, TypeError, AttributeError):
         return None  # missing, unreadable or damaged: compiled again, and rewritten
 
 
 def _still_absent(name: str) -> bool:
     """Whether ``name`` was recorded as no profile on the search path, and every fact of that still holds."""
     try:
-        entry = json.loads(_entry_path(name, False, absent=True).read_bytes())
+        entry = json.loads(read_bounded(_entry_path(name, False, absent=True), limit_bytes=_MAX_HASHED_BYTES))
         valid = isinstance(entry, dict) and entry.get("sha256") == _digest(entry) and entry.get("format") == FORMAT
         return bool(valid and entry["name"] == name and all(_holds(fact) for fact in entry["facts"]))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (OSError, FileRefused, ValueError, KeyError, TypeError, AttributeError):
         return False
 
 

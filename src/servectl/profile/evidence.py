@@ -12,6 +12,7 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from servectl.files import FileRefused, read_text_bounded
 from servectl.profile.loader import LoadedProfile
 
 EVIDENCE_SCHEMA = "servectl.evidence/v1"
@@ -92,6 +93,10 @@ class EvidenceRecord:
         return json.dumps(asdict(self), indent=2) + "\n"
 
 
+#: An evidence record is a few KiB; a larger file (or a FIFO, a folder) is not one.
+EVIDENCE_LIMIT_BYTES = 16 * 2**20
+
+
 def load_record(loaded: LoadedProfile) -> EvidenceRecord | None:
     """The evidence record a profile points to, if any (None when missing or unreadable)."""
     ref = loaded.profile.evidence
@@ -99,14 +104,14 @@ def load_record(loaded: LoadedProfile) -> EvidenceRecord | None:
         return None
     path = Path(ref) if os.path.isabs(ref) else loaded.file.path.parent / ref
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_text_bounded(path, limit_bytes=EVIDENCE_LIMIT_BYTES, what="evidence record"))
         data["points"] = tuple(EvidencePoint(**pt) for pt in data["points"])
         vram = data.get("free_vram_after_mib")
         data["free_vram_after_mib"] = tuple(vram) if vram else None
         data["gates"] = tuple(GateCount(**g) for g in data.get("gates") or ())
         data["imported"] = tuple(ImportedFigure(**f) for f in data.get("imported") or ())
         return EvidenceRecord(**data)
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, FileRefused, ValueError, KeyError, TypeError):
         return None
 
 

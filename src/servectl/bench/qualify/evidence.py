@@ -16,6 +16,7 @@ from servectl.bench.artifacts import free_vram_document, manifest_run, provenanc
 from servectl.bench.manifest import write_manifest
 from servectl.bench.qualify.model import GateResult, QualifyReport
 from servectl.errors import UsageError
+from servectl.files import FileRefused, read_text_bounded
 
 #: Version of the evidence layout; bump when a field changes meaning.
 QUALIFY_SCHEMA = "servectl.qualify/v1"
@@ -89,12 +90,12 @@ def read_evidence(evidence_dir: Path) -> dict[str, Any]:
     """
     path = evidence_dir / EVIDENCE_FILE
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_text_bounded(path, limit_bytes=64 * 2**20, what="qualification evidence"))
     except FileNotFoundError:
         raise UsageError(
             f"{path}: not found; run `servectl qualify NAME --out {evidence_dir}` (promotion needs qualification)"
         ) from None
-    except (OSError, json.JSONDecodeError) as e:
+    except (OSError, FileRefused, json.JSONDecodeError) as e:
         raise UsageError(f"{path}: unreadable qualification evidence ({e}); re-run `servectl qualify`") from None
     if not isinstance(data, dict) or data.get("kind") != "qualification":
         raise UsageError(f"{path}: not servectl qualification evidence")

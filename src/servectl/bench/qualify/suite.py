@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from servectl.bench.qualify.clients import CLIENT_NAMES, ClientName
 from servectl.errors import Problem, ProfileError
+from servectl.files import FileRefused, read_bounded
 
 SUITES_DIR = Path(__file__).with_name("suites")
 DEFAULT_SUITE = "default"
@@ -230,14 +231,18 @@ def load_suite(path: Path) -> LoadedSuite:
     Raises:
         ProfileError: unreadable YAML or a schema problem (one line each, with file, line and key).
     """
-    from servectl.profile.loader import read_yaml
+    from servectl.profile.loader import MAX_PROFILE_BYTES, read_yaml
 
     data, locations = read_yaml(path)
     try:
         suite = Suite.model_validate(data)
     except ValidationError as err:
         raise ProfileError(_problems(err, locations, path)) from None
-    return LoadedSuite(suite=suite, source=str(path), sha256=hashlib.sha256(path.read_bytes()).hexdigest())
+    try:  # read_yaml proved it a small regular file; read it the same bounded way for its digest
+        raw = read_bounded(path, limit_bytes=MAX_PROFILE_BYTES, what="suite")
+    except (OSError, FileRefused) as e:
+        raise ProfileError([Problem(str(path), None, "", f"cannot read: {e}")]) from None
+    return LoadedSuite(suite=suite, source=str(path), sha256=hashlib.sha256(raw).hexdigest())
 
 
 def _problems(err: ValidationError, locations: dict[Any, Any], path: Path) -> list[Problem]:
