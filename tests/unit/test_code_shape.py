@@ -17,8 +17,6 @@ MARKER = "# over 80 lines:"
 
 NOT_YET_SPLIT: dict[str, str] = {
     # qualified name -> who splits it (other areas of issue 10 and of other issues)
-    "render/k8s.py::render_k8s": "render: one builder per Kubernetes object",
-    "render/compose.py::render_compose": "render: one builder per compose section",
     "bench/runner.py::run_bench": "bench: the CLI/library move of issue 10",
     "bench/stream.py::measurement": "bench: the CLI/library move of issue 10",
     "plan/compile.py::compile_plan": "plan: the compiler (one helper per section)",

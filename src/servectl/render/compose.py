@@ -24,11 +24,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from servectl.plan.compile import PROJECT_DIR_VAR, LaunchPlan, MountPlan
+from servectl.plan.compile import PROJECT_DIR_VAR, DockerRunSpec, LaunchPlan, MountPlan
 from servectl.profile.models import Profile
 from servectl.render.common import (
     PROBE_PERIOD_S,
     PROBE_TIMEOUT_S,
+    PlanParts,
     health_check_argv,
     listen_of,
     require_single_node,
@@ -61,8 +62,6 @@ def render_compose(
     require_single_node(plan, profile.nodes, "docker compose")
     spec = plan.docker
     parts = split_mounts(plan)
-    listen = listen_of(plan)
-
     service: dict[str, Any] = {
         "image": spec.image,
         "container_name": spec.name,
@@ -72,6 +71,17 @@ def render_compose(
     if spec.environment:
         # None: passed through from the shell that runs compose, as servectl passes its own environment
         service["environment"] = {name: None if value is None else _literal(value) for name, value in spec.environment}
+    _add_resources(service, spec)
+    if parts.host:
+        service["volumes"] = [_bind(m, project_dir=project_dir) for m in parts.host]
+    document: dict[str, Any] = {"name": project_name(plan), "services": {plan.profile: service}}
+    _add_files(document, service, plan, parts, project_dir=project_dir)
+    _add_lifecycle(service, plan)
+    return document
+
+
+def _add_resources(service: dict[str, Any], spec: DockerRunSpec) -> None:
+    """GPUs, network and ports, IPC, shared memory and ulimits, as ``docker run`` gets them."""
     if spec.device_ids:
         service["deploy"] = {
             "resources": {
@@ -100,10 +110,12 @@ def render_compose(
         service["ulimits"] = {
             name: soft if soft == hard else {"soft": soft, "hard": hard} for name, soft, hard in spec.ulimits
         }
-    if parts.host:
-        service["volumes"] = [_bind(m, project_dir=project_dir) for m in parts.host]
 
-    document: dict[str, Any] = {"name": project_name(plan), "services": {plan.profile: service}}
+
+def _add_files(
+    document: dict[str, Any], service: dict[str, Any], plan: LaunchPlan, parts: PlanParts, *, project_dir: str | None
+) -> None:
+    """The plan's generated files as compose configs, and the API key as a compose secret."""
     if parts.generated:
         configs = {}
         service["configs"] = []
@@ -120,18 +132,21 @@ def render_compose(
         document["secrets"] = {API_KEY_SECRET: source}
         service["secrets"] = [{"source": API_KEY_SECRET, "target": parts.api_key.target}]
 
+
+def _add_lifecycle(service: dict[str, Any], plan: LaunchPlan) -> None:
+    """init, restart policy, stop grace and the health check servectl's gate would run."""
+    spec = plan.docker
     service["init"] = spec.init
     if spec.restart_policy:
         service["restart"] = spec.restart_policy
     service["stop_grace_period"] = f"{spec.stop_timeout_s}s"
     service["healthcheck"] = {
-        "test": ["CMD", *(_literal(t) for t in health_check_argv(plan, listen))],
+        "test": ["CMD", *(_literal(t) for t in health_check_argv(plan, listen_of(plan)))],
         "interval": f"{PROBE_PERIOD_S}s",
         "timeout": f"{PROBE_TIMEOUT_S}s",
         "retries": 3,
         "start_period": f"{_seconds(plan.startup_timeout_s)}s",
     }
-    return document
 
 
 def compose_notes(plan: LaunchPlan, profile: Profile, document: dict[str, Any]) -> list[str]:

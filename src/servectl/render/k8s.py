@@ -71,58 +71,79 @@ def render_k8s(plan: LaunchPlan, profile: Profile) -> list[dict[str, Any]]:
             f"which no Kubernetes Service can reach; use serve.network: bridge to render it for Kubernetes"
         )
     name = object_name(plan)
-    parts = split_mounts(plan)
     labels = {
         "app.kubernetes.io/name": "sglang",
         "app.kubernetes.io/instance": name,
         "app.kubernetes.io/managed-by": "servectl",
     }
-    annotations = dict(spec.labels)
-    manifests: list[dict[str, Any]] = []
+    volumes, mounts, config_map = _storage(plan, name, labels)
+    container = _container(plan, mounts)
+    pod: dict[str, Any] = {
+        "terminationGracePeriodSeconds": spec.stop_timeout_s,
+        # docker run --init: the pause container becomes PID 1 and reaps the engine's child processes
+        "shareProcessNamespace": spec.init,
+    }
+    if host_network:
+        pod["hostNetwork"] = True
+        pod["dnsPolicy"] = "ClusterFirstWithHostNet"
+    pod["volumes"] = volumes
+    serving = _serving(plan, listen, host_network)
+    if profile.nodes <= 1:
+        workload = _deployment(name, labels, dict(spec.labels), pod, {**container, **serving})
+        selector = {"app.kubernetes.io/instance": name}
+    else:
+        workload = _leader_worker_set(plan, profile.nodes, name, labels, pod, container, serving)
+        selector = {"app.kubernetes.io/instance": name, "role": "leader"}
+    service_port = {"name": "http", "port": listen.port, "targetPort": "http", "protocol": "TCP"}
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"type": "ClusterIP", "selector": selector, "ports": [service_port]},
+    }
+    return [*([config_map] if config_map is not None else []), workload, service]
 
-    volumes: list[dict[str, Any]] = [{"name": "dshm", "emptyDir": _shm(spec.shm_size)}]
+
+def _storage(
+    plan: LaunchPlan, name: str, labels: dict[str, str]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any] | None]:
+    """The pod's volumes, the container's mounts, and the ConfigMap of the plan's generated files (if any)."""
+    parts = split_mounts(plan)
+    volumes: list[dict[str, Any]] = [{"name": "dshm", "emptyDir": _shm(plan.docker.shm_size)}]
     mounts: list[dict[str, Any]] = [{"name": "dshm", "mountPath": "/dev/shm"}]
     used = {"dshm"}
     for mount in parts.host:
         volume = _volume_name(mount.target, used)
         volumes.append({"name": volume, "hostPath": {"path": host_path(mount.source)}})
         mounts.append({"name": volume, "mountPath": mount.target, "readOnly": mount.read_only})
+    config_map: dict[str, Any] | None = None
     if parts.generated:
-        config_map = f"{name}-files"
         data = {}
         for generated, mount in parts.generated:
             key = generated.host_path.rsplit("/", 1)[-1]
             data[key] = generated.content
             mounts.append({"name": "servectl-files", "mountPath": mount.target, "subPath": key, "readOnly": True})
-        volumes.append({"name": "servectl-files", "configMap": {"name": config_map}})
-        manifests.append(
-            {
-                "apiVersion": "v1",
-                "kind": "ConfigMap",
-                "metadata": {"name": config_map, "labels": labels},
-                "data": data,
-            }
-        )
+        volumes.append({"name": "servectl-files", "configMap": {"name": f"{name}-files"}})
+        config_map = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": f"{name}-files", "labels": labels},
+            "data": data,
+        }
     if parts.api_key is not None:
+        items = [{"key": API_KEY_SECRET_KEY, "path": API_KEY_SECRET_KEY}]
         volumes.append(
-            {
-                "name": "api-key",
-                "secret": {
-                    "secretName": secret_name(plan),
-                    "items": [{"key": API_KEY_SECRET_KEY, "path": API_KEY_SECRET_KEY}],
-                    "defaultMode": 0o400,
-                },
-            }
+            {"name": "api-key", "secret": {"secretName": secret_name(plan), "items": items, "defaultMode": 0o400}}
         )
         mounts.append(
-            {
-                "name": "api-key",
-                "mountPath": parts.api_key.target,
-                "subPath": API_KEY_SECRET_KEY,
-                "readOnly": True,
-            }
+            {"name": "api-key", "mountPath": parts.api_key.target, "subPath": API_KEY_SECRET_KEY, "readOnly": True}
         )
+    return volumes, mounts, config_map
 
+
+def _container(plan: LaunchPlan, mounts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The engine's container: image, argv, environment (unset values from the Secret), GPUs, mounts."""
+    spec = plan.docker
     env: list[dict[str, Any]] = []
     for env_name, value in spec.environment:
         if value is None:
@@ -130,7 +151,6 @@ def render_k8s(plan: LaunchPlan, profile: Profile) -> list[dict[str, Any]]:
             env.append({"name": env_name, "valueFrom": ref})
         else:
             env.append({"name": env_name, "value": value})
-
     container: dict[str, Any] = {
         "name": CONTAINER_NAME,
         "image": spec.image,
@@ -141,73 +161,62 @@ def render_k8s(plan: LaunchPlan, profile: Profile) -> list[dict[str, Any]]:
     if spec.device_ids:
         container["resources"] = {"limits": {"nvidia.com/gpu": len(spec.device_ids)}}
     container["volumeMounts"] = mounts
-    pod: dict[str, Any] = {
-        "terminationGracePeriodSeconds": spec.stop_timeout_s,
-        # docker run --init: the pause container becomes PID 1 and reaps the engine's child processes
-        "shareProcessNamespace": spec.init,
-    }
-    if host_network:
-        pod["hostNetwork"] = True
-        pod["dnsPolicy"] = "ClusterFirstWithHostNet"
-    pod["volumes"] = volumes
+    return container
 
-    service_port = {"name": "http", "port": listen.port, "targetPort": "http", "protocol": "TCP"}
-    if profile.nodes <= 1:
-        serving = {**container, **_serving(plan, listen, host_network)}
-        manifests.append(
-            {
-                "apiVersion": "apps/v1",
-                "kind": "Deployment",
-                "metadata": {"name": name, "labels": labels, "annotations": annotations},
-                "spec": {
-                    "replicas": 1,
-                    "strategy": {"type": "Recreate"},  # two copies cannot share the cards
-                    "selector": {"matchLabels": {"app.kubernetes.io/instance": name}},
-                    "template": {
-                        "metadata": {"labels": labels, "annotations": annotations},
-                        "spec": {**pod, "containers": [_ordered(serving)]},
-                    },
+
+def _deployment(
+    name: str, labels: dict[str, str], annotations: dict[str, str], pod: dict[str, Any], serving: dict[str, Any]
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "labels": labels, "annotations": annotations},
+        "spec": {
+            "replicas": 1,
+            "strategy": {"type": "Recreate"},  # two copies cannot share the cards
+            "selector": {"matchLabels": {"app.kubernetes.io/instance": name}},
+            "template": {
+                "metadata": {"labels": labels, "annotations": annotations},
+                "spec": {**pod, "containers": [_ordered(serving)]},
+            },
+        },
+    }
+
+
+def _leader_worker_set(
+    plan: LaunchPlan,
+    nodes: int,
+    name: str,
+    labels: dict[str, str],
+    pod: dict[str, Any],
+    container: dict[str, Any],
+    serving: dict[str, Any],
+) -> dict[str, Any]:
+    """One engine over ``nodes`` pods: the leader serves, the workers join it (LeaderWorkerSet)."""
+    annotations = dict(plan.docker.labels)
+    port = dist_init_port(plan)
+    leader = {**_multinode(container, nodes, port), **serving}
+    worker = _multinode(container, nodes, port)
+    return {
+        "apiVersion": LWS_API_VERSION,
+        "kind": "LeaderWorkerSet",
+        "metadata": {"name": name, "labels": labels, "annotations": annotations},
+        "spec": {
+            "replicas": 1,
+            "leaderWorkerTemplate": {
+                "size": nodes,
+                "restartPolicy": "RecreateGroupOnPodRestart",
+                "leaderTemplate": {
+                    "metadata": {"labels": {**labels, "role": "leader"}, "annotations": annotations},
+                    "spec": {**pod, "containers": [_ordered(leader)]},
                 },
-            }
-        )
-        selector = {"app.kubernetes.io/instance": name}
-    else:
-        port = dist_init_port(plan)
-        leader = {**_multinode(container, profile.nodes, port), **_serving(plan, listen, host_network)}
-        worker = _multinode(container, profile.nodes, port)
-        leader_labels = {**labels, "role": "leader"}
-        manifests.append(
-            {
-                "apiVersion": LWS_API_VERSION,
-                "kind": "LeaderWorkerSet",
-                "metadata": {"name": name, "labels": labels, "annotations": annotations},
-                "spec": {
-                    "replicas": 1,
-                    "leaderWorkerTemplate": {
-                        "size": profile.nodes,
-                        "restartPolicy": "RecreateGroupOnPodRestart",
-                        "leaderTemplate": {
-                            "metadata": {"labels": leader_labels, "annotations": annotations},
-                            "spec": {**pod, "containers": [_ordered(leader)]},
-                        },
-                        "workerTemplate": {
-                            "metadata": {"labels": {**labels, "role": "worker"}, "annotations": annotations},
-                            "spec": {**pod, "containers": [_ordered(worker)]},
-                        },
-                    },
+                "workerTemplate": {
+                    "metadata": {"labels": {**labels, "role": "worker"}, "annotations": annotations},
+                    "spec": {**pod, "containers": [_ordered(worker)]},
                 },
-            }
-        )
-        selector = {"app.kubernetes.io/instance": name, "role": "leader"}
-    manifests.append(
-        {
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": {"name": name, "labels": labels},
-            "spec": {"type": "ClusterIP", "selector": selector, "ports": [service_port]},
-        }
-    )
-    return manifests
+            },
+        },
+    }
 
 
 def k8s_notes(plan: LaunchPlan, profile: Profile, manifests: list[dict[str, Any]]) -> list[str]:
