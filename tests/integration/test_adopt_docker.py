@@ -30,8 +30,8 @@ import yaml
 
 from servectl.adapters.docker import DockerSdkEngine
 from servectl.errors import ProfileTemplate, SwapRolledBack, UsageError
-from servectl.plan.compile import catalog_for
 from servectl.plan.container_match import container_fields, diff_fields
+from servectl.plan.engine_args import catalog_for
 from servectl.plan.validate import load_profile
 from servectl.service.rollback import rollback
 from servectl.service.runtime import down, up

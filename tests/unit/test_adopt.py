@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from servectl.plan.adopt import AdoptError, adopt_container, adoption_yaml, compose_service_inspect, profile_name_for
-from servectl.plan.compile import catalog_for
 from servectl.plan.container_match import container_diff, container_fields, diff_fields, split_engine_command
+from servectl.plan.engine_args import catalog_for
 from servectl.plan.resolve import plan_for
 from servectl.plan.validate import load_profile
 from servectl.profile.catalog import FlagCatalog

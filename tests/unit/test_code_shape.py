@@ -19,7 +19,6 @@ NOT_YET_SPLIT: dict[str, str] = {
     # qualified name -> who splits it (other areas of issue 10 and of other issues)
     "bench/runner.py::run_bench": "bench: the CLI/library move of issue 10",
     "bench/stream.py::measurement": "bench: the CLI/library move of issue 10",
-    "plan/compile.py::compile_plan": "plan: the compiler (one helper per section)",
 }
 
 

@@ -13,19 +13,18 @@ import hashlib
 import json
 import re
 import shlex
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from servectl.errors import ProfileError
 from servectl.plan import labels as _labels
+from servectl.plan.engine_args import ADAPTIVE_CONFIG_CONTAINER_PATH, catalog_for, engine_args
 
 if TYPE_CHECKING:  # the plan types load without pydantic or the catalogs: a cached plan needs neither
-    from servectl.profile.catalog import FlagCatalog
     from servectl.profile.models import Profile
 
-PathKey = tuple[str | int, ...]
 
 # The labels live in plan.labels (light to import); these names stay for code that imports them from here.
 LABEL_PREFIX = _labels.LABEL_PREFIX
@@ -41,7 +40,6 @@ LABEL_SOURCE = _labels.LABEL_SOURCE
 LABEL_STOP_GRACE = _labels.LABEL_STOP_GRACE
 
 
-ADAPTIVE_CONFIG_CONTAINER_PATH = "/etc/servectl/speculative-adaptive.json"
 API_KEY_CONTAINER_PATH = "/run/secrets/servectl-api-key"
 REDACTED = "***"
 
@@ -56,15 +54,6 @@ _API_KEY_WRAPPER = (
     "sys.argv=[{module!r},*sys.argv[1:],'--api-key',k];"
     "runpy.run_module({module!r},run_name='__main__',alter_sys=True)"
 )
-
-
-@dataclass(frozen=True)
-class EngineArg:
-    """Command-line tokens of one flag and the profile field that produced them."""
-
-    flag: str
-    tokens: tuple[str, ...]
-    field: PathKey
 
 
 @dataclass(frozen=True)
@@ -190,175 +179,6 @@ class LaunchPlan:
         )
 
 
-# -- argv ----------------------------------------------------------------------------------------------
-def engine_args(profile: Profile, catalog: FlagCatalog) -> list[EngineArg]:
-    """The SGLang flags of a profile, each with the field it came from. Pure (memoized per profile object)."""
-    hit = _ENGINE_ARGS.get(id(profile))
-    if hit is not None and hit[0] is profile and hit[1] is catalog:
-        return list(hit[2])
-    out = _engine_args(profile, catalog)
-    if len(_ENGINE_ARGS) > 32:
-        _ENGINE_ARGS.clear()
-    _ENGINE_ARGS[id(profile)] = (profile, catalog, tuple(out))
-    return out
-
-
-#: The rules ask for a profile's flags several times; a profile object is not changed once validated.
-_ENGINE_ARGS: dict[int, tuple[Profile, FlagCatalog, tuple[EngineArg, ...]]] = {}
-
-
-def _engine_args(profile: Profile, catalog: FlagCatalog) -> list[EngineArg]:
-    from servectl.profile.catalog import BOOL_OPTIONAL, ArgvError, format_value
-
-    p, e = profile, profile.engine
-    out: list[EngineArg] = []
-
-    def add(flag: str, value: Any, path: PathKey) -> None:
-        if value is None:
-            return
-        if value is True:
-            out.append(EngineArg(flag, (flag,), path))
-        elif value is False:
-            opt = catalog.option(flag)
-            if opt is not None and opt.kind == BOOL_OPTIONAL:
-                negative = "--no-" + opt.flags[0][2:]
-                out.append(EngineArg(negative, (negative,), path))
-        else:
-            out.append(EngineArg(flag, (flag, *format_value(value)), path))
-
-    add("--model-path", p.model.container_path, ("model", "container_path"))
-    add("--served-model-name", p.model.served_name, ("model", "served_name"))
-    add("--host", "0.0.0.0" if p.serve.network == "bridge" else p.serve.host, ("serve", "host"))
-    add("--port", p.serve.port, ("serve", "port"))
-    add("--tp-size", e.tp, ("engine", "tp"))
-    if e.dp != 1:
-        add("--dp-size", e.dp, ("engine", "dp"))
-    add("--context-length", e.context_length, ("engine", "context_length"))
-    add("--max-total-tokens", e.max_total_tokens, ("engine", "max_total_tokens"))
-    add("--max-running-requests", e.max_running_requests, ("engine", "max_running_requests"))
-    add("--mem-fraction-static", e.mem_fraction_static, ("engine", "mem_fraction_static"))
-    add("--kv-cache-dtype", e.kv_cache_dtype, ("engine", "kv_cache_dtype"))
-    add("--quantization", e.quantization, ("engine", "quantization"))
-    spec = e.speculative
-    if spec is not None:
-        base: PathKey = ("engine", "speculative")
-        add("--speculative-algorithm", spec.algorithm, (*base, "algorithm"))
-        add("--speculative-num-steps", spec.num_steps, (*base, "num_steps"))
-        add("--speculative-eagle-topk", spec.eagle_topk, (*base, "eagle_topk"))
-        add("--speculative-num-draft-tokens", spec.num_draft_tokens, (*base, "num_draft_tokens"))
-        add("--speculative-draft-model-path", spec.draft_model_path, (*base, "draft_model_path"))
-        if spec.adaptive_steps is not None:
-            add("--speculative-adaptive", True, (*base, "adaptive_steps"))
-            add("--speculative-adaptive-config", ADAPTIVE_CONFIG_CONTAINER_PATH, (*base, "adaptive_steps"))
-    for key, value in e.args.items():
-        try:  # written abbreviated, compiled in full (the engine accepts both; people read the full name)
-            flag = catalog.expand("--" + key)
-        except ArgvError:
-            flag = "--" + key  # ambiguous: reported by the engine.catalog rule
-        add(flag, value, ("engine", "args", key))
-    return out
-
-
-@dataclass(frozen=True)
-class Setting:
-    """The value an engine option gets, as the engine parses it, and the profile field that set it."""
-
-    value: Any
-    field: PathKey
-
-
-def effective_settings(profile: Profile, catalog: FlagCatalog) -> dict[str, Setting]:
-    """``{dest: Setting}`` for every flag the profile compiles to that the engine would parse.
-
-    Rules read settings here, so a value counts wherever it is written: a typed key or ``args``, any
-    spelling or abbreviation of the flag, a string or a number (``"19"`` and ``19`` alike).
-    """
-    from servectl.profile.catalog import ArgvError
-
-    out: dict[str, Setting] = {}
-    for arg in engine_args(profile, catalog):
-        try:
-            parsed = catalog.parse_argv(list(arg.tokens))
-        except ArgvError:
-            continue  # reported by the engine.catalog rule
-        for dest, value in parsed.items():
-            out[dest] = Setting(value, arg.field)  # the last one wins, as in the engine
-    return out
-
-
-def catalog_for(profile: Profile) -> FlagCatalog:
-    """The profile's flag catalog, extended for its image when the profile says so.
-
-    Raises:
-        KeyError: unknown catalog name, or no catalog extracted yet from the profile's image.
-        ValueError: a malformed extension.
-    """
-    from servectl.profile.catalog_store import load_catalog
-
-    stored = load_catalog(profile.engine.catalog, image_ref=profile.image.ref, image_digest=profile.image.digest)
-    catalog = stored.catalog
-    ext = profile.engine.catalog_extend
-    if ext is not None:
-        # by the file it came from: `image` names a different catalog for each image
-        key = (str(stored.path), json.dumps(ext.model_dump(), sort_keys=True, default=str))
-        extended = _EXTENDED.get(key)
-        if extended is None:
-            extended = _EXTENDED[key] = catalog.extended(ext.model_dump())
-        catalog = extended
-    return catalog
-
-
-#: Extended catalogs by (base catalog file, extension): rules ask for a profile's catalog many times.
-_EXTENDED: dict[tuple[str, str], FlagCatalog] = {}
-
-
-def catalog_problems(profile: Profile, catalog: FlagCatalog) -> Iterator[tuple[PathKey, str]]:
-    """Every flag the profile compiles to, checked as the engine's parser checks it: (field, message) per problem.
-
-    Only what the engine itself rejects; servectl's stricter policies (one place per flag, no API key as a
-    flag) are :func:`policy_flag_problems`.
-    """
-    from servectl.profile.catalog import ArgvError
-
-    for arg in engine_args(profile, catalog):
-        try:
-            opt = catalog.option(arg.flag)
-        except ArgvError as err:
-            yield arg.field, f"{err}; spell the flag out"
-            continue
-        if opt is None:
-            close = catalog.close_matches(arg.flag)
-            hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-            yield arg.field, f"{arg.flag} is not a flag of catalog {catalog.name}{hint}"
-            continue
-        try:
-            catalog.parse_argv(list(arg.tokens))
-        except ArgvError as err:
-            yield arg.field, str(err)
-
-
-def policy_flag_problems(profile: Profile, catalog: FlagCatalog) -> Iterator[tuple[str, PathKey, str]]:
-    """Flags the engine would take but servectl refuses on purpose: (rule name, field, message)."""
-    from servectl.profile.catalog import ArgvError
-
-    owner_of: dict[str, PathKey] = {}
-    for arg in engine_args(profile, catalog):
-        try:
-            opt = catalog.option(arg.flag)
-        except ArgvError:
-            continue
-        if opt is None:
-            continue
-        if opt.dest in owner_of:
-            other = ".".join(str(p) for p in owner_of[opt.dest])
-            yield "engine.duplicate_flag", arg.field, f"{arg.flag} is already set by {other}; set it in one place only"
-            continue
-        owner_of[opt.dest] = arg.field
-        if opt.dest == "api_key":
-            message = "the API key is never written in a profile; use serve.api_key_env or serve.api_key_file"
-            yield "engine.api_key_flag", arg.field, message
-
-
 # -- the plan ------------------------------------------------------------------------------------------
 def compile_plan(
     profile: Profile,
@@ -391,66 +211,12 @@ def compile_plan(
     catalog = catalog_for(profile)
     argv = tuple(token for arg in engine_args(profile, catalog) for token in arg.tokens)
     gen_dir = state_dir / "generated" / profile.name
-
-    files: list[GeneratedFile] = []
-    model = profile.model
-    mounts = [MountPlan(host_path(model.path, "model.path"), model.container_path, model.read_only)]
-    mounts += [
-        MountPlan(host_path(m.source, f"container.mounts[{i}].source"), m.target, m.read_only)
-        for i, m in enumerate(profile.container.mounts)
-    ]
-    spec = profile.engine.speculative
-    if spec is not None and spec.adaptive_steps is not None:
-        ladder_path = gen_dir / "speculative-adaptive.json"
-        files.append(GeneratedFile(str(ladder_path), adaptive_ladder_json(profile)))
-        mounts.append(MountPlan(str(ladder_path), ADAPTIVE_CONFIG_CONTAINER_PATH, True))
-
-    secret: SecretRef | None = None
-    command = (*profile.image.entrypoint, *argv)
-    if profile.serve.api_key_env or profile.serve.api_key_file:
-        if profile.serve.api_key_file:
-            key_file = host_path(profile.serve.api_key_file, "serve.api_key_file")
-            secret = SecretRef("file", key_file, key_file)
-        else:
-            secret = SecretRef("env", str(profile.serve.api_key_env), str(gen_dir / "api-key"))
+    mounts, files = _mounts_and_files(profile, host_path, gen_dir)
+    secret, command = _secret_and_command(profile, argv, host_path, gen_dir)
+    if secret is not None:
         mounts.append(MountPlan(secret.host_path, secret.container_path, True))
-        python, module = _python_module_entrypoint(profile.image.entrypoint)
-        wrapper = _API_KEY_WRAPPER.format(path=secret.container_path, module=module)
-        command = (python, "-c", wrapper, *argv)
-
-    bridge = profile.serve.network == "bridge"
-    labels = {
-        LABEL_MANAGED: "1",
-        LABEL_PROFILE: profile.name,
-        LABEL_PORT: str(profile.serve.port),
-        LABEL_HOST: profile.serve.host,
-        LABEL_GPUS: ",".join(str(d) for d in profile.gpus.devices),
-        LABEL_ROLE: profile.serve.role,
-        LABEL_SERVED_NAME: profile.model.served_name,
-        LABEL_SOURCE: source,
-        LABEL_STOP_GRACE: str(profile.container.stop_grace_s),
-        **profile.container.labels,
-    }
-    environment = tuple(
-        (name, None if value == "${" + name + "}" else value) for name, value in sorted(profile.engine.env.items())
-    )
-    docker = DockerRunSpec(
-        image=profile.image.pinned_ref,
-        name=profile.container.name or f"servectl-{profile.name}",
-        command=command,
-        labels=labels,
-        environment=environment,
-        device_ids=tuple(str(d) for d in profile.gpus.devices),
-        ipc_mode=profile.container.ipc,
-        shm_size=profile.container.shm_size,
-        ulimits=_ulimits(profile),
-        network_mode="bridge" if bridge else "host",
-        ports=(PortBinding(profile.serve.host, profile.serve.port, profile.serve.port),) if bridge else (),
-        mounts=tuple(mounts),
-        stop_timeout_s=profile.container.stop_grace_s,
-        init=profile.container.init,
-        restart_policy=profile.container.restart,
-    )
+    labels = _container_labels(profile, source)
+    docker = _docker_spec(profile, command, labels, mounts)
     host_for_url = "127.0.0.1" if profile.serve.host in ("0.0.0.0", "::") else profile.serve.host
     plan = LaunchPlan(
         profile=profile.name,
@@ -473,6 +239,84 @@ def compile_plan(
     digest = plan_hash(hashed)
     labelled = DockerRunSpec(**{**docker.__dict__, "labels": {**labels, LABEL_PLAN_HASH: digest}})
     return LaunchPlan(**{**plan.__dict__, "docker": labelled, "plan_hash": digest})
+
+
+def _mounts_and_files(
+    profile: Profile, host_path: Callable[[str, str], str], gen_dir: Path
+) -> tuple[list[MountPlan], list[GeneratedFile]]:
+    """The model and the profile's mounts, and the files servectl generates (the adaptive ladder) with theirs."""
+    model = profile.model
+    files: list[GeneratedFile] = []
+    mounts = [MountPlan(host_path(model.path, "model.path"), model.container_path, model.read_only)]
+    mounts += [
+        MountPlan(host_path(m.source, f"container.mounts[{i}].source"), m.target, m.read_only)
+        for i, m in enumerate(profile.container.mounts)
+    ]
+    spec = profile.engine.speculative
+    if spec is not None and spec.adaptive_steps is not None:
+        ladder_path = gen_dir / "speculative-adaptive.json"
+        files.append(GeneratedFile(str(ladder_path), adaptive_ladder_json(profile)))
+        mounts.append(MountPlan(str(ladder_path), ADAPTIVE_CONFIG_CONTAINER_PATH, True))
+    return mounts, files
+
+
+def _secret_and_command(
+    profile: Profile, argv: tuple[str, ...], host_path: Callable[[str, str], str], gen_dir: Path
+) -> tuple[SecretRef | None, tuple[str, ...]]:
+    """Where the API key comes from (if the profile has one) and the container's command: the entry point and
+    argv, or, with a key, a wrapper that reads the key file into ``--api-key`` (never in argv or env)."""
+    if not (profile.serve.api_key_env or profile.serve.api_key_file):
+        return None, (*profile.image.entrypoint, *argv)
+    if profile.serve.api_key_file:
+        key_file = host_path(profile.serve.api_key_file, "serve.api_key_file")
+        secret = SecretRef("file", key_file, key_file)
+    else:
+        secret = SecretRef("env", str(profile.serve.api_key_env), str(gen_dir / "api-key"))
+    python, module = _python_module_entrypoint(profile.image.entrypoint)
+    wrapper = _API_KEY_WRAPPER.format(path=secret.container_path, module=module)
+    return secret, (python, "-c", wrapper, *argv)
+
+
+def _container_labels(profile: Profile, source: str) -> dict[str, str]:
+    """The container's labels: servectl's own (what status and swap read back), then the profile's."""
+    return {
+        LABEL_MANAGED: "1",
+        LABEL_PROFILE: profile.name,
+        LABEL_PORT: str(profile.serve.port),
+        LABEL_HOST: profile.serve.host,
+        LABEL_GPUS: ",".join(str(d) for d in profile.gpus.devices),
+        LABEL_ROLE: profile.serve.role,
+        LABEL_SERVED_NAME: profile.model.served_name,
+        LABEL_SOURCE: source,
+        LABEL_STOP_GRACE: str(profile.container.stop_grace_s),
+        **profile.container.labels,
+    }
+
+
+def _docker_spec(
+    profile: Profile, command: tuple[str, ...], labels: dict[str, str], mounts: list[MountPlan]
+) -> DockerRunSpec:
+    bridge = profile.serve.network == "bridge"
+    environment = tuple(
+        (name, None if value == "${" + name + "}" else value) for name, value in sorted(profile.engine.env.items())
+    )
+    return DockerRunSpec(
+        image=profile.image.pinned_ref,
+        name=profile.container.name or f"servectl-{profile.name}",
+        command=command,
+        labels=labels,
+        environment=environment,
+        device_ids=tuple(str(d) for d in profile.gpus.devices),
+        ipc_mode=profile.container.ipc,
+        shm_size=profile.container.shm_size,
+        ulimits=_ulimits(profile),
+        network_mode="bridge" if bridge else "host",
+        ports=(PortBinding(profile.serve.host, profile.serve.port, profile.serve.port),) if bridge else (),
+        mounts=tuple(mounts),
+        stop_timeout_s=profile.container.stop_grace_s,
+        init=profile.container.init,
+        restart_policy=profile.container.restart,
+    )
 
 
 def _ulimits(profile: Profile) -> tuple[tuple[str, int, int], ...]:

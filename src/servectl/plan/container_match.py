@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from servectl.plan.compile import (
-    ADAPTIVE_CONFIG_CONTAINER_PATH,
     API_KEY_CONTAINER_PATH,
     LABEL_GPUS,
     LABEL_HOST,
@@ -36,6 +35,7 @@ from servectl.plan.compile import (
     LABEL_STOP_GRACE,
     LaunchPlan,
 )
+from servectl.plan.engine_args import ADAPTIVE_CONFIG_CONTAINER_PATH
 from servectl.plan.gpu_request import gpu_request_from_inspect
 from servectl.profile.catalog import ArgvError, CatalogOption, FlagCatalog
 

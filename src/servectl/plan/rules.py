@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from servectl.errors import Problem
-from servectl.plan.compile import Setting, catalog_for, catalog_problems, effective_settings, policy_flag_problems
+from servectl.plan.engine_args import Setting, catalog_for, catalog_problems, effective_settings, policy_flag_problems
 from servectl.profile.catalog import ArgvError
 from servectl.profile.models import Profile
 

@@ -74,8 +74,8 @@ def find_adopted(
     """The containers that are the services of ``profiles`` (see the module docstring for the rule)."""
     if not profiles:
         return []
-    from servectl.plan.compile import catalog_for
     from servectl.plan.container_match import container_diff
+    from servectl.plan.engine_args import catalog_for
 
     matches: list[AdoptedMatch] = []
     seen: set[str] = set()
@@ -110,8 +110,8 @@ def diff_container(*, profile: str, container: str, docker: DockerEngine) -> lis
     Raises:
         UsageError: no such container. ProfileError / UsageError: the profile does not load.
     """
-    from servectl.plan.compile import catalog_for
     from servectl.plan.container_match import container_diff
+    from servectl.plan.engine_args import catalog_for
     from servectl.plan.resolve import resolve
 
     resolved = resolve(profile)
