@@ -64,6 +64,7 @@ _EXPORTS: dict[str, str] = {
     "ProfileBenchResult": "servectl.bench.profile_run",
     "ProfileError": "servectl.errors",
     "ProfileQualifyResult": "servectl.bench.qualify.profile_run",
+    "ProfileRow": "servectl.plan.inventory",
     "ProfileTemplate": "servectl.errors",
     "Progress": "servectl.service.health",
     "QualificationFailed": "servectl.errors",
@@ -104,6 +105,7 @@ _EXPORTS: dict[str, str] = {
     "from_env": "servectl.host",
     "load_profile": "servectl.api",
     "logs": "servectl.api",
+    "profiles": "servectl.api",
     "promote": "servectl.api",
     "recover": "servectl.api",
     "render_profile": "servectl.api",
@@ -155,6 +157,7 @@ __all__ = [
     "ProfileBenchResult",
     "ProfileError",
     "ProfileQualifyResult",
+    "ProfileRow",
     "ProfileTemplate",
     "Progress",
     "QualificationFailed",
@@ -196,6 +199,7 @@ __all__ = [
     "from_env",
     "load_profile",
     "logs",
+    "profiles",
     "promote",
     "recover",
     "render_profile",
@@ -228,6 +232,7 @@ if TYPE_CHECKING:
         flag_catalog,
         load_profile,
         logs,
+        profiles,
         promote,
         recover,
         render_profile,
@@ -276,7 +281,7 @@ if TYPE_CHECKING:
     )
     from servectl.host import Host, Status, from_env
     from servectl.plan.compile import LaunchPlan
-    from servectl.plan.inventory import Validation
+    from servectl.plan.inventory import ProfileRow, Validation
     from servectl.preflight.doctor import DoctorLine, DoctorReport
     from servectl.preflight.model import PreflightReport
     from servectl.profile.catalog import FlagCatalog

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from servectl.bench.qualify.model import QualifyProgressEvent
     from servectl.bench.qualify.profile_run import ProfileQualifyResult
     from servectl.plan.compile import LaunchPlan
-    from servectl.plan.inventory import Validation
+    from servectl.plan.inventory import ProfileRow, Validation
     from servectl.preflight.doctor import DoctorReport
     from servectl.preflight.model import PreflightReport
     from servectl.profile.catalog import FlagCatalog
@@ -56,6 +56,7 @@ __all__ = [
     "from_env",
     "load_profile",
     "logs",
+    "profiles",
     "promote",
     "recover",
     "render_profile",
@@ -84,6 +85,12 @@ def compile_plan(*, name: str, environ: Mapping[str, str] | None = None) -> Laun
     ``os.environ``); starts nothing."""
     with Host(environ=environ) as host:
         return host.compile_plan(name=name)
+
+
+def profiles() -> list[ProfileRow]:
+    """:meth:`Host.profiles`: every runnable profile on the search path with its key settings."""
+    with Host() as host:
+        return host.profiles()
 
 
 def validate(*, names: Sequence[str] | None = None) -> list[Validation]:

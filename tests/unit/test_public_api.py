@@ -292,6 +292,8 @@ def test_profile_methods_on_a_host(host: FakeHost) -> None:
     assert host.load_profile(name="demo").profile.name == "demo"
     plan = host.compile_plan(name="demo")
     assert plan.profile == "demo" and plan.docker.image == "servectl-standin:latest"
+    names = [row.name for row in host.profiles()]
+    assert names.index("demo") < names.index("demo-rollback")
     [validation] = host.validate(names=["demo"])
     assert validation.name == "demo" and validation.error is None
 

@@ -51,9 +51,10 @@ def profiles_command(
     as_json: Annotated[bool, typer.Option("--json", help="print JSON instead of a table")] = False,
 ) -> None:
     """List the profiles on the search path: name, status, model, TP, context, port, role, source file."""
-    from servectl.plan.inventory import list_profiles
+    from servectl.host import from_env
 
-    rows = list_profiles()
+    with from_env() as host:
+        rows = host.profiles()
     if as_json:
         typer.echo(json.dumps([r.to_dict() for r in rows], indent=2))
         return

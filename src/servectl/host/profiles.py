@@ -10,7 +10,7 @@ from servectl.host.base import HostBase
 
 if TYPE_CHECKING:
     from servectl.plan.compile import LaunchPlan
-    from servectl.plan.inventory import Validation
+    from servectl.plan.inventory import ProfileRow, Validation
     from servectl.profile.catalog import FlagCatalog
     from servectl.profile.catalog_diff import FlagChange
     from servectl.profile.evidence import EvidenceRecord
@@ -40,6 +40,13 @@ class ProfileCommands(HostBase):
         Reads the host's environment for the home and state folders and the ``${VAR}`` references.
         """
         return self._resolve(name).plan
+
+    def profiles(self) -> list[ProfileRow]:
+        """Every runnable profile on the search path (bases left out), in natural order, with its key settings
+        (model, TP, context, port, role, the evidence headline), or why it does not load."""
+        from servectl.plan.inventory import list_profiles
+
+        return list_profiles()
 
     def validate(self, *, names: Sequence[str] | None = None) -> list[Validation]:
         """Validate profiles (all runnable ones when ``names`` is None), each read once: per profile its error,
