@@ -76,6 +76,104 @@ class _Job:
     stream_index: int = 0
 
 
+def _client(settings: BenchSettings, transport: httpx.BaseTransport | None) -> httpx.Client:
+    """One HTTP/1.1 client for the run, with a connection per concurrent stream (plus the probes')."""
+    headers = {"Authorization": f"Bearer {settings.api_key.reveal()}"} if settings.api_key else {}
+    max_streams = max(settings.concurrency)
+    return httpx.Client(
+        base_url=settings.url,
+        headers=headers,
+        http1=True,
+        http2=False,
+        timeout=httpx.Timeout(settings.timeout_s, connect=10.0),
+        limits=httpx.Limits(max_connections=max_streams + 2, max_keepalive_connections=max_streams + 2),
+        transport=transport,
+    )
+
+
+def _measure_target(
+    runner: _Runner, pool: ThreadPoolExecutor, target: int, calibration: Calibration
+) -> list[PointResult]:
+    """Every concurrency level at one prompt length: a warm-up request first (when asked), whose prompt length
+    corrects the word count; each level starts from the word count the previous one ended with."""
+    settings = runner.settings
+    words = calibration.words_for(target)
+    warmup: RequestMeasurement | None = None
+    if settings.warmup:
+        warmup = runner.single(_Job(role="warmup", target_tokens=target, words=words, max_tokens=settings.max_tokens))
+        runner._report_progress(1, "warmup", prompt_tokens_target=target)
+        if warmup.prompt_tokens_actual is not None:
+            words = corrected_words(
+                words=words,
+                target_tokens=target,
+                actual_tokens=warmup.prompt_tokens_actual,
+                tokens_per_word=calibration.tokens_per_word,
+            )
+    points: list[PointResult] = []
+    for concurrency in settings.concurrency:
+        point, words = _measure_point(runner, pool, target, concurrency, words, warmup, calibration)
+        points.append(point)
+        warmup = None  # recorded once, with the first concurrency level of this target
+    return points
+
+
+def _measure_point(
+    runner: _Runner,
+    pool: ThreadPoolExecutor,
+    target: int,
+    concurrency: int,
+    words: int,
+    warmup: RequestMeasurement | None,
+    calibration: Calibration,
+) -> tuple[PointResult, int]:
+    """``repeats`` rounds of ``concurrency`` streams, the prompt corrected after each round; the aggregated
+    point and the word count it ended with."""
+    settings = runner.settings
+    started = _now_iso()
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    requests: list[RequestMeasurement] = []
+    point_words = words
+    for round_index in range(settings.repeats):
+        jobs = [
+            _Job(
+                role="measure",
+                target_tokens=target,
+                words=point_words,
+                max_tokens=settings.max_tokens,
+                round_index=round_index,
+                stream_index=i,
+            )
+            for i in range(concurrency)
+        ]
+        batch = runner.round(jobs, pool)
+        requests.extend(batch)
+        runner._report_progress(
+            concurrency, "measure", prompt_tokens_target=target, concurrency=concurrency, round_index=round_index
+        )
+        actuals = [r.prompt_tokens_actual for r in batch if r.prompt_tokens_actual is not None]
+        if actuals:
+            point_words = corrected_words(
+                words=point_words,
+                target_tokens=target,
+                actual_tokens=statistics.median(actuals),
+                tokens_per_word=calibration.tokens_per_word,
+            )
+    point = _aggregate(
+        target=target,
+        concurrency=concurrency,
+        repeats=settings.repeats,
+        words=requests[0].prompt_words if requests else words,
+        requests=requests,
+        warmup=warmup,
+        server_accept_length=runner.server_accept_length(),
+        cpu_s=time.process_time() - cpu0,
+        wall_s=time.perf_counter() - wall0,
+        started_at=started,
+        finished_at=_now_iso(),
+    )
+    return point, point_words
+
+
 class _Runner:
     def __init__(
         self,
@@ -375,26 +473,18 @@ def run_bench(
     """
     started_at = _now_iso()
     cpu0, wall0 = time.process_time(), time.perf_counter()
-    headers = {"Authorization": f"Bearer {settings.api_key.reveal()}"} if settings.api_key else {}
     max_streams = max(settings.concurrency)
-    client = httpx.Client(
-        base_url=settings.url,
-        headers=headers,
-        http1=True,
-        http2=False,
-        timeout=httpx.Timeout(settings.timeout_s, connect=10.0),
-        limits=httpx.Limits(max_connections=max_streams + 2, max_keepalive_connections=max_streams + 2),
-        transport=transport,
-    )
     warnings: list[str] = []
     points: list[PointResult] = []
-    with client, ThreadPoolExecutor(max_workers=max_streams, thread_name_prefix="bench-stream") as pool:
+    with (
+        _client(settings, transport) as client,
+        ThreadPoolExecutor(max_workers=max_streams, thread_name_prefix="bench-stream") as pool,
+    ):
         runner = _Runner(settings=settings, client=client, clock=clock, progress=progress)
         runner.model, max_model_len = runner.discover_model()
         per_target = (1 if settings.warmup else 0) + settings.repeats * sum(settings.concurrency)
         runner.total = 2 + per_target * len(settings.prompt_tokens)
         calibration = runner.calibrate(max_model_len=max_model_len)
-
         for target in settings.prompt_tokens:
             if max_model_len is not None and target + settings.max_tokens > max_model_len:
                 reason = (
@@ -404,73 +494,7 @@ def run_bench(
                 points.extend(_skipped(settings, target, c, reason) for c in settings.concurrency)
                 runner._report_progress(per_target, "measure", prompt_tokens_target=target)
                 continue
-            words = calibration.words_for(target)
-            warmup: RequestMeasurement | None = None
-            if settings.warmup:
-                warmup = runner.single(
-                    _Job(role="warmup", target_tokens=target, words=words, max_tokens=settings.max_tokens)
-                )
-                runner._report_progress(1, "warmup", prompt_tokens_target=target)
-                if warmup.prompt_tokens_actual is not None:
-                    words = corrected_words(
-                        words=words,
-                        target_tokens=target,
-                        actual_tokens=warmup.prompt_tokens_actual,
-                        tokens_per_word=calibration.tokens_per_word,
-                    )
-            for concurrency in settings.concurrency:
-                point_started = _now_iso()
-                p_cpu0, p_wall0 = time.process_time(), time.perf_counter()
-                requests: list[RequestMeasurement] = []
-                point_words = words
-                for round_index in range(settings.repeats):
-                    jobs = [
-                        _Job(
-                            role="measure",
-                            target_tokens=target,
-                            words=point_words,
-                            max_tokens=settings.max_tokens,
-                            round_index=round_index,
-                            stream_index=i,
-                        )
-                        for i in range(concurrency)
-                    ]
-                    batch = runner.round(jobs, pool)
-                    requests.extend(batch)
-                    runner._report_progress(
-                        concurrency,
-                        "measure",
-                        prompt_tokens_target=target,
-                        concurrency=concurrency,
-                        round_index=round_index,
-                    )
-                    actuals = [r.prompt_tokens_actual for r in batch if r.prompt_tokens_actual is not None]
-                    if actuals:
-                        point_words = corrected_words(
-                            words=point_words,
-                            target_tokens=target,
-                            actual_tokens=statistics.median(actuals),
-                            tokens_per_word=calibration.tokens_per_word,
-                        )
-                words = point_words
-                cpu_s, wall_s = time.process_time() - p_cpu0, time.perf_counter() - p_wall0
-                points.append(
-                    _aggregate(
-                        target=target,
-                        concurrency=concurrency,
-                        repeats=settings.repeats,
-                        words=requests[0].prompt_words if requests else words,
-                        requests=requests,
-                        warmup=warmup,
-                        server_accept_length=runner.server_accept_length(),
-                        cpu_s=cpu_s,
-                        wall_s=wall_s,
-                        started_at=point_started,
-                        finished_at=_now_iso(),
-                    )
-                )
-                warmup = None  # recorded once, with the first concurrency level of this target
-
+            points.extend(_measure_target(runner, pool, target, calibration))
     free_vram = _free_vram(context, warnings)
     from servectl import __version__
 
