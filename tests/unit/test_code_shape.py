@@ -17,7 +17,6 @@ MARKER = "# over 80 lines:"
 
 NOT_YET_SPLIT: dict[str, str] = {
     # qualified name -> who splits it (other areas of issue 10 and of other issues)
-    "bench/stream.py::measurement": "bench: the CLI/library move of issue 10",
 }
 
 

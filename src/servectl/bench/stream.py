@@ -183,46 +183,11 @@ class StreamAccumulator:
         """
         complete = self.done and self.seen_usage and failure is None and self.server_error is None
         produced = self.completion_tokens
-        if failure in ("transport_error", "timeout") and self.token_chunks:
-            error = f"stream broke after {self.token_chunks} token chunks ({produced or 0} tokens): {error}"
-            failure = "incomplete_stream"
-        elif failure is None and self.server_error is not None:
-            failure, error = "server_error", f"server error in stream: {self.server_error}"
-        elif failure is None and not self.done:
-            failure = "incomplete_stream"
-            error = f"stream ended after {self.token_chunks} token chunks ({produced or 0} tokens) without data: [DONE]"
-        elif failure is None and not self.seen_usage:
-            failure, error = "no_usage", "stream ended without a usage object; token counts are unknown"
-        elif failure is None and fixed_length and (produced or 0) < completion_tokens_requested:
-            failure = "short_completion"
-            error = (
-                f"short completion: {produced or 0} of {completion_tokens_requested} tokens asked "
-                f"(finish_reason {self.finish_reason!r}); the server ignored min_tokens/ignore_eos"
-            )
-
+        failure, error = self._failure(failure, error, fixed_length, completion_tokens_requested)
         ttft = self.first_at - self.sent_at if self.first_at is not None else None
         prefill = self.prompt_tokens / ttft if ttft and ttft > 0 and self.prompt_tokens else None
-
-        first_tokens: int | None = None
-        source: Literal["usage", "estimated"] | None = None
-        if self.first_at is not None:
-            if self._first_usage_tokens is not None:
-                first_tokens, source = self._first_usage_tokens, "usage"
-            elif produced and self.token_chunks:
-                first_tokens, source = max(1, round(produced / self.token_chunks)), "estimated"
-
-        decode = window = None
-        if self.first_at is not None and self.last_at is not None and first_tokens is not None:
-            window = self.last_at - self.first_at
-            if self._first_usage_tokens is not None and self._last_usage_tokens is not None:
-                decode_tokens = self._last_usage_tokens - self._first_usage_tokens
-            else:
-                decode_tokens = (produced or 0) - first_tokens
-            if window > 0 and decode_tokens > 0:
-                decode = decode_tokens / window
-            else:
-                window = None
-
+        first_tokens, source = self._first_chunk_tokens()
+        decode, window = self._decode_rate(first_tokens)
         return RequestMeasurement(
             role=role,
             prompt_tokens_target=prompt_tokens_target,
@@ -248,3 +213,53 @@ class StreamAccumulator:
             failure=failure,
             error=error,
         )
+
+    def _failure(
+        self, failure: FailureKind | None, error: str | None, fixed_length: bool, requested: int
+    ) -> tuple[FailureKind | None, str | None]:
+        """Why the stream does not count: the caller's failure, else what the stream itself shows."""
+        produced = self.completion_tokens
+        if failure in ("transport_error", "timeout") and self.token_chunks:
+            error = f"stream broke after {self.token_chunks} token chunks ({produced or 0} tokens): {error}"
+            return "incomplete_stream", error
+        if failure is not None:
+            return failure, error
+        if self.server_error is not None:
+            return "server_error", f"server error in stream: {self.server_error}"
+        if not self.done:
+            chunks = self.token_chunks
+            return "incomplete_stream", (
+                f"stream ended after {chunks} token chunks ({produced or 0} tokens) without data: [DONE]"
+            )
+        if not self.seen_usage:
+            return "no_usage", "stream ended without a usage object; token counts are unknown"
+        if fixed_length and (produced or 0) < requested:
+            return "short_completion", (
+                f"short completion: {produced or 0} of {requested} tokens asked "
+                f"(finish_reason {self.finish_reason!r}); the server ignored min_tokens/ignore_eos"
+            )
+        return None, error
+
+    def _first_chunk_tokens(self) -> tuple[int | None, Literal["usage", "estimated"] | None]:
+        """Tokens in the first token chunk: from ``usage`` when the server sent it per chunk, else estimated."""
+        if self.first_at is None:
+            return None, None
+        if self._first_usage_tokens is not None:
+            return self._first_usage_tokens, "usage"
+        produced = self.completion_tokens
+        if produced and self.token_chunks:
+            return max(1, round(produced / self.token_chunks)), "estimated"
+        return None, None
+
+    def _decode_rate(self, first_tokens: int | None) -> tuple[float | None, float | None]:
+        """(decode tok/s, window s): the tokens after the first chunk over the time from it to the last one."""
+        if self.first_at is None or self.last_at is None or first_tokens is None:
+            return None, None
+        window = self.last_at - self.first_at
+        if self._first_usage_tokens is not None and self._last_usage_tokens is not None:
+            decode_tokens = self._last_usage_tokens - self._first_usage_tokens
+        else:
+            decode_tokens = (self.completion_tokens or 0) - first_tokens
+        if window > 0 and decode_tokens > 0:
+            return decode_tokens / window, window
+        return None, None
