@@ -352,6 +352,22 @@ def test_compare_plot_without_matplotlib_refuses_before_reading_anything(
     assert code == 0 and "50.0" in out  # the table needs no matplotlib
 
 
+def test_the_table_imports_no_matplotlib(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    run = bench_run(tmp_path / "r", rate=50.0, profile="d")
+    script = (
+        "import sys\nfrom servectl.cli.app import main\n"
+        f"sys.argv = ['servectl', 'bench', 'compare', {str(run)!r}]\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print('matplotlib imported:', 'matplotlib' in sys.modules)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "50.0" in result.stdout and result.stdout.endswith("matplotlib imported: False\n")
+
+
 def test_compare_bad_input_is_one_error_line_with_exit_2(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
