@@ -235,3 +235,28 @@ def test_docker_gone_during_up_names_the_real_container_claims_nothing_and_recov
     assert settled_by.outcome == "cleared" and settled_by.removed == (name,), settled_by.message
     assert settled(bench.containers) == {}
     assert read_journal(bench.home) is None
+
+
+def test_a_damaged_state_folder_or_hostile_profile_files_never_take_down_a_healthy_service(
+    bench: Bench,  # noqa: F811
+) -> None:
+    """Issue 25 on the real engine (the fake-engine matrix, tests/unit/test_state_folder_matrix.py, walks every
+    entry): gate-passed/ replaced by an empty file, a FIFO and a non-UTF-8 file named *.yaml on the search path."""
+    import os
+
+    bench.profile(ALPHA)
+    bench.profile(BETA)
+    bench.swap(ALPHA)
+    gates = bench.home / "gate-passed"
+    for child in sorted(gates.rglob("*"), reverse=True):
+        child.rmdir() if child.is_dir() else child.unlink()
+    gates.rmdir()
+    gates.write_bytes(b"")
+    os.mkfifo(bench.profiles / "hang.yaml")
+    (bench.profiles / "cafe.yaml").write_bytes(b"name: cafe\nextends: demo\ndescription: caf\xe9 adopted\n")
+    code, _, err = finish(bench.cli("swap", BETA), 60)
+    assert code == 1 and "Traceback" not in err, err
+    assert f"{gates}: is a regular file where servectl keeps a folder; nothing was changed" in err, err
+    assert bench.serves(ALPHA) and settled(bench.running) == {bench.container_name(ALPHA): "running"}
+    code, _, err = finish(bench.cli("status"), 30)  # reads every profile: neither file blocks or breaks it
+    assert code == 0 and "Traceback" not in err, err
