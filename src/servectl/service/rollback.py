@@ -18,7 +18,7 @@ from servectl.errors import PreflightFailed, ServectlError, ServiceConflict, Usa
 from servectl.service.container import ServiceRuntime
 from servectl.service.journal import SwapJournal, read_journal
 from servectl.service.services import ALIVE_STATES, ServiceInfo
-from servectl.service.swap import default_runtime, swap
+from servectl.service.swap import swap
 from servectl.service.swap_preflight import Preflight, overlaps, profile_preflight
 from servectl.service.transaction.context import build_context
 from servectl.service.transaction.model import PhaseEvent, SwapResult
@@ -111,7 +111,7 @@ def rollback(
         gpus=gpus,
         state_dir=state_dir,
         lock_timeout_s=lock_timeout_s,
-        runtime=runtime if runtime is not None else default_runtime(),
+        runtime=runtime,
         conflicts=conflicts,
         history=history,
         lock=lock,
@@ -247,16 +247,14 @@ def rollback_check(
     validate, its image must be present (with the pinned digest), its model folder must exist, and
     preflight must pass counting the service the target would replace as stopped.
     """
-    if resolve_profile is None:
-        from servectl.plan.resolve import resolve
-
-        resolve_profile = resolve
-    rt = runtime if runtime is not None else default_runtime()
-    check = preflight if preflight is not None else profile_preflight(state_dir=state_dir)
+    ctx = build_context(
+        docker=docker, gpus=gpus, state_dir=state_dir, runtime=runtime, resolve_profile=resolve_profile, scope=scope
+    )
+    check = preflight if preflight is not None else profile_preflight(state_dir=ctx.state_dir)
     if names is None:
         names = _profiles_with_rollback()
-    running = list(rt.services(docker=docker, probe=False, plan_hash_of=None, state_dir=state_dir, scope=scope))
-    return [_check_one(n, docker, gpus, check, resolve_profile, running, path_is_dir) for n in names]
+    running = ctx.services(probe=False)
+    return [_check_one(n, docker, gpus, check, ctx.resolve, running, path_is_dir) for n in names]
 
 
 def _profiles_with_rollback() -> list[str]:
