@@ -96,6 +96,7 @@ def rollback(
     handle_signals: bool = True,
     wall_clock: Callable[[], float] = time.time,
     sleep: Callable[[float], None] = time.sleep,
+    environ: Mapping[str, str] | None = None,
 ) -> SwapResult:
     """Swap back to the profile that ran before the current one (from history). Same errors as :func:`swap`.
 
@@ -107,6 +108,7 @@ def rollback(
         UsageError: nothing runs, several services run, or history has no earlier profile.
     """
     ctx = build_context(
+        environ=environ,
         docker=docker,
         gpus=gpus,
         state_dir=state_dir,
@@ -152,6 +154,7 @@ def rollback(
         handle_signals=handle_signals,
         wall_clock=wall_clock,
         sleep=sleep,
+        environ=ctx.environ,
         _kind="rollback",
     )
     return replace(result, message=settled + result.message + drift) if settled or drift else result

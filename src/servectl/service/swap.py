@@ -111,6 +111,7 @@ def swap(
     handle_signals: bool = True,
     wall_clock: Callable[[], float] = time.time,
     sleep: Callable[[float], None] = time.sleep,
+    environ: Mapping[str, str] | None = None,
     _kind: str = "swap",
 ) -> SwapResult:
     """Replace the running service with ``target``, all-or-nothing.
@@ -132,6 +133,8 @@ def swap(
         handle_signals: turn SIGINT/SIGTERM into the orderly path (main thread only).
         wall_clock: epoch seconds for the journal and history.
         sleep: pause while waiting for the cards (tests pass one that moves their clock).
+        environ: the environment the previous service's snapshot is compiled with on the way back (default
+            ``os.environ``).
 
     Returns:
         ``swapped``, ``started`` (nothing ran before) or ``noop`` (the target already runs).
@@ -146,6 +149,7 @@ def swap(
         SwapInterrupted: interrupted before anything changed, or a signal stopped the restoring.
     """
     ctx = build_context(
+        environ=environ,
         docker=docker,
         gpus=gpus,
         state_dir=state_dir,
