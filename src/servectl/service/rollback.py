@@ -119,11 +119,8 @@ def rollback(
         lock=lock,
         resolve_profile=resolve_profile,
         scope=scope,
-        clock=clock,
-        wall_clock=wall_clock,
-        sleep=sleep,
         on_phase=on_phase,
-    )
+    )  # the clocks go to swap itself
     settled = ""
     journal = read_journal(ctx.state_dir)
     if journal is not None:
