@@ -57,6 +57,10 @@ async def serve_admin(gateway: Gateway, path: Path) -> asyncio.AbstractServer:
     finally:
         os.umask(old)
     os.chmod(path, 0o600)
+    owner = path.parent.parent.stat()  # the state folder: a gateway run as root (its container) lets its user in
+    if os.geteuid() == 0 and (owner.st_uid, owner.st_gid) != (0, 0):
+        os.chown(path.parent, owner.st_uid, owner.st_gid)
+        os.chown(path, owner.st_uid, owner.st_gid)
     return server
 
 
