@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from servectl.errors import ProfileError
 from servectl.plan.inventory import list_profiles, validate_profiles
 from servectl.plan.validate import load_profile
-from servectl.profile import loader
+from servectl.profile import loader, yaml_locations
 
 Write = Callable[[str, str], Path]
 Minimal = Callable[[str], str]
@@ -71,7 +71,7 @@ def test_control_characters_in_the_text_are_one_line(write_profile: Write, profi
 def test_oversized_file_is_refused_with_the_limit(
     write_profile: Write, profile_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(loader, "MAX_PROFILE_BYTES", 1024)
+    monkeypatch.setattr(yaml_locations, "MAX_PROFILE_BYTES", 1024)
     (profile_dir / "huge.yaml").write_text("name: huge\n" + "# padding\n" * 200)
     line = only_problem("huge")
     assert line.startswith("profiles/huge.yaml: is larger than ") and "check the path" in line
@@ -80,7 +80,8 @@ def test_oversized_file_is_refused_with_the_limit(
 def test_a_file_that_takes_longer_than_the_read_budget_is_one_line(
     write_profile: Write, minimal: Minimal, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(loader, "READ_BUDGET_S", -1.0)  # every file is over it: the check runs, the message is one line
+    # every file is over it: the check runs, the message is one line
+    monkeypatch.setattr(yaml_locations, "READ_BUDGET_S", -1.0)
     write_profile("p", minimal("p"))
     line = only_problem("p")
     assert line.startswith("profiles/p.yaml: took more than -1 s to read (") and "split it" in line
@@ -90,7 +91,8 @@ def test_a_slow_file_on_the_search_path_affects_only_its_own_row(
     write_profile: Write, minimal: Minimal, profile_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(loader, "SHIPPED_PROFILES_DIR", profile_dir / "none")
-    monkeypatch.setattr(loader, "READ_BUDGET_S", 0.25)  # a small file reads in milliseconds; this one in seconds
+    # a small file reads in milliseconds; this one in seconds
+    monkeypatch.setattr(yaml_locations, "READ_BUDGET_S", 0.25)
     write_profile("good", minimal("good"))
     write_profile("slow", minimal("slow") + "engine:\n  env:\n" + "".join(f"    K{i}: v{i}\n" for i in range(150_000)))
     results = validate_profiles(None)
@@ -204,7 +206,7 @@ def test_broken_files_affect_only_their_own_rows(
 )
 def test_the_text_bound_on_nesting_is_never_below_the_real_depth(text: str, deepest: int) -> None:
     """The loader skips its event pass when this bound is at most 64; it must never undercount."""
-    assert loader._nesting_bound(text) >= deepest
+    assert yaml_locations._nesting_bound(text) >= deepest
 
 
 def _depth(value: object) -> int:
@@ -233,7 +235,7 @@ def test_the_bound_holds_for_any_document_pyyaml_writes(value: dict[str, object]
     import yaml
 
     text = yaml.safe_dump(value, default_flow_style=flow, indent=2)
-    assert loader._nesting_bound(text) >= _depth(value), text
+    assert yaml_locations._nesting_bound(text) >= _depth(value), text
 
 
 def test_special_files_named_yaml_are_refused_at_once_and_fail_only_their_own_rows(
