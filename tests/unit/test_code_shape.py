@@ -1,4 +1,5 @@
-"""Code shape: no function in src/ over 80 lines unless a comment right above it says why.
+"""Code shape: no function in src/ over 80 lines unless a comment right above it says why, and no module over
+600 lines (split a larger one along its seams).
 
 The marker is a comment line ``# over 80 lines: <why>`` in the comment block right above the ``def`` (or its
 decorators). Functions
@@ -14,6 +15,7 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[2] / "src" / "servectl"
 MAX_LINES = 80
 MARKER = "# over 80 lines:"
+MAX_MODULE_LINES = 600
 
 NOT_YET_SPLIT: dict[str, str] = {
     # qualified name -> who splits it (other areas of issue 10 and of other issues)
@@ -65,3 +67,23 @@ def test_the_check_sees_a_long_function_and_accepts_a_reason(tmp_path: Path) -> 
     (tmp_path / "a.py").write_text(f"def long():\n{body}\n\n{MARKER} a table\ndef told():\n{body}", encoding="utf-8")
     (tmp_path / "b.py").write_text("def short():\n    return 1\n", encoding="utf-8")
     assert long_functions(tmp_path) == {"a.py::long": MAX_LINES + 1}
+
+
+def long_modules(root: Path) -> dict[str, int]:
+    """Modules over :data:`MAX_MODULE_LINES` lines: path -> lines."""
+    found = {}
+    for path in sorted(root.rglob("*.py")):
+        lines = len(path.read_text(encoding="utf-8").splitlines())
+        if lines > MAX_MODULE_LINES:
+            found[path.relative_to(root).as_posix()] = lines
+    return found
+
+
+def test_no_module_in_src_is_over_600_lines() -> None:
+    assert long_modules(SRC) == {}, f"modules over {MAX_MODULE_LINES} lines: split them along their seams"
+
+
+def test_the_module_check_counts_lines(tmp_path: Path) -> None:
+    (tmp_path / "big.py").write_text("x = 1\n" * (MAX_MODULE_LINES + 1), encoding="utf-8")
+    (tmp_path / "small.py").write_text("x = 1\n" * MAX_MODULE_LINES, encoding="utf-8")
+    assert long_modules(tmp_path) == {"big.py": MAX_MODULE_LINES + 1}
