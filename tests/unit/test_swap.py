@@ -805,3 +805,27 @@ def test_a_failed_swap_that_replaced_nothing_says_what_still_serves_beside_it(wo
     )
     assert "nothing was serving before" not in message
     assert world.runtime.profiles() == ["other"]
+
+
+def test_a_full_disk_while_undoing_is_one_line_and_keeps_what_runs_said(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+
+    from servectl.service.transaction import context
+
+    real_write = context.write_journal
+
+    def full_disk(state_dir: Path, journal: SwapJournal) -> None:
+        if journal.phase == "remove-target":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_write(state_dir, journal)
+
+    monkeypatch.setattr(context, "write_journal", full_disk)
+    world.run("alpha")
+    world.runtime.script("beta", failure="beta exited during startup", exit_code=1)
+    with pytest.raises(SwapFailed) as caught:
+        world.swap("beta")
+    assert "cleanup failed: No space left on device" in caught.value.message
+    assert "`servectl recover`" in caught.value.message
+    assert read_journal(world.state_dir) is not None  # kept for recover

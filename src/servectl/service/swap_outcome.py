@@ -136,8 +136,9 @@ def fail_back(
         got = undo(replace(tx.journal, stopped_conflicts=tuple(tx.stopped)), tx.ctx, why=why)
     except Abandon as abandon:
         abandon_swap(tx, resolved, failure, f"stopped waiting after {signal_name(abandon.signum)}")
-    except ServectlError as err:  # the engine failed us while cleaning up: say what is known, keep the journal
-        abandon_swap(tx, resolved, failure, f"cleanup failed: {err.message}", SwapFailed)
+    except (ServectlError, OSError) as err:  # the engine (or the disk) failed us: say what is known, keep the journal
+        reason = err.message if isinstance(err, ServectlError) else f"{err.strerror or err}"
+        abandon_swap(tx, resolved, failure, f"cleanup failed: {reason}", SwapFailed)
     tx.signals.mode = "defer"
     downtime = got.restored_at - t.down_since if got.restored_at is not None and t.down_since is not None else None
     result = tx.result(
