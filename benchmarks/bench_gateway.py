@@ -117,16 +117,99 @@ def concurrent(port: int, key: str | None, n: int, max_tokens: int, model: str) 
     return rates
 
 
+def ttfb_batch(port: int, key: str | None, model: str, n: int) -> list[float]:
+    """Time to first byte (ms) of ``n`` streamed requests sent at once."""
+    out: list[float] = []
+    threads = [threading.Thread(target=lambda: out.append(1000 * stream_once(port, key, 1, model)[0]))
+               for _ in range(n)]  # fmt: skip
+    for t in threads:
+        t.start()
+        time.sleep(0.01)  # the stand-in's listen backlog
+    for t in threads:
+        t.join()
+    return out
+
+
+LITELLM_KEY = "sk-bench-master-key-0123456789abcdef"
+
+
+def litellm_venv(path: Path | None) -> Path:
+    """A throwaway venv with LiteLLM's proxy (never a servectl dependency): ``path`` if given, else made now."""
+    if path is not None:
+        return path
+    venv = Path(tempfile.mkdtemp(prefix="litellm-venv-"))
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "litellm[proxy]"], check=True)
+    return venv
+
+
+def compare_litellm(venv: Path, engine_url: str, engine_port: int, gw_port: int, key: str, rounds: int) -> list[str]:
+    """Added TTFB of servectl's gateway and of LiteLLM's proxy on the same alias, C1 and C64, paired."""
+    port = free_port_here()
+    config = Path(tempfile.mkdtemp(prefix="litellm-")) / "config.yaml"
+    config.write_text(json.dumps({"model_list": [{"model_name": "chat", "litellm_params": {
+        "model": "openai/served", "api_base": engine_url + "/v1", "api_key": "none"}}]}))  # fmt: skip
+    env = {**os.environ, "LITELLM_MASTER_KEY": LITELLM_KEY, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    argv = [str(venv / "bin" / "litellm"), "--config", str(config), "--port", str(port), "--host", "127.0.0.1"]
+    proxy = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(600):
+            try:
+                stream_once(port, LITELLM_KEY, 1, "chat")
+                break
+            except (OSError, RuntimeError):
+                time.sleep(0.1)
+        out = []
+        direct, ours, theirs = [], [], []
+        for i in range(rounds + 10):
+            d = stream_once(engine_port, None, 1, "served")[0]
+            g = stream_once(gw_port, key, 1, "chat")[0]
+            t = stream_once(port, LITELLM_KEY, 1, "chat")[0]
+            if i >= 10:
+                direct.append(1000 * d)
+                ours.append(1000 * g)
+                theirs.append(1000 * t)
+        batches = {
+            name: [ms for _ in range(3) for ms in ttfb_batch(p, k, m, 64)]
+            for name, p, k, m in (
+                ("direct", engine_port, None, "served"),
+                ("servectl", gw_port, key, "chat"),
+                ("litellm", port, LITELLM_KEY, "chat"),
+            )
+        }
+        paths = [("C1", direct, ours, theirs), ("C64", batches["direct"], batches["servectl"], batches["litellm"])]
+        for label, d_ms, g_ms, t_ms in paths:
+            base = statistics.median(d_ms)
+            added_g, added_t = statistics.median(g_ms) - base, statistics.median(t_ms) - base
+            out.append(
+                f"vs LiteLLM {label}: TTFB median direct {base:.2f} ms, servectl {statistics.median(g_ms):.2f} ms "
+                f"(+{added_g:.2f}), LiteLLM {statistics.median(t_ms):.2f} ms (+{added_t:.2f}); "
+                f"servectl's added time = {added_g / added_t:.3f}x LiteLLM's (target <= 0.25)"
+            )
+        return out
+    finally:
+        proxy.terminate()
+        proxy.wait(30)
+
+
+def free_port_here() -> int:
+    from servectl.standin.process import free_port
+
+    return free_port()
+
+
 def rss_mb(pid: int) -> float:
     return int(Path(f"/proc/{pid}/status").read_text().split("VmRSS:")[1].split()[0]) / 1024
 
 
-def main() -> int:  # noqa: C901 - one linear script of measurements
+def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--serve", nargs=3, metavar=("UPSTREAM_FILE", "PORT", "HOME"))
     parser.add_argument("--quick", action="store_true", help="fewer requests, 20 s of concurrent streams")
     parser.add_argument("--streams", type=int, default=256)
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--litellm", action="store_true", help="also compare with LiteLLM's proxy (throwaway venv)")
+    parser.add_argument("--litellm-venv", type=Path, help="a venv that has litellm[proxy] already")
     args = parser.parse_args()
     if args.serve:
         serve(Path(args.serve[0]), int(args.serve[1]), Path(args.serve[2]))
@@ -183,6 +266,12 @@ def main() -> int:  # noqa: C901 - one linear script of measurements
                 failed.append("added TTFB p50")
             if p99 > 5:
                 failed.append("added TTFB p99")
+            if args.litellm or args.litellm_venv:
+                venv = litellm_venv(args.litellm_venv)
+                for line in compare_litellm(venv, fast.base_url, fast.port, port, key, 100 if args.quick else 300):
+                    say(line)
+                    if float(line.split("= ")[1].split("x")[0]) > 0.25:
+                        failed.append("vs LiteLLM " + line.split(":")[0].split()[-1])
         finally:
             gw.terminate()
             gw.wait(30)
@@ -243,7 +332,9 @@ def main() -> int:  # noqa: C901 - one linear script of measurements
                 result: list[float] = []
                 with GatewayHold(home, profiles=["a", "b"], reason="swap a -> b", target="b"):
                     down = time.monotonic()
-                    sender = threading.Thread(target=lambda: result.append(stream_once(port, key, 8, "chat")[0]))
+                    sender = threading.Thread(
+                        target=lambda out=result: out.append(stream_once(port, key, 8, "chat")[0])
+                    )
                     sent = time.monotonic()
                     sender.start()
                     first.stop()
