@@ -89,3 +89,13 @@ def test_the_stand_in_reads_a_named_file_through_a_shell_tool_only() -> None:
     )
     assert shell_call([tool("read", "path")], "cat /tmp/nonce.txt") is None  # no shell tool
     assert shell_call(tools, "What is the weather?") is None  # no file named
+
+
+def test_the_stand_in_reads_the_file_once_when_a_client_adds_its_own_context_turn() -> None:
+    from servectl.standin.answers import named_file_text, shell_result
+
+    ask = {"role": "user", "content": "Run `cat /tmp/n/nonce.txt` and report it."}
+    context = {"role": "user", "content": [{"type": "text", "text": "Active exec sessions: none"}]}
+    assert named_file_text([ask, context]) == ask["content"] and shell_result([ask, context]) is None
+    ran = [ask, context, {"role": "assistant", "content": ""}, {"role": "tool", "content": "nonce-1"}, context]
+    assert shell_result(ran) == "nonce-1"  # answered from the result, not called again

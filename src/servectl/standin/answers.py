@@ -182,3 +182,35 @@ def shell_call(tools: Sequence[Mapping[str, Any]], user_text: str) -> tuple[str,
         if key is not None:
             return str(function["name"]), json.dumps({key: f"cat {path}"})
     return None
+
+
+def _named_file_index(messages: Sequence[Mapping[str, Any]]) -> int | None:
+    """The newest user turn that names a file (a client may send its own context as a later user turn)."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if message.get("role") == "user" and _FILE.search(_text(message.get("content"))):
+            return index
+    return None
+
+
+def named_file_text(messages: Sequence[Mapping[str, Any]]) -> str:
+    """The text of the newest user turn that names a file ("" when none does)."""
+    index = _named_file_index(messages)
+    return _text(messages[index].get("content")) if index is not None else ""
+
+
+def shell_result(messages: Sequence[Mapping[str, Any]]) -> str | None:
+    """The result of a tool that ran after the user named the file (the shell tool's output), if any."""
+    index = _named_file_index(messages)
+    if index is None:
+        return None
+    results = [_text(m.get("content")) for m in messages[index + 1 :] if m.get("role") == "tool"]
+    return results[-1] if results else None
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
+    return ""

@@ -39,7 +39,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from servectl.standin.answers import code_answer, code_function, image_answer, image_parts, shell_call
+from servectl.standin.answers import (
+    code_answer,
+    code_function,
+    image_answer,
+    image_parts,
+    named_file_text,
+    shell_call,
+    shell_result,
+)
 from servectl.standin.settings import StandinSettings
 from servectl.standin.tokens import content_text
 
@@ -113,7 +121,10 @@ def scripted_reply(
     tools = [t for t in body.get("tools") or [] if isinstance(t, Mapping)]
     user_text = _last_user_text(messages)
     if tools and body.get("tool_choice") != "none":
-        shell = shell_call(tools, user_text)
+        read = shell_result(messages)
+        if read is not None:  # the file was read already (a client added a turn after the result): answer
+            return Reply(content=leaked + f"The tool returned {read.strip()[:200]}. Done.", reasoning=reasoning)
+        shell = shell_call(tools, named_file_text(messages))
         call = ToolCall(*shell) if shell else _tool_call(tools, body, user_text, settings)
         return Reply(content=leaked, reasoning=reasoning, tool_calls=(call,))
     response_format = _response_format(body)

@@ -11,10 +11,10 @@ child's environment). It then runs the client non-interactively with one prompt 
   ``providers.servectl`` with ``base_url``, ``key_env`` and ``default_model``, and selects it under
   ``model``; ``hermes -z PROMPT --yolo`` prints only the final answer (``--yolo``: no approval prompt for
   the shell command, which nobody would answer).
-* **OpenClaw** (``openclaw`` on npm, needs Node >= 24): ``$OPENCLAW_STATE_DIR/openclaw.json`` declares a
-  custom provider (``models.providers.servectl``: ``baseUrl``, ``api: openai-completions``, ``apiKey`` as an
-  ``${VAR}`` reference) and the default model ``servectl/MODEL``; ``openclaw agent --local --message PROMPT``
-  runs one turn.
+* **OpenClaw** (``openclaw`` on npm, needs Node >= 24): ``openclaw.json`` in the throwaway home declares a
+  custom provider (``models.providers.servectl``: ``baseUrl``, ``api: openai-completions``, ``apiKey`` as a
+  ``${VAR}`` reference) and the default model ``servectl/MODEL``; ``openclaw agent exec PROMPT --config FILE
+  --model servectl/MODEL`` runs one headless turn (its documented CI entry point) with its ``exec`` tool.
 
 A client is found as ``SERVECTL_CLIENT_<NAME>`` (a path to its executable) or on ``PATH``.
 """
@@ -72,14 +72,15 @@ class ClientAdapter:
             return _configure_hermes(home, endpoint)
         return _configure_openclaw(home, endpoint)
 
-    def argv(self, executable: str, prompt: str, endpoint: Endpoint) -> list[str]:
+    def argv(self, executable: str, prompt: str, endpoint: Endpoint, home: Path) -> list[str]:
         """The non-interactive command line that sends ``prompt`` and prints the answer."""
         if self.name == "pi":
             return [executable, "-p", "--no-session", "--no-extensions", "--no-skills", "--no-context-files",
                     "--provider", PROVIDER, "--model", endpoint.model, prompt]  # fmt: skip
         if self.name == "hermes":
             return [executable, "-z", prompt, "--yolo", "--ignore-rules"]
-        return [executable, "agent", "--local", "--message", prompt, "--thinking", "off"]
+        config = str(home / "openclaw" / "openclaw.json")
+        return [executable, "agent", "exec", prompt, "--config", config, "--model", f"{PROVIDER}/{endpoint.model}"]
 
 
 ADAPTERS: Mapping[ClientName, ClientAdapter] = {
@@ -128,9 +129,16 @@ def _configure_hermes(home: Path, endpoint: Endpoint) -> dict[str, str]:
 
 def _configure_openclaw(home: Path, endpoint: Endpoint) -> dict[str, str]:
     state = home / "openclaw"
-    model = {"id": endpoint.model, "name": endpoint.model, "contextWindow": endpoint.context_length or UNKNOWN_CONTEXT}
+    model = {
+        "id": endpoint.model,
+        "name": endpoint.model,
+        "input": ["text"],
+        "contextWindow": endpoint.context_length or UNKNOWN_CONTEXT,
+        "maxTokens": 4096,
+    }
     config = {
         "models": {
+            "mode": "merge",
             "providers": {
                 PROVIDER: {
                     "baseUrl": f"{endpoint.url}/v1",
@@ -138,7 +146,7 @@ def _configure_openclaw(home: Path, endpoint: Endpoint) -> dict[str, str]:
                     "apiKey": f"${{{KEY_ENV}}}",
                     "models": [model],
                 }
-            }
+            },
         },
         "agents": {"defaults": {"model": {"primary": f"{PROVIDER}/{endpoint.model}"}}},
     }

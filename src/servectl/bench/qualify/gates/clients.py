@@ -57,7 +57,7 @@ def run_client(
         env = {k: environ[k] for k in _PASSED_ENV if k in environ}
         env |= {"HOME": str(home), "TERM": "dumb", "NO_COLOR": "1", "CI": "1", KEY_ENV: api_key}
         env |= adapter.configure(home, endpoint)
-        argv = adapter.argv(executable, PROMPT.format(path=nonce_file), endpoint)
+        argv = adapter.argv(executable, PROMPT.format(path=nonce_file), endpoint, home)
         started = time.perf_counter()
         output, exit_code, hung = _run(argv, cwd=work, env=env, timeout_s=timeout_s)
         seconds = time.perf_counter() - started
