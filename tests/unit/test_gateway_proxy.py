@@ -262,3 +262,52 @@ def test_the_engine_dying_mid_stream_ends_the_stream_with_an_error_event(tmp_pat
                                                  max_tokens=100, stream=True)  # fmt: skip
             with pytest.raises(openai.APIError, match="failed mid-answer"):
                 list(stream)
+
+
+def test_an_on_request_alias_swaps_to_its_profile_once_and_the_requests_wait_for_it(
+    tmp_path: Path, engine: HostStandin
+) -> None:
+    from servectl.errors import SwapRolledBack
+
+    running: list[Upstream] = []
+    swaps: list[str] = []
+
+    def start(profile: str) -> None:
+        swaps.append(profile)
+        if profile == "broken":
+            raise SwapRolledBack("broken failed its health gate; demo is back")
+        time.sleep(0.5)  # the model load
+        running.append(Upstream(profile=profile, url=engine.base_url, served_name="served-demo", ready=True))
+
+    config = GatewayConfig.model_validate(
+        {
+            "listen": f"127.0.0.1:{free_port()}",
+            "auth": "none",
+            "aliases": {"big": ["demo"], "bad": ["broken"], "manual": ["elsewhere"]},
+            "swap": {"hold_s": 5, "on_request": ["big", "bad"]},
+        }
+    )
+    with GatewayThread(config, upstreams=lambda: list(running), state_dir=tmp_path, start=start) as gw:
+        answers: list[httpx.Response] = []
+        body = {**CHAT, "model": "big"}
+        workers = [threading.Thread(target=lambda: answers.append(_post(gw, None, body))) for _ in range(3)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join(10)
+        assert [a.status_code for a in answers] == [200, 200, 200]
+        assert swaps == ["demo"]  # one swap for the three requests
+        failed = _post(gw, None, {**CHAT, "model": "bad"})
+        assert failed.status_code == 503
+        assert failed.json()["error"]["message"] == (
+            "alias 'bad': the swap to broken failed: broken failed its health gate; demo is back; "
+            "what ran before still serves its aliases"
+        )
+        assert _post(gw, None, {**CHAT, "model": "big"}).status_code == 200  # still routed
+        assert _post(gw, None, {**CHAT, "model": "manual"}).status_code == 503  # not opted in: no swap
+        assert swaps == ["demo", "broken"]
+
+
+def test_on_request_names_aliases_of_the_file() -> None:
+    with pytest.raises(ValueError, match=r"swap\.on_request: 'chatt' is not an alias"):
+        GatewayConfig.model_validate({"aliases": {"chat": ["demo"]}, "swap": {"on_request": ["chatt"]}})

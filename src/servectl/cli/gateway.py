@@ -46,6 +46,7 @@ def run_command(
             listen=listen,
             environ=host.environ,
             on_listening=lambda url: print(f"gateway on {url}", file=sys.stderr),
+            start=lambda profile: host.swap(name=profile),  # swap.on_request: the same transaction as `swap`
         )
 
 

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from servectl.errors import Problem, ProfileError
 from servectl.paths import DATA_DIR, state_dir, user_profiles_dir
@@ -63,6 +63,11 @@ class SwapPolicy(_Strict):
 
     drain_s: float = Field(30.0, ge=0, description="wait this long for in-flight requests, then cut them")
     hold_s: float = Field(120.0, ge=0, description="hold new requests this long during a swap, then 503")
+    on_request: list[str] = Field(
+        default_factory=list,
+        description="aliases whose profile servectl swaps to when a request asks for it and it does not run "
+        "(a model load: off unless listed); one swap at a time, the request waits up to hold_s",
+    )
 
 
 class Upstream(_Strict):
@@ -113,6 +118,15 @@ class GatewayConfig(_Strict):
             if not profiles:
                 raise ValueError(f"alias {alias!r}: name at least one profile (or '{ANY_PROFILE}' for any)")
         return value
+
+    @model_validator(mode="after")
+    def _on_request_aliases(self) -> GatewayConfig:
+        for alias in self.swap.on_request:
+            if self.aliases is not None and alias not in self.aliases:
+                raise ValueError(f"swap.on_request: {alias!r} is not an alias ({', '.join(sorted(self.aliases))})")
+            if self.aliases is not None and ANY_PROFILE in self.aliases[alias]:
+                raise ValueError(f"swap.on_request: {alias!r} serves any profile; name the profile to swap to")
+        return self
 
     @property
     def host(self) -> str:

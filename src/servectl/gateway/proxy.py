@@ -111,8 +111,11 @@ class Gateway:
         keys: KeyRing | None,
         upstreams: Callable[[], Sequence[Upstream]],
         startup_s: Callable[[str], float | None] = lambda _profile: None,
+        start: Callable[[str], object] | None = None,
     ) -> None:
         self.config = config
+        self.start = start  # swaps to a profile (blocking; raises ServectlError): swap.on_request
+        self._swapping = asyncio.Lock()
         self.table = table
         self.keys = keys
         self._list_upstreams = upstreams
@@ -180,6 +183,8 @@ class Gateway:
         if route is None:
             await self.refresh(force=True)
             route = self.table.route(alias, self.upstreams)
+        if route is None and alias in self.config.swap.on_request and self.start is not None:
+            route = await self._swap_for(alias)
         if route is None:
             wanted = self.table.describe(alias)
             retry = max((self.startup_s(p) or 0.0) for p in self.table.profiles(alias))
@@ -190,6 +195,31 @@ class Gateway:
                 headers={"Retry-After": str(max(1, round(retry or 5)))},
             )
         return route
+
+    async def _swap_for(self, alias: str) -> Route | None:
+        """Swap to the alias's first profile (one swap at a time; the swap's own hold drains the service it
+        replaces and holds the requests of the aliases it touches); the request waits up to ``hold_s``."""
+        from servectl.errors import ServectlError
+
+        assert self.start is not None
+        target = self.table.profiles(alias)[0]
+        async with self._swapping:
+            await self.refresh(force=True)  # a swap that ran while this request waited may have done it
+            if (route := self.table.route(alias, self.upstreams)) is not None:
+                return route
+            self.metrics.swap_event("on_request")
+            log.info("swap on request: alias %s -> %s", alias, target)
+            try:
+                await asyncio.wait_for(asyncio.to_thread(self.start, target), timeout=self.config.swap.hold_s or None)
+            except TimeoutError:
+                retry = str(max(1, round(self.startup_s(target) or 30)))
+                raise Reject(503, f"alias {alias!r}: {target} is still starting; retry", "unavailable",
+                             headers={"Retry-After": retry}) from None  # fmt: skip
+            except ServectlError as err:
+                raise Reject(503, f"alias {alias!r}: the swap to {target} failed: {err.lines()[0]}; what ran before "
+                             "still serves its aliases", "unavailable") from None  # fmt: skip
+            await self.refresh(force=True)
+            return self.table.route(alias, self.upstreams)
 
     # -- auth and limits -------------------------------------------------------------------------------------
     def _guarded(

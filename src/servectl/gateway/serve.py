@@ -81,6 +81,7 @@ def run_gateway(
     admin_path: Path,
     startup_s: Callable[[str], float | None] = lambda _p: None,
     on_listening: Callable[[str], None] | None = None,
+    start: Callable[[str], object] | None = None,
 ) -> None:
     """Serve until SIGTERM or SIGINT, then drain (up to ``swap.drain_s``) and return.
 
@@ -96,6 +97,7 @@ def run_gateway(
             admin_path=admin_path,
             startup_s=startup_s,
             on_listening=on_listening,
+            start=start,
         )
     )
 
@@ -110,6 +112,7 @@ async def serve_gateway(
     startup_s: Callable[[str], float | None] = lambda _p: None,
     on_listening: Callable[[str], None] | None = None,
     stop: asyncio.Event | None = None,
+    start: Callable[[str], object] | None = None,
 ) -> None:
     """:func:`run_gateway` on the running event loop; set ``stop`` to end it (SIGTERM/SIGINT set it too when
     this runs in the main thread)."""
@@ -120,7 +123,7 @@ async def serve_gateway(
     from servectl.gateway.proxy import Gateway
 
     keys = KeyRing(keys_path) if keys_path is not None else None
-    gateway = Gateway(config, table=table, keys=keys, upstreams=upstreams, startup_s=startup_s)
+    gateway = Gateway(config, table=table, keys=keys, upstreams=upstreams, startup_s=startup_s, start=start)
     runner = web.AppRunner(
         gateway.app(),
         handle_signals=False,
@@ -178,6 +181,7 @@ def run_from_file(
     listen: str | None = None,
     environ: Mapping[str, str] | None = None,
     on_listening: Callable[[str], None] | None = None,
+    start: Callable[[str], object] | None = None,
 ) -> None:
     """Load the gateway file (default: ``gateway.yaml`` beside the profiles) and run it on this host.
 
@@ -200,4 +204,5 @@ def run_from_file(
         admin_path=admin_socket_path(state),
         startup_s=lambda profile: last_startup_s(state, profile),
         on_listening=on_listening,
+        start=start,
     )

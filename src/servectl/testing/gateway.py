@@ -29,12 +29,14 @@ class GatewayThread:
         state_dir: Path,
         aliases: dict[str, list[str]] | None = None,
         startup_s: Callable[[str], float | None] = lambda _p: None,
+        start: Callable[[str], object] | None = None,
     ) -> None:
         self.config = config
         self.table = AliasTable(aliases if aliases is not None else (config.aliases or {}))
         self.upstreams = upstreams
         self.state_dir = Path(state_dir)
         self.startup_s = startup_s
+        self.start = start
         self.keys_path = None if config.auth == "none" else config.keys_path({"SERVECTL_HOME": str(state_dir)})
         self.admin_path = self.state_dir / "gateway" / "admin.sock"
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -62,6 +64,7 @@ class GatewayThread:
                 startup_s=self.startup_s,
                 on_listening=lambda _url: self._listening.set(),
                 stop=self._stop,
+                start=self.start,
             )
 
         try:
