@@ -5,6 +5,7 @@ that name held "servectl.evidence/v1" and "servectl.qualify/v1")."""
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections import defaultdict
 from pathlib import Path
@@ -16,11 +17,16 @@ def _python_files(root: Path) -> list[Path]:
     return sorted(p for p in root.rglob("*.py") if "catalogs" not in p.parts)
 
 
+@functools.cache
+def _tree(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
 def schema_constants(root: Path) -> dict[str, list[tuple[str, str]]]:
     """Module-level ``*_SCHEMA = "..."`` constants: name -> [(file, value)]."""
     found: dict[str, list[tuple[str, str]]] = defaultdict(list)
     for path in _python_files(root):
-        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        for node in _tree(path).body:
             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
                 for target in node.targets:
                     if isinstance(target, ast.Name) and target.id.endswith("_SCHEMA"):
@@ -49,7 +55,7 @@ def test_the_default_catalog_name_is_spelled_once() -> None:
     spelled = [
         path.relative_to(SRC).as_posix()
         for path in _python_files(SRC)
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        for node in ast.walk(_tree(path))
         if isinstance(node, ast.Constant)
         and isinstance(node.value, str)
         and re.fullmatch(r"sglang-\d+\.\d+\.\d+", node.value)
