@@ -32,8 +32,9 @@ def proxy(kind: str, upstream: str, port: int) -> None:
 
         async def forward(request):  # type: ignore[no-untyped-def]
             body = await request.body()
-            req = client.build_request("POST", request.url.path, content=body,
-                                       headers={"content-type": "application/json"})
+            req = client.build_request(
+                "POST", request.url.path, content=body, headers={"content-type": "application/json"}
+            )
             resp = await client.send(req, stream=True)
 
             async def gen():  # type: ignore[no-untyped-def]
@@ -43,8 +44,9 @@ def proxy(kind: str, upstream: str, port: int) -> None:
                 finally:
                     await resp.aclose()
 
-            return StreamingResponse(gen(), status_code=resp.status_code,
-                                     headers={"content-type": resp.headers.get("content-type", "")})
+            return StreamingResponse(
+                gen(), status_code=resp.status_code, headers={"content-type": resp.headers.get("content-type", "")}
+            )
 
         app = Starlette(routes=[Route("/v1/chat/completions", forward, methods=["POST"])])
         uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
@@ -57,7 +59,9 @@ def proxy(kind: str, upstream: str, port: int) -> None:
         async def forward(request: web.Request) -> web.StreamResponse:
             body = await request.read()
             async with session.post(request.path, data=body, headers={"content-type": "application/json"}) as up:
-                resp = web.StreamResponse(status=up.status, headers={"content-type": up.headers.get("content-type", "")})
+                resp = web.StreamResponse(
+                    status=up.status, headers={"content-type": up.headers.get("content-type", "")}
+                )
                 await resp.prepare(request)
                 async for chunk in up.content.iter_any():
                     await resp.write(chunk)
@@ -76,8 +80,14 @@ def proxy(kind: str, upstream: str, port: int) -> None:
 
 def measure(port: int, n: int, stream: bool) -> tuple[float, float]:
     conn = http.client.HTTPConnection("127.0.0.1", port)
-    body = json.dumps({"model": "demo", "messages": [{"role": "user", "content": "hi"}],
-                       "max_tokens": 64 if stream else 1, "stream": stream})
+    body = json.dumps(
+        {
+            "model": "demo",
+            "messages": [{"role": "user", "content": "hi"}],
+            "max_tokens": 64 if stream else 1,
+            "stream": stream,
+        }
+    )
     times = []
     for _ in range(n):
         t = time.perf_counter()
@@ -107,8 +117,15 @@ def main() -> None:
         for rnd in range(2):
             for name, port in [("direct", engine.port), *((k, v[0]) for k, v in procs.items())]:
                 measure(port, 50, False)
-                print(rnd, name, "non-streamed p50/p99 ms", measure(port, 400, False),
-                      "streamed TTFB p50/p99 ms", measure(port, 200, True), flush=True)
+                print(
+                    rnd,
+                    name,
+                    "non-streamed p50/p99 ms",
+                    measure(port, 400, False),
+                    "streamed TTFB p50/p99 ms",
+                    measure(port, 200, True),
+                    flush=True,
+                )
         for _, p in procs.values():
             p.terminate()
 
