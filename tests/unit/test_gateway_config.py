@@ -178,3 +178,28 @@ def test_the_gateway_container_sees_the_state_profiles_and_file_at_the_hosts_pat
     assert spec.labels["servectl.gateway"] == "1" and spec.labels["t"] == "1"
     assert "servectl.managed" not in spec.labels  # not a service: status lists it apart
     assert spec.stop_timeout_s == 15
+
+
+def test_keys_created_at_once_all_land(tmp_path: Path) -> None:
+    import threading
+
+    path = tmp_path / "keys.json"
+    workers = [threading.Thread(target=create_key, args=(path,), kwargs={"name": f"k{i}"}) for i in range(8)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert sorted(e.name for e in read_keys(path)) == [f"k{i}" for i in range(8)]
+
+
+def test_templates_and_bases_are_no_default_aliases(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from servectl.gateway.serve import profile_names
+
+    (tmp_path / "mine.yaml").write_text("name: mine\nextends: demo\n")
+    (tmp_path / "_base.yaml").write_text("name: _base\n")
+    (tmp_path / "todo.yaml").write_text("template: fill me in with servectl adopt\n")
+    monkeypatch.setenv("SERVECTL_PROFILES", str(tmp_path))
+    monkeypatch.setenv("SERVECTL_HOME", str(tmp_path / "home"))
+    names = profile_names()
+    assert "mine" in names and "demo" in names
+    assert "_base" not in names and "todo" not in names

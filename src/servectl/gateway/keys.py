@@ -8,13 +8,16 @@ time taken says nothing about which key, or which prefix, was close.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import hmac
 import json
+import os
 import re
 import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -93,6 +96,18 @@ def read_keys(path: Path) -> list[KeyEntry]:
         raise StateDamaged(f"{path}: not a gateway key file ({err!r}); {fix}", path=path) from None
 
 
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    """Two ``keys create`` at once both land: the read-modify-write of the key file is serialised."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(path.with_name(f".{path.name}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
 def _write_keys(path: Path, entries: Sequence[KeyEntry]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     text = json.dumps({"keys": [e.to_dict() for e in entries]}, indent=1) + "\n"
@@ -115,20 +130,21 @@ def create_key(
     """
     if not _NAME.match(name):
         raise UsageError(f"key name {name!r}: use letters, digits, '.', '_' or '-' (at most 64)")
-    entries = read_keys(path)
-    if any(e.name == name for e in entries):
-        raise UsageError(f"a key named {name!r} exists in {path}; revoke it first (servectl gateway keys revoke)")
-    key = KEY_PREFIX + secrets.token_urlsafe(32)
-    now = clock()
-    entry = KeyEntry(
-        name=name,
-        sha256=digest(key),
-        aliases=tuple(aliases) if aliases else None,
-        expires_at=None if expires_s is None else now + expires_s,
-        created_at=now,
-        rate_per_minute=rate_per_minute,
-    )
-    _write_keys(path, [*entries, entry])
+    with _file_lock(path):
+        entries = read_keys(path)
+        if any(e.name == name for e in entries):
+            raise UsageError(f"a key named {name!r} exists in {path}; revoke it first (servectl gateway keys revoke)")
+        key = KEY_PREFIX + secrets.token_urlsafe(32)
+        now = clock()
+        entry = KeyEntry(
+            name=name,
+            sha256=digest(key),
+            aliases=tuple(aliases) if aliases else None,
+            expires_at=None if expires_s is None else now + expires_s,
+            created_at=now,
+            rate_per_minute=rate_per_minute,
+        )
+        _write_keys(path, [*entries, entry])
     return key, entry
 
 
@@ -138,12 +154,13 @@ def revoke_key(path: Path, *, name: str) -> KeyEntry:
     Raises:
         UsageError: no key of that name.
     """
-    entries = read_keys(path)
-    found = [e for e in entries if e.name == name]
-    if not found:
-        known = ", ".join(e.name for e in entries) or "none"
-        raise UsageError(f"no key named {name!r} in {path} (keys: {known})")
-    _write_keys(path, [e for e in entries if e.name != name])
+    with _file_lock(path):
+        entries = read_keys(path)
+        found = [e for e in entries if e.name == name]
+        if not found:
+            known = ", ".join(e.name for e in entries) or "none"
+            raise UsageError(f"no key named {name!r} in {path} (keys: {known})")
+        _write_keys(path, [e for e in entries if e.name != name])
     return found[0]
 
 

@@ -67,9 +67,9 @@ def service_upstreams(
 
 def profile_names() -> list[str]:
     """The runnable profiles on the search path (no templates, no ``_`` bases)."""
-    from servectl.profile.loader import discover
+    from servectl.profile.loader import discover, is_template_file
 
-    return [name for name in discover() if not name.startswith("_")]
+    return [name for name, file in discover().items() if not file.is_base and not is_template_file(file.path)]
 
 
 def run_gateway(
