@@ -31,6 +31,9 @@ SEED_SECTIONS = [
     "Claim ledger",
 ]
 
+#: The counts of the fixture's qualification (finding_fixtures.qualify_folder), in its gate order.
+ALL_GATES = "tools 20/20, needle 2/2, endurance 60/60, smoke 1/1, json 6/6, reasoning 2/2, vram 2/2"
+
 
 @pytest.fixture
 def finding(tmp_path: Path, write_profile: Callable[[str, str], Path]) -> ReportResult:
@@ -303,7 +306,7 @@ def test_promote_recounts_a_finding_and_promotes_on_its_copies(finding: ReportRe
     from servectl.bench.promote import promote
 
     record = promote(name="f", evidence_dir=finding.folder)
-    assert record.gate_counts == "tools 20/20, needle 2/2, endurance 60/60"
+    assert record.gate_counts == ALL_GATES
     assert record.source_dir.endswith("artifacts/e1/bench")
     assert "status: promoted" in (profile_dir / "f.yaml").read_text()
 
@@ -427,7 +430,7 @@ def test_cli_report_verify_and_short_post(
         r"ok: \d+ claims recounted from the artifacts, 0 imported \(not recounted\)\n", stdout
     )
     code, stdout, _ = run_cli(monkeypatch, capsys, "claims", "verify", str(out), "--format", "short")
-    assert code == 0 and stdout.count("\n") == 1 and "tools 20/20, needle 2/2, endurance 60/60." in stdout
+    assert code == 0 and stdout.count("\n") == 1 and f"{ALL_GATES}." in stdout
     (out / "artifacts/e1/bench/c1-p4096-r3.json").unlink()
     code, stdout, stderr = run_cli(monkeypatch, capsys, "claims", "verify", str(out), "--format", "short")
     assert code == 1 and stdout == ""  # no post from a finding that does not recount
