@@ -118,7 +118,7 @@ def world(tmp_path_factory: pytest.TempPathFactory, docker_client: Any, standin_
     w = World(tmp_path_factory.mktemp("gateway"), docker_client, standin_image, test_session_id)
     try:
         w.ok("up", w.a)
-        w.key = w.ok("gateway", "keys", "create", "laptop", "--alias", "chat").strip()
+        w.key = w.ok("gateway", "keys", "create", "laptop", "--alias", "chat", "--rate", "1000000").strip()
         up = w.ok("gateway", "up", "--config", str(w.config))
         assert f"gateway http://127.0.0.1:{w.gw_port}" in up and f"chat -> {w.a} -> ready" in up, up
         yield w
@@ -250,7 +250,7 @@ def _rss_mb(pid: int) -> float:
 
 
 def test_random_faults_leave_no_open_files_and_flat_memory(world: World) -> None:
-    n = int(os.environ.get("SERVECTL_GATEWAY_FAULT_REQUESTS", "400"))
+    n = int(os.environ.get("SERVECTL_GATEWAY_FAULT_REQUESTS", "1000"))
     rng = random.Random(21)
     pid = world.gateway_pid()
     headers = {"Authorization": f"Bearer {world.key}"}
