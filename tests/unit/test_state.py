@@ -114,25 +114,6 @@ def test_previous_profile_is_the_last_other_profile_that_ran(tmp_path: Path) -> 
     assert history.previous_profile() == "b"
 
 
-def test_the_history_and_rollback_agree_on_the_previous_profile() -> None:
-    """One rule (adapters.state.previous_profile): rollback's target is what History says came before."""
-    from servectl.adapters.state import previous_profile
-    from servectl.service import rollback
-
-    events = [
-        {"event": "up", "profile": "a"},
-        {"event": "swap", "profile": "b", "replaced": "a"},
-        {"event": "swap-failed", "profile": "c", "replaced": "b", "outcome": "rolled-back"},
-        {"event": "up", "profile": "b", "restored_after": "c"},
-        {"event": "down", "profile": "b"},
-        {"event": "up", "profile": "x"},
-        {"event": "rollback", "profile": "y", "replaced": "y"},
-    ]
-    for current in ("a", "b", "c", "x", "y", "never"):
-        assert previous_profile(events, current) == rollback.previous_profile(events, current), current
-    assert previous_profile(events, "y") == "x" and previous_profile(events, "b") == "a"
-
-
 def test_history_rejects_events_that_are_not_json_before_touching_the_file(tmp_path: Path) -> None:
     history = History(tmp_path)
     history.record({"event": "up", "profile": "a"})

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from servectl.adapters.conflicts import load_stopped
-from servectl.adapters.state import GateRecord
+from servectl.adapters.state import GateRecord, previous_profile
 from servectl.errors import (
     EngineUnavailable,
     LockTimeout,
@@ -27,7 +27,7 @@ from servectl.errors import (
 from servectl.plan.resolve import Resolved, resolve
 from servectl.service.journal import JOURNAL_FILE, SwapJournal, read_journal
 from servectl.service.recover import recover
-from servectl.service.rollback import previous_profile, rollback, rollback_check
+from servectl.service.rollback import rollback, rollback_check
 from servectl.service.swap import PhaseEvent, SwapResult, swap
 from servectl.testing.fakes import FakeGpuInventory
 from servectl.testing.swap import FakeClock, FakeConflicts, FakeHistory, FakeLock, FakeRuntime

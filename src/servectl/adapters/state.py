@@ -423,7 +423,7 @@ def previous_profile(events: Sequence[Mapping[str, Any]], current: str) -> str |
     The newest run event (``up``, ``swap``, ``rollback``) of ``current`` names what it ``replaced``; without
     that (or when it names ``current`` itself), the newest earlier run event of another profile. None when
     ``current`` never ran or nothing ran before it. (:meth:`History.previous_profile` asks it for the newest
-    run's profile; ``service.rollback`` still has a copy of this function to be replaced by this one.)
+    run's profile, and rollback for the running one.)
     """
     runs = [e for e in events if e.get("event") in RUN_EVENTS and e.get("profile")]
     for index in range(len(runs) - 1, -1, -1):

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from servectl.adapters.conflicts import ConflictHandler
-from servectl.adapters.state import RUN_EVENTS, HistoryLog
+from servectl.adapters.state import RUN_EVENTS, HistoryLog, previous_profile
 from servectl.errors import PreflightFailed, ServectlError, ServiceConflict, UsageError
 from servectl.service.container import ServiceRuntime
 from servectl.service.journal import SwapJournal, read_journal
@@ -58,23 +58,6 @@ class RollbackCheck:
             "ok": self.ok,
             "items": [asdict(i) for i in self.items],
         }
-
-
-def previous_profile(events: Sequence[Mapping[str, Any]], current: str) -> str | None:
-    """The profile that ran before ``current``, from history (runtime event format).
-
-    The newest run event (``up``, ``swap``, ``rollback``) of ``current`` names what it ``replaced``; without
-    that, the newest earlier run event of another profile.
-    """
-    runs = [e for e in events if e.get("event") in RUN_EVENTS and e.get("profile")]
-    for index in range(len(runs) - 1, -1, -1):
-        if runs[index]["profile"] != current:
-            continue
-        replaced = runs[index].get("replaced")
-        if isinstance(replaced, str) and replaced and replaced != current:
-            return replaced
-        return next((str(e["profile"]) for e in reversed(runs[:index]) if e["profile"] != current), None)
-    return None
 
 
 def rollback(
