@@ -311,3 +311,34 @@ def test_an_on_request_alias_swaps_to_its_profile_once_and_the_requests_wait_for
 def test_on_request_names_aliases_of_the_file() -> None:
     with pytest.raises(ValueError, match=r"swap\.on_request: 'chatt' is not an alias"):
         GatewayConfig.model_validate({"aliases": {"chat": ["demo"]}, "swap": {"on_request": ["chatt"]}})
+
+
+def test_a_stream_waiting_for_a_swap_on_request_gets_sse_comments_then_the_answer(
+    tmp_path: Path, engine: HostStandin, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import servectl.gateway.proxy
+
+    monkeypatch.setattr(servectl.gateway.proxy, "KEEPALIVE_S", 0.2)
+    running: list[Upstream] = []
+
+    def start(profile: str) -> None:
+        time.sleep(1.0)  # the model load
+        running.append(Upstream(profile=profile, url=engine.base_url, served_name="served-demo", ready=True))
+
+    config = GatewayConfig.model_validate(
+        {
+            "listen": f"127.0.0.1:{free_port()}",
+            "auth": "none",
+            "aliases": {"big": ["demo"]},
+            "swap": {"hold_s": 5, "on_request": ["big"]},
+        }
+    )
+    with GatewayThread(config, upstreams=lambda: list(running), state_dir=tmp_path, start=start) as gw:
+        body = {**CHAT, "model": "big", "stream": True, "max_tokens": 8}
+        with httpx.stream("POST", gw.base_url + "/v1/chat/completions", json=body, timeout=10) as response:
+            lines = [line for line in response.iter_lines() if line]
+    comments = [line for line in lines if line.startswith(":")]
+    assert 2 <= len(comments) <= 6 and comments[0] == ": servectl is swapping to serve big"
+    data = [json.loads(line.removeprefix("data: ")) for line in lines if line.startswith("data: {")]
+    assert data and {d["model"] for d in data} == {"big"}
+    assert lines[-1] == "data: [DONE]"

@@ -45,6 +45,8 @@ PROXIED_PATHS = ("/v1/chat/completions", "/v1/completions", "/v1/responses")
 _USAGE_OUT = re.compile(rb'"(?:completion_tokens|output_tokens)"\s*:\s*(\d+)')
 _FORWARDED_HEADERS = ("Content-Type", "Accept", "User-Agent", "OpenAI-Beta")
 ROUTES_TTL_S = 2.0
+KEEPALIVE_S = 5.0  # a streaming client waiting for a swap on request gets an SSE comment this often
+_SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
 class Reject(Exception):
@@ -177,14 +179,14 @@ class Gateway:
             log.warning("cannot list the servectl services: %s", self.upstreams_error)
         self._upstreams_at = time.monotonic()
 
-    async def route(self, alias: str) -> Route:
+    async def route(self, alias: str, *, on_wait: Callable[[], Awaitable[None]] | None = None) -> Route:
         await self.refresh()
         route = self.table.route(alias, self.upstreams)
         if route is None:
             await self.refresh(force=True)
             route = self.table.route(alias, self.upstreams)
         if route is None and alias in self.config.swap.on_request and self.start is not None:
-            route = await self._swap_for(alias)
+            route = await self._swap_for(alias, on_wait)
         if route is None:
             wanted = self.table.describe(alias)
             retry = max((self.startup_s(p) or 0.0) for p in self.table.profiles(alias))
@@ -196,7 +198,7 @@ class Gateway:
             )
         return route
 
-    async def _swap_for(self, alias: str) -> Route | None:
+    async def _swap_for(self, alias: str, on_wait: Callable[[], Awaitable[None]] | None) -> Route | None:
         """Swap to the alias's first profile (one swap at a time; the swap's own hold drains the service it
         replaces and holds the requests of the aliases it touches); the request waits up to ``hold_s``."""
         from servectl.errors import ServectlError
@@ -209,8 +211,16 @@ class Gateway:
                 return route
             self.metrics.swap_event("on_request")
             log.info("swap on request: alias %s -> %s", alias, target)
+            swapping = asyncio.ensure_future(asyncio.to_thread(self.start, target))
+            deadline = time.monotonic() + (self.config.swap.hold_s or 1e9)
+            while not swapping.done() and (left := deadline - time.monotonic()) > 0:
+                await asyncio.wait({swapping}, timeout=min(KEEPALIVE_S, left))
+                if not swapping.done() and on_wait is not None:
+                    await on_wait()
             try:
-                await asyncio.wait_for(asyncio.to_thread(self.start, target), timeout=self.config.swap.hold_s or None)
+                if not swapping.done():
+                    raise TimeoutError
+                swapping.result()
             except TimeoutError:
                 retry = str(max(1, round(self.startup_s(target) or 30)))
                 raise Reject(503, f"alias {alias!r}: {target} is still starting; retry", "unavailable",
@@ -340,13 +350,32 @@ class Gateway:
                          headers={"Retry-After": str(held.retry_after_s)}) from None  # fmt: skip
         if waited > 0:
             self.metrics.waited(alias, waited)
-        route = await self.route(alias)
+        early: list[web.StreamResponse] = []  # a stream answered before its engine runs (swap on request)
+
+        async def keep_alive() -> None:
+            if not early:
+                early.append(web.StreamResponse(status=200, headers=_SSE_HEADERS))
+                await early[0].prepare(request)
+                call.status = 200
+            await early[0].write(f": servectl is swapping to serve {alias}\n\n".encode())
+
+        try:
+            route = await self.route(alias, on_wait=keep_alive if body.get("stream") is True else None)
+        except Reject as rej:
+            if not early:
+                raise
+            self.metrics.error(alias, rej.kind)
+            await early[0].write(error_event(rej.message, rej.status))
+            await early[0].write_eof()
+            return early[0]
         if route.served_name:
             body["model"] = route.served_name
         payload = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
-        return await self._forward(request, call, route, payload)
+        return await self._forward(request, call, route, payload, early[0] if early else None)
 
-    async def _forward(self, request: web.Request, call: _Call, route: Route, payload: bytes) -> web.StreamResponse:
+    async def _forward(
+        self, request: web.Request, call: _Call, route: Route, payload: bytes, early: web.StreamResponse | None = None
+    ) -> web.StreamResponse:
         assert self.session is not None
         headers = {h: request.headers[h] for h in _FORWARDED_HEADERS if h in request.headers}
         headers["Content-Type"] = "application/json"
@@ -368,7 +397,12 @@ class Gateway:
                 self.metrics.first_byte(route.alias, call.ttfb_s)
                 back = "" if self.config.response_model == "served" else route.served_name
                 if upstream.content_type == "text/event-stream":
-                    return await self._stream(request, call, route, upstream, back, flight)
+                    return await self._stream(request, call, route, upstream, back, flight, early)
+                if early is not None:  # the engine refused the request after the stream had begun
+                    text = (await upstream.read())[:2000].decode("utf-8", "replace")
+                    await early.write(error_event(f"the engine answered {upstream.status}: {text}", upstream.status))
+                    await early.write_eof()
+                    return early
                 return await self._whole(call, route, upstream, back, flight)
             finally:
                 upstream.close()  # a drained or failed answer must not go back to the pool
@@ -387,13 +421,21 @@ class Gateway:
                             content_type=upstream.content_type or "application/json")  # fmt: skip
 
     async def _stream(
-        self, request: web.Request, call: _Call, route: Route, upstream: Any, back: str, flight: Flight
+        self,
+        request: web.Request,
+        call: _Call,
+        route: Route,
+        upstream: Any,
+        back: str,
+        flight: Flight,
+        early: web.StreamResponse | None = None,
     ) -> web.StreamResponse:
-        response = web.StreamResponse(status=upstream.status, headers={
-            "Content-Type": upstream.headers.get("Content-Type", "text/event-stream"),
-            "Cache-Control": "no-cache", "X-Accel-Buffering": "no"})  # fmt: skip
-        await response.prepare(request)
-        call.status = upstream.status
+        response = early  # a StreamResponse is a mapping: an empty one is falsy, so compare with None
+        if response is None:
+            headers = {**_SSE_HEADERS, "Content-Type": upstream.headers.get("Content-Type", "text/event-stream")}
+            response = web.StreamResponse(status=upstream.status, headers=headers)
+            await response.prepare(request)
+            call.status = upstream.status
         pending = b""
         tokens = 0
         try:
