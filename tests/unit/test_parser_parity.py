@@ -159,6 +159,16 @@ def test_generated_flags_and_values_get_the_real_parsers_verdict(real: RealParse
     assert_same_verdict(real, argv)
 
 
+@pytest.mark.parametrize(
+    "argv", [["--tokenizer-mode=--"], ["--tokenizer-path=--"], ["--tp-size=--"], ["--tokenizer-mode", "--", "auto"]]
+)
+def test_a_double_dash_given_as_an_options_explicit_value_gets_the_real_parsers_verdict(
+    real: RealParser, argv: list[str]
+) -> None:
+    """argparse strips '--' from an option's values ('--opt=--' stores [] unchecked); hypothesis found it."""
+    assert_same_verdict(real, argv)
+
+
 def test_the_shipped_flag_catalog_is_what_the_extraction_script_reads_off_the_wheel(real: RealParser) -> None:
     import subprocess
     from pathlib import Path

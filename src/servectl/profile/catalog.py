@@ -284,7 +284,9 @@ class FlagCatalog:
         return memo
 
     def _parse(self, argv: Sequence[str]) -> dict[str, Any]:
-        if "--" in argv:
+        # argparse's own handling of '--' (as a token, or as an explicit value: '--opt=--' strips it and stores
+        # an empty list, unchecked) is left to argparse itself
+        if any(token == "--" or token.endswith("=--") for token in argv):
             return self._argparse().parse_args(list(argv)).__dict__
         kinds = [self._classify(token) for token in argv]
         result: dict[str, Any] = {}
