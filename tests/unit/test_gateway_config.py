@@ -203,3 +203,45 @@ def test_templates_and_bases_are_no_default_aliases(tmp_path: Path, monkeypatch:
     names = profile_names()
     assert "mine" in names and "demo" in names
     assert "_base" not in names and "todo" not in names
+
+
+def test_endpoints_route_to_fixed_addresses_and_read_the_engine_key_per_listing(tmp_path: Path) -> None:
+    from servectl.gateway.serve import alias_table, fixed_upstreams
+
+    key = tmp_path / "api-key"
+    key.write_text("sk-engine-1\n")
+    config = GatewayConfig.model_validate(
+        {"endpoints": {"demo": {"url": "http://demo:8190/", "served_model_name": "m", "api_key_file": str(key)}}}
+    )
+    assert config.endpoints is not None
+    listing = fixed_upstreams(config.endpoints)
+    (up,) = listing()
+    assert (up.profile, up.url, up.served_name, up.ready, up.api_key) == (
+        "demo",
+        "http://demo:8190",
+        "m",
+        True,
+        "sk-engine-1",
+    )
+    key.write_text("sk-engine-2")  # rotated: the next listing sends the new key
+    assert listing()[0].api_key == "sk-engine-2"
+    table = alias_table(config, lambda: ["other-profile-on-this-host"])  # no aliases: the endpoints' profiles
+    assert table.names == ["default", "demo"]
+    route = table.route("demo", listing())
+    assert route is not None and route.url == "http://demo:8190"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("endpoints: {demo: {url: demo:8190}}\n", "endpoints.demo.url"),
+        ("endpoints: {demo: {url: 'http://'}}\n", "write a base URL"),
+        ("endpoints: {demo: {url: 'http://d:1'}}\naliases: {a: demo}\nswap: {on_request: [a]}\n", "drop endpoints"),
+    ],
+)
+def test_bad_endpoints_are_refused_with_the_field(tmp_path: Path, text: str, expected: str) -> None:
+    file = tmp_path / "gateway.yaml"
+    file.write_text(text)
+    with pytest.raises(ProfileError) as err:
+        load_gateway_config(file)
+    assert expected in str(err.value)

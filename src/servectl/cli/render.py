@@ -24,6 +24,10 @@ def render_command(
         str | None,
         typer.Option("--out", "-o", help="file to write; '-' for stdout; default compose/NAME.yaml or k8s/NAME.yaml"),
     ] = None,
+    gateway: Annotated[
+        bool,
+        typer.Option("--gateway", help="render the servectl gateway beside it, configured from your gateway file"),
+    ] = False,
     render_all_: Annotated[
         bool,
         typer.Option("--all", help="re-render the shipped profiles into the repository's compose/ and k8s/"),
@@ -34,8 +38,8 @@ def render_command(
 
     target = None if to is None else parse_target(to)
     if render_all_:
-        if name is not None or out is not None:
-            raise UsageError("--all renders every shipped profile; drop the profile name and --out")
+        if name is not None or out is not None or gateway:
+            raise UsageError("--all renders every shipped profile; drop the profile name, --out and --gateway")
         result = render_all(targets=TARGETS if target is None else (target,))
         for file in result.files:
             typer.echo(f"wrote   {file.path}")
@@ -52,7 +56,7 @@ def render_command(
     from servectl.host import from_env
 
     with from_env() as host:
-        rendered = host.render(name=name, to=to, out=out)
+        rendered = host.render(name=name, to=to, out=out, gateway=gateway)
     if rendered.path is None:
         typer.echo(rendered.text, nl=False)
         return

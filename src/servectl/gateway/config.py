@@ -80,6 +80,21 @@ class Upstream(_Strict):
     )
 
 
+class Endpoint(_Strict):
+    """A profile's engine at a fixed address (a compose service, a Kubernetes Service): no discovery."""
+
+    url: str = Field(description="the engine's base URL, e.g. http://demo:30000")
+    served_model_name: str = Field("", description="the engine's --served-model-name (empty: model left alone)")
+    api_key_file: str | None = Field(None, description="file holding the engine's own API key (read per listing)")
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        if value.partition("://")[0] not in ("http", "https") or not value.partition("://")[2].strip("/"):
+            raise ValueError(f"{value!r}: write a base URL such as http://demo:30000")
+        return value.rstrip("/")
+
+
 class GatewayConfig(_Strict):
     """The whole gateway file."""
 
@@ -91,6 +106,11 @@ class GatewayConfig(_Strict):
     keys_file: str | None = Field(None, description="the key file (SHA-256 digests); default <state>/gateway/keys.json")
     response_model: Literal["alias", "served"] = Field(
         "alias", description="the model name answers carry: the alias asked for, or the engine's served name"
+    )
+    endpoints: dict[str, Endpoint] | None = Field(
+        None,
+        description="profile -> its engine at a fixed address (rendered compose / Kubernetes files); set, the "
+        "gateway routes to these and lists no servectl containers",
     )
     limits: Limits = Field(default_factory=Limits)  # type: ignore[arg-type]  # pydantic fills the defaults
     swap: SwapPolicy = Field(default_factory=SwapPolicy)  # type: ignore[arg-type]
@@ -126,6 +146,12 @@ class GatewayConfig(_Strict):
                 raise ValueError(f"swap.on_request: {alias!r} is not an alias ({', '.join(sorted(self.aliases))})")
             if self.aliases is not None and ANY_PROFILE in self.aliases[alias]:
                 raise ValueError(f"swap.on_request: {alias!r} serves any profile; name the profile to swap to")
+        return self
+
+    @model_validator(mode="after")
+    def _endpoints_swap(self) -> GatewayConfig:
+        if self.endpoints is not None and self.swap.on_request:
+            raise ValueError("swap.on_request needs servectl services to swap; drop it or drop endpoints")
         return self
 
     @property

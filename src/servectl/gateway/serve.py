@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from servectl.errors import ServectlError
-from servectl.gateway.config import GatewayConfig, default_aliases
+from servectl.gateway.config import Endpoint, GatewayConfig, default_aliases
 from servectl.gateway.routes import AliasTable, Upstream
 
 if TYPE_CHECKING:
@@ -25,8 +25,11 @@ log = logging.getLogger("servectl.gateway")
 
 
 def alias_table(config: GatewayConfig, profiles: Callable[[], Sequence[str]]) -> AliasTable:
-    """The file's aliases, or (no ``aliases:``) each profile as an alias of itself plus ``default``."""
-    return AliasTable(config.aliases if config.aliases is not None else default_aliases(profiles()))
+    """The file's aliases, or (no ``aliases:``) each profile as an alias of itself plus ``default``
+    (the profiles of ``endpoints:`` when the file has them)."""
+    if config.aliases is not None:
+        return AliasTable(config.aliases)
+    return AliasTable(default_aliases(config.endpoints if config.endpoints is not None else profiles()))
 
 
 def service_upstreams(
@@ -60,6 +63,27 @@ def service_upstreams(
             )
             for s in services(docker=docker)
             if s.running
+        ]
+
+    return listing
+
+
+def fixed_upstreams(endpoints: Mapping[str, Endpoint]) -> Callable[[], list[Upstream]]:
+    """The ``endpoints:`` of the file as upstreams, always ready (a rendered compose / Kubernetes gateway: the
+    orchestrator starts the engines; a request to one that does not answer gets 502). An engine key file is
+    read at each listing, so a rotated key is picked up."""
+    from servectl.files import read_text_bounded
+
+    def key(endpoint: Endpoint) -> str | None:
+        if endpoint.api_key_file is None:
+            return None
+        text = read_text_bounded(Path(endpoint.api_key_file), limit_bytes=64 * 1024, what="engine API key file")
+        return text.strip() or None
+
+    def listing() -> list[Upstream]:
+        return [
+            Upstream(profile=name, url=e.url, served_name=e.served_model_name, ready=True, api_key=key(e))
+            for name, e in sorted(endpoints.items())
         ]
 
     return listing
@@ -199,7 +223,9 @@ def run_from_file(
     run_gateway(
         config,
         table=alias_table(config, profile_names),
-        upstreams=service_upstreams(docker, environ=environ),
+        upstreams=fixed_upstreams(config.endpoints)
+        if config.endpoints is not None
+        else service_upstreams(docker, environ=environ),
         keys_path=None if config.auth == "none" else config.keys_path(environ),
         admin_path=admin_socket_path(state),
         startup_s=lambda profile: last_startup_s(state, profile),

@@ -65,17 +65,31 @@ class ProfileCommands(HostBase):
             for v in validations(list(names) if names else None)
         ]
 
-    def render(self, *, name: str, to: str, out: str | None = None) -> RenderedFile:
+    def render(
+        self, *, name: str, to: str, out: str | None = None, gateway: bool = False, gateway_image: str | None = None
+    ) -> RenderedFile:
         """Profile ``name`` as a docker compose file (``to="compose"``) or Kubernetes manifests (``to="k8s"``),
         from the plan ``up`` would run; nothing is written until ``.write()`` (``out``: the file, ``-`` for
-        standard output, default ``compose/NAME.yaml`` or ``k8s/NAME.yaml``).
+        standard output, default ``compose/NAME.yaml`` or ``k8s/NAME.yaml``). ``gateway``: the gateway beside
+        it (:mod:`servectl.gateway.render`), configured from the user's gateway file, from ``gateway_image``
+        (default: the image ``servectl gateway up`` builds from this servectl).
 
         Raises:
             UsageError: an unknown target. RenderUnsupported: the target cannot express this profile.
+            ProfileError: the gateway file is invalid.
         """
         from servectl.render.files import parse_target, render_profile
 
-        return render_profile(name, target=parse_target(to), out=out)
+        target = parse_target(to)
+        if not gateway:
+            return render_profile(name, target=target, out=out)
+        from servectl.gateway.config import load_gateway_config
+        from servectl.gateway.image import gateway_image_ref
+        from servectl.gateway.render import gateway_extension
+
+        config = load_gateway_config(environ=self.environ)
+        extend = gateway_extension(config, image=gateway_image or gateway_image_ref())
+        return render_profile(name, target=target, out=out, extend=extend, flag=" --gateway")
 
     def promote(self, *, name: str, evidence_dir: Path, qualification_dir: Path | None = None) -> EvidenceRecord:
         """Mark profile ``name`` promoted on the bench results in ``evidence_dir`` and its qualification evidence

@@ -20,14 +20,14 @@ The plan hash is always taken over the portable plan, so a rendered file carries
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from servectl.errors import RenderUnsupported, UsageError
 from servectl.paths import SHIPPED_PROFILES_DIR, source_checkout_dir
-from servectl.plan.compile import compile_portable_plan, project_dir_of
+from servectl.plan.compile import LaunchPlan, compile_portable_plan, project_dir_of
 from servectl.plan.validate import load_profile
 from servectl.profile.loader import LoadedProfile, ProfileFolder, discover
 
@@ -35,6 +35,10 @@ Target = Literal["compose", "k8s"]
 TARGETS: tuple[Target, ...] = ("compose", "k8s")
 #: Folder (under the project) that holds each target's files.
 TARGET_DIRS: Mapping[Target, str] = {"compose": "compose", "k8s": "k8s"}
+#: What a higher layer adds to a rendered file (the gateway: :mod:`servectl.gateway.render`): it gets the
+#: target, the plan and the document (compose: one mapping; k8s: the list of manifests), adds its objects in
+#: place and returns the header notes they need.
+Extension = Callable[[Target, LaunchPlan, Any], list[str]]
 
 
 @dataclass(frozen=True)
@@ -84,7 +88,9 @@ def parse_target(value: str) -> Target:
     raise UsageError(f"--to {value}: unknown render target; use one of {', '.join(TARGETS)}")
 
 
-def render_text(loaded: LoadedProfile, *, target: Target, out_dir: Path, command: str) -> str:
+def render_text(
+    loaded: LoadedProfile, *, target: Target, out_dir: Path, command: str, extend: Extension | None = None
+) -> str:
     """The text of one rendered file.
 
     Args:
@@ -92,6 +98,7 @@ def render_text(loaded: LoadedProfile, *, target: Target, out_dir: Path, command
         target: ``compose`` or ``k8s``.
         out_dir: absolute folder the file goes to (compose resolves relative paths from it).
         command: the command that regenerates the file (named in its header).
+        extend: adds a higher layer's objects to the document (see :data:`Extension`).
 
     Raises:
         RenderUnsupported: the profile cannot be expressed in ``target``.
@@ -108,10 +115,14 @@ def render_text(loaded: LoadedProfile, *, target: Target, out_dir: Path, command
     if target == "compose":
         relative = None if project_dir is None else os.path.relpath(project_dir, out_dir)
         document = render_compose(plan, profile, project_dir=relative)
-        return to_yaml(document, plan=plan, command=command, notes=compose_notes(plan, profile, document))
+        notes = compose_notes(plan, profile, document)
+        notes += extend(target, plan, document) if extend is not None else []
+        return to_yaml(document, plan=plan, command=command, notes=notes)
     if target == "k8s":
         manifests = render_k8s(plan, profile)
-        return to_yaml(manifests, plan=plan, command=command, notes=k8s_notes(plan, profile, manifests))
+        notes = k8s_notes(plan, profile, manifests)
+        notes += extend(target, plan, manifests) if extend is not None else []
+        return to_yaml(manifests, plan=plan, command=command, notes=notes)
     raise UsageError(f"unknown render target {target!r}; use one of {', '.join(TARGETS)}")
 
 
@@ -122,6 +133,8 @@ def render_profile(
     out: str | None = None,
     cwd: Path | None = None,
     folders: Sequence[ProfileFolder] | None = None,
+    extend: Extension | None = None,
+    flag: str = "",
 ) -> RenderedFile:
     """Render profile ``name`` for ``target`` (nothing written: call :meth:`RenderedFile.write`).
 
@@ -131,6 +144,7 @@ def render_profile(
         out: file to write; ``-`` for standard output; default ``<target dir>/<name>.yaml`` under ``cwd``.
         cwd: the folder a relative ``out`` starts from (default: the current folder).
         folders: the profile search path (default: the usual one).
+        extend: adds a higher layer's objects (see :data:`Extension`); ``flag`` goes in the regenerate command.
 
     Raises:
         UsageError: unknown profile or target. RenderUnsupported, ProfileError: see :func:`render_text`.
@@ -145,8 +159,8 @@ def render_profile(
         path = Path(out) if out else Path(TARGET_DIRS[target]) / f"{loaded.profile.name}.yaml"
         path = path if path.is_absolute() else base / path
         out_dir = path.parent
-    command = f"servectl render {loaded.profile.name} --to {target}"
-    text = render_text(loaded, target=target, out_dir=out_dir, command=command)
+    command = f"servectl render {loaded.profile.name} --to {target}{flag}"
+    text = render_text(loaded, target=target, out_dir=out_dir, command=command, extend=extend)
     return RenderedFile(loaded.profile.name, target, path, text)
 
 
