@@ -342,3 +342,44 @@ def test_a_stream_waiting_for_a_swap_on_request_gets_sse_comments_then_the_answe
     data = [json.loads(line.removeprefix("data: ")) for line in lines if line.startswith("data: {")]
     assert data and {d["model"] for d in data} == {"big"}
     assert lines[-1] == "data: [DONE]"
+
+
+@pytest.mark.parametrize("when_busy", ["wait", "refuse"])
+def test_a_swap_on_request_that_would_stop_a_busy_service_waits_or_is_refused_by_policy(
+    tmp_path: Path, when_busy: str
+) -> None:
+    with _standin(STANDIN_TOKEN_RATE="50", STANDIN_CHUNK_TOKENS="1") as slow:
+        slow.wait_ready()
+        running = [Upstream(profile="demo", url=slow.base_url, served_name="served-demo", ready=True)]
+        swaps: list[str] = []
+
+        def start(profile: str) -> None:
+            swaps.append(profile)
+            running.append(Upstream(profile=profile, url=slow.base_url, served_name="served-demo", ready=True))
+
+        config = GatewayConfig.model_validate(
+            {
+                "listen": f"127.0.0.1:{free_port()}",
+                "auth": "none",
+                "aliases": {"small": ["demo"], "big": ["large"]},
+                "swap": {"hold_s": 5, "on_request": ["big"], "when_busy": when_busy},
+            }
+        )
+        with GatewayThread(config, upstreams=lambda: list(running), state_dir=tmp_path, start=start) as gw:
+            body = {**CHAT, "model": "small", "stream": True, "max_tokens": 5000}  # 100 s at 50 tokens/s
+            with httpx.stream("POST", gw.base_url + "/v1/chat/completions", json=body, timeout=10) as busy:
+                lines = busy.iter_lines()  # held: a dropped iterator would close the stream
+                next(line for line in lines if line.startswith("data: {"))  # in flight now
+                answer = _post(gw, None, {**CHAT, "model": "big", "max_tokens": 2})
+            if when_busy == "wait":
+                assert answer.status_code == 200 and swaps == ["large"]
+                return
+            assert answer.status_code == 503, answer.text
+            assert answer.headers["Retry-After"] == "5"
+            assert answer.json()["error"]["message"] == (
+                "alias 'big': not swapping to large while demo (1 in flight) is serving (swap.when_busy: refuse); retry"
+            )
+            assert swaps == []
+            time.sleep(0.3)  # the client left: the stream is no longer in flight
+            assert _post(gw, None, {**CHAT, "model": "big", "max_tokens": 2}).status_code == 200  # now it swaps
+            assert swaps == ["large"]

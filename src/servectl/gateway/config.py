@@ -68,6 +68,11 @@ class SwapPolicy(_Strict):
         description="aliases whose profile servectl swaps to when a request asks for it and it does not run "
         "(a model load: off unless listed); one swap at a time, the request waits up to hold_s",
     )
+    when_busy: Literal["wait", "refuse"] = Field(
+        "wait",
+        description="a swap on request that would stop a service with requests in flight: wait (its requests "
+        "drain up to drain_s, then the swap runs) or refuse (503 with Retry-After; what runs keeps serving)",
+    )
 
 
 class Upstream(_Strict):

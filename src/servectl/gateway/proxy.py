@@ -46,6 +46,7 @@ _USAGE_OUT = re.compile(rb'"(?:completion_tokens|output_tokens)"\s*:\s*(\d+)')
 _FORWARDED_HEADERS = ("Content-Type", "Accept", "User-Agent", "OpenAI-Beta")
 ROUTES_TTL_S = 2.0
 KEEPALIVE_S = 5.0  # a streaming client waiting for a swap on request gets an SSE comment this often
+BUSY_RETRY_S = 5  # swap.when_busy: refuse answers 503 with this Retry-After (the busy requests are finishing)
 _SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
@@ -209,6 +210,7 @@ class Gateway:
             await self.refresh(force=True)  # a swap that ran while this request waited may have done it
             if (route := self.table.route(alias, self.upstreams)) is not None:
                 return route
+            self._refuse_if_busy(alias, target)
             self.metrics.swap_event("on_request")
             log.info("swap on request: alias %s -> %s", alias, target)
             swapping = asyncio.ensure_future(asyncio.to_thread(self.start, target))
@@ -230,6 +232,21 @@ class Gateway:
                              "still serves its aliases", "unavailable") from None  # fmt: skip
             await self.refresh(force=True)
             return self.table.route(alias, self.upstreams)
+
+    def _refuse_if_busy(self, alias: str, target: str) -> None:
+        """``swap.when_busy: refuse``: no swap while a running service other than ``target`` has requests in
+        flight (the swap would stop it, or the gateway cannot tell which one it stops)."""
+        if self.config.swap.when_busy != "refuse":
+            return
+        busy: dict[str, int] = {}
+        for flight in self.admission.flights:
+            if flight.profile != target:
+                busy[flight.profile] = busy.get(flight.profile, 0) + 1
+        if busy:
+            serving = ", ".join(f"{p} ({n} in flight)" for p, n in sorted(busy.items()))
+            raise Reject(503, f"alias {alias!r}: not swapping to {target} while {serving} is serving "
+                         "(swap.when_busy: refuse); retry", "unavailable",
+                         headers={"Retry-After": str(BUSY_RETRY_S)})  # fmt: skip
 
     # -- auth and limits -------------------------------------------------------------------------------------
     def _guarded(
