@@ -15,7 +15,7 @@ export SERVECTL_REQUIRE_SGLANG_PARSER=1  # the venv is there: parser parity test
 # ~/.cache/servectl-ci by recipe hash) plus two images imported into Docker (tagged by content hash, so a
 # later run finds them); prints the build time (0 when found; about 90 s here once the venv exists).
 python3 -m servectl.testing.sglang_image
-# The real agent clients of the qualify `clients` gate (tests/integration/test_qualify_clients.py): Pi from npm
+# The real agent clients of the qualify `clients` gate (tests/integration/test_qualify_clients_docker.py): Pi from npm
 # and Hermes from PyPI, pinned and cached by version under ~/.cache/servectl-ci (about 3 min the first time
 # here, 0 once cached).
 python3 -m servectl.testing.agent_clients

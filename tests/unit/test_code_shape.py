@@ -87,3 +87,13 @@ def test_the_module_check_counts_lines(tmp_path: Path) -> None:
     (tmp_path / "big.py").write_text("x = 1\n" * (MAX_MODULE_LINES + 1), encoding="utf-8")
     (tmp_path / "small.py").write_text("x = 1\n" * MAX_MODULE_LINES, encoding="utf-8")
     assert long_modules(tmp_path) == {"big.py": MAX_MODULE_LINES + 1}
+
+
+def test_no_two_test_files_share_a_name() -> None:
+    """The test folders are not packages: pytest imports each file by its name, and refuses the whole run when
+    two files share one (a unit and an integration test of the same subject did)."""
+    from collections import Counter
+
+    tests = Path(__file__).resolve().parents[1]
+    counts = Counter(p.name for p in tests.rglob("test_*.py"))
+    assert [name for name, n in counts.items() if n > 1] == []
