@@ -89,15 +89,16 @@ def test_docker_compose_config_accepts_every_rendered_file(path: Path) -> None:
         "RUNTIME_ASSETS": "/srv/assets",
         "SGLANG_API_KEY": "x",
         "HF_TOKEN": "y",
+        "SERVECTL_GATEWAY_KEYS": "/srv/state/gateway/keys.json",  # a file rendered with --gateway names it
     }
     done = run_compose("-f", path.name, "config", "--format", "json", cwd=path.parent, env=env)
     assert done.returncode == 0, done.stderr
-    model = json.loads(done.stdout)
-    (service,) = model["services"].values()
-    rendered = yaml.safe_load(path.read_text(encoding="utf-8"))
-    (expected,) = rendered["services"].values()
-    assert service["labels"] == expected["labels"]
-    assert service["container_name"] == expected["container_name"]
+    services = json.loads(done.stdout)["services"]
+    rendered = yaml.safe_load(path.read_text(encoding="utf-8"))["services"]
+    assert sorted(services) == sorted(rendered)  # the engine, and the gateway beside it where rendered
+    for name, expected in rendered.items():
+        assert services[name].get("labels") == expected.get("labels"), name
+        assert services[name].get("container_name") == expected.get("container_name"), name
 
 
 # -- the demo on the real engine ------------------------------------------------------------------------
