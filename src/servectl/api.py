@@ -99,10 +99,13 @@ def validate(*, names: Sequence[str] | None = None) -> list[Validation]:
         return host.validate(names=names)
 
 
-def render_profile(*, name: str, to: str, out: str | None = None) -> RenderedFile:
-    """:meth:`Host.render`: profile ``name`` as a compose file or Kubernetes manifests (written by ``.write()``)."""
+def render_profile(
+    *, name: str, to: str, out: str | None = None, gateway: bool = False, gateway_image: str | None = None
+) -> RenderedFile:
+    """:meth:`Host.render`: profile ``name`` as a compose file or Kubernetes manifests (written by ``.write()``),
+    with the gateway beside it when ``gateway``."""
     with Host() as host:
-        return host.render(name=name, to=to, out=out)
+        return host.render(name=name, to=to, out=out, gateway=gateway, gateway_image=gateway_image)
 
 
 def promote(*, name: str, evidence_dir: Path, qualification_dir: Path | None = None) -> EvidenceRecord:
