@@ -2,8 +2,10 @@
 
 Allocates ``--gib`` GiB on card ``--card`` (NVML numbering: CUDA_DEVICE_ORDER=PCI_BUS_ID), then prints
 ``ready <pid> <uuid>``. It then either sleeps ``--hold-seconds``, or reads commands from stdin:
-``meminfo`` answers ``meminfo <free_bytes> <total_bytes>`` from ``torch.cuda.mem_get_info``; ``exit`` or
-end of input ends it.
+``meminfo`` answers ``meminfo <free_bytes> <total_bytes>`` from ``torch.cuda.mem_get_info``; ``release``
+frees the block and empties torch's cache (cudaFree: the process keeps only its CUDA context, as an engine
+that released its memory occupation does) and answers ``released``; ``take <gib>`` allocates a new block of
+that size and answers ``taken``; ``exit`` or end of input ends it.
 """
 
 from __future__ import annotations
@@ -33,14 +35,27 @@ def main() -> None:
     if args.hold_seconds is not None:
         time.sleep(args.hold_seconds)
         return
+    held: torch.Tensor | None = block
+    del block
     for line in sys.stdin:
-        command = line.strip()
+        words = line.split()
+        command, rest = (words[0], words[1:]) if words else ("", [])
         if command == "meminfo":
             free, total = torch.cuda.mem_get_info(args.card)
             print(f"meminfo {free} {total}", flush=True)
+        elif command == "release":
+            held = None
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()  # hands the cached blocks back to the driver (cudaFree)
+            print("released", flush=True)
+        elif command == "take":
+            held = torch.empty(int(float(rest[0]) * 2**30), dtype=torch.uint8, device=f"cuda:{args.card}")
+            held.zero_()
+            torch.cuda.synchronize()
+            print("taken", flush=True)
         elif command == "exit":
             break
-    del block
+    del held
 
 
 if __name__ == "__main__":
