@@ -1,6 +1,6 @@
 """`catalog extract` and `validate --in-image` times against the bare cost of asking the image, in one run.
 
-On the upstream SGLang 0.5.23 test image (``servectl.testing.sglang_image``), alternating, ``--repeats`` times:
+On the upstream SGLang 0.5.23 test image (``servectl_ci.sglang_image``), alternating, ``--repeats`` times:
 
 * start: a throwaway container (the same options servectl uses) running ``python3 -c pass``;
 * start+parse (the floor): the same container running the least code that parses an argv with SGLang's own
@@ -30,7 +30,9 @@ from servectl.adapters.docker import DockerSdkEngine
 from servectl.adapters.engine_image import parse_in_image
 from servectl.plan.resolve import resolve
 from servectl.service.catalog import extract_catalog
-from servectl.testing.sglang_image import build_test_images
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "tools"))
+from servectl_ci.sglang_image import build_test_images
 
 
 def main() -> int:

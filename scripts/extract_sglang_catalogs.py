@@ -18,6 +18,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(1, str(ROOT / "tests" / "tools"))  # servectl_ci: the parser venv recipe
 
 from servectl.profile import engine_dump  # noqa: E402
 from servectl.profile.logcatalog import escape_template  # noqa: E402
@@ -113,7 +114,7 @@ def main() -> int:
     args = parser.parse_args()
     python = args.python
     if python is None:
-        from servectl.testing.sglang_venv import ensure_parser_venv
+        from servectl_ci.sglang_venv import ensure_parser_venv
 
         python = str(ensure_parser_venv())
     flags = _run_dump(python, "flags")

@@ -7,18 +7,20 @@ cd "$(dirname "$0")/.."
 
 python3 -m pip install -q -e '.[test]'
 bash scripts/ensure-docker.sh
+# The CI installers below are test tooling in tests/tools/servectl_ci (not shipped in the wheel).
+ci_tool() { PYTHONPATH="$PWD/tests/tools${PYTHONPATH:+:$PYTHONPATH}" python3 -m "servectl_ci.$1"; }
 # The real SGLang 0.5.23 parser (wheel + CPU torch, ~2.3 GB) for the differential parser tests; cached by its
 # recipe hash under ~/.cache/servectl-ci, so only the first run on a machine builds it (7 min here, 2 cores).
-python3 -m servectl.testing.sglang_venv
+ci_tool sglang_venv
 export SERVECTL_REQUIRE_SGLANG_PARSER=1  # the venv is there: parser parity tests must run, never skip
 # The real-SGLang test images of tests/integration/test_engine_image_docker.py: the parser venv (cached under
 # ~/.cache/servectl-ci by recipe hash) plus two images imported into Docker (tagged by content hash, so a
 # later run finds them); prints the build time (0 when found; about 90 s here once the venv exists).
-python3 -m servectl.testing.sglang_image
+ci_tool sglang_image
 # The real agent clients of the qualify `clients` gate (tests/integration/test_qualify_clients_docker.py): Pi from npm
 # and Hermes from PyPI, pinned and cached by version under ~/.cache/servectl-ci (about 3 min the first time
 # here, 0 once cached).
-python3 -m servectl.testing.agent_clients
+ci_tool agent_clients
 export SERVECTL_REQUIRE_CLIENTS=1  # they are installed: the real-client tests must run, never skip
 # The swap soak runs its full 50 rounds (about 85 s on 2 cores); SERVECTL_SOAK_SWAPS=N changes that.
 export SERVECTL_SOAK_SWAPS="${SERVECTL_SOAK_SWAPS:-50}"

@@ -1,6 +1,6 @@
 """The image is the truth: catalogs extracted from real SGLang 0.5.23 test images, and argv parsed inside them.
 
-The images (``servectl.testing.sglang_image``) hold the published sglang 0.5.23 wheel and what its
+The images (``servectl_ci.sglang_image``) hold the published sglang 0.5.23 wheel and what its
 ``server_args`` imports on a CPU; ``patched`` adds ``--exl3-cache-mode``, the ``exl3`` quantization choice, and
 removes ``--enable-flashinfer-allreduce-fusion``. The first build takes minutes; later runs find them by hash.
 """
@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 import yaml
+from servectl_ci import sglang_image
+from servectl_ci.sglang_image import SglangTestImages
 
 from servectl.adapters.docker import LABEL_ONESHOT, DockerSdkEngine
 from servectl.adapters.engine_image import parse_in_image
@@ -23,8 +25,6 @@ from servectl.plan.resolve import resolve
 from servectl.profile.catalog import CATALOG_DIR, FlagCatalog
 from servectl.profile.catalog_diff import diff_catalogs
 from servectl.service.catalog import extract_catalog
-from servectl.testing import sglang_image
-from servectl.testing.sglang_image import SglangTestImages
 
 REPO = Path(__file__).resolve().parents[2]
 SRC = str(REPO / "src")

@@ -201,3 +201,18 @@ def test_bench_plot_without_the_bench_extra_refuses_at_once_naming_the_extra(ins
     assert elapsed < 5, f"refusal took {elapsed:.2f}s"  # generous for a loaded CI box; the benchmark records speed
     assert served_after == served_before, "the benchmark sent requests before refusing"
     assert not (cwd / "t.png").exists()
+
+
+#: The CI installers scripts/test.sh runs; test tooling in tests/tools/servectl_ci, never in the wheel.
+CI_INSTALLERS = ("agent_clients", "sglang_venv", "sglang_image")
+
+
+def test_the_wheel_ships_the_fakes_but_not_the_ci_installers(installed: Path) -> None:
+    (site,) = installed.parent.glob("lib/python*/site-packages")
+    (dist_info,) = site.glob("servectl-*.dist-info")
+    recorded = {line.split(",", 1)[0] for line in (dist_info / "RECORD").read_text(encoding="utf-8").splitlines()}
+    assert "servectl/testing/fakes.py" in recorded and "servectl/testing/host.py" in recorded, sorted(recorded)[:20]
+    shipped = [name for name in recorded if any(name.endswith(f"/{m}.py") for m in CI_INSTALLERS)]
+    assert shipped == [], f"CI installers in the wheel: {shipped}"
+    assert not [name for name in recorded if name.startswith(("servectl_ci/", "tests/"))]
+    assert not list(site.glob("servectl_ci*"))

@@ -3,7 +3,7 @@
 The whole path runs on the real engine (`servectl up`, `servectl gateway run`, `servectl qualify ALIAS
 --via-gateway`); the routed gate's failures run against a gateway in this process
 (``servectl.testing.gateway.GatewayThread``) in front of a host stand-in. The clients are the real programs,
-pinned and cached by ``python3 -m servectl.testing.agent_clients`` (run by scripts/test.sh). Without them the
+pinned and cached by ``python3 -m servectl_ci.agent_clients`` (run by scripts/test.sh). Without them the
 client test skips, unless ``CI`` or ``SERVECTL_REQUIRE_CLIENTS`` is set.
 """
 
@@ -20,6 +20,7 @@ from typing import Any
 
 import httpx
 import pytest
+from servectl_ci.agent_clients import client_environ
 
 from servectl.adapters.gateway_admin import gateway_status
 from servectl.bench.model import ApiKey
@@ -30,7 +31,6 @@ from servectl.gateway.config import GatewayConfig
 from servectl.gateway.keys import create_key
 from servectl.gateway.routes import Upstream
 from servectl.standin.process import HostStandin, free_port
-from servectl.testing.agent_clients import client_environ
 from servectl.testing.docker import write_test_profile
 from servectl.testing.gateway import GatewayThread
 
@@ -43,7 +43,7 @@ ALIASES = {"chat": ["demo", "demo-rollback"]}
 def client_env() -> dict[str, str]:
     found = client_environ()
     if {"SERVECTL_CLIENT_PI", "SERVECTL_CLIENT_HERMES"} - set(found):
-        reason = "Pi and Hermes are not installed: python3 -m servectl.testing.agent_clients"
+        reason = "Pi and Hermes are not installed: python3 -m servectl_ci.agent_clients"
         if os.environ.get("CI") or os.environ.get("SERVECTL_REQUIRE_CLIENTS"):
             pytest.fail(reason)
         pytest.skip(reason)

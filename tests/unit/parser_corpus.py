@@ -2,7 +2,7 @@
 
 ``python3 tests/unit/parser_corpus.py`` (re)writes tests/data/parser-corpus.json: each entry is a shipped profile,
 one change to it, the engine argv servectl compiles, and the real parser's verdict on that argv (from the
-parser venv, ``servectl.testing.sglang_venv``). tests/unit/test_parser_corpus.py replays the corpus: it needs no
+parser venv, ``servectl_ci.sglang_venv``). tests/unit/test_parser_corpus.py replays the corpus: it needs no
 venv, and re-asks the real parser when the venv is there.
 """
 
@@ -115,8 +115,7 @@ def changes(rng: random.Random, profile: Any, count: int) -> list[dict[str, Any]
 
 def build(per_profile: int = 115, seed: int = 11) -> list[dict[str, Any]]:
     from pydantic import ValidationError
-
-    from servectl.testing.sglang_venv import RealParser, ensure_parser_venv
+    from servectl_ci.sglang_venv import RealParser, ensure_parser_venv
 
     rng = random.Random(seed)
     entries: list[dict[str, Any]] = []

@@ -355,3 +355,27 @@ def test_imports_resolve_to_the_module_they_load(tmp_path: Path, source: str, ex
         (pkg / rel).write_text("", encoding="utf-8")
     (pkg / "service" / "swap.py").write_text(source + "\n", encoding="utf-8")
     assert [i.target for i in scan(pkg)["servectl.service.swap"]] == [expected]
+
+
+def ci_tool_imports(root: Path) -> list[str]:
+    """One line per import of the CI installers (``servectl_ci``, in tests/tools): test tooling, not servectl."""
+    problems = []
+    for path in sorted(root.rglob("*.py")):
+        name = module_name(root, path)
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for raw, _names, line, _lazy in _raw_imports(ast.parse(path.read_text(encoding="utf-8")), package):
+            if raw == "servectl_ci" or raw.startswith("servectl_ci."):
+                problems.append(f"{name}:{line}: imports {raw}: the CI installers are test tooling, not in the wheel")
+    return problems
+
+
+def test_the_package_never_imports_the_ci_installers(tmp_path: Path) -> None:
+    assert ci_tool_imports(SRC / "servectl") == []
+    pkg = tmp_path / "servectl"
+    (pkg / "bench").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("", encoding="utf-8")
+    (pkg / "bench" / "__init__.py").write_text("", encoding="utf-8")
+    (pkg / "bench" / "run.py").write_text("def f():\n    from servectl_ci.sglang_venv import venv_dir\n")
+    assert ci_tool_imports(pkg) == [
+        "servectl.bench.run:2: imports servectl_ci.sglang_venv: the CI installers are test tooling, not in the wheel"
+    ]

@@ -1,6 +1,6 @@
 """servectl's verdict on flags, values and profiles equals the real SGLang 0.5.23 parser's (differential).
 
-The real parser runs in the venv that ``servectl.testing.sglang_venv`` builds from the wheel (scripts/test.sh
+The real parser runs in the venv that ``servectl_ci.sglang_venv`` builds from the wheel (scripts/test.sh
 builds it; CI sets SERVECTL_REQUIRE_SGLANG_PARSER=1 so these tests cannot skip there).
 """
 
@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from servectl_ci.sglang_venv import RealParser, is_built, venv_python
 
 from servectl.profile.catalog import ArgvError, CatalogOption, FlagCatalog
-from servectl.testing.sglang_venv import RealParser, is_built, venv_python
 
 CATALOG = FlagCatalog.load("sglang-0.5.23")
 #: Options whose stored value comes from a custom argparse action, not the type function: verdicts compared,
@@ -29,8 +29,8 @@ CUSTOM_ACTIONS = frozenset({"enable_amd_monokernel"})
 def real() -> Iterator[RealParser]:
     if not is_built():
         if os.environ.get("SERVECTL_REQUIRE_SGLANG_PARSER"):
-            pytest.fail("the SGLang parser venv is missing: run python3 -m servectl.testing.sglang_venv")
-        pytest.skip("the SGLang parser venv is not built (python3 -m servectl.testing.sglang_venv)")
+            pytest.fail("the SGLang parser venv is missing: run python3 -m servectl_ci.sglang_venv")
+        pytest.skip("the SGLang parser venv is not built (python3 -m servectl_ci.sglang_venv)")
     with RealParser(venv_python()) as parser:
         yield parser
 

@@ -1,7 +1,7 @@
 """Test images of the real SGLang 0.5.23 parser, built here without a registry or a Dockerfile.
 
 ``upstream``: the host's Python 3.11 (interpreter, standard library, the libraries ``ldd`` lists, as the
-stand-in image has them) plus the site-packages of the SGLang parser venv (:mod:`servectl.testing.sglang_venv`:
+stand-in image has them) plus the site-packages of the SGLang parser venv (:mod:`servectl_ci.sglang_venv`:
 the published ``sglang==0.5.23`` wheel and, pinned, what its ``sglang.srt.server_args`` imports on a CPU, torch
 being the CPU build on this machine kind's disk) without Triton (1 GB, GPU only): a ``sitecustomize`` installs
 SGLang's own Triton stand-in (``sglang/_platform_stubs.py``, what SGLang uses where Triton does not exist) the
@@ -12,7 +12,7 @@ build), standing for a custom engine build: one added flag (:data:`PATCH_ADDED_F
 (:data:`PATCH_ADDED_CHOICE` for ``--quantization``), one removed flag (:data:`PATCH_REMOVED_FLAG`).
 
 Images are tagged by a hash of what goes in (the venv's recipe, this layout, the patch), so a second run finds
-them; ``python3 -m servectl.testing.sglang_image`` builds both and prints how long that took.
+them; ``python3 -m servectl_ci.sglang_image`` builds both and prints how long that took.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from typing import Any
 
 from servectl.errors import ServectlError
 from servectl.standin import image as standin_image
-from servectl.testing import sglang_venv
+from servectl_ci import sglang_venv
 
 REPOSITORY = "servectl-sglang-test"
 LABEL = "servectl.sglang-test"
@@ -315,7 +315,7 @@ def build_test_images(*, docker_client: Any = None) -> SglangTestImages:
 
 
 def main() -> int:
-    """``python -m servectl.testing.sglang_image``: build the images, print their references and the time."""
+    """``python -m servectl_ci.sglang_image``: build the images, print their references and the time."""
     images = build_test_images()
     print(f"upstream {images.upstream}\npatched  {images.patched}\nbuild_seconds {images.build_seconds:.1f}")
     return 0

@@ -2,7 +2,7 @@
 
 Each client is installed once per machine under ``~/.cache/servectl-ci/client-<name>-<version>`` (or
 ``$SERVECTL_CI_CACHE``); a ``.complete`` file written last marks a finished install, so an interrupted one is
-started again. ``python3 -m servectl.testing.agent_clients`` installs both and prints, per client, the
+started again. ``python3 -m servectl_ci.agent_clients`` installs both and prints, per client, the
 executable and the seconds the install took (0 when cached). :func:`client_environ` gives the
 ``SERVECTL_CLIENT_<NAME>`` variables the gate reads.
 
@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from servectl.testing.sglang_venv import cache_root
+from servectl_ci.sglang_venv import cache_root
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ and adding what was missing, until it imported). Torch is the CPU build that thi
 
 The venv is cached by a hash of its recipe under ``~/.cache/servectl-ci/sglang-parser-<hash>`` (or
 ``$SERVECTL_CI_CACHE``), built in a temporary folder and renamed into place, so an interrupted build never
-counts as cached. ``python3 -m servectl.testing.sglang_venv`` builds it and prints its python; the stand-in
+counts as cached. ``python3 -m servectl_ci.sglang_venv`` builds it and prints its python; the stand-in
 image builder and the catalog extraction script use the same recipe.
 """
 
