@@ -123,6 +123,7 @@ def test_cli_writes_artifacts_and_a_non_empty_png_plot(start_standin: StartStand
     ]
     for p in summary["points"]:
         assert p["requests_ok"] == p["requests"] == 2 * p["concurrency"]
-        # a sanity bound only: 0.2 s windows at C2 in a subprocess; precision is tested at C1 above
-        assert p["decode_tok_s"]["p50"] == pytest.approx(1000, rel=0.05)
+        # a sanity bound only: 0.2 s windows at C2 in a subprocess; precision is tested at C1 above (a loaded
+        # 2-core machine measured 1060 here, so the bound allows scheduling noise, not a wrong rate)
+        assert p["decode_tok_s"]["p50"] == pytest.approx(1000, rel=0.2)
     assert "standin-model" in result.stdout and "1,024 / 1,024" in result.stdout

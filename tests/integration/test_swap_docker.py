@@ -106,9 +106,13 @@ class Bench:
         return swap(target=target, docker=self.docker, scope=self.scope, state_dir=self.home, **kwargs)
 
     def containers(self) -> dict[str, str]:
-        """This test's containers: name -> status."""
-        found = self.client.containers.list(all=True, filters={"label": f"{TEST_LABEL}={self.tid}"})
-        return {c.name: c.status for c in found}
+        """This test's containers: name -> status.
+
+        One list call (the low-level API): `containers.list` inspects each container it lists, and one that a
+        swap removes in between made it raise NotFound.
+        """
+        found = self.client.api.containers(all=True, filters={"label": f"{TEST_LABEL}={self.tid}"})
+        return {c["Names"][0].lstrip("/"): c["State"] for c in found}
 
     def running(self) -> dict[str, str]:
         return {n: s for n, s in self.containers().items() if s == "running"}
@@ -310,6 +314,7 @@ def test_a_second_swap_waits_on_the_lock_then_refuses(alpha_running: Bench) -> N
     finally:
         if proc.poll() is None:
             proc.kill()
+            proc.communicate()
     assert 1.0 <= waited < 10
     assert f"pid {proc.pid}" in caught.value.message and "swap beta" in caught.value.message
     assert "let it finish, then try again" in caught.value.message
