@@ -6,7 +6,7 @@ equivalent of glm53-393k in anvil's format (its scaffolded ``serves.toml``): the
 served model and the docker run that servectl prints, on one GPU role standing for the card pair (anvil
 admits a tensor-parallel serve over two roles only through ``serves mode enter``). Runs interleave; the
 target is servectl <= 0.5x anvil with a warm plan cache (the profile compiled before, as on every run after
-the first; ``servectl.plan.cache``). Cold (``SERVECTL_NO_PLAN_CACHE=1``: the profile compiled on every run,
+the first; ``servectl.adapters.plan_cache``). Cold (``SERVECTL_NO_PLAN_CACHE=1``: the profile compiled on every run,
 as on the first run after any input changed) is reported beside it. servectl's state folder is a fresh one
 (``XDG_STATE_HOME``), found through platformdirs as for a user. When anvil-serving cannot be installed,
 servectl is compared with the issue's recorded 0.45 s and the output says so. The import profile of the

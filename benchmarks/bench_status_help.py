@@ -4,7 +4,7 @@
   ``servectl up`` with a session label, removed at the end), against
   ``docker ps --filter label=servectl.managed=1`` in the same interleaved runs. Target (issue 24): the
   status median <= 10x the docker ps median, in both cases. The drift column reads the plan cache
-  (``servectl.plan.cache``): ``up`` cached each profile's plan, so status compiles nothing.
+  (``servectl.adapters.plan_cache``): ``up`` cached each profile's plan, so status compiles nothing.
 - ``--help`` against ``python -c pass``. Target: median <= 0.15 s.
 
 Run it under the shared engine's lock: ``flock /tmp/servectl-docker.lock python benchmarks/bench_status_help.py``.

@@ -43,6 +43,7 @@ _EXPORTS: dict[str, str] = {
     "DoctorLine": "servectl.preflight.doctor",
     "DoctorReport": "servectl.preflight.doctor",
     "DownResult": "servectl.service.runtime",
+    "DryRun": "servectl.adapters.plan_cache",
     "EngineUnavailable": "servectl.errors",
     "EvidenceRecord": "servectl.profile.evidence",
     "ExtractedCatalog": "servectl.service.catalog",
@@ -99,6 +100,7 @@ _EXPORTS: dict[str, str] = {
     "diff_catalogs": "servectl.api",
     "diff_container": "servectl.api",
     "doctor": "servectl.api",
+    "dry_run": "servectl.api",
     "down": "servectl.api",
     "extract_catalog": "servectl.api",
     "flag_catalog": "servectl.api",
@@ -136,6 +138,7 @@ __all__ = [
     "DoctorLine",
     "DoctorReport",
     "DownResult",
+    "DryRun",
     "EngineUnavailable",
     "EvidenceRecord",
     "ExtractedCatalog",
@@ -194,6 +197,7 @@ __all__ = [
     "diff_container",
     "doctor",
     "down",
+    "dry_run",
     "extract_catalog",
     "flag_catalog",
     "from_env",
@@ -221,6 +225,7 @@ __all__ = [
 if TYPE_CHECKING:
     from servectl.adapters.conflicts import RestoreOutcome
     from servectl.adapters.engine_image import ImageProbeError, ParseVerdict
+    from servectl.adapters.plan_cache import DryRun
     from servectl.api import (
         adopt,
         compile_plan,
@@ -228,6 +233,7 @@ if TYPE_CHECKING:
         diff_container,
         doctor,
         down,
+        dry_run,
         extract_catalog,
         flag_catalog,
         load_profile,

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from servectl.host import Host, ReportHook, Status, from_env
 
 if TYPE_CHECKING:
+    from servectl.adapters.plan_cache import DryRun
     from servectl.bench.model import BenchProgressEvent
     from servectl.bench.profile_run import ProfileBenchResult
     from servectl.bench.qualify.model import QualifyProgressEvent
@@ -51,6 +52,7 @@ __all__ = [
     "diff_container",
     "doctor",
     "down",
+    "dry_run",
     "extract_catalog",
     "flag_catalog",
     "from_env",
@@ -85,6 +87,13 @@ def compile_plan(*, name: str, environ: Mapping[str, str] | None = None) -> Laun
     ``os.environ``); starts nothing."""
     with Host(environ=environ) as host:
         return host.compile_plan(name=name)
+
+
+def dry_run(*, name: str, environ: Mapping[str, str] | None = None) -> DryRun:
+    """:meth:`Host.dry_run`: what ``up --dry-run`` shows for profile ``name`` (reads ``environ``, default
+    ``os.environ``); starts nothing."""
+    with Host(environ=environ) as host:
+        return host.dry_run(name=name)
 
 
 def profiles() -> list[ProfileRow]:

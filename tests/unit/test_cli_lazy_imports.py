@@ -125,7 +125,7 @@ def test_a_typer_without_the_descriptor_keeps_its_own_coercion(monkeypatch: pyte
 
 
 def test_a_warm_dry_run_loads_neither_pydantic_nor_the_profile_models(tmp_path: Path) -> None:
-    """The second dry-run of an unchanged profile reads its plan from the cache (servectl.plan.cache)."""
+    """The second dry-run of an unchanged profile reads its plan from the cache (servectl.adapters.plan_cache)."""
     _, cold, first = _modules_after(["up", "demo", "--dry-run"], tmp_path)
     assert "servectl.profile.models" in cold  # compiled, and cached
     code, warm, second = _modules_after(["up", "demo", "--dry-run"], tmp_path)

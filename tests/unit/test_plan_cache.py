@@ -1,4 +1,4 @@
-"""The plan cache (servectl.plan.cache): a hit is the plan the compiler gives; any changed input is a miss.
+"""The plan cache (servectl.adapters.plan_cache): a hit is the plan the compiler gives; any changed input is a miss.
 
 Each test edits one input of a cached plan - the profile, a base it extends, the flag catalog file it reads
 by content, an environment variable it references, a file that now shadows it on the search path, a module
@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from servectl.adapters import plan_cache as cache
+from servectl.adapters.plan_cache import PlanCache
 from servectl.errors import ProfileError
-from servectl.plan import cache
 from servectl.plan.compile import LaunchPlan
 from servectl.plan.resolve import resolve
 from servectl.profile.catalog import CATALOG_DIR
@@ -29,13 +30,13 @@ WriteProfile = Callable[[str, str], Path]
 def compiles(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     """The names compiled (cache misses) while the test runs."""
     seen: list[str] = []
-    real = cache.compile_and_store
+    real = PlanCache.resolve
 
-    def counting(name: str, *, keep_unset: bool = False) -> object:
+    def counting(self: PlanCache, name: str, *, keep_unset: bool = False) -> object:
         seen.append(name)
-        return real(name, keep_unset=keep_unset)
+        return real(self, name, keep_unset=keep_unset)
 
-    monkeypatch.setattr(cache, "compile_and_store", counting)
+    monkeypatch.setattr(PlanCache, "resolve", counting)
     yield seen
 
 
@@ -48,8 +49,13 @@ def _profile(name: str, *, port: int = 8180, extra: str = "") -> str:
     )
 
 
+def _cache() -> PlanCache:
+    """The cache of this test's environment (its state folder is the test's own: conftest)."""
+    return PlanCache(environ=os.environ)
+
+
 def _plan(name: str, *, keep_unset: bool = False) -> LaunchPlan:
-    return cache.cached_plan(name, keep_unset=keep_unset).plan
+    return _cache().dry_run(name, keep_unset=keep_unset).plan
 
 
 def test_a_second_lookup_compiles_nothing_and_gives_the_same_plan(
@@ -61,7 +67,7 @@ def test_a_second_lookup_compiles_nothing_and_gives_the_same_plan(
     assert compiles == ["p"]
     assert second == first == resolve("p").plan
     assert second.to_json() == first.to_json()
-    assert cache.cached_plan_hash("p") == first.plan_hash and compiles == ["p"]
+    assert _cache().plan_hash("p") == first.plan_hash and compiles == ["p"]
 
 
 def test_editing_the_profile_gives_the_new_plan(write_profile: WriteProfile, compiles: list[str]) -> None:
@@ -107,12 +113,12 @@ def test_a_referenced_environment_variable_set_changed_or_unset_gives_the_new_pl
     monkeypatch.setenv("ZZ_MODEL_ROOT", "/srv/b")
     assert _plan("p").docker.mounts[0].source == "/srv/b/m"
     monkeypatch.delenv("ZZ_MODEL_ROOT")
-    shown = cache.cached_plan("p", keep_unset=True)
+    shown = _cache().dry_run("p", keep_unset=True)
     assert shown.plan.docker.mounts[0].source == "${ZZ_MODEL_ROOT}/m" and shown.unset == ("ZZ_MODEL_ROOT",)
-    assert cache.cached_plan("p", keep_unset=True).unset == ("ZZ_MODEL_ROOT",)  # a hit says so too
+    assert _cache().dry_run("p", keep_unset=True).unset == ("ZZ_MODEL_ROOT",)  # a hit says so too
     with pytest.raises(ProfileError, match="ZZ_MODEL_ROOT"):
         _plan("p")  # unset is an error for a plan to run, cached or not
-    assert cache.cached_plan_hash("p") is None
+    assert _cache().plan_hash("p") is None
 
 
 def test_a_profile_of_the_same_name_earlier_on_the_search_path_wins_at_once(
@@ -155,7 +161,7 @@ def test_a_damaged_entry_is_ignored_and_rewritten(
 ) -> None:
     write_profile("p", _profile("p"))
     good = _plan("p")
-    (entry,) = cache.cache_dir().glob("*.json")
+    (entry,) = _cache().folder.glob("*.json")
     original = entry.read_text(encoding="utf-8")
     entry.write_text(damage(original), encoding="utf-8")
     assert _plan("p") == good
@@ -169,7 +175,7 @@ def test_a_profile_that_does_not_load_is_never_cached(write_profile: WriteProfil
     for _ in range(2):
         with pytest.raises(ProfileError):
             _plan("p")
-    assert not list(cache.cache_dir().glob("*.json"))
+    assert not list(_cache().folder.glob("*.json"))
 
 
 def test_a_state_folder_that_cannot_be_written_only_means_no_cache(
@@ -189,7 +195,7 @@ def test_the_off_switch_compiles_every_time(
     write_profile("p", _profile("p"))
     _plan("p")
     _plan("p")
-    assert compiles == ["p", "p"] and not cache.cache_dir().exists()
+    assert compiles == ["p", "p"] and not _cache().folder.exists()
 
 
 def test_every_shipped_plan_survives_the_round_trip_through_json() -> None:
@@ -207,7 +213,7 @@ def test_every_shipped_plan_survives_the_round_trip_through_json() -> None:
 def test_entries_live_under_the_state_folder(profile_dir: Path, write_profile: WriteProfile) -> None:
     write_profile("p", _profile("p"))
     _plan("p")
-    (entry,) = cache.cache_dir().glob("*.json")
+    (entry,) = _cache().folder.glob("*.json")
     assert entry.is_relative_to(Path(os.environ["SERVECTL_HOME"]))
 
 
@@ -215,12 +221,12 @@ def test_no_profile_of_that_name_is_remembered_until_one_appears(
     write_profile: WriteProfile, compiles: list[str]
 ) -> None:
     """``status`` lists containers whose profile is on no search path here (started from another folder)."""
-    assert cache.cached_plan_hash("elsewhere") is None
-    assert cache.cached_plan_hash("elsewhere") is None
+    assert _cache().plan_hash("elsewhere") is None
+    assert _cache().plan_hash("elsewhere") is None
     assert compiles == []  # no file could be it: nothing to compile
-    assert len(list(cache.cache_dir().glob("*.json"))) == 1  # its absence, remembered
+    assert len(list(_cache().folder.glob("*.json"))) == 1  # its absence, remembered
     write_profile("elsewhere", _profile("elsewhere"))
-    assert cache.cached_plan_hash("elsewhere") == resolve("elsewhere").plan.plan_hash
+    assert _cache().plan_hash("elsewhere") == resolve("elsewhere").plan.plan_hash
 
 
 def test_status_drift_follows_an_edit_of_the_running_profile(write_profile: WriteProfile) -> None:
@@ -242,7 +248,7 @@ def test_a_hit_prints_what_the_compiler_prints_for_every_shipped_profile(
     names = [n for n, f in discover().items() if not f.is_base and "template:" not in f.path.read_text("utf-8")]
     for name in names:
         plan = resolve(name, keep_unset=True).plan
-        miss, hit = cache.cached_plan(name, keep_unset=True), cache.cached_plan(name, keep_unset=True)
+        miss, hit = _cache().dry_run(name, keep_unset=True), _cache().dry_run(name, keep_unset=True)
         assert hit.resolved is None and miss.resolved is not None
         for shown in (miss, hit):
             assert shown.script == dry_run_text(plan) and shown.to_json() == plan.to_json(), name

@@ -292,6 +292,9 @@ def test_profile_methods_on_a_host(host: FakeHost) -> None:
     assert host.load_profile(name="demo").profile.name == "demo"
     plan = host.compile_plan(name="demo")
     assert plan.profile == "demo" and plan.docker.image == "servectl-standin:latest"
+    shown = host.dry_run(name="demo")  # compiled now, then from the host's plan cache: the same plan
+    assert shown.plan.plan_hash == host.dry_run(name="demo").plan.plan_hash == plan.plan_hash
+    assert "docker run" in shown.script and list(host.plan_cache.folder.glob("*.json"))
     names = [row.name for row in host.profiles()]
     assert names.index("demo") < names.index("demo-rollback")
     [validation] = host.validate(names=["demo"])

@@ -81,7 +81,8 @@ def env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Env]:
         images={"servectl-standin:latest"}, script_for=lambda s: sglang_like_script(0.1), sleep=lambda s: None
     )
     with httpx.Client(transport=engine.http_transport()) as http:
-        yield Env(folder, home, engine, http, {"HOME": str(tmp_path), "SERVECTL_HOME": str(home)})
+        environ = {"HOME": str(tmp_path), "SERVECTL_HOME": str(home), "SERVECTL_PROFILES": str(folder)}
+        yield Env(folder, home, engine, http, environ)
 
 
 # -- up -----------------------------------------------------------------------------------------------------

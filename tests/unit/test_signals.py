@@ -70,7 +70,7 @@ def test_sigint_while_docker_creates_the_container_removes_it(tmp_path: Path, mo
             http=http,
             gpus=FakeGpuInventory.scenario("two_free_sm120"),
             host=host,
-            environ={"HOME": str(tmp_path), "SERVECTL_HOME": str(home)},
+            environ={"HOME": str(tmp_path), "SERVECTL_HOME": str(home), "SERVECTL_PROFILES": str(folder)},
             state_dir=home,
             lock_timeout_s=1,
         )

@@ -63,7 +63,7 @@ def world(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[dict[str,
             "home": home,
             "engine": engine,
             "http": http,
-            "environ": {"HOME": str(tmp_path), "SERVECTL_HOME": str(home)},
+            "environ": {"HOME": str(tmp_path), "SERVECTL_HOME": str(home), "SERVECTL_PROFILES": str(folder)},
             "runtime": FakeRuntime(FakeClock()),
         }
 

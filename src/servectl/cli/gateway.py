@@ -140,7 +140,7 @@ def status_command(
 
     with from_env() as host:
         container = gateway_status(docker=host.docker, environ=host.environ)
-        live = container.live if container is not None else gateway_live(host.environ)
+        live = container.live if container is not None else gateway_live(state_dir=host.state_dir)
     if as_json:
         typer.echo(json.dumps({"container": container.to_dict() if container else None, "live": live}, indent=2))
         return

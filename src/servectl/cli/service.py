@@ -78,10 +78,11 @@ def up_command(
     ] = None,
 ) -> None:
     """Validate, preflight and start a profile, then wait until it really serves."""
-    from servectl.plan.cache import cached_plan, compile_and_store
+    from servectl.host import from_env
 
-    if dry_run:  # a plan compiled from the same inputs before is not compiled again (servectl.plan.cache)
-        shown = cached_plan(name, keep_unset=True)
+    if dry_run:  # a plan compiled from the same inputs before is not compiled again (the host's plan cache)
+        with from_env() as host:
+            shown = host.dry_run(name=name)
         if shown.unset:
             names = ", ".join("${" + var + "}" for var in shown.unset)
             exports = " ".join(f"{var}=..." for var in shown.unset)
@@ -89,23 +90,22 @@ def up_command(
         typer.echo(shown.to_json() if as_json else shown.script, nl=as_json)
         return
 
-    resolved = compile_and_store(name)  # compiled in full (preflight reads the profile), and cached for status
     from servectl.cli.views.runtime import up_text
     from servectl.errors import StartupFailed
-    from servectl.host import from_env
 
     warnings: list[str] = []
+    display = _ProgressDisplay(name)
 
     def keep_warnings(report: PreflightReport) -> None:
+        display.profile = report.profile_name  # the profile's own name (NAME may be a path)
         warnings.extend(f"preflight {c.id} {c.result}: {c.message}" for c in report.checks if c.result == "warn")
         warnings.extend(f"preflight {c.id} skipped with --force" for c in report.checks if c.forced)
 
-    display = _ProgressDisplay(resolved.name)
     try:
         with display, from_env() as host:
             result = host.up(name=name, force=force or (), on_phase=display, on_report=keep_warnings)
     except StartupFailed as err:
-        _print_last_lines(resolved.name, err.last_log_lines)
+        _print_last_lines(display.profile, err.last_log_lines)
         raise
     typer.echo(up_text(result))
     for note in (*warnings, *result.notes):
@@ -180,11 +180,11 @@ def status_command(
 
         console = Console(highlight=False)
         console.print(status_table(found, width=console.width))
-    from servectl.gateway.container import gateway_lines, gateway_live
+    if current.gateway is not None:
+        from servectl.gateway.container import gateway_lines
 
-    live = gateway_live()
-    for line in gateway_lines(live) if live else []:
-        typer.echo(line)
+        for line in gateway_lines(current.gateway):
+            typer.echo(line)
 
 
 def _watch_status(interval_s: float) -> None:

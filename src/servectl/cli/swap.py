@@ -118,7 +118,7 @@ def _swap_and_render(
         notes.extend(f"preflight {c.id} {c.result}: {c.message}" for c in report.checks if c.result == "warn")
         notes.extend(f"preflight {c.id} skipped with --force" for c in report.checks if c.forced)
 
-    on_phase = None if as_json else _print_phase
+    on_phase = None if as_json else _PhasePrinter()
     with from_env(lock_timeout_s=wait_s) as host:
         if command == "swap":
             result = host.swap(name=target, force=force or (), on_phase=on_phase, on_report=keep)
@@ -128,20 +128,23 @@ def _swap_and_render(
 
 
 # -- rendering -------------------------------------------------------------------------------------------
-_last_progress: dict[str, str] = {}
+class _PhasePrinter:
+    """Prints a swap's phases on stderr as they end, and one line per startup step (not per percentage)."""
 
+    def __init__(self) -> None:
+        self._last_step: dict[str, str] = {}  # phase -> the startup step printed last, for this one swap
 
-def _print_phase(event: PhaseEvent) -> None:
-    if event.kind == "begin":
-        return
-    if event.kind == "progress":  # one line per startup step, not per percentage
-        if _last_progress.get(event.phase) != event.step:
-            _last_progress[event.phase] = event.step
-            sys.stderr.write(f"    {event.phase}: {event.detail}\n")
-        return
-    mark = "ok" if event.ok else "FAILED"
-    detail = f"  ({event.detail})" if event.detail else ""
-    sys.stderr.write(f"  {event.phase:<18} {event.duration_s or 0.0:7.2f} s  {mark}{detail}\n")
+    def __call__(self, event: PhaseEvent) -> None:
+        if event.kind == "begin":
+            return
+        if event.kind == "progress":
+            if self._last_step.get(event.phase) != event.step:
+                self._last_step[event.phase] = event.step
+                sys.stderr.write(f"    {event.phase}: {event.detail}\n")
+            return
+        mark = "ok" if event.ok else "FAILED"
+        detail = f"  ({event.detail})" if event.detail else ""
+        sys.stderr.write(f"  {event.phase:<18} {event.duration_s or 0.0:7.2f} s  {mark}{detail}\n")
 
 
 def _render(result: SwapResult, as_json: bool, notes: list[str]) -> None:

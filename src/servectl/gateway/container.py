@@ -207,12 +207,12 @@ def gateway_status(*, docker: DockerEngine, environ: Mapping[str, str] | None = 
     return _describe(state, ask(state_dir(environ)) if state.running else None)
 
 
-def gateway_live(environ: Mapping[str, str] | None = None) -> dict[str, Any] | None:
-    """What the gateway running on this host (container or ``gateway run``) says of itself; None: none runs."""
+def gateway_live(*, state_dir: Path) -> dict[str, Any] | None:
+    """What the gateway running on this host (container or ``gateway run``) says of itself through its admin
+    socket in ``state_dir``; None: none runs."""
     from servectl.adapters.gateway_admin import gateway_status as ask
-    from servectl.paths import state_dir
 
-    return ask(state_dir(environ))
+    return ask(state_dir)
 
 
 def gateway_lines(live: Mapping[str, Any]) -> list[str]:

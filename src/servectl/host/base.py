@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from servectl.adapters.docker import DockerEngine, DockerSdkEngine
     from servectl.adapters.gpu import GpuInventory, NvmlInventory
     from servectl.adapters.host import HostProbe
+    from servectl.adapters.plan_cache import PlanCache
     from servectl.plan.resolve import Resolved
     from servectl.preflight.model import PreflightReport
 
@@ -51,6 +52,7 @@ class HostBase:
         self._docker_owned: DockerSdkEngine | None = None
         self._gpus_owned: NvmlInventory | None = None
         self._gpus_answer: bool | None = None  # whether NVML answered its first snapshot
+        self._plan_cache: PlanCache | None = None
         self._closed = False
 
     # -- adapters ------------------------------------------------------------------------------------------
@@ -67,6 +69,16 @@ class HostBase:
 
             self._state_dir = state_dir(self.environ)
         return self._state_dir
+
+    @property
+    def plan_cache(self) -> PlanCache:
+        """The plan cache in the state folder (``up --dry-run`` and the drift column compile an unchanged
+        profile once)."""
+        if self._plan_cache is None:
+            from servectl.adapters.plan_cache import PlanCache
+
+            self._plan_cache = PlanCache(environ=self.environ, state_dir=self.state_dir)
+        return self._plan_cache
 
     @property
     def docker(self) -> DockerEngine:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, cast
 from servectl.host.base import HostBase
 
 if TYPE_CHECKING:
+    from servectl.adapters.plan_cache import DryRun
     from servectl.plan.compile import LaunchPlan
     from servectl.plan.inventory import ProfileRow, Validation
     from servectl.profile.catalog import FlagCatalog
@@ -40,6 +41,18 @@ class ProfileCommands(HostBase):
         Reads the host's environment for the home and state folders and the ``${VAR}`` references.
         """
         return self._resolve(name).plan
+
+    def dry_run(self, *, name: str) -> DryRun:
+        """What ``up --dry-run`` shows: the plan of profile ``name`` as data and as the exact ``docker run``
+        script; starts nothing, opens no adapter.
+
+        An unset ``${VAR}`` in a host path stays as written and is named in ``unset`` (a plan to show, never
+        to run). A plan compiled from the same inputs before comes from the plan cache in the state folder.
+
+        Raises:
+            UsageError: no such profile. ProfileError: every problem, one line each, with file and line.
+        """
+        return self.plan_cache.dry_run(name, keep_unset=True)
 
     def profiles(self) -> list[ProfileRow]:
         """Every runnable profile on the search path (bases left out), in natural order, with its key settings

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from servectl.host.base import HostBase, ReportHook
 
@@ -19,10 +19,15 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Status:
-    """What ``servectl status`` shows: the services, and notes on state servectl left (a swap, conflicts)."""
+    """What ``servectl status`` shows: the services, notes on state servectl left (a swap, conflicts), and
+    the gateway running on this host."""
 
     services: list[ServiceInfo]
     notes: list[str]  # an unfinished swap, conflicts kept stopped
+    #: what the running gateway (container or ``gateway run``) says of itself through its admin socket:
+    #: ``listen``, ``pid``, ``aliases`` (alias -> ``profile``/``profiles`` and ``state``), ``services_error``;
+    #: None when no gateway runs
+    gateway: Mapping[str, Any] | None = None
 
 
 class ServiceCommands(HostBase):
@@ -111,7 +116,7 @@ class ServiceCommands(HostBase):
         """
         from servectl.service.runtime import up
 
-        resolved = self._resolve(name)
+        resolved = self.plan_cache.resolve(name)  # compiled once, and cached for the drift column of status
         return up(
             name=name,
             docker=self.docker,
@@ -155,22 +160,25 @@ class ServiceCommands(HostBase):
         return self._list(probe=True)
 
     def _list(self, *, probe: bool) -> list[ServiceInfo]:
-        from servectl.service.services import current_plan_hash, services
+        from servectl.service.services import services
 
         return services(
             docker=self.docker,
             http=self._http,
             probe=probe,
-            plan_hash_of=current_plan_hash if probe else None,
+            plan_hash_of=self.plan_cache.plan_hash if probe else None,
             state_dir=self.state_dir,
             scope=self.scope,
         )
 
     def status(self) -> Status:
-        """Every servectl service, with the notes of an unfinished swap and of conflicts kept stopped."""
+        """Every servectl service, with the notes of an unfinished swap and of conflicts kept stopped, and
+        what the gateway running on this host reports (None when none runs)."""
+        from servectl.gateway.container import gateway_live
         from servectl.service.journal import status_notes
 
-        return Status(services=self.services(), notes=status_notes(state_dir=self.state_dir))
+        found, notes = self.services(), status_notes(state_dir=self.state_dir)
+        return Status(services=found, notes=notes, gateway=gateway_live(state_dir=self.state_dir))
 
     def watch(self) -> Callable[[], WatchView]:
         """For ``status --watch``: a function that takes one refresh (the services, the startup phase of each

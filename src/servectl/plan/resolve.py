@@ -1,16 +1,20 @@
-"""Resolve a profile name to its validated profile and launch plan, with this host's facts."""
+"""Resolve a profile name to its validated profile and launch plan, with this host's facts: the one resolver.
+
+Every command that needs a plan resolves it here (the plan cache in :mod:`servectl.adapters.plan_cache`
+too), so a profile compiles the same way whoever asks.
+"""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from servectl.paths import state_dir
 from servectl.plan.compile import LaunchPlan, UnsetKeptLiteral, compile_plan, project_dir_of
 from servectl.plan.validate import load_profile
-from servectl.profile.loader import LoadedProfile
+from servectl.profile.loader import LoadedProfile, search_path
 
 
 @dataclass(frozen=True)
@@ -20,6 +24,8 @@ class Resolved:
     loaded: LoadedProfile
     plan: LaunchPlan
     unset: tuple[str, ...] = field(default=())  # variables left as ``${VAR}`` (only with ``keep_unset``)
+    #: every variable the compiler asked the environment for (``${VAR}`` in host paths), set or not
+    variables: tuple[str, ...] = field(default=())
 
     @property
     def name(self) -> str:
@@ -48,19 +54,44 @@ def plan_for(
 
 
 def resolve(name: str, *, environ: Mapping[str, str] | None = None, keep_unset: bool = False) -> Resolved:
-    """Load, validate and compile profile ``name``.
+    """Load, validate and compile profile ``name`` (found on the search path ``environ`` gives).
 
     Args:
+        environ: the environment (default ``os.environ``): the search path, the state folder, home and the
+            ``${VAR}`` references in host paths.
         keep_unset: leave an unset ``${VAR}`` in host paths as it is and name it in ``Resolved.unset``
             (a plan to show, never to run); without it an unset variable is an error.
 
     Raises:
         UsageError: unknown profile. ProfileError: any problem in the profile, all at once.
     """
-    loaded = load_profile(name)
-    if not keep_unset:
-        return Resolved(loaded=loaded, plan=plan_for(loaded, environ=environ))
     env = os.environ if environ is None else environ
-    variables = UnsetKeptLiteral(env)
+    loaded = load_profile(name, folders=search_path(environ=env))
+    keeping = UnsetKeptLiteral(env) if keep_unset else None
+    variables = _Recording(env if keeping is None else keeping)
     plan = plan_for(loaded, environ=env, variables=variables)
-    return Resolved(loaded=loaded, plan=plan, unset=tuple(variables.unset))
+    unset = tuple(keeping.unset) if keeping is not None else ()
+    return Resolved(loaded=loaded, plan=plan, unset=unset, variables=tuple(sorted(variables.names)))
+
+
+class _Recording(Mapping[str, str]):
+    """The environment as the compiler sees it, noting every variable it asks for (set or not)."""
+
+    def __init__(self, inner: Mapping[str, str]) -> None:
+        self._inner = inner
+        self.names: set[str] = set()
+
+    def __getitem__(self, key: str) -> str:
+        self.names.add(key)
+        return self._inner[key]
+
+    def __contains__(self, key: object) -> bool:
+        if isinstance(key, str):
+            self.names.add(key)
+        return key in self._inner
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._inner)
+
+    def __len__(self) -> int:
+        return len(self._inner)

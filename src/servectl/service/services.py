@@ -216,12 +216,17 @@ def _adopted_profiles() -> Sequence[Resolved]:
     return adopted_profiles()
 
 
-def current_plan_hash(profile: str) -> str | None:
+def current_plan_hash(profile: str, *, environ: Mapping[str, str] | None = None) -> str | None:
     """The plan hash that profile ``profile`` compiles to now, or None when it no longer loads (from the plan
-    cache when none of the profile's inputs changed: ``status`` compiles nothing for an unchanged profile)."""
-    from servectl.plan.cache import cached_plan_hash
+    cache when none of the profile's inputs changed: ``status`` compiles nothing for an unchanged profile).
 
-    return cached_plan_hash(profile)
+    ``environ``: the environment the profile resolves in (default ``os.environ``).
+    """
+    import os
+
+    from servectl.adapters.plan_cache import PlanCache
+
+    return PlanCache(environ=os.environ if environ is None else environ).plan_hash(profile)
 
 
 def _answers_health(client: httpx.Client, url: str) -> bool:

@@ -1,5 +1,9 @@
 """The plan cache: a profile's launch plan kept in the state folder with every input it was compiled from.
 
+It sits beside the other state adapters (it writes the state folder; ``plan/`` stays pure) and compiles
+through the one resolver, :func:`servectl.plan.resolve.resolve`. A :class:`PlanCache` is built with the
+environment it reads (never ``os.environ`` directly) and, optionally, its state folder.
+
 ``up --dry-run`` and the drift column of ``status`` need a profile's plan, and compiling one (the pydantic
 models, the rules, the flag catalog) costs more than the rest of those commands. An entry records, next to
 the plan, each input the compile read, as a fact that is cheap to check again:
@@ -31,11 +35,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from servectl.files import FileRefused, read_bounded
-from servectl.paths import state_dir
+from servectl.paths import state_dir as state_dir_of
 
 if TYPE_CHECKING:
     from servectl.plan.compile import LaunchPlan
     from servectl.plan.resolve import Resolved
+
+Environ = Mapping[str, str]
 
 #: Bumped whenever the entry format changes; older entries are misses.
 FORMAT = 2
@@ -55,9 +61,10 @@ _FOLDER_VARIABLES = (
 
 
 @dataclass(frozen=True)
-class CachedPlan:
-    """A profile's plan as data, with its printed forms; ``resolved`` is there when it was compiled in this
-    call (None for a cache hit, which builds no plan objects until :attr:`plan` is asked for)."""
+class DryRun:
+    """What ``up --dry-run`` shows: a profile's plan as data, with its printed forms; ``resolved`` is there
+    when it was compiled in this call (None for a cache hit, which builds no plan objects until :attr:`plan`
+    is asked for)."""
 
     document: Mapping[str, Any]  # LaunchPlan.to_dict()
     script: str  # the dry-run script (servectl.plan.script.dry_run_text)
@@ -77,127 +84,137 @@ class CachedPlan:
         return json.dumps(self.document, indent=2, sort_keys=False)
 
 
-def cached_plan(name: str, *, keep_unset: bool = False) -> CachedPlan:
-    """Profile ``name``'s plan (as :func:`servectl.plan.resolve.resolve` compiles it), from the cache when
-    every input it was compiled from is unchanged; otherwise compiled and cached.
+class PlanCache:
+    """The plan cache of one state folder, for one environment.
 
-    Raises:
-        UsageError: unknown profile. ProfileError: any problem in the profile (never cached).
+    Args:
+        environ: the environment profiles resolve in (search path, home, ``${VAR}`` references); its
+            ``SERVECTL_NO_PLAN_CACHE=1`` turns the cache off.
+        state_dir: the state folder (entries in ``<state_dir>/cache/plans``); default: the one ``environ``
+            names.
     """
-    if _enabled(name):
-        hit = lookup(name, keep_unset=keep_unset)
-        if hit is not None:
-            return hit
-    from servectl.plan.script import dry_run_text
 
-    resolved = compile_and_store(name, keep_unset=keep_unset)
-    document, script = resolved.plan.to_dict(), dry_run_text(resolved.plan)
-    return CachedPlan(document=document, script=script, unset=resolved.unset, resolved=resolved)
+    def __init__(self, *, environ: Environ, state_dir: Path | None = None) -> None:
+        self.environ = environ
+        self.folder = cache_dir(environ, state_dir=state_dir)
 
+    def dry_run(self, name: str, *, keep_unset: bool = False) -> DryRun:
+        """Profile ``name``'s plan (as :func:`servectl.plan.resolve.resolve` compiles it), from the cache when
+        every input it was compiled from is unchanged; otherwise compiled and cached.
 
-def cached_plan_hash(name: str) -> str | None:
-    """The plan hash profile ``name`` compiles to now (what ``status`` compares with the label), or None when
-    it does not load.
+        Raises:
+            UsageError: unknown profile. ProfileError: any problem in the profile (never cached).
+        """
+        if self._enabled(name):
+            hit = self.lookup(name, keep_unset=keep_unset)
+            if hit is not None:
+                return hit
+        from servectl.plan.script import dry_run_text
 
-    That no profile of that name is on the search path (a container started from another folder, or whose
-    profile was removed) is cached too, as the absence of each file that would be it.
-    """
-    from servectl.errors import ServectlError
+        resolved = self.resolve(name, keep_unset=keep_unset)
+        document, script = resolved.plan.to_dict(), dry_run_text(resolved.plan)
+        return DryRun(document=document, script=script, unset=resolved.unset, resolved=resolved)
 
-    if _enabled(name):
-        if _still_absent(name):
+    def plan_hash(self, name: str) -> str | None:
+        """The plan hash profile ``name`` compiles to now (what ``status`` compares with the label), or None
+        when it does not load.
+
+        That no profile of that name is on the search path (a container started from another folder, or
+        whose profile was removed) is cached too, as the absence of each file that would be it.
+        """
+        from servectl.errors import ServectlError
+
+        if self._enabled(name):
+            if _still_absent(name, self):
+                return None
+            entry = _valid_entry(name, self, keep_unset=False)
+            if entry is not None:
+                return str(entry["plan"]["plan_hash"])  # the hash alone: no plan objects to build
+            if _remember_absent(name, self):  # before the compiler loads: another folder's container
+                return None
+        try:
+            return self.dry_run(name).plan.plan_hash
+        except ServectlError:
             return None
-        entry = _valid_entry(name, keep_unset=False)
-        if entry is not None:
-            return str(entry["plan"]["plan_hash"])  # the hash alone: no plan objects to build
-        if _remember_absent(name):  # before the compiler loads: another folder's container costs no compile
+
+    def resolve(self, name: str, *, keep_unset: bool = False) -> Resolved:
+        """Resolve profile ``name`` (always: :func:`servectl.plan.resolve.resolve`) and cache its plan with
+        the facts of its inputs.
+
+        Raises:
+            UsageError: unknown profile. ProfileError: any problem in the profile.
+        """
+        from servectl.plan.resolve import resolve
+
+        resolved = resolve(name, environ=self.environ, keep_unset=keep_unset)
+        if self._enabled(name):
+            facts = _input_facts(resolved, self)
+            if facts is not None:
+                entry = _entry(name, keep_unset, facts, resolved.plan, resolved.unset)
+                _write(_entry_path(name, self, keep_unset), entry)
+        return resolved
+
+    def lookup(self, name: str, *, keep_unset: bool = False) -> DryRun | None:
+        """The cached plan of ``name`` when its entry is intact and every fact in it still holds, else None."""
+        entry = _valid_entry(name, self, keep_unset=keep_unset)
+        if entry is None:
             return None
-    try:
-        return cached_plan(name).plan.plan_hash
-    except ServectlError:
-        return None
+        return DryRun(document=entry["plan"], script=str(entry["script"]), unset=tuple(entry["unset"]))
+
+    def _enabled(self, name: str) -> bool:
+        return not self.environ.get(OFF_VARIABLE) and not name.endswith((".yaml", ".yml"))
 
 
-def compile_and_store(name: str, *, keep_unset: bool = False) -> Resolved:
-    """Resolve profile ``name`` as :func:`servectl.plan.resolve.resolve` does (always) and cache its plan with
-    the facts of its inputs.
-
-    Raises:
-        UsageError: unknown profile. ProfileError: any problem in the profile.
-    """
-    from servectl.plan.compile import UnsetKeptLiteral
-    from servectl.plan.resolve import Resolved, plan_for
-    from servectl.plan.validate import load_profile
-
-    loaded = load_profile(name)
-    env = os.environ
-    keeping = UnsetKeptLiteral(env) if keep_unset else None
-    variables = _Recording(env if keeping is None else keeping)
-    plan = plan_for(loaded, environ=env, variables=variables)
-    unset = tuple(keeping.unset) if keeping is not None else ()
-    resolved = Resolved(loaded=loaded, plan=plan, unset=unset)
-    if _enabled(name):
-        facts = _input_facts(resolved, sorted(variables.names))
-        if facts is not None:
-            _write(_entry_path(name, keep_unset), _entry(name, keep_unset, facts, plan, unset))
-    return resolved
-
-
-def lookup(name: str, *, keep_unset: bool = False) -> CachedPlan | None:
-    """The cached plan of ``name`` when its entry is intact and every fact in it still holds, else None."""
-    entry = _valid_entry(name, keep_unset=keep_unset)
-    if entry is None:
-        return None
-    return CachedPlan(document=entry["plan"], script=str(entry["script"]), unset=tuple(entry["unset"]))
-
-
-def _valid_entry(name: str, *, keep_unset: bool) -> dict[str, Any] | None:
+def _valid_entry(name: str, where: PlanCache, *, keep_unset: bool) -> dict[str, Any] | None:
     """The entry of ``name``, when it is intact and every fact in it still holds."""
     try:
-        entry = json.loads(read_bounded(_entry_path(name, keep_unset), limit_bytes=_MAX_HASHED_BYTES))
+        path = _entry_path(name, where, keep_unset)
+        entry = json.loads(read_bounded(path, limit_bytes=_MAX_HASHED_BYTES))
         if not isinstance(entry, dict) or entry.get("sha256") != _digest(entry):
             return None
         if entry.get("format") != FORMAT or entry.get("name") != name or entry.get("keep_unset") != keep_unset:
             return None
         if not isinstance(entry.get("plan"), dict) or not isinstance(entry.get("script"), str):
             return None
-        if not isinstance(entry.get("unset"), list) or not all(_holds(fact) for fact in entry["facts"]):
+        if not isinstance(entry.get("unset"), list) or not all(_holds(fact, where) for fact in entry["facts"]):
             return None
         return entry
     except (OSError, FileRefused, ValueError, KeyError, TypeError, AttributeError):
         return None  # missing, unreadable or damaged: compiled again, and rewritten
 
 
-def _still_absent(name: str) -> bool:
+def _still_absent(name: str, where: PlanCache) -> bool:
     """Whether ``name`` was recorded as no profile on the search path, and every fact of that still holds."""
     try:
-        entry = json.loads(read_bounded(_entry_path(name, False, absent=True), limit_bytes=_MAX_HASHED_BYTES))
+        path = _entry_path(name, where, False, absent=True)
+        entry = json.loads(read_bounded(path, limit_bytes=_MAX_HASHED_BYTES))
         valid = isinstance(entry, dict) and entry.get("sha256") == _digest(entry) and entry.get("format") == FORMAT
-        return bool(valid and entry["name"] == name and all(_holds(fact) for fact in entry["facts"]))
+        return bool(valid and entry["name"] == name and all(_holds(fact, where) for fact in entry["facts"]))
     except (OSError, FileRefused, ValueError, KeyError, TypeError, AttributeError):
         return False
 
 
-def _remember_absent(name: str) -> bool:
+def _remember_absent(name: str, where: PlanCache) -> bool:
     """When no file on the search path could be profile ``name``, record that (and say so)."""
     from servectl.profile.loader import search_path
 
-    folders = search_path()
+    folders = search_path(environ=where.environ)
     candidates = [str(f.path / f"{name}.yaml") for f in folders]
     if any(os.path.lexists(c) for c in candidates):
         return False  # there is a file: a profile to compile (or a broken one)
-    facts: list[Fact] = [["cwd", "", os.getcwd()], *([["env", v, os.environ.get(v)] for v in _FOLDER_VARIABLES])]
+    facts: list[Fact] = [["cwd", "", os.getcwd()], *[["env", v, where.environ.get(v)] for v in _FOLDER_VARIABLES]]
     facts += [["realpath", str(f.path), os.path.realpath(f.path)] for f in folders]
     facts += [["file", c, None] for c in candidates]
     entry: dict[str, Any] = {"format": FORMAT, "name": name, "absent": True, "facts": facts}
     entry["sha256"] = _digest(entry)
-    _write(_entry_path(name, False, absent=True), entry)
+    _write(_entry_path(name, where, False, absent=True), entry)
     return True
 
 
-def cache_dir(environ: Mapping[str, str] | None = None) -> Path:
-    """Where the entries live: ``<state folder>/cache/plans``."""
-    return state_dir(environ) / "cache" / "plans"
+def cache_dir(environ: Environ, *, state_dir: Path | None = None) -> Path:
+    """Where the entries live: ``<state folder>/cache/plans`` (the folder given, or the one ``environ``
+    names)."""
+    return (state_dir_of(environ) if state_dir is None else state_dir) / "cache" / "plans"
 
 
 # -- facts ---------------------------------------------------------------------------------------------
@@ -205,14 +222,14 @@ def cache_dir(environ: Mapping[str, str] | None = None) -> Path:
 Fact = list[Any]
 
 
-def _holds(fact: Fact) -> bool:
+def _holds(fact: Fact, where: PlanCache) -> bool:
     kind, subject, value = fact
-    return bool(_observe(kind, subject) == value)
+    return bool(_observe(kind, subject, where.environ) == value)
 
 
-def _observe(kind: str, subject: str) -> Any:
+def _observe(kind: str, subject: str, environ: Environ) -> Any:
     if kind == "env":
-        return os.environ.get(subject)
+        return environ.get(subject)
     if kind == "cwd":
         return os.getcwd()
     if kind == "realpath":
@@ -249,13 +266,14 @@ def _folder_hash(folder: str) -> str:
     return digest.hexdigest()
 
 
-def _input_facts(resolved: Resolved, variables: list[str]) -> list[Fact] | None:
+def _input_facts(resolved: Resolved, where: PlanCache) -> list[Fact] | None:
     """The facts of everything ``resolved`` was compiled from; None when one cannot be stated (not cached)."""
     from servectl.profile.loader import search_path
 
-    folders = search_path()
+    environ = where.environ
+    folders = search_path(environ=environ)
     facts: list[Fact] = [["python", "", sys.version], ["cwd", "", os.getcwd()]]
-    facts += [["env", name, os.environ.get(name)] for name in (*_FOLDER_VARIABLES, *variables)]
+    facts += [["env", name, environ.get(name)] for name in (*_FOLDER_VARIABLES, *resolved.variables)]
     facts += [["realpath", str(f.path), os.path.realpath(f.path)] for f in folders]
     for file in resolved.loaded.chain:  # the profile, then its bases: each found by name on the search path
         candidates = [f.path / f"{file.stem}.yaml" for f in folders]
@@ -264,14 +282,14 @@ def _input_facts(resolved: Resolved, variables: list[str]) -> list[Fact] | None:
         for candidate in candidates[: candidates.index(file)]:
             facts.append(["file", str(candidate), None])
         facts.append(["file", str(file), _file_hash(str(file))])
-    catalog = _catalog_fact(resolved)
+    catalog = _catalog_fact(resolved, environ)
     if catalog is not None:
         facts.append(catalog)
-    facts += [["stat", path, _observe("stat", path)] for path in _own_modules()]
+    facts += [["stat", path, _observe("stat", path, environ)] for path in _own_modules()]
     return facts
 
 
-def _catalog_fact(resolved: Resolved) -> Fact | None:
+def _catalog_fact(resolved: Resolved, environ: Environ) -> Fact | None:
     """The flag catalog the profile names: a file (by content), or the folder of extracted catalogs."""
     from servectl.paths import catalog_cache_dir
     from servectl.profile.catalog import CATALOG_DIR
@@ -282,7 +300,7 @@ def _catalog_fact(resolved: Resolved) -> Fact | None:
         path = str(Path(spec).expanduser())
         return ["file", path, _file_hash(path)]
     if spec == IMAGE or spec.startswith("sha256:"):
-        folder = str(catalog_cache_dir())
+        folder = str(catalog_cache_dir(environ))
         return ["folder", folder, _folder_hash(folder)]
     shipped = str(CATALOG_DIR / f"{spec}.json")
     return ["file", shipped, _file_hash(shipped)]
@@ -301,37 +319,10 @@ def _own_modules() -> Iterator[str]:
             yield str(file)
 
 
-class _Recording(Mapping[str, str]):
-    """The environment as the compiler sees it, noting every variable it asks for (set or not)."""
-
-    def __init__(self, inner: Mapping[str, str]) -> None:
-        self._inner = inner
-        self.names: set[str] = set()
-
-    def __getitem__(self, key: str) -> str:
-        self.names.add(key)
-        return self._inner[key]
-
-    def __contains__(self, key: object) -> bool:
-        if isinstance(key, str):
-            self.names.add(key)
-        return key in self._inner
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._inner)
-
-    def __len__(self) -> int:
-        return len(self._inner)
-
-
 # -- entries -------------------------------------------------------------------------------------------
-def _enabled(name: str) -> bool:
-    return not os.environ.get(OFF_VARIABLE) and not name.endswith((".yaml", ".yml"))
-
-
-def _entry_path(name: str, keep_unset: bool, *, absent: bool = False) -> Path:
+def _entry_path(name: str, where: PlanCache, keep_unset: bool, *, absent: bool = False) -> Path:
     key = hashlib.sha256(json.dumps([name, keep_unset, absent, os.getcwd()]).encode()).hexdigest()[:32]
-    return cache_dir() / f"{key}.json"
+    return where.folder / f"{key}.json"
 
 
 def _entry(name: str, keep_unset: bool, facts: list[Fact], plan: LaunchPlan, unset: tuple[str, ...]) -> dict[str, Any]:
