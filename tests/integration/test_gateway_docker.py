@@ -196,6 +196,34 @@ def test_bad_requests_get_413_400_404_401_and_slow_clients_are_cut(world: World)
         assert sock.recv(100).startswith(b"HTTP/1.1 408")
 
 
+def test_scoped_keys_budgets_and_usage_through_the_gateway_container(world: World) -> None:
+    budgeted = world.ok("gateway", "keys", "create", "ci", "--aliases", "chat", "--budget", "3/day").strip()
+    watcher = world.ok("gateway", "keys", "create", "watcher", "--read-only").strip()
+    time.sleep(1.2)  # the key ring re-reads the file within a second
+    assert [m.id for m in world.sdk(watcher).models.list()] == ["chat"]
+    with pytest.raises(openai.PermissionDeniedError, match="read-only") as refused:
+        _chat(world.sdk(watcher), stream=False)
+    assert refused.value.response.headers["X-Servectl-Reason"] == "read_only"
+    assert refused.value.code == "read_only"
+    assert _chat(world.sdk(budgeted), stream=True) and _chat(world.sdk(budgeted), stream=False)
+    assert [m.id for m in world.sdk(budgeted).models.list()] == ["chat"]
+    with pytest.raises(openai.RateLimitError, match="has used its budget of 3/day") as over:
+        _chat(world.sdk(budgeted), stream=False)
+    assert over.value.code == "budget_exhausted" and int(over.value.response.headers["Retry-After"]) <= 86400
+    metrics = httpx.get(world.url + "/metrics").text
+    assert 'servectl_gateway_key_requests_total{key="ci",code="200"} 3' in metrics
+    assert 'servectl_gateway_key_requests_total{key="ci",code="429"} 1' in metrics
+    assert 'servectl_gateway_key_requests_total{key="watcher",code="403"} 1' in metrics
+    assert 'servectl_gateway_key_budget_used{key="ci"} 3' in metrics
+    assert 'servectl_gateway_key_tokens_out_total{key="ci"} 48' in metrics
+    assert budgeted not in metrics and watcher not in metrics
+    time.sleep(1.5)  # the gateway writes usage.json at most once a second
+    rows = {r["name"]: r for r in json.loads(world.ok("gateway", "keys", "list", "--json"))}
+    assert (rows["ci"]["budget_used"], rows["ci"]["requests_total"], rows["ci"]["tokens_out_total"]) == (3, 3, 48)
+    assert rows["watcher"]["read_only"] and rows["watcher"]["requests_total"] == 1
+    assert budgeted not in (world.home / "gateway" / "usage.json").read_text()
+
+
 def _engine(world: World) -> Any:
     (container,) = [c for c in world.client.containers.list(filters={"label": f"servectl.test-gateway={world.tid}"})
                     if not c.name.startswith("servectl-gateway")]  # fmt: skip

@@ -57,43 +57,67 @@ def _keys_path(config: Path | None) -> Path:
 
 
 def keys_create_command(
-    name: Annotated[str, typer.Argument(help="a name for the key (shown in the gateway's log, never the key)")],
-    alias: Annotated[
-        list[str] | None, typer.Option("--alias", help="grant only this alias (repeat for several; default: all)")
+    name: Annotated[
+        str, typer.Argument(help="a name for the key (shown in the gateway's log and /metrics, never the key)")
+    ],
+    aliases: Annotated[
+        str | None, typer.Option("--aliases", help="grant only these aliases, comma-separated (default: all)")
+    ] = None,
+    alias: Annotated[list[str] | None, typer.Option("--alias", help="grant this alias (repeatable)")] = None,
+    read_only: Annotated[
+        bool, typer.Option("--read-only", help="GET routes only (/v1/models, /ui): no completions")
+    ] = False,
+    budget: Annotated[
+        str | None, typer.Option("--budget", help="requests per UTC period: N/hour, N/day, N/week or N/month")
     ] = None,
     expires: Annotated[str | None, typer.Option("--expires", help="lifetime such as 12h, 30d, 8w")] = None,
     rate: Annotated[int | None, typer.Option("--rate", min=1, help="requests per minute (default: the file's)")] = None,
     config: ConfigOption = None,
 ) -> None:
     """Make a key and print it once, alone on stdout (notes go to stderr)."""
-    from servectl.gateway.keys import create_key, parse_duration
+    from servectl.gateway.config import load_gateway_config
+    from servectl.gateway.keys import create_key, parse_budget, parse_duration
 
-    path = _keys_path(config)
-    expires_s = parse_duration(expires) if expires else None
-    key, entry = create_key(path, name=name, aliases=alias, expires_s=expires_s, rate_per_minute=rate)
+    loaded = load_gateway_config(config)
+    path = loaded.keys_path()
+    granted = [*(alias or []), *(a.strip() for a in (aliases or "").split(",") if a.strip())]
+    key, entry = create_key(
+        path,
+        name=name,
+        aliases=granted,
+        expires_s=parse_duration(expires) if expires else None,
+        rate_per_minute=rate,
+        read_only=read_only,
+        budget=parse_budget(budget) if budget else None,
+        known_aliases=None if loaded.aliases is None else list(loaded.aliases),
+    )
     typer.echo(key)
-    scope = ", ".join(entry.aliases) if entry.aliases else "every alias"
     until = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(entry.expires_at)) if entry.expires_at else "never"
-    print(f"key {name!r} for {scope}; expires {until}; its digest is in {path}; it is not shown again",
+    print(f"key {name!r} for {entry.scope()}; expires {until}; its digest is in {path}; it is not shown again",
           file=sys.stderr)  # fmt: skip
 
 
 def keys_list_command(
     config: ConfigOption = None,
-    as_json: Annotated[bool, typer.Option("--json", help="print the entries as JSON (digests included)")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="print each key's scope and usage as JSON")] = False,
 ) -> None:
-    """List the keys: name, aliases, expiry (never the keys)."""
+    """List the keys: name, scope (aliases, read-only, budget), usage, expiry (never the keys)."""
     from servectl.gateway.keys import read_keys
+    from servectl.gateway.usage import usage_rows
 
-    entries = read_keys(_keys_path(config))
+    path = _keys_path(config)
+    rows = usage_rows(path, read_keys(path))
     if as_json:
-        typer.echo(json.dumps([e.to_dict() for e in entries], indent=2))
+        typer.echo(json.dumps(rows, indent=2))
         return
-    now = time.time()
-    for e in entries:
-        until = time.strftime("%Y-%m-%d", time.gmtime(e.expires_at)) if e.expires_at else "never"
-        state = " (expired)" if e.expired(now) else ""
-        typer.echo(f"{e.name:<24} {', '.join(e.aliases) if e.aliases else '*':<30} expires {until}{state}")
+    for r in rows:
+        until = time.strftime("%Y-%m-%d", time.gmtime(r["expires_at"])) if r["expires_at"] else "never"
+        scope = ", ".join(r["aliases"]) if r["aliases"] else "*"
+        scope += " (read-only)" if r["read_only"] else ""
+        budget = f"{r['budget_used']} of {r['budget']}" if r["budget"] else "no budget"
+        state = " (expired)" if r["expired"] else ""
+        typer.echo(f"{r['name']:<20} {scope:<28} {budget:<16} {r['requests_total']:>8} requests "
+                   f"{r['tokens_out_total']:>9} tokens  expires {until}{state}")  # fmt: skip
 
 
 def keys_revoke_command(

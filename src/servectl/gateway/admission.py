@@ -99,6 +99,14 @@ class Admission:
                 await asyncio.wait_for(changed.wait(), timeout=left)
         return time.monotonic() - t0
 
+    async def wait_idle(self, timeout_s: float) -> int:
+        """Wait until no request is in flight, up to ``timeout_s``; the number still in flight then."""
+        deadline = time.monotonic() + timeout_s
+        while self.flights and (left := deadline - time.monotonic()) > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), timeout=left)
+        return len(self.flights)
+
     def take_off(self, flight: Flight) -> None:
         self.flights.add(flight)
 

@@ -1,7 +1,10 @@
-"""Gateway keys: a file of SHA-256 digests (never the keys), each with a name, granted aliases, expiry, rate.
+"""Gateway keys: a file of SHA-256 digests (never the keys), each with a name and its scope: granted aliases,
+read-only (GET routes only), expiry, rate, and a request budget per period (``1000/day``).
 
 ``servectl gateway keys create NAME`` makes a key, stores its digest and prints the key once. The running
 gateway re-reads the file when it changes, so a new or revoked key counts within a second, no restart.
+A key file written before scopes and budgets existed reads as it did (every field added since is optional:
+no budget, not read-only), and is rewritten in the new shape at the next create or revoke.
 Keys are compared as digests with :func:`hmac.compare_digest` against every entry (no early exit), so the
 time taken says nothing about which key, or which prefix, was close.
 """
@@ -29,6 +32,31 @@ KEY_PREFIX = "sk-servectl-"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _DURATION = re.compile(r"^(\d+)\s*([smhdw])$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_BUDGET = re.compile(r"^(\d+)\s*/\s*(hour|day|week|month)$")
+BUDGET_PERIODS = ("hour", "day", "week", "month")
+
+
+@dataclass(frozen=True)
+class Budget:
+    """At most ``requests`` requests per calendar ``period`` (UTC: the hour, day, ISO week or month)."""
+
+    requests: int
+    period: str  # one of BUDGET_PERIODS
+
+    def __str__(self) -> str:
+        return f"{self.requests}/{self.period}"
+
+
+def parse_budget(text: str) -> Budget:
+    """``"1000/day"`` -> ``Budget(1000, "day")`` (periods hour, day, week, month).
+
+    Raises:
+        UsageError: not a positive count, a slash and one of those periods.
+    """
+    match = _BUDGET.match(text.strip().lower())
+    if not match or int(match.group(1)) == 0:
+        raise UsageError(f"--budget {text!r}: write requests per period such as 1000/day ({', '.join(BUDGET_PERIODS)})")
+    return Budget(int(match.group(1)), match.group(2))
 
 
 @dataclass(frozen=True)
@@ -41,6 +69,8 @@ class KeyEntry:
     expires_at: float | None = None
     created_at: float = 0.0
     rate_per_minute: int | None = None  # None: the gateway's limits.rate_per_minute
+    read_only: bool = False  # GET routes only (/v1/models, /ui): no completions
+    budget: Budget | None = None  # None: no budget (the rate limit still applies)
 
     def expired(self, now: float) -> bool:
         return self.expires_at is not None and now >= self.expires_at
@@ -48,9 +78,20 @@ class KeyEntry:
     def grants(self, alias: str) -> bool:
         return self.aliases is None or alias in self.aliases
 
+    def allows_method(self, method: str) -> bool:
+        return not self.read_only or method in ("GET", "HEAD")
+
+    def scope(self) -> str:
+        """``chat, small; read-only; 1000/day`` / ``every alias``: for listings and messages."""
+        parts = [", ".join(self.aliases) if self.aliases else "every alias"]
+        parts += ["read-only"] if self.read_only else []
+        parts += [f"budget {self.budget}"] if self.budget else []
+        return "; ".join(parts)
+
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["aliases"] = None if self.aliases is None else list(self.aliases)
+        out["budget"] = None if self.budget is None else str(self.budget)
         return out
 
 
@@ -89,10 +130,12 @@ def read_keys(path: Path) -> list[KeyEntry]:
                 expires_at=None if e.get("expires_at") is None else float(e["expires_at"]),
                 created_at=float(e.get("created_at") or 0.0),
                 rate_per_minute=None if e.get("rate_per_minute") is None else int(e["rate_per_minute"]),
+                read_only=bool(e.get("read_only", False)),
+                budget=None if e.get("budget") is None else parse_budget(str(e["budget"])),
             )
             for e in data["keys"]
         ]
-    except (KeyError, TypeError, ValueError) as err:
+    except (KeyError, TypeError, ValueError, UsageError) as err:
         raise StateDamaged(f"{path}: not a gateway key file ({err!r}); {fix}", path=path) from None
 
 
@@ -121,15 +164,23 @@ def create_key(
     aliases: Sequence[str] | None = None,
     expires_s: float | None = None,
     rate_per_minute: int | None = None,
+    read_only: bool = False,
+    budget: Budget | None = None,
+    known_aliases: Sequence[str] | None = None,
     clock: Callable[[], float] = time.time,
 ) -> tuple[str, KeyEntry]:
     """Make a new key, store its digest under ``name`` and return ``(key, entry)``; the key is never stored.
 
     Raises:
-        UsageError: a bad name, or a key of that name exists (revoke it first).
+        UsageError: a bad name, an alias not in ``known_aliases`` (the gateway file's, when it names them),
+            or a key of that name exists (revoke it first).
     """
     if not _NAME.match(name):
         raise UsageError(f"key name {name!r}: use letters, digits, '.', '_' or '-' (at most 64)")
+    unknown = [a for a in aliases or () if known_aliases is not None and a not in known_aliases]
+    if unknown:
+        known = ", ".join(sorted(known_aliases or ())) or "none"
+        raise UsageError(f"--aliases: {', '.join(unknown)} not in the gateway file's aliases ({known})")
     with _file_lock(path):
         entries = read_keys(path)
         if any(e.name == name for e in entries):
@@ -143,6 +194,8 @@ def create_key(
             expires_at=None if expires_s is None else now + expires_s,
             created_at=now,
             rate_per_minute=rate_per_minute,
+            read_only=read_only,
+            budget=budget,
         )
         _write_keys(path, [*entries, entry])
     return key, entry

@@ -1,5 +1,7 @@
 """The gateway's counters, as Prometheus text (``GET /metrics``): per alias requests, errors by class,
-in flight, time to first byte, tokens out (from ``usage``), held requests; swap holds and their length."""
+in flight, time to first byte, tokens out (from ``usage``), held requests; swap holds and their length;
+per key (labelled by the key's NAME, never the key) requests by status, tokens out, and the budget used in
+its current period against its limit."""
 
 from __future__ import annotations
 
@@ -13,7 +15,8 @@ HOLD_BUCKETS = (0.01, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
 ERROR_CLASSES = (
     "auth",  # 401: no key, unknown key, expired key
     "forbidden",  # 403: the key does not grant the alias
-    "rate",  # 429
+    "rate",  # 429: over the key's rate limit
+    "budget",  # 429: the key used its budget for the period
     "unknown_alias",  # 404
     "bad_request",  # 400: not JSON, no model
     "too_large",  # 413
@@ -62,6 +65,11 @@ class Metrics:
         self.held: dict[str, _Histogram] = {}
         self.swap_events: defaultdict[str, int] = defaultdict(int)
         self.hold_length = _Histogram(HOLD_BUCKETS)
+        self.key_requests: defaultdict[tuple[str, int], int] = defaultdict(int)
+        self.key_tokens: defaultdict[str, int] = defaultdict(int)
+
+    def key_request(self, name: str, status: int) -> None:
+        self.key_requests[(name, status)] += 1
 
     def request(self, alias: str, status: int) -> None:
         self.requests[(alias, status)] += 1
@@ -80,7 +88,41 @@ class Metrics:
         if seconds is not None:
             self.hold_length.observe(seconds)
 
-    def render(self, in_flight: Callable[[], dict[str, int]]) -> str:
+    def render(
+        self, in_flight: Callable[[], dict[str, int]], budgets: Callable[[], list[tuple[str, int, int]]] = list
+    ) -> str:
+        """The Prometheus text; ``budgets`` gives ``(key name, used this period, limit)`` per key with a budget."""
+        out = self._alias_lines(in_flight)
+        out += [
+            "# HELP servectl_gateway_key_requests_total Requests made with each key, by key name and HTTP status.",
+            "# TYPE servectl_gateway_key_requests_total counter",
+        ]
+        out += [
+            f'servectl_gateway_key_requests_total{{key="{_label(k)}",code="{c}"}} {n}'
+            for (k, c), n in sorted(self.key_requests.items())
+        ]
+        out += [
+            "# HELP servectl_gateway_key_tokens_out_total Completion tokens answered to each key, by key name.",
+            "# TYPE servectl_gateway_key_tokens_out_total counter",
+        ]
+        out += [
+            f'servectl_gateway_key_tokens_out_total{{key="{_label(k)}"}} {n}'
+            for k, n in sorted(self.key_tokens.items())
+        ]
+        rows = budgets()
+        out += [
+            "# HELP servectl_gateway_key_budget_used Requests counted against each key's budget this period.",
+            "# TYPE servectl_gateway_key_budget_used gauge",
+        ]
+        out += [f'servectl_gateway_key_budget_used{{key="{_label(k)}"}} {used}' for k, used, _ in rows]
+        out += [
+            "# HELP servectl_gateway_key_budget_limit Each key's budget of requests per period.",
+            "# TYPE servectl_gateway_key_budget_limit gauge",
+        ]
+        out += [f'servectl_gateway_key_budget_limit{{key="{_label(k)}"}} {limit}' for k, _, limit in rows]
+        return "\n".join(out) + "\n"
+
+    def _alias_lines(self, in_flight: Callable[[], dict[str, int]]) -> list[str]:
         out = [
             "# HELP servectl_gateway_requests_total Requests answered, by alias and HTTP status.",
             "# TYPE servectl_gateway_requests_total counter",
@@ -131,4 +173,4 @@ class Metrics:
             "# TYPE servectl_gateway_hold_seconds histogram",
         ]
         out += self.hold_length.lines("servectl_gateway_hold_seconds", "")
-        return "\n".join(out) + "\n"
+        return out

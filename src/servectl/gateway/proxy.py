@@ -35,6 +35,7 @@ from servectl.gateway.config import GatewayConfig
 from servectl.gateway.metrics import Metrics
 from servectl.gateway.ratelimit import RateLimiter
 from servectl.gateway.routes import AliasTable, Route, Upstream
+from servectl.gateway.usage import UsageBook, usage_path
 
 if TYPE_CHECKING:
     from servectl.gateway.keys import KeyEntry, KeyRing
@@ -50,18 +51,28 @@ BUSY_RETRY_S = 5  # swap.when_busy: refuse answers 503 with this Retry-After (th
 _SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
-class Reject(Exception):
-    """An answer other than the engine's: status, OpenAI-style error body, error class for the metrics."""
+REASON_HEADER = "X-Servectl-Reason"
+"""Every answer the gateway makes itself names why in this header and in the error's ``code``: a 503 is
+``draining``, ``swapping``, ``swap_busy``, ``swap_failed``, ``admission_full`` or ``upstream_down``; a 429 is
+``rate_limited`` or ``budget_exhausted``; a 403 ``forbidden`` (alias) or ``read_only`` (README: 503 reasons)."""
 
-    def __init__(self, status: int, message: str, kind: str, *, headers: dict[str, str] | None = None) -> None:
+
+class Reject(Exception):
+    """An answer other than the engine's: status, OpenAI-style error body, error class for the metrics, and
+    the reason a client reads (``code`` and :data:`REASON_HEADER`; default: the error class)."""
+
+    def __init__(
+        self, status: int, message: str, kind: str, *, reason: str | None = None, headers: dict[str, str] | None = None
+    ) -> None:
         super().__init__(message)
         self.status, self.message, self.kind, self.headers = status, message, kind, headers or {}
+        self.reason = reason or kind
 
     def response(self) -> web.Response:
         kind = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
                 404: "not_found_error", 429: "rate_limit_error"}.get(self.status, "server_error")  # fmt: skip
-        body = {"error": {"message": self.message, "type": kind, "code": self.status}}
-        return web.json_response(body, status=self.status, headers=self.headers)
+        body = {"error": {"message": self.message, "type": kind, "code": self.reason}}
+        return web.json_response(body, status=self.status, headers={**self.headers, REASON_HEADER: self.reason})
 
 
 @dataclass
@@ -70,6 +81,7 @@ class _Call:
 
     alias: str = "-"
     key: str = "-"
+    entry: KeyEntry | None = None
     status: int = 0
     ttfb_s: float | None = None
 
@@ -82,9 +94,9 @@ def rewrite_model(data: bytes, served: str, alias: str) -> bytes:
     return data.replace(b'"model":' + s, b'"model":' + a).replace(b'"model": ' + s, b'"model": ' + a)
 
 
-def error_event(message: str, status: int = 502) -> bytes:
-    """An SSE event the OpenAI SDKs raise as an API error (then the stream ends)."""
-    body = {"error": {"message": message, "type": "server_error", "code": status}}
+def error_event(message: str, reason: str = "upstream") -> bytes:
+    """An SSE event the OpenAI SDKs raise as an API error (then the stream ends); ``reason`` as a Reject's."""
+    body = {"error": {"message": message, "type": "server_error", "code": reason}}
     return b"data: " + json.dumps(body).encode() + b"\n\n"
 
 
@@ -132,15 +144,18 @@ class Gateway:
         self._refreshing: asyncio.Task[None] | None = None
         self._active = 0
         self.session: ClientSession | None = None
+        self.draining = False  # set when the gateway stops: new requests get 503 draining
+        self.usage = UsageBook(usage_path(keys.path) if keys is not None else None)
+        self._flusher: asyncio.Task[None] | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------------------
     def app(self) -> web.Application:
         app = web.Application(client_max_size=self.config.limits.max_body_bytes)
         app.router.add_get("/healthz", self.healthz)
         app.router.add_get("/metrics", self.metrics_page)
-        app.router.add_get("/v1/models", self._guarded(self.models))
+        app.router.add_get("/v1/models", self.guarded(self.models))
         for path in PROXIED_PATHS:
-            app.router.add_post(path, self._guarded(self.proxy))
+            app.router.add_post(path, self.guarded(self.proxy, charge=False))  # charged once the alias is known
         app.on_startup.append(self._open)
         app.on_cleanup.append(self._close)
         return app
@@ -157,10 +172,19 @@ class Gateway:
             skip_auto_headers=("User-Agent", "Accept-Encoding"),
         )
         await self.refresh(force=True)
+        self._flusher = asyncio.create_task(self._flush_usage())
 
     async def _close(self, _app: web.Application) -> None:
+        if self._flusher is not None:
+            self._flusher.cancel()
+        self.usage.flush()
         if self.session is not None:
             await self.session.close()
+
+    async def _flush_usage(self) -> None:
+        while True:  # the counters reach usage.json (gateway keys list) within a second
+            await asyncio.sleep(1.0)
+            await asyncio.to_thread(self.usage.flush)
 
     # -- routes ----------------------------------------------------------------------------------------------
     async def refresh(self, *, force: bool = False) -> None:
@@ -195,6 +219,7 @@ class Gateway:
                 503,
                 f"alias {alias!r}: {wanted} is not running; start it: servectl up PROFILE",
                 "unavailable",
+                reason="upstream_down",
                 headers={"Retry-After": str(max(1, round(retry or 5)))},
             )
         return route
@@ -226,10 +251,10 @@ class Gateway:
             except TimeoutError:
                 retry = str(max(1, round(self.startup_s(target) or 30)))
                 raise Reject(503, f"alias {alias!r}: {target} is still starting; retry", "unavailable",
-                             headers={"Retry-After": retry}) from None  # fmt: skip
+                             reason="swapping", headers={"Retry-After": retry}) from None  # fmt: skip
             except ServectlError as err:
                 raise Reject(503, f"alias {alias!r}: the swap to {target} failed: {err.lines()[0]}; what ran before "
-                             "still serves its aliases", "unavailable") from None  # fmt: skip
+                             "still serves its aliases", "unavailable", reason="swap_failed") from None  # fmt: skip
             await self.refresh(force=True)
             return self.table.route(alias, self.upstreams)
 
@@ -245,22 +270,34 @@ class Gateway:
         if busy:
             serving = ", ".join(f"{p} ({n} in flight)" for p, n in sorted(busy.items()))
             raise Reject(503, f"alias {alias!r}: not swapping to {target} while {serving} is serving "
-                         "(swap.when_busy: refuse); retry", "unavailable",
+                         "(swap.when_busy: refuse); retry", "unavailable", reason="swap_busy",
                          headers={"Retry-After": str(BUSY_RETRY_S)})  # fmt: skip
 
     # -- auth and limits -------------------------------------------------------------------------------------
-    def _guarded(
-        self, handler: Callable[[web.Request, _Call, KeyEntry | None], Awaitable[web.StreamResponse]]
+    def guarded(
+        self,
+        handler: Callable[[web.Request, _Call, KeyEntry | None], Awaitable[web.StreamResponse]],
+        *,
+        charge: bool = True,
     ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+        """``handler`` behind the key checks (key, expiry, read-only, rate) and the admission bound; with
+        ``charge`` the request counts against the key's budget before the handler runs (else the handler
+        calls :meth:`charge` once it knows the request is in the key's scope)."""
+
         async def run(request: web.Request) -> web.StreamResponse:
             call = _Call()
             t0 = time.monotonic()
             self._active += 1
             try:
+                if self.draining:
+                    raise Reject(503, "the gateway is stopping (draining its requests); retry shortly", "unavailable",
+                                 reason="draining", headers={"Retry-After": "2", "Connection": "close"})  # fmt: skip
                 if self._active > self.config.limits.max_concurrency:
                     raise Reject(503, "the gateway is at its max_concurrency; retry shortly", "unavailable",
-                                 headers={"Retry-After": "1"})  # fmt: skip
+                                 reason="admission_full", headers={"Retry-After": "1"})  # fmt: skip
                 entry = self._authenticate(request, call)
+                if charge:
+                    self.charge(entry)
                 response = await handler(request, call, entry)
             except Reject as rej:
                 self.metrics.error(call.alias, rej.kind)
@@ -273,6 +310,8 @@ class Gateway:
                 self._active -= 1
                 status = call.status or (response.status if "response" in locals() else 499)
                 self.metrics.request(call.alias, status)
+                if call.entry is not None:
+                    self.metrics.key_request(call.entry.name, status)
                 log.info(
                     "%s %s alias=%s key=%s status=%s ttfb_ms=%s ms=%.1f",
                     request.method, request.path, call.alias, call.key, status,
@@ -291,13 +330,34 @@ class Gateway:
         entry = self.keys.check(presented)
         if entry is None:
             raise Reject(401, "unknown key (servectl gateway keys create NAME makes one)", "auth")
-        call.key = entry.name
+        call.key, call.entry = entry.name, entry
         if entry.expired(time.time()):
             raise Reject(401, f"key {entry.name!r} has expired; create a new one", "auth")
+        if not entry.allows_method(request.method):
+            raise Reject(403, f"key {entry.name!r} is read-only: it may only GET (such as /v1/models), not "
+                         f"{request.method} {request.path}; use a key made without --read-only", "forbidden",
+                         reason="read_only")  # fmt: skip
+        if self.usage.over_budget(entry) and entry.budget is not None:
+            return entry  # refused by charge() with budget_exhausted, not counted against the rate
         wait = self.limiter.take(entry.name, entry.rate_per_minute or self.config.limits.rate_per_minute)
         if wait:
-            raise Reject(429, f"key {entry.name!r} is over its rate limit", "rate", headers={"Retry-After": str(wait)})
+            raise Reject(429, f"key {entry.name!r} is over its rate limit", "rate", reason="rate_limited",
+                         headers={"Retry-After": str(wait)})  # fmt: skip
         return entry
+
+    def charge(self, entry: KeyEntry | None) -> None:
+        """Count one request of ``entry`` against its budget.
+
+        Raises:
+            Reject: 429 ``budget_exhausted`` with Retry-After up to the next period.
+        """
+        if entry is None:
+            return
+        if wait := self.usage.over_budget(entry):
+            raise Reject(429, f"key {entry.name!r} has used its budget of {entry.budget} requests; it starts "
+                         f"again in {wait} s", "budget", reason="budget_exhausted",
+                         headers={"Retry-After": str(wait)})  # fmt: skip
+        self.usage.charge(entry)
 
     def _granted(self, entry: KeyEntry | None) -> list[str]:
         return [a for a in self.table.names if entry is None or entry.grants(a)]
@@ -340,7 +400,13 @@ class Gateway:
                 out[f.alias] = out.get(f.alias, 0) + 1
             return out
 
-        return web.Response(text=self.metrics.render(in_flight), content_type="text/plain", charset="utf-8",
+        def budgets() -> list[tuple[str, int, int]]:
+            entries = self.keys.entries if self.keys is not None else []
+            now = time.time()
+            return [(e.name, row.in_period(e.budget, now), e.budget.requests)
+                    for e, row in self.usage.rows(entries) if e.budget is not None]  # fmt: skip
+
+        return web.Response(text=self.metrics.render(in_flight, budgets), content_type="text/plain", charset="utf-8",
                             headers={"X-Content-Type-Options": "nosniff"})  # fmt: skip
 
     async def models(self, _request: web.Request, _call: _Call, entry: KeyEntry | None) -> web.StreamResponse:
@@ -358,13 +424,15 @@ class Gateway:
                          "unknown_alias")  # fmt: skip
         call.alias = alias
         if entry is not None and not entry.grants(alias):
-            raise Reject(403, f"key {entry.name!r} is not granted alias {alias!r}", "forbidden")
+            raise Reject(403, f"key {entry.name!r} is not granted alias {alias!r} (it may use: "
+                         f"{', '.join(self._granted(entry)) or 'none'})", "forbidden")  # fmt: skip
+        self.charge(entry)
         try:
             waited = await self.admission.admit(alias)
         except HoldExpired as held:
             self.metrics.waited(alias, self.admission.hold_s)
             raise Reject(503, f"alias {alias!r} is held while servectl {held.reason}; retry", "unavailable",
-                         headers={"Retry-After": str(held.retry_after_s)}) from None  # fmt: skip
+                         reason="swapping", headers={"Retry-After": str(held.retry_after_s)}) from None  # fmt: skip
         if waited > 0:
             self.metrics.waited(alias, waited)
         early: list[web.StreamResponse] = []  # a stream answered before its engine runs (swap on request)
@@ -382,7 +450,7 @@ class Gateway:
             if not early:
                 raise
             self.metrics.error(alias, rej.kind)
-            await early[0].write(error_event(rej.message, rej.status))
+            await early[0].write(error_event(rej.message, rej.reason))
             await early[0].write_eof()
             return early[0]
         if route.served_name:
@@ -417,7 +485,7 @@ class Gateway:
                     return await self._stream(request, call, route, upstream, back, flight, early)
                 if early is not None:  # the engine refused the request after the stream had begun
                     text = (await upstream.read())[:2000].decode("utf-8", "replace")
-                    await early.write(error_event(f"the engine answered {upstream.status}: {text}", upstream.status))
+                    await early.write(error_event(f"the engine answered {upstream.status}: {text}", "upstream_refused"))
                     await early.write_eof()
                     return early
                 return await self._whole(call, route, upstream, back, flight)
@@ -432,7 +500,8 @@ class Gateway:
         except (TimeoutError, ClientError) as err:
             kind = "cut" if flight.was_cut else "upstream"
             raise Reject(502, self._failure(route, flight, err), kind) from None
-        self._count_tokens(route.alias, data)
+        if found := _USAGE_OUT.findall(data[-4096:]):
+            self._count(call, route.alias, int(found[-1]))
         call.status = upstream.status
         return web.Response(body=rewrite_model(data, back, route.alias), status=upstream.status,
                             content_type=upstream.content_type or "application/json")  # fmt: skip
@@ -472,10 +541,12 @@ class Gateway:
         except (TimeoutError, ClientPayloadError, ClientConnectionError) as err:
             self.metrics.error(route.alias, "cut" if flight.was_cut else "upstream")
             with contextlib.suppress(ConnectionError):
-                await response.write(error_event(self._failure(route, flight, err)))
+                await response.write(
+                    error_event(self._failure(route, flight, err), "cut" if flight.was_cut else "upstream")
+                )
             self._refresh_soon()
         finally:
-            self.metrics.tokens_out[route.alias] += tokens
+            self._count(call, route.alias, tokens)
         with contextlib.suppress(ConnectionError):
             await response.write_eof()
         return response
@@ -486,9 +557,11 @@ class Gateway:
                     "changed its service; retry")  # fmt: skip
         return f"the engine of {route.profile} failed mid-answer ({type(err).__name__}); retry"
 
-    def _count_tokens(self, alias: str, data: bytes) -> None:
-        if found := _USAGE_OUT.findall(data[-4096:]):
-            self.metrics.tokens_out[alias] += int(found[-1])
+    def _count(self, call: _Call, alias: str, tokens: int) -> None:
+        self.metrics.tokens_out[alias] += tokens
+        if call.entry is not None:
+            self.metrics.key_tokens[call.entry.name] += tokens
+            self.usage.tokens(call.entry, tokens)
 
     def _refresh_soon(self) -> None:
         self._upstreams_at = -1e18

@@ -180,6 +180,10 @@ async def serve_gateway(
                 on_listening(f"http://{config.listen}")
             await stop.wait()
             log.info("stopping: draining requests in flight (up to %g s)", config.swap.drain_s)
+            # still listening while the requests in flight finish, so a new one reads 503 draining (a client
+            # or balancer retries elsewhere) instead of a refused connection; then the listener closes
+            gateway.draining = True
+            await gateway.admission.wait_idle(config.swap.drain_s)
         finally:
             admin.close()
             with contextlib.suppress(FileNotFoundError):

@@ -81,9 +81,13 @@ class GatewayThread:
             raise self._error
         return self
 
-    def stop(self) -> None:
+    def request_stop(self) -> None:
+        """Tell the gateway to stop (as SIGTERM does) without waiting for it: it drains meanwhile."""
         if self._loop is not None and self._stop is not None and self._thread.is_alive():
             self._loop.call_soon_threadsafe(self._stop.set)
+
+    def stop(self) -> None:
+        self.request_stop()
         self._thread.join(30)
 
     def __exit__(
