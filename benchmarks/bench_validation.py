@@ -8,7 +8,7 @@ the same loading work.)
 
 - ``servectl validate`` as a command (a fresh process: imports, catalogs, the parser, the log catalog);
 - in one process, one round of validating every shipped profile after a first warm round, and of that the
-  cross-field rules and flag checks (``plan.rules.check_profile``: what issue 11 changed), warm and cold.
+  cross-field rules and flag checks (``profile.rules.check_profile``: what issue 11 changed), warm and cold.
 
 Reading, merging and schema-checking the YAML files is the loader's work, shared by both trees' rules.
 
@@ -32,7 +32,10 @@ BASE = "af0c226"  # main when issue 11 started
 
 _ROUNDS = """
 import sys, time
-import servectl.plan.rules as rules
+try:
+    import servectl.profile.rules as rules  # since issue 29
+except ImportError:
+    import servectl.plan.rules as rules
 spent = [0.0]
 check = rules.check_profile
 def timed(loaded):
@@ -41,12 +44,14 @@ def timed(loaded):
         return check(loaded)
     finally:
         spent[0] += time.perf_counter() - start
-rules.check_profile = timed  # the base loader imports it per call; the new one through plan.validate
-try:
-    import servectl.plan.validate as validate
-    validate.check_profile = timed
-except ImportError:
-    pass
+rules.check_profile = timed  # the base loader imports it per call; the new one through profile.validate
+for validating in ("servectl.profile.validate", "servectl.plan.validate"):
+    try:
+        validate = __import__(validating, fromlist=["check_profile"])
+        validate.check_profile = timed
+        break
+    except ImportError:
+        pass
 from servectl.plan.inventory import validate_profiles
 validate_profiles(None)  # cold: imports, catalogs, first parse
 cold = spent[0]

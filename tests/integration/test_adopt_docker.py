@@ -31,8 +31,8 @@ import yaml
 from servectl.adapters.docker import DockerSdkEngine
 from servectl.errors import ProfileTemplate, SwapRolledBack, UsageError
 from servectl.plan.container_match import container_fields, diff_fields
-from servectl.plan.engine_args import catalog_for
-from servectl.plan.validate import load_profile
+from servectl.profile.engine_args import catalog_for
+from servectl.profile.validate import load_profile
 from servectl.service.rollback import rollback
 from servectl.service.runtime import down, up
 from servectl.service.services import services

@@ -33,8 +33,8 @@ import yaml
 from servectl.adapters.docker import DockerSdkEngine
 from servectl.plan.compile import LABEL_PLAN_HASH, LaunchPlan
 from servectl.plan.resolve import plan_for
-from servectl.plan.validate import load_profile
 from servectl.profile.loader import ProfileFolder
+from servectl.profile.validate import load_profile
 from servectl.render.files import render_text
 from servectl.service.health import wait_until_serving
 from servectl.service.services import services

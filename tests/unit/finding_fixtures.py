@@ -20,7 +20,7 @@ from servectl.bench.qualify.evidence import write_evidence
 from servectl.bench.qualify.model import ClientOverhead, QualifyReport
 from servectl.bench.runner import run_bench
 from servectl.plan.resolve import plan_for
-from servectl.plan.validate import load_profile
+from servectl.profile.validate import load_profile
 from servectl.testing.fakes import FakeGpuInventory, make_device
 
 DIGEST = "sha256:" + "c" * 64

@@ -92,7 +92,7 @@ def apply(profile: Any, change: dict[str, Any]) -> Any:
 
 
 def argv_of(profile: Any) -> list[str]:
-    from servectl.plan.engine_args import catalog_for, engine_args
+    from servectl.profile.engine_args import catalog_for, engine_args
 
     catalog = catalog_for(profile)
     return [token for arg in engine_args(profile, catalog) for token in arg.tokens]

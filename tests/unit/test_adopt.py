@@ -14,11 +14,11 @@ import pytest
 
 from servectl.plan.adopt import AdoptError, adopt_container, adoption_yaml, compose_service_inspect, profile_name_for
 from servectl.plan.container_match import container_diff, container_fields, diff_fields, split_engine_command
-from servectl.plan.engine_args import catalog_for
 from servectl.plan.resolve import plan_for
-from servectl.plan.validate import load_profile
 from servectl.profile.catalog import FlagCatalog
+from servectl.profile.engine_args import catalog_for
 from servectl.profile.loader import LoadedProfile, ProfileFolder
+from servectl.profile.validate import load_profile
 from servectl.testing.inspect import container_inspect, image_inspect
 
 SECRET = "hf_FAKEsecretVALUE0123456789"

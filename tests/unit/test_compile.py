@@ -19,8 +19,8 @@ from servectl.plan.compile import (
     docker_run_argv,
 )
 from servectl.plan.script import dry_run_text
-from servectl.plan.validate import load_profile
 from servectl.profile.catalog import FlagCatalog
+from servectl.profile.validate import load_profile
 
 REPO = Path(__file__).resolve().parents[2]
 ENV = {"MODEL_ROOT": "/srv/models", "RUNTIME_ASSETS": "/srv/assets", "HOME": "/home/u"}

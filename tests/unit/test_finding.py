@@ -358,8 +358,8 @@ def test_imported_figures_stay_labelled_and_never_count_as_servectls_evidence(
     from finding_fixtures import PROFILE
 
     from servectl.bench.promote import promote
-    from servectl.plan.validate import load_profile
     from servectl.profile.evidence import evidence_summary_lines, headline, load_record
+    from servectl.profile.validate import load_profile
 
     bench, qualify = evidence(tmp_path, write_profile)
     write_profile("f", PROFILE.replace("status: candidate", "status: candidate\nevidence: f.evidence.json"))

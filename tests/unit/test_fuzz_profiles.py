@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from servectl.errors import ProfileError
-from servectl.plan.validate import load_profile
 from servectl.profile.loader import ProfileFolder
+from servectl.profile.validate import load_profile
 
 KEYS = [
     "name",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from servectl.errors import ProfileError
-from servectl.plan.validate import load_profile
+from servectl.profile.validate import load_profile
 from servectl.service.journal import PreviousService
 from servectl.service.transaction.snapshot import resolved_from_snapshot
 

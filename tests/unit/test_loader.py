@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from servectl.errors import ProfileError, UsageError
-from servectl.plan.validate import load_profile
 from servectl.profile.loader import discover, search_path
+from servectl.profile.validate import load_profile
 
 Write = Callable[[str, str], Path]
 Minimal = Callable[[str], str]

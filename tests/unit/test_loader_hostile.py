@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from servectl.errors import ProfileError
 from servectl.plan.inventory import list_profiles, validate_profiles
-from servectl.plan.validate import load_profile
 from servectl.profile import loader, yaml_locations
+from servectl.profile.validate import load_profile
 
 Write = Callable[[str, str], Path]
 Minimal = Callable[[str], str]

@@ -9,9 +9,9 @@ import httpx
 import pytest
 import yaml
 
-from servectl.plan.rules import check_profile
 from servectl.profile.loader import ProfileFolder, read_profile
 from servectl.profile.logcatalog import LogCatalog
+from servectl.profile.rules import check_profile
 from servectl.service.health import CUDA_GRAPHS, LogWatcher, log_patterns
 from servectl.standin.process import HostStandin
 

@@ -15,7 +15,7 @@ import pytest
 from parser_corpus import CORPUS, MODEL_PATH, apply, argv_of, runnable_profiles
 from servectl_ci.sglang_venv import RealParser, is_built, venv_python
 
-from servectl.plan.rules import POLICY_RULES, RULES, SGLANG_RULES
+from servectl.profile.rules import POLICY_RULES, RULES, SGLANG_RULES
 
 ENTRIES: list[dict[str, Any]] = json.loads(CORPUS.read_text())
 PROFILES = runnable_profiles()

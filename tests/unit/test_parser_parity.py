@@ -210,7 +210,7 @@ def test_every_argv_of_a_generated_profile_servectl_accepts_is_accepted_by_sglan
     from parser_corpus import MODEL_PATH, apply, argv_of
     from pydantic import ValidationError
 
-    from servectl.plan.rules import RULES
+    from servectl.profile.rules import RULES
 
     name, changes = case
     profile = _profiles()[name]

@@ -17,7 +17,7 @@ from servectl.bench.qualify.model import ClientOverhead, QualifyReport
 from servectl.errors import ProfileError
 from servectl.plan.inventory import evidence_headline, evidence_lines
 from servectl.plan.resolve import plan_for
-from servectl.plan.validate import load_profile
+from servectl.profile.validate import load_profile
 
 DIGEST = "sha256:" + "c" * 64
 REVISION = "d" * 40

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from servectl.errors import ProfileError
-from servectl.plan.rules import RULES
-from servectl.plan.validate import load_profile
+from servectl.profile.rules import RULES
+from servectl.profile.validate import load_profile
 
 Write = Callable[[str, str], Path]
 
@@ -301,8 +301,8 @@ def test_what_the_real_parser_rejects_is_rejected(check: Callable[[str], list[st
 def test_adaptive_with_two_batch_overlap_is_a_warning_not_an_error(
     write_profile: Write, minimal: Callable[[str], str]
 ) -> None:
-    from servectl.plan.rules import profile_warnings
     from servectl.profile.loader import read_profile
+    from servectl.profile.rules import profile_warnings
 
     write_profile("_min", minimal("_min"))
     extra = (

@@ -1,4 +1,4 @@
-"""The two steps of loading: the profile layer checks the schema, plan.validate adds the cross-field rules."""
+"""The two steps of loading: the profile layer checks the schema, profile.validate adds the cross-field rules."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from servectl.errors import ProfileError
-from servectl.plan.validate import load_profile
 from servectl.profile.loader import read_profile
+from servectl.profile.validate import load_profile
 
 Write = Callable[[str, str], Path]
 Minimal = Callable[[str], str]

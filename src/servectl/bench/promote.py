@@ -21,9 +21,9 @@ from servectl.adapters.state import atomic_write_text
 from servectl.errors import ProfileError, UsageError
 from servectl.files import FileRefused, read_text_bounded
 from servectl.plan.resolve import plan_for
-from servectl.plan.validate import load_profile
 from servectl.profile.evidence import EVIDENCE_SCHEMA, EvidencePoint, EvidenceRecord, GateCount, load_record
 from servectl.profile.loader import MAX_PROFILE_BYTES, LoadedProfile
+from servectl.profile.validate import load_profile
 
 SUMMARY_FILE = "summary.json"
 

@@ -71,7 +71,7 @@ def show_command(
     as_json: Annotated[bool, typer.Option("--json", help="print JSON instead of YAML")] = False,
 ) -> None:
     """Print the resolved profile (after `extends`), with where it came from."""
-    from servectl.plan.validate import load_profile
+    from servectl.profile.validate import load_profile
 
     loaded = load_profile(name)
     data = loaded.profile.model_dump(mode="json", exclude_none=True)

@@ -31,7 +31,7 @@ class ProfileCommands(HostBase):
         Raises:
             UsageError: no such profile. ProfileError: every problem, one line each, with file and line.
         """
-        from servectl.plan.validate import load_profile
+        from servectl.profile.validate import load_profile
 
         return load_profile(name)
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from servectl.errors import ProfileError
 from servectl.plan import labels as _labels
-from servectl.plan.engine_args import ADAPTIVE_CONFIG_CONTAINER_PATH, catalog_for, engine_args
+from servectl.profile.engine_args import ADAPTIVE_CONFIG_CONTAINER_PATH, catalog_for, engine_args
 
 if TYPE_CHECKING:  # the plan types load without pydantic or the catalogs: a cached plan needs neither
     from servectl.profile.models import Profile
@@ -192,7 +192,7 @@ def compile_plan(
     """Compile a validated profile into its launch plan. Pure: reads nothing, writes nothing.
 
     Args:
-        profile: a profile that passed :func:`servectl.plan.validate.load_profile`.
+        profile: a profile that passed :func:`servectl.profile.validate.load_profile`.
         source: the profile file (recorded in a label).
         state_dir: servectl's state folder (where generated files will be written at start).
         home: the user's home folder, for ``~`` in host paths.

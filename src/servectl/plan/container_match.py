@@ -35,9 +35,9 @@ from servectl.plan.compile import (
     LABEL_STOP_GRACE,
     LaunchPlan,
 )
-from servectl.plan.engine_args import ADAPTIVE_CONFIG_CONTAINER_PATH
 from servectl.plan.gpu_request import gpu_request_from_inspect
 from servectl.profile.catalog import ArgvError, CatalogOption, FlagCatalog
+from servectl.profile.engine_args import ADAPTIVE_CONFIG_CONTAINER_PATH
 
 #: Docker's defaults for what ``docker inspect`` leaves empty.
 DOCKER_DEFAULT_SHM_BYTES = 64 * 2**20

@@ -8,9 +8,9 @@ from typing import Any
 
 from servectl.errors import Problem, ProfileError, ProfileTemplate, ServectlError, UsageError
 from servectl.plan.resolve import plan_for
-from servectl.plan.validate import load_profile_file
 from servectl.profile.evidence import evidence_summary_lines, headline, load_record
 from servectl.profile.loader import LoadedProfile, discover, find_profile
+from servectl.profile.validate import load_profile_file
 
 
 @dataclass(frozen=True)
@@ -119,7 +119,7 @@ def validations(names: list[str] | None, *, with_warnings: bool = True) -> list[
     Raises:
         UsageError: a name is no profile on the search path.
     """
-    from servectl.plan.rules import profile_warnings
+    from servectl.profile.rules import profile_warnings
 
     if names is None:
         files = {n: f for n, f in sorted(discover().items(), key=lambda item: natural_key(item[0])) if not f.is_base}

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from servectl.paths import state_dir
 from servectl.plan.compile import LaunchPlan, UnsetKeptLiteral, compile_plan, project_dir_of
-from servectl.plan.validate import load_profile
 from servectl.profile.loader import LoadedProfile, search_path
+from servectl.profile.validate import load_profile
 
 
 @dataclass(frozen=True)

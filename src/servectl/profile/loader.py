@@ -6,8 +6,8 @@ wins. ``extends`` merges deeply (maps merge, lists and scalars replace) and reso
 path. Every problem is reported with the file and line where the offending key was written, which for an
 inherited key is the base file.
 
-This layer checks the schema only; the cross-field rules (``servectl.plan.rules``) run on top of it in
-:func:`servectl.plan.validate.load_profile`, the entry point every command uses.
+This layer checks the schema only; the cross-field rules (``servectl.profile.rules``) run on top of it in
+:func:`servectl.profile.validate.load_profile`, the entry point every command uses.
 """
 
 from __future__ import annotations
@@ -142,7 +142,7 @@ def find_profile(name: str, folders: Sequence[ProfileFolder] | None = None) -> P
 
 
 def read_profile(name: str, *, folders: Sequence[ProfileFolder] | None = None) -> LoadedProfile:
-    """Find, merge and schema-validate profile ``name`` (no cross-field rules; see ``plan.validate``).
+    """Find, merge and schema-validate profile ``name`` (no cross-field rules; see ``profile.validate``).
 
     Raises:
         UsageError: the profile does not exist.

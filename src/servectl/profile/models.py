@@ -2,7 +2,7 @@
 
 A profile is one YAML file under a profile folder; :mod:`servectl.profile.loader` finds, merges (``extends``) and
 validates it, and turns pydantic errors into one-line problems with file and line. Cross-field rules that
-need the flag catalog live in :mod:`servectl.plan.rules`; the JSON Schema shipped in ``schema/`` is generated
+need the flag catalog live in :mod:`servectl.profile.rules`; the JSON Schema shipped in ``schema/`` is generated
 from these models (``servectl schema``).
 """
 

@@ -28,8 +28,8 @@ from typing import Any, Literal
 from servectl.errors import RenderUnsupported, UsageError
 from servectl.paths import SHIPPED_PROFILES_DIR, source_checkout_dir
 from servectl.plan.compile import LaunchPlan, compile_portable_plan, project_dir_of
-from servectl.plan.validate import load_profile
 from servectl.profile.loader import LoadedProfile, ProfileFolder, discover
+from servectl.profile.validate import load_profile
 
 Target = Literal["compose", "k8s"]
 TARGETS: tuple[Target, ...] = ("compose", "k8s")

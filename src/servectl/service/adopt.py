@@ -19,10 +19,10 @@ from typing import Any, Protocol
 from servectl.errors import ProfileError, ServectlError
 from servectl.plan.adopt import AdoptError, Adoption, adopt_container, adoption_yaml, compose_service_inspect
 from servectl.plan.container_match import container_diff
-from servectl.plan.engine_args import catalog_for
 from servectl.plan.resolve import plan_for
-from servectl.plan.validate import load_profile
+from servectl.profile.engine_args import catalog_for
 from servectl.profile.loader import ProfileFolder, discover, is_template_file, search_path
+from servectl.profile.validate import load_profile
 
 
 class DockerDocuments(Protocol):

@@ -54,7 +54,7 @@ def adopted_profiles(folders: Sequence[ProfileFolder] | None = None) -> list[Res
             continue
         # here: only an adopted profile needs the validator and the compiler (read once, with its bases)
         from servectl.plan.resolve import Resolved, plan_for
-        from servectl.plan.validate import load_profile_file
+        from servectl.profile.validate import load_profile_file
 
         try:
             loaded = load_profile_file(file, folders=folders)
@@ -75,7 +75,7 @@ def find_adopted(
     if not profiles:
         return []
     from servectl.plan.container_match import container_diff
-    from servectl.plan.engine_args import catalog_for
+    from servectl.profile.engine_args import catalog_for
 
     matches: list[AdoptedMatch] = []
     seen: set[str] = set()
@@ -111,8 +111,8 @@ def diff_container(*, profile: str, container: str, docker: DockerEngine) -> lis
         UsageError: no such container. ProfileError / UsageError: the profile does not load.
     """
     from servectl.plan.container_match import container_diff
-    from servectl.plan.engine_args import catalog_for
     from servectl.plan.resolve import resolve
+    from servectl.profile.engine_args import catalog_for
 
     resolved = resolve(profile)
     document = docker.container_document(container)

@@ -159,7 +159,7 @@ def load_catalog_target(name: str, *, engine: DockerEngine | None = None) -> tup
             raise UsageError(str(err.args[0])) from None
     target = image_target(name)
     if target.profile is not None:
-        from servectl.plan.engine_args import catalog_for
+        from servectl.profile.engine_args import catalog_for
 
         profile = target.profile
         try:

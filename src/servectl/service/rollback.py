@@ -241,8 +241,8 @@ def rollback_check(
 
 
 def _profiles_with_rollback() -> list[str]:
-    from servectl.plan.validate import load_profile_file
     from servectl.profile.loader import discover
+    from servectl.profile.validate import load_profile_file
 
     out = []
     for name, file in sorted(discover().items()):

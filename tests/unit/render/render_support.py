@@ -10,8 +10,8 @@ from typing import Any
 import yaml
 
 from servectl.plan.compile import LaunchPlan, compile_portable_plan, project_dir_of
-from servectl.plan.validate import load_profile
 from servectl.profile.loader import LoadedProfile, ProfileFolder
+from servectl.profile.validate import load_profile
 from servectl.render.files import Target, render_text
 
 REPO = Path(__file__).resolve().parents[3]

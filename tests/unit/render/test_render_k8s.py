@@ -202,8 +202,8 @@ def test_only_the_leader_serves_has_probes_and_is_selected_by_the_service() -> N
 
 def test_dist_init_port_moves_when_the_engine_serves_on_it(tmp_path: Any) -> None:
     from servectl.plan.compile import compile_portable_plan
-    from servectl.plan.validate import load_profile
     from servectl.profile.loader import ProfileFolder
+    from servectl.profile.validate import load_profile
 
     source = (load("multinode").file.path).read_text(encoding="utf-8").replace("port: 30000", "port: 20000")
     (tmp_path / "multinode.yaml").write_text(source, encoding="utf-8")

@@ -8,8 +8,8 @@ import pytest
 from render_support import RENDER_PROFILES
 
 from servectl.errors import ProfileError
-from servectl.plan.validate import load_profile
 from servectl.profile.loader import ProfileFolder
+from servectl.profile.validate import load_profile
 
 
 def write_variant(tmp_path: Path, old: str, new: str) -> Path:

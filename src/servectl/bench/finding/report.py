@@ -257,7 +257,7 @@ def write_report(
             profile or plan, an output folder
             that is not a finding, a file or bundle over its size limit, or something private that survived.
     """
-    from servectl.plan.validate import load_profile
+    from servectl.profile.validate import load_profile
 
     env = os.environ if environ is None else environ
     loaded = load_profile(name)

@@ -67,9 +67,9 @@ def resolved_from_snapshot(previous: PreviousService, environ: Mapping[str, str]
 
     from servectl.errors import ProfileError
     from servectl.plan.resolve import Resolved, plan_for
-    from servectl.plan.validate import checked
     from servectl.profile.loader import LoadedProfile, ProfileFile
     from servectl.profile.models import Profile
+    from servectl.profile.validate import checked
 
     try:
         profile = Profile.model_validate(dict(previous.data))

@@ -12,8 +12,14 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from servectl.errors import Problem
-from servectl.plan.engine_args import Setting, catalog_for, catalog_problems, effective_settings, policy_flag_problems
 from servectl.profile.catalog import ArgvError
+from servectl.profile.engine_args import (
+    Setting,
+    catalog_for,
+    catalog_problems,
+    effective_settings,
+    policy_flag_problems,
+)
 from servectl.profile.models import Profile
 
 if TYPE_CHECKING:

@@ -1,7 +1,10 @@
 """The validated profile: read and schema-check it (``profile.loader``), then run the cross-field rules.
 
-Every command loads profiles through here, so a profile that passes :func:`load_profile` passed both the
-schema and every rule in :mod:`servectl.plan.rules`.
+This is the one "load a validated profile" entry point, and it lives in ``profile/`` with the rules it runs
+(:mod:`servectl.profile.rules`, over the flags of :mod:`servectl.profile.engine_args`): the rules need the
+profile and its flag catalog, never a compiled plan, so imports keep pointing down (profile <- plan) and
+``plan/`` only compiles what comes out of here. Every command loads profiles through here, so a profile that
+passes :func:`load_profile` passed both the schema and every rule.
 """
 
 from __future__ import annotations
@@ -9,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from servectl.errors import ProfileError
-from servectl.plan.rules import check_profile
 from servectl.profile.loader import LoadedProfile, ProfileFile, ProfileFolder, read_profile, read_profile_file
+from servectl.profile.rules import check_profile
 
 
 def load_profile(name: str, *, folders: Sequence[ProfileFolder] | None = None) -> LoadedProfile:

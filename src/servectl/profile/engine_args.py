@@ -2,7 +2,7 @@
 the profile's flag catalog, and the flags the engine (or servectl's policy) refuses. Pure.
 
 The compiler (:mod:`servectl.plan.compile`) puts these flags in the launch plan's argv; the rules
-(:mod:`servectl.plan.rules`) read the settings and problems. Loads without pydantic or the catalogs (they are
+(:mod:`servectl.profile.rules`) read the settings and problems. Loads without pydantic or the catalogs (they are
 imported where used), so a cached plan needs neither.
 """
 
