@@ -226,7 +226,7 @@ def test_adopted_docker_run_round_trips_to_a_servectl_container(world: World, ne
     assert profile.engine.env["HF_TOKEN"] == "${HF_TOKEN}" and profile.container.restart == "unless-stopped"
     assert profile.engine.catalog_extend is not None and len(profile.engine.catalog_extend.options) == 2
     status = world.cli("status", "--json")
-    rows = [r for r in json.loads(status.stdout) if r["profile"] == f"svc-{network}"]
+    rows = [r for r in json.loads(status.stdout)["services"] if r["profile"] == f"svc-{network}"]
     assert rows and rows[0]["adopted"] is True and rows[0]["container_name"] == original.name
     diff = world.cli("diff", f"svc-{network}", "--container", original.name)
     assert diff.returncode == 0 and "match on every field servectl controls" in diff.stdout, diff.stderr

@@ -224,6 +224,47 @@ def test_scoped_keys_budgets_and_usage_through_the_gateway_container(world: Worl
     assert budgeted not in (world.home / "gateway" / "usage.json").read_text()
 
 
+def _until(check: Any, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, "not within the time"
+        time.sleep(0.2)
+
+
+def test_an_edited_gateway_file_is_served_without_a_restart_and_a_bad_edit_is_refused(world: World) -> None:
+    original, pid = world.config.read_text(), world.gateway_pid()
+    key = world.ok("gateway", "keys", "create", "every-alias").strip()
+    try:
+        doc = yaml.safe_load(original)
+        doc["aliases"]["small"] = [world.a, world.b]  # whichever runs after the swaps
+        saved = world.config.with_name(".gateway.yaml.new")  # an editor's save: a new file renamed over it
+        saved.write_text(yaml.safe_dump(doc))
+        os.replace(saved, world.config)
+        _until(lambda: [m.id for m in world.sdk(key).models.list()] == ["chat", "small"])
+        answer = world.sdk(key).chat.completions.create(model="small", messages=[{"role": "user", "content": "hi"}],
+                                                        max_tokens=4)  # fmt: skip
+        assert answer.model == "small"
+        status = json.loads(world.ok("status", "--json"))
+        (running,) = [s["profile"] for s in status["services"]]
+        assert status["gateway"]["aliases"]["small"] == {"profiles": [world.a, world.b], "profile": running,
+                                                         "state": "ready", "in_flight": 0, "held": 0}  # fmt: skip
+        world.config.write_text(yaml.safe_dump(doc) + "limts: {}\n")
+        _until(lambda: "configuration edit refused" in world.ok("gateway", "status"))
+        refused = [ln for ln in world.ok("gateway", "status").splitlines() if "edit refused" in ln]
+        assert len(refused) == 1 and refused[0].endswith(
+            f"gateway.yaml:{len(yaml.safe_dump(doc).splitlines()) + 1}: limts: unknown key; did you mean 'limits'?; "
+            "the running configuration is kept (fix the file: servectl validate)"
+        )
+        logs = world.ok("gateway", "logs")
+        assert "configuration edit refused" in logs and "configuration reloaded" in logs
+        assert [m.id for m in world.sdk(key).models.list()] == ["chat", "small"]  # the running config kept
+        assert world.gateway_pid() == pid  # no restart
+    finally:
+        world.config.write_text(original)
+        world.ok("gateway", "keys", "revoke", "every-alias")
+    _until(lambda: "small" not in json.loads(world.ok("gateway", "status", "--json"))["live"]["aliases"])
+
+
 def _engine(world: World) -> Any:
     (container,) = [c for c in world.client.containers.list(filters={"label": f"servectl.test-gateway={world.tid}"})
                     if not c.name.startswith("servectl-gateway")]  # fmt: skip

@@ -160,12 +160,12 @@ def test_the_readme_quickstart_works_from_an_empty_folder_with_a_plain_wheel_ins
         assert up.returncode == 0, up.stdout + up.stderr
         status = _run(installed, cwd, "status", "--json")
         assert status.returncode == 0, status.stderr
-        states = {s["profile"]: s["state"] for s in json.loads(status.stdout)}
+        states = {s["profile"]: s["state"] for s in json.loads(status.stdout)["services"]}
         assert states.get("demo") == "ready", status.stdout
         down = _run(installed, cwd, "down", "demo")
         assert down.returncode == 0, down.stdout + down.stderr
         after = _run(installed, cwd, "status", "--json")
-        assert "demo" not in {s["profile"] for s in json.loads(after.stdout)}
+        assert "demo" not in {s["profile"] for s in json.loads(after.stdout)["services"]}
     finally:
         _remove_containers_of(site)
     assert not list(cwd.glob("*")), "the quickstart wrote into the working folder"

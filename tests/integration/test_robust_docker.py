@@ -71,7 +71,7 @@ def test_up_after_kill_9_of_up_replaces_the_unproven_container_instead_of_report
     assert journal is not None and (journal.kind, journal.to_profile) == ("up", ALPHA)
     status = bench.cli("status", "--json")
     code, out, err = finish(status)
-    mine = [s for s in json.loads(out) if s["container_id"] == orphan]
+    mine = [s for s in json.loads(out)["services"] if s["container_id"] == orphan]
     assert mine and mine[0]["state"] == "starting"  # never "ready": it never passed the gate
     assert "unfinished up" in err and "servectl recover" in err
     code, out, err = finish(bench.cli("up", ALPHA))

@@ -154,7 +154,7 @@ def test_up_to_ready_then_status_logs_up_again_and_down(rt: Runtime) -> None:
     assert (str(key_file), API_KEY_CONTAINER_PATH) in container.mounts
 
     status = rt.cli("status", "--json")
-    [svc] = [s for s in json.loads(status.stdout) if s["profile"] == name]
+    [svc] = [s for s in json.loads(status.stdout)["services"] if s["profile"] == name]
     assert (svc["state"], svc["port"], svc["drift"], svc["container_name"]) == (
         "ready",
         port,
@@ -258,7 +258,7 @@ def test_status_after_docker_rm_behind_servectls_back(rt: Runtime) -> None:
     subprocess.run(["docker", "rm", "-f", f"servectl-{name}"], check=True, capture_output=True)
     status = rt.cli("status", "--json")
     assert status.returncode == 0
-    assert [s for s in json.loads(status.stdout) if s["profile"] == name] == []
+    assert [s for s in json.loads(status.stdout)["services"] if s["profile"] == name] == []
     down = rt.cli("down", name)
     assert down.returncode == 0 and f"{name} is not running" in down.stdout
 

@@ -159,7 +159,7 @@ def test_the_rate_limit_allows_a_minute_of_burst_then_one_per_interval() -> None
 
 
 def test_the_gateway_container_sees_the_state_profiles_and_file_at_the_hosts_paths(tmp_path: Path) -> None:
-    from servectl.gateway.container import CONFIG_IN_CONTAINER, gateway_spec
+    from servectl.gateway.container import CONFIG_DIR_IN_CONTAINER, gateway_spec
 
     home, profiles = tmp_path / "home", tmp_path / "profiles"
     profiles.mkdir()
@@ -168,9 +168,9 @@ def test_the_gateway_container_sees_the_state_profiles_and_file_at_the_hosts_pat
     spec = gateway_spec(image="img:1", config_file=tmp_path / "gw.yaml", environ=env, scope={"t": "1"})
     mounts = {(m.source, m.target, m.read_only) for m in spec.mounts}
     assert (str(home), str(home), False) in mounts  # keys, admin socket, history: the host's own files
-    assert (str(tmp_path / "gw.yaml"), CONFIG_IN_CONTAINER, True) in mounts
+    assert (str(tmp_path), CONFIG_DIR_IN_CONTAINER, True) in mounts  # the folder: a save by rename is seen
     assert ("/var/run/docker.sock", "/var/run/docker.sock", False) in mounts
-    assert spec.command == ("gateway", "run", "--config", CONFIG_IN_CONTAINER)
+    assert spec.command == ("gateway", "run", "--config", f"{CONFIG_DIR_IN_CONTAINER}/gw.yaml")
     assert (str(profiles), str(profiles), True) in mounts
     assert dict(spec.environment)["SERVECTL_HOME"] == str(home)
     assert dict(spec.environment)["SERVECTL_PROFILES"] == str(profiles)

@@ -167,7 +167,7 @@ def status_command(
         current = host.status()
     found, notes = current.services, current.notes
     if as_json:
-        typer.echo(json.dumps([s.to_dict() for s in found], indent=2))
+        typer.echo(json.dumps(current.to_dict(), indent=2))
         for note in notes:
             sys.stderr.write(f"note: {note}\n")
         return

@@ -132,6 +132,7 @@ async def status_document(gateway: Gateway) -> dict[str, Any]:
             "profile": route.profile if route else None,
             "state": "held" if held else ("ready" if route else "down"),
             "in_flight": gateway.admission.in_flight(alias),
+            "held": gateway.admission.waiting.get(alias, 0),  # requests waiting for the hold to end
         }
     return {
         "listen": gateway.config.listen,
@@ -139,4 +140,11 @@ async def status_document(gateway: Gateway) -> dict[str, Any]:
         "aliases": aliases,
         "holds": [h.reason for h in gateway.admission.holds.values()],
         "services_error": gateway.upstreams_error,
+        "config": None
+        if gateway.watcher is None
+        else {
+            "file": None if gateway.watcher.config_file is None else str(gateway.watcher.config_file),
+            "error": gateway.watcher.error,
+            "reloaded_at": gateway.watcher.reloaded_at,
+        },
     }

@@ -69,6 +69,7 @@ class Admission:
         self.holds: dict[int, Hold] = {}
         self.flights: set[Flight] = set()
         self._ids = itertools.count(1)
+        self.waiting: dict[str, int] = {}  # requests held now, by alias
         self._changed = asyncio.Event()  # set (and replaced) whenever a hold ends or a flight lands
 
     def _notify(self) -> None:
@@ -89,14 +90,18 @@ class Admission:
             HoldExpired: still held after ``hold_s``.
         """
         t0 = time.monotonic()
-        while (hold := self.holding(alias)) is not None:
-            left = self.hold_s - (time.monotonic() - t0)
-            if left <= 0:
-                remaining = hold.expect_s - (time.monotonic() - hold.started)
-                raise HoldExpired(max(1, round(remaining)), hold.reason)
-            changed = self._changed
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(changed.wait(), timeout=left)
+        self.waiting[alias] = self.waiting.get(alias, 0) + 1
+        try:
+            while (hold := self.holding(alias)) is not None:
+                left = self.hold_s - (time.monotonic() - t0)
+                if left <= 0:
+                    remaining = hold.expect_s - (time.monotonic() - hold.started)
+                    raise HoldExpired(max(1, round(remaining)), hold.reason)
+                changed = self._changed
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(changed.wait(), timeout=left)
+        finally:
+            self.waiting[alias] -= 1
         return time.monotonic() - t0
 
     async def wait_idle(self, timeout_s: float) -> int:

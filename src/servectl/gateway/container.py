@@ -24,7 +24,10 @@ if TYPE_CHECKING:
 
 CONTAINER_NAME = "servectl-gateway"
 LABEL_GATEWAY = "servectl.gateway"
-CONFIG_IN_CONTAINER = "/etc/servectl/gateway.yaml"
+CONFIG_IN_CONTAINER = "/etc/servectl/gateway.yaml"  # a rendered compose / Kubernetes gateway's file
+CONFIG_DIR_IN_CONTAINER = "/etc/servectl/config"
+"""The gateway file's folder, mounted read-only (the folder, not the file: an editor that saves by renaming a
+new file over the old one changes the folder's entry, which a bind mount of the file itself would not see)."""
 DOCKER_SOCKET = "/var/run/docker.sock"
 
 
@@ -95,8 +98,8 @@ def gateway_spec(
     command = ["gateway", "run"]
     file = config_file or default_config_file(environ)
     if file.exists():
-        mounts.append(MountPlan(str(file.resolve()), CONFIG_IN_CONTAINER, True))
-        command += ["--config", CONFIG_IN_CONTAINER]
+        mounts.append(MountPlan(str(file.resolve().parent), CONFIG_DIR_IN_CONTAINER, True))
+        command += ["--config", f"{CONFIG_DIR_IN_CONTAINER}/{file.resolve().name}"]
     if config.keys_file:
         keys_dir = config.keys_path(environ).parent.resolve()
         keys_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -224,6 +227,8 @@ def gateway_lines(live: Mapping[str, Any]) -> list[str]:
         )
     if live.get("services_error"):
         lines.append(f"  cannot list the services: {live['services_error']}")
+    if (live.get("config") or {}).get("error"):
+        lines.append(f"  configuration edit refused: {live['config']['error']}")
     return lines
 
 

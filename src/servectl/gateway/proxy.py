@@ -39,6 +39,7 @@ from servectl.gateway.usage import UsageBook, usage_path
 
 if TYPE_CHECKING:
     from servectl.gateway.keys import KeyEntry, KeyRing
+    from servectl.gateway.reload import ConfigWatcher
 
 log = logging.getLogger("servectl.gateway")
 
@@ -147,6 +148,7 @@ class Gateway:
         self.draining = False  # set when the gateway stops: new requests get 503 draining
         self.usage = UsageBook(usage_path(keys.path) if keys is not None else None)
         self._flusher: asyncio.Task[None] | None = None
+        self.watcher: ConfigWatcher | None = None  # set by serve_gateway when it watches the sources
 
     # -- lifecycle -------------------------------------------------------------------------------------------
     def app(self) -> web.Application:
@@ -185,6 +187,13 @@ class Gateway:
         while True:  # the counters reach usage.json (gateway keys list) within a second
             await asyncio.sleep(1.0)
             await asyncio.to_thread(self.usage.flush)
+
+    def reconfigure(self, config: GatewayConfig, table: AliasTable) -> None:
+        """Serve an edited configuration from the next request on (:mod:`servectl.gateway.reload` checked
+        that it changes nothing fixed at start); requests in flight and holds go on."""
+        self.config, self.table = config, table
+        self.admission.table = table
+        self.admission.hold_s, self.admission.drain_s = config.swap.hold_s, config.swap.drain_s
 
     # -- routes ----------------------------------------------------------------------------------------------
     async def refresh(self, *, force: bool = False) -> None:

@@ -20,6 +20,8 @@ from servectl.gateway.routes import AliasTable, Upstream
 
 if TYPE_CHECKING:
     from servectl.adapters.docker import DockerEngine
+    from servectl.gateway.proxy import Gateway
+    from servectl.gateway.reload import ConfigWatcher
 
 log = logging.getLogger("servectl.gateway")
 
@@ -106,8 +108,10 @@ def run_gateway(
     startup_s: Callable[[str], float | None] = lambda _p: None,
     on_listening: Callable[[str], None] | None = None,
     start: Callable[[str], object] | None = None,
+    watch: ConfigWatcher | None = None,
 ) -> None:
-    """Serve until SIGTERM or SIGINT, then drain (up to ``swap.drain_s``) and return.
+    """Serve until SIGTERM or SIGINT, then drain (up to ``swap.drain_s``) and return; with ``watch``, edits
+    of the gateway file and the profile folders are served within a second.
 
     Raises:
         ServectlError: the listen address is taken or not this host's, or another gateway runs.
@@ -122,6 +126,7 @@ def run_gateway(
             startup_s=startup_s,
             on_listening=on_listening,
             start=start,
+            watch=watch,
         )
     )
 
@@ -137,6 +142,7 @@ async def serve_gateway(
     on_listening: Callable[[str], None] | None = None,
     stop: asyncio.Event | None = None,
     start: Callable[[str], object] | None = None,
+    watch: ConfigWatcher | None = None,
 ) -> None:
     """:func:`run_gateway` on the running event loop; set ``stop`` to end it (SIGTERM/SIGINT set it too when
     this runs in the main thread)."""
@@ -148,6 +154,7 @@ async def serve_gateway(
 
     keys = KeyRing(keys_path) if keys_path is not None else None
     gateway = Gateway(config, table=table, keys=keys, upstreams=upstreams, startup_s=startup_s, start=start)
+    gateway.watcher = watch
     runner = web.AppRunner(
         gateway.app(),
         handle_signals=False,
@@ -178,7 +185,10 @@ async def serve_gateway(
             log.info("listening on http://%s (aliases: %s)", config.listen, ", ".join(table.names))
             if on_listening is not None:
                 on_listening(f"http://{config.listen}")
+            watching = asyncio.create_task(_watch(gateway, watch)) if watch is not None else None
             await stop.wait()
+            if watching is not None:
+                watching.cancel()
             log.info("stopping: draining requests in flight (up to %g s)", config.swap.drain_s)
             # still listening while the requests in flight finish, so a new one reads 503 draining (a client
             # or balancer retries elsewhere) instead of a refused connection; then the listener closes
@@ -190,6 +200,18 @@ async def serve_gateway(
                 admin_path.unlink()
     finally:
         await runner.cleanup()
+
+
+async def _watch(gateway: Gateway, watch: ConfigWatcher) -> None:
+    while True:
+        await asyncio.sleep(1.0)
+        try:
+            reloaded = await asyncio.to_thread(watch.check)
+        except Exception as err:  # a watcher bug must not stop the serving; say it once a second
+            log.warning("cannot check the configuration: %s", err)
+            continue
+        if reloaded is not None:
+            gateway.reconfigure(reloaded.config, reloaded.table)
 
 
 def configure_logging(stream: TextIO = sys.stderr) -> None:
@@ -217,15 +239,29 @@ def run_from_file(
         ProfileError: the file is invalid. ServectlError: see :func:`run_gateway`.
     """
     from servectl.adapters.gateway_admin import admin_socket_path, last_startup_s
-    from servectl.gateway.config import load_gateway_config
+    from servectl.gateway.config import default_config_file, load_gateway_config
+    from servectl.gateway.reload import ConfigWatcher
     from servectl.paths import state_dir
+    from servectl.profile.loader import search_path
 
-    config = load_gateway_config(config_file, environ=environ)
-    if listen is not None:
-        config = GatewayConfig.model_validate({**config.model_dump(), "listen": listen})
+    def load() -> GatewayConfig:
+        loaded = load_gateway_config(config_file, environ=environ)
+        if listen is not None:
+            loaded = GatewayConfig.model_validate({**loaded.model_dump(), "listen": listen})
+        return loaded
+
+    config = load()
     state = state_dir(environ)
+    watch = ConfigWatcher(
+        config_file=config_file or default_config_file(environ),
+        running=config,
+        load=load,
+        table_of=lambda c: alias_table(c, profile_names),
+        folders=lambda: [f.path for f in search_path(environ=environ)],
+    )
     run_gateway(
         config,
+        watch=watch,
         table=alias_table(config, profile_names),
         upstreams=fixed_upstreams(config.endpoints)
         if config.endpoints is not None

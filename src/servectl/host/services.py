@@ -29,6 +29,14 @@ class Status:
     #: None when no gateway runs
     gateway: Mapping[str, Any] | None = None
 
+    def to_dict(self) -> dict[str, Any]:
+        """``status --json``: ``{"services": [...], "notes": [...], "gateway": {...} or null}``."""
+        return {
+            "services": [s.to_dict() for s in self.services],
+            "notes": list(self.notes),
+            "gateway": None if self.gateway is None else dict(self.gateway),
+        }
+
 
 class ServiceCommands(HostBase):
     """Start, stop and look at services."""

@@ -15,6 +15,7 @@ from pathlib import Path
 from types import TracebackType
 
 from servectl.gateway.config import GatewayConfig
+from servectl.gateway.reload import ConfigWatcher
 from servectl.gateway.routes import AliasTable, Upstream
 
 
@@ -30,6 +31,7 @@ class GatewayThread:
         aliases: dict[str, list[str]] | None = None,
         startup_s: Callable[[str], float | None] = lambda _p: None,
         start: Callable[[str], object] | None = None,
+        watch: ConfigWatcher | None = None,
     ) -> None:
         self.config = config
         self.table = AliasTable(aliases if aliases is not None else (config.aliases or {}))
@@ -37,6 +39,7 @@ class GatewayThread:
         self.state_dir = Path(state_dir)
         self.startup_s = startup_s
         self.start = start
+        self.watch = watch
         self.keys_path = None if config.auth == "none" else config.keys_path({"SERVECTL_HOME": str(state_dir)})
         self.admin_path = self.state_dir / "gateway" / "admin.sock"
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -65,6 +68,7 @@ class GatewayThread:
                 on_listening=lambda _url: self._listening.set(),
                 stop=self._stop,
                 start=self.start,
+                watch=self.watch,
             )
 
         try:

@@ -1,0 +1,129 @@
+"""The gateway file and profile folders watched: good edits served without a restart, bad ones refused."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from servectl.adapters.gateway_admin import gateway_status
+from servectl.gateway.config import load_gateway_config
+from servectl.gateway.keys import create_key
+from servectl.gateway.reload import ConfigWatcher
+from servectl.gateway.routes import Upstream
+from servectl.gateway.serve import alias_table
+from servectl.standin.process import HostStandin, free_port
+from servectl.testing.gateway import GatewayThread
+
+DEMO_MODEL = str(Path(__file__).resolve().parents[2] / "examples" / "demo-model")
+
+
+def _until(check: Callable[[], bool], timeout_s: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, "not within the time"
+        time.sleep(0.1)
+
+
+def _watcher(file: Path, folder: Path) -> ConfigWatcher:
+    def names() -> list[str]:
+        return sorted(p.stem for p in folder.glob("*.yaml"))
+
+    return ConfigWatcher(
+        config_file=file,
+        running=load_gateway_config(file),
+        load=lambda: load_gateway_config(file),
+        table_of=lambda c: alias_table(c, names),
+        folders=lambda: [folder],
+    )
+
+
+def test_an_edit_of_the_file_is_picked_up_and_a_bad_one_refused_in_one_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    file, folder = tmp_path / "gateway.yaml", tmp_path / "profiles"
+    folder.mkdir()
+    file.write_text("aliases: {chat: demo}\n")
+    watch = _watcher(file, folder)
+    assert watch.check() is None  # nothing changed
+    file.write_text("aliases: {chat: demo, small: demo}\nswap: {hold_s: 5}\n")
+    reloaded = watch.check()
+    assert reloaded is not None and reloaded.table.names == ["chat", "small"] and reloaded.config.swap.hold_s == 5
+    with caplog.at_level(logging.WARNING, logger="servectl.gateway"):
+        file.write_text("aliases: {chat: demo}\nlimts: {}\n")
+        assert watch.check() is None
+        assert watch.check() is None  # the same bad file: said once
+    assert watch.error == (f"{file}:2: limts: unknown key; did you mean 'limits'?; the running configuration is "
+                           "kept (fix the file: servectl validate)")  # fmt: skip
+    assert [r.getMessage() for r in caplog.records] == [f"configuration edit refused: {watch.error}"]
+    assert watch.running.aliases == {"chat": ["demo"], "small": ["demo"]}  # still the last good one
+    file.write_text("listen: 127.0.0.1:9999\naliases: {chat: demo}\n")
+    assert watch.check() is None
+    assert watch.error is not None and "listen changed, which needs a restart (servectl gateway down" in watch.error
+    file.write_text("aliases: {chat: demo}\n")
+    assert watch.check() is not None and watch.error is None and watch.reloaded_at is not None
+
+
+def test_a_file_removed_or_unreadable_keeps_the_running_configuration(tmp_path: Path) -> None:
+    file, folder = tmp_path / "gateway.yaml", tmp_path / "profiles"
+    folder.mkdir()
+    file.write_text("aliases: {chat: demo}\n")
+    watch = _watcher(file, folder)
+    file.unlink()
+    assert watch.check() is None and watch.error is not None and "no such gateway file" in watch.error
+    file.mkdir()
+    assert watch.check() is None and watch.error is not None and "\n" not in watch.error
+
+
+def test_a_new_profile_becomes_an_alias_when_the_file_names_none(tmp_path: Path) -> None:
+    file, folder = tmp_path / "gateway.yaml", tmp_path / "profiles"
+    folder.mkdir()
+    (folder / "a.yaml").write_text("name: a\n")
+    file.write_text("swap: {hold_s: 3}\n")
+    watch = _watcher(file, folder)
+    (folder / "b.yaml").write_text("name: b\n")
+    reloaded = watch.check()
+    assert reloaded is not None and reloaded.table.names == ["a", "b", "default"]
+
+
+@pytest.fixture(scope="module")
+def engine() -> Iterator[HostStandin]:
+    flags = ["--model-path", DEMO_MODEL, "--served-model-name", "served-demo"]
+    with HostStandin(flags, env={"STANDIN_TOKEN_RATE": "2000"}) as eng:
+        eng.wait_ready()
+        yield eng
+
+
+def test_a_running_gateway_serves_a_new_alias_without_a_restart_and_reports_a_bad_edit(
+    tmp_path: Path, engine: HostStandin
+) -> None:
+    file, folder = tmp_path / "gateway.yaml", tmp_path / "profiles"
+    folder.mkdir()
+    file.write_text(f"listen: 127.0.0.1:{free_port()}\naliases: {{chat: demo}}\n")
+    config = load_gateway_config(file)
+    key, _ = create_key(config.keys_path({"SERVECTL_HOME": str(tmp_path)}), name="all")
+    up = Upstream(profile="demo", url=engine.base_url, served_name="served-demo", ready=True)
+    headers = {"Authorization": f"Bearer {key}"}
+    body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
+    with GatewayThread(config, upstreams=lambda: [up], state_dir=tmp_path, watch=_watcher(file, folder)) as gw:
+
+        def models() -> list[str]:
+            return [m["id"] for m in httpx.get(gw.base_url + "/v1/models", headers=headers).json()["data"]]
+
+        assert models() == ["chat"]
+        new = file.with_name(".gateway.yaml.tmp")  # an editor's save: a new file renamed over the old
+        new.write_text(file.read_text().replace("{chat: demo}", "{chat: demo, small: demo}"))
+        os.replace(new, file)
+        _until(lambda: models() == ["chat", "small"])
+        answer = httpx.post(gw.base_url + "/v1/chat/completions", json={**body, "model": "small"}, headers=headers)
+        assert answer.status_code == 200 and answer.json()["model"] == "small"
+        file.write_text(file.read_text() + "aliases: {}\n")  # a duplicate key: not YAML the loader takes
+        _until(lambda: ((gateway_status(tmp_path) or {}).get("config") or {}).get("error") is not None)
+        live = gateway_status(tmp_path)
+        assert live is not None and str(file) in live["config"]["error"] and "\n" not in live["config"]["error"]
+        assert models() == ["chat", "small"]  # the running configuration kept
