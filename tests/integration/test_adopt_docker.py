@@ -33,6 +33,7 @@ from servectl.errors import ProfileTemplate, SwapRolledBack, UsageError
 from servectl.plan.container_match import container_fields, diff_fields
 from servectl.profile.engine_args import catalog_for
 from servectl.profile.validate import load_profile
+from servectl.service.context import Context
 from servectl.service.rollback import rollback
 from servectl.service.runtime import down, up
 from servectl.service.services import services
@@ -169,6 +170,10 @@ class World:
     def scope(self) -> dict[str, str]:
         return {TEST_LABEL: self.tid}
 
+    def context(self) -> Context:
+        """The context of this test's commands: the real engine, its scope, no GPU inventory."""
+        return Context(docker=self.docker, scope=self.scope(), state_dir=self.home, nvml=False)
+
     def services(self) -> dict[str, Any]:
         return {s.profile: s for s in services(docker=self.docker, scope=self.scope(), state_dir=self.home)}
 
@@ -201,9 +206,9 @@ def assert_round_trip(world: World, profile: str, original: dict[str, Any]) -> N
     assert listed[profile].adopted and listed[profile].state == "ready", listed
     assert listed[profile].container_id == original["Id"]
     before = world.fields(original, profile)
-    down(name=profile, docker=world.docker, state_dir=world.home, scope=world.scope())
+    down(world.context(), name=profile)
     assert world.client.containers.list(all=True, filters={"id": original["Id"]}) == []
-    started = up(name=profile, docker=world.docker, state_dir=world.home, scope=world.scope())
+    started = up(world.context(), name=profile)
     assert started.action == "started"
     recreated = world.inspect(started.service.container_id)
     assert recreated["Config"]["Labels"]["servectl.profile"] == profile  # servectl's own container now
@@ -299,17 +304,17 @@ def test_readme_story_swap_to_glm53_393k_and_back_to_the_adopted_exl3(world: Wor
     shutil.copy(REPO / "profiles" / "glm53-exl3-524k.yaml", world.profiles / "glm53-exl3-524k.yaml")
     write_profile(world, "glm53-393k", port, rollback="glm53-exl3-524k")
     # 1. glm53-393k runs; its rollback target is still the shipped template: swap refuses, naming adopt.
-    up(name="glm53-393k", docker=world.docker, state_dir=world.home, scope=world.scope())
+    up(world.context(), name="glm53-393k")
     with pytest.raises(ProfileTemplate) as refused:
-        swap(target=None, docker=world.docker, scope=world.scope(), state_dir=world.home)
+        swap(world.context(), target=None)
     assert ADOPT_EXL3 in refused.value.message and world.serves(port, "glm53-393k")
     write_profile(world, "glm53-393k", port, rollback="glm53-exl3-gone")  # a rollback target with no profile
     with pytest.raises(UsageError) as missing:
-        swap(target=None, docker=world.docker, scope=world.scope(), state_dir=world.home)
+        swap(world.context(), target=None)
     assert missing.value.message.endswith("servectl adopt <container> --name glm53-exl3-gone")
     assert world.serves(port, "glm53-393k")
     write_profile(world, "glm53-393k", port, rollback="glm53-exl3-524k")
-    down(name="glm53-393k", docker=world.docker, state_dir=world.home, scope=world.scope())
+    down(world.context(), name="glm53-393k")
     # 2. the EXL3 service was started by hand; adopt it under the rollback name (replacing the template).
     exl3 = world.hand_run("exl3", port=port, served="glm53-exl3")
     done = world.adopt(exl3.name, "--name", "glm53-exl3-524k")
@@ -317,17 +322,17 @@ def test_readme_story_swap_to_glm53_393k_and_back_to_the_adopted_exl3(world: Wor
     assert (world.profiles / "glm53-exl3-524k.yaml.bak").is_file()  # the template, kept
     assert world.services()["glm53-exl3-524k"].adopted
     # 3. swap to glm53-393k (stops the adopted container), then back with a plain swap (its rollback:).
-    forward = swap(target="glm53-393k", docker=world.docker, scope=world.scope(), state_dir=world.home)
+    forward = swap(world.context(), target="glm53-393k")
     assert (forward.from_profile, forward.outcome) == ("glm53-exl3-524k", "swapped")
     assert world.serves(port, "glm53-393k")
     assert world.client.containers.list(all=True, filters={"id": exl3.id}) == []
-    back = swap(target=None, docker=world.docker, scope=world.scope(), state_dir=world.home)
+    back = swap(world.context(), target=None)
     assert (back.from_profile, back.to_profile) == ("glm53-393k", "glm53-exl3-524k")
     assert world.serves(port, "glm53-exl3")
     now = world.services()["glm53-exl3-524k"]
     assert not now.adopted and now.container_name == exl3.name  # servectl's own container, the same name
     # 4. rollback goes back to the profile that ran before.
-    again = rollback(docker=world.docker, scope=world.scope(), state_dir=world.home)
+    again = rollback(world.context())
     assert again.to_profile == "glm53-393k" and world.serves(port, "glm53-393k")
     world.written_files_hold_no_secret()
 
@@ -339,7 +344,7 @@ def test_swap_to_an_adopted_profile_whose_original_was_stopped_starts_it_from_th
     original.stop(timeout=5)
     listed = world.services()
     assert listed["old"].adopted and listed["old"].state == "exited"
-    result = swap(target="old", docker=world.docker, scope=world.scope(), state_dir=world.home)
+    result = swap(world.context(), target="old")
     assert result.to_profile == "old" and world.serves(port, "old")
     assert not world.services()["old"].adopted
 
@@ -395,7 +400,7 @@ def test_a_failed_swap_from_an_adopted_service_brings_it_back_from_its_profile(w
         world, "broken", port, engine={"env": {"STANDIN_STARTUP_DELAY_S": "0.3", "STANDIN_CRASH_AT": "kv_cache"}}
     )
     with pytest.raises(SwapRolledBack) as rolled:
-        swap(target="broken", docker=world.docker, scope=world.scope(), state_dir=world.home)
+        swap(world.context(), target="broken")
     assert "keep" in rolled.value.message
     assert world.serves(port, "keep")
     back = world.services()["keep"]

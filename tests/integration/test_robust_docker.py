@@ -105,7 +105,7 @@ def test_kill_9_mid_swap_then_recover_brings_back_the_previous_service_as_it_ran
     code, _, err = finish(bench.cli("swap", ALPHA))
     assert code == 1 and "unfinished swap" in err and "servectl recover" in err and "Traceback" not in err
     monkeypatch.chdir(bench.tmp)
-    result = recover(docker=bench.docker, scope=bench.scope, state_dir=bench.home)
+    result = recover(bench.context())
     assert result.outcome == "restored" and result.restored == ALPHA, result.message
     assert bench.containers() == {bench.container_name(ALPHA): "running"} and bench.serves(ALPHA)
     assert bench.client.containers.get(bench.container_name(ALPHA)).labels["servectl.plan-hash"] == ran, result.message
@@ -231,7 +231,7 @@ def test_docker_gone_during_up_names_the_real_container_claims_nothing_and_recov
     assert name in bench.containers()  # the engine itself never went away: the container is still there
     journal = read_journal(bench.home)
     assert journal is not None and (journal.kind, journal.to_profile) == ("up", ALPHA)
-    settled_by = recover(docker=bench.docker, scope=bench.scope, state_dir=bench.home)
+    settled_by = recover(bench.context())
     assert settled_by.outcome == "cleared" and settled_by.removed == (name,), settled_by.message
     assert settled(bench.containers) == {}
     assert read_journal(bench.home) is None

@@ -24,6 +24,7 @@ from servectl.errors import StartupFailed
 from servectl.plan.compile import API_KEY_CONTAINER_PATH, PortBinding, docker_run_argv
 from servectl.plan.resolve import resolve
 from servectl.service import runtime
+from servectl.service.context import Context
 from servectl.standin.process import free_port
 from servectl.testing.docker import TEST_SESSION_LABEL, write_test_profile
 
@@ -87,16 +88,16 @@ class Runtime:
             timeout=timeout,
         )
 
-    def up(self, name: str, **kwargs: Any) -> runtime.UpResult:
-        return runtime.up(
-            name=name,
+    def up(self, name: str) -> runtime.UpResult:
+        ctx = Context(
             docker=self.engine,
             state_dir=self.home,
             scope=self.scope,
             environ=self.environ(),
             lock_timeout_s=5,
-            **kwargs,
+            nvml=False,
         )
+        return runtime.up(ctx, name=name)
 
     def containers(self) -> list[Any]:
         return self.engine.list_managed(self.scope)

@@ -104,7 +104,7 @@ def test_soak_swaps_with_random_faults_leave_one_service_and_agreeing_state(
                 assert "Traceback" not in err or in_python_startup
                 expect = target if proc.returncode == 0 else current
             else:
-                settled_result = recover(docker=bench.docker, scope=bench.scope, state_dir=bench.home)
+                settled_result = recover(bench.context())
                 assert "Traceback" not in err and "Traceback" not in settled_result.message
                 expect = running_profile(bench) or "nothing runs"  # either is right, as long as one serves
         write(bench, target)  # back to a healthy profile for the next round

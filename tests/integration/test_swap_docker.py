@@ -22,13 +22,14 @@ from typing import Any
 import pytest
 import yaml
 
-from servectl.adapters.conflicts import DockerConflicts, detect_compose, load_stopped
+from servectl.adapters.conflicts import ConflictHandler, DockerConflicts, detect_compose, load_stopped
 from servectl.adapters.docker import DockerSdkEngine
 from servectl.errors import LockTimeout, SwapFailed, SwapRolledBack
+from servectl.service.context import Context
 from servectl.service.journal import read_journal
 from servectl.service.rollback import rollback
 from servectl.service.runtime import down
-from servectl.service.swap import SwapResult, swap
+from servectl.service.swap import SwapOptions, SwapResult, swap
 from servectl.standin.process import free_port
 
 pytestmark = pytest.mark.integration
@@ -102,8 +103,14 @@ class Bench:
         (self.profiles / f"{name}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
         return name
 
-    def swap(self, target: str | None, **kwargs: Any) -> SwapResult:
-        return swap(target=target, docker=self.docker, scope=self.scope, state_dir=self.home, **kwargs)
+    def context(self, **given: Any) -> Context:
+        """The context of this test's transactions: the real engine, its session scope, no GPU inventory."""
+        return Context(docker=self.docker, scope=self.scope, state_dir=self.home, nvml=False, **given)
+
+    def swap(
+        self, target: str | None, *, lock_timeout_s: float | None = None, conflicts: ConflictHandler | None = None
+    ) -> SwapResult:
+        return swap(self.context(conflicts=conflicts), target=target, opts=SwapOptions(lock_timeout_s=lock_timeout_s))
 
     def containers(self) -> dict[str, str]:
         """This test's containers: name -> status.
@@ -190,7 +197,7 @@ def test_swap_replaces_the_running_service_and_reports_downtime(alpha_running: B
     assert result.downtime_s is not None and result.old_stop_s is not None and result.target_startup_s is not None
     assert result.downtime_s >= result.old_stop_s + result.target_startup_s
     assert f"beta is up (http://127.0.0.1:{b.port}), replacing alpha; downtime" in result.message
-    back = rollback(docker=b.docker, scope=b.scope, state_dir=b.home)
+    back = rollback(b.context())
     assert (back.from_profile, back.to_profile) == ("beta", "alpha")
     assert b.containers() == {b.container_name("alpha"): "running"} and b.serves("alpha")
 
@@ -355,7 +362,7 @@ def test_a_conflict_stays_stopped_after_a_swap_and_comes_back_after_down(alpha_r
     result = b.swap("beta")
     assert [s.ref for s in result.stopped_conflicts] == [conflict]
     assert b.containers() == {b.container_name("beta"): "running", conflict: "exited"}
-    result = down(name="beta", docker=b.docker, state_dir=b.home, scope=b.scope)
+    result = down(b.context(), name="beta")
     assert [s.profile for s in result.stopped] == ["beta"]
     assert result.restored is not None and [s.ref for s in result.restored.restored] == [conflict]
     assert b.containers() == {conflict: "running"}

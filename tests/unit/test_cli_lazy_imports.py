@@ -75,11 +75,11 @@ def test_status_with_no_service_loads_neither_the_profile_models_nor_the_compile
     """Only what listing containers needs; the models and compiler load once a service's drift is computed."""
     probe = _PROBE.replace(
         "from servectl.cli.app import main",
-        "import servectl.host as h\n"
+        "import servectl.service.context as h\n"
         "class NoContainers:\n"
         "    def list_managed(self, label_filter=None):\n"
         "        return []\n"
-        "h.Host.docker = property(lambda self: NoContainers())\n"
+        "h.Context.docker = property(lambda self: NoContainers())\n"
         "from servectl.cli.app import main",
     )
     env = {**os.environ, "PYTHONPATH": SRC, "SERVECTL_HOME": str(tmp_path)}

@@ -17,7 +17,9 @@ import pytest
 from servectl.adapters.gateway_admin import GatewayHold, admin_socket_path, last_startup_s
 from servectl.errors import SwapRolledBack
 from servectl.plan.resolve import resolve
-from servectl.service.swap import swap
+from servectl.service.context import Clocks, Context
+from servectl.service.swap import SwapOptions, swap
+from servectl.testing.docker import FakeDockerEngine
 from servectl.testing.swap import FakeClock, FakeConflicts, FakeHistory, FakeLock, FakeRuntime
 
 
@@ -62,30 +64,32 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[dic
     monkeypatch.setenv("SERVECTL_HOME", str(tmp_path / "home"))
     clock = FakeClock()
     runtime = FakeRuntime(clock, stop_s=1.0)
-    kwargs = {
-        "docker": None,
-        "preflight": lambda **_: None,
-        "clock": clock,
-        "runtime": runtime,
-        "conflicts": FakeConflicts([]),
-        "history": FakeHistory(),
-        "lock": FakeLock(),
-        "state_dir": tmp_path / "home",
-        "wall_clock": lambda: 1.7e9,
-    }
+    ctx = Context(
+        docker=FakeDockerEngine(),
+        nvml=False,
+        clocks=Clocks(monotonic=clock, wall=lambda: 1.7e9),
+        runtime=runtime,
+        conflicts=FakeConflicts([]),
+        history=FakeHistory(),
+        lock=FakeLock(),
+        state_dir=tmp_path / "home",
+    )
     runtime.run(resolve("alpha"), state="ready")
     gateway = RecordingGateway(admin_socket_path(tmp_path / "home"), lambda: list(runtime.calls))
     try:
-        yield kwargs, gateway
+        yield (ctx, runtime), gateway
     finally:
         gateway.close()
 
 
+NO_PREFLIGHT = SwapOptions(preflight=lambda **_: None)
+
+
 def test_a_swap_holds_the_aliases_before_stopping_and_releases_after_the_gate(
-    world: tuple[dict[str, Any], RecordingGateway],
+    world: tuple[tuple[Context, FakeRuntime], RecordingGateway],
 ) -> None:
-    kwargs, gateway = world
-    swap(target="beta", **kwargs)
+    (ctx, _), gateway = world
+    swap(ctx, target="beta", opts=NO_PREFLIGHT)
     (hold, before_hold), (release, before_release) = gateway.messages
     assert hold["op"] == "hold" and hold["profiles"] == ["alpha", "beta"] and hold["reason"] == "swap alpha -> beta"
     assert before_hold == [("ensure_image", "beta")]  # nothing stopped before the gateway drained
@@ -94,12 +98,12 @@ def test_a_swap_holds_the_aliases_before_stopping_and_releases_after_the_gate(
 
 
 def test_a_failed_swap_releases_the_hold_once_the_old_service_is_back(
-    world: tuple[dict[str, Any], RecordingGateway],
+    world: tuple[tuple[Context, FakeRuntime], RecordingGateway],
 ) -> None:
-    kwargs, gateway = world
-    kwargs["runtime"].script("beta", failure="never ready")
+    (ctx, runtime), gateway = world
+    runtime.script("beta", failure="never ready")
     with pytest.raises(SwapRolledBack):
-        swap(target="beta", **kwargs)
+        swap(ctx, target="beta", opts=NO_PREFLIGHT)
     assert [m["op"] for m, _ in gateway.messages] == ["hold", "release"]
     assert gateway.messages[-1][1][-1] == ("start", "alpha")  # alpha was back before the release
 

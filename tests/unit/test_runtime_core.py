@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -20,6 +21,8 @@ from servectl.adapters.state import GateRecord, History
 from servectl.errors import LockTimeout, PreflightFailed, ServiceConflict, StartupFailed, UsageError
 from servectl.plan.resolve import resolve
 from servectl.service import runtime
+from servectl.service.container import DockerRuntime
+from servectl.service.context import Context
 from servectl.service.logs import follow_logs
 from servectl.service.services import ServiceInfo, services
 from servectl.standin.process import free_port
@@ -47,21 +50,29 @@ class Env:
         model = resolve(name).plan.docker.mounts[0].source
         return FakeHostProbe(models={model: fake_model_dir(model, weights_bytes=10**6, weight_files=1)})
 
-    def up(self, name: str, **kwargs: Any) -> runtime.UpResult:
-        kwargs.setdefault("gpus", FakeGpuInventory.scenario("two_free_sm120"))
-        kwargs.setdefault("host", self.host_for(name))
-        return runtime.up(
-            name=name,
-            docker=self.engine,
-            http=self.http,
-            environ=self.environ,
-            state_dir=self.home,
-            lock_timeout_s=1,
-            **kwargs,
-        )
+    def context(self, **given: Any) -> Context:
+        """The context a host builds on the fake engine (no GPU inventory unless one is given)."""
+        parts: dict[str, Any] = {
+            "docker": self.engine,
+            "http": self.http,
+            "environ": self.environ,
+            "state_dir": self.home,
+            "lock_timeout_s": 1,
+            "nvml": False,
+        }
+        return Context(**{**parts, **given})
 
-    def down(self, name: str | None, **kwargs: Any) -> list[runtime.StopResult]:
-        result = runtime.down(name=name, docker=self.engine, state_dir=self.home, lock_timeout_s=1, **kwargs)
+    def up(self, name: str, *, build_image: Any = None, **kwargs: Any) -> runtime.UpResult:
+        gpus = kwargs.pop("gpus", FakeGpuInventory.scenario("two_free_sm120"))
+        probe = kwargs.pop("host", None) or self.host_for(name)
+        kwargs["force"] = tuple(kwargs.get("force", ()))
+        rt = DockerRuntime(docker=self.engine, http=self.http, environ=self.environ, build_image=build_image)
+        ctx = self.context(gpus=gpus, probe=probe, runtime=rt)
+        return runtime.up(ctx, name=name, opts=runtime.UpOptions(**kwargs))
+
+    def down(self, name: str | None, *, gpus: Any = None, free_deadline_s: float = 30.0) -> list[runtime.StopResult]:
+        ctx = self.context(gpus=gpus, environ=os.environ, http=None)  # down reads no environment of the test's
+        result = runtime.down(ctx, name=name, opts=runtime.DownOptions(free_deadline_s=free_deadline_s))
         return list(result.stopped)
 
     def services(self, **kwargs: Any) -> list[ServiceInfo]:
@@ -340,9 +351,9 @@ def test_down_restores_the_conflicts_a_swap_stopped_once_no_service_runs(env: En
     env.up("b")
     record_stopped(env.home, StoppedConflict("container", "daily", ("id-daily",), "a", 0.0))
     conflicts = FakeConflicts()
-    first = runtime.down(name="a", docker=env.engine, state_dir=env.home, lock_timeout_s=1, conflicts=conflicts)
+    first = runtime.down(env.context(conflicts=conflicts, environ=os.environ, http=None), name="a")
     assert [s.profile for s in first.stopped] == ["a"] and first.restored is None  # b still runs
-    last = runtime.down(name="b", docker=env.engine, state_dir=env.home, lock_timeout_s=1, conflicts=conflicts)
+    last = runtime.down(env.context(conflicts=conflicts, environ=os.environ, http=None), name="b")
     assert last.restored is not None and last.restored.summary() == "restored container daily"
     assert conflicts.running == {("container", "daily")} and load_stopped(env.home) == []
 

@@ -16,6 +16,7 @@ from servectl.adapters.state import History
 from servectl.errors import UpInterrupted
 from servectl.plan.resolve import resolve
 from servectl.service import runtime
+from servectl.service.context import Context
 from servectl.signals import Interrupt, SignalGuard, critical
 from servectl.standin.process import free_port
 from servectl.testing.docker import FakeDockerEngine, sglang_like_script, write_test_profile
@@ -64,16 +65,16 @@ def test_sigint_while_docker_creates_the_container_removes_it(tmp_path: Path, mo
     model = resolve("a").plan.docker.mounts[0].source
     host = FakeHostProbe(models={model: fake_model_dir(model, weights_bytes=10**6, weight_files=1)})
     with httpx.Client(transport=engine.http_transport()) as http, pytest.raises(UpInterrupted):
-        runtime.up(
-            name="a",
+        ctx = Context(
             docker=engine,
             http=http,
             gpus=FakeGpuInventory.scenario("two_free_sm120"),
-            host=host,
+            probe=host,
             environ={"HOME": str(tmp_path), "SERVECTL_HOME": str(home), "SERVECTL_PROFILES": str(folder)},
             state_dir=home,
             lock_timeout_s=1,
         )
+        runtime.up(ctx, name="a")
     assert [call for call, _ in engine.calls].count("create_and_start") == 1
     assert engine.containers == {}, "the container created during the signal was left behind"
     assert not any(e.get("event") == "up" for e in History(home).events())

@@ -21,11 +21,12 @@ from servectl.adapters.conflicts import STOPPED_CONFLICTS_FILE
 from servectl.adapters.state import HISTORY_FILE, LOCK_FILE, History
 from servectl.errors import ServectlError, StateDamaged
 from servectl.service import runtime
+from servectl.service.context import Context
 from servectl.service.journal import JOURNAL_FILE, SwapJournal, status_notes
 from servectl.service.recover import recover
 from servectl.service.rollback import rollback
 from servectl.service.services import services
-from servectl.service.swap import swap
+from servectl.service.swap import SwapOptions, swap
 from servectl.standin.process import free_port
 from servectl.testing.docker import FakeDockerEngine, sglang_like_script, write_test_profile
 from servectl.testing.swap import FakeClock, FakeConflicts, FakeRuntime
@@ -68,6 +69,13 @@ def world(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[dict[str,
         }
 
 
+def host_context(world: dict[str, Any]) -> Context:
+    """The context a host builds on the fake engine (no GPU inventory)."""
+    return Context(
+        docker=world["engine"], http=world["http"], environ=world["environ"], state_dir=world["home"], nvml=False
+    )
+
+
 def no_preflight(**kwargs: Any) -> None:
     return None
 
@@ -92,17 +100,26 @@ def test_every_command_is_clean_with_any_state_file_content(world: dict[str, Any
     world["runtime"].running.clear()
     home.mkdir(parents=True, exist_ok=True)
     (home / which).write_bytes(content)
-    common = {"docker": engine, "state_dir": home, "lock_timeout_s": 1}
+    common = {"docker": engine, "state_dir": home, "lock_timeout_s": 1, "nvml": False}
+    host = Context(http=http, environ=environ, **common)
     # swap, rollback and recover drive the in-memory runtime: the state files are what is under test here
-    fakes = {"runtime": world["runtime"], "conflicts": FakeConflicts([]), "docker": None, "state_dir": home}
+    fakes = Context(
+        runtime=world["runtime"],
+        conflicts=FakeConflicts([]),
+        docker=FakeDockerEngine(),
+        state_dir=home,
+        lock_timeout_s=1,
+        nvml=False,
+    )
+    opts = SwapOptions(handle_signals=False, preflight=no_preflight)
     clean(lambda: services(docker=engine, http=http, state_dir=home))
     notes = status_notes(state_dir=home)  # status never fails on a state file
     assert all("\n" not in note for note in notes)
-    clean(lambda: runtime.up(name="a", http=http, environ=environ, **common))
-    clean(lambda: runtime.down(name=None, **common))
-    clean(lambda: swap(target="b", handle_signals=False, preflight=no_preflight, lock_timeout_s=1, **fakes))
-    clean(lambda: rollback(handle_signals=False, preflight=no_preflight, lock_timeout_s=1, **fakes))
-    clean(lambda: recover(lock_timeout_s=1, **fakes))
+    clean(lambda: runtime.up(host, name="a"))
+    clean(lambda: runtime.down(Context(**common), name=None))
+    clean(lambda: swap(fakes, target="b", opts=opts))
+    clean(lambda: rollback(fakes, opts=opts))
+    clean(lambda: recover(fakes))
 
 
 def test_up_whose_history_write_fails_removes_the_service_and_says_so(
@@ -114,9 +131,7 @@ def test_up_whose_history_write_fails_removes_the_service_and_says_so(
 
     monkeypatch.setattr(History, "record", fail)
     with pytest.raises(ServectlError) as info:
-        runtime.up(
-            name="a", docker=world["engine"], http=world["http"], environ=world["environ"], state_dir=world["home"]
-        )
+        runtime.up(host_context(world), name="a")
     (line,) = info.value.lines()
     assert "a passed its health gate, but servectl failed" in line and "No space left on device" in line
     assert "it was removed, nothing of it runs" in line
@@ -129,5 +144,5 @@ def test_a_killed_up_journal_is_settled_by_the_next_up_of_that_profile(world: di
     home.mkdir(parents=True, exist_ok=True)
     left = SwapJournal(pid=1, from_profile=None, to_profile="a", phase="start-target", started_at=1.0, kind="up")
     (home / JOURNAL_FILE).write_text(json.dumps(left.to_dict()))
-    result = runtime.up(name="a", docker=world["engine"], http=world["http"], environ=world["environ"], state_dir=home)
+    result = runtime.up(host_context(world), name="a")
     assert result.action == "started" and not (home / JOURNAL_FILE).exists()

@@ -22,14 +22,14 @@ import pytest
 from servectl.adapters.conflicts import STOPPED_CONFLICTS_FILE
 from servectl.adapters.state import GATE_DIR, HISTORY_FILE, LOCK_FILE, PENDING_DIR
 from servectl.errors import ServectlError
-from servectl.plan.resolve import Resolved
 from servectl.service import runtime
-from servectl.service.image import ensure_image
+from servectl.service.container import DockerRuntime
+from servectl.service.context import Context
 from servectl.service.journal import JOURNAL_FILE, status_notes
 from servectl.service.recover import recover
 from servectl.service.rollback import rollback
 from servectl.service.services import services
-from servectl.service.swap import swap
+from servectl.service.swap import SwapOptions, swap
 from servectl.standin.process import free_port
 from servectl.testing.docker import FakeDockerEngine, sglang_like_script, write_test_profile
 from servectl.testing.swap import FakeConflicts
@@ -79,25 +79,6 @@ def damage(path: Path, how: bytes | str) -> None:
         path.write_bytes(how)
 
 
-class RuntimeOnFakeEngine:
-    """The real runtime (start, stop, gate) with the fake engine's HTTP transport bound in."""
-
-    def __init__(self, http: httpx.Client) -> None:
-        self.http = http
-
-    def services(self, **kwargs: Any) -> Any:
-        return services(http=self.http, **kwargs)
-
-    def start(self, **kwargs: Any) -> Any:
-        return runtime.start(http=self.http, environ={}, **kwargs)
-
-    def stop(self, **kwargs: Any) -> Any:
-        return runtime.stop(**kwargs)
-
-    def ensure_image(self, resolved: Resolved, **kwargs: Any) -> None:
-        ensure_image(resolved, **kwargs)
-
-
 @pytest.fixture
 def world(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[dict[str, Any]]:
     folder, home = tmp_path / "profiles", tmp_path / "home"
@@ -142,17 +123,14 @@ def test_a_damaged_state_entry_never_stops_a_healthy_service_nor_shows_a_traceba
 ) -> None:
     home: Path = world["home"]
     engine, http, environ = world["engine"], world["http"], world["environ"]
-    rt = RuntimeOnFakeEngine(http)
-    common = {"docker": engine, "state_dir": home, "lock_timeout_s": 1}
-    tx = {
-        "runtime": rt,
-        "conflicts": FakeConflicts([]),
-        "preflight": no_preflight,
-        "handle_signals": False,
-        **common,
-    }
-    runtime.up(name="b", http=http, environ=environ, **common)
-    swap(target="a", **tx)  # a healthy service, with history to roll back along
+    common = {"docker": engine, "state_dir": home, "lock_timeout_s": 1, "nvml": False}
+    up_ctx = Context(http=http, environ=environ, **common)  # as the host builds it: every part on the engine
+    # the transactions: the real runtime with the fake engine's HTTP transport bound in, conflicts in memory
+    rt = DockerRuntime(docker=engine, http=http, environ={}, state_dir=home)
+    tx_ctx = Context(runtime=rt, conflicts=FakeConflicts([]), **common)
+    tx = SwapOptions(preflight=no_preflight, handle_signals=False)
+    runtime.up(up_ctx, name="b")
+    swap(tx_ctx, target="a", opts=tx)  # a healthy service, with history to roll back along
     damage(home / entry, (FILE_DAMAGE if entry in FILES else FOLDER_DAMAGE)[how])
 
     def serving() -> set[str]:
@@ -164,12 +142,13 @@ def test_a_damaged_state_entry_never_stops_a_healthy_service_nor_shows_a_traceba
     assert all("\n" not in note for note in status_notes(state_dir=home))
     assert {s.profile for s in services(docker=engine, http=http, state_dir=home)} == {"a"}
     for name, command in (
-        ("up", lambda: runtime.up(name="c", http=http, environ=environ, **common)),
-        ("swap", lambda: swap(target="b", **tx)),
-        ("rollback", lambda: rollback(**tx)),
-        ("recover", lambda: recover(**{k: v for k, v in tx.items() if k not in ("preflight", "handle_signals")})),
+        ("up", lambda: runtime.up(up_ctx, name="c")),
+        ("swap", lambda: swap(tx_ctx, target="b", opts=tx)),
+        ("rollback", lambda: rollback(tx_ctx, opts=tx)),
+        ("recover", lambda: recover(tx_ctx)),
     ):
         seen.append(f"{name}: {clean(command)[:160]}")
         assert serving() & {"a", "b"}, f"no healthy service after {name}: {seen}"
-    seen.append(f"down: {clean(lambda: runtime.down(name='c', **common))[:160]}")
-    seen.append(f"down: {clean(lambda: runtime.down(name=None, **common))[:160]}")
+    down_ctx = Context(**common)  # down's own: the runtime and conflicts on the engine
+    seen.append(f"down: {clean(lambda: runtime.down(down_ctx, name='c'))[:160]}")
+    seen.append(f"down: {clean(lambda: runtime.down(down_ctx, name=None))[:160]}")

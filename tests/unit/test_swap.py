@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +26,12 @@ from servectl.errors import (
     UsageError,
 )
 from servectl.plan.resolve import Resolved, resolve
+from servectl.service.context import Clocks, Context
 from servectl.service.journal import JOURNAL_FILE, SwapJournal, read_journal
 from servectl.service.recover import recover
 from servectl.service.rollback import rollback, rollback_check
-from servectl.service.swap import PhaseEvent, SwapResult, swap
+from servectl.service.swap import PhaseEvent, SwapOptions, SwapResult, swap
+from servectl.testing.docker import FakeDockerEngine
 from servectl.testing.fakes import FakeGpuInventory
 from servectl.testing.swap import FakeClock, FakeConflicts, FakeHistory, FakeLock, FakeRuntime
 
@@ -67,6 +70,7 @@ class World:
 
     def __init__(self, state_dir: Path) -> None:
         self.clock = FakeClock()
+        self.clocks = Clocks(monotonic=self.clock, wall=lambda: 1.7e9)
         self.runtime = FakeRuntime(self.clock, stop_s=1.0)
         self.conflicts = FakeConflicts([("container", "daily-driver")])
         self.history = FakeHistory()
@@ -85,21 +89,25 @@ class World:
         if self.preflight_error:
             raise self.preflight_error
 
-    def kwargs(self) -> dict[str, Any]:
-        return {
-            "docker": None,
-            "preflight": self.preflight,
-            "clock": self.clock,
+    def context(self, **given: Any) -> Context:
+        """The context of a transaction over these fakes (``given`` replaces any part)."""
+        parts: dict[str, Any] = {
+            "docker": FakeDockerEngine(),
+            "nvml": False,  # no GPU inventory unless a test gives one: stops wait on no cards
             "runtime": self.runtime,
             "conflicts": self.conflicts,
             "history": self.history,
             "lock": self.lock,
             "state_dir": self.state_dir,
-            "wall_clock": lambda: 1.7e9,
+            "clocks": self.clocks,
         }
+        return Context(**{**parts, **given})
+
+    def opts(self, **given: Any) -> SwapOptions:
+        return SwapOptions(preflight=self.preflight, **given)
 
     def swap(self, target: str | None) -> SwapResult:
-        return swap(target=target, **self.kwargs())
+        return swap(self.context(), target=target, opts=self.opts())
 
     def run(self, name: str, state: str = "ready") -> None:
         service = self.runtime.run(resolve(name), state=state)
@@ -460,7 +468,7 @@ def test_a_signal_after_the_target_passed_the_gate_does_not_undo_the_swap(world:
         if event.phase == "start-target" and event.duration_s is not None:
             os.kill(os.getpid(), signal.SIGINT)  # the target is up and acknowledged
 
-    result = swap(target="beta", on_phase=on_phase, **world.kwargs())
+    result = swap(world.context(), target="beta", opts=world.opts(on_phase=on_phase))
     assert result.outcome == "swapped"
     assert world.runtime.profiles() == ["beta"]
     assert read_journal(world.state_dir) is None
@@ -496,22 +504,22 @@ def test_previous_profile_is_what_the_current_profile_replaced_or_the_run_before
 def test_rollback_swaps_back_to_the_profile_that_ran_before(world: World) -> None:
     world.run("alpha")
     world.swap("gamma")
-    result = rollback(**world.kwargs())
+    result = rollback(world.context(), opts=world.opts())
     assert (result.from_profile, result.to_profile, result.outcome) == ("gamma", "alpha", "swapped")
     assert world.history.events()[-1]["event"] == "rollback"
-    again = rollback(**world.kwargs())  # rolling back twice goes forward again
+    again = rollback(world.context(), opts=world.opts())  # rolling back twice goes forward again
     assert (again.from_profile, again.to_profile) == ("alpha", "gamma")
 
 
 def test_rollback_without_history_says_what_to_use(world: World) -> None:
     world.run("alpha")
     with pytest.raises(UsageError, match="the history has no profile that ran before alpha"):
-        rollback(**world.kwargs())
+        rollback(world.context(), opts=world.opts())
 
 
 def test_rollback_with_nothing_running_is_a_usage_error(world: World) -> None:
     with pytest.raises(UsageError, match="nothing of servectl runs"):
-        rollback(**world.kwargs())
+        rollback(world.context(), opts=world.opts())
 
 
 # -- rollback-check ------------------------------------------------------------------------------------------
@@ -526,10 +534,7 @@ class Images:
 def test_rollback_check_passes_when_the_target_could_start(world: World) -> None:
     world.run("alpha")
     [check] = rollback_check(
-        names=["alpha"],
-        docker=Images({"servectl-standin:latest"}),
-        preflight=world.preflight,
-        runtime=world.runtime,
+        world.context(docker=Images({"servectl-standin:latest"})), names=["alpha"], preflight=world.preflight
     )
     assert check.ok, check.items
     assert check.target == "beta"
@@ -548,10 +553,7 @@ def test_rollback_check_names_each_problem(world: World, env: Path) -> None:
     world.preflight_error = PreflightFailed("port.free: 127.0.0.1:8190 is in use by pid 77")
 
     checks = rollback_check(
-        names=["src1", "src2", "gamma"],
-        docker=Images(set()),
-        preflight=world.preflight,
-        runtime=world.runtime,
+        world.context(docker=Images(set())), names=["src1", "src2", "gamma"], preflight=world.preflight
     )
 
     by_name = {c.profile: c for c in checks}
@@ -571,18 +573,12 @@ def test_rollback_check_requires_the_pinned_digest(world: World, env: Path) -> N
     write_profile(folder, "pinsrc", rollback="pinned")
     write_profile(folder, "pinned", extra=f"image:\n  ref: example/engine:1\n  digest: '{digest}'\n  build: null\n")
     [missing] = rollback_check(
-        names=["pinsrc"],
-        docker=Images({"example/engine:1"}),
-        preflight=world.preflight,
-        runtime=world.runtime,
+        world.context(docker=Images({"example/engine:1"})), names=["pinsrc"], preflight=world.preflight
     )
     image = next(i for i in missing.items if i.check == "image")
     assert not image.ok and digest in image.message and "docker pull example/engine:1@" in image.message
     [present] = rollback_check(
-        names=["pinsrc"],
-        docker=Images({f"example/engine:1@{digest}"}),
-        preflight=world.preflight,
-        runtime=world.runtime,
+        world.context(docker=Images({f"example/engine:1@{digest}"})), names=["pinsrc"], preflight=world.preflight
     )
     assert next(i for i in present.items if i.check == "image").ok
 
@@ -604,14 +600,17 @@ def kill_swap_during_start(world: World, env: Path, target: str, *, orphan_state
     world.run(target, state=orphan_state)  # the container kept starting after servectl died
 
 
-def recover_kwargs(world: World) -> dict[str, Any]:
-    return {
-        "docker": None,
+def recover_context(world: World, **given: Any) -> Context:
+    """What ``recover`` works with: the fakes, but the state folder's own lock and the real clocks."""
+    parts: dict[str, Any] = {
+        "docker": FakeDockerEngine(),
+        "nvml": False,
         "runtime": world.runtime,
         "conflicts": world.conflicts,
         "history": world.history,
         "state_dir": world.state_dir,
     }
+    return Context(**{**parts, **given})
 
 
 def test_kill_9_during_a_swap_recovers_to_the_previous_service_as_it_ran(world: World, env: Path) -> None:
@@ -628,7 +627,7 @@ def test_kill_9_during_a_swap_recovers_to_the_previous_service_as_it_ran(world: 
     with pytest.raises(UnfinishedTransaction, match="servectl recover"):
         world.swap("alpha")  # every command that changes services refuses until it is settled
     cards = FakeGpuInventory.scenario("two_free_sm120")
-    result = recover(**recover_kwargs(world), gpus=cards)
+    result = recover(recover_context(world, gpus=cards))
     assert result.outcome == "restored" and result.restored == "alpha"
     assert "beta" in result.removed[0] and "it never passed its health gate" in result.message
     assert world.runtime.stop_gpus[-1] is cards  # the orphan's stop waited for the cards, as swap's does
@@ -644,7 +643,7 @@ def test_rollback_after_kill_9_uses_the_journal_not_the_history(world: World, en
     kill_swap_during_start(world, env, "beta")
     # the history knows nothing of this swap; rollback must still go back to alpha
     cards = FakeGpuInventory.scenario("two_free_sm120")
-    result = rollback(**world.kwargs(), gpus=cards)
+    result = rollback(world.context(gpus=cards), opts=world.opts())
     assert result.to_profile == "alpha" and "rolled back from the journal" in result.message
     assert world.runtime.stop_gpus[-1] is cards  # rollback's cards reach recover's stops
     assert world.runtime.profiles() == ["alpha"]
@@ -656,14 +655,14 @@ def test_recover_finishes_a_swap_whose_target_had_passed_its_gate(world: World, 
     kill_swap_during_start(world, env, "beta", orphan_state="ready")
     beta = world.runtime.running["swaptest-beta"]
     GateRecord(world.state_dir).mark(beta.container_id)
-    result = recover(**recover_kwargs(world))
+    result = recover(recover_context(world))
     assert result.outcome == "finished" and "beta passed its health gate and runs" in result.message
     assert world.runtime.profiles() == ["beta"]
     assert world.history.events()[-1]["event"] == "swap" and world.history.events()[-1]["replaced"] == "alpha"
 
 
 def test_recover_with_nothing_to_settle_says_so(world: World) -> None:
-    assert recover(**recover_kwargs(world)).outcome == "nothing"
+    assert recover(recover_context(world)).outcome == "nothing"
 
 
 def test_recover_with_a_damaged_journal_removes_only_unproven_services(world: World) -> None:
@@ -671,7 +670,7 @@ def test_recover_with_a_damaged_journal_removes_only_unproven_services(world: Wo
     GateRecord(world.state_dir).mark(world.runtime.running["swaptest-alpha"].container_id)
     world.run("other", state="starting")
     (world.state_dir / JOURNAL_FILE).write_bytes(b"\xff\x00 not a journal")
-    result = recover(**recover_kwargs(world))
+    result = recover(recover_context(world))
     assert result.outcome == "cleared" and result.removed == ("swaptest-other",)
     assert "running now: alpha" in result.message
     assert world.runtime.profiles() == ["alpha"]
@@ -711,7 +710,7 @@ def test_after_a_failure_with_nothing_to_restore_the_cards_are_waited_for_with_t
         world.clock.advance(seconds)
 
     with pytest.raises(StartupFailed, match=r"cards 0 could not all be read \(card 0\): check them with nvidia-smi"):
-        swap(target="epsilon", **{**world.kwargs(), "gpus": lost, "sleep": sleep})
+        swap(world.context(gpus=lost, clocks=replace(world.clocks, sleep=sleep)), target="epsilon", opts=world.opts())
     assert sum(naps) == pytest.approx(30.0) and world.history.events()[-1]["outcome"] == "failed"
 
 
@@ -720,7 +719,7 @@ def test_rollback_warns_when_the_previous_profile_changed_since_it_ran(world: Wo
     world.swap("beta")
     world.history.record({"event": "up", "profile": "alpha", "plan_hash": "0000000000000000"})
     world.history.record({"event": "swap", "profile": "beta", "replaced": "alpha"})
-    result = rollback(**world.kwargs())
+    result = rollback(world.context(), opts=world.opts())
     assert result.to_profile == "alpha"
     assert "note: alpha last ran with plan 0000000000000000, its profile now compiles to" in result.message
 
@@ -743,11 +742,11 @@ def test_a_failed_swap_and_a_killed_swap_restore_the_same_snapshot(world: World,
     after_failure = world.runtime.running["swaptest-alpha"].plan_hash
 
     alpha_file.write_text(original)
-    world.runtime.stop(service=world.runtime.running["swaptest-alpha"], docker=None)
+    world.runtime.stop(service=world.runtime.running["swaptest-alpha"])
     world.run("alpha")
     kill_swap_during_start(world, env, "beta")
     edit_alpha()
-    recover(**recover_kwargs(world))
+    recover(recover_context(world))
     after_kill = world.runtime.running["swaptest-alpha"].plan_hash
 
     assert after_failure == after_kill == ran_hash
@@ -758,7 +757,7 @@ def test_rollback_of_a_killed_swap_that_had_finished_goes_back_from_it(world: Wo
     world.run("alpha")
     kill_swap_during_start(world, env, "beta", orphan_state="ready")
     GateRecord(world.state_dir).mark(world.runtime.running["swaptest-beta"].container_id)
-    result = rollback(**world.kwargs())
+    result = rollback(world.context(), opts=world.opts())
     assert (result.from_profile, result.to_profile, result.outcome) == ("beta", "alpha", "swapped")
     assert result.message.startswith("the swap from alpha to beta had finished")
     assert "rolled back from the journal" not in result.message
@@ -786,7 +785,7 @@ def test_rollback_over_history_entries_of_the_wrong_shape_says_so_and_how_to_nam
     history = [{"event": "up", "profile": 5}, {"event": "swap", "profile": "alpha", "replaced": ["beta"]}]
     (world.state_dir / "history.json").write_text(json.dumps(history), encoding="utf-8")
     with pytest.raises(UsageError) as info:
-        rollback(**{**world.kwargs(), "history": History(world.state_dir)})
+        rollback(world.context(history=History(world.state_dir)), opts=world.opts())
     assert info.value.message.startswith(
         "the history has no profile that ran before alpha (2 entries of the wrong shape were ignored); "
         "name the target with `servectl swap NAME`"

@@ -17,12 +17,13 @@ import pytest
 from servectl.adapters.docker import ContainerState, ImageInfo, PublishedPort
 from servectl.adapters.state import History
 from servectl.errors import PreflightFailed, SwapFailed, SwapRolledBack
+from servectl.paths import state_dir
 from servectl.plan.compile import DockerRunSpec
 from servectl.plan.resolve import Resolved, resolve
-from servectl.service import runtime
-from servectl.service.image import ensure_image
+from servectl.service.container import DockerRuntime
+from servectl.service.context import Context
 from servectl.service.services import services
-from servectl.service.swap import PhaseEvent, profile_preflight, swap
+from servectl.service.swap import PhaseEvent, SwapOptions, profile_preflight, swap
 from servectl.testing.docker import FakeDockerEngine, FakeScript, sglang_like_script
 from servectl.testing.fakes import FakeGpuInventory, FakeHostProbe, fake_model_dir
 from servectl.testing.swap import FakeConflicts
@@ -30,23 +31,12 @@ from servectl.testing.swap import FakeConflicts
 PROFILE = "name: {name}\nextends: demo\nrollback: {rollback}\ncontainer:\n  name: fake-{name}\n"
 
 
-class RuntimeOnFakeEngine:
-    """servectl.service.runtime with the fake engine's HTTP transport bound in (the gate probes through it)."""
-
-    def __init__(self, engine: FakeDockerEngine) -> None:
-        self.http = httpx.Client(transport=engine.http_transport())
-
-    def services(self, **kwargs: Any) -> Any:
-        return services(http=self.http, **kwargs)
-
-    def start(self, **kwargs: Any) -> Any:
-        return runtime.start(http=self.http, environ={}, **kwargs)
-
-    def stop(self, **kwargs: Any) -> Any:
-        return runtime.stop(**kwargs)
-
-    def ensure_image(self, resolved: Resolved, **kwargs: Any) -> None:
-        ensure_image(resolved, **kwargs)
+def on_engine(engine: FakeDockerEngine) -> Context:
+    """A context on the fake engine: the real runtime with the engine's HTTP transport bound in (the gate probes
+    through it), with environment {} for the engine, and conflicts in memory."""
+    http = httpx.Client(transport=engine.http_transport())
+    rt = DockerRuntime(docker=engine, http=http, environ={}, state_dir=state_dir())
+    return Context(docker=engine, http=http, runtime=rt, conflicts=FakeConflicts(), nvml=False)
 
 
 @pytest.fixture
@@ -74,13 +64,11 @@ def started(home: Path) -> Iterator[Any]:
 
     def run(scripts: dict[str, FakeScript], target: str = "beta") -> tuple[FakeDockerEngine, Any]:
         engine = engine_with(scripts)
-        rt = RuntimeOnFakeEngine(engine)
-        first = swap(target="alpha", docker=engine, runtime=rt, preflight=no_preflight, conflicts=FakeConflicts())
+        rt = on_engine(engine)
+        first = swap(rt, target="alpha", opts=NO_PREFLIGHT)
         assert first.outcome == "started"
         try:
-            return engine, swap(
-                target=target, docker=engine, runtime=rt, preflight=no_preflight, conflicts=FakeConflicts()
-            )
+            return engine, swap(rt, target=target, opts=NO_PREFLIGHT)
         except (SwapRolledBack, SwapFailed) as err:
             return engine, err
 
@@ -89,6 +77,9 @@ def started(home: Path) -> Iterator[Any]:
 
 def no_preflight(**kwargs: Any) -> None:
     return None
+
+
+NO_PREFLIGHT = SwapOptions(preflight=no_preflight)
 
 
 def names(engine: FakeDockerEngine) -> list[str]:
@@ -121,20 +112,20 @@ def test_a_crashing_target_through_the_runtime_brings_alpha_back_with_the_crash_
 def test_both_failing_through_the_runtime_leaves_no_container(started: Any, home: Path) -> None:
     crash = sglang_like_script(0.1, crash_at="weights", exit_code=7)
     engine = engine_with({"fake-beta": crash})
-    rt = RuntimeOnFakeEngine(engine)
-    swap(target="alpha", docker=engine, runtime=rt, preflight=no_preflight, conflicts=FakeConflicts())
+    rt = on_engine(engine)
+    swap(rt, target="alpha", opts=NO_PREFLIGHT)
     engine.script_for = lambda spec: crash  # from now on alpha crashes too
     with pytest.raises(SwapFailed, match="did not come back either") as caught:
-        swap(target="beta", docker=engine, runtime=rt, preflight=no_preflight, conflicts=FakeConflicts())
+        swap(rt, target="beta", opts=NO_PREFLIGHT)
     assert names(engine) == []
     assert "last log lines of alpha" in caught.value.message
 
 
 def test_an_old_service_that_ignores_sigterm_is_reported_as_forced(started: Any) -> None:
     engine = engine_with({"fake-alpha": FakeScript(sglang_like_script(0.1).lines, ignore_sigterm=True)})
-    rt = RuntimeOnFakeEngine(engine)
-    swap(target="alpha", docker=engine, runtime=rt, preflight=no_preflight, conflicts=FakeConflicts())
-    result = swap(target="beta", docker=engine, runtime=rt, preflight=no_preflight, conflicts=FakeConflicts())
+    rt = on_engine(engine)
+    swap(rt, target="alpha", opts=NO_PREFLIGHT)
+    result = swap(rt, target="beta", opts=NO_PREFLIGHT)
     assert result.forced_stop is True
     assert names(engine) == ["fake-beta"]
 
@@ -221,8 +212,8 @@ def test_preflight_refuses_a_foreign_container_with_the_target_name(resolved: Re
 def test_the_target_is_recorded_as_passed_before_ready_is_announced(home: Path) -> None:
     """kill -9 right as swap prints "start-target: ready" must find the target recorded as passed (issue 25)."""
     engine = engine_with({})
-    rt = RuntimeOnFakeEngine(engine)
-    swap(target="alpha", docker=engine, runtime=rt, preflight=no_preflight, conflicts=FakeConflicts())
+    rt = on_engine(engine)
+    swap(rt, target="alpha", opts=NO_PREFLIGHT)
     seen: list[str] = []
 
     def at_announcement(event: PhaseEvent) -> None:
@@ -231,12 +222,5 @@ def test_the_target_is_recorded_as_passed_before_ready_is_announced(home: Path) 
             now = services(docker=engine, probe=False, plan_hash_of=None, state_dir=home, adopted=None)
             seen.extend(f"{s.profile}:{s.state}" for s in now)
 
-    swap(
-        target="beta",
-        docker=engine,
-        runtime=rt,
-        preflight=no_preflight,
-        conflicts=FakeConflicts(),
-        on_phase=at_announcement,
-    )
+    swap(rt, target="beta", opts=SwapOptions(preflight=no_preflight, on_phase=at_announcement))
     assert seen == ["beta:ready"]

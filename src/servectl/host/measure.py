@@ -107,4 +107,4 @@ class MeasureCommands(HostBase):
         """The adapters a measurement of profile ``name``'s service reads (none for a bare URL)."""
         if name is None:
             return {}
-        return {"docker": self.docker, "gpus": self._gpus_for(self._resolve(name))}
+        return {"docker": self.docker, "gpus": self.ctx.gpus_for(self._resolve(name))}

@@ -87,9 +87,9 @@ class ServiceCommands(HostBase):
         """
         from servectl.preflight.doctor import run_doctor
 
-        self._check_open()
-        if self._docker is not None:
-            return run_doctor(docker=self._docker, gpus=self.gpus, host=self.host_probe, state_dir=self.state_dir)
+        opened = self.ctx.docker_opened
+        if opened is not None:
+            return run_doctor(docker=opened, gpus=self.gpus, host=self.host_probe, state_dir=self.state_dir)
         from servectl.adapters.docker import DockerSdkEngine
 
         docker = DockerSdkEngine(timeout_s=5.0)  # a hung engine must not hang the check of it
@@ -122,24 +122,11 @@ class ServiceCommands(HostBase):
                 gate (its container is removed; ``err.last_log_lines`` has its last lines).
             ServiceConflict: the profile runs with another plan, or another service holds its GPUs or port.
         """
-        from servectl.service.runtime import up
+        from servectl.service.runtime import UpOptions, up
 
         resolved = self.plan_cache.resolve(name)  # compiled once, and cached for the drift column of status
-        return up(
-            name=name,
-            docker=self.docker,
-            resolved=resolved,
-            gpus=self._gpus_for(resolved),
-            host=self.host_probe,
-            force=force,
-            on_phase=on_phase,
-            on_report=on_report,
-            http=self._http,
-            environ=self.environ,
-            state_dir=self.state_dir,
-            lock_timeout_s=self._lock_timeout(lock_timeout_s),
-            scope=self.scope,
-        )
+        opts = UpOptions(force=tuple(force), on_report=on_report, on_phase=on_phase, lock_timeout_s=lock_timeout_s)
+        return up(self.ctx, name=name, resolved=resolved, opts=opts)
 
     def down(self, *, name: str | None = None, lock_timeout_s: float | None = None) -> DownResult:
         """Stop the service of profile ``name`` (default: the only one running) and confirm it is gone.
@@ -150,34 +137,17 @@ class ServiceCommands(HostBase):
         Raises:
             UsageError: no ``name`` while several services run, or ``name`` is neither a service nor a profile.
         """
-        from servectl.service.runtime import down
+        from servectl.service.runtime import DownOptions, down
 
-        return down(
-            name=name,
-            docker=self.docker,
-            gpus=self._card_waits(),
-            state_dir=self.state_dir,
-            lock_timeout_s=self._lock_timeout(lock_timeout_s),
-            scope=self.scope,
-            environ=self.environ,
-            conflicts=self._conflicts,
-        )
+        return down(self.ctx, name=name, opts=DownOptions(lock_timeout_s=lock_timeout_s))
 
     def services(self) -> list[ServiceInfo]:
         """Every servectl service on this host: profile, state, port, GPUs, plan hash and drift."""
         return self._list(probe=True)
 
     def _list(self, *, probe: bool) -> list[ServiceInfo]:
-        from servectl.service.services import services
-
-        return services(
-            docker=self.docker,
-            http=self._http,
-            probe=probe,
-            plan_hash_of=self.plan_cache.plan_hash if probe else None,
-            state_dir=self.state_dir,
-            scope=self.scope,
-        )
+        plan_hash_of = self.plan_cache.plan_hash if probe else None
+        return list(self.ctx.runtime.services(probe=probe, plan_hash_of=plan_hash_of))
 
     def status(self) -> Status:
         """Every servectl service, with the notes of an unfinished swap and of conflicts kept stopped, and
@@ -193,7 +163,7 @@ class ServiceCommands(HostBase):
         starting one, each card's memory and utilisation), through this host's adapters."""
         from servectl.service.watch import watch_view
 
-        docker, gpus = self.docker, self._card_waits()
+        docker, gpus = self.docker, self.ctx.cards
 
         def refresh() -> WatchView:
             return watch_view(docker=docker, gpus=gpus, list_services=self.services)
@@ -208,4 +178,4 @@ class ServiceCommands(HostBase):
         """
         from servectl.service.logs import follow_logs
 
-        return follow_logs(name=name, docker=self.docker, follow=follow, tail=tail, scope=self.scope)
+        return follow_logs(name=name, docker=self.docker, follow=follow, tail=tail, scope=self.ctx.scope)

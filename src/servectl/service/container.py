@@ -22,7 +22,7 @@ from servectl.errors import ServectlError, StartupFailed
 from servectl.paths import state_dir as default_state_dir
 from servectl.service.health import READY, GateResult, Progress, wait_until_serving
 from servectl.service.host_files import discard_key_file, read_api_key, remove_key_file, write_plan_files
-from servectl.service.image import ensure_image
+from servectl.service.image import ImageBuilder, ensure_image
 from servectl.service.services import ServiceInfo, service_from_container, services
 from servectl.signals import critical
 
@@ -247,45 +247,83 @@ def stop(
 
 
 class ServiceRuntime(Protocol):
-    """What ``swap`` and ``rollback`` drive: :class:`DockerRuntime`, or ``servectl.testing.swap.FakeRuntime``."""
+    """What the core drives to list, start and stop services: :class:`DockerRuntime`, or
+    ``servectl.testing.swap.FakeRuntime`` in tests. The runtime owns its engine, state folder and scope."""
 
     def services(
-        self,
-        *,
-        docker: DockerEngine,
-        probe: bool = ...,
-        plan_hash_of: Callable[[str], str | None] | None = ...,
-        state_dir: Path | None = ...,
-        scope: Mapping[str, str] | None = ...,
+        self, *, probe: bool = ..., plan_hash_of: Callable[[str], str | None] | None = ...
     ) -> Sequence[ServiceInfo]: ...
 
-    def start(
-        self,
-        *,
-        resolved: Resolved,
-        docker: DockerEngine,
-        on_phase: Callable[[Progress], None] | None = ...,
-        state_dir: Path | None = ...,
-    ) -> StartResult: ...
+    def start(self, *, resolved: Resolved, on_phase: Callable[[Progress], None] | None = ...) -> StartResult: ...
 
     def stop(
-        self,
-        *,
-        service: ServiceInfo,
-        docker: DockerEngine,
-        gpus: GpuInventory | None = ...,
-        state_dir: Path | None = ...,
+        self, *, service: ServiceInfo, gpus: GpuInventory | None = ..., free_deadline_s: float = ...
     ) -> StopResult: ...
 
-    def ensure_image(
-        self, resolved: Resolved, *, docker: DockerEngine, on_phase: Callable[[Progress], None] | None = ...
-    ) -> None: ...
+    def ensure_image(self, resolved: Resolved, *, on_phase: Callable[[Progress], None] | None = ...) -> None: ...
 
 
 class DockerRuntime:
-    """The runtime as one object: what ``swap`` and ``rollback`` drive (tests give them a fake instead)."""
+    """The runtime on a Docker engine, with everything it needs bound in: what every core function drives.
 
-    services = staticmethod(services)
-    start = staticmethod(start)
-    stop = staticmethod(stop)
-    ensure_image = staticmethod(ensure_image)
+    Args:
+        docker: the engine.
+        http: the client of the health gate and of ``/health`` probes (None: a short-lived one per call).
+        environ: the environment (API keys, pass-through variables); default ``os.environ``.
+        state_dir: the state folder (gate records, key files); default from the environment.
+        scope: only containers with these labels are servectl's (tests use a session label).
+        build_image: builds the stand-in image (default :func:`servectl.service.image.build_standin`).
+    """
+
+    def __init__(
+        self,
+        *,
+        docker: DockerEngine,
+        http: httpx.Client | None = None,
+        environ: Mapping[str, str] | None = None,
+        state_dir: Path | None = None,
+        scope: Mapping[str, str] | None = None,
+        build_image: ImageBuilder | None = None,
+    ) -> None:
+        self.docker = docker
+        self.http = http
+        self.environ = os.environ if environ is None else environ
+        self.state_dir = default_state_dir(self.environ) if state_dir is None else state_dir
+        self.scope = scope
+        self.build_image = build_image
+
+    def services(
+        self, *, probe: bool = True, plan_hash_of: Callable[[str], str | None] | None = None
+    ) -> list[ServiceInfo]:
+        """The servectl services now (see :func:`servectl.service.services.services`)."""
+        return services(
+            docker=self.docker,
+            http=self.http,
+            probe=probe,
+            plan_hash_of=plan_hash_of,
+            state_dir=self.state_dir,
+            scope=self.scope,
+        )
+
+    def start(self, *, resolved: Resolved, on_phase: Callable[[Progress], None] | None = None) -> StartResult:
+        """Start ``resolved`` through the health gate (see :func:`start`)."""
+        return start(
+            resolved=resolved,
+            docker=self.docker,
+            on_phase=on_phase,
+            http=self.http,
+            environ=self.environ,
+            state_dir=self.state_dir,
+        )
+
+    def stop(
+        self, *, service: ServiceInfo, gpus: GpuInventory | None = None, free_deadline_s: float = 30.0
+    ) -> StopResult:
+        """Stop ``service`` and make sure it is gone, waiting for its cards on ``gpus`` (see :func:`stop`)."""
+        return stop(
+            service=service, docker=self.docker, gpus=gpus, free_deadline_s=free_deadline_s, state_dir=self.state_dir
+        )
+
+    def ensure_image(self, resolved: Resolved, *, on_phase: Callable[[Progress], None] | None = None) -> None:
+        """Make sure the profile's image is here (see :func:`servectl.service.image.ensure_image`)."""
+        ensure_image(resolved, docker=self.docker, build_image=self.build_image, on_phase=on_phase)

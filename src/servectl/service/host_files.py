@@ -14,10 +14,9 @@ from typing import TYPE_CHECKING
 from servectl.adapters.state import atomic_write_text
 from servectl.errors import UsageError
 from servectl.files import FileRefused, read_text_bounded
-from servectl.plan.compile import API_KEY_CONTAINER_PATH, LaunchPlan
 
 if TYPE_CHECKING:
-    pass
+    from servectl.plan.compile import LaunchPlan
 
 
 #: An API key file is a line of text; anything larger is the wrong file.
@@ -85,6 +84,8 @@ def write_plan_files(plan: LaunchPlan, *, api_key: str | None) -> list[Path]:
 
 def remove_key_file(mounts: Sequence[tuple[str, str]], state_dir: Path) -> None:
     """Delete the key file servectl wrote for a container (never a user's own key file)."""
+    from servectl.plan.compile import API_KEY_CONTAINER_PATH  # the compiler is heavy; ``status`` never stops
+
     try:
         generated = (state_dir / "generated").resolve()
     except (OSError, RuntimeError):  # a symbolic link loop: nothing servectl wrote can be under it

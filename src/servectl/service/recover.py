@@ -19,24 +19,18 @@ removes only services that never passed their gate, sets the journal aside and s
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
-from servectl.adapters.conflicts import ConflictHandler, RestoreOutcome
-from servectl.adapters.state import HistoryLog, set_aside
+from servectl.adapters.conflicts import RestoreOutcome
+from servectl.adapters.state import set_aside
 from servectl.errors import StateDamaged, SwapFailed
+from servectl.service.context import Context
 from servectl.service.journal import JOURNAL_FILE, SwapJournal, clear_journal, read_journal
-from servectl.service.transaction.context import TxContext, build_context
+from servectl.service.transaction.context import TxContext
 from servectl.service.transaction.model import PhaseEvent
 from servectl.service.transaction.undo import is_proven, remove_unproven, undo
-
-if TYPE_CHECKING:
-    from servectl.adapters.docker import DockerEngine
-    from servectl.adapters.gpu import GpuInventory
-    from servectl.plan.resolve import Resolved
-    from servectl.service.container import ServiceRuntime
 
 RecoverOutcome = Literal["nothing", "finished", "restored", "cleared"]
 
@@ -63,46 +57,25 @@ class RecoverResult:
 
 
 def recover(
-    *,
-    docker: DockerEngine,
-    gpus: GpuInventory | None = None,
-    state_dir: Path | None = None,
-    scope: Mapping[str, str] | None = None,
-    runtime: ServiceRuntime | None = None,
-    conflicts: ConflictHandler | None = None,
-    history: HistoryLog | None = None,
-    lock_timeout_s: float | None = None,
-    on_phase: Callable[[PhaseEvent], None] | None = None,
-    environ: Mapping[str, str] | None = None,
-    resolve_profile: Callable[[str], Resolved] | None = None,
+    ctx: Context, *, lock_timeout_s: float | None = None, on_phase: Callable[[PhaseEvent], None] | None = None
 ) -> RecoverResult:
     """Settle the transaction the journal names (see the module docstring).
 
     Args:
-        docker, gpus: the engine; the GPU inventory each stop waits on until the cards are free (None: no wait).
-        state_dir, scope, environ: the state folder; only containers with these labels (tests); the environment.
-        runtime, conflicts, history, resolve_profile: fakes for tests (defaults:
-            :func:`servectl.service.transaction.context.build_context`).
-        lock_timeout_s: how long to wait for another servectl (default 10 s or ``SERVECTL_LOCK_TIMEOUT_S``).
+        ctx: the adapters and state; each stop waits on :attr:`~servectl.service.context.Context.cards`
+            until the cards are free.
+        lock_timeout_s: how long to wait for another servectl (default: the context's).
         on_phase: hears of each step of the undo, as ``swap``'s does.
 
     Raises:
         SwapFailed: the previous service did not pass its gate again; nothing of it runs (journal removed).
         LockTimeout: another servectl process is changing services.
     """
-    ctx = build_context(
-        docker=docker,
-        gpus=gpus,
-        state_dir=state_dir,
-        environ=environ,
-        lock_timeout_s=lock_timeout_s,
-        runtime=runtime,
-        conflicts=conflicts,
-        history=history,
-        resolve_profile=resolve_profile,
-        scope=scope,
-        on_phase=on_phase,
-    )
+    tx = TxContext.of(ctx, on_phase=on_phase, lock_timeout_s=lock_timeout_s)
+    return _recover(tx)
+
+
+def _recover(ctx: TxContext) -> RecoverResult:
     with ctx.lock("recover"):
         try:
             journal = read_journal(ctx.state_dir)

@@ -5,29 +5,23 @@ each profile's rollback target could start now, starting nothing).
 from __future__ import annotations
 
 import os
-import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from servectl.adapters.conflicts import ConflictHandler
-from servectl.adapters.state import RUN_EVENTS, HistoryLog, previous_profile
+from servectl.adapters.state import RUN_EVENTS, previous_profile
 from servectl.errors import PreflightFailed, ServectlError, ServiceConflict, UsageError
-from servectl.service.container import ServiceRuntime
+from servectl.service.context import Context
 from servectl.service.journal import SwapJournal, read_journal
 from servectl.service.services import ALIVE_STATES, ServiceInfo
-from servectl.service.swap import swap
+from servectl.service.swap import SwapOptions, run_swap
 from servectl.service.swap_preflight import Preflight, overlaps, profile_preflight
-from servectl.service.transaction.context import build_context
-from servectl.service.transaction.model import PhaseEvent, SwapResult
+from servectl.service.transaction.model import SwapResult
 
 if TYPE_CHECKING:
     from servectl.adapters.docker import DockerEngine
     from servectl.adapters.gpu import GpuInventory
     from servectl.plan.resolve import Resolved
-    from servectl.service.transaction.context import TxContext
 
 
 @dataclass(frozen=True)
@@ -60,89 +54,36 @@ class RollbackCheck:
         }
 
 
-def rollback(
-    *,
-    docker: DockerEngine,
-    gpus: GpuInventory | None = None,
-    preflight: Preflight | None = None,
-    on_phase: Callable[[PhaseEvent], None] | None = None,
-    clock: Callable[[], float] = time.monotonic,
-    force: Iterable[str] = (),
-    scope: Mapping[str, str] | None = None,
-    state_dir: Path | None = None,
-    lock_timeout_s: float | None = None,
-    runtime: ServiceRuntime | None = None,
-    conflicts: ConflictHandler | None = None,
-    resolve_profile: Callable[[str], Resolved] | None = None,
-    history: HistoryLog | None = None,
-    lock: Callable[[str], AbstractContextManager[object]] | None = None,
-    handle_signals: bool = True,
-    wall_clock: Callable[[], float] = time.time,
-    sleep: Callable[[float], None] = time.sleep,
-    environ: Mapping[str, str] | None = None,
-) -> SwapResult:
+def rollback(ctx: Context, *, opts: SwapOptions | None = None) -> SwapResult:
     """Swap back to the profile that ran before the current one (from history). Same errors as :func:`swap`.
 
     A journal left by a killed transaction is settled first (the transaction's undo, as ``recover``); when
     that transaction had in fact finished, the rollback then goes back from it as from any finished swap.
-    The parameters are :func:`~servectl.service.swap.swap`'s.
+    ``ctx`` and ``opts`` are :func:`~servectl.service.swap.swap`'s; the same context serves the settling and
+    the swap.
 
     Raises:
         UsageError: nothing runs, several services run, or history has no earlier profile.
     """
-    ctx = build_context(
-        environ=environ,
-        docker=docker,
-        gpus=gpus,
-        state_dir=state_dir,
-        lock_timeout_s=lock_timeout_s,
-        runtime=runtime,
-        conflicts=conflicts,
-        history=history,
-        lock=lock,
-        resolve_profile=resolve_profile,
-        scope=scope,
-        on_phase=on_phase,
-    )  # the clocks go to swap itself
+    opts = opts or SwapOptions()
     settled = ""
     journal = read_journal(ctx.state_dir)
     if journal is not None:
         # A killed transaction: the journal knows what ran before it (the history does not), so rolling
         # back means settling it; if it had finished, what ran before it is now in the history.
-        done = _settle_journal(journal, ctx=ctx, lock_timeout_s=lock_timeout_s)
+        done = _settle_journal(journal, ctx=ctx, opts=opts)
         if not isinstance(done, str):
             return done
         settled = done + "; then "
     before, events = _history_target(ctx)
     drift = _drift_note(before, events, ctx.resolve)
-    result = swap(
-        target=before,
-        docker=docker,
-        gpus=gpus,
-        preflight=preflight,
-        on_phase=on_phase,
-        clock=clock,
-        force=force,
-        scope=scope,
-        state_dir=ctx.state_dir,
-        lock_timeout_s=lock_timeout_s,
-        runtime=ctx.runtime,
-        conflicts=ctx.conflicts,
-        resolve_profile=ctx.resolve,
-        history=ctx.history,
-        lock=ctx.lock,
-        handle_signals=handle_signals,
-        wall_clock=wall_clock,
-        sleep=sleep,
-        environ=ctx.environ,
-        _kind="rollback",
-    )
+    result = run_swap(ctx, target=before, opts=opts, kind="rollback")
     return replace(result, message=settled + result.message + drift) if settled or drift else result
 
 
-def _history_target(ctx: TxContext) -> tuple[str, list[dict[str, Any]]]:
+def _history_target(ctx: Context) -> tuple[str, list[dict[str, Any]]]:
     """The profile that ran before the one service running now, from the history; and the history."""
-    alive = [s for s in ctx.services(probe=False) if s.state in ALIVE_STATES]
+    alive = [s for s in ctx.runtime.services(probe=False) if s.state in ALIVE_STATES]
     if not alive:
         raise UsageError("nothing of servectl runs, so there is nothing to roll back; `servectl up NAME` starts one")
     if len(alive) > 1:
@@ -184,24 +125,12 @@ def _drift_note(profile: str, events: Sequence[Mapping[str, Any]], resolve_profi
     )
 
 
-def _settle_journal(journal: SwapJournal, *, ctx: TxContext, lock_timeout_s: float | None) -> SwapResult | str:
+def _settle_journal(journal: SwapJournal, *, ctx: Context, opts: SwapOptions) -> SwapResult | str:
     """Settle a killed transaction's journal: the rollback's result, or (when that transaction had
     finished, so there is something to roll back from) the words of what settling did."""
     from servectl.service.recover import recover
 
-    settled = recover(
-        docker=ctx.docker,
-        gpus=ctx.gpus,
-        state_dir=ctx.state_dir,
-        scope=ctx.scope,
-        runtime=ctx.runtime,
-        conflicts=ctx.conflicts,
-        history=ctx.history,
-        lock_timeout_s=lock_timeout_s,  # rollback --wait
-        on_phase=ctx.on_phase,
-        environ=ctx.environ,
-        resolve_profile=ctx.resolve,
-    )
+    settled = recover(ctx, lock_timeout_s=opts.lock_timeout_s, on_phase=opts.on_phase)  # rollback --wait
     if settled.outcome in ("finished", "nothing"):
         return settled.message
     return SwapResult(
@@ -213,15 +142,10 @@ def _settle_journal(journal: SwapJournal, *, ctx: TxContext, lock_timeout_s: flo
 
 
 def rollback_check(
+    ctx: Context,
     *,
     names: Sequence[str] | None,
-    docker: DockerEngine,
-    gpus: GpuInventory | None = None,
     preflight: Preflight | None = None,
-    runtime: ServiceRuntime | None = None,
-    resolve_profile: Callable[[str], Resolved] | None = None,
-    state_dir: Path | None = None,
-    scope: Mapping[str, str] | None = None,
     path_is_dir: Callable[[str], bool] = os.path.isdir,
 ) -> list[RollbackCheck]:
     """Prove that each profile's rollback target could start now. Starts and stops nothing.
@@ -229,14 +153,18 @@ def rollback_check(
     For each profile (``names``; default: every profile that declares ``rollback:``) its target must
     validate, its image must be present (with the pinned digest), its model folder must exist, and
     preflight must pass counting the service the target would replace as stopped.
+
+    Args:
+        ctx: the adapters and state; preflight reads :attr:`~servectl.service.context.Context.cards`.
+        names: the profiles whose target to check.
+        preflight: the check (default :func:`profile_preflight` on the context's state folder and probe).
+        path_is_dir: whether a model folder exists (tests).
     """
-    ctx = build_context(
-        docker=docker, gpus=gpus, state_dir=state_dir, runtime=runtime, resolve_profile=resolve_profile, scope=scope
-    )
-    check = preflight if preflight is not None else profile_preflight(state_dir=ctx.state_dir)
+    check = preflight or profile_preflight(state_dir=ctx.state_dir, host=ctx.probe)
     if names is None:
         names = _profiles_with_rollback()
-    running = ctx.services(probe=False)
+    running = ctx.runtime.services(probe=False)
+    docker, gpus = ctx.docker, ctx.cards
     return [_check_one(n, docker, gpus, check, ctx.resolve, running, path_is_dir) for n in names]
 
 

@@ -6,10 +6,12 @@ Docker is the source of truth: every decision is derived from the containers tha
 behind its back, never leaves it confused. Containers servectl did not start are never touched; they are
 reported as conflicts when they hold a port or a GPU that a profile needs.
 
-Core functions (keyword-only, typed, used by the CLI):
+Core functions (the host's :class:`~servectl.service.context.Context` first, then keyword-only business
+arguments and an options object; used through ``servectl.host.Host``):
 
-* :func:`up` / :func:`down` - the commands; an interrupted ``up`` is undone by the transaction core's
-  :func:`~servectl.service.transaction.undo.undo` like a failed swap.
+* :func:`up` / :func:`down` - the commands, through the context's
+  :class:`~servectl.service.container.ServiceRuntime`; an interrupted ``up`` is undone by the transaction
+  core's :func:`~servectl.service.transaction.undo.undo` like a failed swap.
 * :func:`start` / :func:`stop` - one container through the gate / gracefully down and gone
   (:mod:`servectl.service.container`, re-exported here).
 
@@ -21,12 +23,11 @@ next door.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from servectl.adapters.conflicts import ConflictHandler, RestoreOutcome
+from servectl.adapters.conflicts import RestoreOutcome
 from servectl.adapters.gateway_admin import GatewayHold
 from servectl.adapters.state import GateRecord
 from servectl.errors import (
@@ -49,25 +50,15 @@ from servectl.service.container import (
     start,
     stop,
 )
+from servectl.service.context import DEFAULT_LOCK_TIMEOUT_S, Context, lock_timeout_default
 from servectl.service.health import GateResult, Progress
-from servectl.service.image import ImageBuilder, ensure_image
 from servectl.service.journal import SwapJournal, clear_journal, refuse_if_unfinished, write_journal
-from servectl.service.services import ALIVE_STATES, ServiceInfo, find_services, running_refs, services
-from servectl.service.transaction.context import (
-    DEFAULT_LOCK_TIMEOUT_S,
-    TxContext,
-    build_context,
-    lock_timeout_default,
-)
+from servectl.service.services import ALIVE_STATES, ServiceInfo, running_refs
+from servectl.service.transaction.context import TxContext
 from servectl.service.transaction.undo import remove_unproven, undo
 from servectl.signals import Interrupt, SignalGuard, signal_name
 
 if TYPE_CHECKING:
-    import httpx
-
-    from servectl.adapters.docker import DockerEngine
-    from servectl.adapters.gpu import GpuInventory
-    from servectl.adapters.host import HostProbe
     from servectl.plan.resolve import Resolved
     from servectl.preflight.model import PreflightReport
 
@@ -75,10 +66,12 @@ __all__ = [  # start/stop and their results live in servectl.service.container; 
     "CARDS_POLL_S",
     "DEFAULT_LOCK_TIMEOUT_S",
     "DockerRuntime",
+    "DownOptions",
     "DownResult",
     "ServiceRuntime",
     "StartResult",
     "StopResult",
+    "UpOptions",
     "UpResult",
     "down",
     "lock_timeout_default",
@@ -114,76 +107,71 @@ class UpResult:
         return None if self.gate is None else self.gate.startup_s
 
 
-def up(
-    *,
-    name: str,
-    docker: DockerEngine,
-    gpus: GpuInventory | None = None,
-    host: HostProbe | None = None,
-    force: Iterable[str] = (),
-    on_report: Callable[[PreflightReport], None] | None = None,
-    http: httpx.Client | None = None,
-    on_phase: Callable[[Progress], None] | None = None,
-    environ: Mapping[str, str] | None = None,
-    state_dir: Path | None = None,
-    lock_timeout_s: float | None = None,
-    scope: Mapping[str, str] | None = None,
-    resolved: Resolved | None = None,
-    build_image: ImageBuilder | None = None,
-    handle_signals: bool = True,
-) -> UpResult:
+@dataclass(frozen=True)
+class UpOptions:
+    """How ``up`` runs (every default is servectl's own).
+
+    Attributes:
+        force: preflight check ids to skip (recorded in the history).
+        on_report: gets the preflight report before anything starts.
+        on_phase: the health gate's progress (image, container, weights, ready...).
+        lock_timeout_s: wait for another servectl process; default the context's.
+        handle_signals: SIGINT/SIGTERM/SIGHUP remove what was started (main thread only).
+    """
+
+    force: tuple[str, ...] = ()
+    on_report: Callable[[PreflightReport], None] | None = None
+    on_phase: Callable[[Progress], None] | None = None
+    lock_timeout_s: float | None = None
+    handle_signals: bool = True
+
+
+def up(ctx: Context, *, name: str, resolved: Resolved | None = None, opts: UpOptions | None = None) -> UpResult:
     """Start profile ``name`` unless it already runs; refuse when another service holds its GPUs or port.
 
     Args:
-        name, docker: the profile; the engine.
-        gpus, host: the GPU inventory and host probe preflight reads (None: NVML, psutil).
-        force, on_report: preflight check ids to skip (recorded); gets the report before anything starts.
-        http, on_phase: HTTP client for the gate's probes; progress callback of the gate.
-        environ, state_dir: environment (API key, pass-through variables; default ``os.environ``); state folder.
-        lock_timeout_s: wait for another servectl process; default 10 s or ``SERVECTL_LOCK_TIMEOUT_S``.
-        scope, build_image: only containers with these labels are servectl's; builds the stand-in (tests).
-        resolved: the profile already resolved (else ``resolve(name)``).
-        handle_signals: SIGINT/SIGTERM/SIGHUP remove what was started (main thread only).
+        ctx: the adapters and state; preflight reads :meth:`~servectl.service.context.Context.gpus_for` the
+            profile and the context's host probe; the start goes through the context's runtime.
+        name: the profile.
+        resolved: the profile already resolved (else ``ctx.resolve(name)``).
+        opts: :class:`UpOptions`.
 
     Raises:
         ProfileError / UsageError: the profile does not load (nothing was created).
         ServiceConflict: the profile runs with another plan; another service holds its GPUs, port or name.
         LockTimeout / PreflightFailed / StartupFailed: another servectl is changing services; see :func:`start`.
     """
-    from servectl.plan.resolve import resolve
-
-    env = os.environ if environ is None else environ
-    resolved = resolved or resolve(name, environ=env)
-    skip = validate_skip(force)  # an unknown check id is a usage error before anything happens
-    ctx = build_context(
-        docker=docker, gpus=gpus, state_dir=state_dir, environ=env, lock_timeout_s=lock_timeout_s, scope=scope
-    )
-    with ctx.lock(f"up {resolved.name}"):
+    opts = opts or UpOptions()
+    resolved = resolved or ctx.resolve(name)
+    skip = validate_skip(opts.force)  # an unknown check id is a usage error before anything happens
+    gpus = ctx.gpus_for(resolved)
+    tx = TxContext(ctx=ctx, gpus=gpus, lock_timeout_s=opts.lock_timeout_s)
+    with tx.lock(f"up {resolved.name}"):
         # A journal of another transaction must be settled first; one of an `up` of this profile that was
         # killed is settled here: its container never passed the gate and is replaced below.
         own_journal = refuse_if_unfinished(ctx.state_dir, up_of=resolved.name)
         # an engine that does not answer fails here, on the first listing (preflight asks it again later)
-        current = ctx.services(probe=False)
+        current = tx.services(probe=False)
         running = _already_running(resolved, current)
         if running is not None:
             if own_journal is not None:
                 clear_journal(ctx.state_dir)
             return UpResult(action="already-running", service=running, url=running.url)
-        ctx.prove_state_writable(profiles=[resolved.name])  # before anything changes
-        removed, notes = _clear_own_leftovers(resolved, current, ctx)
-        ensure_image(resolved, docker=docker, build_image=build_image, on_phase=on_phase)  # once, before preflight
+        tx.prove_state_writable(profiles=[resolved.name])  # before anything changes
+        removed, notes = _clear_own_leftovers(resolved, current, tx)
+        ctx.runtime.ensure_image(resolved, on_phase=opts.on_phase)  # once, before preflight
         check_start(
             resolved,
-            docker=docker,
+            docker=ctx.docker,
             gpus=gpus,
-            host=host,
+            host=ctx.probe,
             context=StartContext(services=running_refs(current)),  # none may hold the port or a card
             skip=skip,
             state_dir=ctx.state_dir,
-            on_report=on_report,
+            on_report=opts.on_report,
         )
         with GatewayHold(ctx.state_dir, profiles=[resolved.name], reason=f"up {resolved.name}"):
-            started = _start_recorded(resolved, ctx=ctx, on_phase=on_phase, http=http, handle_signals=handle_signals)
+            started = _start_recorded(resolved, ctx=tx, on_phase=opts.on_phase, handle_signals=opts.handle_signals)
     return UpResult("started", started.service, started.url, started.gate, tuple(removed), tuple(notes))
 
 
@@ -220,7 +208,6 @@ def _start_recorded(
     *,
     ctx: TxContext,
     on_phase: Callable[[Progress], None] | None,
-    http: httpx.Client | None,
     handle_signals: bool,
 ) -> StartResult:
     """``up``'s start, all-or-nothing: the service passes the gate *and* is recorded, or nothing is left.
@@ -245,14 +232,7 @@ def _start_recorded(
     started: StartResult | None = None
     with SignalGuard(handle_signals, then="defer") as guard:
         try:
-            started = start(
-                resolved=resolved,
-                docker=ctx.docker,
-                on_phase=on_phase,
-                http=http,
-                environ=ctx.environ,
-                state_dir=ctx.state_dir,
-            )
+            started = ctx.runtime.start(resolved=resolved, on_phase=on_phase)
             guard.mode = "defer"  # it passed the gate: finish the bookkeeping whatever arrives now
             ctx.history.record(
                 {
@@ -310,22 +290,25 @@ def _undo_up(journal: SwapJournal, ctx: TxContext, started: StartResult | None) 
     return True, ""
 
 
-def down(
-    *,
-    name: str | None,
-    docker: DockerEngine,
-    gpus: GpuInventory | None = None,
-    state_dir: Path | None = None,
-    lock_timeout_s: float | None = None,
-    scope: Mapping[str, str] | None = None,
-    free_deadline_s: float = 30.0,
-    environ: Mapping[str, str] | None = None,
-    conflicts: ConflictHandler | None = None,
-) -> DownResult:
+@dataclass(frozen=True)
+class DownOptions:
+    """How ``down`` runs.
+
+    Attributes:
+        lock_timeout_s: wait for another servectl process; default the context's.
+        free_deadline_s: how long each stop waits for the service's cards to be free.
+    """
+
+    lock_timeout_s: float | None = None
+    free_deadline_s: float = 30.0
+
+
+def down(ctx: Context, *, name: str | None, opts: DownOptions | None = None) -> DownResult:
     """Stop the service of profile ``name`` (or the only service when ``name`` is None).
 
+    Each stop waits until the service's cards are free on :attr:`~servectl.service.context.Context.cards`.
     Once no servectl service runs any more, the conflicts a swap stopped start again (see
-    :func:`restore_after_down`); ``conflicts`` replaces the Docker/compose handler in tests.
+    :func:`restore_after_down`).
 
     Returns:
         The containers stopped (none when the profile was not running) and the conflicts restored.
@@ -334,12 +317,12 @@ def down(
         UsageError: no ``name`` while several services run, or ``name`` is neither a service nor a profile.
         LockTimeout: another servectl process is changing services.
     """
-    ctx = build_context(
-        docker=docker, state_dir=state_dir, environ=environ, lock_timeout_s=lock_timeout_s, conflicts=conflicts
-    )
+    opts = opts or DownOptions()
     state = ctx.state_dir
-    with ctx.lock(f"down {name or ''}".strip()):
-        targets = find_services(name, docker=docker, scope=scope, state_dir=state)
+    gpus = ctx.cards  # asked before the lock, as every transaction does: whether NVML answers here
+    with ctx.lock(f"down {name or ''}".strip(), timeout_s=opts.lock_timeout_s):
+        found = ctx.runtime.services(probe=False)
+        targets = found if name is None else [s for s in found if name in (s.profile, s.container_name)]
         if name is None and len(targets) > 1:
             names = ", ".join(sorted({s.profile for s in targets}))
             raise UsageError(
@@ -352,8 +335,7 @@ def down(
             state, profiles=[s.profile for s in targets], reason=f"down {name or ', '.join(s.profile for s in targets)}"
         ):
             results = [
-                stop(service=svc, docker=docker, gpus=gpus, free_deadline_s=free_deadline_s, state_dir=state)
-                for svc in targets
+                ctx.runtime.stop(service=svc, gpus=gpus, free_deadline_s=opts.free_deadline_s) for svc in targets
             ]
         for result in results:
             ctx.history.record(
@@ -370,7 +352,7 @@ def down(
         return DownResult(stopped=())
     # outside the lock, as before: restoring reads the services again and starts foreign containers
     try:
-        restored = restore_after_down(docker=docker, state_dir=state, scope=scope, conflicts=ctx.conflicts)
+        restored = restore_after_down(ctx)
     except StateDamaged as err:  # the service is down; only the record of what to restore is unreadable
         return DownResult(stopped=tuple(results), warning=err.message)
     return DownResult(stopped=tuple(results), restored=restored)
@@ -383,24 +365,17 @@ def _require_known_profile(name: str) -> None:
         raise UsageError(f"no servectl service and no profile named {name}; servectl status lists the services")
 
 
-def restore_after_down(
-    *,
-    docker: DockerEngine,
-    state_dir: Path,
-    scope: Mapping[str, str] | None = None,
-    conflicts: ConflictHandler | None = None,
-) -> RestoreOutcome | None:
+def restore_after_down(ctx: Context) -> RestoreOutcome | None:
     """After ``down``: once no servectl service runs, start again every conflict servectl stopped.
 
     Returns:
         What was restored (``None``: nothing recorded, or a servectl service still runs).
     """
-    from servectl.adapters.conflicts import DockerConflicts, load_stopped, restore_recorded
+    from servectl.adapters.conflicts import load_stopped, restore_recorded
 
-    if not load_stopped(state_dir):
+    if not load_stopped(ctx.state_dir):
         return None
-    running = services(docker=docker, probe=False, plan_hash_of=None, state_dir=state_dir, scope=scope)
+    running = ctx.runtime.services(probe=False)
     if any(s.state in ALIVE_STATES for s in running):
         return None
-    handler = conflicts if conflicts is not None else DockerConflicts(docker=docker)
-    return restore_recorded(handler=handler, state_dir=state_dir)
+    return restore_recorded(handler=ctx.conflicts, state_dir=ctx.state_dir)

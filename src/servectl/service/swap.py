@@ -25,30 +25,29 @@ target passed the gate does not undo the swap (:mod:`servectl.signals`). ``rollb
 This module is the forward path. The way back is the transaction core's one undo
 (:func:`servectl.service.transaction.undo.undo`, shared with ``recover``, ``rollback`` and ``up``), worded by
 :mod:`servectl.service.swap_outcome`; the check before anything stops is :mod:`servectl.service.swap_preflight`.
-Side effects come in through small interfaces gathered in a
-:class:`~servectl.service.transaction.context.TxContext` (the runtime, preflight, conflicts, the lock, the
-history), so the transaction is tested with fakes (:mod:`servectl.testing.swap`) and on the real engine.
+Side effects come in through the small interfaces of the host's
+:class:`~servectl.service.context.Context` (the runtime, conflicts, the lock, the history), which the swap opens
+a :class:`~servectl.service.transaction.context.TxContext` over, and through the preflight of its
+:class:`SwapOptions`; so the transaction is tested with fakes (:mod:`servectl.testing.swap`) and on the real
+engine.
 """
 
 from __future__ import annotations
 
 import os
-import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from contextlib import AbstractContextManager
-from pathlib import Path
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from servectl.adapters.conflicts import ConflictHandler, load_stopped
+from servectl.adapters.conflicts import load_stopped
 from servectl.adapters.gateway_admin import GatewayHold
-from servectl.adapters.state import HistoryLog
 from servectl.errors import ProfileTemplate, ServectlError, SwapInterrupted, UsageError
-from servectl.service.container import ServiceRuntime
+from servectl.service.context import Context
 from servectl.service.journal import SwapJournal, clear_journal, refuse_if_unfinished
 from servectl.service.services import ALIVE_STATES, ServiceInfo
 from servectl.service.swap_outcome import SwapTx, Timings, abandon_swap, fail_back, finish_swapped
 from servectl.service.swap_preflight import Preflight, overlaps, profile_preflight, replacing_of
-from servectl.service.transaction.context import build_context
+from servectl.service.transaction.context import TxContext
 from servectl.service.transaction.model import (
     LOG_LINE_CHARS,
     LOG_TAIL_LINES,
@@ -63,9 +62,8 @@ from servectl.service.transaction.snapshot import take_snapshot
 from servectl.signals import Abandon, Interrupt, SignalGuard, signal_name
 
 if TYPE_CHECKING:
-    from servectl.adapters.docker import DockerEngine
-    from servectl.adapters.gpu import GpuInventory
     from servectl.plan.resolve import Resolved
+    from servectl.preflight.model import PreflightReport
 
 __all__ = [  # the swap's public names; the types live in servectl.service.transaction.model
     "LOG_LINE_CHARS",
@@ -74,9 +72,9 @@ __all__ = [  # the swap's public names; the types live in servectl.service.trans
     "PhaseEvent",
     "PhaseTiming",
     "Preflight",
+    "SwapOptions",
     "SwapResult",
     "TargetFailure",
-    "default_runtime",
     "overlaps",
     "profile_preflight",
     "replacing_of",
@@ -84,57 +82,36 @@ __all__ = [  # the swap's public names; the types live in servectl.service.trans
 ]
 
 
-def default_runtime() -> ServiceRuntime:
-    """The Docker runtime (what ``swap`` drives unless a test passes a fake)."""
-    from servectl.service.container import DockerRuntime
+@dataclass(frozen=True)
+class SwapOptions:
+    """How ``swap`` and ``rollback`` run (every default is servectl's own).
 
-    return DockerRuntime()
+    Attributes:
+        force: preflight check ids to skip (``--force CHECK-ID``).
+        on_phase: called as each phase begins and ends, and with the target's startup progress.
+        on_report: gets the target's full preflight report (warnings, skipped checks) before a failure.
+        preflight: checks the target before anything stops; default :func:`profile_preflight` on the
+            context's state folder and host probe.
+        lock_timeout_s: how long to wait for another servectl; default the context's.
+        handle_signals: turn SIGINT/SIGTERM into the orderly path (main thread only).
+    """
+
+    force: tuple[str, ...] = ()
+    on_phase: Callable[[PhaseEvent], None] | None = None
+    on_report: Callable[[PreflightReport], None] | None = None
+    preflight: Preflight | None = None
+    lock_timeout_s: float | None = None
+    handle_signals: bool = True
 
 
-def swap(
-    *,
-    target: str | None,
-    docker: DockerEngine,
-    gpus: GpuInventory | None = None,
-    preflight: Preflight | None = None,
-    on_phase: Callable[[PhaseEvent], None] | None = None,
-    clock: Callable[[], float] = time.monotonic,
-    force: Iterable[str] = (),
-    scope: Mapping[str, str] | None = None,
-    state_dir: Path | None = None,
-    lock_timeout_s: float | None = None,
-    runtime: ServiceRuntime | None = None,
-    conflicts: ConflictHandler | None = None,
-    resolve_profile: Callable[[str], Resolved] | None = None,
-    history: HistoryLog | None = None,
-    lock: Callable[[str], AbstractContextManager[object]] | None = None,
-    handle_signals: bool = True,
-    wall_clock: Callable[[], float] = time.time,
-    sleep: Callable[[float], None] = time.sleep,
-    environ: Mapping[str, str] | None = None,
-    _kind: str = "swap",
-) -> SwapResult:
+def swap(ctx: Context, *, target: str | None, opts: SwapOptions | None = None) -> SwapResult:
     """Replace the running service with ``target``, all-or-nothing.
 
     Args:
+        ctx: the adapters and state (:class:`servectl.service.context.Context`); its stops wait on
+            :attr:`~servectl.service.context.Context.cards`.
         target: profile to run; ``None``: the running profile's ``rollback:``.
-        docker: the Docker engine (:class:`servectl.adapters.docker.DockerEngine`).
-        gpus: GPU inventory; with it, stopping waits until the old service's cards are free.
-        preflight: checks the target before anything stops; default :func:`profile_preflight`.
-        on_phase: called as each phase begins and ends, and with the target's startup progress.
-        clock: monotonic clock for the timings.
-        force: preflight check ids to skip (``--force CHECK-ID``).
-        scope: only services whose containers carry these labels count (tests use a session label).
-        state_dir: state folder (lock, history, journal, stopped conflicts); default from the environment.
-        lock_timeout_s: how long to wait for another servectl; default ``SERVECTL_LOCK_TIMEOUT_S`` or 10 s.
-        runtime, conflicts, resolve_profile, history, lock: injected for tests; defaults are
-            :class:`servectl.service.container.DockerRuntime`, :class:`~servectl.adapters.conflicts.DockerConflicts`,
-            :func:`servectl.plan.resolve.resolve`, and the state folder's history and lock.
-        handle_signals: turn SIGINT/SIGTERM into the orderly path (main thread only).
-        wall_clock: epoch seconds for the journal and history.
-        sleep: pause while waiting for the cards (tests pass one that moves their clock).
-        environ: the environment the previous service's snapshot is compiled with on the way back (default
-            ``os.environ``).
+        opts: :class:`SwapOptions`.
 
     Returns:
         ``swapped``, ``started`` (nothing ran before) or ``noop`` (the target already runs).
@@ -148,26 +125,15 @@ def swap(
         SwapFailed: the target failed and so did the previous service; nothing runs.
         SwapInterrupted: interrupted before anything changed, or a signal stopped the restoring.
     """
-    ctx = build_context(
-        environ=environ,
-        docker=docker,
-        gpus=gpus,
-        state_dir=state_dir,
-        lock_timeout_s=lock_timeout_s,
-        runtime=runtime,
-        conflicts=conflicts,
-        history=history,
-        lock=lock,
-        resolve_profile=resolve_profile,
-        scope=scope,
-        clock=clock,
-        wall_clock=wall_clock,
-        sleep=sleep,
-        on_phase=on_phase,
-    )
-    check = preflight if preflight is not None else profile_preflight(state_dir=ctx.state_dir)
-    tx = SwapTx(ctx=ctx, kind=_kind, skip=frozenset(force), signals=SignalGuard(handle_signals))
-    return _guarded(tx, check, target)
+    return run_swap(ctx, target=target, opts=opts or SwapOptions(), kind="swap")
+
+
+def run_swap(ctx: Context, *, target: str | None, opts: SwapOptions, kind: str) -> SwapResult:
+    """:func:`swap`, recorded in the history as ``kind`` (``swap`` or ``rollback``)."""
+    tx = TxContext.of(ctx, on_phase=opts.on_phase, lock_timeout_s=opts.lock_timeout_s)
+    check = opts.preflight or profile_preflight(state_dir=ctx.state_dir, on_report=opts.on_report, host=ctx.probe)
+    swap_tx = SwapTx(ctx=tx, kind=kind, skip=frozenset(opts.force), signals=SignalGuard(opts.handle_signals))
+    return _guarded(swap_tx, check, target)
 
 
 def _guarded(tx: SwapTx, check: Preflight, target: str | None) -> SwapResult:
@@ -205,7 +171,7 @@ def _run_locked(tx: SwapTx, check: Preflight, target: str | None) -> SwapResult:
             return _noop(tx, resolved, current)
     with ctx.phase("image", resolved.plan.docker.image):
         # Before anything stops: building the stand-in (or finding the image missing) costs no downtime.
-        ctx.runtime.ensure_image(resolved, docker=ctx.docker, on_phase=ctx.progress("image"))
+        ctx.runtime.ensure_image(resolved, on_phase=ctx.progress("image"))
     with ctx.phase("preflight"):
         load_stopped(ctx.state_dir)  # a damaged record of stopped conflicts stops the swap before any change
         # every state write the transaction (and its undo) needs is possible before the old service stops
@@ -328,9 +294,7 @@ def _transact(
         with ctx.phase("start-target", resolved.name):
             step = "start-target"
             progress = ctx.progress("start-target")
-            started = ctx.runtime.start(
-                resolved=resolved, docker=ctx.docker, on_phase=progress, state_dir=ctx.state_dir
-            )
+            started = ctx.runtime.start(resolved=resolved, on_phase=progress)
             tx.signals.mode = "defer"  # it passed the gate: finish the bookkeeping whatever arrives now
         up_at = ctx.clock()
     except Exception as err:  # a ServectlError, or a bug: either way the old service must come back

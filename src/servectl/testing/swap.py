@@ -12,7 +12,6 @@ import contextlib
 import itertools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from servectl.adapters.conflicts import StoppedConflict, conflict_key
@@ -24,7 +23,6 @@ from servectl.service.health import GateResult, Progress
 from servectl.service.services import ALIVE_STATES, ServiceInfo, ServiceState
 
 if TYPE_CHECKING:
-    from servectl.adapters.docker import DockerEngine
     from servectl.adapters.gpu import GpuInventory
 
 
@@ -140,35 +138,16 @@ class FakeRuntime:
 
     # -- the runtime API
     def services(
-        self,
-        *,
-        docker: DockerEngine | None = None,
-        probe: bool = True,
-        plan_hash_of: Callable[[str], str | None] | None = None,
-        state_dir: Path | None = None,
-        scope: Mapping[str, str] | None = None,
+        self, *, probe: bool = True, plan_hash_of: Callable[[str], str | None] | None = None
     ) -> list[ServiceInfo]:
         return list(self.running.values())
 
-    def ensure_image(
-        self,
-        resolved: Resolved,
-        *,
-        docker: DockerEngine | None = None,
-        on_phase: Callable[[Progress], None] | None = None,
-    ) -> None:
+    def ensure_image(self, resolved: Resolved, *, on_phase: Callable[[Progress], None] | None = None) -> None:
         self.calls.append(("ensure_image", resolved.name))
         if resolved.name in self.image_error:
             raise self.image_error[resolved.name]
 
-    def start(
-        self,
-        *,
-        resolved: Resolved,
-        docker: DockerEngine | None = None,
-        on_phase: Callable[[Progress], None] | None = None,
-        state_dir: Path | None = None,
-    ) -> StartResult:
+    def start(self, *, resolved: Resolved, on_phase: Callable[[Progress], None] | None = None) -> StartResult:
         name = resolved.name
         self.calls.append(("start", name))
         new = self._service_of(resolved, "starting")
@@ -208,12 +187,7 @@ class FakeRuntime:
         return StartResult(service=ready, gate=gate, url=f"http://{ready.host}:{ready.port}")
 
     def stop(
-        self,
-        *,
-        service: ServiceInfo,
-        docker: DockerEngine | None = None,
-        gpus: GpuInventory | None = None,
-        state_dir: Path | None = None,
+        self, *, service: ServiceInfo, gpus: GpuInventory | None = None, free_deadline_s: float = 30.0
     ) -> StopResult:
         self.calls.append(("stop", service.profile))
         self.stop_gpus.append(gpus)  # what the stop waited on for the cards (None: no wait)

@@ -1,15 +1,13 @@
-"""The context of one transaction: the adapters and state it works with, and the one home of their defaults.
+"""One transaction's view of the :class:`~servectl.service.context.Context`: the cards its stops wait on, the
+wait for the lock, the phases it times and the one who hears of them.
 
-``swap``, ``rollback``, ``recover``, ``up`` and ``down`` build their :class:`TxContext` with
-:func:`build_context` (the state folder from ``SERVECTL_HOME``, the state lock with its timeout, the history
-in that folder, Docker/compose conflicts, the Docker runtime, profile resolution); tests pass fakes for any of
-them.
+``swap``, ``rollback``, ``recover``, ``up`` and ``down`` take the host's ``Context`` and open a
+:class:`TxContext` over it with :meth:`TxContext.of`; the wiring itself (state folder, lock, history,
+conflicts, runtime, profile resolution) has its one home in :mod:`servectl.service.context`.
 """
 
 from __future__ import annotations
 
-import os
-import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass, field, replace
@@ -18,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 from servectl.adapters.conflicts import STOPPED_CONFLICTS_FILE, ConflictHandler
 from servectl.adapters.state import GATE_DIR, HISTORY_FILE, LOCK_FILE, PENDING_DIR, HistoryLog, prove_writable
-from servectl.errors import ServectlError, UsageError
+from servectl.errors import ServectlError
 from servectl.service.container import ServiceRuntime, StopResult
+from servectl.service.context import DEFAULT_LOCK_TIMEOUT_S, Context, Lock, lock_timeout_default
 from servectl.service.health import Progress
 from servectl.service.journal import JOURNAL_FILE, SwapJournal, write_journal
 from servectl.service.services import ServiceInfo
@@ -30,65 +29,93 @@ if TYPE_CHECKING:
     from servectl.adapters.gpu import GpuInventory
     from servectl.plan.resolve import Resolved
 
-#: How long a second servectl process waits for the first one (``SERVECTL_LOCK_TIMEOUT_S`` overrides).
-DEFAULT_LOCK_TIMEOUT_S = 10.0
+__all__ = ["DEFAULT_LOCK_TIMEOUT_S", "GENERATED_DIR", "Lock", "TxContext", "lock_timeout_default"]
 
 #: Under the state folder: the files a plan generates, one folder per profile (see ``plan.compile``).
 GENERATED_DIR = "generated"
 
-Lock = Callable[[str], AbstractContextManager[object]]
-"""``lock(purpose)``: the state lock, held while services change (purpose is shown to a process that waits)."""
-
-
-def lock_timeout_default(environ: Mapping[str, str] | None = None) -> float:
-    """``SERVECTL_LOCK_TIMEOUT_S``, else :data:`DEFAULT_LOCK_TIMEOUT_S`.
-
-    Raises:
-        UsageError: the variable is not a number.
-    """
-    env = os.environ if environ is None else environ
-    raw = env.get("SERVECTL_LOCK_TIMEOUT_S")
-    try:
-        return float(raw) if raw else DEFAULT_LOCK_TIMEOUT_S
-    except ValueError:
-        raise UsageError(f"SERVECTL_LOCK_TIMEOUT_S={raw!r} is not a number of seconds") from None
-
 
 @dataclass
 class TxContext:
-    """The adapters and state one transaction works with (see :func:`build_context` for the defaults).
+    """One transaction over the host's :class:`~servectl.service.context.Context`.
 
-    ``phases`` collects the timing of each phase run through :meth:`phase`; ``on_phase`` hears of each one
-    as it begins, progresses and ends.
+    Attributes:
+        ctx: the adapters and state (shared by every transaction of the host).
+        gpus: the inventory this transaction's stops wait on until the cards are free (None: no wait).
+        lock_timeout_s: how long :meth:`lock` waits for another servectl (None: the context's default).
+        on_phase: hears of each phase as it begins, progresses and ends.
+        phases: the timing of each phase run through :meth:`phase`.
     """
 
-    docker: DockerEngine
-    gpus: GpuInventory | None
-    runtime: ServiceRuntime
-    conflicts: ConflictHandler
-    history: HistoryLog
-    lock: Lock
-    state_dir: Path
-    resolve: Callable[[str], Resolved]
-    environ: Mapping[str, str]
-    scope: Mapping[str, str] | None = None
-    clock: Callable[[], float] = time.monotonic
-    wall_clock: Callable[[], float] = time.time
-    sleep: Callable[[float], None] = time.sleep
+    ctx: Context
+    gpus: GpuInventory | None = None
+    lock_timeout_s: float | None = None
     on_phase: Callable[[PhaseEvent], None] | None = None
     phases: list[PhaseTiming] = field(default_factory=list)
 
+    @classmethod
+    def of(
+        cls,
+        ctx: Context,
+        *,
+        on_phase: Callable[[PhaseEvent], None] | None = None,
+        lock_timeout_s: float | None = None,
+    ) -> TxContext:
+        """A transaction over ``ctx`` whose stops wait on the context's cards (:attr:`Context.cards`)."""
+        return cls(ctx=ctx, gpus=ctx.cards, lock_timeout_s=lock_timeout_s, on_phase=on_phase)
+
+    # -- the context's parts, as the transaction code reads them -------------------------------------------
+    @property
+    def docker(self) -> DockerEngine:
+        return self.ctx.docker
+
+    @property
+    def runtime(self) -> ServiceRuntime:
+        return self.ctx.runtime
+
+    @property
+    def conflicts(self) -> ConflictHandler:
+        return self.ctx.conflicts
+
+    @property
+    def history(self) -> HistoryLog:
+        return self.ctx.history
+
+    @property
+    def state_dir(self) -> Path:
+        return self.ctx.state_dir
+
+    @property
+    def environ(self) -> Mapping[str, str]:
+        return self.ctx.environ
+
+    @property
+    def scope(self) -> Mapping[str, str] | None:
+        return self.ctx.scope
+
+    def resolve(self, name: str) -> Resolved:
+        return self.ctx.resolve(name)
+
+    def clock(self) -> float:
+        return self.ctx.clocks.monotonic()
+
+    def wall_clock(self) -> float:
+        return self.ctx.clocks.wall()
+
+    def sleep(self, seconds: float) -> None:
+        self.ctx.clocks.sleep(seconds)
+
+    def lock(self, purpose: str) -> AbstractContextManager[object]:
+        """The state lock, waiting :attr:`lock_timeout_s` for another servectl."""
+        return self.ctx.lock(purpose, timeout_s=self.lock_timeout_s)
+
     def services(self, *, probe: bool) -> list[ServiceInfo]:
         """The servectl services now (no drift: a transaction never needs it)."""
-        return list(
-            self.runtime.services(
-                docker=self.docker, probe=probe, plan_hash_of=None, state_dir=self.state_dir, scope=self.scope
-            )
-        )
+        return list(self.runtime.services(probe=probe, plan_hash_of=None))
 
     def stop(self, service: ServiceInfo) -> StopResult:
         """Stop and remove ``service`` (waiting for its cards when there is a GPU inventory)."""
-        return self.runtime.stop(service=service, docker=self.docker, gpus=self.gpus, state_dir=self.state_dir)
+        return self.runtime.stop(service=service, gpus=self.gpus)
 
     def emit(self, event: PhaseEvent) -> None:
         if self.on_phase is not None:
@@ -150,84 +177,3 @@ class TxContext:
         moved = replace(journal, phase=phase, note=journal.note if note is None else note)
         write_journal(self.state_dir, moved)
         return moved
-
-
-def build_context(
-    *,
-    docker: DockerEngine,
-    gpus: GpuInventory | None = None,
-    state_dir: Path | None = None,
-    environ: Mapping[str, str] | None = None,
-    lock_timeout_s: float | None = None,
-    runtime: ServiceRuntime | None = None,
-    conflicts: ConflictHandler | None = None,
-    history: HistoryLog | None = None,
-    lock: Lock | None = None,
-    resolve_profile: Callable[[str], Resolved] | None = None,
-    scope: Mapping[str, str] | None = None,
-    clock: Callable[[], float] = time.monotonic,
-    wall_clock: Callable[[], float] = time.time,
-    sleep: Callable[[float], None] = time.sleep,
-    on_phase: Callable[[PhaseEvent], None] | None = None,
-) -> TxContext:
-    """A :class:`TxContext` with servectl's defaults for whatever is not given: the one home of the wiring.
-
-    Args:
-        docker, gpus: the engine; the GPU inventory stops wait on (None: no wait).
-        state_dir, environ: the state folder (default ``SERVECTL_HOME`` or the platform's); the environment.
-        lock_timeout_s: how long the lock waits for another servectl (default :func:`lock_timeout_default`).
-        runtime, conflicts, history, lock, resolve_profile: :class:`~servectl.service.container.DockerRuntime`,
-            :class:`~servectl.adapters.conflicts.DockerConflicts`, the state folder's history and lock,
-            :func:`servectl.plan.resolve.resolve` unless given (tests pass fakes).
-        scope, on_phase: only containers with these labels are servectl's (tests); hears of each phase.
-        clock, wall_clock, sleep: monotonic seconds, epoch seconds, the pause while waiting.
-
-    Raises:
-        UsageError: ``SERVECTL_LOCK_TIMEOUT_S`` is not a number.
-    """
-    env = os.environ if environ is None else environ
-    from servectl.paths import state_dir as default_state_dir
-
-    folder = default_state_dir(env) if state_dir is None else state_dir
-    if lock is None:
-        from servectl.adapters.state import StateLock
-
-        timeout = lock_timeout_default(env) if lock_timeout_s is None else lock_timeout_s
-
-        def lock(purpose: str) -> AbstractContextManager[object]:
-            return StateLock(folder, timeout, purpose=purpose)
-
-    if history is None:
-        from servectl.adapters.state import History
-
-        history = History(folder)
-    if conflicts is None:
-        from servectl.adapters.conflicts import DockerConflicts
-
-        conflicts = DockerConflicts(docker=docker)
-    if runtime is None:
-        from servectl.service.container import DockerRuntime
-
-        runtime = DockerRuntime()
-    if resolve_profile is None:
-        from servectl.plan.resolve import resolve
-
-        def resolve_profile(name: str) -> Resolved:
-            return resolve(name, environ=env)
-
-    return TxContext(
-        docker=docker,
-        gpus=gpus,
-        runtime=runtime,
-        conflicts=conflicts,
-        history=history,
-        lock=lock,
-        state_dir=folder,
-        resolve=resolve_profile,
-        environ=env,
-        scope=scope,
-        clock=clock,
-        wall_clock=wall_clock,
-        sleep=sleep,
-        on_phase=on_phase,
-    )

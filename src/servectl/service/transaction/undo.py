@@ -182,10 +182,8 @@ def _start_previous(
         try:
             resolved, drift = previous_resolved(journal, environ=ctx.environ, resolve=ctx.resolve)
             progress = ctx.progress("start-previous")
-            ctx.runtime.ensure_image(resolved, docker=ctx.docker, on_phase=progress)
-            started = ctx.runtime.start(
-                resolved=resolved, docker=ctx.docker, on_phase=progress, state_dir=ctx.state_dir
-            )
+            ctx.runtime.ensure_image(resolved, on_phase=progress)
+            started = ctx.runtime.start(resolved=resolved, on_phase=progress)
         except ServectlError as err:
             mark.failed = True
             return None, failure_of(previous, err), drift

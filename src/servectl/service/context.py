@@ -1,0 +1,312 @@
+"""The one :class:`Context` the core works with: the adapters, the state folder and the clocks, wired in one place.
+
+``Host`` builds one from the environment (:meth:`Context` with nothing given: every adapter real, each opened
+on first use, so ``--help`` and ``up --dry-run`` open nothing); ``servectl.testing.FakeHost`` and the unit
+tests build one from fakes. The core functions (``up``, ``down``, ``swap``, ``rollback``, ``rollback_check``,
+``recover``) take it first, then their business arguments, then an options object::
+
+    ctx = Context(environ=os.environ)
+    swap(ctx, target="demo-rollback", opts=SwapOptions(force=("gpu.memory",)))
+
+What the context opened it closes (:meth:`Context.close`); adapters given to it stay the caller's.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import httpx
+
+    from servectl.adapters.conflicts import ConflictHandler
+    from servectl.adapters.docker import DockerEngine, DockerSdkEngine
+    from servectl.adapters.gpu import GpuInventory, NvmlInventory
+    from servectl.adapters.host import HostProbe
+    from servectl.adapters.state import HistoryLog
+    from servectl.plan.resolve import Resolved
+    from servectl.service.container import ServiceRuntime
+
+#: How long a second servectl process waits for the first one (``SERVECTL_LOCK_TIMEOUT_S`` overrides).
+DEFAULT_LOCK_TIMEOUT_S = 10.0
+
+Lock = Callable[[str], AbstractContextManager[object]]
+"""``lock(purpose)``: the state lock, held while services change (purpose is shown to a process that waits)."""
+
+
+def lock_timeout_default(environ: Mapping[str, str] | None = None) -> float:
+    """``SERVECTL_LOCK_TIMEOUT_S``, else :data:`DEFAULT_LOCK_TIMEOUT_S`.
+
+    Raises:
+        UsageError: the variable is not a number.
+    """
+    from servectl.errors import UsageError
+
+    env = os.environ if environ is None else environ
+    raw = env.get("SERVECTL_LOCK_TIMEOUT_S")
+    try:
+        return float(raw) if raw else DEFAULT_LOCK_TIMEOUT_S
+    except ValueError:
+        raise UsageError(f"SERVECTL_LOCK_TIMEOUT_S={raw!r} is not a number of seconds") from None
+
+
+@dataclass(frozen=True)
+class Clocks:
+    """Time as the core reads it: monotonic seconds (timings), epoch seconds (journal, history), the pause
+    while waiting (tests pass one that moves their fake clock)."""
+
+    monotonic: Callable[[], float] = time.monotonic
+    wall: Callable[[], float] = time.time
+    sleep: Callable[[float], None] = time.sleep
+
+
+class Context:
+    """The adapters and state every core function works with; the one home of their defaults.
+
+    Each adapter is the one given, else servectl's own, built on first use (and then kept):
+
+    * ``docker``: the Docker SDK engine of the environment (``DOCKER_HOST``), closed by :meth:`close`;
+    * ``gpus``: NVML, closed by :meth:`close` (``nvml=False``: there is no inventory, see :attr:`cards`);
+    * ``probe``: the host probe on psutil and ``/proc``;
+    * ``http``: the client of the health gate and of ``/health`` probes (None: a short-lived one per call);
+    * ``conflicts``: stops and restores declared conflicts through Docker and the compose CLI;
+    * ``history``, ``lock``: the state folder's history and lock (waiting ``lock_timeout_s``, default
+      ``SERVECTL_LOCK_TIMEOUT_S`` or 10 s);
+    * ``runtime``: :class:`~servectl.service.container.DockerRuntime` over the engine, HTTP client,
+      environment, state folder and scope above;
+    * ``resolve``: :func:`servectl.plan.resolve.resolve` in ``environ``;
+    * ``state_dir``: ``SERVECTL_HOME`` or the platform's state folder; ``environ``: ``os.environ``;
+    * ``scope``: only containers with these labels are servectl's (tests use a session label);
+    * ``clocks``: :class:`Clocks`.
+
+    Frozen once built: the adapters can only be given, or opened by the context itself.
+    """
+
+    def __init__(
+        self,
+        *,
+        environ: Mapping[str, str] | None = None,
+        state_dir: Path | None = None,
+        docker: DockerEngine | None = None,
+        gpus: GpuInventory | None = None,
+        nvml: bool = True,
+        probe: HostProbe | None = None,
+        http: httpx.Client | None = None,
+        conflicts: ConflictHandler | None = None,
+        history: HistoryLog | None = None,
+        lock: Lock | None = None,
+        lock_timeout_s: float | None = None,
+        runtime: ServiceRuntime | None = None,
+        resolve: Callable[[str], Resolved] | None = None,
+        scope: Mapping[str, str] | None = None,
+        clocks: Clocks | None = None,
+    ) -> None:
+        self._environ = os.environ if environ is None else environ
+        self._state_dir = state_dir
+        self._docker = docker
+        self._gpus = gpus
+        self._gpus_given = gpus is not None
+        self._nvml = nvml
+        self._probe = probe
+        self._http = http
+        self._conflicts = conflicts
+        self._history = history
+        self._lock = lock
+        self._lock_timeout_s = lock_timeout_s
+        self._runtime = runtime
+        self._resolve = resolve
+        self._scope = scope
+        self._clocks = clocks or Clocks()
+        self._docker_owned: DockerSdkEngine | None = None
+        self._gpus_owned: NvmlInventory | None = None
+        self._gpus_answer: bool | None = None  # whether NVML answered its first snapshot
+        self._closed = False
+
+    # -- plain values ----------------------------------------------------------------------------------------
+    @property
+    def environ(self) -> Mapping[str, str]:
+        """The environment: ``${VAR}`` references, API keys, defaults."""
+        return self._environ
+
+    @property
+    def state_dir(self) -> Path:
+        """The state folder: lock, history, journal, gate records, stopped conflicts."""
+        if self._state_dir is None:
+            from servectl.paths import state_dir
+
+            self._state_dir = state_dir(self._environ)
+        return self._state_dir
+
+    @property
+    def http(self) -> httpx.Client | None:
+        """The HTTP client of the health gate and ``/health`` probes (None: a short-lived one per call)."""
+        return self._http
+
+    @property
+    def scope(self) -> Mapping[str, str] | None:
+        """Only containers that carry these labels are servectl's (tests)."""
+        return self._scope
+
+    @property
+    def clocks(self) -> Clocks:
+        return self._clocks
+
+    @property
+    def lock_timeout_s(self) -> float:
+        """The default wait for another servectl changing services.
+
+        Raises:
+            UsageError: ``SERVECTL_LOCK_TIMEOUT_S`` is not a number.
+        """
+        if self._lock_timeout_s is None:
+            return lock_timeout_default(self._environ)
+        return self._lock_timeout_s
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # -- adapters ---------------------------------------------------------------------------------------------
+    @property
+    def docker(self) -> DockerEngine:
+        """The Docker engine (opened now when the context opens its own)."""
+        self._check_open()
+        if self._docker is None:
+            from servectl.adapters.docker import DockerSdkEngine
+
+            self._docker_owned = DockerSdkEngine()
+            self._docker = self._docker_owned
+        return self._docker
+
+    @property
+    def docker_opened(self) -> DockerEngine | None:
+        """The Docker engine if it was given or is already open, else None (``doctor`` opens a short-lived one)."""
+        self._check_open()
+        return self._docker
+
+    @property
+    def gpus(self) -> GpuInventory:
+        """The GPU inventory (NVML unless one was given); preflight reports a card or driver it cannot read.
+
+        Raises:
+            UsageError: the context was built with ``nvml=False`` and no inventory.
+        """
+        self._check_open()
+        if self._gpus is None:
+            if not self._nvml:
+                from servectl.errors import UsageError
+
+                raise UsageError("this servectl context has no GPU inventory (built with nvml=False)")
+            from servectl.adapters.gpu import NvmlInventory
+
+            self._gpus_owned = NvmlInventory()
+            self._gpus = self._gpus_owned
+        return self._gpus
+
+    @property
+    def cards(self) -> GpuInventory | None:
+        """The inventory stops wait on until the cards are free: None when NVML does not answer here (or the
+        context has no inventory); a given inventory always."""
+        if self._gpus_given:
+            return self.gpus
+        if not self._nvml:
+            return None
+        if self._gpus_answer is None:
+            from servectl.errors import GpuUnavailable
+
+            try:
+                self.gpus.snapshot()
+                self._gpus_answer = True
+            except GpuUnavailable:
+                self._gpus_answer = False
+        return self.gpus if self._gpus_answer else None
+
+    def gpus_for(self, resolved: Resolved) -> GpuInventory | None:
+        """:attr:`cards` for a profile that uses GPUs; a profile without any needs no NVML (unless one was given)."""
+        if not self._gpus_given and not resolved.loaded.profile.gpus.devices:
+            return None
+        return self.cards
+
+    @property
+    def probe(self) -> HostProbe:
+        """The host probe (psutil unless one was given)."""
+        if self._probe is None:
+            from servectl.adapters.host import PsutilHostProbe
+
+            self._probe = PsutilHostProbe()
+        return self._probe
+
+    @property
+    def conflicts(self) -> ConflictHandler:
+        """Stops and restores declared conflicts (through Docker and the compose CLI unless given)."""
+        self._check_open()
+        if self._conflicts is None:
+            from servectl.adapters.conflicts import DockerConflicts
+
+            self._conflicts = DockerConflicts(docker=self.docker)
+        return self._conflicts
+
+    @property
+    def history(self) -> HistoryLog:
+        """The history (the state folder's unless given)."""
+        if self._history is None:
+            from servectl.adapters.state import History
+
+            self._history = History(self.state_dir)
+        return self._history
+
+    @property
+    def runtime(self) -> ServiceRuntime:
+        """What starts, stops and lists services (:class:`~servectl.service.container.DockerRuntime` unless given)."""
+        self._check_open()
+        if self._runtime is None:
+            from servectl.service.container import DockerRuntime
+
+            self._runtime = DockerRuntime(
+                docker=self.docker, http=self._http, environ=self._environ, state_dir=self.state_dir, scope=self._scope
+            )
+        return self._runtime
+
+    def lock(self, purpose: str, *, timeout_s: float | None = None) -> AbstractContextManager[object]:
+        """The state lock, held while services change; waits ``timeout_s`` (default :attr:`lock_timeout_s`).
+
+        Raises:
+            UsageError: ``SERVECTL_LOCK_TIMEOUT_S`` is not a number.
+        """
+        if self._lock is not None:
+            return self._lock(purpose)
+        from servectl.adapters.state import StateLock
+
+        return StateLock(self.state_dir, self.lock_timeout_s if timeout_s is None else timeout_s, purpose=purpose)
+
+    def resolve(self, name: str) -> Resolved:
+        """Profile ``name`` loaded, validated and compiled for this host (in :attr:`environ`)."""
+        if self._resolve is not None:
+            return self._resolve(name)
+        from servectl.plan.resolve import resolve
+
+        return resolve(name, environ=self._environ)
+
+    # -- lifecycle --------------------------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._closed:
+            from servectl.errors import UsageError
+
+            raise UsageError("this servectl Host is closed; build a new one (servectl.from_env())")
+
+    def close(self) -> None:
+        """Close the Docker client and NVML the context opened (adapters given to it are left open)."""
+        self._closed = True
+        docker, self._docker_owned = self._docker_owned, None
+        gpus, self._gpus_owned = self._gpus_owned, None
+        try:
+            if docker is not None:
+                docker.close()
+        finally:
+            if gpus is not None:
+                gpus.close()
