@@ -267,3 +267,20 @@ def test_dry_run_imports_neither_docker_nor_nvml() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert "docker run" in result.stdout
+
+
+def test_warm_standby_compiles_to_the_memory_saver_and_cpu_backup_flags(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "profiles").mkdir()
+    base = "image: {ref: x/y:1}\nmodel: {path: /m, served_name: m}\nserve: {port: 8181, role: bench}\n"
+    (tmp_path / "profiles" / "w.yaml").write_text("name: w\nswap: {standby: warm}\n" + base)
+    (tmp_path / "profiles" / "c.yaml").write_text("name: c\n" + base)
+    monkeypatch.chdir(tmp_path)
+
+    def argv(name: str) -> tuple[str, ...]:
+        plan = compile_plan(load_profile(name).profile, source=name, state_dir=Path("/s"), home=Path("/h"), environ={})
+        return plan.engine_argv
+
+    assert argv("w")[-2:] == ("--enable-memory-saver", "--enable-weights-cpu-backup")
+    assert "--enable-memory-saver" not in argv("c") and "--enable-weights-cpu-backup" not in argv("c")

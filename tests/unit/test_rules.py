@@ -194,6 +194,18 @@ CASES: list[tuple[str, str, str, str]] = [
         "engine: {env: {HF_TOKEN: '${HF_TOKEN}'}}",
     ),
     (
+        "swap.standby",
+        "swap: {standby: warm}\nengine: {args: {enable-memory-saver: false}}",
+        "false turns off what swap.standby: warm needs; remove engine.args.enable-memory-saver",
+        "swap: {standby: warm}\nengine: {args: {enable-mixed-chunk: true}}",
+    ),
+    (
+        "swap.standby",
+        "swap: {standby: warm}\nengine: {args: {enable-weights-cpu: false}}",
+        "remove engine.args.enable-weights-cpu or set swap.standby: none",
+        "swap: {standby: none}\nengine: {args: {enable-weights-cpu: false}}",
+    ),
+    (
         "engine.catalog",
         "engine: {args: {tp-szie: 2}}",
         "--tp-szie is not a flag of catalog sglang-0.5.23; did you mean 'tp-size'?",

@@ -21,6 +21,12 @@ PathKey = tuple[str | int, ...]
 
 ADAPTIVE_CONFIG_CONTAINER_PATH = "/etc/servectl/speculative-adaptive.json"
 
+#: The flags a ``swap.standby: warm`` profile starts with (SGLang 0.5.23 server_args; see
+#: ``profile/catalogs/sglang-0.5.23-memory-saver.json``): the memory saver makes weights and KV cache
+#: releasable, the CPU backup keeps a host copy of the weights to resume from.
+MEMORY_SAVER_FLAG = "--enable-memory-saver"
+WEIGHTS_CPU_BACKUP_FLAG = "--enable-weights-cpu-backup"
+
 
 @dataclass(frozen=True)
 class EngineArg:
@@ -90,6 +96,10 @@ def _engine_args(profile: Profile, catalog: FlagCatalog) -> list[EngineArg]:
         if spec.adaptive_steps is not None:
             add("--speculative-adaptive", True, (*base, "adaptive_steps"))
             add("--speculative-adaptive-config", ADAPTIVE_CONFIG_CONTAINER_PATH, (*base, "adaptive_steps"))
+    if p.swap.standby == "warm":  # SGLang's memory saver, so a swap away can release the cards and keep the engine
+        add(MEMORY_SAVER_FLAG, True, ("swap", "standby"))
+        if catalog.option(WEIGHTS_CPU_BACKUP_FLAG) is not None:  # resume copies the weights back from host RAM
+            add(WEIGHTS_CPU_BACKUP_FLAG, True, ("swap", "standby"))
     for key, value in e.args.items():
         try:  # written abbreviated, compiled in full (the engine accepts both; people read the full name)
             flag = catalog.expand("--" + key)

@@ -299,6 +299,17 @@ class ConflictSpec(_Strict):
         return self
 
 
+class SwapSpec(_Strict):
+    """How ``servectl swap`` leaves this service when it swaps away, and how it comes back."""
+
+    standby: Literal["none", "warm"] = Field(
+        default="none",
+        description="warm: start with SGLang's memory saver; a swap away releases the cards' memory "
+        "(weights and KV cache) but keeps the container, and a swap back resumes it in seconds. "
+        "Costs host RAM for the CPU copy of the weights",
+    )
+
+
 class Profile(_Strict):
     """One serving profile, after ``extends`` is resolved."""
 
@@ -314,6 +325,7 @@ class Profile(_Strict):
     status: Literal["candidate", "promoted", "retired"] = "candidate"
     extends: str | None = Field(default=None, description="base profile this one merges over")
     rollback: ProfileName | None = Field(default=None, description="target of a plain `servectl swap`")
+    swap: SwapSpec = Field(default_factory=SwapSpec, description="what a swap away from this service does")
     nodes: int = Field(default=1, ge=1, le=MAX_GPUS, description="nodes for multi-node rendering (k8s LeaderWorkerSet)")
     evidence: str | None = Field(default=None, description="promotion evidence record (set by `promote`)")
     qualify: str | None = Field(

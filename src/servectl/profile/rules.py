@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 from servectl.errors import Problem
 from servectl.profile.catalog import ArgvError
 from servectl.profile.engine_args import (
+    MEMORY_SAVER_FLAG,
+    WEIGHTS_CPU_BACKUP_FLAG,
     Setting,
     catalog_for,
     catalog_problems,
@@ -54,6 +56,7 @@ POLICY_RULES: dict[str, str] = {
     "engine.context": "a context longer than the KV pool cannot hold one request",
     "speculative.adaptive": "SGLang silently drops an adaptive ladder it cannot use; servectl refuses it",
     "health.expect_log": "a pattern the engine never prints would fail a healthy start",
+    "swap.standby": "a warm standby without the memory saver could not release the cards",
 }
 
 
@@ -364,6 +367,35 @@ def promoted_is_pinned(p: Profile) -> RuleResult:
         yield ("image", "digest"), "a promoted profile pins its image: add image.digest (sha256:...)"
     if not p.model.revision:
         yield ("model", "revision"), "a promoted profile pins its model: add model.revision (40-hex commit)"
+
+
+@rule("swap.standby")
+def standby_needs_memory_saver(p: Profile) -> RuleResult:
+    """A warm standby needs the engine's memory saver: in the catalog, and not turned off in ``args``."""
+    if p.swap.standby != "warm":
+        return
+    try:
+        catalog = catalog_for(p)
+    except (KeyError, ValueError):  # reported by the engine.catalog rule
+        return
+    if catalog.option(MEMORY_SAVER_FLAG) is None:
+        yield (
+            ("swap", "standby"),
+            (
+                f"warm needs {MEMORY_SAVER_FLAG}, which catalog {p.engine.catalog} does not have; "
+                "use an engine build with SGLang's memory saver or set swap.standby: none"
+            ),
+        )
+    for key, value in p.engine.args.items():
+        try:
+            flag = catalog.expand("--" + key)
+        except ArgvError:
+            continue  # reported by the engine.catalog rule
+        if value is False and flag in (MEMORY_SAVER_FLAG, WEIGHTS_CPU_BACKUP_FLAG):
+            yield (
+                ("engine", "args", key),
+                (f"false turns off what swap.standby: warm needs; remove engine.args.{key} or set swap.standby: none"),
+            )
 
 
 @rule("serve.role_port")
