@@ -5,7 +5,9 @@
 
 Writes src/servectl/profile/catalogs/sglang-<version>.json (the parser, from ``engine_dump.py flags``) and
 src/servectl/profile/catalogs/logs/sglang-<version>.txt (the logger format strings of ``sglang/srt``, from
-``engine_dump.py logs``, plus the lines of the libraries SGLang runs, listed below with their source).
+``engine_dump.py logs``, plus the lines of the libraries SGLang runs, listed below with their source) and
+src/servectl/profile/catalogs/memory_saver/sglang-<version>.json (the memory saver's endpoints, body, tags and
+flags, read from the source with ast by ``servectl/profile/memory_saver.py``; each entry cites file:line).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ sys.path.insert(1, str(ROOT / "tests" / "tools"))  # servectl_ci: the parser ven
 
 from servectl.profile import engine_dump  # noqa: E402
 from servectl.profile.logcatalog import escape_template  # noqa: E402
+from servectl.profile.memory_saver import MEMORY_SAVER_DIR  # noqa: E402
+from servectl.profile.memory_saver import extract as extract_memory_saver  # noqa: E402
 
 CATALOGS = ROOT / "src" / "servectl" / "profile" / "catalogs"
 DUMP = Path(engine_dump.__file__)
@@ -84,6 +88,13 @@ def _run_dump(python: str, what: str) -> dict[str, object]:
     return data
 
 
+def _package_root(python: str) -> Path:
+    """The site-packages folder that holds ``python``'s sglang (found without importing it)."""
+    code = "import importlib.util as u; print(list(u.find_spec('sglang').submodule_search_locations)[0])"
+    done = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True)
+    return Path(done.stdout.strip()).parent
+
+
 def write_log_catalog(data: dict[str, object], path: Path) -> int:
     """The text catalog from ``engine_dump.py logs`` output; one template per printed line."""
     version = str(data.get("version", ""))
@@ -124,6 +135,11 @@ def main() -> int:
     count = write_log_catalog(_run_dump(python, "logs"), CATALOGS / "logs" / f"sglang-{version}.txt")
     print(f"{flag_path.relative_to(ROOT)}: {len(flags['options'])} options")  # type: ignore[arg-type]
     print(f"catalogs/logs/sglang-{version}.txt: {count} lines")
+    saver = extract_memory_saver(_package_root(python), version)
+    MEMORY_SAVER_DIR.mkdir(exist_ok=True)
+    saver_path = MEMORY_SAVER_DIR / f"sglang-{version}.json"
+    saver_path.write_text(json.dumps(saver, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"{saver_path.relative_to(ROOT)}: {len(saver['endpoints'])} endpoints, {len(saver['flags'])} flags")
     return 0
 
 

@@ -49,7 +49,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("cli", "__main__"),
 )
 RANK: dict[str, int] = {part: rank for rank, parts in enumerate(LAYERS) for part in parts}
-STANDIN_MAY_IMPORT = frozenset({"servectl.errors", "servectl.profile.catalog"})
+STANDIN_MAY_IMPORT = frozenset({"servectl.errors", "servectl.profile.catalog", "servectl.profile.memory_saver"})
 STANDIN_IMPORTED_FROM = RANK["adapters"]  # image building is a side effect; nothing below adapters needs it
 
 
@@ -184,7 +184,11 @@ def _why_not(module: str, imp: Import) -> str | None:
     if src == "":
         return None if imp.lazy or dst in LAYERS[0] else "the public API must re-export lazily (PEP 562 __getattr__)"
     if src == "standin":
-        return None if imp.target in STANDIN_MAY_IMPORT else "standin imports only errors and profile.catalog"
+        return (
+            None
+            if imp.target in STANDIN_MAY_IMPORT
+            else "standin imports only errors, profile.catalog and profile.memory_saver"
+        )
     if dst == "standin":
         return None if RANK.get(src, -1) >= STANDIN_IMPORTED_FROM else "standin is imported from adapters up"
     if src == "cli" and dst == "adapters":
@@ -334,7 +338,8 @@ def test_the_check_reports_a_back_import_a_lazy_one_and_a_cycle(tmp_path: Path) 
         "servectl.cli.wired:2: imports servectl.adapters.docker: the CLI gets its adapters through servectl.host",
         "servectl.profile.loader:2: imports servectl.plan.rules: profile may not import plan (a higher layer)",
         "servectl.service.runtime:2: imports servectl.testing.fakes: only tests import servectl.testing",
-        "servectl.standin.image:2: imports servectl.plan.rules: standin imports only errors and profile.catalog",
+        "servectl.standin.image:2: imports servectl.plan.rules: "
+        "standin imports only errors, profile.catalog and profile.memory_saver",
         "import cycle: servectl.plan.rules -> servectl.profile.loader",
     ]
 

@@ -60,6 +60,11 @@ Behaviour is set with environment variables:
     or limit needle retrieval to prompts of at most N tokens.
 ``STANDIN_ERROR_EVERY`` / ``STANDIN_USAGE_SKEW``
     Every k-th generation request fails with HTTP 500; ``usage`` reports N more completion tokens than were sent.
+``STANDIN_RELEASE_S`` / ``STANDIN_RESUME_S`` / ``STANDIN_RELEASE_FAULT`` / ``STANDIN_RESUME_FAULT``
+    SGLang's memory saver (``POST /release_memory_occupation``, ``POST /resume_memory_occupation``, see
+    :mod:`servectl.standin.memory`): how long a release and a resume take (default 0.2 s and 0.5 s), a release
+    that answers 200 but frees nothing (``keep``), a resume that is refused (``fail``) or whose weights come back
+    wrong (``wrong``: every completion after it is wrong).
 ``STANDIN_LISTEN_AT``
     ``start`` (default): listen from the first moment and answer 503 while starting. ``uvicorn``: listen only
     from the ``Uvicorn running`` line on, as real SGLang does (connections are refused before that).

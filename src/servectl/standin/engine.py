@@ -28,6 +28,7 @@ from servectl.standin.argv import (
     server_args_repr,
 )
 from servectl.standin.logs import EngineLog
+from servectl.standin.memory import ledger_for
 from servectl.standin.model import MemoryPlan, ModelConfigError, load_model_info, plan_memory
 from servectl.standin.server import make_server
 from servectl.standin.settings import PHASE_SHARES, SettingsError, StandinSettings
@@ -126,6 +127,9 @@ class Engine:
             architecture=model.architecture,
             eos_token_id=_first_int(model.config.get("eos_token_id")),
             kv_tokens=memory.kv_tokens,
+            memory=ledger_for(
+                args, memory.weights_gb, memory.k_size_gb + memory.v_size_gb, memory.cuda_graph_gb, self.settings
+            ),
         )
         if self.settings.listen_at == "start":
             self._listen()

@@ -43,6 +43,14 @@ def _stream_options(body: Mapping[str, Any]) -> tuple[bool, bool]:
 class GenerationEndpoints(HandlerBase):
     """The endpoints that generate tokens; each first checks readiness and ``STANDIN_ERROR_EVERY``."""
 
+    def _text(self, start: int, count: int) -> str:
+        """The completion text; ``!`` per token when the weights are gone (the memory saver dropped them),
+        the way a model with garbage weights repeats one token."""
+        memory = self.state.memory
+        if memory is not None and memory.output_is_wrong:
+            return "!" * count
+        return generated_text(start, count)
+
     def _require_ready(self) -> None:
         if not self.state.ready.is_set():
             raise RequestError(
@@ -246,7 +254,7 @@ class GenerationEndpoints(HandlerBase):
             else:
                 for _ in paced_chunks(self.state, plan):
                     pass
-                text = generated_text(0, plan.completion_tokens)
+                text = self._text(0, plan.completion_tokens)
                 choice: dict[str, Any] = {"index": 0}
                 if chat:
                     choice["message"] = {
@@ -317,7 +325,7 @@ class GenerationEndpoints(HandlerBase):
         done = 0
         for first, count in paced_chunks(self.state, plan):
             done = first + count
-            self._send_event(chunk(choice(generated_text(first, count), None), running_usage(done)))
+            self._send_event(chunk(choice(self._text(first, count), None), running_usage(done)))
         self._send_event(chunk(choice(None if chat else "", plan.finish_reason), running_usage(done)))
         if include_usage:
             self._send_event(chunk({}, usage_body(self.state, plan.prompt_tokens, done)))
@@ -374,7 +382,7 @@ class GenerationEndpoints(HandlerBase):
                 for first, count in paced_chunks(self.state, plan):
                     done = first + count
                     finished = done == plan.completion_tokens
-                    self._send_event({"text": generated_text(0, done), "meta_info": meta_info(done, finished)})
+                    self._send_event({"text": self._text(0, done), "meta_info": meta_info(done, finished)})
                 if plan.completion_tokens == 0:
                     self._send_event({"text": "", "meta_info": meta_info(0, True)})
                 self._send_event("[DONE]")
@@ -385,7 +393,7 @@ class GenerationEndpoints(HandlerBase):
                 self._send_json(
                     200,
                     {
-                        "text": generated_text(0, plan.completion_tokens),
+                        "text": self._text(0, plan.completion_tokens),
                         "meta_info": meta_info(plan.completion_tokens, True),
                     },
                 )

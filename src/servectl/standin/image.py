@@ -135,9 +135,14 @@ def _app_files() -> list[tuple[str, bytes]]:
         # the catalog converts values with SGLang's own type functions, imported when it parses argv
         (f"{APP_DIR}/servectl/profile/sglang_types.py", (pkg / "profile" / "sglang_types.py").read_bytes()),
     ]
+    # the memory saver's routes and tags, read from SGLang's source (standin/memory.py answers them)
+    files.append((f"{APP_DIR}/servectl/profile/memory_saver.py", (pkg / "profile" / "memory_saver.py").read_bytes()))
     files += [
-        (f"{APP_DIR}/servectl/profile/catalogs/{p.name}", p.read_bytes())
-        for p in sorted(pkg.glob("profile/catalogs/*.json"))
+        (
+            f"{APP_DIR}/servectl/profile/catalogs/{p.relative_to(pkg / 'profile' / 'catalogs').as_posix()}",
+            p.read_bytes(),
+        )
+        for p in sorted([*pkg.glob("profile/catalogs/*.json"), *pkg.glob("profile/catalogs/memory_saver/*.json")])
     ]
     files += [(f"{APP_DIR}/servectl/standin/{p.name}", p.read_bytes()) for p in sorted(pkg.glob("standin/*.py"))]
     files += [

@@ -7,6 +7,8 @@ Routes (``--api-key`` guards all but ``/health`` and ``/health_generate``, like 
 * ``GET /ready`` - ``{"status": "starting"|"ready", "phase": ...}`` with 503/200.
 * ``GET /v1/models``, ``GET /get_model_info``, ``GET /get_server_info``.
 * ``POST /v1/chat/completions``, ``POST /v1/completions``, ``POST /generate`` - with and without ``stream``.
+* ``GET|POST /release_memory_occupation``, ``GET|POST /resume_memory_occupation`` - SGLang's memory saver
+  (:mod:`servectl.standin.memory`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from servectl.standin.generation import GenerationEndpoints
+from servectl.standin.memory import RELEASE_PATH, RESUME_PATH, ROUTE_METHODS, MemoryCallError
 from servectl.standin.pacing import ConnectionCut
 from servectl.standin.state import EngineState, RequestError
 from servectl.standin.transport import StandinServer
@@ -50,7 +53,7 @@ class StandinHandler(GenerationEndpoints):
             self._send_json(401, {"error": "Unauthorized"})
             return
         parsed: dict[str, Any] = {}
-        if method == "POST":
+        if method == "POST" or (body and path in (RELEASE_PATH, RESUME_PATH)):  # FastAPI reads a GET's body too
             try:
                 loaded = json.loads(body or b"{}")
             except (json.JSONDecodeError, UnicodeDecodeError) as err:
@@ -68,6 +71,28 @@ class StandinHandler(GenerationEndpoints):
             self.close_connection = True
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True  # the client went away mid-stream
+
+    # -- memory saver ------------------------------------------------------------------------------
+    def release_memory(self, body: dict[str, Any]) -> None:
+        self._memory_call(body, release=True)
+
+    def resume_memory(self, body: dict[str, Any]) -> None:
+        self._memory_call(body, release=False)
+
+    def _memory_call(self, body: dict[str, Any], *, release: bool) -> None:
+        ledger = self.state.memory
+        try:
+            if ledger is None or not self.state.ready.is_set():
+                raise MemoryCallError("The server is not ready yet.")
+            tags = ledger.tags_of(body)
+            if release:
+                ledger.release(tags, running_requests=self.state.running_requests)
+            else:
+                ledger.resume(tags)
+        except MemoryCallError as err:
+            self._send_json(400, err.body())
+            return
+        self._send_json(200, None)
 
     # -- health and info ---------------------------------------------------------------------------
     def health(self, _body: dict[str, Any]) -> None:
@@ -133,6 +158,7 @@ class StandinHandler(GenerationEndpoints):
                     "taper": [list(point) for point in settings.taper] or None,
                     "chunk_tokens": settings.chunk_tokens,
                     "accept_length": settings.effective_accept_length if settings.reports_accept_length else None,
+                    "gpu_memory": self.state.memory.report() if self.state.memory is not None else None,
                 },
             }
         )
@@ -149,6 +175,8 @@ _ROUTES: dict[tuple[str, str], Route] = {
     ("POST", "/v1/chat/completions"): StandinHandler.chat_completions,
     ("POST", "/v1/completions"): StandinHandler.completions,
     ("POST", "/generate"): StandinHandler.generate,
+    **{(method, RELEASE_PATH): StandinHandler.release_memory for method in ROUTE_METHODS},
+    **{(method, RESUME_PATH): StandinHandler.resume_memory for method in ROUTE_METHODS},
 }
 
 

@@ -61,6 +61,10 @@ class StandinSettings:
     code_answer: str = "right"
     code_solutions: str | None = None
     taper: tuple[tuple[int, float], ...] = ()
+    release_s: float = 0.2
+    resume_s: float = 0.5
+    release_fault: str | None = None
+    resume_fault: str | None = None
 
     def decode_rate_for(self, prompt_tokens: int) -> float:
         """Decode tok/s of a request with ``prompt_tokens``: ``STANDIN_TAPER``, else ``STANDIN_TOKEN_RATE``.
@@ -126,6 +130,10 @@ class StandinSettings:
             code_answer=reader.choice("STANDIN_CODE_ANSWER", ("right", "wrong", "slow", "loop", "none"), "right"),
             code_solutions=reader.text("STANDIN_CODE_SOLUTIONS"),
             taper=reader.taper("STANDIN_TAPER"),
+            release_s=reader.number("STANDIN_RELEASE_S", 0.2, minimum=0.0),
+            resume_s=reader.number("STANDIN_RESUME_S", 0.5, minimum=0.0),
+            release_fault=reader.optional_choice("STANDIN_RELEASE_FAULT", ("keep",)),
+            resume_fault=reader.optional_choice("STANDIN_RESUME_FAULT", ("fail", "wrong")),
         )
         return settings
 

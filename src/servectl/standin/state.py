@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from servectl.standin.logs import EngineLog
+from servectl.standin.memory import MemoryLedger
 from servectl.standin.settings import StandinSettings
 
 
@@ -23,6 +24,7 @@ class EngineState:
     eos_token_id: int | None = None
     kv_tokens: int = 0
     phase: str = "init"
+    memory: MemoryLedger | None = None
     ready: threading.Event = field(default_factory=threading.Event)
     created: int = field(default_factory=lambda: int(time.time()))
     _running: int = 0
