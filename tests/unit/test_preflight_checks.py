@@ -856,3 +856,16 @@ def test_an_unreachable_engine_says_its_fix_once_in_preflight_as_in_doctor() -> 
     assert f"{real.message} {real.fix}".count("systemctl start docker") == 1 and real.fix == ""
     bare = check_docker_engine(request(), Facts(engine_error="Docker engine unreachable"))  # a message with no fix
     assert "systemctl start docker" in bare.fix
+
+
+def test_a_warm_standby_needs_host_ram_for_the_cpu_copy_of_its_weights() -> None:
+    probe = host(host_memory=HostMemory(256 * GIB, 100 * GIB))  # the model is 100 GiB on disk
+    assert preflight(probe=probe).check("host.standby_ram").result == "pass"  # no standby, nothing to hold
+    check = preflight(request(standby_warm=True), probe=probe).check("host.standby_ram")
+    assert check.result == "fail" and check.message == (
+        "the CPU copy of the weights needs 102,400 MiB host RAM (their size on disk) plus 8,192 MiB kept free, "
+        "but 102,400 MiB are available"
+    )
+    assert "swap.standby: none" in (check.fix or "")
+    roomy = host(host_memory=HostMemory(512 * GIB, 200 * GIB))
+    assert preflight(request(standby_warm=True), probe=roomy).check("host.standby_ram").result == "pass"

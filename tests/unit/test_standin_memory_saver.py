@@ -11,10 +11,12 @@ from typing import Any
 import httpx
 import pytest
 
+from servectl.adapters.gpu import MIB
 from servectl.profile.memory_saver import extract, load_memory_saver
 from servectl.standin.memory import CONTEXT_BYTES
 from servectl.standin.process import HostStandin
 from servectl.testing.sglang_venv import is_built, venv_python
+from servectl.testing.standin_gpu import StandinGpuInventory, StandinOnCards
 
 DEMO_MODEL = str(Path(__file__).parents[2] / "examples" / "demo-model")
 SAVER = load_memory_saver()
@@ -133,3 +135,19 @@ def test_the_shipped_memory_saver_catalog_is_what_the_sglang_source_says() -> No
     code = "import importlib.util as u; print(list(u.find_spec('sglang').submodule_search_locations)[0])"
     root = Path(subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=True).stdout.strip())
     assert extract(root.parent, SAVER["version"]) == SAVER, "stale: python scripts/extract_sglang_catalogs.py"
+
+
+def test_the_standin_gpu_inventory_sees_the_memory_leave_the_card_and_return(saver_engine: httpx.Client) -> None:
+    url = str(saver_engine.base_url).rstrip("/")
+    nvml = StandinGpuInventory(lambda: [StandinOnCards(url, (1,))], cards=2)
+    full = gpu(saver_engine)
+    assert nvml.used_mib(0) == 0
+    assert nvml.used_mib(1) == full["held_bytes_per_rank"][0] // MIB
+    saver_engine.post(RELEASE, json=ALL)
+    device = nvml.snapshot().device(1)
+    assert device is not None and device.processes is not None and len(device.processes) == 1
+    assert nvml.used_mib(1) == (CONTEXT_BYTES + full["region_bytes_per_rank"]["cuda_graph"]) // MIB
+    saver_engine.post(RESUME, json=ALL)
+    assert nvml.used_mib(1) == full["held_bytes_per_rank"][0] // MIB
+    gone = StandinGpuInventory(lambda: [StandinOnCards("http://127.0.0.1:9", (0,))], cards=1)
+    assert gone.used_mib(0) == 0

@@ -121,6 +121,7 @@ class PreflightRequest:
         min_cache_free_bytes: free disk needed on each cache folder's file system.
         min_host_memory_available_bytes: available host RAM needed besides ``host_memory_extra_bytes``.
         host_memory_extra_bytes: host RAM the engine adds (e.g. a HiCache host pool, all ranks together).
+        standby_warm: the profile keeps a warm standby (``swap.standby: warm``): its weights' CPU copy needs RAM.
         conflicts: services the profile declares as conflicts.
         stop_conflicts: whether this run stops the conflicts (``swap``, ``up --replace``).
         replacing: the servectl service being replaced, if any.
@@ -162,6 +163,7 @@ class PreflightRequest:
     min_cache_free_bytes: int = 10 * GIB
     min_host_memory_available_bytes: int = 8 * GIB
     host_memory_extra_bytes: int = 0
+    standby_warm: bool = False
     conflicts: tuple[ConflictRef, ...] = ()
     stop_conflicts: bool = False
     replacing: Replacing | None = None

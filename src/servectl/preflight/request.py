@@ -80,6 +80,7 @@ def request_for(resolved: Resolved, context: StartContext = ALONE) -> PreflightR
         engine_argv=plan.engine_argv,
         entrypoint=tuple(p.image.entrypoint),
         image_built_here=p.image.build == "standin",
+        standby_warm=p.swap.standby == "warm",
         standin_env=tuple((k, v) for k, v in plan.docker.environment if k.startswith("STANDIN_") and v is not None),
     )
 

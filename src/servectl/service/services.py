@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from servectl.adapters.standby import StandbyRecord
 from servectl.adapters.state import GateRecord, History
 from servectl.paths import state_dir as default_state_dir
 from servectl.plan.labels import (
@@ -35,9 +36,11 @@ if TYPE_CHECKING:
     from servectl.service.adopted import AdoptedMatch
 
 
-ServiceState = Literal["starting", "ready", "unhealthy", "exited", "created"]
+ServiceState = Literal["starting", "ready", "unhealthy", "exited", "created", "standby"]
 ALIVE_STATES: tuple[ServiceState, ...] = ("ready", "starting", "unhealthy")
-"""Service states whose profile counts as running (and is brought back when a swap fails)."""
+"""Service states whose profile counts as running (and is brought back when a swap fails). A ``standby``
+service (a warm standby: its container runs, its cards' memory is released) serves nothing and is in nobody's
+way; a swap to its profile resumes it (:mod:`servectl.service.standby`)."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,8 @@ class ServiceInfo:
     image: str = ""
     running: bool = False
     adopted: bool = False  # a container servectl did not start, recognised as an adopted profile's service
+    standby_host_ram_bytes: int | None = None  # on standby: host RAM its CPU copy of the weights takes
+    standby_resume_s: float | None = None  # on standby: the last measured resume of its profile
 
     @property
     def url(self) -> str:
@@ -88,6 +93,8 @@ class ServiceInfo:
             "image": self.image,
             "stop_grace_s": self.stop_grace_s,
             "adopted": self.adopted,
+            "standby_host_ram_bytes": self.standby_host_ram_bytes,
+            "standby_resume_s": self.standby_resume_s,
         }
 
 
@@ -210,6 +217,19 @@ def service_from_adopted(match: AdoptedMatch, *, now: float, answers_health: boo
     )
 
 
+def on_standby(service: ServiceInfo, record: StandbyRecord) -> ServiceInfo:
+    """``service`` as ``standby`` when a swap released it (its record in the state folder), else unchanged."""
+    entry = record.entry(service.container_id)
+    if entry is None:
+        return service
+    return replace(
+        service,
+        state="standby",
+        standby_host_ram_bytes=entry.host_ram_bytes,
+        standby_resume_s=record.last_resume_s(service.profile),
+    )
+
+
 def _adopted_profiles() -> Sequence[Resolved]:
     from servectl.service.adopted import adopted_profiles
 
@@ -290,6 +310,7 @@ def services(
     answers_health = _answers_health_plainly if http is None else lambda url: _answers_health(http, url)
     hashes: dict[str, str | None] = {}
     out: list[ServiceInfo] = []
+    standby = StandbyRecord(state_dir or default_state_dir())
     for c in sorted(containers, key=lambda c: (c.labels.get(LABEL_PROFILE, ""), c.name)):
         profile = c.labels.get(LABEL_PROFILE, "")
         if plan_hash_of is not None and profile not in hashes:
@@ -300,15 +321,10 @@ def services(
             host = c.labels.get(LABEL_HOST, "127.0.0.1")
             host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
             answers = port is not None and answers_health(f"http://{_bracket(host)}:{port}")
-        out.append(
-            service_from_container(
-                c,
-                now=clock(),
-                answers_health=answers,
-                passed_gate=c.id in passed,
-                current_plan_hash=hashes.get(profile),
-            )
+        service = service_from_container(
+            c, now=clock(), answers_health=answers, passed_gate=c.id in passed, current_plan_hash=hashes.get(profile)
         )
+        out.append(on_standby(service, standby) if c.running else service)
     if adopted is not None:
         from servectl.service.adopted import find_adopted
 

@@ -44,7 +44,11 @@ def progress_text(p: Progress) -> str:
 
 
 def state_text(s: ServiceInfo) -> str:
-    """The state, with the exit code and OOM flag of an exited service."""
+    """The state, with the exit code and OOM flag of an exited service, and what a standby holds and costs."""
+    if s.state == "standby":
+        ram = "-" if s.standby_host_ram_bytes is None else f"{s.standby_host_ram_bytes / 2**30:.1f} GiB"
+        resume = "not measured" if s.standby_resume_s is None else f"{s.standby_resume_s:.1f} s"
+        return f"standby (host RAM {ram}, resume {resume})"
     if s.state != "exited":
         return s.state
     extras = [f"code {s.exit_code}" if s.exit_code is not None else "code ?"]

@@ -34,6 +34,7 @@ from servectl.preflight.checks.host import (
     check_network_mode,
     check_port_free,
     check_port_role,
+    check_standby_ram,
 )
 from servectl.preflight.checks.pins import check_image_pinned, check_model_revision, check_profile_status
 from servectl.preflight.checks.services import check_container_name, check_services
@@ -60,6 +61,7 @@ CHECKS: tuple[tuple[str, str, CheckFunction], ...] = tuple(
         ("model.revision", check_model_revision),
         ("host.shm", check_host_shm),
         ("host.memory", check_host_memory),
+        ("host.standby_ram", check_standby_ram),
         ("host.disk", check_host_disk),
         ("docker.engine", check_docker_engine),
         ("docker.gpu_runtime", check_docker_gpu_runtime),

@@ -24,6 +24,7 @@ TITLES: dict[str, str] = {
     "model.revision": "Model revision",
     "host.shm": "Shared memory",
     "host.memory": "Host memory",
+    "host.standby_ram": "Host RAM for a warm standby",
     "host.disk": "Cache disk room",
     "docker.engine": "Docker engine",
     "docker.gpu_runtime": "NVIDIA container runtime",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from servectl.adapters.gpu import MIB
-from servectl.adapters.host import addresses_overlap
+from servectl.adapters.host import HostMemory, addresses_overlap
 from servectl.preflight.checks.base import make_result
 from servectl.preflight.facts import Facts, classify_process, to_mib
 from servectl.preflight.model import GIB, CheckResult, PreflightRequest
@@ -259,6 +259,50 @@ def check_host_memory(request: PreflightRequest, facts: Facts) -> CheckResult:
         "host.memory",
         "pass",
         f"{mem.available_bytes / GIB:,.1f} GiB of {mem.total_bytes / GIB:,.1f} GiB available",
+        **out,
+    )
+
+
+def standby_ram_shortfall(weights_bytes: int, memory: HostMemory, keep_bytes: int) -> str | None:
+    """Why host RAM cannot take a warm standby's CPU copy of the weights (None: it can): the one home of it.
+
+    The copy (``--enable-weights-cpu-backup``) is the model's weights, all ranks together: their size on disk.
+    ``keep_bytes`` is the available RAM that must stay free besides it.
+    """
+    if memory.available_bytes >= weights_bytes + keep_bytes:
+        return None
+    return (
+        f"the CPU copy of the weights needs {to_mib(weights_bytes):,} MiB host RAM (their size on disk) plus "
+        f"{to_mib(keep_bytes):,} MiB kept free, but {to_mib(memory.available_bytes):,} MiB are available"
+    )
+
+
+def check_standby_ram(request: PreflightRequest, facts: Facts) -> CheckResult:
+    """A warm standby's CPU copy of the weights fits in host RAM (``swap.standby: warm``)."""
+    if not request.standby_warm:
+        return make_result("host.standby_ram", "pass", "no warm standby (swap.standby: none)")
+    mem, model = facts.memory, facts.model
+    if mem is None or model is None or not model.exists:
+        return make_result("host.standby_ram", "unknown", "cannot read host memory or the model's size on disk")
+    out = {
+        "weights_mib": to_mib(model.weights_bytes),
+        "available_mib": to_mib(mem.available_bytes),
+        "keep_free_mib": to_mib(request.min_host_memory_available_bytes),
+    }
+    short = standby_ram_shortfall(model.weights_bytes, mem, request.min_host_memory_available_bytes)
+    if short is not None:
+        return make_result(
+            "host.standby_ram",
+            "fail",
+            short,
+            "free host RAM, or set swap.standby: none in the profile (a swap away then stops it)",
+            **out,
+        )
+    return make_result(
+        "host.standby_ram",
+        "pass",
+        f"CPU copy of the weights {model.weights_bytes / GIB:,.1f} GiB fits in {mem.available_bytes / GIB:,.1f} GiB "
+        "available",
         **out,
     )
 
