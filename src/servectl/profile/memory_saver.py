@@ -18,9 +18,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from servectl.profile.catalog import DEFAULT_CATALOG
+
 #: Where the shipped memory-saver catalogs live (beside the flag catalogs).
 MEMORY_SAVER_DIR = Path(__file__).resolve().parent / "catalogs" / "memory_saver"
-DEFAULT_MEMORY_SAVER = "sglang-0.5.23"
+DEFAULT_MEMORY_SAVER = DEFAULT_CATALOG  # one memory-saver catalog per flag catalog, by the same name
 
 _HTTP = "sglang/srt/entrypoints/http_server.py"
 _IO = "sglang/srt/managers/io_struct.py"

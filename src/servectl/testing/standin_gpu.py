@@ -22,10 +22,15 @@ from servectl.testing.fakes import DRIVER_RESERVED_MIB, RTX_PRO_6000_TOTAL_MIB, 
 
 @dataclass(frozen=True)
 class StandinOnCards:
-    """A stand-in engine and the cards its ranks are on (rank i on ``cards[i]``)."""
+    """A stand-in engine and the cards its ranks are on (rank i on ``cards[i]``).
+
+    ``pid`` is the process NVML lists for it: give the container's main pid (``State.Pid``) so that servectl
+    finds its container from ``/proc/<pid>/cgroup`` as it does for a real engine; default a stable fake one.
+    """
 
     base_url: str
     cards: tuple[int, ...]
+    pid: int | None = None
 
 
 def held_bytes_per_rank(base_url: str, *, timeout_s: float = 2.0) -> list[int] | None:
@@ -73,7 +78,7 @@ class StandinGpuInventory:
             for rank, card in enumerate(engine.cards):
                 if held is None or rank >= len(held) or card not in processes:
                     continue
-                pid = 100_000 + zlib.crc32(engine.base_url.encode()) % 800_000  # a stable fake pid per engine
+                pid = engine.pid or 100_000 + zlib.crc32(engine.base_url.encode()) % 800_000
                 processes[card].append(GpuProcess(pid=pid, used_memory_bytes=held[rank]))
         devices: Sequence[GpuDevice] = [
             make_device(i, total_mib=self._total_mib, reserved_mib=self._reserved_mib, processes=processes[i])
