@@ -10,12 +10,12 @@ from typing import Any
 
 import httpx
 import pytest
+from servectl_ci.sglang_venv import is_built, venv_python
 
 from servectl.adapters.gpu import MIB
 from servectl.profile.memory_saver import extract, load_memory_saver
 from servectl.standin.memory import CONTEXT_BYTES
 from servectl.standin.process import HostStandin
-from servectl.testing.sglang_venv import is_built, venv_python
 from servectl.testing.standin_gpu import StandinGpuInventory, StandinOnCards
 
 DEMO_MODEL = str(Path(__file__).parents[2] / "examples" / "demo-model")
