@@ -285,33 +285,45 @@ def hand_started(**kw: Any) -> dict[str, Any]:
 
 
 def test_adopt_writes_a_validated_file_and_refuses_a_taken_name_unless_forced(tmp_path: Path) -> None:
-    from servectl.service.adopt import adopt
+    from servectl.service.adopt import AdoptOptions, adopt
 
     folder = tmp_path / "profiles"
     folder.mkdir()
     docs = FakeDocuments({"sglang-hand": hand_started()}, {"sha256:" + "5b" * 32: image_inspect()})
     folders = [ProfileFolder(folder, "./profiles")]
-    dry = adopt(docker=docs, container="sglang-hand", name="hand", dry_run=True, folders=folders, environ={})
+    dry = adopt(
+        docker=docs, container="sglang-hand", name="hand", opts=AdoptOptions(dry_run=True, folders=folders, environ={})
+    )
     assert not dry.written and not (folder / "hand.yaml").exists() and dry.diff == () and dry.problems == ()
-    result = adopt(docker=docs, container="sglang-hand", name="hand", folders=folders, environ={})
+    result = adopt(docker=docs, container="sglang-hand", name="hand", opts=AdoptOptions(folders=folders, environ={}))
     assert result.path == folder / "hand.yaml" and result.backup is None
     text = result.path.read_text()
     assert SECRET not in text and API_KEY not in text and text.startswith("# Written by `servectl adopt`")
     with pytest.raises(AdoptError, match="profile hand already exists") as taken:
-        adopt(docker=docs, container="sglang-hand", name="hand", folders=folders, environ={})
+        adopt(docker=docs, container="sglang-hand", name="hand", opts=AdoptOptions(folders=folders, environ={}))
     assert "--force" in taken.value.message
-    forced = adopt(docker=docs, container="sglang-hand", name="hand", force=True, folders=folders, environ={})
+    forced = adopt(
+        docker=docs, container="sglang-hand", name="hand", opts=AdoptOptions(force=True, folders=folders, environ={})
+    )
     assert forced.backup == folder / "hand.yaml.bak" and forced.backup.read_text() == text
     with pytest.raises(AdoptError, match="no container 'gone'"):
-        adopt(docker=docs, container="gone", folders=folders, environ={})
+        adopt(docker=docs, container="gone", opts=AdoptOptions(folders=folders, environ={}))
     with pytest.raises(AdoptError, match="disagree"):
-        adopt(docker=docs, container="sglang-hand", name="x", out=tmp_path / "y.yaml", folders=folders, environ={})
-    named_by_file = adopt(docker=docs, container="sglang-hand", out=tmp_path / "elsewhere.yaml", folders=folders)
+        adopt(
+            docker=docs,
+            container="sglang-hand",
+            name="x",
+            out=tmp_path / "y.yaml",
+            opts=AdoptOptions(folders=folders, environ={}),
+        )
+    named_by_file = adopt(
+        docker=docs, container="sglang-hand", out=tmp_path / "elsewhere.yaml", opts=AdoptOptions(folders=folders)
+    )
     assert named_by_file.adoption.name == "elsewhere" and named_by_file.problems == ()
 
 
 def test_a_template_is_replaced_without_force_and_kept(tmp_path: Path) -> None:
-    from servectl.service.adopt import adopt
+    from servectl.service.adopt import AdoptOptions, adopt
 
     folder = tmp_path / "profiles"
     folder.mkdir()
@@ -319,7 +331,10 @@ def test_a_template_is_replaced_without_force_and_kept(tmp_path: Path) -> None:
     (folder / "glm53-exl3-524k.yaml").write_text(template)
     docs = FakeDocuments({"exl3": hand_started(name="exl3")}, {})
     result = adopt(
-        docker=docs, container="exl3", name="glm53-exl3-524k", folders=[ProfileFolder(folder, "./profiles")], environ={}
+        docker=docs,
+        container="exl3",
+        name="glm53-exl3-524k",
+        opts=AdoptOptions(folders=[ProfileFolder(folder, "./profiles")], environ={}),
     )
     assert result.backup is not None and result.backup.read_text() == template
     assert load_profile("glm53-exl3-524k", folders=[ProfileFolder(folder, "x")]).profile.adopted is not None

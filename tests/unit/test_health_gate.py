@@ -22,6 +22,7 @@ from servectl.service.health import (
     STARTING,
     VERIFYING,
     WARMING_UP,
+    GateOptions,
     LogWatcher,
     Progress,
     wait_until_serving,
@@ -52,7 +53,7 @@ def _run(
             http=http,
             on_phase=seen.append,
             api_key=api_key,
-            **kwargs,
+            opts=GateOptions(**kwargs),  # the pace given (fatal/expect grace), servectl's for the rest
         )
     return engine, seen, cid
 

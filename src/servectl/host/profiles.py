@@ -214,7 +214,7 @@ class ProfileCommands(HostBase):
             overwrite: replace a profile of that name (the old file is kept as ``.bak``).
         """
         from servectl.adapters.conflicts import detect_compose
-        from servectl.service.adopt import adopt
+        from servectl.service.adopt import AdoptOptions, adopt
 
         compose_config = None
         compose = detect_compose() if compose_file is not None else None
@@ -229,12 +229,9 @@ class ProfileCommands(HostBase):
             container=container,
             compose_file=compose_file,
             service=service,
-            compose_config=compose_config,
             name=name,
             out=out,
-            dry_run=dry_run,
-            force=overwrite,
-            environ=self.environ,
+            opts=AdoptOptions(dry_run=dry_run, force=overwrite, environ=self.environ, compose_config=compose_config),
         )
 
     def diff_container(self, *, name: str, container: str) -> list[str]:

@@ -61,19 +61,34 @@ class AdoptResult:
     problems: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class AdoptOptions:
+    """How ``adopt`` writes (every default is servectl's own).
+
+    Attributes:
+        dry_run: translate and check, write nothing.
+        force: replace a profile of the same name (a backup of the old file is kept).
+        folders: the profile search path (default: servectl's).
+        environ: environment for the plan check (default: ``os.environ``).
+        compose_config: ``compose_file`` -> its ``docker compose config --format json``.
+    """
+
+    dry_run: bool = False
+    force: bool = False
+    folders: list[ProfileFolder] | None = None
+    environ: Mapping[str, str] | None = None
+    compose_config: ComposeConfig | None = None
+
+
 def adopt(
     *,
     docker: DockerDocuments,
     container: str | None = None,
     compose_file: Path | None = None,
     service: str | None = None,
-    compose_config: ComposeConfig | None = None,
     name: str | None = None,
     out: Path | None = None,
-    dry_run: bool = False,
-    force: bool = False,
-    folders: list[ProfileFolder] | None = None,
-    environ: Mapping[str, str] | None = None,
+    opts: AdoptOptions | None = None,
 ) -> AdoptResult:
     """Write a profile that reproduces a running (or stopped) container, or a compose service.
 
@@ -81,18 +96,17 @@ def adopt(
         docker: reads containers, images and volumes.
         container: the container's name or id (or give ``compose_file`` and ``service``).
         compose_file, service: a compose file and one of its services.
-        compose_config: ``compose_file`` -> its ``docker compose config --format json``.
         name: the profile name (default: from the container name).
         out: the file to write (default: ``<name>.yaml`` in the first profile folder: ./profiles when it
             exists, else the user's profile folder).
-        dry_run: translate and check, write nothing.
-        force: replace a profile of the same name (a backup of the old file is kept).
-        folders: the profile search path (default: servectl's).
-        environ: environment for the plan check (default: ``os.environ``).
+        opts: :class:`AdoptOptions`.
 
     Raises:
         AdoptError: no such container, not SGLang, already servectl's, name taken - nothing is written.
     """
+    opts = opts or AdoptOptions()
+    folders, environ, dry_run, force = opts.folders, opts.environ, opts.dry_run, opts.force
+    compose_config = opts.compose_config
     env = os.environ if environ is None else environ
     path_folders = search_path() if folders is None else folders
     if out is not None:

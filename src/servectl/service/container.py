@@ -20,7 +20,7 @@ from servectl.adapters.gpu import wait_until_free
 from servectl.adapters.state import GateRecord
 from servectl.errors import ServectlError, StartupFailed
 from servectl.paths import state_dir as default_state_dir
-from servectl.service.health import READY, GateResult, Progress, wait_until_serving
+from servectl.service.health import READY, GateOptions, GateResult, Progress, wait_until_serving
 from servectl.service.host_files import discard_key_file, read_api_key, remove_key_file, write_plan_files
 from servectl.service.image import ImageBuilder, ensure_image
 from servectl.service.services import ServiceInfo, service_from_container, services
@@ -115,9 +115,9 @@ def start(
             docker=docker,
             http=http,
             on_phase=_recording_passage(gates, container_id, plan.docker.name, on_phase),
-            clock=clock,
             api_key=api_key,
             started_at=t0,
+            opts=GateOptions(clock=clock),
         )
         _record_passed(gates, container_id, plan.docker.name)  # idempotent; a gate stubbed in tests
     except BaseException as err:

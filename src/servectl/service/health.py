@@ -380,6 +380,25 @@ class _LogPump:
             self.thread.join(timeout=0.5)
 
 
+@dataclass(frozen=True)
+class GateOptions:
+    """The gate's pace and clocks (servectl's defaults; tests pass a fake clock).
+
+    Attributes:
+        clock, sleep: monotonic seconds and the pause between polls once the log stream has ended.
+        poll_s: probe period (at most 0.25 s: the gate adds no noticeable delay).
+        inspect_every_s: how often the container's state is read besides when its log ends.
+        fatal_grace_s, expect_grace_s: see :class:`GateMachine`.
+    """
+
+    clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+    poll_s: float = 0.25
+    inspect_every_s: float = 1.0
+    fatal_grace_s: float = 0.5
+    expect_grace_s: float = 1.0
+
+
 def wait_until_serving(
     *,
     plan: LaunchPlan,
@@ -387,31 +406,26 @@ def wait_until_serving(
     docker: DockerEngine,
     http: httpx.Client | None = None,
     on_phase: Callable[[Progress], None] | None = None,
-    clock: Callable[[], float] = time.monotonic,
     api_key: str | None = None,
     started_at: float | None = None,
-    poll_s: float = 0.25,
-    inspect_every_s: float = 1.0,
-    fatal_grace_s: float = 0.5,
-    expect_grace_s: float = 1.0,
-    sleep: Callable[[float], None] = time.sleep,
+    opts: GateOptions | None = None,
 ) -> GateResult:
     """Wait until the container of ``plan`` serves, or fail fast (the decisions: :class:`GateMachine`).
 
     Args:
         plan, container_id, docker: the launch plan, the started container, the engine (logs and state).
         http, on_phase: HTTP client for the probes (a short-lived one when None); gets each phase and progress.
-        clock, sleep: monotonic seconds and the pause between polls once the log stream has ended.
         api_key: the server's API key, for ``/v1/models`` and the chat completion (never logged).
-        started_at: ``clock()`` when the container was created (default: now).
-        poll_s, inspect_every_s: probe period (at most 0.25 s: the gate adds no noticeable delay); how often
-            the container's state is read besides when its log ends.
-        fatal_grace_s, expect_grace_s: see :class:`GateMachine`.
+        started_at: ``opts.clock()`` when the container was created (default: now).
+        opts: :class:`GateOptions`.
 
     Raises:
         StartupFailed: with the last log lines, the container's exit code and OOM flag where it exited.
             The container is left as it is; the caller removes it.
     """
+    opts = opts or GateOptions()
+    clock, sleep, poll_s, inspect_every_s = opts.clock, opts.sleep, opts.poll_s, opts.inspect_every_s
+    fatal_grace_s, expect_grace_s = opts.fatal_grace_s, opts.expect_grace_s
     import httpx
 
     gate = GateMachine(plan, clock() if started_at is None else started_at, fatal_grace_s, expect_grace_s)
