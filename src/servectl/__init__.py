@@ -28,8 +28,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from servectl.lazy import lazy_exports
-
-__version__ = "0.1.0"
+from servectl.version import __version__
 
 _EXPORTS: dict[str, str] = {
     "AdoptResult": "servectl.service.adopt",

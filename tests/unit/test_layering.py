@@ -2,14 +2,19 @@
 
 Layers, lowest first (a module may import its own layer and any layer below it)::
 
-    base (errors, paths, redact, lazy, signals, files) < profile < plan < render < adapters < preflight
+    base (errors, paths, redact, lazy, signals, files, version) < profile < plan < render < adapters < preflight
     < service < gateway < bench < host < api < cli
 
 The CLI imports no adapter: ``servectl.host.Host`` builds the real ones for it. Outside the chain:
 ``servectl.testing`` (the fakes) may import anything and only tests import it; ``servectl.standin`` (the
-stand-in engine, also run inside its image) imports only ``errors``, ``profile.catalog`` and itself, and is
-imported from ``adapters`` up; ``servectl/__init__.py`` re-exports the public API (``host``'s ``Host`` and
-``api.py``'s functions over it) only lazily, so ``import servectl`` stays light.
+stand-in engine, also run inside its image) imports only ``errors``, ``profile.catalog``, ``version`` and
+itself, and is imported from ``adapters`` up; ``servectl/__init__.py`` re-exports the public API (``host``'s
+``Host`` and ``api.py``'s functions over it) only lazily, so ``import servectl`` stays light.
+
+No module of the package imports the package itself (``from servectl import __version__``): its face names
+every layer up to ``api``, so such an import closes a ring through every public name (it did:
+servectl -> api -> host.measure -> bench.profile_run -> bench.runner -> servectl). The version lives in the
+leaf ``servectl.version``. The package itself takes part in the cycle search like any module.
 
 A module inside a package never takes names from that package's face (its ``__init__``, or an ancestor's
 below ``servectl`` itself): ``from servectl.bench import BenchContext`` in ``bench/target.py`` goes through
@@ -35,7 +40,7 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 
 #: Layer of each top-level part of the package, lowest first.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "paths", "redact", "lazy", "signals", "files"),
+    ("errors", "paths", "redact", "lazy", "signals", "files", "version"),
     ("profile",),
     ("plan",),
     ("render",),
@@ -49,7 +54,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("cli", "__main__"),
 )
 RANK: dict[str, int] = {part: rank for rank, parts in enumerate(LAYERS) for part in parts}
-STANDIN_MAY_IMPORT = frozenset({"servectl.errors", "servectl.profile.catalog", "servectl.profile.memory_saver"})
+STANDIN_MAY_IMPORT = frozenset(
+    {"servectl.errors", "servectl.profile.catalog", "servectl.profile.memory_saver", "servectl.version"}
+)
 STANDIN_IMPORTED_FROM = RANK["adapters"]  # image building is a side effect; nothing below adapters needs it
 
 
@@ -179,15 +186,15 @@ def _why_not(module: str, imp: Import) -> str | None:
         return None
     if dst == "testing":
         return "only tests import servectl.testing"
-    if dst == "":  # `from servectl import __version__`; public names resolve to their modules
-        return None
+    if dst == "" and src != "":  # public names resolve to their modules; what is left is the face itself
+        return "imports the package face servectl (a ring through every public name); import the defining module"
     if src == "":
         return None if imp.lazy or dst in LAYERS[0] else "the public API must re-export lazily (PEP 562 __getattr__)"
     if src == "standin":
         return (
             None
             if imp.target in STANDIN_MAY_IMPORT
-            else "standin imports only errors, profile.catalog and profile.memory_saver"
+            else "standin imports only errors, profile.catalog, profile.memory_saver and version"
         )
     if dst == "standin":
         return None if RANK.get(src, -1) >= STANDIN_IMPORTED_FROM else "standin is imported from adapters up"
@@ -201,15 +208,15 @@ def _why_not(module: str, imp: Import) -> str | None:
 def face_imports(root: Path) -> list[str]:
     """One line per import that takes a name from the face of a package the importing module is inside.
 
-    ``from servectl.pkg import submodule`` is fine (it loads the submodule); the root package is left out
-    (``from servectl import __version__``: every module is inside it, and it only re-exports lazily).
+    ``from servectl.pkg import submodule`` is fine (it loads the submodule); the root package counts too
+    (``from servectl import __version__`` in ``bench/runner.py`` was a ring through every public name).
     """
     trees = {module_name(root, p): (p, ast.parse(p.read_text(encoding="utf-8"))) for p in sorted(root.rglob("*.py"))}
     problems = []
     for name, (path, tree) in trees.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         for raw, names, line, _lazy in _raw_imports(tree, package):
-            if raw == root.name or not name.startswith(raw + "."):
+            if not name.startswith(raw + "."):
                 continue
             through_face = [n for n in names if f"{raw}.{n}" not in trees]
             if through_face:
@@ -223,13 +230,10 @@ def face_imports(root: Path) -> list[str]:
 def cycles(graph: Mapping[str, list[Import]]) -> list[list[str]]:
     """Each group of modules that import one another in a ring (Tarjan's strongly connected components).
 
-    The package itself is left out: it only re-exports lazily, and ``from servectl import __version__``
-    (done below) would otherwise close a ring through every public name.
+    Every import counts, the lazy ones (inside functions, under ``TYPE_CHECKING``) too, and the package itself
+    is a module like the others: its lazy re-exports reach every layer, so importing it from inside closes a ring.
     """
-    edges = {
-        m: sorted({i.target for i in imps if i.target in graph and i.target != m}) if "." in m else []
-        for m, imps in graph.items()
-    }
+    edges = {m: sorted({i.target for i in imps if i.target in graph and i.target != m}) for m, imps in graph.items()}
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -293,6 +297,8 @@ def test_the_face_check_reports_a_name_taken_from_the_own_package_only(tmp_path:
     assert face_imports(pkg) == [
         "servectl.bench.qualify.gate:1: takes BenchContext from its own package's face servectl.bench; "
         "import from the defining module",
+        "servectl.bench.runner:1: takes __version__ from its own package's face servectl; "
+        "import from the defining module",
         "servectl.bench.target:2: takes BenchContext from its own package's face servectl.bench; "
         "import from the defining module",
     ]
@@ -302,7 +308,10 @@ def test_the_check_reports_a_back_import_a_lazy_one_and_a_cycle(tmp_path: Path) 
     """The test of the test: a small fake package with every kind of violation."""
     pkg = tmp_path / "servectl"
     files = {
-        "__init__.py": "from servectl.service.runtime import up\n",
+        "__init__.py": (
+            "from typing import TYPE_CHECKING\nfrom servectl.service.runtime import up\n"
+            "if TYPE_CHECKING:\n    from servectl.api import measure\n"
+        ),
         "errors.py": "",
         "profile/__init__.py": "",
         "profile/loader.py": "def load():\n    from servectl.plan import rules\n",
@@ -312,6 +321,10 @@ def test_the_check_reports_a_back_import_a_lazy_one_and_a_cycle(tmp_path: Path) 
         "service/runtime.py": "import servectl.errors\nfrom servectl.testing import fakes\n\ndef up(): ...\n",
         "bench/__init__.py": '_EXPORTS = {"run": "servectl.bench.runner"}\n',
         "bench/runner.py": "from servectl.errors import *\n",
+        "bench/manifest.py": "def version():\n    from servectl import __version__\n",
+        "host/__init__.py": "",
+        "host/measure.py": "def bench():\n    from servectl.bench import manifest\n",
+        "api.py": "from servectl.host import measure\n",
         "adapters/__init__.py": "",
         "adapters/docker.py": (
             "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from servectl.bench import run\n"
@@ -332,15 +345,18 @@ def test_the_check_reports_a_back_import_a_lazy_one_and_a_cycle(tmp_path: Path) 
     problems = layering_problems(scan(pkg))
     assert problems == [
         "servectl.extras: not in any layer; add its folder to LAYERS in test_layering.py",
-        "servectl:1: imports servectl.service.runtime: the public API must re-export lazily (PEP 562 __getattr__)",
+        "servectl:2: imports servectl.service.runtime: the public API must re-export lazily (PEP 562 __getattr__)",
         "servectl.adapters.docker:3: imports servectl.bench.runner: adapters may not import bench (a higher layer)",
+        "servectl.bench.manifest:2: imports servectl: imports the package face servectl (a ring through every public "
+        "name); import the defining module",
         "servectl.cli.gone:2: imports servectl.adapters.docker_engine: no such module",
         "servectl.cli.wired:2: imports servectl.adapters.docker: the CLI gets its adapters through servectl.host",
         "servectl.profile.loader:2: imports servectl.plan.rules: profile may not import plan (a higher layer)",
         "servectl.service.runtime:2: imports servectl.testing.fakes: only tests import servectl.testing",
         "servectl.standin.image:2: imports servectl.plan.rules: "
-        "standin imports only errors, profile.catalog and profile.memory_saver",
+        "standin imports only errors, profile.catalog, profile.memory_saver and version",
         "import cycle: servectl.plan.rules -> servectl.profile.loader",
+        "import cycle: servectl -> servectl.api -> servectl.bench.manifest -> servectl.host.measure",
     ]
 
 

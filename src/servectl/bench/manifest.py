@@ -46,7 +46,7 @@ def sha256_file(path: Path) -> str:
 
 def servectl_version() -> str:
     """The running servectl's version."""
-    from servectl import __version__
+    from servectl.version import __version__
 
     return __version__
 

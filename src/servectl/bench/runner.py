@@ -496,7 +496,7 @@ def run_bench(
                 continue
             points.extend(_measure_target(runner, pool, target, calibration))
     free_vram = _free_vram(context, warnings)
-    from servectl import __version__
+    from servectl.version import __version__
 
     client_info = ClientInfo(
         servectl_version=__version__,

@@ -119,7 +119,7 @@ def installed_version() -> str:
     (a source checkout run through ``PYTHONPATH``)."""
     from importlib.metadata import PackageNotFoundError, version
 
-    from servectl import __version__
+    from servectl.version import __version__
 
     try:
         return version("servectl")

@@ -123,7 +123,7 @@ def _package_dir() -> Path:
 def _app_files() -> list[tuple[str, bytes]]:
     """The stand-in's own files as ``(path in image, content)``: package subset, shim, demo model."""
     pkg = _package_dir()
-    from servectl import __version__
+    from servectl.version import __version__
 
     files: list[tuple[str, bytes]] = [
         (
