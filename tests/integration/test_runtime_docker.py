@@ -181,6 +181,27 @@ def test_up_to_ready_then_status_logs_up_again_and_down(rt: Runtime) -> None:
     assert not key_file.exists()
 
 
+def test_reads_over_the_unix_socket_give_what_the_sdk_gives(rt: Runtime) -> None:
+    """``status`` reads the local engine over its socket (no SDK import); the documents are the SDK's."""
+    name, _ = rt.profile("socket")
+    assert rt.cli("up", name).returncode == 0
+    over_socket = DockerSdkEngine()  # no client given, DOCKER_HOST unset: reads go over /var/run/docker.sock
+    assert over_socket._socket is not None and rt.engine._socket is None
+    try:
+        [container] = rt.containers()
+        assert over_socket.list_managed(rt.scope) == [container]
+        assert over_socket.inspect(container.id) == rt.engine.inspect(container.id) == container
+        assert over_socket.container_document(container.name) == rt.engine.container_document(container.name)
+        assert over_socket.image_document(rt.image) == rt.engine.image_document(rt.image)
+        assert over_socket.image(rt.image) == rt.engine.image(rt.image) is not None
+        assert over_socket.ping() == rt.engine.ping()
+        assert over_socket.inspect("servectl-no-such-container") is None
+        assert over_socket.image("no-such-image:none") is None and over_socket.image("Bad Ref!") is None
+    finally:
+        over_socket.close()
+    assert rt.cli("down", name).returncode == 0
+
+
 def test_up_of_a_bad_profile_fails_before_any_container_is_created(rt: Runtime) -> None:
     name, _ = rt.profile("bad", engine={"args": {"no-such-flag": 1}})
     result = rt.cli("up", name)

@@ -156,3 +156,14 @@ def test_validate_of_named_profiles_skips_typers_coercion_and_gets_the_same_list
     from servectl.cli.app import _words
 
     assert _words(("a", "b")) and not _words(()) and not _words(("a", 1)) and not _words("ab")
+
+
+def test_status_of_a_local_engine_reads_it_without_the_docker_sdk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``status`` lists and inspects over the engine's unix socket (adapters.docker.engine_socket); here no
+    engine answers at the socket named, and the error says so without the SDK having been imported."""
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path / 'no-engine.sock'}")
+    code, modules, _ = _modules_after(["status"], tmp_path)
+    assert code == 1  # EngineUnavailable: the engine is unreachable at that socket
+    assert sorted(m for m in modules if m.split(".")[0] in HEAVY) == []

@@ -1,15 +1,28 @@
 """The real :class:`~servectl.adapters.docker.protocol.DockerEngine`, on the Docker SDK (imported on first use,
-so ``servectl --help`` and ``up --dry-run`` never load it), and the one-line messages for its errors."""
+so ``servectl --help`` and ``up --dry-run`` never load it), and the one-line messages for its errors.
+
+Reads (list, inspect, info) from a local engine go over its unix socket with the standard library
+(:mod:`.engine_socket`), so ``servectl status`` never imports the SDK either; the same documents come back.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import quote
 
+from servectl.adapters.docker.engine_socket import (
+    DockerApiError,
+    DockerSocket,
+    container_path,
+    image_path,
+    local_socket,
+)
 from servectl.adapters.docker.translate import (
     container_state_from_inspect,
     create_container_args,
@@ -89,6 +102,17 @@ def _or_none(action: str, call: Callable[[], T]) -> T | None:
             return None
 
 
+@contextmanager
+def _socket_errors(action: str) -> Iterator[None]:
+    """Wrap the socket reader's errors as :func:`_sdk_errors` wraps the SDK's."""
+    try:
+        yield
+    except DockerApiError as e:
+        raise ServectlError(f"docker: {action}: {e.explanation}") from e
+    except (OSError, ValueError) as e:  # unreachable, timed out, or an answer that is not JSON
+        raise EngineUnavailable(_unreachable(e)) from e
+
+
 def _unreachable(err: Exception) -> str:
     """One line: where the engine was expected, why it did not answer, and the fix."""
     where = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
@@ -145,6 +169,8 @@ class DockerSdkEngine:
         self._client = client
         self._timeout_s = timeout_s
         self._engine: EngineInfo | None = None
+        path = local_socket(os.environ) if client is None else None  # the SDK's from_env reads os.environ too
+        self._socket = DockerSocket(path, timeout_s=timeout_s) if path is not None else None
 
     @property
     def client(self) -> Any:
@@ -157,13 +183,24 @@ class DockerSdkEngine:
         return self._client
 
     def close(self) -> None:
+        if self._socket is not None:
+            self._socket.close()
         if self._client is not None:
             self._client.close()
             self._client = None
 
+    def _read(self, action: str, path: str, sdk: Callable[[], Any], params: Mapping[str, str] | None = None) -> Any:
+        """The document at ``path`` over the local socket, else ``sdk()``; None when there is no such object."""
+        if self._socket is None:
+            return _or_none(action, sdk)
+        with _socket_errors(action):
+            return self._socket.get(path, params)
+
     def ping(self) -> EngineInfo:
-        with _sdk_errors("ping"):
-            self._engine = engine_info_from_info(self.client.api.info())
+        info = self._read("ping", "/info", lambda: self.client.api.info())
+        if info is None:
+            raise EngineUnavailable(f"docker: ping: the engine has no /info; {UNREACHABLE_FIX}")
+        self._engine = engine_info_from_info(info)
         return self._engine
 
     def _default_runtime(self) -> str | None:
@@ -177,6 +214,14 @@ class DockerSdkEngine:
         return None if (data.get("HostConfig") or {}).get("Runtime") else self._default_runtime()
 
     def image(self, ref: str) -> ImageInfo | None:
+        if self._socket is not None:
+            try:
+                data = self._read(f"inspect image {ref}", image_path(ref), lambda: None)
+            except ServectlError as e:
+                if isinstance(e.__cause__, DockerApiError) and e.__cause__.status == 400:
+                    return None  # a malformed reference names no image here
+                raise
+            return None if data is None else image_info_from_inspect(data)
         docker = _sdk()
 
         with _sdk_errors(f"inspect image {ref}"):
@@ -225,6 +270,8 @@ class DockerSdkEngine:
         return container_id
 
     def _inspect_all(self, filters: Mapping[str, Any], *, all_states: bool) -> list[ContainerState]:
+        if self._socket is not None:
+            return self._inspect_all_over_socket(filters, all_states=all_states)
         docker = _sdk()
 
         with _sdk_errors("list containers"):
@@ -241,6 +288,19 @@ class DockerSdkEngine:
             states.append(container_state_from_inspect(data, default_runtime=self._default_runtime_for(data)))
         return states
 
+    def _inspect_all_over_socket(self, filters: Mapping[str, Any], *, all_states: bool) -> list[ContainerState]:
+        # the SDK's filter encoding (docker.utils.convert_filters): each value a list, the whole as JSON
+        encoded = json.dumps({k: v if isinstance(v, list) else [v] for k, v in filters.items()})
+        params = {"all": "1" if all_states else "0", "filters": encoded}
+        rows = self._read("list containers", "/containers/json", lambda: None, params) or []
+        states: list[ContainerState] = []
+        for row in rows:
+            data = self._read("inspect container", container_path(str(row["Id"])), lambda: None)
+            if data is None:  # removed between list and inspect
+                continue
+            states.append(container_state_from_inspect(data, default_runtime=self._default_runtime_for(data)))
+        return states
+
     def list_managed(self, label_filter: Mapping[str, str] | None = None) -> list[ContainerState]:
         labels = [f"{LABEL_MANAGED}=1", *(f"{k}={v}" for k, v in (label_filter or {}).items())]
         return self._inspect_all({"label": labels}, all_states=True)
@@ -252,7 +312,11 @@ class DockerSdkEngine:
         return self._inspect_all({"name": f"^/{name}$"}, all_states=True)
 
     def inspect(self, id_or_name: str) -> ContainerState | None:
-        data = _or_none(f"inspect container {id_or_name}", lambda: self.client.api.inspect_container(id_or_name))
+        data = self._read(
+            f"inspect container {id_or_name}",
+            container_path(id_or_name),
+            lambda: self.client.api.inspect_container(id_or_name),
+        )
         if data is None:
             return None
         return container_state_from_inspect(data, default_runtime=self._default_runtime_for(data))
@@ -305,15 +369,22 @@ class DockerSdkEngine:
     # -- raw documents (``servectl adopt`` translates them with servectl.plan.adopt) ------------------------
     def container_document(self, id_or_name: str) -> dict[str, Any] | None:
         """``docker inspect`` of one container as the engine returns it; None when there is none."""
-        return _or_none(f"inspect container {id_or_name}", lambda: dict(self.client.api.inspect_container(id_or_name)))
+        data = self._read(
+            f"inspect container {id_or_name}",
+            container_path(id_or_name),
+            lambda: self.client.api.inspect_container(id_or_name),
+        )
+        return None if data is None else dict(data)
 
     def image_document(self, ref: str) -> dict[str, Any] | None:
         """``docker image inspect`` of one image; None when it is not on this host."""
-        return _or_none(f"inspect image {ref}", lambda: dict(self.client.api.inspect_image(ref)))
+        data = self._read(f"inspect image {ref}", image_path(ref), lambda: self.client.api.inspect_image(ref))
+        return None if data is None else dict(data)
 
     def volume_folder(self, name: str) -> str | None:
         """The host folder of a named volume (its Mountpoint); None when there is no such volume."""
-        volume = _or_none(f"inspect volume {name}", lambda: self.client.api.inspect_volume(name))
+        path = f"/volumes/{quote(name, safe='')}"
+        volume = self._read(f"inspect volume {name}", path, lambda: self.client.api.inspect_volume(name))
         return str(volume.get("Mountpoint") or "") or None if volume is not None else None
 
     def run_oneshot(

@@ -1,0 +1,125 @@
+"""Reads from a local Docker engine over its unix socket with the standard library (``http.client``).
+
+``servectl status`` lists containers and inspects them; importing the Docker SDK for that (requests, urllib3,
+certifi: ~300 ms, ``python -X importtime``) cost more than the rest of the command. The engine answers those
+reads as plain JSON over ``/var/run/docker.sock``, so :class:`DockerSdkEngine
+<servectl.adapters.docker.sdk.DockerSdkEngine>` reads through here when the engine is local (``DOCKER_HOST``
+unset or ``unix://...``, no TLS settings) and keeps the SDK for everything else (creating, starting, logs,
+one-shot runs). The paths carry no API version: the engine answers in its own current version, the one the
+SDK's default ``version="auto"`` negotiates, so the documents are the ones the SDK returns.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import quote, urlencode
+
+DEFAULT_SOCKET = "/var/run/docker.sock"
+
+
+class DockerApiError(Exception):
+    """The engine answered with an error status (``status``: the HTTP status; ``explanation``: its message)."""
+
+    def __init__(self, status: int, explanation: str) -> None:
+        super().__init__(f"{status} {explanation}")
+        self.status = status
+        self.explanation = explanation
+
+
+def local_socket(environ: Mapping[str, str]) -> str | None:
+    """The unix socket of the engine ``environ`` points at, or None when it is not a local socket (a TCP or SSH
+    ``DOCKER_HOST``, or TLS settings): the SDK handles those."""
+    if environ.get("DOCKER_TLS_VERIFY") or environ.get("DOCKER_CERT_PATH"):
+        return None
+    host = environ.get("DOCKER_HOST") or ""
+    if not host:
+        return DEFAULT_SOCKET
+    if host.startswith("unix://"):
+        return host[len("unix://") :] or DEFAULT_SOCKET
+    return None
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path: str, timeout_s: float) -> None:
+        super().__init__("localhost", timeout=timeout_s)
+        self._path = path
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        try:
+            sock.connect(self._path)
+        except BaseException:
+            sock.close()
+            raise
+        self.sock = sock
+
+
+class DockerSocket:
+    """GET requests to the engine at unix socket ``path``, one connection kept open between them.
+
+    Raises (from :meth:`get`): ``OSError`` when the engine cannot be reached (no socket, refused, permission,
+    timeout); :class:`DockerApiError` for an error status other than 404.
+    """
+
+    def __init__(self, path: str, *, timeout_s: float) -> None:
+        self.path = path
+        self._timeout_s = timeout_s
+        self._connection: _UnixConnection | None = None
+
+    def get(self, path: str, params: Mapping[str, str] | None = None) -> Any | None:
+        """The JSON document at ``path`` (``params`` as the query), or None for 404 (no such object)."""
+        url = path + ("?" + urlencode(dict(params)) if params else "")
+        for attempt in (1, 2):
+            connection = self._connect()
+            try:
+                connection.request("GET", url, headers={"Accept": "application/json"})
+                response = connection.getresponse()
+                body = response.read()
+                break
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+                self.close()  # the engine closed a kept connection: one fresh try
+                if attempt == 2:
+                    raise
+            except BaseException:
+                self.close()
+                raise
+        if response.will_close:
+            self.close()
+        if response.status == 404:
+            return None
+        if response.status >= 400:
+            raise DockerApiError(response.status, _message(body))
+        return json.loads(body)
+
+    def _connect(self) -> _UnixConnection:
+        if self._connection is None:
+            self._connection = _UnixConnection(self.path, self._timeout_s)
+        return self._connection
+
+    def close(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            connection.close()
+
+
+def container_path(id_or_name: str) -> str:
+    return f"/containers/{quote(id_or_name, safe='/:')}/json"
+
+
+def image_path(ref: str) -> str:
+    return f"/images/{quote(ref, safe='/:')}/json"
+
+
+def _message(body: bytes) -> str:
+    try:
+        document = json.loads(body)
+    except ValueError:
+        return body.decode("utf-8", "replace").strip()[:300]
+    if isinstance(document, dict) and "message" in document:
+        return str(document["message"]).strip()
+    return str(document)[:300]

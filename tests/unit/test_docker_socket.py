@@ -1,0 +1,98 @@
+"""The local engine's reads over its unix socket (servectl.adapters.docker.engine_socket), on a small HTTP
+server on a unix socket in the test's folder: documents, 404 as None, errors as one line of servectl's tree."""
+
+from __future__ import annotations
+
+import json
+import socketserver
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+from servectl.adapters.docker.engine_socket import local_socket
+from servectl.adapters.docker.sdk import DockerSdkEngine
+from servectl.errors import EngineUnavailable, ServectlError
+from servectl.testing.inspect import container_inspect
+
+
+class _Handler(BaseHTTPRequestHandler):
+    documents: ClassVar[dict[str, tuple[int, object]]] = {}
+    seen: ClassVar[list[str]] = []
+
+    def do_GET(self) -> None:
+        self.seen.append(self.path)
+        status, body = self.documents.get(self.path.split("?")[0], (404, {"message": "no such object"}))
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
+
+@pytest.fixture
+def engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[DockerSdkEngine]:
+    path = tmp_path / "docker.sock"
+    server = _Server(str(path), _Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{path}")
+    _Handler.documents, _Handler.seen = {}, []
+    engine = DockerSdkEngine(timeout_s=5)
+    yield engine
+    engine.close()
+    server.shutdown()
+    server.server_close()
+
+
+def test_the_socket_is_local_only_for_a_unix_docker_host() -> None:
+    assert local_socket({}) == "/var/run/docker.sock"
+    assert local_socket({"DOCKER_HOST": "unix:///run/user/1/docker.sock"}) == "/run/user/1/docker.sock"
+    assert local_socket({"DOCKER_HOST": "tcp://10.0.0.2:2376"}) is None
+    assert local_socket({"DOCKER_HOST": "ssh://me@box"}) is None
+    assert local_socket({"DOCKER_TLS_VERIFY": "1"}) is None
+
+
+def test_list_and_inspect_read_the_documents_and_skip_a_container_gone_in_between(engine: DockerSdkEngine) -> None:
+    document = container_inspect(
+        ["python3"], name="servectl-a", labels={"servectl.managed": "1", "servectl.profile": "a"}
+    )
+    cid = str(document["Id"])
+    _Handler.documents = {
+        "/containers/json": (200, [{"Id": cid}, {"Id": "gone"}]),
+        f"/containers/{cid}/json": (200, document),
+    }
+    [state] = engine.list_managed({"servectl.test-session": "s1"})
+    assert (state.id, state.name, state.labels["servectl.profile"]) == (cid, "servectl-a", "a")
+    query = _Handler.seen[0].split("?", 1)[1]
+    assert "all=1" in query and "servectl.test-session%3Ds1" in query  # the SDK's filters, as JSON lists
+    assert engine.container_document(cid) == document
+    assert engine.inspect("gone") is None and engine.image_document("none:1") is None
+
+
+def test_an_engine_error_is_one_line_naming_the_action(engine: DockerSdkEngine) -> None:
+    _Handler.documents = {"/containers/json": (500, {"message": "engine is shutting down"})}
+    with pytest.raises(ServectlError, match=r"^docker: list containers: engine is shutting down$"):
+        engine.list_managed()
+    _Handler.documents = {"/images/bad ref/json": (400, {"message": "invalid reference format"})}
+    assert engine.image("bad ref") is None  # a malformed reference names no image, as with the SDK
+
+
+def test_no_engine_at_the_socket_is_engine_unavailable_with_the_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path / 'none.sock'}")
+    with pytest.raises(EngineUnavailable) as caught:
+        DockerSdkEngine(timeout_s=1).list_managed()
+    assert str(caught.value).startswith(f"Docker engine unreachable at unix://{tmp_path / 'none.sock'}")
+    assert "No such file or directory" in str(caught.value) and "\n" not in str(caught.value)
