@@ -76,7 +76,7 @@ def cli_once(name: str, env: dict[str, str]) -> float:
 
 
 _IMPORTS = (
-    "import servectl.cli.app as c; c._register_commands(); "
+    "import servectl.cli.app as c; [c._module_commands(m) for m in set(c.COMMANDS.values())]; "
     "import servectl.plan.resolve, servectl.service.runtime, servectl.adapters.docker, "
     "docker, httpx, rich.status"
 )

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "cli.md"
@@ -37,19 +38,18 @@ def commands() -> list[list[str]]:
 
     from servectl.cli import app as cli
 
-    cli._register_commands()
     group = typer.main.get_command(cli.app)
     found: list[list[str]] = []
 
-    def walk(command: object, path: list[str]) -> None:
-        subcommands = getattr(command, "commands", None)
-        if subcommands is None:
+    def walk(command: Any, path: list[str]) -> None:
+        if not hasattr(command, "list_commands"):
             found.append(path)
             return
         if path:
             found.append(path)
-        for name in sorted(subcommands):
-            walk(subcommands[name], [*path, name])
+        ctx = command.make_context(path[-1] if path else "servectl", [], resilient_parsing=True)
+        for name in sorted(command.list_commands(ctx)):
+            walk(command.get_command(ctx, name), [*path, name])
 
     walk(group, [])
     return found

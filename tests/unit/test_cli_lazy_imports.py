@@ -133,19 +133,27 @@ def test_a_warm_dry_run_loads_neither_pydantic_nor_the_profile_models(tmp_path: 
     assert not {m for m in warm if m.split(".")[0] in ("pydantic", "yaml") or m == "servectl.profile.models"}
 
 
-def test_main_builds_only_the_command_it_runs_and_leaves_the_app_whole() -> None:
-    from servectl.cli.app import _only_the_command_named, _register_commands, app
+def test_the_lazy_command_table_is_what_each_module_registers_in_help_order() -> None:
+    import typer
 
-    _register_commands()
-    every = [c.name for c in app.registered_commands]
-    with _only_the_command_named(["up"]):
-        assert [c.name for c in app.registered_commands] == ["up"]
-    with _only_the_command_named(["catalog"]):
-        assert app.registered_commands == [] and [g.name for g in app.registered_groups] == ["catalog"]
-    for first in (["--help"], ["no-such-command"], []):
-        with _only_the_command_named(first):
-            assert [c.name for c in app.registered_commands] == every
-    assert [c.name for c in app.registered_commands] == every
+    from servectl.cli.app import COMMANDS
+
+    modules = dict.fromkeys(COMMANDS.values())
+    registered: dict[str, str] = {}
+    for module in modules:
+        app = typer.Typer()
+        __import__(f"servectl.cli.{module}", fromlist=["register"]).register(app)
+        names = [c.name for c in app.registered_commands] + [g.name for g in app.registered_groups]
+        registered.update(dict.fromkeys((n for n in names if n), module))
+    assert sorted(registered.items()) == sorted(COMMANDS.items())
+
+
+def test_a_run_imports_only_the_module_of_its_command(tmp_path: Path) -> None:
+    _, modules, _ = _modules_after(["up", "demo", "--dry-run"], tmp_path)
+    cli_modules = sorted(m for m in modules if m.startswith("servectl.cli.") and ".views" not in m)
+    assert cli_modules == ["servectl.cli.app", "servectl.cli.complete", "servectl.cli.service"]
+    _, every, _ = _modules_after(["--help"], tmp_path)  # the list names them all: all are loaded
+    assert {"servectl.cli.gateway", "servectl.cli.bench", "servectl.cli.swap"} <= every
 
 
 def test_validate_of_named_profiles_skips_typers_coercion_and_gets_the_same_list(tmp_path: Path) -> None:

@@ -159,6 +159,7 @@ def test_image_digests_include_the_id_and_each_repo_digest() -> None:
 
 def test_a_missing_docker_sdk_is_one_line_with_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "docker", None)  # makes `import docker` raise ImportError
+    monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:9")  # not a local socket: even reads need the SDK
     with pytest.raises(EngineUnavailable) as caught:
         DockerSdkEngine().ping()
     assert caught.value.message == "Docker SDK for Python is not installed; install it with: pip install docker"

@@ -327,9 +327,8 @@ def test_adaptive_with_two_batch_overlap_is_a_warning_not_an_error(
     # validate --json carries the warning with its location and rule (the profile stays valid)
     from typer.testing import CliRunner
 
-    from servectl.cli.app import _register_commands, app
+    from servectl.cli.app import app
 
-    _register_commands()
     result = CliRunner().invoke(app, ["validate", "--json", "p"])
     assert result.exit_code == 0, result.output
     (row,) = json.loads(result.output)

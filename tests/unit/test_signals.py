@@ -3,7 +3,6 @@ call returns, so the container it created is known and removed (it once leaked f
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 from pathlib import Path
@@ -122,8 +121,6 @@ def test_a_ctrl_c_wrapped_by_python_is_exit_130_and_one_line_not_a_traceback(
     from servectl.cli import app as cli
 
     monkeypatch.setattr(signals._STATE, "note_late", False)  # main() must leave it as it was
-    monkeypatch.setattr(cli, "_register_commands", lambda: None)
-    monkeypatch.setattr(cli, "_only_the_command_named", lambda first: contextlib.nullcontext())  # app is replaced
 
     def building_a_class() -> None:
         try:

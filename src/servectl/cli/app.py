@@ -1,4 +1,4 @@
-"""The ``servectl`` command: parse options, call one core function, render, map errors to exit codes.
+"""The ``servectl`` command: parse options, call one Host method, render, map errors to exit codes.
 
 Business rules live in the library modules; this layer must stay thin and import nothing heavy at start-up
 (no Docker SDK, no NVML): ``servectl --help`` and ``up --dry-run`` must stay fast.
@@ -8,25 +8,15 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from difflib import get_close_matches
+from functools import cache
+from importlib import import_module
 from typing import Annotated, Any
 
 import typer
+import typer.main
+from typer.core import TyperGroup
 
-from servectl.cli.adopt import register as register_adopt
-from servectl.cli.bench import register as register_bench
-from servectl.cli.catalog import register as register_catalog
-from servectl.cli.dev import register as register_dev
-from servectl.cli.doctor import register as register_doctor
-from servectl.cli.gateway import register as register_gateway
-from servectl.cli.preflight import register as register_preflight
-from servectl.cli.profiles import register as register_profiles
-from servectl.cli.qualify import register as register_qualify
-from servectl.cli.render import register as register_render
-from servectl.cli.report import register as register_report
-from servectl.cli.service import register as register_service
-from servectl.cli.swap import register as register_swap
 from servectl.errors import ServectlError
 
 
@@ -83,8 +73,76 @@ def _words(value: Any) -> bool:
 
 _plain_values_skip_coercion()
 
+#: Every command and group after ``version``, in the order ``servectl --help`` lists them (typer's: commands,
+#: then groups), and the module under ``servectl.cli`` whose ``register(app)`` defines it.
+#: tests/unit/test_cli_lazy_imports.py checks this table against what each module registers.
+COMMANDS: dict[str, str] = {
+    "adopt": "adopt",
+    "doctor": "doctor",
+    "preflight": "preflight",
+    "profiles": "profiles",
+    "show": "profiles",
+    "validate": "profiles",
+    "diff": "profiles",
+    "schema": "profiles",
+    "promote": "profiles",
+    "qualify": "qualify",
+    "render": "render",
+    "report": "report",
+    "up": "service",
+    "down": "service",
+    "status": "service",
+    "logs": "service",
+    "swap": "swap",
+    "rollback": "swap",
+    "rollback-check": "swap",
+    "recover": "swap",
+    "bench": "bench",
+    "catalog": "catalog",
+    "dev": "dev",
+    "gateway": "gateway",
+    "claims": "report",
+}
+
+
+@cache
+def _module_commands(module: str) -> TyperGroup:
+    """The commands module ``servectl.cli.<module>`` registers, as click commands (built once per process)."""
+    commands = typer.Typer(rich_markup_mode=None, add_completion=False)
+    import_module(f"servectl.cli.{module}").register(commands)
+    return typer.main.get_group(commands)
+
+
+class LazyCommands(TyperGroup):
+    """The root group: each command's module is imported, and the command built, when it is asked for.
+
+    click's documented lazy-loading pattern (``list_commands`` names every command, ``get_command`` loads one),
+    given to typer through ``cls=``: a run imports and builds the one command it runs (typer turns a function
+    into a click command by reading its signature: ~1.4 ms each); ``--help`` and shell completion, which list
+    them all, load them all.
+    """
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return [*super().list_commands(ctx), *(name for name in COMMANDS if name not in self.commands)]
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        found = super().get_command(ctx, cmd_name)
+        if found is None and cmd_name in COMMANDS:
+            found = _module_commands(COMMANDS[cmd_name]).commands.get(cmd_name)
+        return found
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        # typer suggests close names from the commands built so far; here they are the ones listed
+        if args and not args[0].startswith("-") and self.get_command(ctx, args[0]) is None:
+            matches = get_close_matches(args[0], self.list_commands(ctx))
+            hint = f" Did you mean {', '.join(repr(m) for m in matches)}?" if matches else ""
+            ctx.fail(f"No such command {args[0]!r}.{hint}")
+        return super().resolve_command(ctx, args)
+
+
 app = typer.Typer(
     name="servectl",
+    cls=LazyCommands,
     help="Launch and manage SGLang serving profiles: validate, preflight, up, swap, bench, render.",
     no_args_is_help=True,
     # plain help, like docker and kubectl: typer's rich help imports rich.markdown, markdown_it and pygments
@@ -93,24 +151,6 @@ app = typer.Typer(
     add_completion=True,
     context_settings={"max_content_width": 120},  # use a wide terminal; click stops at 80 by default
     pretty_exceptions_enable=False,
-)
-
-# Each command module adds its commands to ``app``; `--help` lists them in this order. The modules import
-# only typer and light servectl modules at the top; each command imports what it runs when it runs.
-_REGISTER: tuple[Callable[[typer.Typer], None], ...] = (
-    register_adopt,  # adopt
-    register_bench,  # bench
-    register_catalog,  # catalog (list), catalog show / extract / diff
-    register_dev,  # dev build-standin
-    register_doctor,  # doctor
-    register_gateway,  # gateway run / keys / up / down / status / logs
-    register_preflight,  # preflight
-    register_profiles,  # profiles, show, validate, diff, schema, promote
-    register_qualify,  # qualify
-    register_render,  # render
-    register_report,  # report, claims verify
-    register_service,  # up, down, status, logs
-    register_swap,  # swap, rollback, rollback-check
 )
 
 
@@ -149,18 +189,6 @@ def version_command() -> None:
     _print_version(True)
 
 
-_registered: list[bool] = []
-
-
-def _register_commands() -> None:
-    """Add every command to ``app`` once (tests call :func:`main` many times in one process)."""
-    if _registered:
-        return
-    _registered.append(True)
-    for register in _REGISTER:
-        register(app)
-
-
 def err_console_print(line: str) -> None:
     """Print one error line to stderr, without markup interpretation."""
     sys.stderr.write(line + "\n")
@@ -186,10 +214,8 @@ def main() -> None:
     # servectl's models use no pydantic plugins; discovering them scans every installed distribution's
     # entry points (~40 ms on a full site-packages). An explicit user setting wins.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
-    _register_commands()
     try:
-        with _only_the_command_named(sys.argv[1:2]):
-            app()  # standalone: typer/click handle --help, usage errors and Ctrl-C, then exit
+        app()  # standalone: typer/click handle --help, usage errors and Ctrl-C, then exit
     except ServectlError as err:
         for line in err.lines():
             err_console_print(f"error: {line}")
@@ -200,30 +226,6 @@ def main() -> None:
             raise
         err_console_print("error: interrupted (Ctrl-C)")
         sys.exit(130)
-
-
-@contextmanager
-def _only_the_command_named(first: list[str]) -> Iterator[None]:
-    """While the CLI runs, ``app`` holds only the command (or group) its first argument names.
-
-    typer turns every registered command into a click command before parsing (reading each function's
-    signature and type hints: ~35 ms for servectl's 25, ``python -m cProfile``); one is all that runs. The
-    root's own options (``--help``, ``--version``), an unknown command (its error suggests the others) and
-    shell completion (which lists them) keep every command.
-    """
-    completing = any(k.startswith("_") and k.endswith("_COMPLETE") for k in os.environ)
-    word = first[0] if first else ""
-    commands = [c for c in app.registered_commands if c.name == word]
-    groups = [g for g in app.registered_groups if g.name == word]
-    if completing or not (commands or groups):
-        yield
-        return
-    every = app.registered_commands, app.registered_groups
-    app.registered_commands, app.registered_groups = commands, groups
-    try:
-        yield
-    finally:
-        app.registered_commands, app.registered_groups = every
 
 
 def _caused_by_interrupt(err: BaseException) -> bool:

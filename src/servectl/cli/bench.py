@@ -217,7 +217,9 @@ class _BenchGroup(TyperGroup):
     """``bench [NAME] [OPTIONS]`` measures; ``bench compare ...`` compares.
 
     A click group parses its own arguments first, so ``compare`` would become the profile NAME; here a first
-    word that names a subcommand goes to it (a profile named ``compare`` cannot be benchmarked by name; use
+    word that names a subcommand is parsed as click parses any group's subcommand: without the group's NAME
+    argument (``get_params``) and with options ending at it (``Context.allow_interspersed_args``), so it and
+    what follows go to the subcommand (a profile named ``compare`` cannot be benchmarked by name; use
     ``--url``). Options may follow NAME, as they could before ``bench`` became a group.
     """
 
@@ -225,16 +227,19 @@ class _BenchGroup(TyperGroup):
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         if args and args[0] in self.commands:
-            super().parse_args(ctx, [])  # the measuring options keep their defaults, unused
-            ctx._protected_args, ctx.args = [args[0]], list(args[1:])
-            return list(ctx.args)
+            ctx.meta[_SUBCOMMAND_FIRST] = True
+            ctx.allow_interspersed_args = False
         return super().parse_args(ctx, args)
 
     def get_params(self, ctx: Any) -> list[Any]:
         params = super().get_params(ctx)
-        if ctx.command is not self:  # a subcommand's usage line: `bench compare`, not `bench [name] compare`
+        # a subcommand's run or its usage line (`bench compare`, not `bench [name] compare`): no NAME
+        if ctx.meta.get(_SUBCOMMAND_FIRST) or ctx.command is not self:
             return [p for p in params if getattr(p, "param_type_name", "") != "argument"]
         return params
+
+
+_SUBCOMMAND_FIRST = "servectl.bench.subcommand_first"  # ctx.meta key (click: a namespace per extension)
 
 
 def register(app: typer.Typer) -> None:
