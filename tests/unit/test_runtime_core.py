@@ -28,6 +28,7 @@ from servectl.service.services import ServiceInfo, services
 from servectl.standin.process import free_port
 from servectl.testing.docker import FakeDockerEngine, FakeScript, sglang_like_script, write_test_profile
 from servectl.testing.fakes import FakeGpuInventory, FakeHostProbe, fake_model_dir, make_device
+from servectl.testing.swap import FakeRuntime
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
@@ -254,6 +255,22 @@ def test_up_preflight_reads_the_gpu_inventory_it_is_given(env: Env) -> None:
     gpus = FakeGpuInventory.scenario("two_free_sm120")
     env.up("a", gpus=gpus)
     assert gpus.calls == 1  # one snapshot for preflight; no second NVML session
+
+
+def test_up_and_down_start_and_stop_through_the_contexts_runtime(env: Env) -> None:
+    """The ServiceRuntime seam: with a fake runtime in the context, up and down never create or stop a
+    container on the engine themselves."""
+    env.profile("a")
+    fake = FakeRuntime()
+    ctx = env.context(gpus=FakeGpuInventory.scenario("two_free_sm120"), probe=env.host_for("a"), runtime=fake)
+    result = runtime.up(ctx, name="a")
+    assert result.action == "started" and fake.profiles() == ["a"]
+    assert fake.calls == [("ensure_image", "a"), ("start", "a")]
+    assert env.created() == 0  # the engine was only asked (preflight), never told to start anything
+    assert History(env.home).events()[-1]["event"] == "up"
+    [stopped] = runtime.down(ctx, name="a").stopped
+    assert stopped.profile == "a" and fake.calls[-1] == ("stop", "a") and fake.profiles() == []
+    assert fake.stop_gpus == [ctx.cards]  # the stop waited on the context's cards
 
 
 def test_up_waits_for_the_lock_and_gives_up_naming_the_holder(env: Env) -> None:

@@ -1,7 +1,8 @@
 """The transaction core shared by ``swap``, ``rollback``, ``up`` and ``recover``.
 
-* :mod:`.context` - :class:`~.context.TxContext`: the adapters and state one transaction works with, and the
-  one home of the default wiring (state folder, lock, history, conflicts, runtime);
+* :mod:`.context` - :class:`~.context.TxContext`: one transaction's view of the host's
+  :class:`~servectl.service.context.Context` (where the wiring has its one home): the cards its stops wait on,
+  its wait for the lock, the phases it times;
 * :mod:`.model` - what a transaction reports: phases, a failed start, :class:`~.model.SwapResult`;
 * :mod:`.snapshot` - the previous service's profile document kept in the journal, and compiling it back;
 * :mod:`.undo` - the one way back: :func:`~.undo.undo` (remove the unproven target, finish stopping the
