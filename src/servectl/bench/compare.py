@@ -135,10 +135,6 @@ class Comparison:
     rows: tuple[CompareRow, ...]
     differences: tuple[tuple[str, tuple[str | None, ...]], ...] = field(default=())
 
-    def series_by_label(self, label: str) -> Series:
-        """The series named ``label``."""
-        return next(s for s in self.series if s.label == label)
-
     @property
     def runs(self) -> tuple[Series, ...]:
         """The series that are bench runs (not references)."""

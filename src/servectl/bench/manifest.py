@@ -211,15 +211,3 @@ def check_manifest(folder: Path, *, manifest: Mapping[str, Any] | None = None) -
             )
     return problems
 
-
-def changed_files(folder: Path) -> set[str]:
-    """The manifest paths of ``folder`` whose file is missing or changed (empty without a manifest)."""
-    data = read_manifest(folder)
-    if data is None:
-        return set()
-    changed = set()
-    for entry in data.get("files") or []:
-        path = folder / str(entry.get("path", ""))
-        if not path.is_file() or sha256_file(path) != entry.get("sha256"):
-            changed.add(str(entry.get("path")))
-    return changed
