@@ -21,6 +21,13 @@ methods::
   the CLI uses.
 
 Names load on first use (PEP 562), so ``import servectl`` imports no Docker SDK, NVML, httpx or pydantic.
+
+The public names are written once, in ``_EXPORTS`` (name -> defining module): ``lazy_exports`` loads from it,
+``__all__`` is derived from it, and the layering test resolves imports through it. mypy strict reads neither a
+table nor a computed ``__all__``, so the ``TYPE_CHECKING`` block repeats each entry as an explicit re-export
+(``from M import N as N``) that never runs; tests/unit/test_exports.py fails when that block and the table
+differ by one name (the same holds for every package that re-exports this way). A generated block was the
+other choice; a check keeps the file the one readable source without a generation step to forget.
 """
 
 from __future__ import annotations
@@ -125,185 +132,103 @@ _EXPORTS: dict[str, str] = {
     "validate_in_image": "servectl.api",
 }
 
-__all__ = [
-    "AdoptResult",
-    "BenchFailed",
-    "BenchReport",
-    "BenchSettings",
-    "CardUse",
-    "CatalogError",
-    "CheckItem",
-    "ClaimsFailed",
-    "DoctorLine",
-    "DoctorReport",
-    "DownResult",
-    "DryRun",
-    "EngineUnavailable",
-    "EvidenceRecord",
-    "ExtractedCatalog",
-    "FlagCatalog",
-    "FlagChange",
-    "GpuUnavailable",
-    "Host",
-    "ImageProbeError",
-    "InImageValidation",
-    "LaunchPlan",
-    "LoadedProfile",
-    "LockTimeout",
-    "ParseVerdict",
-    "PhaseEvent",
-    "PhaseTiming",
-    "PreflightFailed",
-    "PreflightReport",
-    "Problem",
-    "ProfileBenchResult",
-    "ProfileError",
-    "ProfileQualifyResult",
-    "ProfileRow",
-    "ProfileTemplate",
-    "Progress",
-    "QualificationFailed",
-    "QualifyReport",
-    "QualifySettings",
-    "RecoverResult",
-    "RenderUnsupported",
-    "RenderedFile",
-    "RestoreOutcome",
-    "RollbackCheck",
-    "ServectlError",
-    "ServiceConflict",
-    "ServiceInfo",
-    "StartupFailed",
-    "StateDamaged",
-    "Status",
-    "StopResult",
-    "SwapError",
-    "SwapFailed",
-    "SwapInterrupted",
-    "SwapResult",
-    "SwapRolledBack",
-    "TargetFailure",
-    "UnfinishedTransaction",
-    "UpInterrupted",
-    "UpResult",
-    "UsageError",
-    "Validation",
-    "WatchView",
-    "__version__",
-    "adopt",
-    "compile_plan",
-    "diff_catalogs",
-    "diff_container",
-    "doctor",
-    "down",
-    "dry_run",
-    "extract_catalog",
-    "flag_catalog",
-    "from_env",
-    "load_profile",
-    "logs",
-    "profiles",
-    "promote",
-    "recover",
-    "render_profile",
-    "rollback",
-    "rollback_check",
-    "run_bench",
-    "run_preflight",
-    "run_profile_bench",
-    "run_profile_qualify",
-    "run_qualify",
-    "services",
-    "status",
-    "swap",
-    "up",
-    "validate",
-    "validate_in_image",
-]
+__all__ = ["__version__", *_EXPORTS]
 
+# The one list of public names is _EXPORTS; __all__ is derived from it, and the block below says the same
+# to type checkers (`X as X`: an explicit re-export). tests/unit/test_exports.py fails when it drifts.
 if TYPE_CHECKING:
-    from servectl.adapters.conflicts import RestoreOutcome
-    from servectl.adapters.engine_image import ImageProbeError, ParseVerdict
-    from servectl.adapters.plan_cache import DryRun
-    from servectl.api import (
-        adopt,
-        compile_plan,
-        diff_catalogs,
-        diff_container,
-        doctor,
-        down,
-        dry_run,
-        extract_catalog,
-        flag_catalog,
-        load_profile,
-        logs,
-        profiles,
-        promote,
-        recover,
-        render_profile,
-        rollback,
-        rollback_check,
-        run_preflight,
-        run_profile_bench,
-        run_profile_qualify,
-        services,
-        status,
-        swap,
-        up,
-        validate,
-        validate_in_image,
-    )
-    from servectl.bench.model import BenchReport, BenchSettings
-    from servectl.bench.profile_run import ProfileBenchResult
-    from servectl.bench.qualify.model import QualifyReport, QualifySettings
-    from servectl.bench.qualify.profile_run import ProfileQualifyResult
-    from servectl.bench.qualify.runner import run_qualify
-    from servectl.bench.runner import run_bench
-    from servectl.errors import (
-        BenchFailed,
-        CatalogError,
-        ClaimsFailed,
-        EngineUnavailable,
-        GpuUnavailable,
-        LockTimeout,
-        PreflightFailed,
-        Problem,
-        ProfileError,
-        ProfileTemplate,
-        QualificationFailed,
-        RenderUnsupported,
-        ServectlError,
-        ServiceConflict,
-        StartupFailed,
-        StateDamaged,
-        SwapError,
-        SwapFailed,
-        SwapInterrupted,
-        SwapRolledBack,
-        UnfinishedTransaction,
-        UpInterrupted,
-        UsageError,
-    )
-    from servectl.host import Host, Status, from_env
-    from servectl.plan.compile import LaunchPlan
-    from servectl.plan.inventory import ProfileRow, Validation
-    from servectl.preflight.doctor import DoctorLine, DoctorReport
-    from servectl.preflight.model import PreflightReport
-    from servectl.profile.catalog import FlagCatalog
-    from servectl.profile.catalog_diff import FlagChange
-    from servectl.profile.evidence import EvidenceRecord
-    from servectl.profile.loader import LoadedProfile
-    from servectl.render.files import RenderedFile
-    from servectl.service.adopt import AdoptResult
-    from servectl.service.catalog import ExtractedCatalog, InImageValidation
-    from servectl.service.container import StopResult
-    from servectl.service.health import Progress
-    from servectl.service.recover import RecoverResult
-    from servectl.service.rollback import CheckItem, RollbackCheck
-    from servectl.service.runtime import DownResult, UpResult
-    from servectl.service.services import ServiceInfo
-    from servectl.service.transaction.model import PhaseEvent, PhaseTiming, SwapResult, TargetFailure
-    from servectl.service.watch import CardUse, WatchView
+    from servectl.adapters.conflicts import RestoreOutcome as RestoreOutcome
+    from servectl.adapters.engine_image import ImageProbeError as ImageProbeError
+    from servectl.adapters.engine_image import ParseVerdict as ParseVerdict
+    from servectl.adapters.plan_cache import DryRun as DryRun
+    from servectl.api import adopt as adopt
+    from servectl.api import compile_plan as compile_plan
+    from servectl.api import diff_catalogs as diff_catalogs
+    from servectl.api import diff_container as diff_container
+    from servectl.api import doctor as doctor
+    from servectl.api import down as down
+    from servectl.api import dry_run as dry_run
+    from servectl.api import extract_catalog as extract_catalog
+    from servectl.api import flag_catalog as flag_catalog
+    from servectl.api import load_profile as load_profile
+    from servectl.api import logs as logs
+    from servectl.api import profiles as profiles
+    from servectl.api import promote as promote
+    from servectl.api import recover as recover
+    from servectl.api import render_profile as render_profile
+    from servectl.api import rollback as rollback
+    from servectl.api import rollback_check as rollback_check
+    from servectl.api import run_preflight as run_preflight
+    from servectl.api import run_profile_bench as run_profile_bench
+    from servectl.api import run_profile_qualify as run_profile_qualify
+    from servectl.api import services as services
+    from servectl.api import status as status
+    from servectl.api import swap as swap
+    from servectl.api import up as up
+    from servectl.api import validate as validate
+    from servectl.api import validate_in_image as validate_in_image
+    from servectl.bench.model import BenchReport as BenchReport
+    from servectl.bench.model import BenchSettings as BenchSettings
+    from servectl.bench.profile_run import ProfileBenchResult as ProfileBenchResult
+    from servectl.bench.qualify.model import QualifyReport as QualifyReport
+    from servectl.bench.qualify.model import QualifySettings as QualifySettings
+    from servectl.bench.qualify.profile_run import ProfileQualifyResult as ProfileQualifyResult
+    from servectl.bench.qualify.runner import run_qualify as run_qualify
+    from servectl.bench.runner import run_bench as run_bench
+    from servectl.errors import BenchFailed as BenchFailed
+    from servectl.errors import CatalogError as CatalogError
+    from servectl.errors import ClaimsFailed as ClaimsFailed
+    from servectl.errors import EngineUnavailable as EngineUnavailable
+    from servectl.errors import GpuUnavailable as GpuUnavailable
+    from servectl.errors import LockTimeout as LockTimeout
+    from servectl.errors import PreflightFailed as PreflightFailed
+    from servectl.errors import Problem as Problem
+    from servectl.errors import ProfileError as ProfileError
+    from servectl.errors import ProfileTemplate as ProfileTemplate
+    from servectl.errors import QualificationFailed as QualificationFailed
+    from servectl.errors import RenderUnsupported as RenderUnsupported
+    from servectl.errors import ServectlError as ServectlError
+    from servectl.errors import ServiceConflict as ServiceConflict
+    from servectl.errors import StartupFailed as StartupFailed
+    from servectl.errors import StateDamaged as StateDamaged
+    from servectl.errors import SwapError as SwapError
+    from servectl.errors import SwapFailed as SwapFailed
+    from servectl.errors import SwapInterrupted as SwapInterrupted
+    from servectl.errors import SwapRolledBack as SwapRolledBack
+    from servectl.errors import UnfinishedTransaction as UnfinishedTransaction
+    from servectl.errors import UpInterrupted as UpInterrupted
+    from servectl.errors import UsageError as UsageError
+    from servectl.host import Host as Host
+    from servectl.host import Status as Status
+    from servectl.host import from_env as from_env
+    from servectl.plan.compile import LaunchPlan as LaunchPlan
+    from servectl.plan.inventory import ProfileRow as ProfileRow
+    from servectl.plan.inventory import Validation as Validation
+    from servectl.preflight.doctor import DoctorLine as DoctorLine
+    from servectl.preflight.doctor import DoctorReport as DoctorReport
+    from servectl.preflight.model import PreflightReport as PreflightReport
+    from servectl.profile.catalog import FlagCatalog as FlagCatalog
+    from servectl.profile.catalog_diff import FlagChange as FlagChange
+    from servectl.profile.evidence import EvidenceRecord as EvidenceRecord
+    from servectl.profile.loader import LoadedProfile as LoadedProfile
+    from servectl.render.files import RenderedFile as RenderedFile
+    from servectl.service.adopt import AdoptResult as AdoptResult
+    from servectl.service.catalog import ExtractedCatalog as ExtractedCatalog
+    from servectl.service.catalog import InImageValidation as InImageValidation
+    from servectl.service.container import StopResult as StopResult
+    from servectl.service.health import Progress as Progress
+    from servectl.service.recover import RecoverResult as RecoverResult
+    from servectl.service.rollback import CheckItem as CheckItem
+    from servectl.service.rollback import RollbackCheck as RollbackCheck
+    from servectl.service.runtime import DownResult as DownResult
+    from servectl.service.runtime import UpResult as UpResult
+    from servectl.service.services import ServiceInfo as ServiceInfo
+    from servectl.service.transaction.model import PhaseEvent as PhaseEvent
+    from servectl.service.transaction.model import PhaseTiming as PhaseTiming
+    from servectl.service.transaction.model import SwapResult as SwapResult
+    from servectl.service.transaction.model import TargetFailure as TargetFailure
+    from servectl.service.watch import CardUse as CardUse
+    from servectl.service.watch import WatchView as WatchView
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -61,60 +61,39 @@ _EXPORTS: dict[str, str] = {
     "write_artifacts": "servectl.bench.artifacts",
 }
 
-__all__ = [
-    "DEFAULT_PROMPT_TOKENS",
-    "ApiKey",
-    "BenchContext",
-    "BenchProgressEvent",
-    "BenchReport",
-    "BenchSettings",
-    "Calibration",
-    "CardFreeMemory",
-    "CardMemory",
-    "ClientInfo",
-    "CompareRow",
-    "Comparison",
-    "FailureKind",
-    "PointResult",
-    "RequestMeasurement",
-    "Series",
-    "SeriesPoint",
-    "Stat",
-    "compare_bench",
-    "compare_series",
-    "comparison_document",
-    "plot_comparison",
-    "plot_taper",
-    "prompt_tolerance_tokens",
-    "read_reference",
-    "read_run",
-    "run_bench",
-    "write_artifacts",
-]
+__all__ = [*_EXPORTS]
 
+# The one list of public names is _EXPORTS; __all__ is derived from it, and the block below says the same
+# to type checkers (`X as X`: an explicit re-export). tests/unit/test_exports.py fails when it drifts.
 if TYPE_CHECKING:
-    from servectl.bench.artifacts import write_artifacts
-    from servectl.bench.compare import CompareRow, Comparison, Series, SeriesPoint, compare_series, comparison_document
-    from servectl.bench.compare_inputs import compare_bench, read_reference, read_run
-    from servectl.bench.model import (
-        DEFAULT_PROMPT_TOKENS,
-        ApiKey,
-        BenchContext,
-        BenchProgressEvent,
-        BenchReport,
-        BenchSettings,
-        Calibration,
-        CardFreeMemory,
-        CardMemory,
-        ClientInfo,
-        FailureKind,
-        PointResult,
-        RequestMeasurement,
-        Stat,
-        prompt_tolerance_tokens,
-    )
-    from servectl.bench.plot import plot_comparison, plot_taper
-    from servectl.bench.runner import run_bench
+    from servectl.bench.artifacts import write_artifacts as write_artifacts
+    from servectl.bench.compare import CompareRow as CompareRow
+    from servectl.bench.compare import Comparison as Comparison
+    from servectl.bench.compare import Series as Series
+    from servectl.bench.compare import SeriesPoint as SeriesPoint
+    from servectl.bench.compare import compare_series as compare_series
+    from servectl.bench.compare import comparison_document as comparison_document
+    from servectl.bench.compare_inputs import compare_bench as compare_bench
+    from servectl.bench.compare_inputs import read_reference as read_reference
+    from servectl.bench.compare_inputs import read_run as read_run
+    from servectl.bench.model import DEFAULT_PROMPT_TOKENS as DEFAULT_PROMPT_TOKENS
+    from servectl.bench.model import ApiKey as ApiKey
+    from servectl.bench.model import BenchContext as BenchContext
+    from servectl.bench.model import BenchProgressEvent as BenchProgressEvent
+    from servectl.bench.model import BenchReport as BenchReport
+    from servectl.bench.model import BenchSettings as BenchSettings
+    from servectl.bench.model import Calibration as Calibration
+    from servectl.bench.model import CardFreeMemory as CardFreeMemory
+    from servectl.bench.model import CardMemory as CardMemory
+    from servectl.bench.model import ClientInfo as ClientInfo
+    from servectl.bench.model import FailureKind as FailureKind
+    from servectl.bench.model import PointResult as PointResult
+    from servectl.bench.model import RequestMeasurement as RequestMeasurement
+    from servectl.bench.model import Stat as Stat
+    from servectl.bench.model import prompt_tolerance_tokens as prompt_tolerance_tokens
+    from servectl.bench.plot import plot_comparison as plot_comparison
+    from servectl.bench.plot import plot_taper as plot_taper
+    from servectl.bench.runner import run_bench as run_bench
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

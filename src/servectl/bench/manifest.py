@@ -210,4 +210,3 @@ def check_manifest(folder: Path, *, manifest: Mapping[str, Any] | None = None) -
                 f"recorded {str(entry.get('sha256'))[:12]}...; {size} bytes, recorded {entry.get('size_bytes')})"
             )
     return problems
-

@@ -45,66 +45,36 @@ _EXPORTS: dict[str, str] = {
     "unreachable_fix": "servectl.adapters.docker.sdk",
 }
 
-__all__ = [
-    "COMPOSE_CONFIG_FILES_LABEL",
-    "COMPOSE_SERVICE_LABEL",
-    "LABEL_ONESHOT",
-    "SDK_FIX",
-    "UNREACHABLE_FIX",
-    "ContainerState",
-    "CreateArgs",
-    "DockerEngine",
-    "DockerSdkEngine",
-    "EngineInfo",
-    "GpuRequest",
-    "GpuRequestVia",
-    "ImageInfo",
-    "LogLines",
-    "OneShotResult",
-    "PublishedPort",
-    "container_state_from_inspect",
-    "create_container_args",
-    "engine_info_from_info",
-    "gpu_request_from_inspect",
-    "image_info_from_inspect",
-    "published_ports_from_inspect",
-    "run_kwargs",
-    "split_log_chunks",
-    "unreachable_fix",
-]
+__all__ = [*_EXPORTS]
 
+# The one list of public names is _EXPORTS; __all__ is derived from it, and the block below says the same
+# to type checkers (`X as X`: an explicit re-export). tests/unit/test_exports.py fails when it drifts.
 if TYPE_CHECKING:
-    from servectl.adapters.docker.protocol import (
-        DockerEngine,
-    )
-    from servectl.adapters.docker.sdk import (
-        SDK_FIX,
-        UNREACHABLE_FIX,
-        DockerSdkEngine,
-        unreachable_fix,
-    )
-    from servectl.adapters.docker.translate import (
-        CreateArgs,
-        container_state_from_inspect,
-        create_container_args,
-        engine_info_from_info,
-        image_info_from_inspect,
-        published_ports_from_inspect,
-        run_kwargs,
-        split_log_chunks,
-    )
-    from servectl.adapters.docker.values import (
-        COMPOSE_CONFIG_FILES_LABEL,
-        COMPOSE_SERVICE_LABEL,
-        LABEL_ONESHOT,
-        ContainerState,
-        EngineInfo,
-        ImageInfo,
-        LogLines,
-        OneShotResult,
-        PublishedPort,
-    )
-    from servectl.plan.gpu_request import GpuRequest, GpuRequestVia, gpu_request_from_inspect
+    from servectl.adapters.docker.protocol import DockerEngine as DockerEngine
+    from servectl.adapters.docker.sdk import SDK_FIX as SDK_FIX
+    from servectl.adapters.docker.sdk import UNREACHABLE_FIX as UNREACHABLE_FIX
+    from servectl.adapters.docker.sdk import DockerSdkEngine as DockerSdkEngine
+    from servectl.adapters.docker.sdk import unreachable_fix as unreachable_fix
+    from servectl.adapters.docker.translate import CreateArgs as CreateArgs
+    from servectl.adapters.docker.translate import container_state_from_inspect as container_state_from_inspect
+    from servectl.adapters.docker.translate import create_container_args as create_container_args
+    from servectl.adapters.docker.translate import engine_info_from_info as engine_info_from_info
+    from servectl.adapters.docker.translate import image_info_from_inspect as image_info_from_inspect
+    from servectl.adapters.docker.translate import published_ports_from_inspect as published_ports_from_inspect
+    from servectl.adapters.docker.translate import run_kwargs as run_kwargs
+    from servectl.adapters.docker.translate import split_log_chunks as split_log_chunks
+    from servectl.adapters.docker.values import COMPOSE_CONFIG_FILES_LABEL as COMPOSE_CONFIG_FILES_LABEL
+    from servectl.adapters.docker.values import COMPOSE_SERVICE_LABEL as COMPOSE_SERVICE_LABEL
+    from servectl.adapters.docker.values import LABEL_ONESHOT as LABEL_ONESHOT
+    from servectl.adapters.docker.values import ContainerState as ContainerState
+    from servectl.adapters.docker.values import EngineInfo as EngineInfo
+    from servectl.adapters.docker.values import ImageInfo as ImageInfo
+    from servectl.adapters.docker.values import LogLines as LogLines
+    from servectl.adapters.docker.values import OneShotResult as OneShotResult
+    from servectl.adapters.docker.values import PublishedPort as PublishedPort
+    from servectl.plan.gpu_request import GpuRequest as GpuRequest
+    from servectl.plan.gpu_request import GpuRequestVia as GpuRequestVia
+    from servectl.plan.gpu_request import gpu_request_from_inspect as gpu_request_from_inspect
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -43,30 +43,20 @@ _EXPORTS: dict[str, str] = {
     "profile_name_for": "servectl.plan.adopt.draft",
 }
 
-__all__ = [
-    "API_KEY_ENV",
-    "SGLANG_DEFAULT_HOST",
-    "SGLANG_DEFAULT_PORT",
-    "AdoptError",
-    "Adoption",
-    "adopt_container",
-    "adoption_yaml",
-    "compose_service_inspect",
-    "profile_name_for",
-]
+__all__ = [*_EXPORTS]
 
+# The one list of public names is _EXPORTS; __all__ is derived from it, and the block below says the same
+# to type checkers (`X as X`: an explicit re-export). tests/unit/test_exports.py fails when it drifts.
 if TYPE_CHECKING:
-    from servectl.plan.adopt.compose import compose_service_inspect
-    from servectl.plan.adopt.container import adopt_container
-    from servectl.plan.adopt.draft import (
-        API_KEY_ENV,
-        SGLANG_DEFAULT_HOST,
-        SGLANG_DEFAULT_PORT,
-        AdoptError,
-        Adoption,
-        profile_name_for,
-    )
-    from servectl.plan.adopt.output import adoption_yaml
+    from servectl.plan.adopt.compose import compose_service_inspect as compose_service_inspect
+    from servectl.plan.adopt.container import adopt_container as adopt_container
+    from servectl.plan.adopt.draft import API_KEY_ENV as API_KEY_ENV
+    from servectl.plan.adopt.draft import SGLANG_DEFAULT_HOST as SGLANG_DEFAULT_HOST
+    from servectl.plan.adopt.draft import SGLANG_DEFAULT_PORT as SGLANG_DEFAULT_PORT
+    from servectl.plan.adopt.draft import AdoptError as AdoptError
+    from servectl.plan.adopt.draft import Adoption as Adoption
+    from servectl.plan.adopt.draft import profile_name_for as profile_name_for
+    from servectl.plan.adopt.output import adoption_yaml as adoption_yaml
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
