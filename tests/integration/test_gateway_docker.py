@@ -55,7 +55,7 @@ class World:
                 "rollback": other,
                 "image": {"ref": image},
                 "model": {"served_name": name},
-                "serve": {"port": self.port},
+                "serve": {"port": self.port, "api_key_env": "GWTEST_ENGINE_KEY"},  # the gateway must send it
                 "engine": {
                     "env": {"STANDIN_STARTUP_DELAY_S": "0.5", "STANDIN_TOKEN_RATE": "400", "STANDIN_CHUNK_TOKENS": "2"}
                 },
@@ -64,6 +64,7 @@ class World:
             }
             (self.profiles / f"{name}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
         self.config = tmp / "gateway.yaml"
+        tmp.chmod(0o755)  # the gateway container, uid 65532 when root runs this, reads the file's folder
         self.config.write_text(
             yaml.safe_dump(
                 {
@@ -76,6 +77,7 @@ class World:
         )
         self.url = f"http://127.0.0.1:{self.gw_port}"
         self.key = ""
+        self.engine_key = "engine-" + uuid.uuid4().hex
 
     @property
     def env(self) -> dict[str, str]:
@@ -85,6 +87,7 @@ class World:
             "SERVECTL_PROFILES": str(self.profiles),
             "SERVECTL_HOME": str(self.home),
             "SERVECTL_GATEWAY_CONTAINER": self.gateway_name,
+            "GWTEST_ENGINE_KEY": self.engine_key,
         }
 
     def servectl(self, *args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
@@ -222,6 +225,23 @@ def test_scoped_keys_budgets_and_usage_through_the_gateway_container(world: Worl
     assert (rows["ci"]["budget_used"], rows["ci"]["requests_total"], rows["ci"]["tokens_out_total"]) == (3, 3, 48)
     assert rows["watcher"]["read_only"] and rows["watcher"]["requests_total"] == 1
     assert budgeted not in (world.home / "gateway" / "usage.json").read_text()
+
+
+def test_the_gateway_runs_as_a_non_root_user_and_sends_the_engine_key_it_got_by_reference(world: World) -> None:
+    uid = next(ln.split()[1] for ln in Path(f"/proc/{world.gateway_pid()}/status").read_text().splitlines()
+               if ln.startswith("Uid:"))  # fmt: skip
+    assert uid != "0" and int(uid) == (world.home.stat().st_uid or 65532)
+    config = world.client.containers.get(world.gateway_name).attrs["Config"]
+    assert config["User"] == f"{uid}:{uid}" and f"GWTEST_ENGINE_KEY={world.engine_key}" in config["Env"]
+    engine_port = world.port
+    refused = httpx.post(f"http://127.0.0.1:{engine_port}/v1/chat/completions", json={"model": "x"})
+    assert refused.status_code == 401  # the engine wants its key; the gateway's answers below came with it
+    assert _chat(world.sdk(), stream=False)
+    live = json.loads(world.ok("gateway", "status", "--json"))
+    assert live["live"]["aliases"]["chat"]["state"] == "ready"  # the admin socket answers the state's owner
+    for path in (world.home / "gateway").iterdir():
+        assert path.is_socket() or world.engine_key not in path.read_text(errors="replace"), path
+    assert world.engine_key not in world.ok("gateway", "logs") + json.dumps(live)
 
 
 def _until(check: Any, timeout_s: float = 10.0) -> None:

@@ -6,6 +6,13 @@ address and reaches the engines' published ports. It sees what the host's servec
 the state folder (keys, the admin socket, the history with startup times) read-write, the user's profiles
 and the gateway file read-only, and the Docker socket to list the services. Nothing lives only in the
 container: killed (even ``-9``) and restarted, it loses no configuration and no key.
+
+It runs as a non-root user: the state folder's owner (so the admin socket, the key file and ``usage.json``
+are theirs), or, when root owns the state folder, uid:gid 65532 (the "nonroot" of distroless images), to
+which servectl hands ``<state>/gateway`` (the key and usage files there stay its own: ``keys create`` as root
+keeps their owner); with the Docker socket's group added so it can list the services. The engine keys that
+profiles name in ``serve.api_key_env`` reach it as those variables, passed through from servectl's
+environment to the container's: never written to a file, never printed.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ if TYPE_CHECKING:
 
 CONTAINER_NAME = "servectl-gateway"
 LABEL_GATEWAY = "servectl.gateway"
+NONROOT_ID = 65532
 CONFIG_IN_CONTAINER = "/etc/servectl/gateway.yaml"  # a rendered compose / Kubernetes gateway's file
 CONFIG_DIR_IN_CONTAINER = "/etc/servectl/config"
 """The gateway file's folder, mounted read-only (the folder, not the file: an editor that saves by renaming a
@@ -90,7 +98,10 @@ def gateway_spec(
     profiles = user_profiles_dir(environ)
     if profiles.is_dir() and profiles.resolve() != state / "profiles":
         mounts.append(MountPlan(str(profiles.resolve()), str(state / "profiles"), True))
-    environment = [("SERVECTL_HOME", str(state)), ("DOCKER_HOST", f"unix://{DOCKER_SOCKET}")]
+    environment: list[tuple[str, str | None]] = [
+        ("SERVECTL_HOME", str(state)),
+        ("DOCKER_HOST", f"unix://{DOCKER_SOCKET}"),
+    ]
     extra = [Path(p).resolve() for p in environ.get("SERVECTL_PROFILES", "").split(os.pathsep) if p]
     if extra:  # profile folders named for this servectl: the same, read-only, at the same paths
         mounts += [MountPlan(str(p), str(p), True) for p in extra if p.is_dir()]
@@ -106,6 +117,14 @@ def gateway_spec(
         mounts.append(MountPlan(str(keys_dir), str(keys_dir), False))
     socket_path = _docker_socket(environ)
     mounts.append(MountPlan(socket_path, DOCKER_SOCKET, False))
+    environment += [(name, None) for name in engine_key_vars(environ) if name in environ]  # by reference
+    uid, gid = run_as(state)
+    if uid == NONROOT_ID:
+        _check_readable([m for m in mounts if m.read_only])
+    try:
+        socket_group = [str(os.stat(socket_path).st_gid)]
+    except OSError:
+        socket_group = []
     return DockerRunSpec(
         image=image,
         name=container_name(environ),
@@ -127,7 +146,65 @@ def gateway_spec(
         stop_timeout_s=int(config.swap.drain_s) + 5,
         init=True,
         restart_policy="unless-stopped",
+        user=f"{uid}:{gid}",
+        group_add=tuple(socket_group),
     )
+
+
+def run_as(state: Path) -> tuple[int, int]:
+    """The uid and gid the gateway container runs as: the state folder's owner, or 65532 when that is root
+    (then ``<state>/gateway`` is handed to it; see the module's docstring)."""
+    st = state.stat()
+    if st.st_uid != 0:
+        return st.st_uid, st.st_gid
+    folder = state / "gateway"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    if os.geteuid() == 0:
+        for path in [folder, *folder.iterdir()]:
+            if not path.is_socket():
+                os.chown(path, NONROOT_ID, NONROOT_ID, follow_symlinks=False)
+    return NONROOT_ID, NONROOT_ID
+
+
+def _check_readable(mounts: list[Any]) -> None:
+    """A root-owned state runs the gateway as 65532: what it reads (the gateway file's folder, the profile
+    folders) must be readable by others, or it could not start; say which and how to fix, before starting.
+
+    Raises:
+        UsageError: a folder or file the gateway reads is not readable by others.
+    """
+    import stat
+
+    for mount in mounts:
+        source = Path(mount.source)
+        for path in [source, *(source.glob("*.yaml") if source.is_dir() else [])]:
+            mode = path.stat().st_mode
+            wanted = stat.S_IROTH | (stat.S_IXOTH if path.is_dir() else 0)
+            if mode & wanted != wanted:
+                fix = "chmod o+rx" if path.is_dir() else "chmod o+r"
+                raise UsageError(f"{path}: the gateway container runs as uid {NONROOT_ID} (root owns the state folder) "
+                                 f"and cannot read this ({stat.filemode(mode)}); {fix} {path}, or run servectl as "
+                                 "a non-root user")  # fmt: skip
+
+
+def engine_key_vars(environ: Mapping[str, str]) -> list[str]:
+    """The variables the profiles on the search path name in ``serve.api_key_env`` (a profile that does not
+    load is skipped: it cannot run either)."""
+    from servectl.errors import ServectlError
+    from servectl.profile.loader import discover, is_template_file, read_profile, search_path
+
+    folders = search_path(environ=environ)
+    names: set[str] = set()
+    for name, file in discover(folders).items():
+        if file.is_base or is_template_file(file.path):
+            continue
+        try:
+            serve = read_profile(name, folders=folders).profile.serve
+        except ServectlError:
+            continue
+        if serve.api_key_env:
+            names.add(serve.api_key_env)
+    return sorted(names)
 
 
 def gateway_up(

@@ -155,6 +155,9 @@ def _write_keys(path: Path, entries: Sequence[KeyEntry]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     text = json.dumps({"keys": [e.to_dict() for e in entries]}, indent=1) + "\n"
     atomic_write_text(path, text, mode=0o600)
+    folder = path.parent.stat()
+    if os.geteuid() == 0 and folder.st_uid != 0:  # root editing a folder handed to the gateway's user
+        os.chown(path, folder.st_uid, folder.st_gid)
 
 
 def create_key(

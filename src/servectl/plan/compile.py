@@ -107,6 +107,8 @@ class DockerRunSpec:
     stop_timeout_s: int
     init: bool = True
     restart_policy: str | None = None  # "always", "on-failure:3", ...; None: Docker's default ("no")
+    user: str | None = None  # "UID:GID" the container runs as; None: the image's (the gateway sets it)
+    group_add: tuple[str, ...] = ()  # extra group ids (the gateway: the Docker socket's group)
 
 
 @dataclass(frozen=True)
@@ -132,6 +134,9 @@ class LaunchPlan:
         data["docker"]["labels"] = dict(self.docker.labels)
         if self.docker.restart_policy is None:  # absent, so plans (and hashes) from before the field stay as they were
             del data["docker"]["restart_policy"]
+        for field_name, unset in (("user", None), ("group_add", [])):  # the same for these (only the gateway sets them)
+            if data["docker"][field_name] == unset:
+                del data["docker"][field_name]
         return data
 
     def to_json(self) -> str:
@@ -161,6 +166,8 @@ class LaunchPlan:
             stop_timeout_s=d["stop_timeout_s"],
             init=d["init"],
             restart_policy=d.get("restart_policy"),
+            user=d.get("user"),
+            group_add=tuple(d.get("group_add") or ()),
         )
         secret = data["secret"]
         return cls(
@@ -482,6 +489,9 @@ def docker_run_groups(spec: DockerRunSpec, *, detach: bool = True) -> list[list[
         groups.append(["--ulimit", f"{name}={soft}" if soft == hard else f"{name}={soft}:{hard}"])
     if spec.restart_policy:
         groups.append(["--restart", spec.restart_policy])
+    if spec.user:
+        groups.append(["--user", spec.user])
+    groups += [["--group-add", g] for g in spec.group_add]
     if spec.network_mode == "host":
         groups.append(["--network", "host"])
     groups += [["-p", f"{_bracket(p.host_ip)}:{p.host_port}:{p.container_port}"] for p in spec.ports]

@@ -60,6 +60,10 @@ def run_kwargs(spec: DockerRunSpec, *, environ: Mapping[str, str] | None = None)
         kwargs["ipc_mode"] = spec.ipc_mode
     if spec.shm_size:
         kwargs["shm_size"] = spec.shm_size
+    if spec.user:
+        kwargs["user"] = spec.user
+    if spec.group_add:
+        kwargs["group_add"] = list(spec.group_add)
     if spec.restart_policy:
         policy, _, retries = spec.restart_policy.partition(":")
         kwargs["restart_policy"] = {"Name": policy, "MaximumRetryCount": int(retries or 0)}
@@ -87,6 +91,7 @@ _HOST_CONFIG_KEYS = (
     "ipc_mode",
     "shm_size",
     "restart_policy",
+    "group_add",
 )
 
 

@@ -1,0 +1,62 @@
+"""The gateway container's user (never root), the Docker socket's group, and engine keys by reference."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from servectl.errors import UsageError
+from servectl.gateway.container import NONROOT_ID, gateway_spec
+from servectl.plan.compile import docker_run_argv
+
+
+def _world(tmp_path: Path) -> dict[str, str]:
+    home, profiles = tmp_path / "home", tmp_path / "profiles"
+    profiles.mkdir(mode=0o755)
+    (profiles / "keyed.yaml").write_text("name: keyed\nextends: demo\nserve: {api_key_env: KEYED_ENGINE_KEY}\n")
+    (tmp_path / "gw.yaml").write_text("listen: 127.0.0.1:9000\n")
+    tmp_path.chmod(0o755)
+    return {"SERVECTL_HOME": str(home), "SERVECTL_PROFILES": str(profiles), "KEYED_ENGINE_KEY": "sk-engine-secret"}
+
+
+def test_the_container_runs_as_the_state_owner_or_nonroot_with_the_socket_group(tmp_path: Path) -> None:
+    env = _world(tmp_path)
+    socket = tmp_path / "docker.sock"
+    socket.write_text("")
+    env["DOCKER_HOST"] = f"unix://{socket}"
+    spec = gateway_spec(image="img:1", config_file=tmp_path / "gw.yaml", environ=env)
+    owner = Path(env["SERVECTL_HOME"]).stat().st_uid
+    expected = NONROOT_ID if owner == 0 else owner
+    assert spec.user is not None and spec.user.split(":")[0] == str(expected) and spec.user.split(":")[0] != "0"
+    assert spec.group_add == (str(socket.stat().st_gid),)
+    if os.geteuid() == 0 and owner == 0:  # the gateway folder is handed to the gateway's user
+        assert (Path(env["SERVECTL_HOME"]) / "gateway").stat().st_uid == NONROOT_ID
+    assert ("KEYED_ENGINE_KEY", None) in spec.environment  # by reference: the value comes from the environment
+    argv = " ".join(docker_run_argv(spec))
+    assert "sk-engine-secret" not in argv and f"--user {spec.user}" in argv and "-e KEYED_ENGINE_KEY " in argv + " "
+
+
+def test_an_unset_engine_key_variable_is_not_passed(tmp_path: Path) -> None:
+    env = _world(tmp_path)
+    del env["KEYED_ENGINE_KEY"]
+    spec = gateway_spec(image="img:1", config_file=tmp_path / "gw.yaml", environ=env)
+    assert "KEYED_ENGINE_KEY" not in dict(spec.environment)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the nonroot user is only used when root owns the state folder")
+def test_a_folder_the_nonroot_gateway_cannot_read_is_named_before_anything_starts(tmp_path: Path) -> None:
+    env = _world(tmp_path)
+    (tmp_path / "profiles").chmod(0o700)
+    with pytest.raises(UsageError, match=r"profiles: the gateway container runs as uid 65532 .* chmod o\+rx"):
+        gateway_spec(image="img:1", config_file=tmp_path / "gw.yaml", environ=env)
+
+
+def test_an_engine_spec_without_a_user_prints_no_user_or_group() -> None:
+    from servectl.plan.compile import DockerRunSpec
+
+    spec = DockerRunSpec(image="i", name="n", command=(), labels={}, environment=(), device_ids=(), ipc_mode=None,
+                         shm_size=None, ulimits=(), network_mode="host", ports=(), mounts=(),
+                         stop_timeout_s=1)  # fmt: skip
+    assert "--user" not in docker_run_argv(spec) and "--group-add" not in docker_run_argv(spec)
