@@ -164,6 +164,7 @@ def test_the_gateway_container_sees_the_state_profiles_and_file_at_the_hosts_pat
     home, profiles = tmp_path / "home", tmp_path / "profiles"
     profiles.mkdir()
     (tmp_path / "gw.yaml").write_text("listen: 127.0.0.1:9000\nswap: {drain_s: 10}\n")
+    tmp_path.chmod(0o755)  # a root-owned state runs the gateway as 65532, which reads the file's folder
     env = {"SERVECTL_HOME": str(home), "SERVECTL_PROFILES": str(profiles)}
     spec = gateway_spec(image="img:1", config_file=tmp_path / "gw.yaml", environ=env, scope={"t": "1"})
     mounts = {(m.source, m.target, m.read_only) for m in spec.mounts}

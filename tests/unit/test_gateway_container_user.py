@@ -60,3 +60,11 @@ def test_an_engine_spec_without_a_user_prints_no_user_or_group() -> None:
                          shm_size=None, ulimits=(), network_mode="host", ports=(), mounts=(),
                          stop_timeout_s=1)  # fmt: skip
     assert "--user" not in docker_run_argv(spec) and "--group-add" not in docker_run_argv(spec)
+
+
+def test_engine_plans_keep_their_json_and_hash_without_the_new_fields() -> None:
+    from servectl.plan.compile import compile_plan
+    from servectl.profile.loader import read_profile
+
+    plan = compile_plan(read_profile("demo").profile, source="demo.yaml", state_dir=Path("/s"), home=Path("/h"))
+    assert "user" not in plan.to_dict()["docker"] and "group_add" not in plan.to_dict()["docker"]

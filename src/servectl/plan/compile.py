@@ -134,8 +134,8 @@ class LaunchPlan:
         data["docker"]["labels"] = dict(self.docker.labels)
         if self.docker.restart_policy is None:  # absent, so plans (and hashes) from before the field stay as they were
             del data["docker"]["restart_policy"]
-        for field_name, unset in (("user", None), ("group_add", [])):  # the same for these (only the gateway sets them)
-            if data["docker"][field_name] == unset:
+        for field_name in ("user", "group_add"):  # the same for these (only the gateway sets them)
+            if not data["docker"][field_name]:
                 del data["docker"][field_name]
         return data
 
