@@ -16,11 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from servectl.adapters.gpu import wait_until_free
 from servectl.adapters.state import GateRecord
 from servectl.errors import ServectlError, StartupFailed
 from servectl.paths import state_dir as default_state_dir
-from servectl.service.health import READY, GateOptions, GateResult, Progress, wait_until_serving
 from servectl.service.host_files import discard_key_file, read_api_key, remove_key_file, write_plan_files
 from servectl.service.image import ImageBuilder, ensure_image
 from servectl.service.services import ServiceInfo, service_from_container, services
@@ -32,6 +30,7 @@ if TYPE_CHECKING:
     from servectl.adapters.docker import DockerEngine
     from servectl.adapters.gpu import GpuInventory
     from servectl.plan.resolve import Resolved
+    from servectl.service.health import GateResult, Progress
 
 #: After a failed start, the engine gets at most this long to stop before it is killed.
 FAILED_START_STOP_S = 5
@@ -95,6 +94,8 @@ def start(
         PreflightFailed: the image is missing.
         StartupFailed: the container did not pass the gate; it has been stopped and removed.
     """
+    from servectl.service.health import GateOptions, Progress, wait_until_serving  # not on status's path
+
     plan = resolved.plan
     env = os.environ if environ is None else environ
     api_key = read_api_key(plan, env)
@@ -150,6 +151,8 @@ def _recording_passage(
 ) -> Callable[[Progress], None]:
     """The gate's progress callback: the passage is recorded before anything announces "ready", so a
     ``kill -9`` right after the announcement keeps a service that passed."""
+
+    from servectl.service.health import READY
 
     def announce(progress: Progress) -> None:
         if progress.phase == READY:
@@ -231,6 +234,8 @@ def stop(
     unknown: tuple[int, ...] = ()
     checked = gpus is not None and bool(service.gpus)
     if gpus is not None and service.gpus:
+        from servectl.adapters.gpu import wait_until_free
+
         cards = wait_until_free(gpus, service.gpus, free_deadline_s, poll_s=CARDS_POLL_S, clock=clock, sleep=sleep)
         leaked, unknown = cards.leaked_pids, cards.unknown_cards
     return StopResult(

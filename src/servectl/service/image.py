@@ -6,11 +6,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from servectl.errors import PreflightFailed, ServectlError
-from servectl.service.health import Progress
 
 if TYPE_CHECKING:
     from servectl.adapters.docker import DockerEngine
     from servectl.plan.resolve import Resolved
+    from servectl.service.health import Progress
 
 
 ImageBuilder = Callable[[str], object]
@@ -42,6 +42,8 @@ def ensure_image(
     Raises:
         PreflightFailed: the image is missing and servectl cannot build it (it pulls from no registry).
     """
+    from servectl.service.health import Progress  # the gate's module, not loaded on status's path
+
     ref = resolved.plan.docker.image
     image = resolved.loaded.profile.image
     # ``servectl-standin:latest`` floats: another servectl version (or checkout) may have tagged it last, so it is
