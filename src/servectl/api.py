@@ -7,17 +7,21 @@ commands on one set of adapters, or to pass fakes (:mod:`servectl.testing`), use
     with servectl.from_env() as host:
         host.up(name="demo")
 
-Every function is keyword-only, takes the same parameter names as the method it wraps, and raises
-:class:`servectl.errors.ServectlError` subclasses (one line each, with the exit code the CLI would use).
+A function's signature and docstring are its method's, written once on the ``Host`` mixins: :func:`_function`
+copies them (``inspect.signature`` minus ``self``, the docstring), and its ``ParamSpec`` type gives mypy the
+same parameters. Only the functions that also take ``environ`` (which a host holds, not its methods) are
+written out below. Every function is keyword-only and raises :class:`servectl.errors.ServectlError` subclasses
+(one line each, with the exit code the CLI would use).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+import inspect
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeVar
 
-from servectl.host import Host, ReportHook, Status, from_env
+from servectl.host import Host, Status, from_env
 
 if TYPE_CHECKING:
     from servectl.adapters.plan_cache import DryRun
@@ -26,22 +30,6 @@ if TYPE_CHECKING:
     from servectl.bench.qualify.model import QualifyProgressEvent
     from servectl.bench.qualify.profile_run import ProfileQualifyResult
     from servectl.plan.compile import LaunchPlan
-    from servectl.plan.inventory import ProfileRow, Validation
-    from servectl.preflight.doctor import DoctorReport
-    from servectl.preflight.model import PreflightReport
-    from servectl.profile.catalog import FlagCatalog
-    from servectl.profile.catalog_diff import FlagChange
-    from servectl.profile.evidence import EvidenceRecord
-    from servectl.profile.loader import LoadedProfile
-    from servectl.render.files import RenderedFile
-    from servectl.service.adopt import AdoptResult
-    from servectl.service.catalog import ExtractedCatalog, InImageValidation
-    from servectl.service.health import Progress
-    from servectl.service.recover import RecoverResult
-    from servectl.service.rollback import RollbackCheck
-    from servectl.service.runtime import DownResult, UpResult
-    from servectl.service.services import ServiceInfo
-    from servectl.service.transaction.model import PhaseEvent, SwapResult
 
 __all__ = [
     "Host",
@@ -75,11 +63,70 @@ __all__ = [
     "validate_in_image",
 ]
 
+P = ParamSpec("P")
+R = TypeVar("R")
 
-def load_profile(*, name: str) -> LoadedProfile:
-    """:meth:`Host.load_profile`: find, merge and validate profile ``name``."""
-    with Host() as host:
-        return host.load_profile(name=name)
+
+def _signed(function: Callable[..., object], method: Callable[..., object], name: str) -> None:
+    """Give ``function`` the name, signature (without ``self``) and docstring of the ``Host`` method."""
+    signature = inspect.signature(method)
+    function.__signature__ = signature.replace(parameters=list(signature.parameters.values())[1:])  # type: ignore[attr-defined]
+    function.__name__ = function.__qualname__ = name
+    function.__module__ = __name__
+    function.__doc__ = (
+        f":meth:`Host.{method.__name__}` on a host built from the environment and closed afterwards.\n\n"
+        f"{inspect.getdoc(method) or ''}"
+    )
+
+
+def _function(method: Callable[Concatenate[Host, P], R], name: str | None = None) -> Callable[P, R]:
+    """The module function of a ``Host`` method: build a host, call the method, close the host."""
+    attribute = method.__name__
+
+    def call(*args: P.args, **kwargs: P.kwargs) -> R:
+        with Host() as host:  # looked up at each call (the public API test stands a recorder in)
+            bound: Callable[P, R] = getattr(host, attribute)
+            return bound(*args, **kwargs)
+
+    _signed(call, method, name or attribute)
+    return call
+
+
+def _generator(method: Callable[Concatenate[Host, P], Iterator[R]]) -> Callable[P, Iterator[R]]:
+    """As :func:`_function` for a method that yields: the host stays open until the iteration ends."""
+    attribute = method.__name__
+
+    def call(*args: P.args, **kwargs: P.kwargs) -> Iterator[R]:
+        with Host() as host:
+            bound: Callable[P, Iterator[R]] = getattr(host, attribute)
+            yield from bound(*args, **kwargs)
+
+    _signed(call, method, attribute)
+    return call
+
+
+load_profile = _function(Host.load_profile)
+profiles = _function(Host.profiles)
+validate = _function(Host.validate)
+render_profile = _function(Host.render, "render_profile")
+promote = _function(Host.promote)
+run_preflight = _function(Host.preflight, "run_preflight")
+up = _function(Host.up)
+down = _function(Host.down)
+services = _function(Host.services)
+status = _function(Host.status)
+logs = _generator(Host.logs)
+swap = _function(Host.swap)
+rollback = _function(Host.rollback)
+rollback_check = _function(Host.rollback_check)
+recover = _function(Host.recover)
+doctor = _function(Host.doctor)
+adopt = _function(Host.adopt)
+diff_container = _function(Host.diff_container)
+flag_catalog = _function(Host.flag_catalog)
+extract_catalog = _function(Host.extract_catalog)
+diff_catalogs = _function(Host.diff_catalogs)
+validate_in_image = _function(Host.validate_in_image)
 
 
 def compile_plan(*, name: str, environ: Mapping[str, str] | None = None) -> LaunchPlan:
@@ -94,177 +141,6 @@ def dry_run(*, name: str, environ: Mapping[str, str] | None = None) -> DryRun:
     ``os.environ``); starts nothing."""
     with Host(environ=environ) as host:
         return host.dry_run(name=name)
-
-
-def profiles() -> list[ProfileRow]:
-    """:meth:`Host.profiles`: every runnable profile on the search path with its key settings."""
-    with Host() as host:
-        return host.profiles()
-
-
-def validate(*, names: Sequence[str] | None = None) -> list[Validation]:
-    """:meth:`Host.validate`: validate profiles (all runnable ones when ``names`` is None)."""
-    with Host() as host:
-        return host.validate(names=names)
-
-
-def render_profile(
-    *, name: str, to: str, out: str | None = None, gateway: bool = False, gateway_image: str | None = None
-) -> RenderedFile:
-    """:meth:`Host.render`: profile ``name`` as a compose file or Kubernetes manifests (written by ``.write()``),
-    with the gateway beside it when ``gateway``."""
-    with Host() as host:
-        return host.render(name=name, to=to, out=out, gateway=gateway, gateway_image=gateway_image)
-
-
-def promote(*, name: str, evidence_dir: Path, qualification_dir: Path | None = None) -> EvidenceRecord:
-    """:meth:`Host.promote`: mark profile ``name`` promoted on its bench and qualification evidence."""
-    with Host() as host:
-        return host.promote(name=name, evidence_dir=evidence_dir, qualification_dir=qualification_dir)
-
-
-def run_preflight(*, name: str, force: Iterable[str] = ()) -> PreflightReport:
-    """:meth:`Host.preflight`: every preflight check of profile ``name`` on this host; starts nothing."""
-    with Host() as host:
-        return host.preflight(name=name, force=force)
-
-
-def up(
-    *,
-    name: str,
-    force: Iterable[str] = (),
-    on_phase: Callable[[Progress], None] | None = None,
-    on_report: ReportHook | None = None,
-    lock_timeout_s: float | None = None,
-) -> UpResult:
-    """:meth:`Host.up`: validate, preflight and start profile ``name``, then wait until it serves."""
-    with Host() as host:
-        return host.up(name=name, force=force, on_phase=on_phase, on_report=on_report, lock_timeout_s=lock_timeout_s)
-
-
-def down(*, name: str | None = None, lock_timeout_s: float | None = None) -> DownResult:
-    """:meth:`Host.down`: stop the service of profile ``name`` (default: the only one running)."""
-    with Host() as host:
-        return host.down(name=name, lock_timeout_s=lock_timeout_s)
-
-
-def services() -> list[ServiceInfo]:
-    """:meth:`Host.services`: every servectl service on this host."""
-    with Host() as host:
-        return host.services()
-
-
-def status() -> Status:
-    """:meth:`Host.status`: every servectl service, with notes on an unfinished swap and stopped conflicts."""
-    with Host() as host:
-        return host.status()
-
-
-def logs(*, name: str, follow: bool = False, tail: int | None = None) -> Iterator[str]:
-    """:meth:`Host.logs`: the log lines of profile (or container) ``name``'s service, secrets redacted.
-
-    The host stays open while the lines are read and closes when the iteration ends (or the iterator is closed).
-    """
-    with Host() as host:
-        yield from host.logs(name=name, follow=follow, tail=tail)
-
-
-def swap(
-    *,
-    name: str | None = None,
-    force: Iterable[str] = (),
-    on_phase: Callable[[PhaseEvent], None] | None = None,
-    on_report: ReportHook | None = None,
-    lock_timeout_s: float | None = None,
-) -> SwapResult:
-    """:meth:`Host.swap`: replace the running service with profile ``name``, all-or-nothing."""
-    with Host() as host:
-        return host.swap(name=name, force=force, on_phase=on_phase, on_report=on_report, lock_timeout_s=lock_timeout_s)
-
-
-def rollback(
-    *,
-    force: Iterable[str] = (),
-    on_phase: Callable[[PhaseEvent], None] | None = None,
-    on_report: ReportHook | None = None,
-    lock_timeout_s: float | None = None,
-) -> SwapResult:
-    """:meth:`Host.rollback`: swap back to the profile that ran before the current one."""
-    with Host() as host:
-        return host.rollback(force=force, on_phase=on_phase, on_report=on_report, lock_timeout_s=lock_timeout_s)
-
-
-def rollback_check(*, names: Sequence[str] | None = None) -> list[RollbackCheck]:
-    """:meth:`Host.rollback_check`: prove that each profile's rollback target could start now."""
-    with Host() as host:
-        return host.rollback_check(names=names)
-
-
-def recover(*, lock_timeout_s: float | None = None) -> RecoverResult:
-    """:meth:`Host.recover`: settle a swap, rollback or up that was killed, from the journal it left."""
-    with Host() as host:
-        return host.recover(lock_timeout_s=lock_timeout_s)
-
-
-def doctor() -> DoctorReport:
-    """:meth:`Host.doctor`: is this machine set up for servectl (Docker, GPU runtime, driver, state folder)."""
-    with Host() as host:
-        return host.doctor()
-
-
-def adopt(
-    *,
-    container: str | None = None,
-    compose_file: Path | None = None,
-    service: str | None = None,
-    name: str | None = None,
-    out: Path | None = None,
-    dry_run: bool = False,
-    overwrite: bool = False,
-) -> AdoptResult:
-    """:meth:`Host.adopt`: write a profile that reproduces a container or a compose service."""
-    with Host() as host:
-        return host.adopt(
-            container=container,
-            compose_file=compose_file,
-            service=service,
-            name=name,
-            out=out,
-            dry_run=dry_run,
-            overwrite=overwrite,
-        )
-
-
-def diff_container(*, name: str, container: str) -> list[str]:
-    """:meth:`Host.diff_container`: what differs between a container and the one profile ``name`` would create."""
-    with Host() as host:
-        return host.diff_container(name=name, container=container)
-
-
-def flag_catalog(*, name: str) -> FlagCatalog:
-    """:meth:`Host.flag_catalog`: a flag catalog by name, file, profile or image."""
-    with Host() as host:
-        return host.flag_catalog(name=name)
-
-
-def extract_catalog(
-    *, image: str, out: Path | None = None, logs: bool = False, python: str | None = None, timeout_s: float = 120.0
-) -> ExtractedCatalog:
-    """:meth:`Host.extract_catalog`: dump an image's own SGLang parser into a flag catalog."""
-    with Host() as host:
-        return host.extract_catalog(image=image, out=out, logs=logs, python=python, timeout_s=timeout_s)
-
-
-def diff_catalogs(*, a: str, b: str, name: str | None = None) -> tuple[str, str, list[FlagChange]]:
-    """:meth:`Host.diff_catalogs`: flags added, removed or changed from catalog ``a`` to ``b``."""
-    with Host() as host:
-        return host.diff_catalogs(a=a, b=b, name=name)
-
-
-def validate_in_image(*, name: str) -> InImageValidation:
-    """:meth:`Host.validate_in_image`: profile ``name``'s argv parsed by its image's own SGLang."""
-    with Host() as host:
-        return host.validate_in_image(name=name)
 
 
 def run_profile_bench(

@@ -458,3 +458,26 @@ def test_readme_python_example_runs(profile_dir: Path) -> None:
     plan = namespace["plan"]
     assert isinstance(plan, servectl.LaunchPlan) and plan.profile == "demo"
     assert plan.engine_argv and plan.plan_hash
+
+
+#: The module functions written out in api.py: they also take ``environ``, which a host holds, not its methods.
+WRITTEN_OUT = {"compile_plan", "dry_run", "run_profile_bench", "run_profile_qualify"}
+
+
+def test_the_other_module_functions_are_derived_from_their_method_signature_and_docstring_written_once() -> None:
+    import servectl.api
+
+    tree = ast.parse(Path(servectl.api.__file__).read_text(encoding="utf-8"))
+    written = {n.name for n in tree.body if isinstance(n, ast.FunctionDef) and not n.name.startswith("_")}
+    assert written == WRITTEN_OUT, "a module function that only calls its Host method is _function(Host.x)"
+    for method in HOST_METHODS:
+        function_name = RENAMED.get(method, method)
+        if method in NO_FUNCTION or function_name in WRITTEN_OUT:
+            continue
+        function, host_method = getattr(servectl, function_name), getattr(Host, method)
+        expected = list(inspect.signature(host_method).parameters.values())[1:]  # without self
+        assert list(inspect.signature(function).parameters.values()) == expected, function_name
+        assert inspect.signature(function).return_annotation == inspect.signature(host_method).return_annotation
+        assert function.__name__ == function_name and function.__module__ == "servectl.api"
+        assert inspect.getdoc(host_method) in (function.__doc__ or ""), function_name  # help(servectl.up) shows it
+    assert inspect.isgeneratorfunction(servectl.logs)  # the host stays open while the lines are read
