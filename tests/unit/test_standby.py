@@ -61,3 +61,12 @@ def test_a_damaged_or_foreign_record_counts_as_none(tmp_path: Path) -> None:
     assert sorted(p.name for p in (tmp_path / "standby").iterdir()) == [f"{CID}.json"]
     assert record.last_resume_s("a") is None
     assert state_text(on_standby(service(), record)) == "ready"
+
+
+def test_the_journal_keeps_the_standby_step_and_reads_older_journals_without_it() -> None:
+    from servectl.service.journal import SwapJournal
+
+    journal = SwapJournal(pid=1, from_profile="a", to_profile="b", phase="stop-old", started_at=1.0, standby="released")
+    assert SwapJournal.from_dict(journal.to_dict()).standby == "released"
+    older = {k: v for k, v in journal.to_dict().items() if k != "standby"}
+    assert SwapJournal.from_dict(older).standby == ""

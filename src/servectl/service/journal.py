@@ -70,6 +70,7 @@ class SwapJournal:
     previous: PreviousService | None = None
     target_container: str = ""  # the target's container name (the undo removes it unless it passed its gate)
     devices: tuple[int, ...] = ()  # the cards the transaction touches (the undo waits until they are free)
+    standby: str = ""  # a warm standby step under way: releasing / released (the previous), resuming (the target)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -108,6 +109,7 @@ class SwapJournal:
                 previous=PreviousService.from_dict(data["previous"]) if data.get("previous") else None,
                 target_container=str(data.get("target_container") or ""),
                 devices=tuple(devices),
+                standby=str(data.get("standby") or ""),
             )
         except (KeyError, TypeError, AttributeError, OverflowError) as e:
             raise ValueError(f"missing or wrong {e}") from None

@@ -45,6 +45,7 @@ from servectl.errors import ProfileTemplate, ServectlError, SwapInterrupted, Usa
 from servectl.service.context import Context
 from servectl.service.journal import SwapJournal, clear_journal, refuse_if_unfinished
 from servectl.service.services import ALIVE_STATES, ServiceInfo
+from servectl.service.standby import release_or_stop, resume_or_cold_start
 from servectl.service.swap_outcome import SwapTx, Timings, abandon_swap, fail_back, finish_swapped
 from servectl.service.swap_preflight import Preflight, overlaps, profile_preflight, replacing_of
 from servectl.service.transaction.context import TxContext
@@ -177,7 +178,9 @@ def _run_locked(tx: SwapTx, check: Preflight, target: str | None) -> SwapResult:
         # every state write the transaction (and its undo) needs is possible before the old service stops
         ctx.prove_state_writable(profiles=[resolved.name, *([current.profile] if current is not None else [])])
         ctx.conflicts.check_available(resolved.loaded.profile.conflicts)
-        check(resolved=resolved, replacing=current, skip=tx.skip, docker=ctx.docker, gpus=ctx.gpus, running=running)
+        waiting = next((s for s in running if s.profile == resolved.name and s.state == "standby"), None)
+        if waiting is None:  # a standby target already holds its name, port and cards: it is resumed, not started
+            check(resolved=resolved, replacing=current, skip=tx.skip, docker=ctx.docker, gpus=ctx.gpus, running=running)
     tx.untouched = tuple(
         s.profile for s in running if s.state in ALIVE_STATES and s not in leftovers and s is not current
     )
@@ -198,14 +201,15 @@ def _run_locked(tx: SwapTx, check: Preflight, target: str | None) -> SwapResult:
     changed = [resolved.name, *(s.profile for s in (current, *leftovers) if s is not None)]
     reason = f"{tx.kind} {current.profile if current else 'nothing'} -> {resolved.name}"
     with GatewayHold(ctx.state_dir, profiles=changed, reason=reason, target=resolved.name):  # drains, then holds
-        return _transact(tx, resolved, current, leftovers)
+        return _transact(tx, resolved, current, leftovers, waiting)
 
 
 def _in_the_way(resolved: Resolved, running: Sequence[ServiceInfo]) -> tuple[ServiceInfo | None, list[ServiceInfo]]:
     """The running service the target replaces (or None), and the stopped containers in its way."""
     blocking = [s for s in running if overlaps(s, resolved) and s.state in ALIVE_STATES]
-    # Containers that stand in the way but do not run (exited, created) are removed before the start.
-    leftovers = [s for s in running if overlaps(s, resolved) and s.state not in ALIVE_STATES]
+    # Containers that stand in the way but do not run (exited, created) are removed before the start; a warm
+    # standby (its memory released) is in nobody's way, and a swap to its profile resumes it.
+    leftovers = [s for s in running if overlaps(s, resolved) and s.state not in (*ALIVE_STATES, "standby")]
     if len(blocking) > 1:
         names = ", ".join(f"{s.profile} ({s.container_name})" for s in blocking)
         raise UsageError(
@@ -262,9 +266,14 @@ def _default_target(running: Sequence[ServiceInfo], resolve: Callable[[str], Res
 
 
 def _transact(
-    tx: SwapTx, resolved: Resolved, current: ServiceInfo | None, leftovers: Sequence[ServiceInfo]
+    tx: SwapTx,
+    resolved: Resolved,
+    current: ServiceInfo | None,
+    leftovers: Sequence[ServiceInfo],
+    waiting: ServiceInfo | None = None,
 ) -> SwapResult:
-    """Stop the current service, stop conflicts, start the target; on any failure, undo."""
+    """Stop (or release, :mod:`servectl.service.standby`) the current service, stop conflicts, start (or
+    resume, when ``waiting`` is the target on standby) the target; on any failure, undo."""
     ctx = tx.ctx
     from_profile = current.profile if current is not None else None
     t = Timings()
@@ -275,7 +284,7 @@ def _transact(
             with ctx.phase("stop-old", current.container_name):
                 step = "stop-old"
                 t = Timings(down_since=ctx.clock())
-                stopped = ctx.stop(current)
+                stopped = release_or_stop(ctx, current, resolved, mark=tx.mark_standby)
             t = Timings(t.down_since, stopped.stop_s, stopped.forced)
             if stopped.leaked_pids:
                 pids = ", ".join(str(p) for p in stopped.leaked_pids)
@@ -294,7 +303,10 @@ def _transact(
         with ctx.phase("start-target", resolved.name):
             step = "start-target"
             progress = ctx.progress("start-target")
-            started = ctx.runtime.start(resolved=resolved, on_phase=progress)
+            if waiting is not None:
+                started = resume_or_cold_start(ctx, waiting, resolved, mark=tx.mark_standby)
+            else:
+                started = ctx.runtime.start(resolved=resolved, on_phase=progress)
             tx.signals.mode = "defer"  # it passed the gate: finish the bookkeeping whatever arrives now
         up_at = ctx.clock()
     except Exception as err:  # a ServectlError, or a bug: either way the old service must come back

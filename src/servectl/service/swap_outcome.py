@@ -42,6 +42,11 @@ class SwapTx:
         assert self.journal is not None
         self.journal = self.ctx.journal_at(replace(self.journal, stopped_conflicts=tuple(self.stopped)), phase, note)
 
+    def mark_standby(self, standby: str) -> None:
+        """Write the journal with the warm standby step under way (``servectl.service.standby``)."""
+        assert self.journal is not None
+        self.journal = self.ctx.journal_at(replace(self.journal, standby=standby), self.journal.phase)
+
     def stop_conflicts(self, resolved: Resolved) -> None:
         for spec in resolved.loaded.profile.conflicts:
             kind, ref = conflict_key(spec)

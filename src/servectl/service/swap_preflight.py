@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from servectl.plan.labels import LABEL_GPUS
 from servectl.service.services import ServiceInfo, running_refs
 
 if TYPE_CHECKING:
@@ -36,7 +37,10 @@ class Preflight(Protocol):
 def overlaps(service: ServiceInfo, resolved: Resolved) -> bool:
     """Whether ``service`` stands in the way of ``resolved``: same profile, container name, port or a card."""
     plan = resolved.plan
-    target_gpus = {int(d) for d in plan.docker.device_ids if d.isdigit()}
+    # the cards as the target's container label will name them (what ServiceInfo.gpus reads back): the
+    # devices it requests, or the cards a profile's container.labels places it on (the stand-in's fake cards)
+    labelled = plan.docker.labels.get(LABEL_GPUS, "")
+    target_gpus = {int(d) for d in (labelled.split(",") if labelled else plan.docker.device_ids) if d.isdigit()}
     return (
         service.profile == plan.profile
         or service.container_name == plan.docker.name

@@ -4,7 +4,10 @@
 conflicts it stopped; the cards it touches) and a :class:`~servectl.service.transaction.context.TxContext`,
 and runs the same small steps for every caller:
 
-1. :func:`remove_unproven` - remove the target's containers that never passed their health gate;
+1. :func:`remove_unproven` - remove the target's containers that never passed their health gate (and a
+   warm standby whose resume was cut short: :func:`servectl.service.standby.drop_resuming_target`);
+   a previous service that went to warm standby is resumed (:func:`servectl.service.standby.resume_released`)
+   and kept;
 2. finish stopping the previous service (a stop may still be in flight in the engine) unless the
    transaction never began stopping it, or this undo already brought it back;
 3. start the previous service again from the journal's snapshot, through the health gate (a failed one is
@@ -30,6 +33,7 @@ from servectl.errors import ServectlError
 from servectl.service.container import CARDS_POLL_S, StartResult
 from servectl.service.journal import SwapJournal, clear_journal
 from servectl.service.services import ALIVE_STATES, ServiceInfo
+from servectl.service.standby import drop_resuming_target, resume_released
 from servectl.service.transaction.context import TxContext
 from servectl.service.transaction.model import TargetFailure, failure_of
 from servectl.service.transaction.snapshot import previous_resolved
@@ -97,7 +101,7 @@ def remove_unproven(
     removed = []
     for service in ctx.services(probe=False) if among is None else among:
         mine = profile is None or service.profile == profile or service.container_name == (container_name or None)
-        if mine and not is_proven(service):
+        if mine and not is_proven(service) and service.state != "standby":  # a warm standby passed its gate
             ctx.stop(service)
             removed.append(service)
     return removed
@@ -123,7 +127,9 @@ def undo(
     journal = ctx.journal_at(journal, "remove-target", why)
     with ctx.phase("remove-target", journal.to_profile):
         removed = remove_unproven(ctx, profile=journal.to_profile, container_name=journal.target_container)
-        stopped, kept = _finish_stopping(ctx, previous, began_in)
+        removed += drop_resuming_target(ctx, journal)
+        resumed = resume_released(ctx, journal, previous)  # a warm standby: released, not stopped
+        stopped, kept = ([], True) if resumed else _finish_stopping(ctx, previous, began_in)
     devices = set(journal.devices).union(*(s.gpus for s in (*removed, *stopped)))
     restored: StartResult | None = None
     restored_at: float | None = None

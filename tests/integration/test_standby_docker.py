@@ -1,0 +1,244 @@
+"""Warm standby on the real Docker engine with the stand-in: swap a -> b -> a with ``a`` on warm standby.
+
+``a`` (``swap.standby: warm``) and ``b`` run on their own ports and, by their ``servectl.gpus`` label, on the
+fake card 0 of a :class:`~servectl.testing.standin_gpu.StandinGpuInventory`, which reads each stand-in's
+memory ledger (the container's main pid stands for its process, so servectl finds its container from
+``/proc``). The way back must need no container start (same container id, same start time); each fault ends
+in a serving service or a clear exit code with the previous service back. Every container carries this
+test's label; the teardown removes them, passed or failed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from servectl.adapters.docker import DockerSdkEngine
+from servectl.adapters.state import History
+from servectl.errors import SwapRolledBack
+from servectl.service.context import Context
+from servectl.service.journal import read_journal
+from servectl.service.recover import recover
+from servectl.service.rollback import rollback
+from servectl.service.services import services
+from servectl.service.swap import SwapResult, swap
+from servectl.standin.process import free_port
+from servectl.testing.standin_gpu import StandinGpuInventory, StandinOnCards
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+SESSION_LABEL = "servectl.test-session"
+TEST_LABEL = "servectl.test-standby"
+ASK = {"messages": [{"role": "user", "content": "Say something."}], "max_tokens": 4, "temperature": 0}
+
+
+class World:
+    """Two profiles, a state folder, the fake card and helpers to look at Docker."""
+
+    def __init__(self, tmp: Path, client: Any, image: str, session: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.client, self.image = client, image
+        self.tid = uuid.uuid4().hex[:10]
+        self.labels = {SESSION_LABEL: session, TEST_LABEL: self.tid}
+        self.profiles, self.home, self.tmp = tmp / "profiles", tmp / "home", tmp
+        self.profiles.mkdir()
+        self.ports: dict[str, int] = {}
+        self.docker = DockerSdkEngine(client=client)
+        self.gpus = StandinGpuInventory(self.engines, cards=1)
+        monkeypatch.setenv("SERVECTL_PROFILES", str(self.profiles))
+        monkeypatch.setenv("SERVECTL_HOME", str(self.home))
+        monkeypatch.setenv("SERVECTL_LOCK_TIMEOUT_S", "2")
+
+    def profile(self, name: str, *, warm: bool = False, env: dict[str, str] | None = None) -> str:
+        self.ports[name] = free_port()
+        doc: dict[str, Any] = {
+            "name": name,
+            "extends": "demo",
+            "rollback": None,
+            "image": {"ref": self.image},
+            "model": {"served_name": name},
+            "serve": {"port": self.ports[name]},
+            "engine": {"env": {"STANDIN_STARTUP_DELAY_S": "0.6", "STANDIN_TOKEN_RATE": "2000", **(env or {})}},
+            "container": {
+                "name": f"standby-{self.tid}-{name}",
+                "labels": {**self.labels, "servectl.gpus": "0"},  # on the fake card 0; no GPU request to Docker
+                "stop_grace_s": 2,
+            },
+            "health": {"startup_timeout_s": 30, "stall_timeout_s": 15},
+        }
+        if warm:
+            doc["swap"] = {"standby": "warm"}
+        (self.profiles / f"{name}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+        return name
+
+    def engines(self) -> list[StandinOnCards]:
+        found = self.client.containers.list(filters={"label": f"{TEST_LABEL}={self.tid}", "status": "running"})
+        return [
+            StandinOnCards(f"http://127.0.0.1:{c.labels['servectl.port']}", (0,), pid=int(c.attrs["State"]["Pid"]))
+            for c in found
+        ]
+
+    def context(self) -> Context:
+        """This test's transactions: the real engine, its scope, the stand-ins' fake card."""
+        return Context(docker=self.docker, gpus=self.gpus, scope=self.labels, state_dir=self.home)
+
+    def swap(self, target: str) -> SwapResult:
+        return swap(self.context(), target=target)
+
+    def container(self, name: str) -> tuple[str, str, str]:
+        """(id, status, start time) of profile ``name``'s container."""
+        c = self.client.containers.get(f"standby-{self.tid}-{name}")
+        return c.id, c.status, c.attrs["State"]["StartedAt"]
+
+    def states(self) -> dict[str, str]:
+        return {
+            s.profile: s.state
+            for s in services(docker=self.docker, state_dir=self.home, scope=self.labels, adopted=None)
+        }
+
+    def answer(self, name: str) -> str:
+        url = f"http://127.0.0.1:{self.ports[name]}/v1/chat/completions"
+        text: str = httpx.post(url, json=ASK, timeout=10).json()["choices"][0]["message"]["content"]
+        return text
+
+    def cli(self, *args: str) -> subprocess.Popen[str]:
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(REPO / "src"),
+            "SERVECTL_PROFILES": str(self.profiles),
+            "SERVECTL_HOME": str(self.home),
+        }
+        return subprocess.Popen(
+            [sys.executable, "-m", "servectl", *args],
+            env=env,
+            cwd=self.tmp,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    def cleanup(self) -> None:
+        for c in self.client.containers.list(all=True, filters={"label": f"{TEST_LABEL}={self.tid}"}):
+            with contextlib.suppress(Exception):
+                c.remove(force=True)
+
+
+@pytest.fixture
+def world(
+    tmp_path: Path, docker_client: Any, standin_image: str, test_session_id: str, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[World]:
+    w = World(tmp_path, docker_client, standin_image, test_session_id, monkeypatch)
+    try:
+        yield w
+    finally:
+        w.cleanup()
+
+
+def test_a_b_a_with_a_on_warm_standby_comes_back_without_a_container_start(world: World) -> None:
+    world.profile("a", warm=True)
+    world.profile("b")
+    assert world.swap("a").outcome == "started"
+    a_before, right = world.container("a"), world.answer("a")
+    full_mib = world.gpus.used_mib(0)
+
+    away = world.swap("b")
+    assert (away.outcome, away.from_profile, away.to_profile) == ("swapped", "a", "b")
+    assert world.container("a") == a_before  # still the same running container, not stopped
+    assert world.states() == {"a": "standby", "b": "ready"}
+    assert "!" not in world.answer("b") and world.gpus.used_mib(0) > 0
+    assert any(p.phase == "stop-old" for p in away.phases)
+
+    back = rollback(world.context())
+    assert (back.outcome, back.from_profile, back.to_profile) == ("swapped", "b", "a")
+    assert world.container("a") == a_before  # same id, same start time: no container start on the way back
+    assert world.states() == {"a": "ready"}
+    assert world.answer("a") == right
+    assert world.gpus.used_mib(0) == full_mib  # the memory came back, b's went
+    assert back.target_startup_s is not None and back.target_startup_s < 5
+    assert [p.phase for p in back.phases if p.phase == "resume-target"] == ["resume-target"]
+
+    again = world.swap("b")  # and away once more: the standby record is written again
+    assert again.outcome == "swapped" and world.states() == {"a": "standby", "b": "ready"}
+    (a_seen,) = [s for s in services(docker=world.docker, state_dir=world.home, scope=world.labels) if s.profile == "a"]
+    assert a_seen.standby_resume_s is not None and a_seen.standby_resume_s == pytest.approx(
+        back.target_startup_s, abs=0.05
+    )
+
+
+@pytest.mark.parametrize("fault", ["fail", "wrong"])
+def test_a_resume_that_fails_or_answers_wrong_falls_back_to_a_cold_start_of_the_same_profile(
+    world: World, fault: str
+) -> None:
+    world.profile("a", warm=True, env={"STANDIN_RESUME_FAULT": fault})
+    world.profile("b")
+    world.swap("a")
+    a_before, right = world.container("a"), world.answer("a")
+    world.swap("b")
+    back = world.swap("a")
+    assert (back.outcome, back.to_profile) == ("swapped", "a")
+    a_after = world.container("a")
+    assert a_after[0] != a_before[0] and a_after[1] == "running"  # started cold, in the same transaction
+    assert world.states() == {"a": "ready"} and world.answer("a") == right
+    failed = [e for e in History(world.home).events() if e.get("event") == "standby-resume-failed"]
+    assert len(failed) == 1 and failed[0]["profile"] == "a"
+    expected = {
+        "fail": "a: POST /resume_memory_occupation answered 400: resume_memory_occupation failed",
+        "wrong": "a resumed but answers '!!!!' where it answered",
+    }[fault]
+    assert failed[0]["reason"].startswith(expected), failed[0]["reason"]
+
+
+def test_a_release_that_frees_nothing_rolls_back_to_the_previous_service_as_it_ran(world: World) -> None:
+    world.profile("a", warm=True, env={"STANDIN_RELEASE_FAULT": "keep"})
+    world.profile("b")
+    world.swap("a")
+    a_before, right = world.container("a"), world.answer("a")
+    with pytest.raises(SwapRolledBack) as raised:
+        world.swap("b")
+    assert raised.value.exit_code == 4
+    assert "a answered the release but did not free its memory: card 0 has" in raised.value.message
+    assert world.container("a") == a_before  # resumed where it ran: the same container
+    assert world.states() == {"a": "ready"} and world.answer("a") == right
+    with pytest.raises(Exception, match=r"NotFound|No such container"):
+        world.container("b")
+
+
+def test_kill_9_after_the_release_then_recover_resumes_the_standby_where_it_ran(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world.profile("a", warm=True)
+    world.profile("b", env={"STANDIN_STARTUP_DELAY_S": "20"})
+    monkeypatch.chdir(world.tmp)  # the CLI's folder: the same paths, so the same plan (the demo's model path)
+    world.swap("a")
+    a_before, right = world.container("a"), world.answer("a")
+    proc = world.cli("swap", "b")
+    try:
+        deadline = time.monotonic() + 30
+        while not world.client.containers.list(filters={"name": f"standby-{world.tid}-b"}):
+            assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    journal = read_journal(world.home)
+    assert journal is not None and (journal.phase, journal.standby) == ("start-target", "released")
+    assert world.states()["a"] == "standby"
+    result = recover(world.context())
+    assert (result.outcome, result.restored) == ("restored", "a"), result.message
+    assert world.container("a") == a_before  # resumed, not started again
+    assert world.states() == {"a": "ready"} and world.answer("a") == right
+    assert read_journal(world.home) is None
