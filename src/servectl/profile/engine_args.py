@@ -65,7 +65,10 @@ def _engine_args(profile: Profile, catalog: FlagCatalog) -> list[EngineArg]:
         if value is True:
             out.append(EngineArg(flag, (flag,), path))
         elif value is False:
-            opt = catalog.option(flag)
+            try:
+                opt = catalog.option(flag)
+            except ArgvError:  # an ambiguous abbreviation: reported by the engine.catalog rule
+                opt = None
             if opt is not None and opt.kind == BOOL_OPTIONAL:
                 negative = "--no-" + opt.flags[0][2:]
                 out.append(EngineArg(negative, (negative,), path))
