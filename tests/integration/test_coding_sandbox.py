@@ -165,3 +165,28 @@ def test_the_coding_gate_fails_with_the_reason_on_a_wrong_slow_or_endless_answer
     assert gate.verdict == "fail" and gate.count == "0/2"
     assert [c.detail["reason"] for c in gate.cases] == [reason, reason]
     assert gate.cases[0].message.startswith(f"coding fizzbuzz: {reason}: ")
+
+
+def test_a_sandbox_whose_image_is_missing_fails_the_gate_in_one_line_without_asking_the_model(
+    docker_client: Any, test_session_id: str, tmp_path: Path
+) -> None:
+    missing = DockerSandbox(
+        image="servectl-no-such-image:missing", client=docker_client, labels={SESSION_LABEL: test_session_id}
+    )
+    gate = qualify_coding(missing, tmp_path, {})
+    assert gate.verdict == "fail" and gate.cases == ()
+    assert gate.note.startswith(
+        "the coding sandbox is at fault, no case was run: sandbox: the Docker engine refused the container: "
+    )
+    assert "servectl-no-such-image" in gate.note and "\n" not in gate.note
+    assert gate_counts([gate]) == "coding 0/0 (fail)"
+
+
+def test_a_time_limit_no_program_can_meet_is_blamed_on_the_sandbox_not_on_every_case(
+    sandbox: DockerSandbox, tmp_path: Path, docker_client: Any, test_session_id: str
+) -> None:
+    gate = qualify_coding(sandbox, tmp_path, {"timeout_s": 0.001})
+    assert gate.verdict == "fail" and gate.cases == ()
+    assert "no case was run: a trivial program (" in gate.note
+    assert "timeout: still running after 0.001 s; killed; raise the suite's coding.timeout_s" in gate.note
+    assert leftovers(docker_client, test_session_id) == []

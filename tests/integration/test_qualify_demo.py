@@ -100,3 +100,16 @@ def test_qualify_fails_the_tools_gate_on_a_wrong_function_naming_the_case(cli: A
         tools["cases"][1]["message"]
         == "tools #2 create_event of 2 tools: called 'search_docs', expected 'create_event'"
     )
+
+
+def test_the_demo_stand_in_passes_the_full_suites_coding_gate_in_the_real_sandbox(cli: Any, tmp_path: Path) -> None:
+    # the demo's stand-in knows no solutions file: it answers from the shipped cases' reference solutions
+    # (servectl/standin/code_solutions.json in its image); each answer runs in a real sandbox container
+    profile, run = cli
+    name = profile("coding")
+    suite = tmp_path / "coding-suite.yaml"
+    suite.write_text("name: coding-only\ngates:\n  coding: {cases: shipped, timeout_s: 10}\n")
+    assert run("up", name).returncode == 0
+    result = run("qualify", name, "--suite", str(suite), "--out", str(tmp_path / "ev"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "coding 16/16" in result.stdout

@@ -117,3 +117,123 @@ def test_the_sandbox_container_is_locked_down() -> None:
     assert kwargs["nano_cpus"] == 500_000_000 and kwargs["pids_limit"] == 40
     assert list(kwargs["tmpfs"]) == ["/work"] and "size=16m" in kwargs["tmpfs"]["/work"]
     assert "volumes" not in kwargs and "privileged" not in kwargs
+
+
+# -- a sandbox at fault: one line, no case failed for it ------------------------------------------------------
+
+
+class _FakeSandbox:
+    """Answers like the real sandbox would: the probe (or every program) passes, times out, or raises."""
+
+    def __init__(self, *, probe: str = "pass", cases: str = "pass", fail_at: int | None = None) -> None:
+        self.probe, self.cases, self.fail_at, self.runs = probe, cases, fail_at, 0
+
+    def run_python(self, program: str, *, limits: SandboxLimits) -> SandboxRun:
+        import re
+
+        from servectl.errors import ServectlError
+
+        self.runs += 1
+        how = self.probe if "servectl_probe" in program else self.cases
+        if self.fail_at is not None and self.runs == self.fail_at:
+            how = "raise"
+        if how == "raise":
+            raise ServectlError("cannot build the stand-in image: 'ldd' is not installed (install libc-bin)")
+        if how == "timeout":
+            return SandboxRun(None, "", "", timed_out=True, oom_killed=False, wall_s=limits.timeout_s)
+        if how == "crash":
+            return SandboxRun(127, "", "python3: not found", timed_out=False, oom_killed=False, wall_s=0.2)
+        match = re.search(r"^MARKER = '([^']*)'$", program, re.MULTILINE)
+        assert match is not None
+        line = match.group(1) + '{"outcome": "passed", "message": "1 tests passed"}'
+        return SandboxRun(0, line + "\n", "", timed_out=False, oom_killed=False, wall_s=0.3)
+
+
+class _RightAnswers:
+    """A qualify client that answers every coding prompt with a fenced block defining the asked function."""
+
+    def __init__(self) -> None:
+        self.requests = 0
+
+    def chat(self, messages: list[dict[str, str]], **kwargs: object) -> object:
+        import re
+
+        from servectl.bench.qualify.client import Exchange
+
+        self.requests += 1
+        match = re.search(r"Define `(\w+)`", messages[-1]["content"])
+        assert match is not None
+        return Exchange(None, 0.1, content=f"```python\ndef {match.group(1)}(*a):\n    return 1\n```")
+
+
+def _coding(sandbox: _FakeSandbox, **gate: object) -> tuple[object, _RightAnswers]:
+    from servectl.bench.qualify.gates import GateRun, coding
+    from servectl.bench.qualify.model import ServiceFacts
+    from servectl.bench.qualify.suite import CodingGate
+
+    client = _RightAnswers()
+    run = GateRun(client=client, facts=ServiceFacts(), run_id="r", max_model_len=None, code_sandbox=sandbox)  # type: ignore[arg-type]
+    spec = CodingGate.model_validate({"limit": 3, **gate})
+    return coding.run(run, spec, load_cases(SHIPPED_CASES)), client
+
+
+def test_a_sandbox_that_cannot_be_built_fails_the_gate_in_one_line_and_asks_nothing() -> None:
+    gate, client = _coding(_FakeSandbox(probe="raise"))
+    assert gate.verdict == "fail" and gate.cases == () and client.requests == 0  # type: ignore[attr-defined]
+    assert gate.note == (  # type: ignore[attr-defined]
+        "the coding sandbox is at fault, no case was run: "
+        "cannot build the stand-in image: 'ldd' is not installed (install libc-bin)"
+    )
+    assert gate.detail["sandbox_fault"] == gate.note  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("probe", "says"),
+    [
+        ("timeout", "a trivial program (7.0 s) timeout: still running after 7 s; killed; raise the suite's coding."),
+        ("crash", "killed: ended with exit code 127 and no result: python3: not found; check the sandbox image"),
+    ],
+)
+def test_a_sandbox_that_kills_a_trivial_program_fails_the_gate_with_why(probe: str, says: str) -> None:
+    gate, client = _coding(_FakeSandbox(probe=probe), timeout_s=7)
+    assert gate.verdict == "fail" and gate.cases == () and client.requests == 0  # type: ignore[attr-defined]
+    assert says in gate.note and "\n" not in gate.note  # type: ignore[attr-defined]
+
+
+def test_a_sandbox_that_breaks_halfway_stops_the_gate_there_and_keeps_the_judged_cases() -> None:
+    gate, _ = _coding(_FakeSandbox(fail_at=3))  # the probe, case 1, then case 2 raises
+    assert gate.verdict == "fail" and [c.ok for c in gate.cases] == [True]  # type: ignore[attr-defined]
+    assert gate.note.startswith("the coding sandbox failed at case is_palindrome (1 of 3 judged): cannot build")  # type: ignore[attr-defined]
+
+
+def test_every_case_killed_is_blamed_on_the_sandbox_only_when_a_trivial_program_is_killed_too() -> None:
+    slow_answers, _ = _coding(_FakeSandbox(cases="timeout"))
+    assert slow_answers.verdict == "fail" and slow_answers.note == ""  # type: ignore[attr-defined]
+    assert [c.detail["reason"] for c in slow_answers.cases] == ["timeout"] * 3  # type: ignore[attr-defined]
+    sandbox = _FakeSandbox(cases="timeout")
+    sandbox.fail_at = 5  # the probe passes, three cases time out, then the second probe fails
+    broken, _ = _coding(sandbox)
+    assert broken.note.startswith("every case was killed and the coding sandbox is at fault: cannot build")  # type: ignore[attr-defined]
+    assert len(broken.cases) == 3  # type: ignore[attr-defined]
+
+
+def test_a_passing_sandbox_judges_every_case_after_one_probe() -> None:
+    sandbox = _FakeSandbox()
+    gate, client = _coding(sandbox)
+    assert gate.verdict == "pass" and gate.count == "3/3" and client.requests == 3  # type: ignore[attr-defined]
+    assert sandbox.runs == 4
+
+
+def test_the_stand_in_answers_the_shipped_cases_with_their_reference_solutions_by_default() -> None:
+    import json
+
+    from servectl.standin.answers import SHIPPED_SOLUTIONS, code_answer
+
+    cases = load_cases(SHIPPED_CASES)
+    shipped = json.loads(SHIPPED_SOLUTIONS.read_text())
+    # regenerate with `python scripts/gen_standin_solutions.py` when this fails
+    assert shipped["_sha256"] == cases.sha256
+    assert {k: v for k, v in shipped.items() if not k.startswith("_")} == {c.function: c.solution for c in cases.cases}
+    first = cases.cases[0]
+    assert first.solution.rstrip() in code_answer(first.function, mode="right", solutions_file=None)
+    assert "return None" in code_answer(first.function, mode="wrong", solutions_file=None)

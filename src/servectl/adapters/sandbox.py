@@ -164,6 +164,8 @@ class DockerSandbox:
             return _wait(box[0], limits=limits, started=started)
         except docker.errors.APIError as err:
             raise ServectlError(f"sandbox: the Docker engine refused the container: {err}") from err
+        except (docker.errors.DockerException, OSError) as err:  # requests' connection errors are OSErrors
+            raise EngineUnavailable(f"sandbox: lost the Docker engine while running a program: {err}") from err
         finally:
             for container in box:
                 with contextlib.suppress(docker.errors.APIError):

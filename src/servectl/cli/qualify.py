@@ -106,6 +106,8 @@ def _print_summary(result: ProfileQualifyResult) -> None:
     report = result.report
     console.print(summary_table(report, width=console.width))
     for gate in report.gates:
+        if gate.verdict == "fail" and gate.note and gate.failures:  # a gate-wide reason the table does not show
+            console.print(f"  {gate.gate}: {gate.note}", markup=False, highlight=False)
         for case in gate.failures[:SHOWN_FAILURES]:
             console.print(f"  {case.message}", markup=False, highlight=False)
         if len(gate.failures) > SHOWN_FAILURES:

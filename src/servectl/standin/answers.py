@@ -10,7 +10,9 @@ Test fixtures, kept small; the real measure is a real model on the cards.
   ``max_tokens`` cuts it (finish ``length``).
 * **Code.** A prompt that says ``Define `NAME` at the top level`` (the coding gate's) is answered with a
   fenced Python block, per ``STANDIN_CODE_ANSWER``: ``right`` (default; the source for ``NAME`` in the JSON
-  file ``STANDIN_CODE_SOLUTIONS`` names, ``{"NAME": "def NAME(...): ..."}``; without one, ``wrong``),
+  file ``STANDIN_CODE_SOLUTIONS`` names, ``{"NAME": "def NAME(...): ..."}``; without one, the reference
+  solutions of servectl's shipped coding cases, :data:`SHIPPED_SOLUTIONS`, so that the demo profile passes
+  ``qualify --suite full``; a function in neither is answered as ``wrong``),
   ``wrong`` (returns None), ``slow`` (sleeps an hour), ``loop`` (never terminates), ``none`` (no code).
 * **An agent's shell tool.** When tools are offered, one of them is a shell (a name such as ``bash``,
   ``shell``, ``exec``, ``terminal`` or ``run_command``, with a string parameter such as ``command``) and the
@@ -37,6 +39,9 @@ from servectl.standin.state import RequestError
 METADATA_KEY = "servectl-ocr"
 MAX_IMAGE_BYTES = 16 * 2**20
 CODE_ASK = re.compile(r"Define `([A-Za-z_]\w*)` at the top level")
+#: The shipped coding cases' reference solutions (``scripts/gen_standin_solutions.py`` writes it from
+#: ``bench/qualify/cases/coding.yaml``; the stand-in image carries it beside this module).
+SHIPPED_SOLUTIONS = Path(__file__).with_name("code_solutions.json")
 SHELL_TOOLS = re.compile(r"^(bash|shell|sh|exec|execute|terminal|run_command|run_shell_command|command|cmd)$", re.I)
 SHELL_ARGS = ("command", "cmd", "script", "input")
 _FILE = re.compile(r"`?cat\s+([^\s`'\"]+)`?|(?<![\w.])(/(?:[\w.-]+/)*[\w.-]+\.(?:txt|md|json|log))")
@@ -149,9 +154,10 @@ def code_answer(function: str, *, mode: str, solutions_file: str | None) -> str:
     if mode == "none":
         return "I would rather not write code today."
     source = None
-    if mode == "right" and solutions_file:
+    if mode == "right":
         try:
-            source = json.loads(Path(solutions_file).read_text(encoding="utf-8")).get(function)
+            path = Path(solutions_file) if solutions_file else SHIPPED_SOLUTIONS
+            source = json.loads(path.read_text(encoding="utf-8")).get(function)
         except (OSError, ValueError, AttributeError):
             source = None
     if not isinstance(source, str):

@@ -144,7 +144,10 @@ def _app_files() -> list[tuple[str, bytes]]:
         )
         for p in sorted([*pkg.glob("profile/catalogs/*.json"), *pkg.glob("profile/catalogs/memory_saver/*.json")])
     ]
-    files += [(f"{APP_DIR}/servectl/standin/{p.name}", p.read_bytes()) for p in sorted(pkg.glob("standin/*.py"))]
+    files += [
+        (f"{APP_DIR}/servectl/standin/{p.name}", p.read_bytes())
+        for p in sorted([*pkg.glob("standin/*.py"), *pkg.glob("standin/*.json")])  # json: the code solutions
+    ]
     files += [
         (f"{APP_DIR}/sglang/__init__.py", _SHIM_INIT.encode()),
         (f"{APP_DIR}/sglang/launch_server.py", _SHIM_LAUNCH.encode()),

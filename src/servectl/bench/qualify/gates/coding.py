@@ -9,6 +9,12 @@ throwaway container (:class:`servectl.adapters.sandbox.DockerSandbox`), never on
 
 Each failed case says why: ``no code found``, ``syntax error``, ``test failed``, ``timeout`` (killed at the
 wall-clock limit) or ``killed`` (memory limit, or it ended without a result).
+
+When the sandbox itself is at fault, the gate says so in one line instead of failing every case: before the
+first case a trivial program that must pass runs under the same limits (:func:`sandbox_fault`); when it cannot
+(the image cannot be built, the engine refuses or cannot start the container, the program is killed at the
+limit on a loaded machine), the gate fails with that reason and asks the model nothing. The same check runs
+again when every case was killed at the limit, and a sandbox that breaks halfway stops the gate there.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from servectl.adapters.sandbox import CodeSandbox, SandboxLimits, SandboxRun
 from servectl.bench.qualify.gates.common import GateRun, clip, merged
 from servectl.bench.qualify.model import CaseResult, GateResult
 from servectl.bench.qualify.suite import CodingGate
-from servectl.errors import Problem, ProfileError
+from servectl.errors import Problem, ProfileError, ServectlError
 
 GATE = "coding"
 #: The case set servectl ships.
@@ -231,27 +237,60 @@ def check_answer(
     return judge(sandbox.run_python(sandbox_program(code, case.tests, marker), limits=limits), marker, limits=limits)
 
 
+_PROBE_ANSWER = "def servectl_probe():\n    return 42\n"
+_PROBE_TESTS = ("assert servectl_probe() == 42",)
+_PROBE_FIX: dict[str, str] = {
+    "timeout": "raise the suite's coding.timeout_s, or run on a less loaded machine",
+    "killed": "check the sandbox image runs python3 as nobody, or raise coding.memory_mib / coding.pids",
+}
+
+
+def sandbox_fault(sandbox: CodeSandbox, limits: SandboxLimits) -> str | None:
+    """Why the sandbox itself cannot judge an answer, in one line; None when a trivial program passes in it.
+
+    The program is the gate's own driver with a one-line answer and test, under the gate's limits, so that
+    what fails here (image, engine, container start, limits) would fail every case the same way.
+    """
+    marker = f"servectl-result-{secrets.token_hex(8)} "
+    try:
+        ran = sandbox.run_python(sandbox_program(_PROBE_ANSWER, _PROBE_TESTS, marker), limits=limits)
+    except ServectlError as err:  # image build, engine unreachable, container refused or not started
+        return clip(err.message, 300)
+    reason, message = judge(ran, marker, limits=limits)
+    if reason is None:
+        return None
+    fix = _PROBE_FIX.get(reason, "the sandbox image cannot run the gate's driver")
+    return f"a trivial program ({ran.wall_s:.1f} s) {reason}: {clip(message, 160)}; {fix}"
+
+
+def _fault_result(cases: CaseSet, results: list[CaseResult], note: str) -> GateResult:
+    detail = {"case_set": cases.name, "source": cases.source, "sha256": cases.sha256, "sandbox_fault": note}
+    return GateResult(gate=GATE, verdict="fail", cases=tuple(results), note=note, detail=detail)
+
+
 def run(run: GateRun, spec: CodingGate, cases: CaseSet) -> GateResult:
-    """Every case (or the first ``spec.limit``): ask, extract, run the tests in the sandbox."""
+    """Every case (or the first ``spec.limit``): ask, extract, run the tests in the sandbox.
+
+    A sandbox at fault (see :func:`sandbox_fault`) fails the gate with one line saying why.
+    """
     limits = SandboxLimits(timeout_s=spec.timeout_s, memory_mib=spec.memory_mib, cpus=spec.cpus, pids=spec.pids)
     chosen = cases.cases[: spec.limit] if spec.limit else cases.cases
-    body = merged(spec.extra_body)
-    results = []
+    fault = sandbox_fault(run.sandbox(), limits)
+    if fault is not None:
+        return _fault_result(cases, [], f"the coding sandbox is at fault, no case was run: {fault}")
+    results: list[CaseResult] = []
     for index, case in enumerate(chosen):
-        name = f"coding {case.id}"
-        messages = [{"role": "user", "content": case.prompt.strip() + ASK.format(function=case.function)}]
-        exchange = run.client.chat(messages, max_tokens=spec.max_tokens, extra_body=body)
-        if not exchange.ok:
-            result = CaseResult(name, False, f"{name}: {exchange.error}", exchange.latency_s)
-        else:
-            reason, message = check_answer(exchange.content, case, run.sandbox(), limits)
-            if reason is not None and exchange.finish_reason == "length":
-                message += f" (the answer was cut at max_tokens {spec.max_tokens})"
-            detail = {"reason": reason or "passed", "finish_reason": exchange.finish_reason}
-            text = f"{name}: {reason}: {message}" if reason else f"{name}: {message}"
-            result = CaseResult(name, reason is None, text, exchange.latency_s, detail)
+        try:
+            result = _case_result(run, spec, case, limits)
+        except ServectlError as err:  # the engine went away or refused a container halfway
+            note = f"the coding sandbox failed at case {case.id} ({index} of {len(chosen)} judged): {err.message}"
+            return _fault_result(cases, results, clip(note, 400))
         results.append(result)
         run.report(GATE, index + 1, len(chosen), result)
+    if len(results) > 1 and all(c.detail.get("reason") in ("timeout", "killed") for c in results):
+        fault = sandbox_fault(run.sandbox(), limits)
+        if fault is not None:
+            return _fault_result(cases, results, f"every case was killed and the coding sandbox is at fault: {fault}")
     gate = GateResult.of(GATE, results)
     return GateResult(
         gate=GATE,
@@ -259,3 +298,19 @@ def run(run: GateRun, spec: CodingGate, cases: CaseSet) -> GateResult:
         cases=gate.cases,
         detail={"case_set": cases.name, "source": cases.source, "sha256": cases.sha256},
     )
+
+
+def _case_result(run: GateRun, spec: CodingGate, case: CodingCase, limits: SandboxLimits) -> CaseResult:
+    """Ask for one case, extract the code and judge it in the sandbox."""
+    body = merged(spec.extra_body)
+    name = f"coding {case.id}"
+    messages = [{"role": "user", "content": case.prompt.strip() + ASK.format(function=case.function)}]
+    exchange = run.client.chat(messages, max_tokens=spec.max_tokens, extra_body=body)
+    if not exchange.ok:
+        return CaseResult(name, False, f"{name}: {exchange.error}", exchange.latency_s)
+    reason, message = check_answer(exchange.content, case, run.sandbox(), limits)
+    if reason is not None and exchange.finish_reason == "length":
+        message += f" (the answer was cut at max_tokens {spec.max_tokens})"
+    detail = {"reason": reason or "passed", "finish_reason": exchange.finish_reason}
+    text = f"{name}: {reason}: {message}" if reason else f"{name}: {message}"
+    return CaseResult(name, reason is None, text, exchange.latency_s, detail)
