@@ -162,6 +162,13 @@ def _check_nesting(text: str, shown: str) -> bool:
                     )
             elif isinstance(event, yaml.CollectionEndEvent):
                 depth -= 1
+    except yaml.MarkedYAMLError as e:  # PyYAML >= 6.0.4's scanner bounds flow nesting itself, looking ahead
+        if "nesting depth" not in str(e.problem):
+            raise
+        line = e.problem_mark.line + 1 if e.problem_mark else None
+        raise ProfileError(
+            [Problem(shown, line, "", f"nested deeper than {MAX_YAML_DEPTH} levels", rule="yaml")]
+        ) from None
     finally:
         loader.dispose()
     return aliases
