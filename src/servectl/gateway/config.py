@@ -75,7 +75,8 @@ class SwapPolicy(_Strict):
     )
 
 
-class Upstream(_Strict):
+# The file's `upstream:` section; one engine the gateway routes to is servectl.gateway.routes.Upstream.
+class UpstreamPool(_Strict):
     """The connection pool to the engines."""
 
     pool_size: int = Field(256, ge=1, description="connections kept open to the engines, all services together")
@@ -119,7 +120,7 @@ class GatewayConfig(_Strict):
     )
     limits: Limits = Field(default_factory=Limits)  # type: ignore[arg-type]  # pydantic fills the defaults
     swap: SwapPolicy = Field(default_factory=SwapPolicy)  # type: ignore[arg-type]
-    upstream: Upstream = Field(default_factory=Upstream)  # type: ignore[arg-type]
+    upstream: UpstreamPool = Field(default_factory=UpstreamPool)  # type: ignore[arg-type]
 
     @field_validator("listen")
     @classmethod
