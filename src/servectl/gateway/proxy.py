@@ -34,6 +34,7 @@ from servectl.gateway.admission import Admission, Flight, HoldExpired
 from servectl.gateway.config import GatewayConfig
 from servectl.gateway.metrics import Metrics
 from servectl.gateway.ratelimit import RateLimiter
+from servectl.gateway.recent import RecentRequests, RequestRecord
 from servectl.gateway.routes import AliasTable, Route, Upstream
 from servectl.gateway.usage import UsageBook, usage_path
 
@@ -85,6 +86,7 @@ class _Call:
     entry: KeyEntry | None = None
     status: int = 0
     ttfb_s: float | None = None
+    tokens_out: int | None = None
 
 
 def rewrite_model(data: bytes, served: str, alias: str) -> bytes:
@@ -139,6 +141,7 @@ class Gateway:
         self.admission = Admission(table, hold_s=config.swap.hold_s, drain_s=config.swap.drain_s)
         self.metrics = Metrics()
         self.limiter = RateLimiter()
+        self.recent = RecentRequests()  # the dashboard's recent requests (no prompt, no key)
         self.upstreams: list[Upstream] = []
         self.upstreams_error: str | None = None
         self._upstreams_at = -1e18
@@ -295,7 +298,7 @@ class Gateway:
 
         async def run(request: web.Request) -> web.StreamResponse:
             call = _Call()
-            t0 = time.monotonic()
+            t0, arrived = time.monotonic(), time.time()
             self._active += 1
             try:
                 if self.draining:
@@ -321,6 +324,7 @@ class Gateway:
                 self.metrics.request(call.alias, status)
                 if call.entry is not None:
                     self.metrics.key_request(call.entry.name, status)
+                self._remember(request, call, status, arrived, t0)
                 log.info(
                     "%s %s alias=%s key=%s status=%s ttfb_ms=%s ms=%.1f",
                     request.method, request.path, call.alias, call.key, status,
@@ -329,6 +333,13 @@ class Gateway:
             return response
 
         return run
+
+    def _remember(self, request: web.Request, call: _Call, status: int, arrived: float, t0: float) -> None:
+        ttfb = None if call.ttfb_s is None else round(call.ttfb_s * 1000, 1)
+        latency = round((time.monotonic() - t0) * 1000, 1)
+        self.recent.add(
+            RequestRecord(arrived, request.path, call.alias, call.key, status, latency, ttfb, call.tokens_out)
+        )
 
     def _authenticate(self, request: web.Request, call: _Call) -> KeyEntry | None:
         if self.keys is None:
@@ -511,6 +522,7 @@ class Gateway:
             raise Reject(502, self._failure(route, flight, err), kind) from None
         if found := _USAGE_OUT.findall(data[-4096:]):
             self._count(call, route.alias, int(found[-1]))
+            call.tokens_out = int(found[-1])
         call.status = upstream.status
         return web.Response(body=rewrite_model(data, back, route.alias), status=upstream.status,
                             content_type=upstream.content_type or "application/json")  # fmt: skip
@@ -556,6 +568,7 @@ class Gateway:
             self._refresh_soon()
         finally:
             self._count(call, route.alias, tokens)
+            call.tokens_out = tokens or None
         with contextlib.suppress(ConnectionError):
             await response.write_eof()
         return response

@@ -20,6 +20,7 @@ from servectl.gateway.routes import AliasTable, Upstream
 
 if TYPE_CHECKING:
     from servectl.adapters.docker import DockerEngine
+    from servectl.gateway.dashboard import DashboardSources
     from servectl.gateway.proxy import Gateway
     from servectl.gateway.reload import ConfigWatcher
 
@@ -109,6 +110,7 @@ def run_gateway(
     on_listening: Callable[[str], None] | None = None,
     start: Callable[[str], object] | None = None,
     watch: ConfigWatcher | None = None,
+    dashboard: DashboardSources | None = None,
 ) -> None:
     """Serve until SIGTERM or SIGINT, then drain (up to ``swap.drain_s``) and return; with ``watch``, edits
     of the gateway file and the profile folders are served within a second.
@@ -127,6 +129,7 @@ def run_gateway(
             on_listening=on_listening,
             start=start,
             watch=watch,
+            dashboard=dashboard,
         )
     )
 
@@ -143,20 +146,25 @@ async def serve_gateway(
     stop: asyncio.Event | None = None,
     start: Callable[[str], object] | None = None,
     watch: ConfigWatcher | None = None,
+    dashboard: DashboardSources | None = None,
 ) -> None:
     """:func:`run_gateway` on the running event loop; set ``stop`` to end it (SIGTERM/SIGINT set it too when
-    this runs in the main thread)."""
+    this runs in the main thread). ``dashboard``: what ``/ui`` reads besides the gateway (default: the
+    history of the state folder holding ``admin_path``, the cards from NVML, no engine logs)."""
     from aiohttp import web
 
     from servectl.gateway.admin import serve_admin
+    from servectl.gateway.dashboard import Dashboard, DashboardSources
     from servectl.gateway.keys import KeyRing
     from servectl.gateway.proxy import Gateway
 
     keys = KeyRing(keys_path) if keys_path is not None else None
     gateway = Gateway(config, table=table, keys=keys, upstreams=upstreams, startup_s=startup_s, start=start)
     gateway.watcher = watch
+    app = gateway.app()
+    Dashboard(gateway, dashboard or DashboardSources.of_state(admin_path.parent.parent)).add_routes(app)
     runner = web.AppRunner(
-        gateway.app(),
+        app,
         handle_signals=False,
         access_log=None,
         keepalive_timeout=config.limits.header_timeout_s,  # also the header timeout: see proxy's docstring
@@ -240,6 +248,7 @@ def run_from_file(
     """
     from servectl.adapters.gateway_admin import admin_socket_path, last_startup_s
     from servectl.gateway.config import default_config_file, load_gateway_config
+    from servectl.gateway.dashboard import DashboardSources, docker_log_tail
     from servectl.gateway.reload import ConfigWatcher
     from servectl.paths import state_dir
     from servectl.profile.loader import search_path
@@ -271,4 +280,7 @@ def run_from_file(
         startup_s=lambda profile: last_startup_s(state, profile),
         on_listening=on_listening,
         start=start,
+        dashboard=DashboardSources.of_state(
+            state, logs=None if config.endpoints is not None else docker_log_tail(docker)
+        ),
     )

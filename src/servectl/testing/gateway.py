@@ -15,6 +15,7 @@ from pathlib import Path
 from types import TracebackType
 
 from servectl.gateway.config import GatewayConfig
+from servectl.gateway.dashboard import DashboardSources
 from servectl.gateway.reload import ConfigWatcher
 from servectl.gateway.routes import AliasTable, Upstream
 
@@ -32,8 +33,10 @@ class GatewayThread:
         startup_s: Callable[[str], float | None] = lambda _p: None,
         start: Callable[[str], object] | None = None,
         watch: ConfigWatcher | None = None,
+        dashboard: DashboardSources | None = None,
     ) -> None:
         self.config = config
+        self.dashboard = dashboard
         self.table = AliasTable(aliases if aliases is not None else (config.aliases or {}))
         self.upstreams = upstreams
         self.state_dir = Path(state_dir)
@@ -69,6 +72,7 @@ class GatewayThread:
                 stop=self._stop,
                 start=self.start,
                 watch=self.watch,
+                dashboard=self.dashboard,
             )
 
         try:
