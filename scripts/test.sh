@@ -22,6 +22,12 @@ ci_tool sglang_image
 # here, 0 once cached).
 ci_tool agent_clients
 export SERVECTL_REQUIRE_CLIENTS=1  # they are installed: the real-client tests must run, never skip
+# Debian's Chromium + chromedriver for the gateway dashboard's browser test (skipped when installed; about
+# 2 min the first time here, apt-get update included); its screenshot goes to test-artifacts/ (printed below).
+bash scripts/ensure-chromium.sh
+export SERVECTL_REQUIRE_BROWSER=1  # the browser is there: the dashboard test must run, never skip
+export SERVECTL_TEST_ARTIFACTS="${SERVECTL_TEST_ARTIFACTS:-$PWD/test-artifacts}"
+echo "test artifacts (screenshots): $SERVECTL_TEST_ARTIFACTS"
 # The swap soak runs its full 50 rounds (about 85 s on 2 cores); SERVECTL_SOAK_SWAPS=N changes that.
 export SERVECTL_SOAK_SWAPS="${SERVECTL_SOAK_SWAPS:-50}"
 export SERVECTL_REQUIRE_DOCKER=1  # an engine answers now: integration tests must run, never skip

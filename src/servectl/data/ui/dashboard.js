@@ -69,11 +69,11 @@ function showOverview(o) {
   ], "no servectl service runs");
   const g = o.gpus;
   if (!g.available) {
-    fill("gpus", [g], [(x) => cell("unknown", "unknown"), (x) => cell(x.problem, "unknown"),
-      () => cell("unknown", "unknown"), () => cell("unknown", "unknown"), () => cell("unknown", "unknown")], "");
+    fill("gpus", [g], [() => cell("unknown", "unknown"),
+      (x) => { const td = cell(x.problem, "unknown wrap"); td.colSpan = 4; return td; }], "");
   } else {
     fill("gpus", g.devices, [
-      (d) => cell(d.index), (d) => cell(d.name || d.problem || "unknown"),
+      (d) => cell(d.index), (d) => { const td = cell(d.name || d.problem || "unknown", "name"); td.title = td.textContent; return td; },
       (d) => cell(gib(d.memory_used_bytes), "num"), (d) => cell(gib(d.memory_free_bytes), "num"),
       (d) => cell(gib(d.memory_total_bytes), "num"),
     ], "no GPU");
