@@ -127,6 +127,7 @@ def test_the_dashboard_in_chromium_shows_services_aliases_requests_swaps_and_the
 ) -> None:
     stand.servectl("up", stand.a)
     key = stand.servectl("gateway", "keys", "create", "laptop").strip()
+    watcher = stand.servectl("gateway", "keys", "create", "watch", "--read-only").strip()  # the dashboard's key
     stand.start_gateway()
     for _ in range(3):
         assert stand.chat(key).status_code == 200
@@ -141,7 +142,7 @@ def test_the_dashboard_in_chromium_shows_services_aliases_requests_swaps_and_the
         browser.click("#keysubmit")
         browser.wait_for("return document.getElementById('signin-error').innerText", what="the refusal")
         assert "unknown key" in browser.text("#signin-error")
-        browser.type("#key", key)
+        browser.type("#key", watcher)
         browser.click("#keysubmit")
         browser.wait_for(
             "return document.querySelector('#log').innerText.includes('fired up')", what="the engine log", timeout_s=60
@@ -154,9 +155,9 @@ def test_the_dashboard_in_chromium_shows_services_aliases_requests_swaps_and_the
         log, who, source = browser.text("#log"), browser.text("#who"), browser.page_source()
 
     (tmp_path / "dashboard-log.txt").write_text(log)
-    assert aliases == [["chat", f"{stand.a} | {stand.b}", stand.b, "ready", "0"]]
+    assert aliases == [["chat", f"{stand.a} | {stand.b}", stand.b, "ready", "0", "0"]]
     assert [r[0] for r in services] == [stand.b] and services[0][1] == stand.b and services[0][3] == "ready"
-    assert who == "key: laptop"
+    assert who == "key: watch"
     assert [(r[1], r[2], r[4]) for r in requests] == [("-", "-", "401")] + [("chat", "laptop", "200")] * 4
     assert all(r[3] == "/v1/chat/completions" and r[5].endswith(" ms") for r in requests)
     assert [r[7] for r in requests[1:]] == ["7"] * 4  # tokens from the engine's usage
@@ -167,7 +168,7 @@ def test_the_dashboard_in_chromium_shows_services_aliases_requests_swaps_and_the
         assert gpus[0][1].startswith("NVML unavailable")
     assert "Uvicorn running on" in log and "api_key='***'" in log
     gateway_log = stand.gateway_log.read_text()
-    for secret in (key, ENGINE_KEY, PROMPT):
+    for secret in (key, watcher, ENGINE_KEY, PROMPT):
         assert secret not in source and secret not in log and secret not in gateway_log
     assert "alias=chat key=laptop status=200" in gateway_log
     assert shot.stat().st_size > 10_000 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -52,6 +52,7 @@ def _world(tmp_path: Path, engine: HostStandin, gpus: FakeGpuInventory) -> Itera
     keys = {
         "admin": create_key(config.keys_path(env), name="admin")[0],
         "scoped": create_key(config.keys_path(env), name="scoped", aliases=["other"])[0],
+        "watch": create_key(config.keys_path(env), name="watch", read_only=True)[0],
     }
     History(tmp_path).record({"event": "up", "profile": "demo", "startup_s": 12.5, "container_id": "c1"})
     History(tmp_path).record({"event": "swap", "profile": "elsewhere", "replaced": "demo", "startup_s": 3.0})
@@ -96,7 +97,7 @@ def test_the_overview_shows_aliases_services_and_per_card_memory(world: World) -
     o = world.get("/ui/api/overview").json()
     assert o["key"] == "admin"
     chat = next(a for a in o["aliases"] if a["alias"] == "chat")
-    assert chat == {"alias": "chat", "profiles": ["demo"], "profile": "demo", "state": "ready", "in_flight": 0}
+    assert chat == {"alias": "chat", "profiles": ["demo"], "profile": "demo", "state": "ready", "in_flight": 0, "held": 0}
     assert [a["alias"] for a in o["aliases"]] == ["chat", "other"]
     assert o["services"] == [
         {"profile": "demo", "served_name": "served-demo", "url": o["services"][0]["url"], "state": "ready"}
@@ -129,6 +130,16 @@ def test_recent_requests_keep_time_alias_key_name_status_latency_tokens_and_no_p
     assert set(whole) == {"at", "path", "alias", "key", "status", "latency_ms", "ttfb_ms", "tokens_out"}
     text = world.get("/ui/api/requests").text
     assert PROMPT not in text and world.keys["admin"] not in text
+
+
+def test_a_read_only_key_reads_the_dashboard_but_sends_no_completion(world: World) -> None:
+    assert world.chat().status_code == 200
+    o = world.get("/ui/api/overview", key="watch").json()
+    assert o["key"] == "watch" and [a["alias"] for a in o["aliases"]] == ["chat", "other"]
+    assert [r["key"] for r in world.get("/ui/api/requests", key="watch").json()["requests"]] == ["admin"]
+    assert world.get("/ui/api/logs?profile=demo", key="watch").json()["lines"]
+    refused = world.chat("watch")
+    assert refused.status_code == 403 and refused.json()["error"]["code"] == "read_only"
 
 
 def test_a_key_scoped_to_an_alias_sees_only_that_alias_and_its_services(world: World) -> None:

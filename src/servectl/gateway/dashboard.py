@@ -138,7 +138,11 @@ class Dashboard:
             raise Reject(401, f"key {entry.name!r} has expired; create a new one", "auth")
         if wait := gw.limiter.take(f"{entry.name}\0ui", gw.config.limits.rate_per_minute):
             raise Reject(
-                429, f"key {entry.name!r}: too many dashboard reads", "rate", headers={"Retry-After": str(wait)}
+                429,
+                f"key {entry.name!r}: too many dashboard reads",
+                "rate",
+                reason="rate_limited",
+                headers={"Retry-After": str(wait)},
             )
         return entry
 

@@ -62,7 +62,7 @@ function showOverview(o) {
   $("problem").hidden = !problem;
   fill("aliases", o.aliases, [
     (a) => cell(a.alias), (a) => cell(a.profiles.join(" | ")), (a) => cell(a.profile),
-    (a) => cell(a.state, a.state), (a) => cell(a.in_flight, "num"),
+    (a) => cell(a.state, a.state), (a) => cell(a.in_flight, "num"), (a) => cell(a.held, "num"),
   ], "no aliases");
   fill("services", o.services, [
     (s) => cell(s.profile), (s) => cell(s.served_name), (s) => cell(s.url), (s) => cell(s.state, s.state),
