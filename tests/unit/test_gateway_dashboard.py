@@ -97,7 +97,14 @@ def test_the_overview_shows_aliases_services_and_per_card_memory(world: World) -
     o = world.get("/ui/api/overview").json()
     assert o["key"] == "admin"
     chat = next(a for a in o["aliases"] if a["alias"] == "chat")
-    assert chat == {"alias": "chat", "profiles": ["demo"], "profile": "demo", "state": "ready", "in_flight": 0, "held": 0}
+    assert chat == {
+        "alias": "chat",
+        "profiles": ["demo"],
+        "profile": "demo",
+        "state": "ready",
+        "in_flight": 0,
+        "held": 0,
+    }
     assert [a["alias"] for a in o["aliases"]] == ["chat", "other"]
     assert o["services"] == [
         {"profile": "demo", "served_name": "served-demo", "url": o["services"][0]["url"], "state": "ready"}
