@@ -8,7 +8,8 @@ with one of:
 * both failed: nothing of servectl runs, the cards are free: :class:`SwapFailed` (exit 5).
 
 Steps, all under the state lock: validate and compile the target; make sure its image is there; preflight
-it counting the current service's cards and port as about to be freed; stop the current service
+it counting the current service's cards and port as about to be freed; stage it (image pin, argv in the image,
+weights read ahead into the page cache: :mod:`servectl.service.stage`); stop the current service
 (SIGTERM, then SIGKILL) and wait until its cards are free; stop declared conflicts; start the target
 through the health gate. On failure: keep the target's last log lines and exit code, make sure it is
 removed, start the previous profile again through the same gate, restore the conflicts this swap stopped,
@@ -43,8 +44,10 @@ from servectl.adapters.conflicts import load_stopped
 from servectl.adapters.gateway_admin import GatewayHold
 from servectl.errors import ProfileTemplate, ServectlError, SwapInterrupted, UsageError
 from servectl.service.context import Context
+from servectl.service.health import Progress
 from servectl.service.journal import SwapJournal, clear_journal, refuse_if_unfinished
 from servectl.service.services import ALIVE_STATES, ServiceInfo
+from servectl.service.stage import Stager
 from servectl.service.standby import release_or_stop, resume_or_cold_start
 from servectl.service.swap_outcome import SwapTx, Timings, abandon_swap, fail_back, finish_swapped
 from servectl.service.swap_preflight import Preflight, overlaps, profile_preflight, replacing_of
@@ -95,6 +98,8 @@ class SwapOptions:
             context's state folder and host probe.
         lock_timeout_s: how long to wait for another servectl; default the context's.
         handle_signals: turn SIGINT/SIGTERM into the orderly path (main thread only).
+        stage: stages the target before anything stops (image and pin, argv in the image, weights read ahead:
+            :func:`servectl.service.stage.stager`); ``None``: no staging (``Host.swap`` stages unless told not to).
     """
 
     force: tuple[str, ...] = ()
@@ -103,6 +108,7 @@ class SwapOptions:
     preflight: Preflight | None = None
     lock_timeout_s: float | None = None
     handle_signals: bool = True
+    stage: Stager | None = None
 
 
 def swap(ctx: Context, *, target: str | None, opts: SwapOptions | None = None) -> SwapResult:
@@ -134,10 +140,10 @@ def run_swap(ctx: Context, *, target: str | None, opts: SwapOptions, kind: str) 
     tx = TxContext.of(ctx, on_phase=opts.on_phase, lock_timeout_s=opts.lock_timeout_s)
     check = opts.preflight or profile_preflight(state_dir=ctx.state_dir, on_report=opts.on_report, host=ctx.probe)
     swap_tx = SwapTx(ctx=tx, kind=kind, skip=frozenset(opts.force), signals=SignalGuard(opts.handle_signals))
-    return _guarded(swap_tx, check, target)
+    return _guarded(swap_tx, check, target, opts.stage)
 
 
-def _guarded(tx: SwapTx, check: Preflight, target: str | None) -> SwapResult:
+def _guarded(tx: SwapTx, check: Preflight, target: str | None, stage: Stager | None) -> SwapResult:
     """Run the swap under the signal guard and the state lock."""
     with tx.signals:
         try:
@@ -145,7 +151,7 @@ def _guarded(tx: SwapTx, check: Preflight, target: str | None) -> SwapResult:
                 held = tx.ctx.lock(f"{tx.kind} {target or '(rollback target)'}")
                 held.__enter__()
             try:
-                return _run_locked(tx, check, target)
+                return _run_locked(tx, check, target, stage)
             finally:
                 held.__exit__(None, None, None)
         except Interrupt as intr:  # later ones are handled inside, where something has changed
@@ -155,7 +161,7 @@ def _guarded(tx: SwapTx, check: Preflight, target: str | None) -> SwapResult:
             ) from None
 
 
-def _run_locked(tx: SwapTx, check: Preflight, target: str | None) -> SwapResult:
+def _run_locked(tx: SwapTx, check: Preflight, target: str | None, stage: Stager | None) -> SwapResult:
     ctx = tx.ctx
     # We hold the lock, so a journal left here belongs to a transaction that is gone: it is settled by
     # `servectl recover` (which knows what ran before), never silently dropped.
@@ -181,6 +187,8 @@ def _run_locked(tx: SwapTx, check: Preflight, target: str | None) -> SwapResult:
         waiting = next((s for s in running if s.profile == resolved.name and s.state == "standby"), None)
         if waiting is None:  # a standby target already holds its name, port and cards: it is resumed, not started
             check(resolved=resolved, replacing=current, skip=tx.skip, docker=ctx.docker, gpus=ctx.gpus, running=running)
+    if stage is not None and waiting is None:  # a standby target is resumed: nothing to read from disk
+        _stage(tx, resolved, stage)
     tx.untouched = tuple(
         s.profile for s in running if s.state in ALIVE_STATES and s not in leftovers and s is not current
     )
@@ -202,6 +210,14 @@ def _run_locked(tx: SwapTx, check: Preflight, target: str | None) -> SwapResult:
     reason = f"{tx.kind} {current.profile if current else 'nothing'} -> {resolved.name}"
     with GatewayHold(ctx.state_dir, profiles=changed, reason=reason, target=resolved.name):  # drains, then holds
         return _transact(tx, resolved, current, leftovers, waiting)
+
+
+def _stage(tx: SwapTx, resolved: Resolved, stage: Stager) -> None:
+    """Before the stop and the gateway's hold: what the target's start would otherwise wait for (downtime)."""
+    with tx.ctx.phase("stage", resolved.name):
+        progress = tx.ctx.progress("stage")
+        report = stage(resolved=resolved, docker=tx.ctx.docker, skip=tx.skip, on_progress=progress)
+        progress(Progress("staged", report.summary()))
 
 
 def _in_the_way(resolved: Resolved, running: Sequence[ServiceInfo]) -> tuple[ServiceInfo | None, list[ServiceInfo]]:

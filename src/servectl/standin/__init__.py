@@ -13,6 +13,10 @@ Behaviour is set with environment variables:
 ``STANDIN_STARTUP_DELAY_S``
     Total startup time in seconds (float, default 2.0), spread over the phases ``weights`` (45 %),
     ``kv_cache`` (10 %), ``cuda_graph`` (30 %) and ``warmup`` (15 %).
+``STANDIN_READ_WEIGHTS=1``
+    During the ``weights`` phase, really read every weight file in ``--model-path`` (``*.safetensors``,
+    ``*.bin``, ...), one checkpoint shard per file, at whatever rate the disk (or the page cache) gives; the
+    phase takes its share of the delay plus the reading. Without it there are no weights to read.
 ``STANDIN_TOKEN_RATE``
     Decode rate in tokens per second per request (default 50).
 ``STANDIN_TAPER``

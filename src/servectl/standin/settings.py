@@ -65,6 +65,7 @@ class StandinSettings:
     resume_s: float = 0.5
     release_fault: str | None = None
     resume_fault: str | None = None
+    read_weights: bool = False
 
     def decode_rate_for(self, prompt_tokens: int) -> float:
         """Decode tok/s of a request with ``prompt_tokens``: ``STANDIN_TAPER``, else ``STANDIN_TOKEN_RATE``.
@@ -134,6 +135,7 @@ class StandinSettings:
             resume_s=reader.number("STANDIN_RESUME_S", 0.5, minimum=0.0),
             release_fault=reader.optional_choice("STANDIN_RELEASE_FAULT", ("keep",)),
             resume_fault=reader.optional_choice("STANDIN_RESUME_FAULT", ("fail", "wrong")),
+            read_weights=reader.flag("STANDIN_READ_WEIGHTS"),
         )
         return settings
 
