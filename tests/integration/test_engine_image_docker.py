@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,9 +40,17 @@ def images(docker_client: Any) -> SglangTestImages:
 
 
 @pytest.fixture(scope="session")
-def extracted(images: SglangTestImages, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def engine() -> Iterator[DockerSdkEngine]:
+    sdk = DockerSdkEngine()
+    yield sdk
+    sdk.close()  # its client's sockets: an unclosed one is an unraisable ResourceWarning at some later GC
+
+
+@pytest.fixture(scope="session")
+def extracted(
+    images: SglangTestImages, engine: DockerSdkEngine, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any]:
     store = tmp_path_factory.mktemp("catalogs")
-    engine = DockerSdkEngine()
     return {
         "store": store,
         "upstream": extract_catalog(image=images.upstream, engine=engine, store_dir=store),
@@ -81,13 +90,17 @@ def test_no_throwaway_container_is_left_behind(extracted: dict[str, Any], docker
 
 @pytest.mark.parametrize(("names", "variant"), [(UPSTREAM_PROFILES, "upstream"), (EXL3_PROFILES, "patched")])
 def test_the_shipped_profiles_argv_parses_in_the_image_that_runs_it(
-    images: SglangTestImages, names: tuple[str, ...], variant: str, monkeypatch: pytest.MonkeyPatch
+    images: SglangTestImages,
+    engine: DockerSdkEngine,
+    names: tuple[str, ...],
+    variant: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("MODEL_ROOT", "/models")
     monkeypatch.setenv("RUNTIME_ASSETS", "/assets")
     image = getattr(images, variant)
     for name in names:
-        verdict = parse_in_image(image=image, argv=resolve(name).plan.engine_argv, engine=DockerSdkEngine())
+        verdict = parse_in_image(image=image, argv=resolve(name).plan.engine_argv, engine=engine)
         assert verdict.parsed, f"{name}: {verdict.error}"
         assert verdict.sglang_version == "0.5.23"
 

@@ -114,6 +114,17 @@ def test_a_revoked_key_stops_counting_at_the_next_reread(tmp_path: Path) -> None
         revoke_key(path, name="a")
 
 
+def test_a_key_made_a_moment_ago_is_honoured_on_its_first_request(tmp_path: Path) -> None:
+    """The ring re-reads at most every ``recheck_s`` on hits; an unknown key makes it look at the file at once."""
+    path = tmp_path / "keys.json"
+    first, _ = create_key(path, name="a")
+    ring = KeyRing(path, recheck_s=3600)
+    assert ring.check(first) is not None  # read now; the next scheduled re-read is an hour away
+    fresh, _ = create_key(path, name="b")
+    assert ring.check(fresh) is not None
+    assert ring.check(fresh[:-1]) is None and ring.check(first) is not None
+
+
 def test_a_damaged_key_file_keeps_the_last_good_keys_and_says_why(tmp_path: Path) -> None:
     path = tmp_path / "keys.json"
     ring = KeyRing(path, recheck_s=0)

@@ -83,7 +83,13 @@ def build_gateway_image(*, force: bool = False, docker_client: Any = None) -> st
     """
     from servectl.standin.image import PREFIX, host_python, write_rootfs
 
-    client = docker_client if docker_client is not None else _client()
+    if docker_client is None:  # a client of our own is closed here (its sockets too)
+        client = _client()
+        try:
+            return build_gateway_image(force=force, docker_client=client)
+        finally:
+            client.close()
+    client = docker_client
     files = image_files()
     ref = gateway_image_ref(files)
     repository, _, tag = ref.partition(":")

@@ -237,9 +237,9 @@ class KeyRing:
         self._refresh()
         return list(self._entries)
 
-    def _refresh(self) -> None:
+    def _refresh(self, *, now_please: bool = False) -> None:
         now = time.monotonic()
-        if now - self._checked_at < self._recheck_s:
+        if not now_please and now - self._checked_at < self._recheck_s:
             return
         self._checked_at = now
         try:
@@ -258,9 +258,18 @@ class KeyRing:
     def check(self, presented: str) -> KeyEntry | None:
         """The entry whose digest matches ``presented`` (expired ones included: the caller says why), else None.
 
-        Every entry is compared, in constant time each, whatever matched before.
+        Every entry is compared, in constant time each, whatever matched before. A key not found sends the ring
+        to the file at once (one ``stat``; a re-read only when it changed), so a key made a moment ago by
+        ``servectl gateway keys create`` is honoured on its first request, not a second later.
         """
         wanted = digest(presented)
+        found = self._match(wanted)
+        if found is None:
+            self._refresh(now_please=True)
+            found = self._match(wanted)
+        return found
+
+    def _match(self, wanted: str) -> KeyEntry | None:
         found: KeyEntry | None = None
         for entry in self.entries:
             if hmac.compare_digest(wanted, entry.sha256):

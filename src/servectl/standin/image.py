@@ -408,7 +408,13 @@ def build_standin_image(*, tag: str | None = None, force: bool = False, docker_c
     """
     from servectl.errors import ServectlError
 
-    client = docker_client if docker_client is not None else _docker_client()
+    if docker_client is None:  # a client of our own is closed here (its sockets too)
+        client = _docker_client()
+        try:
+            return build_standin_image(tag=tag, force=force, docker_client=client)
+        finally:
+            client.close()
+    client = docker_client
     runtime = host_python()
     digest = standin_digest(runtime)
     ref = tag or f"{IMAGE_REPOSITORY}:{digest}"
