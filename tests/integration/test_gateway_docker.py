@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +107,23 @@ class World:
     def sdk(self, key: str | None = None) -> openai.OpenAI:
         return openai.OpenAI(base_url=self.url + "/v1", api_key=key or self.key, max_retries=0, timeout=60)
 
+    def start(self) -> str:
+        """``up a``, a key for alias ``chat``, ``gateway up``: the gateway's ``up`` output (``chat`` on ``a``)."""
+        self.ok("up", self.a)
+        self.key = self.ok("gateway", "keys", "create", "laptop", "--alias", "chat", "--rate", "1000000").strip()
+        up = self.ok("gateway", "up", "--config", str(self.config))
+        assert f"chat -> {self.a} -> ready" in up, up
+        return up
+
+    def swap(self, target: str) -> tuple[float, float, str]:
+        """``servectl swap target``, then ``status`` must route ``chat`` to it: (start, end, the status)."""
+        t0 = time.monotonic()
+        self.ok("swap", target)
+        t1 = time.monotonic()
+        status = self.ok("status")
+        assert f"chat -> {target} -> ready" in status, status
+        return t0, t1, status
+
     def cleanup(self) -> None:
         for c in self.client.containers.list(all=True, filters={"label": f"servectl.test-gateway={self.tid}"}):
             with contextlib.suppress(Exception):
@@ -120,10 +137,8 @@ def world(tmp_path_factory: pytest.TempPathFactory, docker_client: Any, standin_
           test_session_id: str) -> Iterator[World]:  # fmt: skip
     w = World(tmp_path_factory.mktemp("gateway"), docker_client, standin_image, test_session_id)
     try:
-        w.ok("up", w.a)
-        w.key = w.ok("gateway", "keys", "create", "laptop", "--alias", "chat", "--rate", "1000000").strip()
-        up = w.ok("gateway", "up", "--config", str(w.config))
-        assert f"gateway http://127.0.0.1:{w.gw_port}" in up and f"chat -> {w.a} -> ready" in up, up
+        up = w.start()
+        assert f"gateway http://127.0.0.1:{w.gw_port}" in up, up
         yield w
     finally:
         w.cleanup()
@@ -141,40 +156,49 @@ def _chat(sdk: openai.OpenAI, *, stream: bool, max_tokens: int = 24) -> str:
     return "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
 
 
-def test_clients_keep_their_alias_and_no_request_fails_while_swap_goes_back_and_forth(world: World) -> None:
-    sdk = world.sdk()
-    done: list[float] = []
-    failures: list[str] = []
-    stop = threading.Event()
+class ChatLoop:
+    """A client asking alias ``chat`` in a loop (streamed every other time) from a thread, for the ``with`` block.
 
-    def loop() -> None:
+    Each answer must pass ``check``; ``done`` holds when each passing answer came, ``failures`` what went wrong.
+    """
+
+    def __init__(self, sdk: openai.OpenAI, check: Callable[[str], bool] = bool) -> None:
+        self.sdk, self.check = sdk, check
+        self.done: list[float] = []
+        self.failures: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop)
+
+    def __enter__(self) -> ChatLoop:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(60)
+
+    def _loop(self) -> None:
         n = 0
-        while not stop.is_set():
+        while not self._stop.is_set():
             try:
-                assert _chat(sdk, stream=n % 2 == 0)
-                done.append(time.monotonic())
+                text = _chat(self.sdk, stream=n % 2 == 0)
+                assert self.check(text), f"answer {text!r} failed the check"
+                self.done.append(time.monotonic())
             except Exception as err:
-                failures.append(f"{type(err).__name__}: {err}")
+                self.failures.append(f"{type(err).__name__}: {err}")
             n += 1
 
-    client = threading.Thread(target=loop)
-    client.start()
-    try:
+
+def test_clients_keep_their_alias_and_no_request_fails_while_swap_goes_back_and_forth(world: World) -> None:
+    with ChatLoop(world.sdk()) as chat:
         time.sleep(1.0)
         swaps = []
         for target in (world.b, world.a, world.b):
-            t0 = time.monotonic()
-            world.ok("swap", target)
-            swaps.append((t0, time.monotonic()))
-            status = world.ok("status")
-            assert f"chat -> {target} -> ready" in status, status
+            swaps.append(world.swap(target)[:2])
             time.sleep(0.5)
-    finally:
-        stop.set()
-        client.join(60)
-    assert failures == []
-    assert len(done) > 20
-    assert all(any(t0 <= t <= t1 + 2 for t in done) for t0, t1 in swaps)  # requests went on during each swap
+    assert chat.failures == []
+    assert len(chat.done) > 20
+    assert all(any(t0 <= t <= t1 + 2 for t in chat.done) for t0, t1 in swaps)  # requests went on during each swap
     metrics = httpx.get(world.url + "/metrics").text
     assert 'servectl_gateway_swap_events_total{event="hold"} 3' in metrics
     assert 'servectl_gateway_swap_events_total{event="release"} 3' in metrics

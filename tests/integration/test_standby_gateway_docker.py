@@ -8,14 +8,13 @@ card 0 by their ``servectl.gpus`` label (no GPU request reaches Docker), so each
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import yaml
-from test_gateway_docker import World, _chat
+from test_gateway_docker import ChatLoop, World
 
 from servectl.standin.process import free_port
 
@@ -35,45 +34,20 @@ def pair(tmp_path_factory: pytest.TempPathFactory, docker_client: Any, standin_i
             doc["swap"] = {"standby": "warm"}
         path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
     try:
-        w.ok("up", w.a)
-        w.key = w.ok("gateway", "keys", "create", "laptop", "--alias", "chat", "--rate", "1000000").strip()
-        up = w.ok("gateway", "up", "--config", str(w.config))
-        assert f"chat -> {w.a} -> ready" in up, up
+        w.start()
         yield w
     finally:
         w.cleanup()
 
 
 def test_no_request_fails_while_a_warm_standby_is_released_and_resumed_behind_the_gateway(pair: World) -> None:
-    sdk = pair.sdk()
     a_id = pair.client.containers.get(f"gwtest-{pair.tid}-{pair.a}").id
-    done: list[float] = []
-    failures: list[str] = []
-    stop = threading.Event()
-
-    def loop() -> None:
-        n = 0
-        while not stop.is_set():
-            try:
-                assert "!" not in _chat(sdk, stream=n % 2 == 0)  # never an answer of released weights
-                done.append(time.monotonic())
-            except Exception as err:
-                failures.append(f"{type(err).__name__}: {err}")
-            n += 1
-
-    client = threading.Thread(target=loop)
-    client.start()
-    try:
+    with ChatLoop(pair.sdk(), check=lambda text: "!" not in text) as chat:  # never an answer of released weights
         time.sleep(1.0)
         for target, a_state in ((pair.b, "standby"), (pair.a, "ready"), (pair.b, "standby")):
-            pair.ok("swap", target)
-            status = pair.ok("status")
-            assert f"chat -> {target} -> ready" in status, status
+            status = pair.swap(target)[2]
             assert any(line.split()[:2] == [pair.a, a_state] for line in status.splitlines()), status
             time.sleep(0.5)
-    finally:
-        stop.set()
-        client.join(60)
-    assert failures == []
-    assert len(done) > 20
+    assert chat.failures == []
+    assert len(chat.done) > 20
     assert pair.client.containers.get(f"gwtest-{pair.tid}-{pair.a}").id == a_id  # released and resumed, never restarted
