@@ -17,9 +17,11 @@ export SERVECTL_REQUIRE_SGLANG_PARSER=1  # the venv is there: parser parity test
 # ~/.cache/servectl-ci by recipe hash) plus two images imported into Docker (tagged by content hash, so a
 # later run finds them); prints the build time (0 when found; about 90 s here once the venv exists).
 ci_tool sglang_image
-# The real agent clients of the qualify `clients` gate (tests/integration/test_qualify_clients_docker.py): Pi from npm
-# and Hermes from PyPI, pinned and cached by version under ~/.cache/servectl-ci (about 3 min the first time
-# here, 0 once cached).
+# The real agent clients of the qualify `clients` gate (tests/integration/test_qualify_clients_docker.py): Pi and
+# OpenClaw from npm, Hermes from PyPI, pinned and cached by version under ~/.cache/servectl-ci; OpenClaw needs
+# Node >= 24.16, so its Node 24 comes from npm too (the `node` package, cached as node-<version>; the machine's
+# Node is left alone). Prints each install's time: about 4 min the first time here (OpenClaw and Node 47 s),
+# 0 once cached.
 ci_tool agent_clients
 export SERVECTL_REQUIRE_CLIENTS=1  # they are installed: the real-client tests must run, never skip
 # Debian's Chromium + chromedriver for the gateway dashboard's browser test (skipped when installed; about

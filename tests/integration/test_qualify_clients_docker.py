@@ -1,10 +1,10 @@
-"""Qualify through the gateway with real clients: Pi and Hermes read a nonce through their own shell tool.
+"""Qualify through the gateway with real clients: Pi, OpenClaw and Hermes read a nonce through their shell tool.
 
 The whole path runs on the real engine (`servectl up`, `servectl gateway run`, `servectl qualify ALIAS
 --via-gateway`); the routed gate's failures run against a gateway in this process
 (``servectl.testing.gateway.GatewayThread``) in front of a host stand-in. The clients are the real programs,
-pinned and cached by ``python3 -m servectl_ci.agent_clients`` (run by scripts/test.sh). Without them the
-client test skips, unless ``CI`` or ``SERVECTL_REQUIRE_CLIENTS`` is set.
+pinned and cached by ``python3 -m servectl_ci.agent_clients`` (run by scripts/test.sh; OpenClaw on the Node 24
+it installs from npm). Without them the client test skips, unless ``CI`` or ``SERVECTL_REQUIRE_CLIENTS`` is set.
 """
 
 from __future__ import annotations
@@ -37,13 +37,15 @@ from servectl.testing.gateway import GatewayThread
 DEMO_MODEL = str(Path(__file__).parents[2] / "examples" / "demo-model")
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 ALIASES = {"chat": ["demo", "demo-rollback"]}
+CLIENTS = ("pi", "openclaw", "hermes")
 
 
 @pytest.fixture(scope="module")
 def client_env() -> dict[str, str]:
     found = client_environ()
-    if {"SERVECTL_CLIENT_PI", "SERVECTL_CLIENT_HERMES"} - set(found):
-        reason = "Pi and Hermes are not installed: python3 -m servectl_ci.agent_clients"
+    missing = [name for name in CLIENTS if f"SERVECTL_CLIENT_{name.upper()}" not in found]
+    if missing:
+        reason = f"{', '.join(missing)} not installed: PYTHONPATH=tests/tools python3 -m servectl_ci.agent_clients"
         if os.environ.get("CI") or os.environ.get("SERVECTL_REQUIRE_CLIENTS"):
             pytest.fail(reason)
         pytest.skip(reason)
@@ -91,11 +93,11 @@ def test_the_routed_gate_fails_when_keys_are_not_checked_or_a_fallback_answers(
     assert failed["routed wrong key"].startswith("routed wrong key: NOT refused (HTTP 200")
 
 
-def test_qualify_alias_via_gateway_with_pi_and_hermes_on_a_servectl_service(
+def test_qualify_alias_via_gateway_with_pi_openclaw_and_hermes_on_a_servectl_service(
     docker_client: Any, standin_image: str, test_session_id: str, tmp_path: Path, client_env: dict[str, str]
 ) -> None:
     """The whole path: `servectl up` a stand-in profile, `servectl gateway run`, `servectl qualify ALIAS
-    --via-gateway` with the routed gate and two real clients."""
+    --via-gateway` with the routed gate and the three real clients."""
     folder, home = tmp_path / "profiles", tmp_path / "home"
     name = f"t{os.urandom(3).hex()}-gw"
     write_test_profile(
@@ -108,9 +110,11 @@ def test_qualify_alias_via_gateway_with_pi_and_hermes_on_a_servectl_service(
     listen = f"127.0.0.1:{free_port()}"
     (home / "gateway.yaml").write_text(f"listen: '{listen}'\naliases: {{chat: [{name}]}}\n")
     suite = tmp_path / "routed.yaml"
-    suite.write_text("name: routed\ngates:\n  routed: {}\n  clients: {clients: [pi, hermes], timeout_s: 120}\n")
+    suite.write_text(
+        "name: routed\ngates:\n  routed: {}\n  clients: {clients: [pi, openclaw, hermes], timeout_s: 180}\n"
+    )
 
-    def servectl(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    def servectl(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
         command = [sys.executable, "-m", "servectl", *args]
         return subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=timeout)
 
@@ -127,11 +131,14 @@ def test_qualify_alias_via_gateway_with_pi_and_hermes_on_a_servectl_service(
         result = servectl("qualify", "chat", "--via-gateway", "--api-key-env", "GW_KEY", "--suite", str(suite),
                           "--out", str(out))  # fmt: skip
         assert result.returncode == 0, result.stdout + result.stderr
-        assert "routed 6/6, clients 2/2" in result.stdout
+        assert "routed 6/6, clients 3/3" in result.stdout
         evidence = json.loads((out / "qualify.json").read_text())
         assert evidence["provenance"]["profile"] == name and evidence["server"]["model"] == "chat"
         assert env["GW_KEY"] not in (out / "qualify.json").read_text()
         clients = next(g for g in evidence["gates"] if g["gate"] == "clients")
+        assert [c["case"] for c in clients["cases"]] == [f"clients {client}" for client in CLIENTS]
+        for case in clients["cases"]:  # shown with -s / -rP: each client's time
+            print(f"{case['case']}: {case['detail']['seconds']} s, {case['detail']['gateway_requests']} requests")
         assert all(c["detail"]["gateway_requests"] >= 2 for c in clients["cases"])  # the tool call, the answer
     finally:
         if gateway is not None:

@@ -107,3 +107,24 @@ def test_a_suite_naming_an_unknown_client_is_one_line_with_file_and_entry(tmp_pa
 def test_the_full_suite_runs_all_three_clients() -> None:
     gates = load_suite(suite_path("full")).suite.gates
     assert gates.clients is not None and gates.clients.clients == ["pi", "openclaw", "hermes"]
+
+
+def test_a_client_gets_a_throwaway_home_and_tmpdir_removed_after_it(tmp_path: Path) -> None:
+    body = '#!/bin/sh\necho "$HOME|$TMPDIR"\ntouch "$TMPDIR/left-behind"\n'
+    env = {"PATH": "/usr/bin:/bin", "TMPDIR": str(tmp_path), "SERVECTL_CLIENT_PI": script(tmp_path, "pi", body)}
+    _, _, detail = clients.run_client(
+        ADAPTERS["pi"], env["SERVECTL_CLIENT_PI"], Endpoint("http://h:1", "m"), api_key="k", timeout_s=20,
+        environ=env,
+    )  # fmt: skip
+    home, scratch = str(detail["output_tail"]).strip().split("|")
+    assert Path(scratch).parent == Path(home).parent and Path(scratch).parent.parent == tmp_path
+    assert not Path(scratch).exists() and not Path(home).parent.exists()
+
+
+def test_openclaw_is_configured_in_the_throwaway_home_with_the_key_as_a_reference(tmp_path: Path) -> None:
+    env = ADAPTERS["openclaw"].configure(tmp_path, Endpoint("http://h:1", "m", 8192))
+    assert env["OPENCLAW_STATE_DIR"] == str(tmp_path / "openclaw")
+    config = json.loads(Path(env["OPENCLAW_CONFIG_PATH"]).read_text())
+    provider = config["models"]["providers"]["servectl"]
+    assert provider["apiKey"] == f"${{{KEY_ENV}}}" and provider["baseUrl"] == "http://h:1/v1"
+    assert config["agents"]["defaults"]["model"]["primary"] == "servectl/m"

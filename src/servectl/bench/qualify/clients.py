@@ -14,7 +14,11 @@ child's environment). It then runs the client non-interactively with one prompt 
 * **OpenClaw** (``openclaw`` on npm, needs Node >= 24): ``openclaw.json`` in the throwaway home declares a
   custom provider (``models.providers.servectl``: ``baseUrl``, ``api: openai-completions``, ``apiKey`` as a
   ``${VAR}`` reference) and the default model ``servectl/MODEL``; ``openclaw agent exec PROMPT --config FILE
-  --model servectl/MODEL`` runs one headless turn (its documented CI entry point) with its ``exec`` tool.
+  --model servectl/MODEL`` runs one headless turn (its documented CI entry point) with its ``exec`` tool. Its
+  releases need Node >= 24.16: a launcher script that runs it on such a Node can be its
+  ``SERVECTL_CLIENT_OPENCLAW``. OpenClaw 2026.9.6 still writes its dated log under ``/tmp/openclaw`` and
+  empty lock files under ``/tmp/openclaw-state-locks-UID`` (fixed paths in its source, not ``$TMPDIR``;
+  ``logging.file`` is not honoured by ``agent exec``).
 
 A client is found as ``SERVECTL_CLIENT_<NAME>`` (a path to its executable) or on ``PATH``.
 """
@@ -85,7 +89,7 @@ class ClientAdapter:
 
 ADAPTERS: Mapping[ClientName, ClientAdapter] = {
     "pi": ClientAdapter("pi", "@mariozechner/pi-coding-agent", "pi", "npm install -g @mariozechner/pi-coding-agent"),
-    "openclaw": ClientAdapter("openclaw", "openclaw", "openclaw", "npm install -g openclaw  # needs Node >= 24"),
+    "openclaw": ClientAdapter("openclaw", "openclaw", "openclaw", "npm install -g openclaw  # needs Node >= 24.16"),
     "hermes": ClientAdapter("hermes", "hermes-agent", "hermes", "pipx install hermes-agent"),
 }
 

@@ -2,12 +2,12 @@
 
 For each client the suite lists (:mod:`servectl.bench.qualify.clients` has the adapters), the gate writes a
 fresh nonce into a file in a throwaway folder, configures the client in a throwaway home (base URL, model,
-the key's variable), and runs it once, non-interactively, asking it to ``cat`` the file with its shell tool
-and answer with what it printed. A case passes when the nonce comes back in the client's output and, when
-the run goes through the gateway, the gateway counted the client's requests on the alias. A client that is
-not installed is not run: its case says ``skipped`` with the install command and never counts as passed. A
-client still running at ``timeout_s`` is killed (its whole process group) and fails; the end of its output
-is kept in the evidence either way.
+the key's variable; ``HOME`` and ``TMPDIR`` point into that folder, removed afterwards), and runs it once,
+non-interactively, asking it to ``cat`` the file with its shell tool and answer with what it printed. A case
+passes when the nonce comes back in the client's output and, when the run goes through the gateway, the
+gateway counted the client's requests on the alias. A client that is not installed is not run: its case says
+``skipped`` with the install command and never counts as passed. A client still running at ``timeout_s`` is
+killed (its whole process group) and fails; the end of its output is kept in the evidence either way.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from servectl.bench.qualify.suite import ClientsGate
 GATE = "clients"
 #: Characters of a client's output kept in the evidence (the end of it).
 OUTPUT_TAIL_CHARS = 4000
-_PASSED_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "TMPDIR", "SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS")
+_PASSED_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS")
 
 PROMPT = (
     "Use your shell tool to run `cat {path}` and reply with exactly what it prints (a nonce), nothing else. "
@@ -48,14 +48,17 @@ def run_client(
     environ: Mapping[str, str],
 ) -> tuple[bool, str, dict[str, object]]:
     """Run one client against ``endpoint``: ``(nonce came back, message, detail)``."""
-    with tempfile.TemporaryDirectory(prefix=f"servectl-client-{adapter.name}-") as tmp:
-        home, work = Path(tmp) / "home", Path(tmp) / "work"
+    # under the caller's TMPDIR (the throwaway folder becomes the client's own TMPDIR)
+    with tempfile.TemporaryDirectory(prefix=f"servectl-client-{adapter.name}-", dir=environ.get("TMPDIR")) as tmp:
+        home, work, scratch = Path(tmp) / "home", Path(tmp) / "work", Path(tmp) / "tmp"
         work.mkdir()
+        scratch.mkdir()
         nonce = f"nonce-{secrets.token_hex(8)}"
         nonce_file = work / "nonce.txt"
         nonce_file.write_text(nonce + "\n", encoding="utf-8")
         env = {k: environ[k] for k in _PASSED_ENV if k in environ}
-        env |= {"HOME": str(home), "TERM": "dumb", "NO_COLOR": "1", "CI": "1", KEY_ENV: api_key}
+        # HOME and TMPDIR in the throwaway folder: what a client leaves behind goes with it
+        env |= {"HOME": str(home), "TMPDIR": str(scratch), "TERM": "dumb", "NO_COLOR": "1", "CI": "1", KEY_ENV: api_key}
         env |= adapter.configure(home, endpoint)
         argv = adapter.argv(executable, PROMPT.format(path=nonce_file), endpoint, home)
         started = time.perf_counter()
