@@ -406,3 +406,93 @@ def test_a_failed_swap_from_an_adopted_service_brings_it_back_from_its_profile(w
     back = world.services()["keep"]
     assert back.state == "ready" and not back.adopted and back.container_name == original.name
     assert "broken" not in world.services()
+
+
+RECIPE = REPO / "examples" / "registry" / "glm53-flash-exl3-q4-rtxpro6000-sglang-tp4.json"
+
+
+def standin_recipe(world: World, port: int, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The shipped registry recipe, for the stand-in: its image, one card's worth of argv, no GPU, the demo model
+    under ``${MODEL_ROOT}`` and the chat template under ``${RUNTIME_ASSETS}`` (both exported, as the user would)."""
+    recipe = json.loads(RECIPE.read_text(encoding="utf-8"))
+    launch = recipe["launch"]
+    args = launch["arguments"]
+    for flag, value in {"--tp-size": "1", "--context-length": "32768", "--port": str(port)}.items():
+        args[args.index(flag) + 1] = value
+    recipe["hardware_count"], launch["accelerator_backend"] = 0, None
+    recipe["serving"].update(tensor_parallel=1, max_context_tokens=32768)
+    launch["image"] = launch["container"]["image"] = world.image
+    launch["environment"].update(
+        STANDIN_STARTUP_DELAY_S="0.3", STANDIN_CATALOG_EXTEND='{"choices":{"quantization":["exl3"]}}'
+    )
+    launch["mounts"] = [
+        {"source": "${MODEL_ROOT}/model", "target": "/model", "read_only": True},
+        {"source": "${RUNTIME_ASSETS}/chat-template.jinja", "target": "/chat-template.jinja", "read_only": True},
+    ]
+    assets = world.tmp / "assets"
+    assets.mkdir()
+    (assets / "chat-template.jinja").write_text("{{ messages }}", encoding="utf-8")
+    monkeypatch.setenv("MODEL_ROOT", str(world.tmp))
+    monkeypatch.setenv("RUNTIME_ASSETS", str(assets))
+    path = world.tmp / "recipe.json"
+    path.write_text(json.dumps(recipe), encoding="utf-8")
+    return path
+
+
+def test_a_registry_recipe_adopts_to_a_profile_that_serves_on_the_standin(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    port = free_port()
+    recipe = standin_recipe(world, port, monkeypatch)
+    target = world.profiles / "recipe.yaml"
+    done = world.adopt("--recipe", str(recipe), "--out", str(target))
+    assert done.returncode == 0, done.stderr
+    problems = [line for line in done.stdout.splitlines() if line.startswith("problem: ")]
+    assert any(f"{recipe}: /launch/container/digest: image {world.image} has no digest pin" in p for p in problems)
+    assert any(f"{recipe}: /launch/mounts/0: the model ${{MODEL_ROOT}}/model" in p for p in problems)
+    assert not any("/serving/" in p or "/hardware_count" in p for p in problems), problems
+    assert "before servectl starts it: export MODEL_ROOT RUNTIME_ASSETS" in done.stdout
+    assert world.cli("validate", "recipe").returncode == 0
+    refused = world.adopt("--recipe", str(recipe), "--out", str(target))
+    assert refused.returncode == 2 and "already exists" in refused.stderr and len(refused.stderr.splitlines()) == 1
+    # the test's labels, so that its cleanup finds the container; the rest is the file as adopt wrote it
+    profile = yaml.safe_load(target.read_text(encoding="utf-8"))
+    profile["container"]["labels"] = world.labels
+    target.write_text(yaml.safe_dump(profile, sort_keys=False), encoding="utf-8")
+    started = up(world.context(), name="recipe")
+    assert started.action == "started"
+    try:
+        inspected = world.inspect(started.service.container_id)
+        assert inspected["HostConfig"]["IpcMode"] == "host"
+        assert f"{world.tmp}/model" in {m["Source"] for m in inspected["Mounts"]}
+        answer = httpx.post(
+            f"http://127.0.0.1:{port}/v1/chat/completions",
+            json={"model": "glm-5.3-flash-exl3-q4", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8},
+            timeout=30,
+        )
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["choices"][0]["message"]["content"]
+    finally:
+        down(world.context(), name="recipe")
+    assert world.client.containers.list(all=True, filters={"id": started.service.container_id}) == []
+
+
+def test_a_registry_recipe_is_checked_by_its_image_s_own_sglang(world: World, docker_client: Any) -> None:
+    from servectl_ci import sglang_image
+
+    images = sglang_image.build_test_images(docker_client=docker_client)
+    verdicts = {}
+    for kind, image in (("upstream", images.upstream), ("patched", images.patched)):
+        recipe = json.loads(RECIPE.read_text(encoding="utf-8"))
+        recipe["launch"]["image"] = recipe["launch"]["container"]["image"] = image
+        path = world.tmp / f"{kind}.json"
+        path.write_text(json.dumps(recipe), encoding="utf-8")
+        done = world.adopt("--recipe", str(path), "--dry-run")
+        assert done.returncode == 0, done.stderr
+        verdicts[kind] = done.stdout
+    # the real SGLang 0.5.23 parser rejects the exl3 choice; the patched build (a custom engine) accepts it
+    assert f"/launch/arguments: image {images.upstream}'s own SGLang rejects the argv" in verdicts["upstream"]
+    assert "exl3" in verdicts["upstream"].split("own SGLang rejects the argv", 1)[1].splitlines()[0]
+    assert f"image {images.patched}'s own SGLang 0.5.23 parses the argv" in verdicts["patched"]
+    problems = [line for line in verdicts["patched"].splitlines() if line.startswith("problem: ")]
+    assert len(problems) == 2 and not any("--quantization" in p for p in problems), problems

@@ -197,24 +197,28 @@ class ProfileCommands(HostBase):
         container: str | None = None,
         compose_file: Path | None = None,
         service: str | None = None,
+        recipe: Path | None = None,
         name: str | None = None,
         out: Path | None = None,
         dry_run: bool = False,
         overwrite: bool = False,
     ) -> AdoptResult:
-        """Write a profile that reproduces a container (``docker inspect``) or service ``service`` of a compose file.
+        """Write a profile that reproduces a container (``docker inspect``), service ``service`` of a compose file,
+        or the docker launch of a ``local-ai-registry/v1`` recipe.
 
         Args:
             container: name or id of the container to adopt.
             compose_file: with ``service``, adopt that compose service instead (read through the compose CLI).
             service: the compose service.
-            name: profile name (default: from the container name).
+            recipe: a registry recipe file (JSON); its argv is checked against the flag catalog and, when its image
+                is on this host, the image's own SGLang parser; its problems are in ``result.adoption.problems``.
+            name: profile name (default: from the container name, or the recipe id).
             out: file to write (default: ``profiles/NAME.yaml``).
             dry_run: build the profile, write nothing.
             overwrite: replace a profile of that name (the old file is kept as ``.bak``).
         """
         from servectl.adapters.conflicts import detect_compose
-        from servectl.service.adopt import AdoptOptions, adopt
+        from servectl.service.adopt import AdoptOptions, adopt, image_parser
 
         compose_config = None
         compose = detect_compose() if compose_file is not None else None
@@ -229,9 +233,16 @@ class ProfileCommands(HostBase):
             container=container,
             compose_file=compose_file,
             service=service,
+            recipe=recipe,
             name=name,
             out=out,
-            opts=AdoptOptions(dry_run=dry_run, force=overwrite, environ=self.environ, compose_config=compose_config),
+            opts=AdoptOptions(
+                dry_run=dry_run,
+                force=overwrite,
+                environ=self.environ,
+                compose_config=compose_config,
+                engine_parser=image_parser(self.docker) if recipe is not None else None,
+            ),
         )
 
     def diff_container(self, *, name: str, container: str) -> list[str]:

@@ -4,6 +4,10 @@ The translation is :func:`servectl.plan.adopt.adopt_container` (pure); this modu
 small interface, refuses bad input before writing anything, validates the file with the real loader, checks
 that the profile's plan matches the container on every field servectl controls
 (:func:`servectl.plan.container_match.container_diff`), and writes it (keeping a backup of a file it replaces).
+
+A registry recipe (``--recipe FILE.json``, :mod:`servectl.plan.adopt.recipe`) goes the same way: its launch is
+the container to reproduce, and its argv is also parsed by the image's own SGLang when the image is on this
+host (:attr:`AdoptOptions.engine_parser`); what the recipe gets wrong is in ``adoption.problems``.
 """
 
 from __future__ import annotations
@@ -11,18 +15,22 @@ from __future__ import annotations
 import os
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from servectl.errors import ProfileError, ServectlError
+from servectl.files import FileRefused, read_bounded
 from servectl.plan.adopt import AdoptError, Adoption, adopt_container, adoption_yaml, compose_service_inspect
 from servectl.plan.container_match import container_diff
 from servectl.plan.resolve import plan_for
 from servectl.profile.engine_args import catalog_for
 from servectl.profile.loader import ProfileFolder, discover, is_template_file, search_path
 from servectl.profile.validate import load_profile
+
+if TYPE_CHECKING:
+    from servectl.adapters.docker import DockerEngine
 
 
 class DockerDocuments(Protocol):
@@ -36,6 +44,11 @@ class DockerDocuments(Protocol):
 
 
 ComposeConfig = Callable[[Path], Mapping[str, Any]]
+#: (image, engine argv) -> (accepted, its SGLang version or its error in one line) from the image's own parser;
+#: None when the image could not be asked (no Python or SGLang in it).
+EngineParser = Callable[[str, Sequence[str]], tuple[bool, str] | None]
+#: A recipe is a small JSON record; a larger file is refused unread.
+MAX_RECIPE_BYTES = 2**20
 
 
 @dataclass(frozen=True)
@@ -71,6 +84,7 @@ class AdoptOptions:
         folders: the profile search path (default: servectl's).
         environ: environment for the plan check (default: ``os.environ``).
         compose_config: ``compose_file`` -> its ``docker compose config --format json``.
+        engine_parser: parses a recipe's argv with its image's own SGLang (None: the flag catalog only).
     """
 
     dry_run: bool = False
@@ -78,6 +92,7 @@ class AdoptOptions:
     folders: list[ProfileFolder] | None = None
     environ: Mapping[str, str] | None = None
     compose_config: ComposeConfig | None = None
+    engine_parser: EngineParser | None = None
 
 
 def adopt(
@@ -86,16 +101,18 @@ def adopt(
     container: str | None = None,
     compose_file: Path | None = None,
     service: str | None = None,
+    recipe: Path | None = None,
     name: str | None = None,
     out: Path | None = None,
     opts: AdoptOptions | None = None,
 ) -> AdoptResult:
-    """Write a profile that reproduces a running (or stopped) container, or a compose service.
+    """Write a profile that reproduces a running (or stopped) container, a compose service, or a registry recipe.
 
     Args:
         docker: reads containers, images and volumes.
-        container: the container's name or id (or give ``compose_file`` and ``service``).
+        container: the container's name or id (or give ``compose_file`` and ``service``, or ``recipe``).
         compose_file, service: a compose file and one of its services.
+        recipe: a ``local-ai-registry/v1`` recipe file (JSON); its problems are in ``adoption.problems``.
         name: the profile name (default: from the container name).
         out: the file to write (default: ``<name>.yaml`` in the first profile folder: ./profiles when it
             exists, else the user's profile folder).
@@ -116,13 +133,20 @@ def adopt(
         if name is not None and name != stem:
             raise AdoptError(f"--out {out} and --name {name} disagree: a profile's file is NAME.yaml ({name}.yaml)")
         name = stem
-    data, image, origin, compose = _read(docker, container, compose_file, service, compose_config)
-    adoption = adopt_container(data, image=image, name=name, origin=origin, compose=compose)
+    if recipe is not None:
+        data, image, adoption = _from_recipe(docker, recipe, name, opts.engine_parser)
+    else:
+        data, image, origin, compose = _read(docker, container, compose_file, service, compose_config)
+        adoption = adopt_container(data, image=image, name=name, origin=origin, compose=compose)
     target = (out or _default_folder(path_folders) / f"{adoption.name}.yaml").absolute()
     _refuse_clash(adoption.name, target, path_folders, force=force)
     schema = _schema_line(target)
     text = adoption_yaml(adoption, schema_line=schema)
+    if recipe is not None:  # the recipe's ${NAME} paths stay as written, like the launch it describes
+        env = {**{v: "${" + v + "}" for v in adoption.exports}, **env}
     diff, problems = _check(adoption, text, data, image, env)
+    if recipe is not None:  # a recipe names no container: servectl's own name is no difference
+        diff = [line for line in diff if not line.startswith("name: ")]
     backup: Path | None = None
     if not dry_run:
         from servectl.adapters.state import atomic_write_text
@@ -173,6 +197,52 @@ def _read(
         raise AdoptError(f"no container {container!r} on this Docker engine; `docker ps -a` lists them")
     image = docker.image_document(str(found.get("Image") or "")) if found.get("Image") else None
     return found, image, f"container {str(found.get('Name') or container).lstrip('/')}", None
+
+
+def _from_recipe(
+    docker: DockerDocuments, file: Path, name: str | None, engine_parser: EngineParser | None
+) -> tuple[dict[str, Any], dict[str, Any] | None, Adoption]:
+    """(the container the recipe describes, its image's inspect, the adoption) of a registry recipe file."""
+    import json
+
+    from servectl.plan.adopt.recipe import adopt_recipe, read_recipe, recipe_inspect, recipe_service
+
+    shown = str(file)
+    try:
+        raw = read_bounded(file, limit_bytes=MAX_RECIPE_BYTES, what="recipe")
+    except FileNotFoundError:
+        raise AdoptError(f"recipe file {shown} does not exist") from None
+    except FileRefused as err:
+        raise AdoptError(f"recipe file {shown}: {err.reason}") from None
+    try:
+        document = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise AdoptError(f"{shown}: not UTF-8 text; a recipe is a JSON file") from None
+    except json.JSONDecodeError as err:
+        raise AdoptError(f"{shown}:{err.lineno}:{err.colno}: not JSON: {err.msg}") from None
+    parsed = read_recipe(document, file=shown)
+    ref = str(recipe_service(parsed)["image"])
+    image = docker.image_document(ref)
+    verdict = engine_parser(ref, parsed.launch.arguments) if image is not None and engine_parser else None
+    adoption = adopt_recipe(parsed, file=shown, image=image, name=name, image_verdict=verdict)
+    data = recipe_inspect(parsed, image=image)
+    return data, image, adoption
+
+
+def image_parser(engine: DockerEngine) -> EngineParser:
+    """An :data:`EngineParser` that runs the image's own SGLang parser in a throwaway container."""
+
+    def parse(image: str, argv: Sequence[str]) -> tuple[bool, str] | None:
+        from servectl.adapters.engine_image import ImageProbeError, parse_in_image
+        from servectl.plan.adopt.recipe import SGLANG_ENTRY
+
+        try:
+            verdict = parse_in_image(image=image, argv=argv, engine=engine, entrypoint=SGLANG_ENTRY)
+        except ImageProbeError:
+            return None
+        return (True, verdict.sglang_version) if verdict.parsed else (False, verdict.error or "(no message)")
+
+    return parse
 
 
 def _default_folder(folders: list[ProfileFolder]) -> Path:

@@ -21,8 +21,9 @@ What cannot be carried over is said in :attr:`Adoption.notes`, never dropped sil
 
 The modules, by seam: :mod:`.container` (inspect -> profile, section by section in :mod:`.sections`),
 :mod:`.output` (the YAML file with its comment header), :mod:`.compose` (compose file -> the inspect document
-its container would have), :mod:`.draft` (the result and error types). This face re-exports them lazily; the
-modules import one another directly, never through it.
+its container would have), :mod:`.recipe` (a ``local-ai-registry/v1`` registry recipe -> the compose service
+its docker launch is, and the recipe's problems, one line each), :mod:`.draft` (the result and error types).
+This face re-exports them lazily; the modules import one another directly, never through it.
 """
 
 from __future__ import annotations
@@ -41,6 +42,12 @@ _EXPORTS: dict[str, str] = {
     "adoption_yaml": "servectl.plan.adopt.output",
     "compose_service_inspect": "servectl.plan.adopt.compose",
     "profile_name_for": "servectl.plan.adopt.draft",
+    "RECIPE_SCHEMA": "servectl.plan.adopt.recipe",
+    "Recipe": "servectl.plan.adopt.recipe",
+    "adopt_recipe": "servectl.plan.adopt.recipe",
+    "read_recipe": "servectl.plan.adopt.recipe",
+    "recipe_inspect": "servectl.plan.adopt.recipe",
+    "recipe_service": "servectl.plan.adopt.recipe",
 }
 
 __all__ = [*_EXPORTS]
@@ -57,6 +64,12 @@ if TYPE_CHECKING:
     from servectl.plan.adopt.draft import Adoption as Adoption
     from servectl.plan.adopt.draft import profile_name_for as profile_name_for
     from servectl.plan.adopt.output import adoption_yaml as adoption_yaml
+    from servectl.plan.adopt.recipe import RECIPE_SCHEMA as RECIPE_SCHEMA
+    from servectl.plan.adopt.recipe import Recipe as Recipe
+    from servectl.plan.adopt.recipe import adopt_recipe as adopt_recipe
+    from servectl.plan.adopt.recipe import read_recipe as read_recipe
+    from servectl.plan.adopt.recipe import recipe_inspect as recipe_inspect
+    from servectl.plan.adopt.recipe import recipe_service as recipe_service
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -30,6 +30,9 @@ class Adoption:
         notes: what could not be carried over exactly, or needs doing (one line each).
         exports: environment variables the user must export before servectl starts the profile.
         unknown_flags: engine flags the catalog does not know (kept in ``args`` and ``catalog_extend``).
+        origin: how the source is named (``container NAME``, ``registry recipe ID (FILE)``).
+        problems: what is wrong in the source itself (a registry recipe): file, JSON pointer, what, the fix -
+            one line each.
     """
 
     name: str
@@ -41,6 +44,7 @@ class Adoption:
     container_name: str
     container_id: str
     origin: str = ""
+    problems: tuple[str, ...] = ()
 
 
 @dataclass
