@@ -41,7 +41,7 @@ _EXPORTS: dict[str, str] = {
     "AdoptResult": "servectl.service.adopt",
     "BenchFailed": "servectl.errors",
     "BenchReport": "servectl.bench.model",
-    "BenchSettings": "servectl.bench.model",
+    "BenchSettings": "servectl.bench.settings",
     "CardUse": "servectl.service.watch",
     "CatalogError": "servectl.errors",
     "ClaimsFailed": "servectl.errors",
@@ -76,7 +76,7 @@ _EXPORTS: dict[str, str] = {
     "Progress": "servectl.service.health",
     "QualificationFailed": "servectl.errors",
     "QualifyReport": "servectl.bench.qualify.model",
-    "QualifySettings": "servectl.bench.qualify.model",
+    "QualifySettings": "servectl.bench.qualify.settings",
     "RecoverResult": "servectl.service.recover",
     "RenderUnsupported": "servectl.errors",
     "RenderedFile": "servectl.render.files",
@@ -168,13 +168,13 @@ if TYPE_CHECKING:
     from servectl.api import validate as validate
     from servectl.api import validate_in_image as validate_in_image
     from servectl.bench.model import BenchReport as BenchReport
-    from servectl.bench.model import BenchSettings as BenchSettings
     from servectl.bench.profile_run import ProfileBenchResult as ProfileBenchResult
     from servectl.bench.qualify.model import QualifyReport as QualifyReport
-    from servectl.bench.qualify.model import QualifySettings as QualifySettings
     from servectl.bench.qualify.profile_run import ProfileQualifyResult as ProfileQualifyResult
     from servectl.bench.qualify.runner import run_qualify as run_qualify
+    from servectl.bench.qualify.settings import QualifySettings as QualifySettings
     from servectl.bench.runner import run_bench as run_bench
+    from servectl.bench.settings import BenchSettings as BenchSettings
     from servectl.errors import BenchFailed as BenchFailed
     from servectl.errors import CatalogError as CatalogError
     from servectl.errors import ClaimsFailed as ClaimsFailed

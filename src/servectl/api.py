@@ -17,7 +17,7 @@ written out below. Every function is keyword-only and raises :class:`servectl.er
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeVar
 
@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     from servectl.bench.profile_run import ProfileBenchResult
     from servectl.bench.qualify.model import QualifyProgressEvent
     from servectl.bench.qualify.profile_run import ProfileQualifyResult
+    from servectl.bench.qualify.settings import QualifySettings
+    from servectl.bench.settings import BenchSettings
     from servectl.plan.compile import LaunchPlan
 
 __all__ = [
@@ -146,69 +148,29 @@ def dry_run(*, name: str, environ: Mapping[str, str] | None = None) -> DryRun:
 def run_profile_bench(
     *,
     name: str | None = None,
-    url: str | None = None,
-    model: str | None = None,
-    api_key_env: str | None = None,
-    prompt_tokens: Sequence[int] | None = None,
-    concurrency: Sequence[int] = (1,),
-    repeats: int = 3,
-    max_tokens: int = 512,
-    warmup: bool = True,
-    timeout_s: float = 900.0,
-    seed: int = 0,
+    settings: BenchSettings | None = None,
     out_dir: Path | None = None,
     plot: Path | None = None,
     progress: Callable[[BenchProgressEvent], None] | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> ProfileBenchResult:
-    """:meth:`Host.bench`: benchmark profile ``name``'s running service (or the server at ``url``) and write
-    the evidence (``environ``: where the key and the state folder are read, default ``os.environ``)."""
+    """:meth:`Host.bench`: benchmark profile ``name``'s running service (or the server at ``settings.url``) and
+    write the evidence (``environ``: where the key and the state folder are read, default ``os.environ``)."""
     with Host(environ=environ) as host:
-        return host.bench(
-            name=name,
-            url=url,
-            model=model,
-            api_key_env=api_key_env,
-            prompt_tokens=prompt_tokens,
-            concurrency=concurrency,
-            repeats=repeats,
-            max_tokens=max_tokens,
-            warmup=warmup,
-            timeout_s=timeout_s,
-            seed=seed,
-            out_dir=out_dir,
-            plot=plot,
-            progress=progress,
-        )
+        return host.bench(name=name, settings=settings, out_dir=out_dir, plot=plot, progress=progress)
 
 
 def run_profile_qualify(
     *,
     name: str | None = None,
-    url: str | None = None,
-    model: str | None = None,
     suite: str | None = None,
-    api_key_env: str | None = None,
-    seed: int = 0,
+    settings: QualifySettings | None = None,
     out_dir: Path | None = None,
     progress: Callable[[QualifyProgressEvent], None] | None = None,
-    via_gateway: bool = False,
-    api_key_file: Path | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> ProfileQualifyResult:
-    """:meth:`Host.qualify`: qualify profile ``name``'s running service (or the server at ``url``, or alias
-    ``name`` through the gateway with ``via_gateway``) and write ``qualify.json`` (``environ``: where the key
-    and the state folder are read, default ``os.environ``)."""
+    """:meth:`Host.qualify`: qualify profile ``name``'s running service (or the server at ``settings.url``, or
+    alias ``name`` through the gateway with ``settings.via_gateway``) and write ``qualify.json`` (``environ``:
+    where the key and the state folder are read, default ``os.environ``)."""
     with Host(environ=environ) as host:
-        return host.qualify(
-            name=name,
-            url=url,
-            model=model,
-            suite=suite,
-            api_key_env=api_key_env,
-            seed=seed,
-            out_dir=out_dir,
-            progress=progress,
-            via_gateway=via_gateway,
-            api_key_file=api_key_file,
-        )
+        return host.qualify(name=name, suite=suite, settings=settings, out_dir=out_dir, progress=progress)

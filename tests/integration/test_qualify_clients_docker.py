@@ -23,10 +23,10 @@ import pytest
 from servectl_ci.agent_clients import client_environ
 
 from servectl.adapters.gateway_admin import gateway_status
-from servectl.bench.model import ApiKey
 from servectl.bench.qualify import QualifyReport, QualifySettings, ServiceFacts, run_qualify
 from servectl.bench.qualify.routed import RouteTarget
 from servectl.bench.qualify.suite import LoadedSuite, Suite
+from servectl.bench.settings import ApiKey
 from servectl.gateway.config import GatewayConfig
 from servectl.gateway.keys import create_key
 from servectl.gateway.routes import Upstream

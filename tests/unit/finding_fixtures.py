@@ -14,11 +14,12 @@ from bench_fakes import FakeOpenAIServer, ScriptedClock
 from servectl.adapters.gpu import MIB
 from servectl.bench.artifacts import write_artifacts
 from servectl.bench.manifest import host_facts
-from servectl.bench.model import BenchContext, BenchSettings, CardFreeMemory
+from servectl.bench.model import BenchContext, CardFreeMemory
 from servectl.bench.qualify import CaseResult, GateResult, QualifySettings, ServiceFacts, load_suite, suite_path
 from servectl.bench.qualify.evidence import write_evidence
 from servectl.bench.qualify.model import ClientOverhead, QualifyReport
 from servectl.bench.runner import run_bench
+from servectl.bench.settings import BenchSettings
 from servectl.plan.resolve import plan_for
 from servectl.profile.validate import load_profile
 from servectl.testing.fakes import FakeGpuInventory, make_device

@@ -18,8 +18,9 @@ from servectl.bench.compare import (
     describe_differences,
 )
 from servectl.bench.compare_inputs import compare_bench, read_reference, read_run
-from servectl.bench.model import BenchContext, BenchSettings, Stat
+from servectl.bench.model import BenchContext, Stat
 from servectl.bench.runner import run_bench
+from servectl.bench.settings import BenchSettings
 from servectl.errors import UsageError
 
 

@@ -172,7 +172,7 @@ def _coding(sandbox: _FakeSandbox, **gate: object) -> tuple[object, _RightAnswer
     from servectl.bench.qualify.suite import CodingGate
 
     client = _RightAnswers()
-    run = GateRun(client=client, facts=ServiceFacts(), run_id="r", max_model_len=None, code_sandbox=sandbox)  # type: ignore[arg-type]
+    run = GateRun(client=client, facts=ServiceFacts(), run_id="r", max_model_len=None, seed=0, code_sandbox=sandbox)  # type: ignore[arg-type]
     spec = CodingGate.model_validate({"limit": 3, **gate})
     return coding.run(run, spec, load_cases(SHIPPED_CASES)), client
 

@@ -161,7 +161,7 @@ def _endurance(latencies: list[float | None], **spec: Any) -> Any:
     from servectl.bench.qualify.gates import GateRun, endurance
     from servectl.bench.qualify.suite import EnduranceGate
 
-    run = GateRun(client=_Scripted(latencies), facts=ServiceFacts(), run_id="r", max_model_len=None)  # type: ignore[arg-type]
+    run = GateRun(client=_Scripted(latencies), facts=ServiceFacts(), run_id="r", max_model_len=None, seed=0)  # type: ignore[arg-type]
     return endurance.run(run, EnduranceGate(requests=len(latencies), **spec))
 
 

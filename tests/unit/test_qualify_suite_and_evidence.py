@@ -80,7 +80,8 @@ def _ok(n: int) -> list[CaseResult]:
 
 def test_evidence_carries_bench_provenance_and_reads_back(tmp_path: Path) -> None:
     from servectl.bench.qualify.evidence import evidence_document, write_evidence
-    from servectl.bench.qualify.model import ClientOverhead, QualifyReport, QualifySettings, ServiceFacts
+    from servectl.bench.qualify.model import ClientOverhead, QualifyReport, ServiceFacts
+    from servectl.bench.qualify.settings import QualifySettings
 
     context = BenchContext(
         profile_name="q", plan_hash="ab" * 8, image_digest="sha256:" + "c" * 64, model_revision="d" * 40

@@ -31,11 +31,11 @@ from servectl.lazy import lazy_exports
 
 # Exports load on first use: `servectl bench --help` and the CLI start must not import httpx or matplotlib.
 _EXPORTS: dict[str, str] = {
-    "ApiKey": "servectl.bench.model",
+    "ApiKey": "servectl.bench.settings",
     "BenchContext": "servectl.bench.model",
     "BenchProgressEvent": "servectl.bench.model",
     "BenchReport": "servectl.bench.model",
-    "BenchSettings": "servectl.bench.model",
+    "BenchSettings": "servectl.bench.settings",
     "Calibration": "servectl.bench.model",
     "CompareRow": "servectl.bench.compare",
     "Comparison": "servectl.bench.compare",
@@ -50,7 +50,7 @@ _EXPORTS: dict[str, str] = {
     "CardFreeMemory": "servectl.bench.model",
     "CardMemory": "servectl.bench.model",
     "ClientInfo": "servectl.bench.model",
-    "DEFAULT_PROMPT_TOKENS": "servectl.bench.model",
+    "DEFAULT_PROMPT_TOKENS": "servectl.bench.settings",
     "FailureKind": "servectl.bench.model",
     "PointResult": "servectl.bench.model",
     "RequestMeasurement": "servectl.bench.model",
@@ -76,12 +76,9 @@ if TYPE_CHECKING:
     from servectl.bench.compare_inputs import compare_bench as compare_bench
     from servectl.bench.compare_inputs import read_reference as read_reference
     from servectl.bench.compare_inputs import read_run as read_run
-    from servectl.bench.model import DEFAULT_PROMPT_TOKENS as DEFAULT_PROMPT_TOKENS
-    from servectl.bench.model import ApiKey as ApiKey
     from servectl.bench.model import BenchContext as BenchContext
     from servectl.bench.model import BenchProgressEvent as BenchProgressEvent
     from servectl.bench.model import BenchReport as BenchReport
-    from servectl.bench.model import BenchSettings as BenchSettings
     from servectl.bench.model import Calibration as Calibration
     from servectl.bench.model import CardFreeMemory as CardFreeMemory
     from servectl.bench.model import CardMemory as CardMemory
@@ -94,6 +91,9 @@ if TYPE_CHECKING:
     from servectl.bench.plot import plot_comparison as plot_comparison
     from servectl.bench.plot import plot_taper as plot_taper
     from servectl.bench.runner import run_bench as run_bench
+    from servectl.bench.settings import DEFAULT_PROMPT_TOKENS as DEFAULT_PROMPT_TOKENS
+    from servectl.bench.settings import ApiKey as ApiKey
+    from servectl.bench.settings import BenchSettings as BenchSettings
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -1,8 +1,8 @@
-"""What a benchmark run measures and what it found: settings, provenance and the measurements.
+"""What a benchmark run measures and what it found: provenance and the measurements (settings: `settings.py`).
 
 Plain frozen dataclasses, no I/O. Units are in the field names (``ttft_s``, ``decode_tok_s``,
-``memory_free_bytes``). The API key is held in :class:`ApiKey`, whose repr is ``***``; artifacts record only
-the name of the environment variable it came from.
+``memory_free_bytes``). The API key is held in :class:`~servectl.bench.settings.ApiKey`, whose repr is ``***``;
+artifacts record only the name of the environment variable it came from.
 """
 
 from __future__ import annotations
@@ -14,10 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from servectl.errors import UsageError
-
-#: Prompt-length targets of the qualification run (tokens): 4K, 64K, 128K and the 304,491 of the seed.
-DEFAULT_PROMPT_TOKENS: tuple[int, ...] = (4096, 65536, 131072, 304491)
+from servectl.bench.settings import ApiKey, BenchSettings
 
 #: Why a request is flagged and left out of the aggregates.
 FailureKind = Literal[
@@ -42,30 +39,6 @@ def prompt_tolerance_tokens(target_tokens: int) -> int:
     run checks and reports.
     """
     return max(64, math.ceil(target_tokens * 0.01))
-
-
-class ApiKey:
-    """An API key value that never shows in a repr, a log line or an artifact (``***``)."""
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: str) -> None:
-        self._value = value
-
-    def reveal(self) -> str:
-        """The key itself, for the ``Authorization`` header only."""
-        return self._value
-
-    def __repr__(self) -> str:
-        return "ApiKey('***')"
-
-    __str__ = __repr__
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, ApiKey) and other._value == self._value
-
-    def __hash__(self) -> int:
-        return hash(self._value)
 
 
 def pick_model(url: str, served: Mapping[str, Any], wanted: str | None) -> str:
@@ -110,70 +83,6 @@ def run_folder(environ: Mapping[str, str], kind: str) -> Path:
     from servectl.paths import state_dir
 
     return state_dir(environ) / kind / _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-
-
-def _base_url(url: str) -> str:
-    url = url.strip().rstrip("/")
-    if url.endswith("/v1"):
-        url = url[: -len("/v1")]
-    return url
-
-
-@dataclass(frozen=True)
-class BenchSettings:
-    """What to measure and how to ask for it.
-
-    Attributes:
-        url: Base URL of the OpenAI-compatible server (``http://host:8180``; a trailing ``/v1`` is dropped).
-        model: Served model name; ``None`` takes the only model that ``/v1/models`` lists.
-        api_key: The key value (never recorded); ``None`` sends no ``Authorization`` header.
-        api_key_env: Name of the environment variable the key came from; recorded in artifacts.
-        prompt_tokens: Prompt-length targets in tokens; prompts are calibrated to reach them.
-        repeats: Measured rounds per (prompt length, concurrency).
-        concurrency: Concurrency levels; level N runs N simultaneous streams per round.
-        max_tokens: Completion tokens asked for each measured request (at least 2, for a decode window).
-        fixed_length: Send ``ignore_eos`` and ``min_tokens`` so that every request produces ``max_tokens``.
-        warmup: Send one unmeasured request at each prompt length first.
-        timeout_s: Read timeout per request (covers the prefill of the longest prompt).
-        seed: Seed of the word salad; a per-run nonce still keeps prompts unique across runs.
-        temperature: Sampling temperature to send; ``None`` leaves the server's default.
-        extra_body: Further request fields sent as they are (e.g. ``chat_template_kwargs``); recorded.
-    """
-
-    url: str
-    model: str | None = None
-    api_key: ApiKey | None = field(default=None, repr=False, compare=False)
-    api_key_env: str | None = None
-    prompt_tokens: tuple[int, ...] = DEFAULT_PROMPT_TOKENS
-    repeats: int = 3
-    concurrency: tuple[int, ...] = (1,)
-    max_tokens: int = 512
-    fixed_length: bool = True
-    warmup: bool = True
-    timeout_s: float = 900.0
-    seed: int = 0
-    temperature: float | None = None
-    extra_body: Mapping[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "url", _base_url(self.url))
-        object.__setattr__(self, "prompt_tokens", tuple(self.prompt_tokens))
-        object.__setattr__(self, "concurrency", tuple(self.concurrency))
-        if not self.url.startswith(("http://", "https://")):
-            raise UsageError(f"bench url: {self.url!r} is not an http(s) URL; give e.g. http://127.0.0.1:8180")
-        if not self.prompt_tokens or any(t < 1 for t in self.prompt_tokens):
-            raise UsageError("bench prompt_tokens: give one or more positive token counts, e.g. 4096,65536")
-        if not self.concurrency or any(c < 1 for c in self.concurrency):
-            raise UsageError("bench concurrency: give one or more levels >= 1, e.g. 1,2,4")
-        if self.repeats < 1:
-            raise UsageError(f"bench repeats: {self.repeats} is below 1; use 3 for a p50 of three")
-        if self.max_tokens < 2:
-            raise UsageError(f"bench max_tokens: {self.max_tokens} leaves no decode window; use at least 2")
-        if self.timeout_s <= 0:
-            raise UsageError(f"bench timeout_s: {self.timeout_s} must be positive")
-        reserved = {"model", "messages", "stream", "stream_options", "max_tokens"} & set(self.extra_body)
-        if reserved:
-            raise UsageError(f"bench extra_body: {sorted(reserved)} are set by the bench itself; remove them")
 
 
 class CardMemory(Protocol):

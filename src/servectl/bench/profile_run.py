@@ -10,23 +10,22 @@ table and the artifacts exist when the run fails.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from servectl.bench.artifacts import SUMMARY_FILE, manifest_run, write_artifacts
 from servectl.bench.manifest import write_manifest
 from servectl.bench.model import (
-    DEFAULT_PROMPT_TOKENS,
     BenchProgressEvent,
     BenchReport,
-    BenchSettings,
     read_api_key,
     run_folder,
 )
 from servectl.bench.plot import plot_taper, require_plotting
 from servectl.bench.runner import run_bench
+from servectl.bench.settings import BenchSettings
 from servectl.bench.target import BenchTarget
 from servectl.errors import BenchFailed, UsageError
 
@@ -65,16 +64,7 @@ class ProfileBenchResult:
 def run_profile_bench(
     *,
     name: str | None = None,
-    url: str | None = None,
-    model: str | None = None,
-    api_key_env: str | None = None,
-    prompt_tokens: Sequence[int] = DEFAULT_PROMPT_TOKENS,
-    concurrency: Sequence[int] = (1,),
-    repeats: int = 3,
-    max_tokens: int = 512,
-    warmup: bool = True,
-    timeout_s: float = 900.0,
-    seed: int = 0,
+    settings: BenchSettings | None = None,
     out_dir: Path | None = None,
     plot: Path | None = None,
     progress: Callable[[BenchProgressEvent], None] | None = None,
@@ -82,20 +72,14 @@ def run_profile_bench(
     docker: DockerEngine | None = None,
     gpus: GpuInventory | None = None,
 ) -> ProfileBenchResult:
-    """Benchmark profile ``name``'s running service (or the server at ``url``) and write the evidence.
+    """Benchmark profile ``name``'s running service (or the server at ``settings.url``) and write the evidence.
 
     Args:
-        name: Profile whose running service to measure; its URL, model, key variable and provenance are used.
-        url: Server to measure instead of (or, with ``name``, in place of the URL of) the profile's service.
-        model: Served model name (default: the profile's, else the only one the server lists).
-        api_key_env: Environment variable holding the API key (default: the profile's ``serve.api_key_env``).
-        prompt_tokens: Prompt-length targets in tokens.
-        concurrency: Concurrency levels.
-        repeats: Measured rounds per length and concurrency.
-        max_tokens: Completion tokens per request.
-        warmup: One unmeasured request per length first.
-        timeout_s: Read timeout per request.
-        seed: Seed of the prompt word salad.
+        name: Profile whose running service to measure; its URL, model, key variable and provenance are used
+            where ``settings`` leave them empty.
+        settings: What to measure and how (default: :class:`~servectl.bench.settings.BenchSettings`'s defaults);
+            ``url`` measures that server instead of (or, with ``name``, in place of the URL of) the profile's
+            service; ``api_key_env`` defaults to the profile's ``serve.api_key_env``. The key is read here.
         out_dir: Folder for the JSON artifacts (default: ``STATE/bench/<UTC time>``).
         plot: Where to write the taper plot (PNG); None writes none.
         progress: Called with counts after each request, for a progress bar.
@@ -104,29 +88,25 @@ def run_profile_bench(
             reads; :meth:`servectl.Host.bench` (``servectl.run_profile_bench``) passes the host's.
 
     Raises:
-        UsageError: neither ``name`` nor ``url``; the key variable is unset; ``plot`` without matplotlib
+        UsageError: neither ``name`` nor a URL; the key variable is unset; ``plot`` without matplotlib
             (checked before any request).
         BenchFailed: the server cannot be reached or serves no such model (see ``run_bench``).
     """
     if plot is not None:  # before anything else: a missing extra must not cost a whole benchmark
         require_plotting()
+    asked = settings or BenchSettings()
     env = os.environ if environ is None else environ
-    target = BenchTarget(url=url or "") if name is None else _profile_target(name, docker, gpus)
-    if name is None and not url:
+    if name is None and not asked.url:
         raise UsageError("bench: give a profile NAME or --url http://HOST:PORT")
-    key_env = api_key_env or target.api_key_env
-    settings = BenchSettings(
-        url=url or target.url,
-        model=model or target.model,
-        api_key=read_api_key(key_env, env, key_file=None if api_key_env else target.api_key_file),
+    target = BenchTarget(url=asked.url) if name is None else _profile_target(name, docker, gpus)
+    key_env = asked.api_key_env or target.api_key_env
+    key_file = None if asked.api_key_env else target.api_key_file
+    settings = replace(
+        asked,
+        url=asked.url or target.url,
+        model=asked.model or target.model,
+        api_key=asked.api_key or read_api_key(key_env, env, key_file=key_file),
         api_key_env=key_env,
-        prompt_tokens=tuple(prompt_tokens),
-        repeats=repeats,
-        concurrency=tuple(concurrency),
-        max_tokens=max_tokens,
-        warmup=warmup,
-        timeout_s=timeout_s,
-        seed=seed,
     )
     out = out_dir or run_folder(env, "bench")  # named by the start time
     report = run_bench(settings=settings, context=target.context, progress=progress)

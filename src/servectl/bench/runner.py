@@ -32,7 +32,6 @@ from servectl.bench.model import (
     BenchContext,
     BenchProgressEvent,
     BenchReport,
-    BenchSettings,
     Calibration,
     CardFreeMemory,
     ClientInfo,
@@ -51,8 +50,9 @@ from servectl.bench.prompts import (
     fit_calibration,
     probe_word_counts,
 )
+from servectl.bench.settings import BenchSettings
 from servectl.bench.stream import StreamAccumulator
-from servectl.errors import BenchFailed
+from servectl.errors import BenchFailed, UsageError
 
 ProgressCallback = Callable[[BenchProgressEvent], None]
 Clock = Callable[[], float]
@@ -469,8 +469,11 @@ def run_bench(
         The report; requests the server failed are in it, flagged, and left out of every statistic.
 
     Raises:
+        UsageError: ``settings`` name no server (``url`` empty).
         BenchFailed: The server cannot be reached, serves no such model, or the calibration probes fail.
     """
+    if not settings.url:
+        raise UsageError("bench: no server to measure; give BenchSettings(url='http://HOST:PORT') or a profile NAME")
     started_at = _now_iso()
     cpu0, wall0 = time.process_time(), time.perf_counter()
     max_streams = max(settings.concurrency)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from typer.core import TyperGroup
 
+from servectl.bench.settings import BenchSettings
 from servectl.cli.bench_compare import compare_command
 from servectl.errors import UsageError
 
@@ -113,6 +114,14 @@ def _render_notes(console: Console, report: BenchReport) -> None:
         console.print(f"free VRAM after the run: {cards}", highlight=False)
 
 
+#: Each option's default is the settings field's (their one home; tests/unit/test_one_home.py holds to it).
+_DEFAULT = BenchSettings()
+
+
+def _comma_list(values: tuple[int, ...]) -> str:
+    return ",".join(str(v) for v in values)
+
+
 def bench_command(
     ctx: typer.Context,
     name: Annotated[
@@ -132,13 +141,17 @@ def bench_command(
     ] = None,
     prompt_tokens: Annotated[
         str, typer.Option("--prompt-tokens", help="Prompt-length targets in tokens, comma-separated.")
-    ] = "4096,65536,131072,304491",
-    repeats: Annotated[int, typer.Option("--repeats", help="Measured rounds per length and concurrency.")] = 3,
+    ] = _comma_list(_DEFAULT.prompt_tokens),
+    repeats: Annotated[
+        int, typer.Option("--repeats", help="Measured rounds per length and concurrency.")
+    ] = _DEFAULT.repeats,
     concurrency: Annotated[
         str,
         typer.Option("--concurrency", help="Concurrency levels, comma-separated (N simultaneous streams)."),
-    ] = "1",
-    max_tokens: Annotated[int, typer.Option("--max-tokens", help="Completion tokens per request (fixed).")] = 512,
+    ] = _comma_list(_DEFAULT.concurrency),
+    max_tokens: Annotated[
+        int, typer.Option("--max-tokens", help="Completion tokens per request (fixed).")
+    ] = _DEFAULT.max_tokens,
     out: Annotated[
         Path | None,
         typer.Option(
@@ -154,9 +167,13 @@ def bench_command(
         str | None,
         typer.Option("--api-key-env", help="Environment variable holding the server's API key.", show_default=False),
     ] = None,
-    warmup: Annotated[bool, typer.Option("--warmup/--no-warmup", help="One unmeasured request per length.")] = True,
-    timeout: Annotated[float, typer.Option("--timeout", help="Read timeout per request, seconds.")] = 900.0,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the prompt word salad.")] = 0,
+    warmup: Annotated[
+        bool, typer.Option("--warmup/--no-warmup", help="One unmeasured request per length.")
+    ] = _DEFAULT.warmup,
+    timeout: Annotated[
+        float, typer.Option("--timeout", help="Read timeout per request, seconds.")
+    ] = _DEFAULT.timeout_s,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the prompt word salad.")] = _DEFAULT.seed,
 ) -> None:
     """Measure TTFT, prefill and decode tok/s at each prompt length and concurrency (or: bench compare)."""
     if ctx.invoked_subcommand is not None:
@@ -165,28 +182,23 @@ def bench_command(
 
     from servectl.host import from_env
 
-    lengths = _int_list("--prompt-tokens", prompt_tokens)
-    levels = _int_list("--concurrency", concurrency)
+    settings = BenchSettings(
+        url=url or "",
+        model=model,
+        api_key_env=api_key_env,
+        prompt_tokens=_int_list("--prompt-tokens", prompt_tokens),
+        concurrency=_int_list("--concurrency", concurrency),
+        repeats=repeats,
+        max_tokens=max_tokens,
+        warmup=warmup,
+        timeout_s=timeout,
+        seed=seed,
+    )
     console = Console()
     from servectl.cli.views.progress import progress_bar
 
     with progress_bar(_describer(repeats)) as on_progress, from_env() as host:
-        result = host.bench(
-            name=name,
-            url=url,
-            model=model,
-            api_key_env=api_key_env,
-            prompt_tokens=lengths,
-            concurrency=levels,
-            repeats=repeats,
-            max_tokens=max_tokens,
-            warmup=warmup,
-            timeout_s=timeout,
-            seed=seed,
-            out_dir=out,
-            plot=plot,
-            progress=on_progress,
-        )
+        result = host.bench(name=name, settings=settings, out_dir=out, plot=plot, progress=on_progress)
     _print_result(console, result)
     result.raise_if_failed()
 

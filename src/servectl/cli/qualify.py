@@ -14,11 +14,16 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from servectl.bench.qualify.settings import QualifySettings
+
 if TYPE_CHECKING:
     from servectl.bench.qualify.profile_run import ProfileQualifyResult
 
 #: Failed cases printed per gate (every one is in the evidence).
 SHOWN_FAILURES = 5
+
+#: Each option's default is the settings field's (their one home; tests/unit/test_one_home.py holds to it).
+_DEFAULT = QualifySettings()
 
 
 def qualify_command(
@@ -62,9 +67,9 @@ def qualify_command(
             help="NAME is a gateway alias: run the gates through `servectl gateway` with its key; the alias's "
             "first profile must answer.",
         ),
-    ] = False,
+    ] = _DEFAULT.via_gateway,
     as_json: Annotated[bool, typer.Option("--json", help="Print the evidence as JSON instead of a table.")] = False,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the long-context word salad.")] = 0,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the long-context word salad.")] = _DEFAULT.seed,
 ) -> None:
     """Run the qualification gates (smoke, JSON, tools, reasoning, needle, coding, image/OCR, clients, routed,
     endurance, VRAM, as the suite lists); write the evidence."""
@@ -76,19 +81,16 @@ def qualify_command(
     def describe(event: QualifyProgressEvent) -> str:
         return f"{event.gate}: {event.case}"
 
+    settings = QualifySettings(
+        url=url or "",
+        model=model,
+        api_key_env=api_key_env,
+        api_key_file=api_key_file,
+        via_gateway=via_gateway,
+        seed=seed,
+    )
     with progress_bar(describe) as on_progress, from_env() as host:
-        result = host.qualify(
-            name=name,
-            url=url,
-            model=model,
-            suite=suite,
-            api_key_env=api_key_env,
-            seed=seed,
-            out_dir=out,
-            progress=on_progress,
-            via_gateway=via_gateway,
-            api_key_file=api_key_file,
-        )
+        result = host.qualify(name=name, suite=suite, settings=settings, out_dir=out, progress=on_progress)
     if as_json:
         typer.echo(json.dumps(evidence_document(result.report), indent=2))
     else:

@@ -21,7 +21,7 @@ _EXPORTS: dict[str, str] = {
     "GateResult": "servectl.bench.qualify.model",
     "CaseResult": "servectl.bench.qualify.model",
     "QualifyReport": "servectl.bench.qualify.model",
-    "QualifySettings": "servectl.bench.qualify.model",
+    "QualifySettings": "servectl.bench.qualify.settings",
     "QualifyProgressEvent": "servectl.bench.qualify.model",
     "ServiceFacts": "servectl.bench.qualify.model",
     "gate_counts": "servectl.bench.qualify.model",
@@ -43,10 +43,10 @@ if TYPE_CHECKING:
     from servectl.bench.qualify.model import GateResult as GateResult
     from servectl.bench.qualify.model import QualifyProgressEvent as QualifyProgressEvent
     from servectl.bench.qualify.model import QualifyReport as QualifyReport
-    from servectl.bench.qualify.model import QualifySettings as QualifySettings
     from servectl.bench.qualify.model import ServiceFacts as ServiceFacts
     from servectl.bench.qualify.model import gate_counts as gate_counts
     from servectl.bench.qualify.runner import run_qualify as run_qualify
+    from servectl.bench.qualify.settings import QualifySettings as QualifySettings
     from servectl.bench.qualify.suite import load_suite as load_suite
     from servectl.bench.qualify.suite import suite_path as suite_path
 

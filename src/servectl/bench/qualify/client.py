@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import openai
 
-    from servectl.bench.model import ApiKey
+    from servectl.bench.settings import ApiKey
 
 #: Sent as the key when the server has none (the SDK insists on one; SGLang without --api-key ignores it).
 NO_KEY = "servectl-no-key"
@@ -70,9 +70,9 @@ class QualifyClient:
 
     url: str
     model: str
+    timeout_s: float  # the suite's request_timeout_s (its one home)
+    temperature: float | None  # the suite's
     api_key: ApiKey | None = None
-    timeout_s: float = 900.0
-    temperature: float | None = 0.0
     extra_body: Mapping[str, Any] = field(default_factory=dict)
     requests: int = 0
     wall_s: float = 0.0

@@ -42,7 +42,7 @@ def gate_document(gate: GateResult) -> dict[str, Any]:
 
 def evidence_document(report: QualifyReport) -> dict[str, Any]:
     """The whole evidence of one run."""
-    s, loaded, o = report.settings, report.settings.suite, report.overhead
+    s, loaded, o = report.settings, report.settings.loaded_suite, report.overhead
     return {
         "schema": QUALIFY_SCHEMA,
         "kind": "qualification",

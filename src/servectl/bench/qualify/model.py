@@ -1,4 +1,4 @@
-"""Plain values of a qualification run: settings in, case and gate results out (frozen dataclasses)."""
+"""Plain values of a qualification run: service facts, case and gate results (settings: `settings.py`)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from servectl.bench.model import ApiKey, BenchContext, CardFreeMemory, CardMemory, _base_url
-from servectl.bench.qualify.routed import RouteTarget
-from servectl.bench.qualify.suite import LoadedSuite
-from servectl.errors import UsageError
+from servectl.bench.model import BenchContext, CardFreeMemory, CardMemory
+from servectl.bench.qualify.settings import QualifySettings
 
 Verdict = Literal["pass", "fail", "skipped"]
 
@@ -35,34 +33,6 @@ class ServiceFacts:
     vram_reserve_mib: int | None = None
     reserve_waiver: str | None = None
     free_vram: Callable[[], Sequence[CardMemory]] | None = field(default=None, repr=False, compare=False)
-
-
-@dataclass(frozen=True)
-class QualifySettings:
-    """Where the service is and which suite to run.
-
-    Attributes:
-        url: Base URL of the OpenAI-compatible server (a trailing ``/v1`` is dropped).
-        suite: The suite (gates, counts, thresholds).
-        model: Served model name; None takes the only model ``/v1/models`` lists.
-        api_key: The key value (never recorded); None sends a placeholder the server ignores without a key.
-        api_key_env: Name of the variable the key came from (recorded).
-        seed: Seed of the long-context word salad.
-        route: What a routed run must find behind ``url`` (``--via-gateway``); None for a direct run.
-    """
-
-    url: str
-    suite: LoadedSuite
-    model: str | None = None
-    api_key: ApiKey | None = field(default=None, repr=False, compare=False)
-    api_key_env: str | None = None
-    seed: int = 0
-    route: RouteTarget | None = field(default=None, compare=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "url", _base_url(self.url))
-        if not self.url.startswith(("http://", "https://")):
-            raise UsageError(f"qualify url: {self.url!r} is not an http(s) URL; give e.g. http://127.0.0.1:8180")
 
 
 @dataclass(frozen=True)

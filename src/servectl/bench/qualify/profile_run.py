@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from servectl.bench.model import read_api_key, run_folder
 from servectl.bench.qualify.evidence import write_evidence
-from servectl.bench.qualify.model import QualifyProgressEvent, QualifyReport, QualifySettings
+from servectl.bench.qualify.model import QualifyProgressEvent, QualifyReport
 from servectl.bench.qualify.runner import run_qualify
+from servectl.bench.qualify.settings import QualifySettings
 from servectl.bench.qualify.suite import load_suite, suite_path
 from servectl.errors import QualificationFailed, UsageError
 
@@ -55,53 +56,48 @@ class ProfileQualifyResult:
 def run_profile_qualify(
     *,
     name: str | None = None,
-    url: str | None = None,
-    model: str | None = None,
     suite: str | None = None,
-    api_key_env: str | None = None,
-    seed: int = 0,
+    settings: QualifySettings | None = None,
     out_dir: Path | None = None,
     progress: Callable[[QualifyProgressEvent], None] | None = None,
     environ: Mapping[str, str] | None = None,
     docker: DockerEngine | None = None,
     gpus: GpuInventory | None = None,
-    via_gateway: bool = False,
-    api_key_file: Path | None = None,
 ) -> ProfileQualifyResult:
-    """Qualify profile ``name``'s running service (or the server at ``url``) and write ``qualify.json``.
+    """Qualify profile ``name``'s running service (or the server at ``settings.url``) and write ``qualify.json``.
 
     Args:
         name: Profile whose running service to qualify; its URL, model, key variable, provenance, reasoning
-            parser, context, VRAM reserve and suite are used.
-        url: Server to qualify instead of (or, with ``name``, in place of the URL of) the profile's service.
-        model: Served model name (default: the profile's, else the only one the server lists).
-        suite: Suite file (relative to the working folder) or shipped suite name; default: the profile's
-            ``qualify:``, else ``default``.
-        api_key_env: Environment variable holding the API key (default: the profile's ``serve.api_key_env``).
-        seed: Seed of the long-context word salad.
+            parser, context, VRAM reserve and suite are used where ``settings`` leave them empty. With
+            ``settings.via_gateway``: a gateway alias, run through the gateway (its file gives the address),
+            with the gateway key from ``settings.api_key_env`` or ``api_key_file``; provenance and facts come
+            from the alias's first profile, which must be the one answering.
+        suite: Suite file (relative to the working folder) or shipped suite name; default: ``settings.suite``,
+            else the profile's ``qualify:``, else ``default``.
+        settings: Server, model, key and seed (default: :class:`~servectl.bench.qualify.settings.QualifySettings`'s
+            defaults); ``api_key_env`` defaults to the profile's ``serve.api_key_env``. The key is read here.
         out_dir: Folder for ``qualify.json`` (default: ``STATE/qualify/<UTC time>``).
         progress: Called after each case, for a progress bar.
         environ: Environment to read the key and the state folder from (default: ``os.environ``).
         docker, gpus: with ``name``, the engine that finds its service (required) and the cards the VRAM gate
             reads; :meth:`servectl.Host.qualify` (``servectl.run_profile_qualify``) passes the host's.
-        via_gateway: ``name`` is a gateway alias: run through the gateway (its file gives the address), with
-            the gateway key from ``api_key_env`` or ``api_key_file``; provenance and facts come from the alias's
-            first profile, which must be the one answering.
-        api_key_file: File holding the key (instead of ``api_key_env``).
 
     Raises:
-        UsageError: neither ``name`` nor ``url``; an unknown suite; the key variable is unset.
+        UsageError: neither ``name`` nor a URL; an unknown suite; the key variable is unset.
         ProfileError: the suite file has problems (one line each).
         BenchFailed: the server cannot be reached or serves no such model.
     """
+    asked = settings or QualifySettings()
     env = os.environ if environ is None else environ
+    url, model, via_gateway = asked.url, asked.model, asked.via_gateway
+    api_key_env, api_key_file = asked.api_key_env, asked.api_key_file
     if name is None and not url:
         raise UsageError("qualify: give a profile NAME or --url http://HOST:PORT")
-    route = None
+    route = asked.route
     if via_gateway:
         if name is None:
             raise UsageError("qualify --via-gateway: give the ALIAS to qualify")
-        if not (api_key_env or api_key_file):
+        if not (api_key_env or api_key_file or asked.api_key):
             raise UsageError("qualify --via-gateway: give the gateway key with --api-key-env NAME or --api-key-file")
         from servectl.bench.qualify.routed import gateway_route
 
@@ -109,19 +105,23 @@ def run_profile_qualify(
         url, model, name = url or gateway_url, model or name, route.profile
     target = _profile_target(name, docker, gpus) if name is not None else None
     if suite:
-        suite_file = suite_path(suite, relative_to=Path.cwd())
+        loaded = load_suite(suite_path(suite, relative_to=Path.cwd()))
+    elif asked.suite is not None:
+        loaded = asked.suite
     else:
-        suite_file = target.suite_file if target else suite_path(None)
+        loaded = load_suite(target.suite_file if target else suite_path(None))
     key_env = api_key_env or (target.bench.api_key_env if target and not via_gateway else None)
     profile_key_file = target.bench.api_key_file if target and not (api_key_env or via_gateway) else None
-    key = read_api_key(None if api_key_file else key_env, env, key_file=str(api_key_file or "") or profile_key_file)
-    settings = QualifySettings(
+    key = asked.api_key or read_api_key(
+        None if api_key_file else key_env, env, key_file=str(api_key_file or "") or profile_key_file
+    )
+    settings = replace(
+        asked,
         url=url or (target.bench.url if target else ""),
-        suite=load_suite(suite_file),
+        suite=loaded,
         model=model or (target.bench.model if target else None),
         api_key=key,
         api_key_env=key_env if not api_key_file else f"file:{api_key_file}",
-        seed=seed,
         route=route,
     )
     out = out_dir or run_folder(env, "qualify")

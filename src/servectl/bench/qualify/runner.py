@@ -23,12 +23,12 @@ from servectl.bench.qualify.model import (
     GateResult,
     QualifyProgressEvent,
     QualifyReport,
-    QualifySettings,
     ServiceFacts,
 )
 from servectl.bench.qualify.routed import RouteTarget
+from servectl.bench.qualify.settings import QualifySettings
 from servectl.bench.qualify.suite import GATE_ORDER, LoadedSuite
-from servectl.errors import BenchFailed
+from servectl.errors import BenchFailed, UsageError
 
 ProgressCallback = Callable[[QualifyProgressEvent], None]
 
@@ -50,6 +50,8 @@ def _versions() -> dict[str, str]:
 def _discover(client: QualifyClient, settings: QualifySettings) -> tuple[str, int | None]:
     import openai
 
+    if not settings.url:
+        raise UsageError("qualify: no server to qualify; give QualifySettings(url='http://HOST:PORT') or a NAME")
     url = f"{settings.url}/v1/models"
     try:
         models = dict(client.list_models())
@@ -132,15 +134,17 @@ def run_qualify(
             on the stand-in image, made when the suite has a coding gate).
 
     Raises:
+        UsageError: ``settings`` name no server or no suite.
         BenchFailed: the server cannot be reached, refuses the key, or does not serve the model.
         ProfileError: a case or corpus file of the suite has problems (nothing is sent then).
     """
     from servectl.bench.qualify.gates import vram
 
     facts = facts or ServiceFacts()
-    suite = settings.suite.suite
-    runners = gate_runners(settings.suite, settings.route)
-    owned_sandbox = _default_sandbox(settings.suite) if sandbox is None else None
+    loaded = settings.loaded_suite
+    suite = loaded.suite
+    runners = gate_runners(loaded, settings.route)
+    owned_sandbox = _default_sandbox(loaded) if sandbox is None else None
     sandbox = sandbox or owned_sandbox
     started = _now()
     client = QualifyClient(

@@ -37,5 +37,5 @@ def summary_table(report: QualifyReport, *, width: int) -> Table:
                 Text(gate.failures[0].message if gate.failures else gate.note),  # Text: no markup in messages
             ]
         )
-    title = f"qualify {report.model} @ {report.settings.url} (suite {report.settings.suite.suite.name})"
+    title = f"qualify {report.model} @ {report.settings.url} (suite {report.settings.loaded_suite.suite.name})"
     return fit_table(columns, rows, width=width, title=title)

@@ -26,7 +26,7 @@ class GateRun:
     facts: ServiceFacts
     run_id: str
     max_model_len: int | None
-    seed: int = 0
+    seed: int  # QualifySettings.seed (its one home)
     progress: Callable[[QualifyProgressEvent], None] | None = None
     code_sandbox: CodeSandbox | None = None
     route: RouteWatch | None = None
