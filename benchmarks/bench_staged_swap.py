@@ -23,14 +23,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_swap_downtime import Prober, wait_serving  # noqa: E402
+from _swap_harness import WEIGHTS_DIR, Prober, bench_folders, evict, make_weights, wait_serving  # noqa: E402
 
 from servectl.adapters.docker import DockerSdkEngine  # noqa: E402
 from servectl.service.context import Context  # noqa: E402
@@ -50,52 +46,7 @@ from servectl.testing.docker import TEST_SESSION_LABEL, write_test_profile  # no
 from servectl.testing.docker import remove_test_session as remove_session  # noqa: E402
 
 GIB = 2**30
-SHARD_BYTES = 512 * 2**20
-WEIGHTS_DIR = Path(tempfile.gettempdir()) / "servectl-bench-weights"
 _ELAPSED = re.compile(r"Load weight end\. elapsed=([0-9.]+) s")
-
-
-def make_weights(folder: Path, total_bytes: int) -> list[Path]:
-    """Real bytes (random, so that no layer can compress or skip them), in 512 MiB shards; kept between runs."""
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "config.json").write_bytes((ROOT / "src/servectl/data/examples/demo-model/config.json").read_bytes())
-    count = max(1, total_bytes // SHARD_BYTES)
-    block = os.urandom(64 * 2**20)
-    files = []
-    for i in range(1, count + 1):
-        path = folder / f"model-{i:05d}-of-{count:05d}.safetensors"
-        if not path.exists() or path.stat().st_size != SHARD_BYTES:
-            with open(path, "wb") as handle:
-                for _ in range(SHARD_BYTES // len(block)):
-                    handle.write(block[: len(block) - i] + bytes([i]) * i)  # each shard different
-                handle.flush()
-                os.fsync(handle.fileno())
-        files.append(path)
-    for stale in folder.glob("*.safetensors"):
-        if stale not in files:
-            stale.unlink()
-    return files
-
-
-def evict(files: list[Path]) -> int:
-    """Put the files' pages out of the page cache; the bytes still resident afterwards (``fincore``)."""
-    for path in files:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
-    return resident_bytes(files)
-
-
-def resident_bytes(files: list[Path]) -> int:
-    out = subprocess.run(
-        ["fincore", "--bytes", "--noheadings", "--output", "RES", *map(str, files)],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    return sum(int(line.strip()) for line in out.splitlines() if line.strip())
 
 
 @dataclass(frozen=True)
@@ -158,10 +109,7 @@ def main() -> None:
     files = make_weights(WEIGHTS_DIR, int(args.gib * GIB))
     total = sum(f.stat().st_size for f in files)
     image = build_standin_image()
-    session = f"bench-{uuid.uuid4().hex[:12]}"
-    work = Path(tempfile.mkdtemp(prefix="servectl-bench-staged-"))
-    folder, home = work / "profiles", work / "home"
-    os.environ.update(SERVECTL_PROFILES=str(folder), SERVECTL_HOME=str(home))
+    session, folder, home = bench_folders("staged")
     port = free_port()
     old, new = f"stga-{session[-6:]}", f"stgb-{session[-6:]}"
     for name, model in ((old, None), (new, str(WEIGHTS_DIR))):

@@ -12,24 +12,22 @@ and B, each on its own port, all on fake card 0 of :class:`servectl.testing.stan
 in alternating order from pair to pair so that drift hits both alike. Downtime is servectl's own figure (from
 the old service's stop or release to the target through the health gate, one real completion included).
 The cold start's cost is the stand-in's startup (``--delay``, spread over SGLang's phases, plus reading its
-weight files when ``--gib`` > 0, evicted from the page cache before each cold start as in
+weight files when ``--gib`` > 0, evicted from the page cache before the swap back of both arms, as in
 ``bench_staged_swap.py``); the warm one's is the stand-in's resume (``STANDIN_RESUME_S``, ``--resume``) plus
-what servectl does around it. Reported: medians, the ratio, and each run.
+what servectl does around it. Both A profiles have the same engine settings (delay, weights, resume); only
+``swap.standby`` differs. B (never measured) starts in ``--other-delay``. Reported: medians, the ratio, each run.
 
 Needs the warm standby of issue 30 on this checkout (``swap.standby`` in profiles, the stand-in's memory saver).
 
-Usage: python benchmarks/bench_standby_swap.py [--runs 3] [--delay 8] [--resume 0.5] [--gib 0]
+Usage: python benchmarks/bench_standby_swap.py [--runs 3] [--delay 8] [--resume 0.5] [--gib 1] [--other-delay 0.5]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
-import tempfile
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_staged_swap import WEIGHTS_DIR, evict, make_weights  # noqa: E402
+from _swap_harness import WEIGHTS_DIR, bench_folders, evict, make_weights  # noqa: E402
 
 from servectl.adapters.docker import DockerSdkEngine  # noqa: E402
 from servectl.service.context import Context  # noqa: E402
@@ -66,12 +64,10 @@ class Run:
 
 class World:
     def __init__(self, args: argparse.Namespace) -> None:
-        self.session = f"bench-{uuid.uuid4().hex[:12]}"
-        work = Path(tempfile.mkdtemp(prefix="servectl-bench-standby-"))
-        self.folder, self.home = work / "profiles", work / "home"
-        os.environ.update(SERVECTL_PROFILES=str(self.folder), SERVECTL_HOME=str(self.home))
+        self.session, self.folder, self.home = bench_folders("standby")
         self.engine = DockerSdkEngine()
         self.gpus = StandinGpuInventory(self.engines, cards=1)
+        self.resident = 0  # the most bytes of the weights left in the page cache after an eviction
         self.files = make_weights(WEIGHTS_DIR, int(args.gib * GIB)) if args.gib > 0 else []
         image = build_standin_image()
         tag = self.session[-6:]
@@ -80,6 +76,8 @@ class World:
         if self.files:
             env["STANDIN_READ_WEIGHTS"] = "1"
         for name in (self.warm, self.cold, self.other):
+            if name == self.other:  # B's start is never measured: a short one keeps the run short
+                env = {**env, "STANDIN_STARTUP_DELAY_S": f"{args.other_delay:g}"}
             sections: dict[str, Any] = {
                 "image": {"ref": image},
                 "model": {"served_name": name, **({"path": str(WEIGHTS_DIR)} if self.files else {})},
@@ -112,8 +110,8 @@ class World:
         target = self.warm if mode == "warm" else self.cold
         self.swap(target)
         self.swap(self.other)
-        if self.files and mode == "cold":
-            evict(self.files)
+        if self.files:  # both arms alike: the weights are not in the page cache when the swap back begins
+            self.resident = max(self.resident, evict(self.files))
         back = self.swap(target)
         self.swap(self.other)  # leave the pair as it began: only B runs (A-warm on standby)
         return Run(
@@ -129,7 +127,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3, help="pairs of runs (warm, cold)")
     parser.add_argument("--delay", type=float, default=8.0, help="stand-in cold startup delay, seconds")
     parser.add_argument("--resume", type=float, default=0.5, help="stand-in resume time, seconds")
-    parser.add_argument("--gib", type=float, default=0.0, help="weight files the stand-in reads at a cold start")
+    parser.add_argument("--gib", type=float, default=1.0, help="weight files the stand-in reads at a cold start")
+    parser.add_argument("--other-delay", type=float, default=0.5, help="B's startup delay (never measured), seconds")
     args = parser.parse_args()
     world = World(args)
     runs: list[Run] = []
@@ -158,6 +157,12 @@ def main() -> None:
                 "startup_delay_s": args.delay,
                 "resume_s": args.resume,
                 "weights_gib": args.gib,
+                "other_delay_s": args.other_delay,
+                "max_resident_before_mib": round(world.resident / 2**20, 1),
+                "median_target_startup_s": {
+                    m: round(statistics.median(r.target_startup_s for r in runs if r.mode == m), 3)
+                    for m in ("warm", "cold")
+                },
                 "median_downtime_s": {"warm": warm, "cold": cold},
                 "cold_over_warm": round(cold / warm, 2) if warm else None,
             },

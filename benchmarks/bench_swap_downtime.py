@@ -27,67 +27,29 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import httpx
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _swap_harness import Prober, bench_folders, wait_serving  # noqa: E402
 
 from servectl.adapters.docker import DockerSdkEngine  # noqa: E402
 from servectl.plan.compile import PortBinding, docker_run_argv  # noqa: E402
 from servectl.plan.resolve import resolve  # noqa: E402
-from servectl.service.swap import swap  # noqa: E402
+from servectl.service.context import Context  # noqa: E402
+from servectl.service.stage import stager  # noqa: E402
+from servectl.service.swap import SwapOptions, swap  # noqa: E402
 from servectl.standin.image import build_standin_image  # noqa: E402
 from servectl.standin.process import free_port  # noqa: E402
 from servectl.testing.docker import TEST_SESSION_LABEL, write_test_profile  # noqa: E402
 from servectl.testing.docker import remove_test_session as remove_session  # noqa: E402
 
 TARGET_S = 0.3
-PROBE_EVERY_S = 0.01
-
-
-class Prober:
-    """Asks ``/v1/models`` on ``port`` every 10 ms from a thread; records (time, model or None)."""
-
-    def __init__(self, port: int) -> None:
-        self.url = f"http://127.0.0.1:{port}/v1/models"
-        self.health_url = f"http://127.0.0.1:{port}/health"
-        self.samples: list[tuple[float, str | None]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> Prober:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        with httpx.Client(timeout=0.5) as client:
-            while not self._stop.is_set():
-                t = time.perf_counter()
-                model: str | None = None
-                try:  # serving = /health 200 (503 while starting); /v1/models says which service it is
-                    if client.get(self.health_url).status_code == 200:
-                        data = client.get(self.url).json().get("data") or [{}]
-                        model = data[0].get("id")
-                except (httpx.HTTPError, ValueError):
-                    model = None
-                self.samples.append((t, model))
-                self._stop.wait(PROBE_EVERY_S)
-
-    def gap(self, old: str, new: str) -> float:
-        """First answer of ``new`` minus the last answer of ``old`` before it."""
-        first_new = next(t for t, m in self.samples if m == new)
-        last_old = max(t for t, m in self.samples if m == old and t < first_new)
-        return first_new - last_old
 
 
 @dataclass(frozen=True)
@@ -95,21 +57,6 @@ class Run:
     downtime_s: float  # seen by the prober
     stop_s: float  # the old service's stop
     reported_s: float | None = None  # servectl's own downtime figure
-
-
-def wait_serving(port: int, model: str, timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=0.5).status_code != 200:
-                raise ValueError("not ready")
-            data = httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=0.5).json().get("data") or [{}]
-            if data[0].get("id") == model:
-                return
-        except (httpx.HTTPError, ValueError):
-            pass
-        time.sleep(0.05)
-    raise SystemExit(f"{model} did not serve on port {port} within {timeout_s} s")
 
 
 def baseline_argv(profile: str, session: str, port: int) -> list[str]:
@@ -150,7 +97,9 @@ def baseline_once(old: str, new: str, session: str) -> Run:
 def servectl_once(old: str, new: str, session: str, home: Path, engine: DockerSdkEngine, *, cli: bool) -> Run:
     port = resolve(old).loaded.profile.serve.port
     scope = {TEST_SESSION_LABEL: session}
-    swap(target=old, docker=engine, scope=scope, state_dir=home, handle_signals=False)
+    ctx = Context(docker=engine, scope=scope, state_dir=home, nvml=False)
+    opts = SwapOptions(handle_signals=False, stage=stager())  # as `servectl swap` does (stage before the stop)
+    swap(ctx, target=old, opts=opts)
     wait_serving(port, old)
     with Prober(port) as prober:
         time.sleep(0.2)
@@ -169,7 +118,7 @@ def servectl_once(old: str, new: str, session: str, home: Path, engine: DockerSd
             stop_s = next(p["duration_s"] for p in data["phases"] if p["phase"] == "stop-old")
             reported = data["downtime_s"]
         else:
-            result = swap(target=new, docker=engine, scope=scope, state_dir=home, handle_signals=False)
+            result = swap(ctx, target=new, opts=opts)
             stop_s, reported = result.phase_s("stop-old") or 0.0, result.downtime_s
         wait_serving(port, new)
     return Run(downtime_s=prober.gap(old, new), stop_s=stop_s, reported_s=reported)
@@ -182,10 +131,7 @@ def main() -> None:
     args = parser.parse_args()
 
     image = build_standin_image()
-    session = f"bench-{uuid.uuid4().hex[:12]}"
-    work = Path(tempfile.mkdtemp(prefix="servectl-bench-swap-"))
-    folder, home = work / "profiles", work / "home"
-    os.environ.update(SERVECTL_PROFILES=str(folder), SERVECTL_HOME=str(home))
+    session, folder, home = bench_folders("swap")
     port = free_port()
     old, new = f"swapa-{session[-6:]}", f"swapb-{session[-6:]}"
     for name in (old, new):
@@ -220,6 +166,7 @@ def main() -> None:
                 )
     finally:
         remove_session(session)
+        engine.close()
 
     def med(variant: str, key: str) -> float:
         return statistics.median(getattr(r, key) for r in runs[variant])

@@ -204,3 +204,14 @@ def test_history_entries_of_the_wrong_shape_are_warned_about_not_dropped_silentl
     history.record({"event": "down", "profile": "a"})
     assert warnings == [f"{warning}; rewriting the history without them"]
     assert history.readable_events()[1] is None  # the rewritten history is clean
+
+
+def test_a_swap_that_replaced_nothing_leaves_no_entry_of_the_wrong_shape(tmp_path: Path) -> None:
+    """``replaced: null`` (a swap that started from nothing) is an absent field, not one of a wrong type."""
+    warnings: list[str] = []
+    history = History(tmp_path, clock=lambda: 1000.0, warn=warnings.append)
+    history.record({"event": "swap", "profile": "a", "replaced": None, "outcome": "started"})
+    history.record({"event": "swap", "profile": "b", "replaced": "a", "outcome": "swapped"})
+    assert warnings == [] and history.malformed == 0
+    assert history.events()[0] == {"t": 1000.0, "event": "swap", "profile": "a", "outcome": "started"}
+    assert history.previous_profile() == "a"

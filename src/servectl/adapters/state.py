@@ -356,7 +356,7 @@ class History:
         self.malformed = 0
         for entry in data:
             clean = _clean_event(entry)
-            if clean is None or len(clean) != len(entry):
+            if clean is None or len(clean) != _fields(entry):
                 self.malformed += 1  # not an event, or a field of the wrong type was dropped
             if clean is not None:
                 events.append(clean)
@@ -440,10 +440,16 @@ def _clean_event(entry: object) -> dict[str, Any] | None:
     """The event with keys of the wrong type dropped; None when it is not an event at all."""
     if not isinstance(entry, dict) or not isinstance(entry.get("event"), str):
         return None
+    # a text field that is null (``replaced`` of a swap that replaced nothing) is absent, not of a wrong type
     event = {k: v for k, v in entry.items() if k not in _TEXT_KEYS or isinstance(v, str)}
     if not isinstance(event.get("t", 0.0), int | float) or isinstance(event.get("t"), bool):
         event.pop("t")
     return event
+
+
+def _fields(entry: dict[str, Any]) -> int:
+    """How many fields a well-formed event keeps of ``entry``: all but null text fields."""
+    return sum(1 for k, v in entry.items() if not (k in _TEXT_KEYS and v is None))
 
 
 def _warn_stderr(line: str) -> None:
