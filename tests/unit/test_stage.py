@@ -207,3 +207,33 @@ def test_a_weight_file_that_cannot_be_read_fails_staging_naming_the_model_path(
     monkeypatch.setattr("servectl.adapters.readahead.weight_files", lambda folder: (gone,))
     with pytest.raises(PreflightFailed, match=r"model\.path: staging alpha: reading .*gone\.safetensors ahead"):
         stage_target(resolved, docker=FakeDockerEngine(images={"servectl-standin:latest"}), host=host())
+
+
+def test_preflight_and_staging_of_one_swap_ask_the_image_to_parse_the_argv_once(profiles: Path) -> None:
+    """Preflight's ``engine.parse`` and the staging ask the same question of the same image: one parse a swap."""
+    from servectl.adapters.engine_image import ParseMemo
+    from servectl.preflight.model import StartContext
+    from servectl.preflight.request import measure_start
+    from servectl.testing.fakes import FakeGpuInventory
+
+    resolved = profile(profiles, "beta", "lmsysorg/sglang:v0.5.23")
+    pinned = ImageInfo(id=OTHER, repo_digests=(), tags=("lmsysorg/sglang:v0.5.23",))
+    asked: list[str] = []
+
+    def oneshot(image: str, command: list[str]) -> Any:
+        asked.append(image)
+        return probe_answer({"sglang_version": "0.5.23", "parsed": True, "resolved": True})
+
+    docker = FakeDockerEngine(images=[pinned], oneshot=oneshot)
+    memo = ParseMemo()
+    context = StartContext(parses=memo)
+    report = measure_start(
+        resolved, docker=docker, gpus=FakeGpuInventory(error="no driver"), host=host(), context=context
+    )
+    parse_check = next(c for c in report.checks if c.id == "engine.parse")
+    assert "parsed" in parse_check.message and len(asked) == 1, parse_check
+    staged = stage_target(resolved, docker=docker, host=host(), parses=memo)
+    assert staged.parse is not None and staged.parse.parsed
+    assert len(asked) == 1 and memo.asked == 1
+    stage_target(resolved, docker=docker, host=host())  # without the swap's memo the image is asked again
+    assert len(asked) == 2

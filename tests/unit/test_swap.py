@@ -81,7 +81,15 @@ class World:
         self.preflight_hook: Any = None
 
     def preflight(
-        self, *, resolved: Resolved, replacing: Any, skip: frozenset[str], docker: Any, gpus: Any, running: Any = ()
+        self,
+        *,
+        resolved: Resolved,
+        replacing: Any,
+        skip: frozenset[str],
+        docker: Any,
+        gpus: Any,
+        running: Any = (),
+        parses: Any = None,
     ) -> None:
         self.preflight_calls.append((resolved.name, replacing.profile if replacing else None))
         if self.preflight_hook:

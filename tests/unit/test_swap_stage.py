@@ -140,3 +140,24 @@ def test_rollback_is_staged_too(world: World) -> None:
 
     result = rollback(world.context(), opts=SwapOptions(preflight=world.preflight, stage=stage))
     assert (result.to_profile, seen) == ("alpha", ["alpha"])
+
+
+def test_a_swap_hands_its_preflight_and_its_staging_one_parse_memo(env: Path) -> None:
+    """The image's verdict on the argv is had once a swap: preflight and staging share the swap's memo."""
+    from servectl.adapters.engine_image import ParseMemo
+
+    world = World(env / "home")
+    got: list[object] = []
+
+    def preflight(**kwargs: Any) -> None:
+        got.append(kwargs["parses"])
+
+    def stage(**kwargs: Any) -> StageReport:
+        got.append(kwargs["parses"])
+        return stager(FakeHostProbe(host_memory=HostMemory(total_bytes=2**40, available_bytes=2**39)))(**kwargs)
+
+    swap(world.context(), target="alpha", opts=SwapOptions(preflight=preflight, stage=stage))
+    swap(world.context(), target="beta", opts=SwapOptions(preflight=preflight, stage=stage))
+    first, first_stage, second, second_stage = got
+    assert isinstance(first, ParseMemo) and first is first_stage
+    assert isinstance(second, ParseMemo) and second is second_stage and second is not first  # one memo a swap

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -253,10 +253,45 @@ def parse_in_image(
     )
 
 
+class ParseMemo:
+    """One transaction's verdicts of the image's parser, so that a question is asked of the image once.
+
+    Keyed by image id (immutable content, whichever reference found it), argv and entrypoint: a swap's
+    preflight (``engine.parse``) and its staging ask the same question of the same image; the second gets the
+    first's verdict. Only verdicts are kept; a probe that broke is asked again.
+    """
+
+    def __init__(self) -> None:
+        self._verdicts: dict[tuple[str, tuple[str, ...], tuple[str, ...]], ParseVerdict] = {}
+        #: How many times the image was really asked.
+        self.asked = 0
+
+    def parse(
+        self,
+        *,
+        image: str,
+        argv: Sequence[str],
+        engine: DockerEngine,
+        entrypoint: Sequence[str] | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+    ) -> ParseVerdict:
+        """:func:`parse_in_image`, or the verdict this memo already holds for the same image, argv and entrypoint."""
+        found = engine.image(image)
+        key = None if found is None else (found.id, tuple(argv), tuple(entrypoint or ()))
+        if key is not None and key in self._verdicts:
+            return replace(self._verdicts[key], image=image)
+        self.asked += 1
+        verdict = parse_in_image(image=image, argv=argv, engine=engine, entrypoint=entrypoint, timeout_s=timeout_s)
+        if key is not None:
+            self._verdicts[key] = verdict
+        return verdict
+
+
 __all__ = [
     "DEFAULT_TIMEOUT_S",
     "PYTHON_CANDIDATES",
     "ImageProbeError",
+    "ParseMemo",
     "ParseVerdict",
     "ProbeOutputError",
     "ProbeRun",

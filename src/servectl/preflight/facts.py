@@ -25,7 +25,7 @@ from servectl.errors import EngineUnavailable, GpuUnavailable, PreflightFailed
 from servectl.preflight.model import ConflictRef, PreflightRequest
 
 if TYPE_CHECKING:
-    from servectl.adapters.engine_image import ParseVerdict
+    from servectl.adapters.engine_image import ParseMemo, ParseVerdict
 
 #: Label of servectl's stand-in engine image (``servectl.standin.image.IMAGE_LABEL``).
 STANDIN_LABEL = "servectl.standin"
@@ -184,6 +184,7 @@ def gather_facts(
     host: HostProbe,
     docker: DockerEngine,
     skipped: frozenset[str] = frozenset(),
+    parses: ParseMemo | None = None,
 ) -> Facts:
     """Measure everything the checks need, once. Unreachable NVML or Docker become recorded errors.
 
@@ -226,7 +227,7 @@ def gather_facts(
     local = image or image_by_digest
     standin = local is not None and STANDIN_LABEL in local.labels  # its parser is servectl's own catalog
     engine_parse, engine_parse_error = _parse_in_image(
-        request, docker, skipped, present=local is not None and not standin
+        request, docker, skipped, present=local is not None and not standin, parses=parses
     )
     return Facts(
         gpu=snapshot,
@@ -252,7 +253,12 @@ def gather_facts(
 
 
 def _parse_in_image(
-    request: PreflightRequest, docker: DockerEngine, skipped: frozenset[str], *, present: bool
+    request: PreflightRequest,
+    docker: DockerEngine,
+    skipped: frozenset[str],
+    *,
+    present: bool,
+    parses: ParseMemo | None = None,
 ) -> tuple[ParseVerdict | None, str | None]:
     """The image's own verdict on the argv (``engine.parse``), or why it could not be had."""
     if ENGINE_PARSE in skipped or request.image_built_here or not request.engine_argv:
@@ -263,9 +269,8 @@ def _parse_in_image(
 
     image = f"{request.image_ref}@{request.image_digest}" if request.image_digest else request.image_ref
     try:
-        verdict = parse_in_image(
-            image=image, argv=request.engine_argv, engine=docker, entrypoint=request.entrypoint or None
-        )
+        ask = parse_in_image if parses is None else parses.parse
+        verdict = ask(image=image, argv=request.engine_argv, engine=docker, entrypoint=request.entrypoint or None)
     except (ImageProbeError, PreflightFailed, EngineUnavailable) as err:
         return None, err.message
     return verdict, None

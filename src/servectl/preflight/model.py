@@ -11,10 +11,13 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from servectl.adapters.docker import ContainerState
 from servectl.adapters.gpu import MIB
+
+if TYPE_CHECKING:
+    from servectl.adapters.engine_image import ParseMemo
 
 GIB = 1024 * MIB
 
@@ -63,12 +66,14 @@ class ServiceRef:
 @dataclass(frozen=True)
 class StartContext:
     """What surrounds a start, as data: the servectl service it replaces, whether the declared conflicts are
-    stopped first, the servectl services running now, and containers that are the profile's own."""
+    stopped first, the servectl services running now, and containers that are the profile's own; ``parses``
+    is the transaction's memo of the image's parser verdicts (a swap's staging asks the same question again)."""
 
     replacing: Replacing | None = None
     stop_conflicts: bool = False
     services: tuple[ServiceRef, ...] = ()
     own_container_ids: frozenset[str] = frozenset()
+    parses: ParseMemo | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

@@ -115,11 +115,11 @@ def measure_start(
 
         host = PsutilHostProbe()
     if gpus is not None:
-        return run_preflight(request=request, gpus=gpus, host=host, docker=docker, skip=skip)
+        return run_preflight(request=request, gpus=gpus, host=host, docker=docker, skip=skip, parses=context.parses)
     from servectl.adapters.gpu import NvmlInventory
 
     with NvmlInventory() as nvml:
-        return run_preflight(request=request, gpus=nvml, host=host, docker=docker, skip=skip)
+        return run_preflight(request=request, gpus=nvml, host=host, docker=docker, skip=skip, parses=context.parses)
 
 
 def check_start(

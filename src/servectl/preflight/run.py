@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from servectl.adapters.docker import DockerEngine
 from servectl.adapters.gpu import GpuInventory
@@ -14,6 +15,9 @@ from servectl.preflight.checks.services import SERVECTL_HOLDER
 from servectl.preflight.facts import gather_facts
 from servectl.preflight.model import PreflightReport, PreflightRequest
 
+if TYPE_CHECKING:
+    from servectl.adapters.engine_image import ParseMemo
+
 
 def run_preflight(
     *,
@@ -22,6 +26,7 @@ def run_preflight(
     host: HostProbe,
     docker: DockerEngine,
     skip: Iterable[str] = frozenset(),
+    parses: ParseMemo | None = None,
 ) -> PreflightReport:
     """Measure the box and run every check for one request.
 
@@ -31,6 +36,7 @@ def run_preflight(
         host: host probe (psutil on a real host).
         docker: the Docker engine (its facts, and the throwaway container of ``engine.parse``).
         skip: check ids forced to ``skipped`` (``--force CHECK-ID``).
+        parses: the transaction's memo of the image's parser verdicts (``engine.parse``); None: ask the image.
 
     Returns:
         The report; ``report.failed`` says whether a start must not happen.
@@ -41,7 +47,7 @@ def run_preflight(
     skipped = validate_skip(skip)
     started_at = time.time()
     started = time.perf_counter()
-    facts = gather_facts(request=request, gpus=gpus, host=host, docker=docker, skipped=skipped)
+    facts = gather_facts(request=request, gpus=gpus, host=host, docker=docker, skipped=skipped, parses=parses)
     checks = run_checks(request, facts, skipped)
     return PreflightReport(
         profile_name=request.profile_name,

@@ -28,7 +28,7 @@ from servectl.service.health import Progress
 
 if TYPE_CHECKING:
     from servectl.adapters.docker import DockerEngine, ImageInfo
-    from servectl.adapters.engine_image import ParseVerdict
+    from servectl.adapters.engine_image import ParseMemo, ParseVerdict
     from servectl.adapters.host import HostProbe
     from servectl.adapters.readahead import ReadAhead
     from servectl.plan.resolve import Resolved
@@ -72,6 +72,7 @@ class Stager(Protocol):
         docker: DockerEngine,
         skip: frozenset[str],
         on_progress: Callable[[Progress], None] | None = None,
+        parses: ParseMemo | None = None,
     ) -> StageReport: ...
 
 
@@ -89,6 +90,7 @@ def stage_target(
     on_progress: Callable[[Progress], None] | None = None,
     read_weights: bool = True,
     clock: Callable[[], float] = time.monotonic,
+    parses: ParseMemo | None = None,
 ) -> StageReport:
     """Check the target's image and argv in the image, and read its weights ahead (see the module docstring).
 
@@ -100,6 +102,8 @@ def stage_target(
         on_progress: ``Progress("image" | "parse" | "weights", detail, percent)`` as each step goes.
         read_weights: ``False`` checks image and argv only.
         clock: monotonic seconds.
+        parses: the swap's memo of the image's parser verdicts: preflight's ``engine.parse`` asked it first, so
+            the image is asked once per swap. None: ask the image.
 
     Raises:
         PreflightFailed: the image is missing or not the pinned one, the image rejects the argv or cannot be
@@ -109,7 +113,7 @@ def stage_target(
     tell = on_progress or (lambda _progress: None)
     tell(Progress("image", resolved.plan.docker.image))
     found_by, info = _staged_image(resolved, docker)
-    verdict, parse_note = _staged_parse(resolved, docker, found_by, info, skip, tell)
+    verdict, parse_note = _staged_parse(resolved, docker, found_by, info, skip, tell, parses)
     read, weights_note = _staged_weights(resolved, host, tell, clock) if read_weights else (None, "weights not read")
     return StageReport(
         profile=resolved.name,
@@ -133,6 +137,7 @@ def stager(host: HostProbe | None = None, *, read_weights: bool = True) -> Stage
         docker: DockerEngine,
         skip: frozenset[str],
         on_progress: Callable[[Progress], None] | None = None,
+        parses: ParseMemo | None = None,
     ) -> StageReport:
         probe = host
         if probe is None:
@@ -140,7 +145,13 @@ def stager(host: HostProbe | None = None, *, read_weights: bool = True) -> Stage
 
             probe = PsutilHostProbe()
         return stage_target(
-            resolved, docker=docker, host=probe, skip=skip, on_progress=on_progress, read_weights=read_weights
+            resolved,
+            docker=docker,
+            host=probe,
+            skip=skip,
+            on_progress=on_progress,
+            read_weights=read_weights,
+            parses=parses,
         )
 
     return stage
@@ -187,6 +198,7 @@ def _staged_parse(
     info: ImageInfo,
     skip: frozenset[str],
     tell: Callable[[Progress], None],
+    parses: ParseMemo | None = None,
 ) -> tuple[ParseVerdict | None, str]:
     """The image's own verdict on the argv, or why it was not asked."""
     from servectl.preflight.facts import STANDIN_LABEL
@@ -198,8 +210,9 @@ def _staged_parse(
     from servectl.adapters.engine_image import parse_in_image
 
     tell(Progress("parse", info.id[:19]))
+    ask = parse_in_image if parses is None else parses.parse
     try:
-        verdict = parse_in_image(
+        verdict = ask(
             image=ref,
             argv=resolved.plan.engine_argv,
             engine=docker,

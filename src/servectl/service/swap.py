@@ -66,6 +66,7 @@ from servectl.service.transaction.snapshot import take_snapshot
 from servectl.signals import Abandon, Interrupt, SignalGuard, signal_name
 
 if TYPE_CHECKING:
+    from servectl.adapters.engine_image import ParseMemo
     from servectl.plan.resolve import Resolved
     from servectl.preflight.model import PreflightReport
 
@@ -179,6 +180,9 @@ def _run_locked(tx: SwapTx, check: Preflight, target: str | None, stage: Stager 
     with ctx.phase("image", resolved.plan.docker.image):
         # Before anything stops: building the stand-in (or finding the image missing) costs no downtime.
         ctx.runtime.ensure_image(resolved, on_phase=ctx.progress("image"))
+    from servectl.adapters.engine_image import ParseMemo
+
+    parses = ParseMemo()  # preflight's engine.parse and the staging ask the image once between them
     with ctx.phase("preflight"):
         load_stopped(ctx.state_dir)  # a damaged record of stopped conflicts stops the swap before any change
         # every state write the transaction (and its undo) needs is possible before the old service stops
@@ -186,9 +190,10 @@ def _run_locked(tx: SwapTx, check: Preflight, target: str | None, stage: Stager 
         ctx.conflicts.check_available(resolved.loaded.profile.conflicts)
         waiting = next((s for s in running if s.profile == resolved.name and s.state == "standby"), None)
         if waiting is None:  # a standby target already holds its name, port and cards: it is resumed, not started
-            check(resolved=resolved, replacing=current, skip=tx.skip, docker=ctx.docker, gpus=ctx.gpus, running=running)
+            check(resolved=resolved, replacing=current, skip=tx.skip, docker=ctx.docker, gpus=ctx.gpus, running=running,
+                  parses=parses)  # fmt: skip
     if stage is not None and waiting is None:  # a standby target is resumed: nothing to read from disk
-        _stage(tx, resolved, stage)
+        _stage(tx, resolved, stage, parses)
     tx.untouched = tuple(
         s.profile for s in running if s.state in ALIVE_STATES and s not in leftovers and s is not current
     )
@@ -212,11 +217,11 @@ def _run_locked(tx: SwapTx, check: Preflight, target: str | None, stage: Stager 
         return _transact(tx, resolved, current, leftovers, waiting)
 
 
-def _stage(tx: SwapTx, resolved: Resolved, stage: Stager) -> None:
+def _stage(tx: SwapTx, resolved: Resolved, stage: Stager, parses: ParseMemo) -> None:
     """Before the stop and the gateway's hold: what the target's start would otherwise wait for (downtime)."""
     with tx.ctx.phase("stage", resolved.name):
         progress = tx.ctx.progress("stage")
-        report = stage(resolved=resolved, docker=tx.ctx.docker, skip=tx.skip, on_progress=progress)
+        report = stage(resolved=resolved, docker=tx.ctx.docker, skip=tx.skip, on_progress=progress, parses=parses)
         progress(Progress("staged", report.summary()))
 
 

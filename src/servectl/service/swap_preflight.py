@@ -12,6 +12,7 @@ from servectl.service.services import ServiceInfo, running_refs
 
 if TYPE_CHECKING:
     from servectl.adapters.docker import DockerEngine
+    from servectl.adapters.engine_image import ParseMemo
     from servectl.adapters.gpu import GpuInventory
     from servectl.adapters.host import HostProbe
     from servectl.plan.resolve import Resolved
@@ -20,7 +21,8 @@ if TYPE_CHECKING:
 
 class Preflight(Protocol):
     """Raises :class:`PreflightFailed` (or :class:`ServiceConflict`) when ``resolved`` could not start once
-    ``replacing`` is stopped; ``running`` are the servectl services running now."""
+    ``replacing`` is stopped; ``running`` are the servectl services running now; ``parses`` is the swap's memo
+    of the image's parser verdicts, which its staging asks again."""
 
     def __call__(
         self,
@@ -31,6 +33,7 @@ class Preflight(Protocol):
         docker: DockerEngine,
         gpus: GpuInventory | None,
         running: Sequence[ServiceInfo] = (),
+        parses: ParseMemo | None = None,
     ) -> None: ...
 
 
@@ -77,6 +80,7 @@ def profile_preflight(
         docker: DockerEngine,
         gpus: GpuInventory | None,
         running: Sequence[ServiceInfo] = (),
+        parses: ParseMemo | None = None,
     ) -> None:
         from servectl.preflight.model import StartContext
         from servectl.preflight.request import check_start
@@ -94,6 +98,7 @@ def profile_preflight(
                 own_container_ids=frozenset(
                     s.container_id for s in running if s.adopted and s.profile == resolved.name
                 ),
+                parses=parses,
             ),
             skip=skip,
             state_dir=state_dir,
