@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from servectl.adapters.docker import ImageInfo
-from servectl.adapters.host import HostMemory
-from servectl.adapters.readahead import PROGRESS_EVERY_BYTES, WeightFile, read_ahead, weight_files
+from servectl.adapters.host import HostMemory, WeightFile, weight_files
+from servectl.adapters.readahead import PROGRESS_EVERY_BYTES, read_ahead
 from servectl.errors import PreflightFailed, ServectlError
 from servectl.plan.resolve import Resolved, resolve
 from servectl.service.health import Progress
@@ -204,7 +204,7 @@ def test_a_weight_file_that_cannot_be_read_fails_staging_naming_the_model_path(
 ) -> None:
     resolved = profile(profiles, "alpha", "servectl-standin:latest", build="standin")
     gone = WeightFile(str(profiles.parent / "model" / "gone.safetensors"), 10)
-    monkeypatch.setattr("servectl.adapters.readahead.weight_files", lambda folder: (gone,))
+    monkeypatch.setattr("servectl.adapters.host.weight_files", lambda folder: (gone,))
     with pytest.raises(PreflightFailed, match=r"model\.path: staging alpha: reading .*gone\.safetensors ahead"):
         stage_target(resolved, docker=FakeDockerEngine(images={"servectl-standin:latest"}), host=host())
 

@@ -20,6 +20,42 @@ WEIGHT_SUFFIXES: tuple[str, ...] = (".safetensors", ".bin", ".gguf", ".pt", ".pt
 
 
 @dataclass(frozen=True)
+class WeightFile:
+    """One weight file of a model folder (symlinks followed, as in the Hugging Face cache)."""
+
+    path: str
+    size_bytes: int
+
+
+def weight_files(folder: str | Path, *, max_depth: int = 3) -> tuple[WeightFile, ...]:
+    """The weight files under ``folder`` (the suffixes preflight counts), in name order (shard order).
+
+    Hidden entries are left out, as the Hugging Face cache's own metadata; dangling links and anything that is
+    not a regular file (a FIFO would block the reading) are skipped.
+    """
+    found: list[WeightFile] = []
+    stack: list[tuple[Path, int]] = [(Path(folder).expanduser(), 0)]
+    while stack:
+        current, depth = stack.pop()
+        try:
+            entries = list(os.scandir(current))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    if depth < max_depth:
+                        stack.append((Path(entry.path), depth + 1))
+                elif entry.name.endswith(WEIGHT_SUFFIXES) and entry.is_file(follow_symlinks=True):
+                    found.append(WeightFile(entry.path, entry.stat(follow_symlinks=True).st_size))
+            except OSError:  # a dangling symlink into a half-deleted cache
+                continue
+    return tuple(sorted(found, key=lambda f: f.path))
+
+
+@dataclass(frozen=True)
 class Listener:
     """A TCP socket in LISTEN state. ``pid``/``process_name`` are ``None`` when the OS does not tell us
     (another user's socket and we are not root)."""
@@ -333,28 +369,9 @@ class PsutilHostProbe:
         return Path(path).expanduser().exists()
 
 
-def _weights(folder: Path, max_depth: int = 3) -> tuple[int, int]:
-    count = size = 0
-    stack: list[tuple[Path, int]] = [(folder, 0)]
-    while stack:
-        current, depth = stack.pop()
-        try:
-            entries = list(os.scandir(current))
-        except OSError:
-            continue
-        for entry in entries:
-            if entry.name.startswith("."):
-                continue
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    if depth < max_depth:
-                        stack.append((Path(entry.path), depth + 1))
-                elif entry.name.endswith(WEIGHT_SUFFIXES):
-                    size += entry.stat(follow_symlinks=True).st_size
-                    count += 1
-            except OSError:  # a dangling symlink into a half-deleted cache
-                continue
-    return count, size
+def _weights(folder: Path) -> tuple[int, int]:
+    files = weight_files(folder)
+    return len(files), sum(f.size_bytes for f in files)
 
 
 def _read_refs(refs_folder: Path) -> dict[str, str]:

@@ -14,23 +14,14 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
-from servectl.adapters.host import WEIGHT_SUFFIXES
+from servectl.adapters.host import WeightFile
 from servectl.errors import ServectlError
 
 #: One read: large enough that syscalls cost nothing next to the copy, small enough to stay in the CPU caches.
 CHUNK_BYTES = 8 * 2**20
 #: How often progress is told, at most (bytes read between two calls).
 PROGRESS_EVERY_BYTES = 256 * 2**20
-
-
-@dataclass(frozen=True)
-class WeightFile:
-    """One weight file of a model folder (symlinks followed, as in the Hugging Face cache)."""
-
-    path: str
-    size_bytes: int
 
 
 @dataclass(frozen=True)
@@ -52,34 +43,6 @@ class ReadAhead:
     @property
     def rate_bytes_per_s(self) -> float | None:
         return self.bytes_read / self.seconds if self.seconds > 0 else None
-
-
-def weight_files(folder: str, *, max_depth: int = 3) -> tuple[WeightFile, ...]:
-    """The weight files under ``folder`` (the suffixes preflight counts), in name order (shard order).
-
-    Hidden entries are left out, as the Hugging Face cache's own metadata; dangling links and anything that is
-    not a regular file (a FIFO would block the reading) are skipped.
-    """
-    found: list[WeightFile] = []
-    stack: list[tuple[Path, int]] = [(Path(folder).expanduser(), 0)]
-    while stack:
-        current, depth = stack.pop()
-        try:
-            entries = list(os.scandir(current))
-        except OSError:
-            continue
-        for entry in entries:
-            if entry.name.startswith("."):
-                continue
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    if depth < max_depth:
-                        stack.append((Path(entry.path), depth + 1))
-                elif entry.name.endswith(WEIGHT_SUFFIXES) and entry.is_file(follow_symlinks=True):
-                    found.append(WeightFile(entry.path, entry.stat(follow_symlinks=True).st_size))
-            except OSError:  # a dangling symlink into a half-deleted cache
-                continue
-    return tuple(sorted(found, key=lambda f: f.path))
 
 
 def read_ahead(
@@ -152,4 +115,4 @@ def _read_file(path: str, limit: int, buffer: memoryview, tick: Callable[[int], 
     return read
 
 
-__all__ = ["CHUNK_BYTES", "PROGRESS_EVERY_BYTES", "ReadAhead", "WeightFile", "read_ahead", "weight_files"]
+__all__ = ["CHUNK_BYTES", "PROGRESS_EVERY_BYTES", "ReadAhead", "read_ahead"]

@@ -235,7 +235,8 @@ def _staged_weights(
     resolved: Resolved, host: HostProbe, tell: Callable[[Progress], None], clock: Callable[[], float]
 ) -> tuple[ReadAhead | None, str]:
     """The model's weight files read ahead, bounded by free host RAM."""
-    from servectl.adapters.readahead import read_ahead, weight_files
+    from servectl.adapters.host import weight_files
+    from servectl.adapters.readahead import read_ahead
 
     folder = resolved.plan.docker.mounts[0].source
     files = weight_files(folder)
