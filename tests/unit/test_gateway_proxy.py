@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import socket
 import threading
@@ -284,7 +285,7 @@ def test_an_on_request_alias_swaps_to_its_profile_once_and_the_requests_wait_for
             "listen": f"127.0.0.1:{free_port()}",
             "auth": "none",
             "aliases": {"big": ["demo"], "bad": ["broken"], "manual": ["elsewhere"]},
-            "swap": {"hold_s": 5, "on_request": ["big", "bad"]},
+            "swap": {"hold_s": 5, "on_request": ["big", "bad"], "min_loaded_s": 0},
         }
     )
     with GatewayThread(config, upstreams=lambda: list(running), state_dir=tmp_path, start=start) as gw:
@@ -383,3 +384,121 @@ def test_a_swap_on_request_that_would_stop_a_busy_service_waits_or_is_refused_by
             time.sleep(0.3)  # the client left: the stream is no longer in flight
             assert _post(gw, None, {**CHAT, "model": "big", "max_tokens": 2}).status_code == 200  # now it swaps
             assert swaps == ["large"]
+
+
+Swaps = list[tuple[float, float, str]]  # (began, ended, profile)
+
+
+def _turn_taking_gateway(engine: HostStandin, **swap: float) -> tuple[GatewayConfig, list[Upstream], Swaps]:
+    """Aliases one -> pa and two -> pb, both swapped to on request, on one (pretend) card: ``start`` replaces
+    what runs inside a gateway hold, as ``servectl swap`` does (it drains the requests in flight)."""
+    config = GatewayConfig.model_validate(
+        {
+            "listen": f"127.0.0.1:{free_port()}",
+            "auth": "none",
+            "aliases": {"one": ["pa"], "two": ["pb"]},
+            "swap": {"drain_s": 2, "hold_s": 10, "on_request": ["one", "two"], **swap},
+        }
+    )
+    return config, [Upstream(profile="pa", url=engine.base_url, served_name="served-demo", ready=True)], []
+
+
+def test_two_on_request_aliases_hammered_at_once_take_turns_of_min_loaded_s(
+    tmp_path: Path, engine: HostStandin
+) -> None:
+    config, running, swaps = _turn_taking_gateway(engine, min_loaded_s=1.0)
+
+    def start(profile: str) -> None:
+        old = [u.profile for u in running]
+        with GatewayHold(tmp_path, profiles=[*old, profile], reason=f"swap -> {profile}", target=profile):
+            t0 = time.monotonic()
+            running.clear()
+            time.sleep(0.3)  # the model load
+            running.append(Upstream(profile=profile, url=engine.base_url, served_name="served-demo", ready=True))
+            swaps.append((t0, time.monotonic(), profile))
+
+    answers: list[tuple[str, int, float]] = []  # alias, status, when it finished
+    with GatewayThread(config, upstreams=lambda: list(running), state_dir=tmp_path, start=start) as gw:
+        stop = time.monotonic() + 4.0
+
+        def client(alias: str) -> None:
+            with httpx.Client(timeout=15) as http:
+                while time.monotonic() < stop:
+                    r = http.post(gw.base_url + "/v1/chat/completions", json={**CHAT, "model": alias})
+                    answers.append((alias, r.status_code, time.monotonic()))
+
+        workers = [threading.Thread(target=client, args=(alias,)) for alias in ("one", "two", "one", "two")]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join(30)
+        metrics = httpx.get(gw.base_url + "/metrics").text
+    assert [a for a in answers if a[1] != 200] == []
+    assert 2 <= len(swaps) <= 4.0 / 1.0 + 1, swaps  # not one per request
+    assert {p for _, _, p in swaps} == {"pa", "pb"}
+    assert f'servectl_gateway_swap_events_total{{event="on_request"}} {len(swaps)}' in metrics
+    for (_, ended, profile), (began, _, _) in itertools.pairwise(swaps):
+        assert began - ended >= 1.0  # the loaded one stayed min_loaded_s ...
+        alias = {"pa": "one", "pb": "two"}[profile]
+        assert sum(1 for a, _, t in answers if a == alias and ended < t < began) >= 5  # ... and served meanwhile
+    served = {alias: sum(1 for a, _, _ in answers if a == alias) for alias in ("one", "two")}
+    assert served["one"] >= 10 and served["two"] >= 10, served
+
+
+def test_a_request_that_waits_hold_s_for_its_swap_s_turn_gets_503_swapping_with_retry_after(
+    tmp_path: Path, engine: HostStandin
+) -> None:
+    config, running, _ = _turn_taking_gateway(engine, min_loaded_s=5.0, hold_s=0.5)
+    running.clear()  # nothing runs: the first swap is at once, the next waits 5 s
+
+    def start(profile: str) -> None:
+        running[:] = [Upstream(profile=profile, url=engine.base_url, served_name="served-demo", ready=True)]
+
+    with GatewayThread(config, upstreams=lambda: list(running), state_dir=tmp_path, start=start,
+                       startup_s=lambda _p: 7.0) as gw:  # fmt: skip
+        assert _post(gw, None, {**CHAT, "model": "one"}).status_code == 200
+        t0 = time.monotonic()
+        held = _post(gw, None, {**CHAT, "model": "two"})
+        assert 0.4 < time.monotonic() - t0 < 2.0
+        assert _post(gw, None, {**CHAT, "model": "one"}).status_code == 200  # the loaded alias goes on
+    assert held.status_code == 503 and held.headers["X-Servectl-Reason"] == "swapping"
+    assert held.json()["error"]["message"] == (
+        "alias 'two': the swap to pb waits for its turn (what runs stays loaded swap.min_loaded_s = 5 s); retry"
+    )
+    assert 10 <= int(held.headers["Retry-After"]) <= 12  # the turn (4.5 s left) and pb's start (7 s)
+    assert [u.profile for u in running] == ["pa"]
+
+
+def test_clients_that_leave_while_waiting_for_their_turn_leave_the_swap_free_for_the_next(
+    tmp_path: Path, engine: HostStandin
+) -> None:
+    config, running, swaps = _turn_taking_gateway(engine, min_loaded_s=1.5)
+
+    def start(profile: str) -> None:
+        swaps.append((time.monotonic(), time.monotonic(), profile))
+        running[:] = [Upstream(profile=profile, url=engine.base_url, served_name="served-demo", ready=True)]
+
+    with GatewayThread(config, upstreams=lambda: list(running), state_dir=tmp_path, start=start) as gw:
+        assert _post(gw, None, {**CHAT, "model": "two"}).status_code == 200  # pa ran before: swapped at once
+        left: list[str] = []
+
+        def leave(after_s: float) -> None:
+            try:
+                httpx.post(gw.base_url + "/v1/chat/completions", json={**CHAT, "model": "one"}, timeout=after_s)
+            except httpx.ReadTimeout:
+                left.append("timed out")
+
+        # the first waits for pb's time holding the swap lock, the second for the lock, and leaves first
+        leaving = [threading.Thread(target=leave, args=(after_s,)) for after_s in (0.8, 0.3)]
+        for w in leaving:
+            w.start()
+            time.sleep(0.2)
+        for w in leaving:
+            w.join(5)
+        assert left == ["timed out", "timed out"]
+        time.sleep(1.5)  # pb's time is up
+        t0 = time.monotonic()
+        assert _post(gw, None, {**CHAT, "model": "one"}).status_code == 200
+        assert time.monotonic() - t0 < 1.0  # the lock was given back: no wait for hold_s
+    assert [p for _, _, p in swaps] == ["pb", "pa"]
+    assert swaps[-1][0] >= t0  # swapped for the request that stayed, not for the two that left

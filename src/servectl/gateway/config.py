@@ -68,6 +68,13 @@ class SwapPolicy(_Strict):
         description="aliases whose profile servectl swaps to when a request asks for it and it does not run "
         "(a model load: off unless listed); one swap at a time, the request waits up to hold_s",
     )
+    min_loaded_s: float = Field(
+        60.0,
+        ge=0,
+        description="a service stays loaded at least this long after it became ready before a swap on request "
+        "may replace it (anti-thrash): meanwhile its aliases are served and the requests that need the swap wait "
+        "(up to hold_s), then it runs, however busy the loaded alias",
+    )
     when_busy: Literal["wait", "refuse"] = Field(
         "wait",
         description="a swap on request that would stop a service with requests in flight: wait (its requests "
