@@ -111,27 +111,6 @@ def presented_key(request: web.Request) -> str | None:
     return request.headers.get("x-api-key") or None
 
 
-class _Pinger:
-    """Calls ``on_wait`` (an SSE comment to a waiting stream) at most every :data:`KEEPALIVE_S`."""
-
-    def __init__(self, on_wait: Callable[[], Awaitable[None]] | None) -> None:
-        self.on_wait, self.last = on_wait, time.monotonic()
-
-    async def __call__(self) -> None:
-        if self.on_wait is not None and time.monotonic() - self.last >= KEEPALIVE_S:
-            self.last = time.monotonic()
-            await self.on_wait()
-
-
-async def _until(future: asyncio.Future[Any], deadline: float, ping: _Pinger) -> bool:
-    """Wait for ``future`` up to ``deadline``, pinging meanwhile; whether it is done."""
-    while not future.done() and (left := deadline - time.monotonic()) > 0:
-        await asyncio.wait({future}, timeout=min(KEEPALIVE_S, left))
-        if not future.done():
-            await ping()
-    return future.done()
-
-
 class Gateway:
     """One gateway: configuration, keys, the route cache, holds and counters, and the aiohttp app.
 
@@ -155,7 +134,6 @@ class Gateway:
     ) -> None:
         self.config = config
         self.start = start  # swaps to a profile (blocking; raises ServectlError): swap.on_request
-        self._swapping = asyncio.Lock()
         self.turns = SwapTurns(min_loaded_s=config.swap.min_loaded_s, when_busy=config.swap.when_busy)
         self.table = table
         self.keys = keys
@@ -175,6 +153,9 @@ class Gateway:
         self.usage = UsageBook(usage_path(keys.path) if keys is not None else None)
         self._flusher: asyncio.Task[None] | None = None
         self.watcher: ConfigWatcher | None = None  # set by serve_gateway when it watches the sources
+        from servectl.gateway.on_request import SwapOnRequest  # it imports this module's Reject
+
+        self.on_request = SwapOnRequest(self)
 
     # -- lifecycle -------------------------------------------------------------------------------------------
     def app(self) -> web.Application:
@@ -248,7 +229,7 @@ class Gateway:
             await self.refresh(force=True)
             route = self.table.route(alias, self.upstreams)
         if route is None and alias in self.config.swap.on_request and self.start is not None:
-            route = await self._swap_for(alias, on_wait)
+            route = await self.on_request.swap_for(alias, on_wait)
         if route is None:
             wanted = self.table.describe(alias)
             retry = max((self.startup_s(p) or 0.0) for p in self.table.profiles(alias))
@@ -260,100 +241,6 @@ class Gateway:
                 headers={"Retry-After": str(max(1, round(retry or 5)))},
             )
         return route
-
-    async def _swap_for(self, alias: str, on_wait: Callable[[], Awaitable[None]] | None) -> Route | None:
-        """Swap to the alias's first profile when its turn comes (:mod:`servectl.gateway.turns`: what runs
-        stays loaded ``swap.min_loaded_s``, meanwhile its aliases are served; one swap at a time, in the order
-        asked). The swap's own hold drains the service it replaces and holds the requests of the aliases it
-        touches. The request waits up to ``hold_s`` in all, counted as held."""
-        target = self.table.profiles(alias)[0]
-        deadline = time.monotonic() + (self.config.swap.hold_s or 1e9)
-        ping = _Pinger(on_wait)
-        waiting = self.admission.waiting
-        waiting[alias] = waiting.get(alias, 0) + 1
-        try:
-            acquiring = asyncio.ensure_future(self._swapping.acquire())
-            got = False
-            try:
-                got = await _until(acquiring, deadline, ping)
-            finally:  # timed out, or the client left: the lock is not ours to keep
-                if not got and not acquiring.cancel():  # it got the lock at the last moment
-                    self._swapping.release()
-            if not got:
-                raise self._turn_missed(alias, target, self.turns.wait_s(target))
-            return await self._swap_in_turn(alias, target, deadline, ping)
-        finally:
-            waiting[alias] -= 1
-
-    async def _swap_in_turn(self, alias: str, target: str, deadline: float, ping: _Pinger) -> Route | None:
-        """Holding the swap lock: wait for the turn, swap, route. The lock is released when the swap ends, also
-        when the request stopped waiting for it first (so no second swap starts meanwhile)."""
-        from servectl.errors import ServectlError
-
-        assert self.start is not None
-        swapping: asyncio.Future[object] | None = None
-        try:
-            deferred = False
-            while True:
-                await self.refresh(force=True)  # a swap that ran while this request waited may have done it
-                if (route := self.table.route(alias, self.upstreams)) is not None:
-                    return route
-                decision = self.turns.decide(target, in_flight=self._in_flight_by_profile())
-                if decision.action == "swap":
-                    break
-                if decision.action == "refuse":
-                    serving = ", ".join(f"{p} ({n} in flight)" for p, n in decision.busy)
-                    raise Reject(503, f"alias {alias!r}: not swapping to {target} while {serving} is serving "
-                                 "(swap.when_busy: refuse); retry", "unavailable", reason="swap_busy",
-                                 headers={"Retry-After": str(BUSY_RETRY_S)})  # fmt: skip
-                if (left := deadline - time.monotonic()) <= 0:
-                    raise self._turn_missed(alias, target, decision.wait_s)
-                if not deferred:
-                    deferred = True
-                    self.metrics.swap_event("on_request_deferred")
-                    log.info("swap on request: alias %s -> %s in %.1f s (swap.min_loaded_s)", alias, target,
-                             decision.wait_s)  # fmt: skip
-                await asyncio.sleep(min(decision.wait_s, KEEPALIVE_S, left))
-                await ping()
-            self.metrics.swap_event("on_request")
-            log.info("swap on request: alias %s -> %s", alias, target)
-            swapping = asyncio.ensure_future(asyncio.to_thread(self.start, target))
-            finished = await _until(swapping, deadline, ping)
-        finally:
-            if swapping is None:
-                self._swapping.release()
-            else:
-                swapping.add_done_callback(lambda done: self._swap_ended(target, done))
-        if not finished:
-            retry = str(max(1, round(self.startup_s(target) or 30)))
-            raise Reject(503, f"alias {alias!r}: {target} is still starting; retry", "unavailable",
-                         reason="swapping", headers={"Retry-After": retry})  # fmt: skip
-        try:
-            swapping.result()
-        except ServectlError as err:
-            raise Reject(503, f"alias {alias!r}: the swap to {target} failed: {err.lines()[0]}; what ran before "
-                         "still serves its aliases", "unavailable", reason="swap_failed") from None  # fmt: skip
-        await self.refresh(force=True)
-        return self.table.route(alias, self.upstreams)
-
-    def _swap_ended(self, target: str, done: asyncio.Future[object]) -> None:
-        if done.cancelled() or done.exception() is not None:  # also retrieves the exception
-            self.turns.swap_failed(target)
-        self._refresh_soon()
-        self._swapping.release()
-
-    def _turn_missed(self, alias: str, target: str, wait_s: float) -> Reject:
-        """503 ``swapping`` for a request that waited ``hold_s`` for its swap's turn."""
-        retry = str(max(1, round(wait_s + (self.startup_s(target) or 30))))
-        return Reject(503, f"alias {alias!r}: the swap to {target} waits for its turn (what runs stays loaded "
-                      f"swap.min_loaded_s = {self.turns.min_loaded_s:g} s); retry", "unavailable",
-                      reason="swapping", headers={"Retry-After": retry})  # fmt: skip
-
-    def _in_flight_by_profile(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for flight in self.admission.flights:
-            out[flight.profile] = out.get(flight.profile, 0) + 1
-        return out
 
     # -- auth and limits -------------------------------------------------------------------------------------
     def guarded(
@@ -563,7 +450,7 @@ class Gateway:
             try:
                 upstream = await self.session.post(route.url + request.path, data=payload, headers=headers)
             except ClientError as err:
-                self._refresh_soon()
+                self.refresh_soon()
                 raise Reject(502, f"the engine of {route.profile} did not answer ({type(err).__name__})", "upstream",
                              headers={"Retry-After": "1"}) from None  # fmt: skip
             flight.on_cut = upstream.close
@@ -635,7 +522,7 @@ class Gateway:
                 await response.write(
                     error_event(self._failure(route, flight, err), "cut" if flight.was_cut else "upstream")
                 )
-            self._refresh_soon()
+            self.refresh_soon()
         finally:
             self._count(call, route.alias, tokens)
             call.tokens_out = tokens or None
@@ -655,5 +542,5 @@ class Gateway:
             self.metrics.key_tokens[call.entry.name] += tokens
             self.usage.tokens(call.entry, tokens)
 
-    def _refresh_soon(self) -> None:
+    def refresh_soon(self) -> None:
         self._upstreams_at = -1e18

@@ -1,0 +1,87 @@
+"""Swap on request without thrash, on the real Docker engine: two aliases on two stand-in profiles that replace
+each other (one card), hammered at once through the gateway container, swap once per ``swap.min_loaded_s``,
+not once per request, and no request fails.
+
+The gateway world of ``test_gateway_docker`` (its container, key and CLI helpers), with its two profiles
+rewritten as ``test_standby_gateway_docker`` does: each its own port, both on card 0 by their
+``servectl.gpus`` label (no GPU request reaches Docker), and a gateway file with one alias per profile.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+from test_gateway_docker import World
+
+from servectl.standin.process import free_port
+
+pytestmark = pytest.mark.integration
+
+MIN_LOADED_S = 4.0
+HAMMER_S = 20.0
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory: pytest.TempPathFactory, docker_client: Any, standin_image: str,
+         test_session_id: str) -> Iterator[World]:  # fmt: skip
+    w = World(tmp_path_factory.mktemp("on-request-gateway"), docker_client, standin_image, test_session_id)
+    for name in (w.a, w.b):
+        path = w.profiles / f"{name}.yaml"
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        doc["serve"] = {**doc["serve"], "port": free_port()}
+        doc["container"]["labels"] = {**doc["container"]["labels"], "servectl.gpus": "0"}  # one (fake) card
+        path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    config = yaml.safe_load(w.config.read_text(encoding="utf-8"))
+    config["aliases"] = {"one": [w.a], "two": [w.b]}
+    config["swap"] = {"drain_s": 10, "hold_s": 60, "on_request": ["one", "two"], "min_loaded_s": MIN_LOADED_S}
+    w.config.write_text(yaml.safe_dump(config), encoding="utf-8")
+    try:
+        w.ok("up", w.a)
+        w.key = w.ok("gateway", "keys", "create", "laptop", "--rate", "1000000").strip()
+        up = w.ok("gateway", "up", "--config", str(w.config))
+        assert f"one -> {w.a} -> ready" in up, up
+        yield w
+    finally:
+        w.cleanup()
+
+
+def test_two_aliases_hammered_at_once_swap_once_per_min_loaded_s_and_no_request_fails(pair: World) -> None:
+    sdk = pair.sdk()
+    answers: list[tuple[str, float]] = []  # alias, when it finished
+    failures: list[str] = []
+    stop = time.monotonic() + HAMMER_S
+
+    def client(alias: str) -> None:
+        while time.monotonic() < stop:
+            try:
+                answer = sdk.chat.completions.create(model=alias, messages=[{"role": "user", "content": "hi"}],
+                                                     max_tokens=8)  # fmt: skip
+                assert answer.model == alias and answer.usage is not None and answer.usage.completion_tokens == 8
+                answers.append((alias, time.monotonic()))
+            except Exception as err:
+                failures.append(f"{alias}: {type(err).__name__}: {err}")
+
+    workers = [threading.Thread(target=client, args=(alias,)) for alias in ("one", "two", "one", "two")]
+    t0 = time.monotonic()
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(HAMMER_S + 90)
+    elapsed = time.monotonic() - t0
+    metrics = httpx.get(pair.url + "/metrics").text
+    swaps = int(next(line.split()[-1] for line in metrics.splitlines()
+                     if line.startswith('servectl_gateway_swap_events_total{event="on_request"}')))  # fmt: skip
+    print(f"{swaps} swaps on request in {elapsed:.1f} s; answers: "
+          f"one {sum(a == 'one' for a, _ in answers)}, two {sum(a == 'two' for a, _ in answers)}")  # fmt: skip
+    assert failures == []
+    assert 2 <= swaps <= elapsed / MIN_LOADED_S + 1  # not one per request
+    served = {alias: [t for a, t in answers if a == alias] for alias in ("one", "two")}
+    assert len(served["one"]) >= 5 and len(served["two"]) >= 5, {a: len(t) for a, t in served.items()}
+    assert max(served["two"]) > min(served["two"]) + MIN_LOADED_S or max(served["one"]) > min(served["one"])
+    assert 'servectl_gateway_swap_events_total{event="on_request_deferred"}' in metrics  # swaps waited turns
