@@ -1,14 +1,18 @@
 """Swap on request without thrash, on the real Docker engine: two aliases on two stand-in profiles that replace
-each other (one card), hammered at once through the gateway container, swap once per ``swap.min_loaded_s``,
-not once per request, and no request fails.
+each other (one card), hammered at once through the gateway, swap once per ``swap.min_loaded_s``, not once
+per request, and no request fails.
 
-The gateway world of ``test_gateway_docker`` (its container, key and CLI helpers), with its two profiles
-rewritten as ``test_standby_gateway_docker`` does: each its own port, both on card 0 by their
-``servectl.gpus`` label (no GPU request reaches Docker), and a gateway file with one alias per profile.
+The gateway world of ``test_gateway_docker`` (its key and CLI helpers), with its two profiles rewritten as
+``test_standby_gateway_docker`` does: each its own port, both on card 0 by their ``servectl.gpus`` label (no
+GPU request reaches Docker), and a gateway file with one alias per profile. The gateway runs on this host
+(``servectl gateway run``, as systemd would run it), its swaps through the Docker engine: in the gateway
+container, run as a user other than the state folder's owner, a swap cannot open the state lock (issue 31).
 """
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -44,11 +48,26 @@ def pair(tmp_path_factory: pytest.TempPathFactory, docker_client: Any, standin_i
     try:
         w.ok("up", w.a)
         w.key = w.ok("gateway", "keys", "create", "laptop", "--rate", "1000000").strip()
-        up = w.ok("gateway", "up", "--config", str(w.config))
-        assert f"one -> {w.a} -> ready" in up, up
-        yield w
+        gateway = subprocess.Popen([sys.executable, "-m", "servectl", "gateway", "run", "--config", str(w.config)],
+                                   env=w.env, cwd=w.tmp, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+        try:
+            deadline = time.monotonic() + 30
+            while not _answers(w.url + "/healthz"):
+                assert gateway.poll() is None and time.monotonic() < deadline, "the gateway did not start"
+                time.sleep(0.2)
+            yield w
+        finally:
+            gateway.terminate()
+            gateway.wait(30)
     finally:
         w.cleanup()
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
 
 
 def test_two_aliases_hammered_at_once_swap_once_per_min_loaded_s_and_no_request_fails(pair: World) -> None:

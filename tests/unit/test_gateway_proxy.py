@@ -317,9 +317,9 @@ def test_on_request_names_aliases_of_the_file() -> None:
 def test_a_stream_waiting_for_a_swap_on_request_gets_sse_comments_then_the_answer(
     tmp_path: Path, engine: HostStandin, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import servectl.gateway.proxy
+    import servectl.gateway.on_request
 
-    monkeypatch.setattr(servectl.gateway.proxy, "KEEPALIVE_S", 0.2)
+    monkeypatch.setattr(servectl.gateway.on_request, "KEEPALIVE_S", 0.2)
     running: list[Upstream] = []
 
     def start(profile: str) -> None:

@@ -28,7 +28,8 @@ from aiohttp import web
 
 from servectl.errors import ServectlError
 from servectl.gateway.config import ANY_PROFILE
-from servectl.gateway.proxy import Reject, presented_key
+from servectl.gateway.proxy import presented_key
+from servectl.gateway.reject import Reject
 from servectl.paths import DATA_DIR
 from servectl.redact import redact
 

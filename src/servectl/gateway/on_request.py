@@ -3,7 +3,7 @@
 A request for a listed alias whose profile does not run waits for its swap's turn (what runs stays loaded
 ``swap.min_loaded_s``; one swap at a time, in the order asked), then starts ``servectl swap`` to the alias's
 first profile in a thread and waits for it, all within ``swap.hold_s``; a waiting stream gets an SSE comment
-every :data:`~servectl.gateway.proxy.KEEPALIVE_S`.
+every :data:`KEEPALIVE_S`.
 """
 
 from __future__ import annotations
@@ -12,16 +12,18 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from servectl.gateway import proxy
-from servectl.gateway.proxy import BUSY_RETRY_S, Reject
-from servectl.gateway.routes import Route
-
-if TYPE_CHECKING:
-    from servectl.gateway.proxy import Gateway
+from servectl.gateway.admission import Admission
+from servectl.gateway.config import GatewayConfig
+from servectl.gateway.metrics import Metrics
+from servectl.gateway.reject import Reject
+from servectl.gateway.routes import AliasTable, Route, Upstream
+from servectl.gateway.turns import SwapTurns
 
 log = logging.getLogger("servectl.gateway")
+KEEPALIVE_S = 5.0  # a streaming client waiting for a swap on request gets an SSE comment this often
+BUSY_RETRY_S = 5  # swap.when_busy: refuse answers 503 with this Retry-After (the busy requests are finishing)
 
 
 class _Pinger:
@@ -31,7 +33,7 @@ class _Pinger:
         self.on_wait, self.last = on_wait, time.monotonic()
 
     async def __call__(self) -> None:
-        if self.on_wait is not None and time.monotonic() - self.last >= proxy.KEEPALIVE_S:
+        if self.on_wait is not None and time.monotonic() - self.last >= KEEPALIVE_S:
             self.last = time.monotonic()
             await self.on_wait()
 
@@ -39,16 +41,33 @@ class _Pinger:
 async def _until(future: asyncio.Future[Any], deadline: float, ping: _Pinger) -> bool:
     """Wait for ``future`` up to ``deadline``, pinging meanwhile; whether it is done."""
     while not future.done() and (left := deadline - time.monotonic()) > 0:
-        await asyncio.wait({future}, timeout=min(proxy.KEEPALIVE_S, left))
+        await asyncio.wait({future}, timeout=min(KEEPALIVE_S, left))
         if not future.done():
             await ping()
     return future.done()
 
 
+class SwapHost(Protocol):
+    """What a swap on request reads of its gateway (:class:`servectl.gateway.proxy.Gateway`)."""
+
+    config: GatewayConfig
+    table: AliasTable
+    upstreams: list[Upstream]
+    admission: Admission
+    metrics: Metrics
+    turns: SwapTurns
+    start: Callable[[str], object] | None
+    startup_s: Callable[[str], float | None]
+
+    async def refresh(self, *, force: bool = False) -> None: ...
+
+    def refresh_soon(self) -> None: ...
+
+
 class SwapOnRequest:
     """The swaps on request of one gateway: its lock (one swap at a time) and the waits for their turns."""
 
-    def __init__(self, gateway: Gateway) -> None:
+    def __init__(self, gateway: SwapHost) -> None:
         self.gateway = gateway
         self.lock = asyncio.Lock()
 
@@ -104,7 +123,7 @@ class SwapOnRequest:
                     self.gateway.metrics.swap_event("on_request_deferred")
                     log.info("swap on request: alias %s -> %s in %.1f s (swap.min_loaded_s)", alias, target,
                              decision.wait_s)  # fmt: skip
-                await asyncio.sleep(min(decision.wait_s, proxy.KEEPALIVE_S, left))
+                await asyncio.sleep(min(decision.wait_s, KEEPALIVE_S, left))
                 await ping()
             self.gateway.metrics.swap_event("on_request")
             log.info("swap on request: alias %s -> %s", alias, target)

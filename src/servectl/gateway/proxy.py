@@ -33,8 +33,10 @@ from aiohttp import ClientConnectionError, ClientError, ClientPayloadError, Clie
 from servectl.gateway.admission import Admission, Flight, HoldExpired
 from servectl.gateway.config import GatewayConfig
 from servectl.gateway.metrics import Metrics
+from servectl.gateway.on_request import SwapOnRequest
 from servectl.gateway.ratelimit import RateLimiter
 from servectl.gateway.recent import RecentRequests, RequestRecord
+from servectl.gateway.reject import Reject
 from servectl.gateway.routes import AliasTable, Route, Upstream
 from servectl.gateway.turns import SwapTurns
 from servectl.gateway.usage import UsageBook, usage_path
@@ -49,33 +51,7 @@ PROXIED_PATHS = ("/v1/chat/completions", "/v1/completions", "/v1/responses")
 _USAGE_OUT = re.compile(rb'"(?:completion_tokens|output_tokens)"\s*:\s*(\d+)')
 _FORWARDED_HEADERS = ("Content-Type", "Accept", "User-Agent", "OpenAI-Beta")
 ROUTES_TTL_S = 2.0
-KEEPALIVE_S = 5.0  # a streaming client waiting for a swap on request gets an SSE comment this often
-BUSY_RETRY_S = 5  # swap.when_busy: refuse answers 503 with this Retry-After (the busy requests are finishing)
 _SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-
-
-REASON_HEADER = "X-Servectl-Reason"
-"""Every answer the gateway makes itself names why in this header and in the error's ``code``: a 503 is
-``draining``, ``swapping``, ``swap_busy``, ``swap_failed``, ``admission_full`` or ``upstream_down``; a 429 is
-``rate_limited`` or ``budget_exhausted``; a 403 ``forbidden`` (alias) or ``read_only`` (README: 503 reasons)."""
-
-
-class Reject(Exception):
-    """An answer other than the engine's: status, OpenAI-style error body, error class for the metrics, and
-    the reason a client reads (``code`` and :data:`REASON_HEADER`; default: the error class)."""
-
-    def __init__(
-        self, status: int, message: str, kind: str, *, reason: str | None = None, headers: dict[str, str] | None = None
-    ) -> None:
-        super().__init__(message)
-        self.status, self.message, self.kind, self.headers = status, message, kind, headers or {}
-        self.reason = reason or kind
-
-    def response(self) -> web.Response:
-        kind = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
-                404: "not_found_error", 429: "rate_limit_error"}.get(self.status, "server_error")  # fmt: skip
-        body = {"error": {"message": self.message, "type": kind, "code": self.reason}}
-        return web.json_response(body, status=self.status, headers={**self.headers, REASON_HEADER: self.reason})
 
 
 @dataclass
@@ -153,8 +129,6 @@ class Gateway:
         self.usage = UsageBook(usage_path(keys.path) if keys is not None else None)
         self._flusher: asyncio.Task[None] | None = None
         self.watcher: ConfigWatcher | None = None  # set by serve_gateway when it watches the sources
-        from servectl.gateway.on_request import SwapOnRequest  # it imports this module's Reject
-
         self.on_request = SwapOnRequest(self)
 
     # -- lifecycle -------------------------------------------------------------------------------------------
