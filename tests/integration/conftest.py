@@ -5,6 +5,8 @@
 * ``test_session_id`` (session): a value for the ``servectl.test-session`` label; every container made through
   these fixtures carries it, and whatever is left with it is removed when the session ends.
 * ``standin_image`` (session): the stand-in SGLang image, built once per session; its reference.
+* ``make_world``: builds a test module's world class from the fixtures above and calls its ``cleanup()`` when
+  the test ends, passed or failed.
 * ``run_container``: start a container (default image: the stand-in) with a unique name and the session
   label; it is removed when the test ends, passed or failed.
 """
@@ -15,7 +17,8 @@ import contextlib
 import os
 import uuid
 from collections.abc import Callable, Iterator
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
 
 import pytest
 
@@ -72,3 +75,30 @@ def run_container(docker_client: Any, standin_image: str, test_session_id: str) 
     for container in created:
         with contextlib.suppress(docker.errors.NotFound):  # a test may have removed it already
             container.remove(force=True)
+
+
+class _World(Protocol):
+    def cleanup(self) -> None: ...
+
+
+W = TypeVar("W", bound=_World)
+
+
+@pytest.fixture
+def make_world(
+    tmp_path: Path, docker_client: Any, standin_image: str, test_session_id: str, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Callable[[Callable[..., W]], W]]:
+    """``make_world(World)``: ``World(tmp_path, docker_client, standin_image, test_session_id, monkeypatch)``,
+    cleaned up (``cleanup()``) when the test ends, passed or failed."""
+    made: list[_World] = []
+
+    def make(cls: Callable[..., W]) -> W:
+        world = cls(tmp_path, docker_client, standin_image, test_session_id, monkeypatch)
+        made.append(world)
+        return world
+
+    try:
+        yield make
+    finally:
+        for world in made:
+            world.cleanup()

@@ -12,7 +12,6 @@ refusals. Every container carries this test's labels and is removed by them, pas
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -20,13 +19,14 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 import yaml
+from _helpers import remove_labelled
 
 from servectl.adapters.docker import DockerSdkEngine
 from servectl.errors import ProfileTemplate, SwapRolledBack, UsageError
@@ -184,20 +184,12 @@ class World:
                 assert SECRET not in text and API_KEY not in text, path
 
     def cleanup(self) -> None:
-        for c in self.client.containers.list(all=True, filters={"label": f"{TEST_LABEL}={self.tid}"}):
-            with contextlib.suppress(Exception):
-                c.remove(force=True)
+        remove_labelled(self.client, TEST_LABEL, self.tid)
 
 
 @pytest.fixture
-def world(
-    docker_client: Any, standin_image: str, test_session_id: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[World]:
-    w = World(tmp_path, docker_client, standin_image, test_session_id, monkeypatch)
-    try:
-        yield w
-    finally:
-        w.cleanup()
+def world(make_world: Callable[[type[World]], World]) -> World:
+    return make_world(World)
 
 
 def assert_round_trip(world: World, profile: str, original: dict[str, Any]) -> None:

@@ -10,20 +10,18 @@ test's label; the teardown removes them, passed or failed.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import signal
 import subprocess
-import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 import yaml
+from _helpers import remove_labelled, servectl_popen
 
 from servectl.adapters.docker import DockerSdkEngine
 from servectl.adapters.state import History
@@ -39,7 +37,6 @@ from servectl.testing.standin_gpu import StandinGpuInventory, StandinOnCards
 
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parents[2]
 SESSION_LABEL = "servectl.test-session"
 TEST_LABEL = "servectl.test-standby"
 ASK = {"messages": [{"role": "user", "content": "Say something."}], "max_tokens": 4, "temperature": 0}
@@ -114,36 +111,15 @@ class World:
         return text
 
     def cli(self, *args: str) -> subprocess.Popen[str]:
-        env = {
-            **os.environ,
-            "PYTHONPATH": str(REPO / "src"),
-            "SERVECTL_PROFILES": str(self.profiles),
-            "SERVECTL_HOME": str(self.home),
-        }
-        return subprocess.Popen(
-            [sys.executable, "-m", "servectl", *args],
-            env=env,
-            cwd=self.tmp,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        return servectl_popen(*args, profiles=self.profiles, home=self.home, cwd=self.tmp)
 
     def cleanup(self) -> None:
-        for c in self.client.containers.list(all=True, filters={"label": f"{TEST_LABEL}={self.tid}"}):
-            with contextlib.suppress(Exception):
-                c.remove(force=True)
+        remove_labelled(self.client, TEST_LABEL, self.tid)
 
 
 @pytest.fixture
-def world(
-    tmp_path: Path, docker_client: Any, standin_image: str, test_session_id: str, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[World]:
-    w = World(tmp_path, docker_client, standin_image, test_session_id, monkeypatch)
-    try:
-        yield w
-    finally:
-        w.cleanup()
+def world(make_world: Callable[[type[World]], World]) -> World:
+    return make_world(World)
 
 
 def test_a_b_a_with_a_on_warm_standby_comes_back_without_a_container_start(world: World) -> None:

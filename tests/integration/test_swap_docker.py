@@ -8,19 +8,18 @@ and the teardown removes whatever carries it, passed or failed.
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import signal
 import subprocess
-import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from _helpers import remove_labelled, servectl_popen
 
 from servectl.adapters.conflicts import ConflictHandler, DockerConflicts, detect_compose, load_stopped
 from servectl.adapters.docker import DockerSdkEngine
@@ -36,7 +35,6 @@ pytestmark = pytest.mark.integration
 
 SESSION_LABEL = "servectl.test-session"
 TEST_LABEL = "servectl.test-swap"
-REPO = Path(__file__).resolve().parents[2]
 
 
 def settled(look: Callable[[], dict[str, str]]) -> dict[str, str]:
@@ -134,20 +132,7 @@ class Bench:
         return [m["id"] for m in models.get("data", [])] == [name]
 
     def cli(self, *args: str) -> subprocess.Popen[str]:
-        env = {
-            **os.environ,
-            "PYTHONPATH": str(REPO / "src"),
-            "SERVECTL_PROFILES": str(self.profiles),
-            "SERVECTL_HOME": str(self.home),
-        }
-        return subprocess.Popen(
-            [sys.executable, "-m", "servectl", *args],
-            env=env,
-            cwd=self.tmp,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        return servectl_popen(*args, profiles=self.profiles, home=self.home, cwd=self.tmp)
 
     def wait_for_container(self, name: str, timeout_s: float = 20.0) -> None:
         deadline = time.monotonic() + timeout_s
@@ -157,24 +142,12 @@ class Bench:
             time.sleep(0.05)
 
     def cleanup(self) -> None:
-        for c in self.client.containers.list(all=True, filters={"label": f"{TEST_LABEL}={self.tid}"}):
-            with contextlib.suppress(Exception):
-                c.remove(force=True)
+        remove_labelled(self.client, TEST_LABEL, self.tid)
 
 
 @pytest.fixture
-def bench(
-    tmp_path: Path,
-    docker_client: Any,
-    standin_image: str,
-    test_session_id: str,
-    monkeypatch: pytest.MonkeyPatch,
-) -> Iterator[Bench]:
-    b = Bench(tmp_path, docker_client, standin_image, test_session_id, monkeypatch)
-    try:
-        yield b
-    finally:
-        b.cleanup()
+def bench(make_world: Callable[[type[Bench]], Bench]) -> Bench:
+    return make_world(Bench)
 
 
 @pytest.fixture

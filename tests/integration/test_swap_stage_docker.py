@@ -9,15 +9,15 @@ Every container carries this test's label and is removed at the end, passed or f
 
 from __future__ import annotations
 
-import contextlib
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 import yaml
+from _helpers import remove_labelled
 from servectl_ci import sglang_image
 
 from servectl.adapters.docker import DockerSdkEngine
@@ -86,20 +86,12 @@ class World:
         return str(models["data"][0]["id"]) if models.get("data") else None
 
     def cleanup(self) -> None:
-        for c in self.client.containers.list(all=True, filters={"label": f"{TEST_LABEL}={self.tid}"}):
-            with contextlib.suppress(Exception):
-                c.remove(force=True)
+        remove_labelled(self.client, TEST_LABEL, self.tid)
 
 
 @pytest.fixture
-def world(
-    tmp_path: Path, docker_client: Any, standin_image: str, test_session_id: str, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[World]:
-    w = World(tmp_path, docker_client, standin_image, test_session_id, monkeypatch)
-    try:
-        yield w
-    finally:
-        w.cleanup()
+def world(make_world: Callable[[type[World]], World]) -> World:
+    return make_world(World)
 
 
 def test_host_swap_stages_the_target_before_the_stop_and_the_standin_reads_its_weights(world: World) -> None:
