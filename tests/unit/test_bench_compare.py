@@ -208,12 +208,12 @@ def test_an_artifact_of_another_schema_version_is_one_line_naming_the_file(tmp_p
     run = bench_run(tmp_path / "run", rate=100.0, profile="demo")
     summary = run / "summary.json"
     doc = json.loads(summary.read_text())
-    summary.write_text(json.dumps({**doc, "schema": "servectl.bench/v2"}))
+    summary.write_text(json.dumps({**doc, "schema": "servectl.bench/v3"}))
     with pytest.raises(UsageError) as err:
         read_run(run)
     assert err.value.message == (
-        f"{summary}: artifact schema 'servectl.bench/v2' is not 'servectl.bench/v1', the one this servectl reads; "
-        "compare it with the servectl version that wrote it"
+        f"{summary}: artifact schema 'servectl.bench/v3' is not 'servectl.bench/v1' or 'servectl.bench/v2', "
+        "the ones this servectl reads; compare it with the servectl version that wrote it"
     )
     summary.write_text(json.dumps({**doc, "points": [{**doc["points"][0], "decode_tok_s": {"p50": "fast"}}]}))
     with pytest.raises(UsageError, match=r"summary.json: points\[0\]\.decode_tok_s: not a statistic"):
@@ -221,6 +221,23 @@ def test_an_artifact_of_another_schema_version_is_one_line_naming_the_file(tmp_p
     summary.write_text("{not json")
     with pytest.raises(UsageError, match=r"summary.json: not JSON"):
         read_run(run)
+
+
+def test_a_v1_run_without_the_v2_fields_is_still_read(tmp_path: Path) -> None:
+    """A run written before output tokens per minute and peak VRAM (schema v1) compares as it did."""
+    run = bench_run(tmp_path / "run", rate=100.0, profile="demo")
+    summary = run / "summary.json"
+    doc = json.loads(summary.read_text())
+    assert doc["schema"] == "servectl.bench/v2" and "output_tok_per_min" in doc["points"][0]
+    v2 = read_run(run)
+    v1_points = [
+        {k: v for k, v in p.items() if k not in ("output_tokens", "measured_s", "output_tok_per_min", "peak_vram")}
+        for p in doc["points"]
+    ]
+    summary.write_text(json.dumps({**doc, "schema": "servectl.bench/v1", "points": v1_points}))
+    v1 = read_run(run)
+    assert [p.decode_tok_s for p in v1.points] == [p.decode_tok_s for p in v2.points]
+    assert v1.points[0].decode_tok_s is not None
 
 
 # -- reference CSVs ------------------------------------------------------------------------------------

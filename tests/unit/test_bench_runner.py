@@ -264,7 +264,7 @@ def test_artifacts_hold_one_file_per_point_and_a_summary(tmp_path: Path) -> None
     names = ["artifact-manifest.json", "c1-p16384-r3.json", "c1-p4096-r3.json", "summary.json"]
     assert sorted(p.name for p in paths) == names
     doc = json.loads((tmp_path / "evidence" / "c1-p4096-r3.json").read_text())
-    assert doc["schema"] == "servectl.bench/v1" and doc["kind"] == "point"
+    assert doc["schema"] == "servectl.bench/v2" and doc["kind"] == "point"
     assert doc["request_settings"]["stream_options"] == {
         "include_usage": True,
         "continuous_usage_stats": True,

@@ -5,6 +5,11 @@ the provenance (profile, resolved plan hash, image digest, model revision), the 
 that a result can be checked against the profile it claims to qualify and goes stale when that changes.
 
 File names: ``c{concurrency}-p{target}-r{repeats}.json`` (e.g. ``c1-p4096-r3.json``) and ``summary.json``.
+
+Schema versions: ``servectl.bench/v2`` adds to every point ``output_tokens`` (completion tokens of the good
+requests), ``measured_s`` (wall time of its rounds), ``output_tok_per_min`` and ``peak_vram`` (the highest
+used memory per card while it ran, null when the cards could not be read). ``v1`` files, which lack them,
+are still read (:data:`READABLE_ARTIFACT_SCHEMAS`); readers derive what they can from their requests.
 """
 
 from __future__ import annotations
@@ -27,7 +32,9 @@ from servectl.bench.model import (
 )
 
 #: Version of the artifact layout; bump when a field changes meaning.
-ARTIFACT_SCHEMA = "servectl.bench/v1"
+ARTIFACT_SCHEMA = "servectl.bench/v2"
+#: The versions this servectl reads: v1 (no output tokens per minute, no peak VRAM) and the current one.
+READABLE_ARTIFACT_SCHEMAS: tuple[str, ...] = ("servectl.bench/v1", ARTIFACT_SCHEMA)
 SUMMARY_FILE = "summary.json"
 
 
@@ -103,6 +110,20 @@ def _header(report: BenchReport) -> dict[str, Any]:
     }
 
 
+def peak_vram_document(point: PointResult) -> dict[str, Any] | None:
+    """The peak used memory per card during a point, as the artifacts record it (None: not read)."""
+    peak = point.peak_vram
+    if peak is None:
+        return None
+    return {
+        "samples": peak.samples,
+        "cards": [
+            {"index": c.index, "peak_used_bytes": c.peak_used_bytes, "peak_used_mib": c.peak_used_mib}
+            for c in peak.cards
+        ],
+    }
+
+
 def point_summary(point: PointResult) -> dict[str, Any]:
     """The headline numbers of one point (no per-request list)."""
     return {
@@ -127,6 +148,10 @@ def point_summary(point: PointResult) -> dict[str, Any]:
         "client_cpu_fraction": point.client_cpu_fraction,
         "client_cpu_ms_per_1000_chunks": point.client_cpu_ms_per_1000_chunks,
         "wall_s": point.wall_s,
+        "output_tokens": point.output_tokens,
+        "measured_s": point.measured_s,
+        "output_tok_per_min": point.output_tok_per_min,
+        "peak_vram": peak_vram_document(point),
         "chunks": point.chunks,
         "started_at": point.started_at,
         "finished_at": point.finished_at,

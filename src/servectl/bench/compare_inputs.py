@@ -1,6 +1,6 @@
 """What ``bench compare`` reads: ``bench --out`` folders and reference CSVs, into :class:`Series`.
 
-A run is read from its ``summary.json`` (schema ``servectl.bench/v1``; the failure kinds of flagged requests
+A run is read from its ``summary.json`` (schema ``servectl.bench/v1`` or ``v2``; the failure kinds of flagged requests
 from the point files). A reference is a small CSV typed from a published figure or an older log::
 
     # name: DS4-0731
@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from servectl.bench.artifacts import ARTIFACT_SCHEMA, SUMMARY_FILE
+from servectl.bench.artifacts import READABLE_ARTIFACT_SCHEMAS, SUMMARY_FILE
 from servectl.bench.compare import DEFAULT_TOLERANCE, Comparison, Series, SeriesPoint, compare_series
 from servectl.bench.model import Stat
 from servectl.errors import UsageError
@@ -162,9 +162,10 @@ def read_run(folder: Path, *, label: str | None = None) -> Series:
         raise UsageError(f"{folder}: no bench artifacts ({SUMMARY_FILE} is missing); {_RUN_FIX}")
     doc = _read_json(summary)
     schema = doc.get("schema")
-    if schema != ARTIFACT_SCHEMA:
+    if schema not in READABLE_ARTIFACT_SCHEMAS:
+        readable = " or ".join(repr(s) for s in READABLE_ARTIFACT_SCHEMAS)
         raise UsageError(
-            f"{summary}: artifact schema {schema!r} is not {ARTIFACT_SCHEMA!r}, the one this servectl reads; "
+            f"{summary}: artifact schema {schema!r} is not {readable}, the ones this servectl reads; "
             "compare it with the servectl version that wrote it"
         )
     fields = _Fields(summary)

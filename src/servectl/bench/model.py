@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from servectl.bench.settings import ApiKey, BenchSettings
+from servectl.bench.vram import CardUsage, PeakVram
 
 #: Why a request is flagged and left out of the aggregates.
 FailureKind = Literal[
@@ -128,6 +129,8 @@ class BenchContext:
             ``lambda: inventory.snapshot().devices`` with a :class:`servectl.adapters.gpu.GpuInventory`.
         host_facts: Called once when the artifacts are written; returns the host facts the artifact manifest
             records (:func:`servectl.bench.manifest.host_facts`: driver, cards, power cap).
+        used_vram: Called in the background while each point runs (:mod:`servectl.bench.vram`); returns the
+            used memory of each card the service uses, for the peak per card. None: peak VRAM unknown.
     """
 
     profile_name: str | None = None
@@ -136,6 +139,14 @@ class BenchContext:
     model_revision: str | None = None
     free_vram_after: Callable[[], Sequence[CardMemory]] | None = field(default=None, repr=False, compare=False)
     host_facts: Callable[[], Mapping[str, Any]] | None = field(default=None, repr=False, compare=False)
+    used_vram: Callable[[], Sequence[CardUsage]] | None = field(default=None, repr=False, compare=False)
+
+
+def output_tokens_per_minute(tokens: int, seconds: float | None) -> float | None:
+    """Completion tokens per minute over ``seconds`` of wall time (None without a positive time or a token)."""
+    if seconds is None or seconds <= 0 or tokens <= 0:
+        return None
+    return 60.0 * tokens / seconds
 
 
 @dataclass(frozen=True)
@@ -201,6 +212,11 @@ class PointResult:
 
     Only requests that are :attr:`RequestMeasurement.ok` count; flagged ones are listed in
     :attr:`requests` with their failure and left out of every statistic.
+
+    ``output_tokens`` sums the completion tokens of the good requests and ``measured_s`` is the wall time of
+    the point's rounds (first request sent to last request ended, on the run's clock), so that
+    :attr:`output_tok_per_min` is what the service delivered at this concurrency. ``peak_vram`` is the
+    highest used memory per card while the point ran (None when the cards could not be read).
     """
 
     prompt_tokens_target: int
@@ -224,6 +240,14 @@ class PointResult:
     finished_at: str = ""
     skipped: str | None = None
     warnings: tuple[str, ...] = ()
+    output_tokens: int = 0
+    measured_s: float | None = None
+    peak_vram: PeakVram | None = None
+
+    @property
+    def output_tok_per_min(self) -> float | None:
+        """Completion tokens of the good requests per minute of the point's wall time."""
+        return output_tokens_per_minute(self.output_tokens, self.measured_s)
 
     @property
     def flagged(self) -> tuple[RequestMeasurement, ...]:

@@ -7,8 +7,9 @@ measured with ``time.process_time`` per point (and ``time.thread_time`` per requ
 client that cannot keep up shows in the result instead of silently lowering it.
 
 Order of a run: model discovery (``/v1/models``), two calibration probes, then for each prompt-length target
-one warm-up request and, for each concurrency level, ``repeats`` measured rounds; then free VRAM per card
-when the context can read it.
+one warm-up request and, for each concurrency level, ``repeats`` measured rounds (with the used VRAM of the
+service's cards sampled in the background, :mod:`servectl.bench.vram`); then free VRAM per card when the
+context can read it.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ from servectl.bench.prompts import (
 )
 from servectl.bench.settings import BenchSettings
 from servectl.bench.stream import StreamAccumulator
+from servectl.bench.vram import PeakVram, VramWatch, stop_sampler
 from servectl.errors import BenchFailed, UsageError
 
 ProgressCallback = Callable[[BenchProgressEvent], None]
@@ -132,7 +134,39 @@ def _measure_point(
     started = _now_iso()
     cpu0, wall0 = time.process_time(), time.perf_counter()
     requests: list[RequestMeasurement] = []
-    point_words = words
+    sampler = runner.vram.point()
+    try:
+        point_words = _rounds(runner, pool, target, concurrency, words, calibration, requests)
+    finally:  # the sampler's thread never outlives its point, even when a round raises
+        peak_vram = stop_sampler(sampler)
+    point = _aggregate(
+        target=target,
+        concurrency=concurrency,
+        repeats=settings.repeats,
+        words=requests[0].prompt_words if requests else words,
+        requests=requests,
+        warmup=warmup,
+        server_accept_length=runner.server_accept_length(),
+        cpu_s=time.process_time() - cpu0,
+        wall_s=time.perf_counter() - wall0,
+        started_at=started,
+        finished_at=_now_iso(),
+        peak_vram=peak_vram,
+    )
+    return point, point_words
+
+
+def _rounds(
+    runner: _Runner,
+    pool: ThreadPoolExecutor,
+    target: int,
+    concurrency: int,
+    point_words: int,
+    calibration: Calibration,
+    requests: list[RequestMeasurement],
+) -> int:
+    """The measured rounds of one point, appended to ``requests``; the word count they ended with."""
+    settings = runner.settings
     for round_index in range(settings.repeats):
         jobs = [
             _Job(
@@ -158,20 +192,7 @@ def _measure_point(
                 actual_tokens=statistics.median(actuals),
                 tokens_per_word=calibration.tokens_per_word,
             )
-    point = _aggregate(
-        target=target,
-        concurrency=concurrency,
-        repeats=settings.repeats,
-        words=requests[0].prompt_words if requests else words,
-        requests=requests,
-        warmup=warmup,
-        server_accept_length=runner.server_accept_length(),
-        cpu_s=time.process_time() - cpu0,
-        wall_s=time.perf_counter() - wall0,
-        started_at=started,
-        finished_at=_now_iso(),
-    )
-    return point, point_words
+    return point_words
 
 
 class _Runner:
@@ -182,8 +203,10 @@ class _Runner:
         client: httpx.Client,
         clock: Clock,
         progress: ProgressCallback | None,
+        vram: VramWatch,
     ) -> None:
         self.settings = settings
+        self.vram = vram
         self.client = client
         self.clock = clock
         self.progress = progress
@@ -367,6 +390,7 @@ def _aggregate(
     wall_s: float,
     started_at: str,
     finished_at: str,
+    peak_vram: PeakVram | None = None,
 ) -> PointResult:
     """Statistics of one point over its good requests only."""
     ok = [r for r in requests if r.ok]
@@ -424,7 +448,18 @@ def _aggregate(
         started_at=started_at,
         finished_at=finished_at,
         warnings=tuple(warnings),
+        output_tokens=sum(r.completion_tokens_produced or 0 for r in ok),
+        measured_s=_measured_s(requests),
+        peak_vram=peak_vram,
     )
+
+
+def _measured_s(requests: Sequence[RequestMeasurement]) -> float | None:
+    """Wall time of a point's rounds on the run's clock: first request sent to last request ended."""
+    if not requests:
+        return None
+    end = max(r.sent_offset_s + (r.e2e_s or 0.0) for r in requests)
+    return end - min(r.sent_offset_s for r in requests)
 
 
 def _skipped(settings: BenchSettings, target: int, concurrency: int, reason: str) -> PointResult:
@@ -483,7 +518,8 @@ def run_bench(
         _client(settings, transport) as client,
         ThreadPoolExecutor(max_workers=max_streams, thread_name_prefix="bench-stream") as pool,
     ):
-        runner = _Runner(settings=settings, client=client, clock=clock, progress=progress)
+        vram = VramWatch(context.used_vram if context is not None else None)
+        runner = _Runner(settings=settings, client=client, clock=clock, progress=progress, vram=vram)
         runner.model, max_model_len = runner.discover_model()
         per_target = (1 if settings.warmup else 0) + settings.repeats * sum(settings.concurrency)
         runner.total = 2 + per_target * len(settings.prompt_tokens)
@@ -498,6 +534,8 @@ def run_bench(
                 runner._report_progress(per_target, "measure", prompt_tokens_target=target)
                 continue
             points.extend(_measure_target(runner, pool, target, calibration))
+    if vram.note:  # once per run, however many points could not read the cards
+        warnings.append(vram.note)
     free_vram = _free_vram(context, warnings)
     from servectl.version import __version__
 

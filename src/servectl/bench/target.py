@@ -56,7 +56,7 @@ def bench_target(
             f"{resolved.plan.plan_hash}; results would not match the profile: `servectl swap {name}` first"
         )
 
-    def free_vram() -> list[object]:
+    def service_cards() -> list[object]:  # free memory after the run, used memory while it runs
         assert gpus is not None
         wanted = set(profile.gpus.devices)
         return [d for d in gpus.snapshot().devices if d.index in wanted]
@@ -66,7 +66,9 @@ def bench_target(
         plan_hash=resolved.plan.plan_hash,
         image_digest=profile.image.digest,
         model_revision=profile.model.revision,
-        free_vram_after=free_vram if gpus is not None else None,  # type: ignore[arg-type]
+        free_vram_after=service_cards if gpus is not None else None,  # type: ignore[arg-type]
+        # a service on no card (the stand-in) has no VRAM to watch: its peak is unknown, not zero
+        used_vram=service_cards if gpus is not None and profile.gpus.devices else None,  # type: ignore[arg-type]
         host_facts=lambda: host_facts(gpus, profile.gpus.devices),
     )
     return BenchTarget(

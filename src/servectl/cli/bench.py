@@ -53,6 +53,12 @@ def _prompt_cell(point: PointResult) -> str:
     return f"{point.prompt_tokens_target:,} / {shown}"
 
 
+def _peak_cell(point: PointResult) -> str:
+    """The fullest card's peak used VRAM during the point (``-`` when the cards could not be read)."""
+    highest = point.peak_vram.highest_mib if point.peak_vram is not None else None
+    return "-" if highest is None else f"{highest:,}"
+
+
 def results_table(report: BenchReport, *, width: int = 80) -> Table:
     """The headline numbers of every point, one row each; at narrow widths the secondary columns go first."""
     from servectl.cli.views.table import Col, fit_table
@@ -64,13 +70,15 @@ def results_table(report: BenchReport, *, width: int = 80) -> Table:
         Col("TTFT s\np50 [min-max]", justify="right", priority=2),
         Col("prefill tok/s\np50", justify="right", priority=3),
         Col("decode tok/s\np50 [min-max]", justify="right"),
+        Col("output\ntok/min", justify="right", priority=1),
+        Col("peak VRAM\nMiB/card", justify="right", priority=1),
         Col("accept\nlength", justify="right", priority=4),
         Col("client\nCPU", justify="right", priority=5),
     )
     rows: list[tuple[str, ...]] = []
     for p in report.points:
         if p.skipped:
-            rows.append((f"{p.prompt_tokens_target:,} / -", str(p.concurrency), "skipped", "-", "-", "-", "-", "-"))
+            rows.append((f"{p.prompt_tokens_target:,} / -", str(p.concurrency), "skipped", *("-",) * 7))
             continue
         accept = p.accept_length.p50 if p.accept_length is not None else p.server_accept_length
         cpu = p.client_cpu_fraction
@@ -83,6 +91,8 @@ def results_table(report: BenchReport, *, width: int = 80) -> Table:
                 _fmt_stat(p.ttft_s, ".3f"),
                 _fmt_stat(p.prefill_tok_s, ",.0f").split(" ")[0],
                 _fmt_stat(p.decode_tok_s, ".2f"),
+                f"{rate:,.0f}" if (rate := p.output_tok_per_min) is not None else "-",
+                _peak_cell(p),
                 f"{accept:.2f}" if accept is not None else "-",
                 f"{100 * cpu:.0f} %" if cpu is not None else "-",
             )
@@ -106,6 +116,14 @@ def _render_notes(console: Console, report: BenchReport) -> None:
             )
     for warning in report.warnings:
         console.print(f"[yellow]warning[/yellow]: {escape(warning)}", highlight=False)
+    for point in report.points:  # the table shows the fullest card; with several, each one here
+        if point.peak_vram is not None and len(point.peak_vram.cards) > 1:
+            cards = ", ".join(
+                f"GPU{c.index} " + ("unknown" if c.peak_used_mib is None else f"{c.peak_used_mib:,} MiB")
+                for c in point.peak_vram.cards
+            )
+            where = f"{point.prompt_tokens_target:,} tokens C{point.concurrency}"
+            console.print(f"peak VRAM {where}: {cards}", highlight=False)
     if report.free_vram_after:
         cards = ", ".join(
             f"GPU{c.index} " + ("unknown" if c.memory_free_bytes is None else f"{c.memory_free_bytes // 2**20:,} MiB")
