@@ -5,34 +5,18 @@ Run on a machine with NVIDIA GPUs (``pytest -m gpu tests/gpu``); skips where NVM
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
+from gpu_helpers import nvidia_smi
 
 from servectl.adapters.gpu import NvmlInventory
 from servectl.bench.manifest import host_facts
-from servectl.errors import GpuUnavailable
 
 pytestmark = pytest.mark.gpu
 
 
-def nvidia_smi(*fields: str) -> list[list[str]]:
-    out = subprocess.run(
-        ["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"],
-        capture_output=True, text=True, check=True, timeout=60,
-    ).stdout  # fmt: skip
-    return [[v.strip() for v in line.split(",")] for line in out.strip().splitlines()]
-
-
-def test_host_facts_match_nvidia_smi() -> None:
-    inventory = NvmlInventory()
-    try:
-        inventory.snapshot()
-    except GpuUnavailable as err:
-        pytest.skip(f"no NVIDIA driver here: {err}")
+def test_host_facts_match_nvidia_smi(inventory: NvmlInventory) -> None:
     facts = host_facts(inventory)
-    inventory.close()
-    smi = nvidia_smi("index", "driver_version", "name", "enforced.power.limit", "memory.total")
+    smi = nvidia_smi("--query-gpu=index,driver_version,name,enforced.power.limit,memory.total")
     assert facts["source"] == "nvml" and facts["driver_version"] == smi[0][1]
     assert [c["index"] for c in facts["cards"]] == [int(row[0]) for row in smi]
     for card, row in zip(facts["cards"], smi, strict=True):

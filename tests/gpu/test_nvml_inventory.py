@@ -7,99 +7,20 @@ Set ``SERVECTL_GPU_NUMBERS=path`` to have the compared numbers appended there as
 
 from __future__ import annotations
 
-import importlib.util
-import json
-import os
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 import pytest
+from gpu_helpers import Holder, nvidia_smi, record, start_holder, uuid_key
 
 from servectl.adapters.gpu import MIB, GpuSnapshot, NvmlInventory, wait_until_free
 from servectl.adapters.host import PsutilHostProbe
-from servectl.errors import GpuUnavailable
 from servectl.preflight.model import PreflightRequest
 from servectl.preflight.run import run_preflight
 from servectl.testing.docker import FakeDockerEngine
 
 pytestmark = pytest.mark.gpu
 
-HOLDER = Path(__file__).with_name("holder.py")
 HOLD_GIB = 6.0
-
-
-@pytest.fixture(scope="module")
-def inventory() -> Iterator[NvmlInventory]:
-    """The real inventory; skips the test where NVML cannot be initialised."""
-    inv = NvmlInventory()
-    try:
-        snapshot = inv.snapshot()
-    except GpuUnavailable as err:
-        pytest.skip(f"no NVIDIA driver here: {err}")
-    if not snapshot.devices:
-        pytest.skip("NVML answers but lists no GPU")
-    yield inv
-    inv.close()
-
-
-@dataclass
-class Holder:
-    """A process holding memory on one card."""
-
-    process: subprocess.Popen[str]
-    pid: int
-    uuid: str
-    card: int
-    gib: float
-
-    def mem_get_info(self) -> tuple[int, int]:
-        """``torch.cuda.mem_get_info`` in the holder: (free, total) bytes."""
-        assert self.process.stdin is not None and self.process.stdout is not None
-        self.process.stdin.write("meminfo\n")
-        self.process.stdin.flush()
-        words = self.process.stdout.readline().split()
-        assert words and words[0] == "meminfo", f"holder answered {words!r}"
-        return int(words[1]), int(words[2])
-
-    def stop(self) -> None:
-        """End the holder and wait for it."""
-        if self.process.poll() is None:
-            assert self.process.stdin is not None
-            try:
-                self.process.stdin.write("exit\n")
-                self.process.stdin.close()
-            except BrokenPipeError:
-                pass
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=30)
-        if self.process.stdout is not None:
-            self.process.stdout.close()
-
-
-def start_holder(card: int, gib: float) -> Holder:
-    """Start a torch process that holds ``gib`` GiB on ``card``; wait until it has allocated."""
-    if importlib.util.find_spec("torch") is None:
-        pytest.skip("torch is not installed: it is what holds memory on the card")
-    process = subprocess.Popen(
-        [sys.executable, str(HOLDER), "--card", str(card), "--gib", str(gib)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert process.stdout is not None
-    words = process.stdout.readline().split()
-    if not words or words[0] != "ready":
-        process.kill()
-        process.wait(timeout=30)
-        pytest.fail(f"the GPU holder did not start (said {words!r}, exit {process.poll()})")
-    return Holder(process=process, pid=int(words[1]), uuid=words[2], card=card, gib=gib)
 
 
 @pytest.fixture(scope="module")
@@ -108,34 +29,6 @@ def holder(inventory: NvmlInventory) -> Iterator[Holder]:
     h = start_holder(0, HOLD_GIB)
     yield h
     h.stop()
-
-
-@pytest.fixture
-def holder_factory(inventory: NvmlInventory) -> Iterator[Callable[[int, float], Holder]]:
-    """Start holders on demand; all are stopped at the end of the test."""
-    started: list[Holder] = []
-
-    def start(card: int, gib: float) -> Holder:
-        h = start_holder(card, gib)
-        started.append(h)
-        return h
-
-    yield start
-    for h in started:
-        h.stop()
-
-
-def nvidia_smi(*query: str) -> list[list[str]]:
-    """Rows of ``nvidia-smi --query-...=... --format=csv,noheader,nounits``."""
-    out = subprocess.run(
-        ["nvidia-smi", *query, "--format=csv,noheader,nounits"], check=True, capture_output=True, text=True
-    ).stdout
-    return [[cell.strip() for cell in line.split(",")] for line in out.splitlines() if line.strip()]
-
-
-def uuid_key(uuid: str | None) -> str:
-    """UUIDs as NVML and torch spell them differ by a ``GPU-`` prefix."""
-    return (uuid or "").lower().removeprefix("gpu-")
 
 
 def card_of(snapshot: GpuSnapshot, uuid: str) -> int:
@@ -149,16 +42,6 @@ def card_of(snapshot: GpuSnapshot, uuid: str) -> int:
 def within(actual: float, expected: float, fraction: float = 0.01) -> bool:
     """Whether ``actual`` is within ``fraction`` of ``expected``."""
     return abs(actual - expected) <= fraction * abs(expected)
-
-
-def record(what: str, **numbers: Any) -> None:
-    """Print the compared numbers, and append them to $SERVECTL_GPU_NUMBERS when set."""
-    line = json.dumps({"what": what, **numbers})
-    print(line)
-    path = os.environ.get("SERVECTL_GPU_NUMBERS")
-    if path:
-        with open(path, "a") as handle:
-            handle.write(line + "\n")
 
 
 def test_snapshot_lists_the_cards_nvidia_smi_lists(inventory: NvmlInventory) -> None:

@@ -6,36 +6,20 @@ the run. A holder process (tests/gpu/holder.py) takes memory on card 0 so that t
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from gpu_helpers import start_holder
 
 from servectl.adapters.gpu import MIB, NvmlInventory
 from servectl.bench.qualify import QualifyReport, QualifySettings, ServiceFacts, run_qualify
 from servectl.bench.qualify.suite import LoadedSuite, Suite
-from servectl.errors import GpuUnavailable
 from servectl.standin.process import HostStandin
 
 pytestmark = pytest.mark.gpu
 
 DEMO_MODEL = str(Path(__file__).resolve().parents[2] / "src" / "servectl" / "data" / "examples" / "demo-model")
-HOLDER = Path(__file__).with_name("holder.py")
 HOLD_GIB = 6
-
-
-@pytest.fixture(scope="module")
-def inventory() -> Iterator[NvmlInventory]:
-    inv = NvmlInventory()
-    try:
-        if not inv.snapshot().devices:
-            pytest.skip("NVML answers but lists no GPU")
-    except GpuUnavailable as err:
-        pytest.skip(f"no NVIDIA driver here: {err}")
-    yield inv
-    inv.close()
 
 
 def _qualify(inventory: NvmlInventory, reserve_mib: int) -> QualifyReport:
@@ -60,17 +44,11 @@ def test_vram_gate_passes_above_the_reserve_and_fails_when_another_process_takes
     assert passed.verdict == "pass", passed.cases
     assert passed.cases[0].detail["memory_free_mib"] >= reserve
 
-    holder = subprocess.Popen(
-        [sys.executable, str(HOLDER), "--card", "0", "--gib", str(HOLD_GIB)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    holder = start_holder(0, HOLD_GIB)
     try:
-        assert holder.stdout is not None and holder.stdout.readline().startswith("ready ")
         failed = _qualify(inventory, reserve).gates[-1]
     finally:
-        holder.communicate("exit\n", timeout=60)
+        holder.stop()
     assert failed.verdict == "fail"
     message = failed.failures[0].message
     assert message.startswith("vram GPU0: ") and f"below the reserve of {reserve:,} MiB" in message

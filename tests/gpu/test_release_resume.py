@@ -14,29 +14,21 @@ torch is missing. Set ``SERVECTL_GPU_NUMBERS=path`` to have the compared numbers
 
 from __future__ import annotations
 
-import importlib.util
-import json
-import os
-import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 import pytest
+from gpu_helpers import Holder, nvidia_smi, record, uuid_key
 
 from servectl.adapters.gpu import MIB, GpuSnapshot, NvmlInventory
 from servectl.adapters.host import PsutilHostProbe
-from servectl.errors import GpuUnavailable
 from servectl.preflight.model import PreflightRequest
 from servectl.preflight.run import run_preflight
 from servectl.testing.docker import FakeDockerEngine
 
 pytestmark = pytest.mark.gpu
 
-HOLDER = Path(__file__).with_name("holder.py")
 GIB = 2**30
 BLOCK_GIB = 8.0
 #: What the released process may keep on the card: its CUDA context (about 0.5 GiB on an H200) and no block.
@@ -45,78 +37,10 @@ CONTEXT_LIMIT_BYTES = 2 * GIB
 SETTLE_S = 10.0
 
 
-@pytest.fixture(scope="module")
-def inventory() -> Iterator[NvmlInventory]:
-    """The real inventory; skips where NVML cannot be initialised."""
-    inv = NvmlInventory()
-    try:
-        snapshot = inv.snapshot()
-    except GpuUnavailable as err:
-        pytest.skip(f"no NVIDIA driver here: {err}")
-    if not snapshot.devices:
-        pytest.skip("NVML answers but lists no GPU")
-    yield inv
-    inv.close()
-
-
-@dataclass
-class Engine:
-    """The torch process standing in for an engine: a pid with a context on one card."""
-
-    process: subprocess.Popen[str]
-    pid: int
-    uuid: str
-
-    def ask(self, command: str, answer: str) -> None:
-        """Send one command to the holder and wait for its answer."""
-        assert self.process.stdin is not None and self.process.stdout is not None
-        self.process.stdin.write(command + "\n")
-        self.process.stdin.flush()
-        said = self.process.stdout.readline().strip()
-        assert said == answer, f"the holder answered {said!r} to {command!r}"
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            assert self.process.stdin is not None
-            try:
-                self.process.stdin.write("exit\n")
-                self.process.stdin.close()
-            except BrokenPipeError:
-                pass
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=30)
-        if self.process.stdout is not None:
-            self.process.stdout.close()
-
-
 @pytest.fixture
-def engine(inventory: NvmlInventory) -> Iterator[Engine]:
-    """A torch process holding :data:`BLOCK_GIB` GiB on card 0 (NVML numbering)."""
-    if importlib.util.find_spec("torch") is None:
-        pytest.skip("torch is not installed: it stands in for the engine")
-    process = subprocess.Popen(
-        [sys.executable, str(HOLDER), "--card", "0", "--gib", str(BLOCK_GIB)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert process.stdout is not None
-    words = process.stdout.readline().split()
-    if not words or words[0] != "ready":
-        process.kill()
-        process.wait(timeout=30)
-        pytest.fail(f"the GPU holder did not start (said {words!r}, exit {process.poll()})")
-    started = Engine(process=process, pid=int(words[1]), uuid=words[2])
-    yield started
-    started.stop()
-
-
-def uuid_key(uuid: str | None) -> str:
-    """UUIDs as NVML and torch spell them differ by a ``GPU-`` prefix."""
-    return (uuid or "").lower().removeprefix("gpu-")
+def engine(holder_factory: Callable[[int, float], Holder]) -> Holder:
+    """A torch process standing in for an engine: :data:`BLOCK_GIB` GiB on card 0 (NVML numbering)."""
+    return holder_factory(0, BLOCK_GIB)
 
 
 @dataclass(frozen=True)
@@ -128,19 +52,19 @@ class Reading:
     seconds: float  # since the command returned, until NVML showed it
 
 
-def read(inventory: NvmlInventory, engine: Engine) -> Reading:
+def read(inventory: NvmlInventory, engine: Holder) -> Reading:
     snapshot = inventory.snapshot()
     return _reading(snapshot, engine, 0.0)
 
 
-def _reading(snapshot: GpuSnapshot, engine: Engine, seconds: float) -> Reading:
+def _reading(snapshot: GpuSnapshot, engine: Holder, seconds: float) -> Reading:
     device = next(d for d in snapshot.devices if uuid_key(d.uuid) == uuid_key(engine.uuid))
     assert device.memory_free_bytes is not None and device.processes is not None
     ours = [p.used_memory_bytes for p in device.processes if p.pid == engine.pid]
     return Reading(device.memory_free_bytes, ours[0] if ours else None, seconds)
 
 
-def wait_for(inventory: NvmlInventory, engine: Engine, settled: Callable[[Reading], bool]) -> Reading:
+def wait_for(inventory: NvmlInventory, engine: Holder, settled: Callable[[Reading], bool]) -> Reading:
     """Poll NVML until ``settled`` holds (or :data:`SETTLE_S` passed); the last reading."""
     began = time.monotonic()
     while True:
@@ -150,30 +74,12 @@ def wait_for(inventory: NvmlInventory, engine: Engine, settled: Callable[[Readin
         time.sleep(0.005)
 
 
-def nvidia_smi(*query: str) -> list[list[str]]:
-    """Rows of ``nvidia-smi --query-...=... --format=csv,noheader,nounits``."""
-    out = subprocess.run(
-        ["nvidia-smi", *query, "--format=csv,noheader,nounits"], check=True, capture_output=True, text=True
-    ).stdout
-    return [[cell.strip() for cell in line.split(",")] for line in out.splitlines() if line.strip()]
-
-
-def record(what: str, **numbers: Any) -> None:
-    """Print the compared numbers, and append them to $SERVECTL_GPU_NUMBERS when set."""
-    line = json.dumps({"what": what, **numbers})
-    print(line)
-    path = os.environ.get("SERVECTL_GPU_NUMBERS")
-    if path:
-        with open(path, "a") as handle:
-            handle.write(line + "\n")
-
-
 def mib(value: int | None) -> float | None:
     return None if value is None else round(value / MIB, 1)
 
 
 def test_nvml_sees_the_memory_leave_and_come_back_while_the_process_stays(
-    inventory: NvmlInventory, engine: Engine
+    inventory: NvmlInventory, engine: Holder
 ) -> None:
     block = int(BLOCK_GIB * GIB)
     held = read(inventory, engine)
@@ -211,7 +117,7 @@ def test_nvml_sees_the_memory_leave_and_come_back_while_the_process_stays(
 
 
 def test_preflight_free_memory_per_card_matches_nvidia_smi_beside_a_released_engine(
-    inventory: NvmlInventory, engine: Engine
+    inventory: NvmlInventory, engine: Holder
 ) -> None:
     engine.ask("release", "released")
     wait_for(inventory, engine, lambda r: r.pid_bytes is not None and r.pid_bytes <= CONTEXT_LIMIT_BYTES)
