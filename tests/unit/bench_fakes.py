@@ -163,3 +163,22 @@ class FakeOpenAIServer:
                 }
             )
         yield b"data: [DONE]\n\n"
+
+
+def route_run_bench(monkeypatch: Any) -> FakeOpenAIServer:
+    """Route ``servectl.bench.profile_run.run_bench`` to a scripted server (100 tok/s, 2 tokens a chunk).
+
+    The real ``run_bench`` still does the work, given the fake's transport and clock; returns the fake.
+    ``monkeypatch`` is the test's ``pytest.MonkeyPatch``, which undoes the routing when the test ends.
+    """
+    import servectl.bench.profile_run
+
+    fake = FakeOpenAIServer(clock=ScriptedClock(), rate_tok_s=100.0, chunk_tokens=2)
+    real = servectl.bench.profile_run.run_bench
+
+    def routed(**kwargs: Any) -> Any:
+        assert fake.clock is not None
+        return real(**kwargs, transport=fake.transport(), clock=fake.clock)
+
+    monkeypatch.setattr(servectl.bench.profile_run, "run_bench", routed)
+    return fake

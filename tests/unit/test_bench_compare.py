@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from bench_fakes import FakeOpenAIServer, ScriptedClock
+from cli_run import run_cli
 
 from servectl.bench.artifacts import write_artifacts
 from servectl.bench.compare import (
@@ -311,22 +312,6 @@ def test_a_bad_reference_line_is_one_error_naming_the_file_and_line(tmp_path: Pa
 
 
 # -- the command ---------------------------------------------------------------------------------------
-def run_cli(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str, columns: int = 80
-) -> tuple[int, str, str]:
-    import sys
-
-    from servectl.cli.app import main
-
-    monkeypatch.setattr(sys, "argv", ["servectl", *args])
-    monkeypatch.setenv("COLUMNS", str(columns))
-    with pytest.raises(SystemExit) as exc:
-        main()
-    out, err = capsys.readouterr()
-    code = exc.value.code
-    return (code if isinstance(code, int) else 0), out, err
-
-
 def test_compare_prints_an_80_column_table_and_json_and_writes_the_plot(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -336,14 +321,24 @@ def test_compare_prints_an_80_column_table_and_json_and_writes_the_plot(
     ref.write_text("# name: DS4-0731\nprompt_tokens,decode_tok_s\n1024,160\n200000,160\n")
     png = tmp_path / "cmp.png"
     code, out, err = run_cli(
-        monkeypatch, capsys, "bench", "compare", str(old), str(new), "--reference", str(ref), "--plot", str(png)
+        monkeypatch,
+        capsys,
+        "bench",
+        "compare",
+        str(old),
+        str(new),
+        "--reference",
+        str(ref),
+        "--plot",
+        str(png),
+        columns=80,
     )
     assert code == 0, err
     assert all(len(line) <= 80 for line in out.splitlines()), out
     assert "0.80x" in out and "1.60x" in out and "16 vs 20 output" in out and "no baseline point" in out
     assert "runs differ in: profile glm53-393k vs glm53-exl3-524k" in out
     assert png.read_bytes()[:4] == b"\x89PNG"
-    code, out, _ = run_cli(monkeypatch, capsys, "bench", "compare", str(new), str(old), "--json")
+    code, out, _ = run_cli(monkeypatch, capsys, "bench", "compare", str(new), str(old), "--json", columns=80)
     doc = json.loads(out)
     assert code == 0 and doc["baseline"] == "glm53-exl3-524k" and doc["plot"] is None
     ratios = [r["decode_ratio"] for r in doc["rows"] if r["series"] == "glm53-393k"]
@@ -361,11 +356,13 @@ def test_compare_plot_without_matplotlib_refuses_before_reading_anything(
         importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real_find_spec(name, *a)
     )
     missing = tmp_path / "not-a-run"  # would be an error of its own, if it were read
-    code, out, err = run_cli(monkeypatch, capsys, "bench", "compare", str(missing), "--plot", str(tmp_path / "p.png"))
+    code, out, err = run_cli(
+        monkeypatch, capsys, "bench", "compare", str(missing), "--plot", str(tmp_path / "p.png"), columns=80
+    )
     assert (code, out) == (2, "")
     assert err == "error: --plot needs matplotlib, which is not installed; run: pip install 'servectl[bench]'\n"
     code, out, err = run_cli(
-        monkeypatch, capsys, "bench", "compare", str(bench_run(tmp_path / "r", rate=50.0, profile="d"))
+        monkeypatch, capsys, "bench", "compare", str(bench_run(tmp_path / "r", rate=50.0, profile="d")), columns=80
     )
     assert code == 0 and "50.0" in out  # the table needs no matplotlib
 
@@ -389,6 +386,6 @@ def test_the_table_imports_no_matplotlib(tmp_path: Path) -> None:
 def test_compare_bad_input_is_one_error_line_with_exit_2(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    code, out, err = run_cli(monkeypatch, capsys, "bench", "compare", str(tmp_path))
+    code, out, err = run_cli(monkeypatch, capsys, "bench", "compare", str(tmp_path), columns=80)
     assert (code, out) == (2, "")
     assert err.count("\n") == 1 and err.startswith(f"error: {tmp_path}: no bench artifacts")

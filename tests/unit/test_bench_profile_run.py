@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bench_fakes import FakeOpenAIServer, ScriptedClock
+from bench_fakes import FakeOpenAIServer, route_run_bench
 
 import servectl.bench.profile_run
 from servectl.bench.manifest import check_manifest, read_manifest
@@ -17,15 +17,8 @@ from servectl.errors import BenchFailed, UsageError
 
 @pytest.fixture
 def server(monkeypatch: pytest.MonkeyPatch) -> FakeOpenAIServer:
-    fake = FakeOpenAIServer(clock=ScriptedClock(), rate_tok_s=100.0, chunk_tokens=2)
-    real = servectl.bench.profile_run.run_bench
-
-    def routed(**kwargs: Any) -> Any:
-        assert fake.clock is not None
-        return real(**kwargs, transport=fake.transport(), clock=fake.clock)
-
-    monkeypatch.setattr(servectl.bench.profile_run, "run_bench", routed)
-    return fake
+    """``run_bench`` routed to a scripted server (see :func:`bench_fakes.route_run_bench`)."""
+    return route_run_bench(monkeypatch)
 
 
 def test_a_clean_run_writes_artifacts_under_the_state_folder_and_does_not_fail(

@@ -3,40 +3,31 @@
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
+import cli_run
 import pytest
-from bench_fakes import FakeOpenAIServer, ScriptedClock
-
-import servectl.bench.profile_run
-from servectl.cli.app import main
+from bench_fakes import FakeOpenAIServer, route_run_bench
 
 
 @pytest.fixture
 def server(monkeypatch: pytest.MonkeyPatch) -> FakeOpenAIServer:
-    """Route the CLI's run_bench to a scripted server; keep the real run_bench otherwise."""
-    fake = FakeOpenAIServer(clock=ScriptedClock(), rate_tok_s=100.0, chunk_tokens=2)
-    real = servectl.bench.profile_run.run_bench
-
-    def routed(**kwargs: Any) -> Any:
-        assert fake.clock is not None
-        return real(**kwargs, transport=fake.transport(), clock=fake.clock)
-
-    monkeypatch.setattr(servectl.bench.profile_run, "run_bench", routed)
-    return fake
+    """``run_bench`` routed to a scripted server (see :func:`bench_fakes.route_run_bench`)."""
+    return route_run_bench(monkeypatch)
 
 
-def run_cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["servectl", *args])
-    monkeypatch.setenv("COLUMNS", "200")
-    with pytest.raises(SystemExit) as exc:
-        main()
-    out, err = capsys.readouterr()
-    code = exc.value.code
-    return (code if isinstance(code, int) else 0), out, err
+def run_cli(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    command: str,
+    *paths: str,
+    columns: int = 200,
+) -> tuple[int, str, str]:
+    """``servectl COMMAND PATHS`` in this process: ``command`` split as a shell splits it, ``paths`` as they are."""
+    return cli_run.run_cli(monkeypatch, capsys, *shlex.split(command), *paths, columns=columns)
 
 
 def test_bench_url_prints_the_table_and_writes_artifacts_and_plot(
@@ -49,16 +40,7 @@ def test_bench_url_prints_the_table_and_writes_artifacts_and_plot(
     code, out, _ = run_cli(
         monkeypatch,
         capsys,
-        "bench",
-        "--url",
-        "http://fake:8180",
-        "--prompt-tokens",
-        "4096,16384",
-        "--repeats",
-        "3",
-        "--max-tokens",
-        "40",
-        "--out",
+        "bench --url http://fake:8180 --prompt-tokens 4096,16384 --repeats 3 --max-tokens 40 --out",
         str(out_dir),
         "--plot",
         str(png),
@@ -85,17 +67,7 @@ def test_flagged_requests_give_exit_1_with_one_error_line_after_writing_artifact
 ) -> None:
     server.shortfall = 5
     code, out, err = run_cli(
-        monkeypatch,
-        capsys,
-        "bench",
-        "--url",
-        "http://fake:8180",
-        "--prompt-tokens",
-        "4096",
-        "--max-tokens",
-        "40",
-        "--out",
-        str(tmp_path),
+        monkeypatch, capsys, "bench --url http://fake:8180 --prompt-tokens 4096 --max-tokens 40 --out", str(tmp_path)
     )
     assert code == 1
     assert err.strip().splitlines()[-1] == (
@@ -117,24 +89,14 @@ def test_api_key_env_sends_the_key_and_an_unset_variable_is_a_usage_error(
     code, out, _ = run_cli(
         monkeypatch,
         capsys,
-        "bench",
-        "--url",
-        "http://fake:8180",
-        "--prompt-tokens",
-        "4096",
-        "--max-tokens",
-        "10",
-        "--repeats",
-        "1",
-        "--out",
+        "bench --url http://fake:8180 --prompt-tokens 4096 --max-tokens 10 --repeats 1"
+        " --api-key-env BENCH_TEST_KEY --out",
         str(tmp_path),
-        "--api-key-env",
-        "BENCH_TEST_KEY",
     )
     assert code == 0 and "sk-123" not in out
     assert "sk-123" not in (tmp_path / "summary.json").read_text()
     monkeypatch.delenv("BENCH_TEST_KEY")
-    code, _, err = run_cli(monkeypatch, capsys, "bench", "--url", "http://fake:8180", "--api-key-env", "BENCH_TEST_KEY")
+    code, _, err = run_cli(monkeypatch, capsys, "bench --url http://fake:8180 --api-key-env BENCH_TEST_KEY")
     assert code == 2
     assert err.strip() == "error: --api-key-env BENCH_TEST_KEY: $BENCH_TEST_KEY is not set; export BENCH_TEST_KEY=<key>"
 
@@ -142,21 +104,18 @@ def test_api_key_env_sends_the_key_and_an_unset_variable_is_a_usage_error(
 @pytest.mark.parametrize(
     ("args", "line"),
     [
-        (["bench"], "error: bench: give a profile NAME or --url http://HOST:PORT"),
+        ("bench", "error: bench: give a profile NAME or --url http://HOST:PORT"),
         (
-            ["bench", "--url", "http://h:1", "--prompt-tokens", "4k"],
+            "bench --url http://h:1 --prompt-tokens 4k",
             "error: --prompt-tokens: '4k' is not a comma-separated list of integers, e.g. 4096,65536",
         ),
-        (
-            ["bench", "--url", "http://h:1", "--repeats", "0"],
-            "error: bench repeats: 0 is below 1; use 3 for a p50 of three",
-        ),
+        ("bench --url http://h:1 --repeats 0", "error: bench repeats: 0 is below 1; use 3 for a p50 of three"),
     ],
 )
 def test_usage_errors_are_one_line_with_exit_2(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], args: list[str], line: str
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], args: str, line: str
 ) -> None:
-    code, _, err = run_cli(monkeypatch, capsys, *args)
+    code, _, err = run_cli(monkeypatch, capsys, args)
     assert code == 2
     assert err.strip() == line
 
@@ -164,7 +123,7 @@ def test_usage_errors_are_one_line_with_exit_2(
 def test_unreachable_server_is_one_error_line_with_exit_1(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, _, err = run_cli(monkeypatch, capsys, "bench", "--url", "http://127.0.0.1:9", "--prompt-tokens", "100")
+    code, _, err = run_cli(monkeypatch, capsys, "bench --url http://127.0.0.1:9 --prompt-tokens 100")
     assert code == 1
     assert err.startswith("error: http://127.0.0.1:9/v1/models: cannot reach the server (ConnectError")
     assert len(err.strip().splitlines()) == 1
@@ -212,18 +171,7 @@ def test_bench_name_takes_url_model_key_and_provenance_from_the_profile_lookup(
         ),
     )
     code, out, _ = run_cli(
-        monkeypatch,
-        capsys,
-        "bench",
-        "glm53-393k",
-        "--prompt-tokens",
-        "4096",
-        "--max-tokens",
-        "10",
-        "--repeats",
-        "1",
-        "--out",
-        str(tmp_path),
+        monkeypatch, capsys, "bench glm53-393k --prompt-tokens 4096 --max-tokens 10 --repeats 1 --out", str(tmp_path)
     )
     assert code == 0
     assert "free VRAM after the run: GPU0 2,101 MiB, GPU1 unknown" in out
@@ -235,13 +183,9 @@ def test_bench_name_takes_url_model_key_and_provenance_from_the_profile_lookup(
 def test_results_table_fits_80_columns_keeping_prompt_and_decode_whole(
     server: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    args = ("bench", "--url", "http://fake:8180", "--prompt-tokens", "4096,131072", "--repeats", "2")
-    monkeypatch.setattr(sys, "argv", ["servectl", *args, "--max-tokens", "40", "--out", str(tmp_path / "ev")])
-    monkeypatch.setenv("COLUMNS", "80")
-    with pytest.raises(SystemExit) as exc:
-        main()
-    out, _ = capsys.readouterr()
-    assert exc.value.code in (0, None)
+    args = "bench --url http://fake:8180 --prompt-tokens 4096,131072 --repeats 2 --max-tokens 40 --out"
+    code, out, _ = run_cli(monkeypatch, capsys, args, str(tmp_path / "ev"), columns=80)
+    assert code == 0
     table = [line for line in out.splitlines() if not line.startswith(("artifacts:", "warning"))]
     assert all(len(line) <= 80 for line in table), out
     assert "131,072 / 131,0" in out and "100.00" in out
@@ -256,9 +200,7 @@ def test_plot_without_matplotlib_refuses_before_any_request(
     monkeypatch.setattr(
         importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real_find_spec(name, *a)
     )
-    code, out, err = run_cli(
-        monkeypatch, capsys, "bench", "--url", "http://fake:8180", "--plot", str(tmp_path / "t.png")
-    )
+    code, out, err = run_cli(monkeypatch, capsys, "bench --url http://fake:8180 --plot", str(tmp_path / "t.png"))
     assert code == 2
     assert err == "error: --plot needs matplotlib, which is not installed; run: pip install 'servectl[bench]'\n"
     assert out == "" and server.bodies == [] and server.headers == []

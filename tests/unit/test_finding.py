@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_run import run_cli
 from finding_fixtures import bench_folder, evidence, qualify_folder
 
 from servectl.bench.finding.ledger import LEDGER_FILE, artifacts_of
@@ -399,18 +400,6 @@ def test_imported_figures_stay_labelled_and_never_count_as_servectls_evidence(
     promoted = promote(name="f", evidence_dir=bench, qualification_dir=qualify)
     assert promoted.measured and promoted.imported == record.imported  # kept, labelled, apart from the points
     assert all(pt.decode_tok_s_p50 != 112.07 for pt in promoted.points)
-
-
-def run_cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    import sys
-
-    from servectl.cli.app import main
-
-    monkeypatch.setattr(sys, "argv", ["servectl", *args])
-    with pytest.raises(SystemExit) as exc:
-        main()
-    out, err = capsys.readouterr()
-    return (exc.value.code if isinstance(exc.value.code, int) else 0), out, err
 
 
 def test_cli_report_verify_and_short_post(
