@@ -9,29 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_run import REPO, servectl
 from typer.testing import CliRunner
 
 from servectl.cli import complete
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-def servectl(*args: str, cwd: Path = REPO, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    base = {
-        "PYTHONPATH": str(REPO / "src"),
-        "PATH": "/usr/bin:/bin",
-        "HOME": "/tmp/servectl-test-home",
-        "SERVECTL_HOME": "/tmp/servectl-test-home/state",
-        "COLUMNS": "200",
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "servectl", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        env={**base, **(env or {})},
-        timeout=60,
-    )
 
 
 def test_dry_run_with_unset_variables_shows_them_and_warns_once_naming_each() -> None:

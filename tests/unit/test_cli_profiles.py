@@ -3,34 +3,12 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_run import REPO, servectl
 
 from servectl.profile.models import profile_json_schema
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-def servectl(*args: str, cwd: Path = REPO, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    base = {
-        "PYTHONPATH": str(REPO / "src"),
-        "PATH": "/usr/bin:/bin",
-        "HOME": "/tmp/servectl-test-home",
-        "SERVECTL_HOME": "/tmp/servectl-test-home/state",
-        "COLUMNS": "200",
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "servectl", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        env={**base, **(env or {})},
-        timeout=60,
-    )
-
 
 ADOPT_EXL3 = "servectl adopt <container> --name glm53-exl3-524k"
 

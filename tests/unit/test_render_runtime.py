@@ -2,31 +2,11 @@
 
 from __future__ import annotations
 
+from service_samples import sample_service
+
 from servectl.cli.views.runtime import duration, progress_text, status_rows, stop_text
 from servectl.service.health import Progress
 from servectl.service.runtime import StopResult
-from servectl.service.services import ServiceInfo
-
-
-def _service(**changes: object) -> ServiceInfo:
-    base: dict[str, object] = dict(
-        container_id="c" * 64,
-        container_name="servectl-demo",
-        profile="demo",
-        plan_hash="0123456789abcdef",
-        state="ready",
-        exit_code=None,
-        oom_killed=False,
-        host="127.0.0.1",
-        port=8190,
-        gpus=(0, 1),
-        started_at=1.0,
-        uptime_s=125.0,
-        stop_grace_s=5,
-        drift=False,
-    )
-    base.update(changes)
-    return ServiceInfo(**base)  # type: ignore[arg-type]
 
 
 def test_durations_are_short_and_readable() -> None:
@@ -34,11 +14,13 @@ def test_durations_are_short_and_readable() -> None:
 
 
 def test_status_row_of_a_ready_service() -> None:
-    assert status_rows([_service()]) == [("demo", "ready", "8190", "0,1", "2m05s", "01234567", "no", "servectl-demo")]
+    row = ("demo", "ready", "8190", "0,1", "2m05s", "01234567", "no", "servectl-demo")
+    assert status_rows([sample_service()]) == [row]
 
 
 def test_status_row_of_an_oom_killed_service_shows_code_and_flag_and_unknown_drift() -> None:
-    row = status_rows([_service(state="exited", exit_code=137, oom_killed=True, uptime_s=None, drift=None, gpus=())])[0]
+    oom = sample_service(state="exited", exit_code=137, oom_killed=True, uptime_s=None, drift=None, gpus=())
+    row = status_rows([oom])[0]
     assert row[1:5] == ("exited (code 137, OOM-killed)", "8190", "-", "-") and row[6] == "-"
 
 

@@ -8,13 +8,13 @@ import re
 import pytest
 from rich.console import Console
 from rich.table import Table
+from service_samples import sample_service
 
 from servectl.cli.views.preflight import report_table
 from servectl.cli.views.profiles import profiles_table
 from servectl.cli.views.runtime import status_table
 from servectl.plan.inventory import ProfileRow
 from servectl.preflight.model import CheckResult, PreflightReport
-from servectl.service.services import ServiceInfo
 
 LONG_NAMES = ("glm53-524k-bringup", "glm53-exl3-q4-tp4", "demo-rollback")
 
@@ -43,27 +43,6 @@ def _rows() -> list[ProfileRow]:
     ] + [ProfileRow(name="glm53-exl3-524k", source="/x/glm53-exl3-524k.yaml", origin="shipped", error="3 problems")]
 
 
-def _service(profile: str, **changes: object) -> ServiceInfo:
-    base: dict[str, object] = dict(
-        container_id="c" * 64,
-        container_name=f"servectl-{profile}",
-        profile=profile,
-        plan_hash="0123456789abcdef",
-        state="ready",
-        exit_code=None,
-        oom_killed=False,
-        host="127.0.0.1",
-        port=8190,
-        gpus=(0, 1),
-        started_at=1.0,
-        uptime_s=125.0,
-        stop_grace_s=5,
-        drift=False,
-    )
-    base.update(changes)
-    return ServiceInfo(**base)  # type: ignore[arg-type]
-
-
 def _assert_fits_with_whole_names(lines: list[str], width: int, names: tuple[str, ...]) -> None:
     assert all(len(line) <= width for line in lines), "\n".join(lines)
     for name in names:
@@ -87,9 +66,9 @@ def test_profiles_table_drops_the_long_served_name_first_and_shows_it_when_there
 
 def test_status_table_fits_80_columns_with_three_services() -> None:
     found = [
-        _service("glm53-524k-bringup"),
-        _service("demo-rollback", state="starting"),
-        _service("glm53-exl3-q4-tp4", state="exited", exit_code=137, oom_killed=True, gpus=(0, 1, 2, 3)),
+        sample_service("glm53-524k-bringup"),
+        sample_service("demo-rollback", state="starting"),
+        sample_service("glm53-exl3-q4-tp4", state="exited", exit_code=137, oom_killed=True, gpus=(0, 1, 2, 3)),
     ]
     lines = _render(status_table(found, width=80), 80)
     _assert_fits_with_whole_names(
