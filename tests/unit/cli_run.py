@@ -12,17 +12,16 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def run_cli(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str, columns: int | None = None
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str, columns: int = 200
 ) -> tuple[int, str, str]:
-    """``servectl ARGS`` through :func:`servectl.cli.app.main`; ``columns`` sets the terminal width it sees.
+    """``servectl ARGS`` through :func:`servectl.cli.app.main`, on a terminal ``columns`` wide.
 
     Returns (exit code, stdout, stderr); an exit with no code counts as 0.
     """
     from servectl.cli.app import main
 
     monkeypatch.setattr(sys, "argv", ["servectl", *args])
-    if columns is not None:
-        monkeypatch.setenv("COLUMNS", str(columns))
+    monkeypatch.setenv("COLUMNS", str(columns))
     with pytest.raises(SystemExit) as exc:
         main()
     out, err = capsys.readouterr()

@@ -33,6 +33,14 @@ def servectl(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
                           check=False, cwd=home)  # fmt: skip
 
 
+def load_error(path: Path, text: str) -> str:
+    """The ProfileError that loading a gateway file of ``text`` at ``path`` raises, its folder left out."""
+    path.write_text(text)
+    with pytest.raises(ProfileError) as err:
+        load_gateway_config(path)
+    return str(err.value).replace(str(path.parent) + "/", "")
+
+
 def test_the_shipped_schema_is_current_and_the_example_validates_against_it() -> None:
     import jsonschema
     import yaml
@@ -63,11 +71,7 @@ def test_no_file_means_the_defaults_and_every_profile_is_an_alias_of_itself(tmp_
     ],
 )
 def test_a_bad_gateway_file_names_file_line_and_field(tmp_path: Path, text: str, expected: str) -> None:
-    path = tmp_path / "gw.yaml"
-    path.write_text(text)
-    with pytest.raises(ProfileError) as err:
-        load_gateway_config(path)
-    assert str(err.value).replace(str(tmp_path) + "/", "").startswith(expected)
+    assert load_error(tmp_path / "gw.yaml", text).startswith(expected)
 
 
 def test_servectl_validate_covers_the_gateway_file(tmp_path: Path) -> None:
@@ -252,8 +256,4 @@ def test_endpoints_route_to_fixed_addresses_and_read_the_engine_key_per_listing(
     ],
 )
 def test_bad_endpoints_are_refused_with_the_field(tmp_path: Path, text: str, expected: str) -> None:
-    file = tmp_path / "gateway.yaml"
-    file.write_text(text)
-    with pytest.raises(ProfileError) as err:
-        load_gateway_config(file)
-    assert expected in str(err.value)
+    assert expected in load_error(tmp_path / "gateway.yaml", text)

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
+from cli_run import run_cli
 from rich.console import Console
-from test_cli_bench import run_cli  # the in-process CLI runner, shared
 
 from servectl.bench.qualify import CaseResult, GateResult, QualifySettings, ServiceFacts, load_suite, suite_path
 from servectl.bench.qualify.model import ClientOverhead, QualifyReport
@@ -57,32 +57,12 @@ def test_qualify_url_passes_prints_counts_and_writes_the_evidence(
     suite.write_text("name: quick\ngates:\n  smoke: {}\n  tools: {cases: 2}\n")
     with HostStandin(["--model-path", DEMO_MODEL, "--tool-call-parser", "glm47"], env=FAST) as engine:
         engine.wait_ready()
-        code, out, _ = run_cli(
-            monkeypatch,
-            capsys,
-            "qualify",
-            "--url",
-            engine.base_url,
-            "--suite",
-            str(suite),
-            "--out",
-            str(tmp_path / "ev"),
-        )
+        qualify = ("qualify", "--url", engine.base_url, "--suite", str(suite))
+        code, out, _ = run_cli(monkeypatch, capsys, *qualify, "--out", str(tmp_path / "ev"))
         assert code == 0, out
         assert "smoke 2/2, tools 2/2" in out and "evidence: " in out
         assert json.loads((tmp_path / "ev" / "qualify.json").read_text())["suite"]["name"] == "quick"
-        code, out, _ = run_cli(
-            monkeypatch,
-            capsys,
-            "qualify",
-            "--url",
-            engine.base_url,
-            "--suite",
-            str(suite),
-            "--json",
-            "--out",
-            str(tmp_path / "ev2"),
-        )
+        code, out, _ = run_cli(monkeypatch, capsys, *qualify, "--json", "--out", str(tmp_path / "ev2"))
         assert code == 0 and json.loads(out)["counts"] == "smoke 2/2, tools 2/2"
 
 
