@@ -42,10 +42,12 @@ _EXPORTS: dict[str, str] = {
     "BenchFailed": "servectl.errors",
     "BenchReport": "servectl.bench.model",
     "BenchSettings": "servectl.bench.settings",
+    "Budget": "servectl.gateway.keys",
     "CardUse": "servectl.service.watch",
     "CatalogError": "servectl.errors",
     "ClaimsFailed": "servectl.errors",
     "CheckItem": "servectl.service.rollback",
+    "CreatedKey": "servectl.host",
     "DoctorLine": "servectl.preflight.doctor",
     "DoctorReport": "servectl.preflight.doctor",
     "DownResult": "servectl.service.runtime",
@@ -55,10 +57,13 @@ _EXPORTS: dict[str, str] = {
     "ExtractedCatalog": "servectl.service.catalog",
     "FlagCatalog": "servectl.profile.catalog",
     "FlagChange": "servectl.profile.catalog_diff",
+    "GatewayContainer": "servectl.gateway.container",
+    "GatewayStatus": "servectl.host",
     "GpuUnavailable": "servectl.errors",
     "Host": "servectl.host",
     "ImageProbeError": "servectl.adapters.engine_image",
     "InImageValidation": "servectl.service.catalog",
+    "KeyEntry": "servectl.gateway.keys",
     "LaunchPlan": "servectl.plan.compile",
     "LoadedProfile": "servectl.profile.loader",
     "LockTimeout": "servectl.errors",
@@ -103,6 +108,7 @@ _EXPORTS: dict[str, str] = {
     "WatchView": "servectl.service.watch",
     "adopt": "servectl.api",
     "compile_plan": "servectl.api",
+    "create_gateway_key": "servectl.api",
     "diff_catalogs": "servectl.api",
     "diff_container": "servectl.api",
     "doctor": "servectl.api",
@@ -111,12 +117,19 @@ _EXPORTS: dict[str, str] = {
     "extract_catalog": "servectl.api",
     "flag_catalog": "servectl.api",
     "from_env": "servectl.host",
+    "gateway_down": "servectl.api",
+    "gateway_keys": "servectl.api",
+    "gateway_logs": "servectl.api",
+    "gateway_run": "servectl.api",
+    "gateway_status": "servectl.api",
+    "gateway_up": "servectl.api",
     "load_profile": "servectl.api",
     "logs": "servectl.api",
     "profiles": "servectl.api",
     "promote": "servectl.api",
     "recover": "servectl.api",
     "render_profile": "servectl.api",
+    "revoke_gateway_key": "servectl.api",
     "rollback": "servectl.api",
     "rollback_check": "servectl.api",
     "run_bench": "servectl.bench.runner",
@@ -143,6 +156,7 @@ if TYPE_CHECKING:
     from servectl.adapters.plan_cache import DryRun as DryRun
     from servectl.api import adopt as adopt
     from servectl.api import compile_plan as compile_plan
+    from servectl.api import create_gateway_key as create_gateway_key
     from servectl.api import diff_catalogs as diff_catalogs
     from servectl.api import diff_container as diff_container
     from servectl.api import doctor as doctor
@@ -150,12 +164,19 @@ if TYPE_CHECKING:
     from servectl.api import dry_run as dry_run
     from servectl.api import extract_catalog as extract_catalog
     from servectl.api import flag_catalog as flag_catalog
+    from servectl.api import gateway_down as gateway_down
+    from servectl.api import gateway_keys as gateway_keys
+    from servectl.api import gateway_logs as gateway_logs
+    from servectl.api import gateway_run as gateway_run
+    from servectl.api import gateway_status as gateway_status
+    from servectl.api import gateway_up as gateway_up
     from servectl.api import load_profile as load_profile
     from servectl.api import logs as logs
     from servectl.api import profiles as profiles
     from servectl.api import promote as promote
     from servectl.api import recover as recover
     from servectl.api import render_profile as render_profile
+    from servectl.api import revoke_gateway_key as revoke_gateway_key
     from servectl.api import rollback as rollback
     from servectl.api import rollback_check as rollback_check
     from servectl.api import run_preflight as run_preflight
@@ -198,6 +219,11 @@ if TYPE_CHECKING:
     from servectl.errors import UnfinishedTransaction as UnfinishedTransaction
     from servectl.errors import UpInterrupted as UpInterrupted
     from servectl.errors import UsageError as UsageError
+    from servectl.gateway.container import GatewayContainer as GatewayContainer
+    from servectl.gateway.keys import Budget as Budget
+    from servectl.gateway.keys import KeyEntry as KeyEntry
+    from servectl.host import CreatedKey as CreatedKey
+    from servectl.host import GatewayStatus as GatewayStatus
     from servectl.host import Host as Host
     from servectl.host import Status as Status
     from servectl.host import from_env as from_env

@@ -38,6 +38,7 @@ __all__ = [
     "Status",
     "adopt",
     "compile_plan",
+    "create_gateway_key",
     "diff_catalogs",
     "diff_container",
     "doctor",
@@ -46,12 +47,19 @@ __all__ = [
     "extract_catalog",
     "flag_catalog",
     "from_env",
+    "gateway_down",
+    "gateway_keys",
+    "gateway_logs",
+    "gateway_run",
+    "gateway_status",
+    "gateway_up",
     "load_profile",
     "logs",
     "profiles",
     "promote",
     "recover",
     "render_profile",
+    "revoke_gateway_key",
     "rollback",
     "rollback_check",
     "run_preflight",
@@ -129,6 +137,14 @@ flag_catalog = _function(Host.flag_catalog)
 extract_catalog = _function(Host.extract_catalog)
 diff_catalogs = _function(Host.diff_catalogs)
 validate_in_image = _function(Host.validate_in_image)
+gateway_run = _function(Host.gateway_run)
+gateway_up = _function(Host.gateway_up)
+gateway_down = _function(Host.gateway_down)
+gateway_status = _function(Host.gateway_status)
+gateway_logs = _generator(Host.gateway_logs)
+create_gateway_key = _function(Host.create_gateway_key)
+gateway_keys = _function(Host.gateway_keys)
+revoke_gateway_key = _function(Host.revoke_gateway_key)
 
 
 def compile_plan(*, name: str, environ: Mapping[str, str] | None = None) -> LaunchPlan:

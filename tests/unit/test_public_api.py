@@ -34,6 +34,7 @@ RENAMED = {
     "qualify": "run_profile_qualify",
     "render": "render_profile",  # servectl.render is the package
 }
+GENERATORS = {"logs", "gateway_logs"}  # their module function keeps the host open while the lines are read
 NO_FUNCTION = {"watch"}  # a refresh function bound to the host's adapters: use a host
 MODULE_ONLY = {"run_bench", "run_qualify", "from_env"}  # measure a server at a URL; build a host
 #: The commands (``close`` is the host's own lifecycle).
@@ -151,7 +152,7 @@ class RecordingHost:
     def __getattr__(self, method: str) -> Any:
         def call(**kwargs: Any) -> Any:
             self.calls.append((method, kwargs))
-            return iter(["a line"]) if method == "logs" else ("answer of", method)
+            return iter(["a line"]) if method in GENERATORS else ("answer of", method)
 
         return call
 
@@ -169,7 +170,7 @@ def test_each_module_function_builds_a_host_calls_its_method_once_and_closes_the
         p.name: f"value of {p.name}" for p in inspect.signature(function).parameters.values() if p.name != "environ"
     }
     answer = function(**kwargs)
-    if method == "logs":
+    if method in GENERATORS:
         answer = list(answer)
         assert answer == ["a line"]
     else:
@@ -409,6 +410,30 @@ def test_adopt_and_diff_container_on_a_fake_host(host: FakeHost, profile_dir: Pa
     assert host.diff_container(name="hand", container="sglang-hand") == []
 
 
+def test_gateway_methods_on_a_fake_host(host: FakeHost, profile_dir: Path) -> None:
+    config = profile_dir.parent / "gateway.yaml"
+    config.write_text(f"aliases: {{chat: [demo]}}\nkeys_file: {profile_dir.parent / 'keys.json'}\n")
+    created = host.create_gateway_key(key_name="ci", aliases=["chat"], budget="5/day", config_file=config)
+    assert created.key.startswith("sk-") and created.keys_file == profile_dir.parent / "keys.json"
+    assert created.key not in created.keys_file.read_text() and str(created.entry.budget) == "5/day"
+    with pytest.raises(servectl.UsageError, match="not in the gateway file's aliases"):
+        host.create_gateway_key(key_name="other", aliases=["nope"], config_file=config)
+    [row] = host.gateway_keys(config_file=config)
+    assert (row["name"], row["aliases"], row["budget"], row["requests_total"]) == ("ci", ["chat"], "5/day", 0)
+    assert host.revoke_gateway_key(key_name="ci", config_file=config).name == "ci"
+    assert host.gateway_keys(config_file=config) == []
+    # no gateway container on the fake engine, none answering in the state folder
+    assert host.gateway_status() == servectl.GatewayStatus(container=None, live=None)
+    assert host.gateway_status().to_dict() == {"container": None, "live": None}
+    assert host.gateway_down() is None
+    with pytest.raises(servectl.ServectlError, match="no gateway container"):
+        host.gateway_logs()
+    missing = profile_dir.parent / "absent.yaml"
+    for start in (host.gateway_run, host.gateway_up):  # the file is read before anything listens or builds
+        with pytest.raises(servectl.ProfileError, match="no such gateway file"):
+            start(config_file=missing)
+
+
 def test_bench_and_qualify_on_a_fake_host_refuse_a_profile_that_does_not_run(host: FakeHost) -> None:
     for measure in (host.bench, host.qualify):
         with pytest.raises(servectl.ServectlError, match="demo"):
@@ -442,7 +467,7 @@ def test_every_host_method_is_called_by_a_test_of_this_file() -> None:
         and isinstance(node.func.value, ast.Name)
         and node.func.value.id == "host"
     }
-    called |= {"bench", "qualify"}  # through `measure` above
+    called |= {"bench", "qualify", "gateway_run", "gateway_up"}  # through `measure` and `start` above
     assert sorted(set(HOST_METHODS) - called) == []
 
 
@@ -480,4 +505,5 @@ def test_the_other_module_functions_are_derived_from_their_method_signature_and_
         assert inspect.signature(function).return_annotation == inspect.signature(host_method).return_annotation
         assert function.__name__ == function_name and function.__module__ == "servectl.api"
         assert inspect.getdoc(host_method) in (function.__doc__ or ""), function_name  # help(servectl.up) shows it
-    assert inspect.isgeneratorfunction(servectl.logs)  # the host stays open while the lines are read
+    for method in GENERATORS:  # the host stays open while the lines are read
+        assert inspect.isgeneratorfunction(getattr(servectl, method)), method

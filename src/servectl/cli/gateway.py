@@ -35,25 +35,12 @@ def run_command(
     listen: Annotated[str | None, typer.Option("--listen", help="HOST:PORT instead of the file's listen")] = None,
 ) -> None:
     """Run the gateway in the foreground (for systemd and containers); SIGTERM drains, then it exits."""
-    from servectl.gateway.serve import configure_logging, run_from_file
     from servectl.host import from_env
 
-    configure_logging()
     with from_env() as host:
-        run_from_file(
-            docker=host.docker,
-            config_file=config,
-            listen=listen,
-            environ=host.environ,
-            on_listening=lambda url: print(f"gateway on {url}", file=sys.stderr),
-            start=lambda profile: host.swap(name=profile),  # swap.on_request: the same transaction as `swap`
+        host.gateway_run(
+            config_file=config, listen=listen, on_listening=lambda url: print(f"gateway on {url}", file=sys.stderr)
         )
-
-
-def _keys_path(config: Path | None) -> Path:
-    from servectl.gateway.config import load_gateway_config
-
-    return load_gateway_config(config).keys_path()
 
 
 def keys_create_command(
@@ -75,26 +62,24 @@ def keys_create_command(
     config: ConfigOption = None,
 ) -> None:
     """Make a key and print it once, alone on stdout (notes go to stderr)."""
-    from servectl.gateway.config import load_gateway_config
-    from servectl.gateway.keys import create_key, parse_budget, parse_duration
+    from servectl.host import from_env
 
-    loaded = load_gateway_config(config)
-    path = loaded.keys_path()
     granted = [*(alias or []), *(a.strip() for a in (aliases or "").split(",") if a.strip())]
-    key, entry = create_key(
-        path,
-        name=name,
-        aliases=granted,
-        expires_s=parse_duration(expires) if expires else None,
-        rate_per_minute=rate,
-        read_only=read_only,
-        budget=parse_budget(budget) if budget else None,
-        known_aliases=None if loaded.aliases is None else list(loaded.aliases),
-    )
-    typer.echo(key)
+    with from_env() as host:
+        created = host.create_gateway_key(
+            key_name=name,
+            aliases=granted,
+            read_only=read_only,
+            budget=budget,
+            expires=expires,
+            rate_per_minute=rate,
+            config_file=config,
+        )
+    typer.echo(created.key)
+    entry = created.entry
     until = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(entry.expires_at)) if entry.expires_at else "never"
-    print(f"key {name!r} for {entry.scope()}; expires {until}; its digest is in {path}; it is not shown again",
-          file=sys.stderr)  # fmt: skip
+    print(f"key {name!r} for {entry.scope()}; expires {until}; its digest is in {created.keys_file}; "
+          "it is not shown again", file=sys.stderr)  # fmt: skip
 
 
 def keys_list_command(
@@ -102,11 +87,10 @@ def keys_list_command(
     as_json: Annotated[bool, typer.Option("--json", help="print each key's scope and usage as JSON")] = False,
 ) -> None:
     """List the keys: name, scope (aliases, read-only, budget), usage, expiry (never the keys)."""
-    from servectl.gateway.keys import read_keys
-    from servectl.gateway.usage import usage_rows
+    from servectl.host import from_env
 
-    path = _keys_path(config)
-    rows = usage_rows(path, read_keys(path))
+    with from_env() as host:
+        rows = host.gateway_keys(config_file=config)
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return
@@ -124,9 +108,10 @@ def keys_revoke_command(
     name: Annotated[str, typer.Argument(help="the key's name")], config: ConfigOption = None
 ) -> None:
     """Remove a key; a running gateway refuses it within a second."""
-    from servectl.gateway.keys import revoke_key
+    from servectl.host import from_env
 
-    revoke_key(_keys_path(config), name=name)
+    with from_env() as host:
+        host.revoke_gateway_key(key_name=name, config_file=config)
     typer.echo(f"revoked {name}")
 
 
@@ -135,11 +120,11 @@ def up_command(
     wait_s: Annotated[float, typer.Option("--wait", help="seconds to wait for it to answer")] = 60.0,
 ) -> None:
     """Run the gateway as a container (restart policy unless-stopped; image built here from this servectl)."""
-    from servectl.gateway.container import gateway_lines, gateway_up
+    from servectl.cli.views.gateway import gateway_lines
     from servectl.host import from_env
 
     with from_env() as host:
-        started = gateway_up(docker=host.docker, config_file=config, environ=host.environ, wait_s=wait_s)
+        started = host.gateway_up(config_file=config, timeout_s=wait_s)
     typer.echo(f"gateway container {started.container_id[:12]} ({started.image}) {started.state}")
     for line in gateway_lines(started.live) if started.live else []:
         typer.echo(line)
@@ -147,11 +132,10 @@ def up_command(
 
 def down_command() -> None:
     """Stop the gateway container (requests in flight drain first) and remove it."""
-    from servectl.gateway.container import gateway_down
     from servectl.host import from_env
 
     with from_env() as host:
-        stopped = gateway_down(docker=host.docker, environ=host.environ)
+        stopped = host.gateway_down()
     typer.echo("no gateway container" if stopped is None else f"stopped gateway container {stopped.container_id[:12]}")
 
 
@@ -159,14 +143,14 @@ def status_command(
     as_json: Annotated[bool, typer.Option("--json", help="print the container and live state as JSON")] = False,
 ) -> None:
     """The gateway: its container (if any) and, from the running gateway, each alias -> profile -> state."""
-    from servectl.gateway.container import gateway_lines, gateway_live, gateway_status
+    from servectl.cli.views.gateway import gateway_lines
     from servectl.host import from_env
 
     with from_env() as host:
-        container = gateway_status(docker=host.docker, environ=host.environ)
-        live = container.live if container is not None else gateway_live(state_dir=host.state_dir)
+        current = host.gateway_status()
+    container, live = current.container, current.live
     if as_json:
-        typer.echo(json.dumps({"container": container.to_dict() if container else None, "live": live}, indent=2))
+        typer.echo(json.dumps(current.to_dict(), indent=2))
         return
     if container is not None:
         typer.echo(f"gateway container {container.container_id[:12]} ({container.image}) {container.state}")
@@ -182,9 +166,8 @@ def logs_command(
     tail: Annotated[int | None, typer.Option("--tail", help="only the last N lines")] = None,
 ) -> None:
     """The gateway container's log: one line per request (alias, key name, status, times; never keys or text)."""
-    from servectl.gateway.container import gateway_logs
     from servectl.host import from_env
 
     with from_env() as host:
-        for line in gateway_logs(docker=host.docker, follow=follow, tail=tail, environ=host.environ):
+        for line in host.gateway_logs(follow=follow, tail=tail):
             typer.echo(line)

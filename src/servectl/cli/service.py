@@ -181,7 +181,7 @@ def status_command(
         console = Console(highlight=False)
         console.print(status_table(found, width=console.width))
     if current.gateway is not None:
-        from servectl.gateway.container import gateway_lines
+        from servectl.cli.views.gateway import gateway_lines
 
         for line in gateway_lines(current.gateway):
             typer.echo(line)

@@ -295,20 +295,6 @@ def gateway_live(*, state_dir: Path) -> dict[str, Any] | None:
     return ask(state_dir)
 
 
-def gateway_lines(live: Mapping[str, Any]) -> list[str]:
-    """``servectl status``'s gateway section: the address, then each alias -> profile -> state."""
-    lines = [f"gateway http://{live.get('listen', '?')} (pid {live.get('pid', '?')})"]
-    for alias, row in sorted((live.get("aliases") or {}).items()):
-        lines.append(
-            f"  {alias} -> {row.get('profile') or ' | '.join(row.get('profiles') or [])} -> {row.get('state')}"
-        )
-    if live.get("services_error"):
-        lines.append(f"  cannot list the services: {live['services_error']}")
-    if (live.get("config") or {}).get("error"):
-        lines.append(f"  configuration edit refused: {live['config']['error']}")
-    return lines
-
-
 def gateway_down(*, docker: DockerEngine, environ: Mapping[str, str] | None = None) -> GatewayContainer | None:
     """Stop the gateway (it drains first, up to ``swap.drain_s``) and remove its container; None when none."""
     state = _find(docker, environ)

@@ -21,8 +21,8 @@ skip, ``lock_timeout_s`` the wait for another servectl process that is changing 
 
 The methods are grouped by area, as docker-py's ``APIClient`` composes its mixins: profiles and images
 (:mod:`servectl.host.profiles`), services (:mod:`servectl.host.services`), transactions
-(:mod:`servectl.host.transactions`) and measurements (:mod:`servectl.host.measure`), all over the adapters of
-:mod:`servectl.host.base`.
+(:mod:`servectl.host.transactions`), the gateway (:mod:`servectl.host.gateway`) and measurements
+(:mod:`servectl.host.measure`), all over the adapters of :mod:`servectl.host.base`.
 """
 
 from __future__ import annotations
@@ -30,15 +30,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from servectl.host.base import HostBase, ReportHook
+from servectl.host.gateway import CreatedKey, GatewayCommands, GatewayStatus
 from servectl.host.measure import MeasureCommands
 from servectl.host.profiles import ProfileCommands
 from servectl.host.services import ServiceCommands, Status
 from servectl.host.transactions import TransactionCommands
 
-__all__ = ["Host", "HostBase", "ReportHook", "Status", "from_env"]
+__all__ = ["CreatedKey", "GatewayStatus", "Host", "HostBase", "ReportHook", "Status", "from_env"]
 
 
-class Host(ProfileCommands, ServiceCommands, TransactionCommands, MeasureCommands):
+class Host(ProfileCommands, ServiceCommands, GatewayCommands, TransactionCommands, MeasureCommands):
     """This host as servectl drives it: Docker, the GPUs, the host probe and the state folder.
 
     Args:

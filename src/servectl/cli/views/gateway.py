@@ -1,0 +1,20 @@
+"""The gateway's lines in ``servectl status`` and ``servectl gateway status|up``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+
+def gateway_lines(live: Mapping[str, Any]) -> list[str]:
+    """``servectl status``'s gateway section: the address, then each alias -> profile -> state."""
+    lines = [f"gateway http://{live.get('listen', '?')} (pid {live.get('pid', '?')})"]
+    for alias, row in sorted((live.get("aliases") or {}).items()):
+        lines.append(
+            f"  {alias} -> {row.get('profile') or ' | '.join(row.get('profiles') or [])} -> {row.get('state')}"
+        )
+    if live.get("services_error"):
+        lines.append(f"  cannot list the services: {live['services_error']}")
+    if (live.get("config") or {}).get("error"):
+        lines.append(f"  configuration edit refused: {live['config']['error']}")
+    return lines

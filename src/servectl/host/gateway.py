@@ -1,0 +1,176 @@
+"""Host methods on the gateway: run it here or as a container, look at it, and its keys."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from servectl.host.transactions import TransactionCommands
+
+if TYPE_CHECKING:
+    from servectl.gateway.config import GatewayConfig
+    from servectl.gateway.container import GatewayContainer
+    from servectl.gateway.keys import KeyEntry
+
+
+@dataclass(frozen=True)
+class GatewayStatus:
+    """What ``servectl gateway status`` shows: the gateway container (None: none) and what the running gateway
+    (that container, or a ``gateway run``) says of itself through its admin socket (None: none answers)."""
+
+    container: GatewayContainer | None
+    live: dict[str, Any] | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """``gateway status --json``: ``{"container": {...} or null, "live": {...} or null}``."""
+        return {"container": None if self.container is None else self.container.to_dict(), "live": self.live}
+
+
+@dataclass(frozen=True)
+class CreatedKey:
+    """A new gateway key: the key itself (shown once, never stored), its entry and the key file holding its
+    digest."""
+
+    key: str
+    entry: KeyEntry
+    keys_file: Path
+
+
+class GatewayCommands(TransactionCommands):
+    """The gateway over the host's Docker engine and environment; ``config_file`` is the gateway file
+    (default: ``gateway.yaml`` beside the profiles). A transaction's subclass: ``swap.on_request`` swaps."""
+
+    def gateway_run(
+        self,
+        *,
+        config_file: Path | None = None,
+        listen: str | None = None,
+        on_listening: Callable[[str], None] | None = None,
+    ) -> None:
+        """Run the gateway in this process until SIGTERM (which drains); one log line per request on stderr.
+
+        Args:
+            listen: HOST:PORT instead of the file's ``listen``.
+            on_listening: called with the gateway's URL once it listens.
+
+        An alias with ``swap.on_request`` swaps through :meth:`swap`, the same transaction as ``servectl swap``.
+
+        Raises:
+            ProfileError: the gateway file is invalid.
+        """
+        from servectl.gateway.serve import configure_logging, run_from_file
+
+        configure_logging()
+        run_from_file(
+            docker=self.docker,
+            config_file=config_file,
+            listen=listen,
+            environ=self.environ,
+            on_listening=on_listening,
+            start=lambda profile: self.swap(name=profile),  # swap.on_request: the same transaction as `swap`
+        )
+
+    def gateway_up(self, *, config_file: Path | None = None, timeout_s: float = 60.0) -> GatewayContainer:
+        """Run the gateway as a container (restart policy unless-stopped; its image built here from this
+        servectl) and wait ``timeout_s`` until it answers; a running one stays.
+
+        Raises:
+            ProfileError: the gateway file is invalid. StartupFailed: it exited or did not answer in time.
+        """
+        from servectl.gateway.container import gateway_up
+
+        return gateway_up(docker=self.docker, config_file=config_file, environ=self.environ, wait_s=timeout_s)
+
+    def gateway_down(self) -> GatewayContainer | None:
+        """Stop the gateway container (requests in flight drain first) and remove it; None when there is none."""
+        from servectl.gateway.container import gateway_down
+
+        return gateway_down(docker=self.docker, environ=self.environ)
+
+    def gateway_status(self) -> GatewayStatus:
+        """The gateway container (if any) and what the gateway running on this host says of itself."""
+        from servectl.gateway.container import gateway_live, gateway_status
+
+        container = gateway_status(docker=self.docker, environ=self.environ)
+        live = container.live if container is not None else gateway_live(state_dir=self.state_dir)
+        return GatewayStatus(container=container, live=live)
+
+    def gateway_logs(self, *, follow: bool = False, tail: int | None = None) -> Iterator[str]:
+        """The gateway container's log lines (one per request: alias, key name, status, times; never a key).
+
+        Raises:
+            ServectlError: no gateway container.
+        """
+        from servectl.gateway.container import gateway_logs
+
+        return gateway_logs(docker=self.docker, follow=follow, tail=tail, environ=self.environ)
+
+    # -- keys ----------------------------------------------------------------------------------------------
+    def create_gateway_key(
+        self,
+        *,
+        key_name: str,
+        aliases: Sequence[str] = (),
+        read_only: bool = False,
+        budget: str | None = None,
+        expires: str | None = None,
+        rate_per_minute: int | None = None,
+        config_file: Path | None = None,
+    ) -> CreatedKey:
+        """Make a gateway key and store its digest under ``key_name`` in the gateway file's key file.
+
+        Args:
+            key_name: shown in the gateway's log and ``/metrics`` (never the key).
+            aliases: grant only these aliases (default: all).
+            read_only: GET routes only (``/v1/models``, ``/ui``): no completions.
+            budget: requests per UTC period: ``N/hour``, ``N/day``, ``N/week`` or ``N/month``.
+            expires: lifetime such as ``12h``, ``30d``, ``8w`` (default: never).
+            rate_per_minute: requests per minute (default: the file's).
+
+        Raises:
+            UsageError: a bad name, budget or lifetime; an alias the file does not name; the name is taken.
+        """
+        from servectl.gateway.keys import create_key, parse_budget, parse_duration
+
+        loaded = self._gateway_config(config_file)
+        path = loaded.keys_path(self.environ)
+        key, entry = create_key(
+            path,
+            name=key_name,
+            aliases=list(aliases),
+            expires_s=parse_duration(expires) if expires else None,
+            rate_per_minute=rate_per_minute,
+            read_only=read_only,
+            budget=parse_budget(budget) if budget else None,
+            known_aliases=None if loaded.aliases is None else list(loaded.aliases),
+        )
+        return CreatedKey(key=key, entry=entry, keys_file=path)
+
+    def gateway_keys(self, *, config_file: Path | None = None) -> list[dict[str, Any]]:
+        """Each gateway key's name, scope (aliases, read-only, budget), usage and expiry (never the keys).
+
+        Raises:
+            StateDamaged: the key or usage file is damaged.
+        """
+        from servectl.gateway.keys import read_keys
+        from servectl.gateway.usage import usage_rows
+
+        path = self._gateway_config(config_file).keys_path(self.environ)
+        return usage_rows(path, read_keys(path))
+
+    def revoke_gateway_key(self, *, key_name: str, config_file: Path | None = None) -> KeyEntry:
+        """Remove the key ``key_name``; a running gateway refuses it within a second.
+
+        Raises:
+            UsageError: no key of that name.
+        """
+        from servectl.gateway.keys import revoke_key
+
+        return revoke_key(self._gateway_config(config_file).keys_path(self.environ), name=key_name)
+
+    def _gateway_config(self, config_file: Path | None) -> GatewayConfig:
+        from servectl.gateway.config import load_gateway_config
+
+        return load_gateway_config(config_file, environ=self.environ)
