@@ -45,8 +45,10 @@ _EXPORTS: dict[str, str] = {
     "Budget": "servectl.gateway.keys",
     "CardUse": "servectl.service.watch",
     "CatalogError": "servectl.errors",
+    "CatalogListing": "servectl.host",
     "ClaimsFailed": "servectl.errors",
     "CheckItem": "servectl.service.rollback",
+    "Comparison": "servectl.bench.compare",
     "CreatedKey": "servectl.host",
     "DoctorLine": "servectl.preflight.doctor",
     "DoctorReport": "servectl.preflight.doctor",
@@ -58,6 +60,7 @@ _EXPORTS: dict[str, str] = {
     "FlagCatalog": "servectl.profile.catalog",
     "FlagChange": "servectl.profile.catalog_diff",
     "GatewayContainer": "servectl.gateway.container",
+    "GatewayFileCheck": "servectl.host",
     "GatewayStatus": "servectl.host",
     "GpuUnavailable": "servectl.errors",
     "Host": "servectl.host",
@@ -74,6 +77,7 @@ _EXPORTS: dict[str, str] = {
     "PreflightReport": "servectl.preflight.model",
     "Problem": "servectl.errors",
     "ProfileBenchResult": "servectl.bench.profile_run",
+    "ProfileDiff": "servectl.host",
     "ProfileError": "servectl.errors",
     "ProfileQualifyResult": "servectl.bench.qualify.profile_run",
     "ProfileRow": "servectl.plan.inventory",
@@ -83,6 +87,7 @@ _EXPORTS: dict[str, str] = {
     "QualifyReport": "servectl.bench.qualify.model",
     "QualifySettings": "servectl.bench.qualify.settings",
     "RecoverResult": "servectl.service.recover",
+    "RenderSet": "servectl.render.files",
     "RenderUnsupported": "servectl.errors",
     "RenderedFile": "servectl.render.files",
     "RestoreOutcome": "servectl.adapters.conflicts",
@@ -90,6 +95,7 @@ _EXPORTS: dict[str, str] = {
     "ServectlError": "servectl.errors",
     "ServiceConflict": "servectl.errors",
     "ServiceInfo": "servectl.service.services",
+    "ShownProfile": "servectl.host",
     "StartupFailed": "servectl.errors",
     "StateDamaged": "servectl.errors",
     "Status": "servectl.host",
@@ -107,10 +113,15 @@ _EXPORTS: dict[str, str] = {
     "Validation": "servectl.plan.inventory",
     "WatchView": "servectl.service.watch",
     "adopt": "servectl.api",
+    "build_standin_image": "servectl.api",
+    "catalogs": "servectl.api",
+    "check_gateway_file": "servectl.api",
+    "compare_bench": "servectl.api",
     "compile_plan": "servectl.api",
     "create_gateway_key": "servectl.api",
     "diff_catalogs": "servectl.api",
     "diff_container": "servectl.api",
+    "diff_profiles": "servectl.api",
     "doctor": "servectl.api",
     "dry_run": "servectl.api",
     "down": "servectl.api",
@@ -125,9 +136,11 @@ _EXPORTS: dict[str, str] = {
     "gateway_up": "servectl.api",
     "load_profile": "servectl.api",
     "logs": "servectl.api",
+    "profile_schema": "servectl.api",
     "profiles": "servectl.api",
     "promote": "servectl.api",
     "recover": "servectl.api",
+    "render_all": "servectl.api",
     "render_profile": "servectl.api",
     "revoke_gateway_key": "servectl.api",
     "rollback": "servectl.api",
@@ -138,6 +151,7 @@ _EXPORTS: dict[str, str] = {
     "run_profile_qualify": "servectl.api",
     "run_qualify": "servectl.bench.qualify.runner",
     "services": "servectl.api",
+    "show": "servectl.api",
     "status": "servectl.api",
     "swap": "servectl.api",
     "up": "servectl.api",
@@ -155,10 +169,15 @@ if TYPE_CHECKING:
     from servectl.adapters.engine_image import ParseVerdict as ParseVerdict
     from servectl.adapters.plan_cache import DryRun as DryRun
     from servectl.api import adopt as adopt
+    from servectl.api import build_standin_image as build_standin_image
+    from servectl.api import catalogs as catalogs
+    from servectl.api import check_gateway_file as check_gateway_file
+    from servectl.api import compare_bench as compare_bench
     from servectl.api import compile_plan as compile_plan
     from servectl.api import create_gateway_key as create_gateway_key
     from servectl.api import diff_catalogs as diff_catalogs
     from servectl.api import diff_container as diff_container
+    from servectl.api import diff_profiles as diff_profiles
     from servectl.api import doctor as doctor
     from servectl.api import down as down
     from servectl.api import dry_run as dry_run
@@ -172,9 +191,11 @@ if TYPE_CHECKING:
     from servectl.api import gateway_up as gateway_up
     from servectl.api import load_profile as load_profile
     from servectl.api import logs as logs
+    from servectl.api import profile_schema as profile_schema
     from servectl.api import profiles as profiles
     from servectl.api import promote as promote
     from servectl.api import recover as recover
+    from servectl.api import render_all as render_all
     from servectl.api import render_profile as render_profile
     from servectl.api import revoke_gateway_key as revoke_gateway_key
     from servectl.api import rollback as rollback
@@ -183,11 +204,13 @@ if TYPE_CHECKING:
     from servectl.api import run_profile_bench as run_profile_bench
     from servectl.api import run_profile_qualify as run_profile_qualify
     from servectl.api import services as services
+    from servectl.api import show as show
     from servectl.api import status as status
     from servectl.api import swap as swap
     from servectl.api import up as up
     from servectl.api import validate as validate
     from servectl.api import validate_in_image as validate_in_image
+    from servectl.bench.compare import Comparison as Comparison
     from servectl.bench.model import BenchReport as BenchReport
     from servectl.bench.profile_run import ProfileBenchResult as ProfileBenchResult
     from servectl.bench.qualify.model import QualifyReport as QualifyReport
@@ -222,9 +245,13 @@ if TYPE_CHECKING:
     from servectl.gateway.container import GatewayContainer as GatewayContainer
     from servectl.gateway.keys import Budget as Budget
     from servectl.gateway.keys import KeyEntry as KeyEntry
+    from servectl.host import CatalogListing as CatalogListing
     from servectl.host import CreatedKey as CreatedKey
+    from servectl.host import GatewayFileCheck as GatewayFileCheck
     from servectl.host import GatewayStatus as GatewayStatus
     from servectl.host import Host as Host
+    from servectl.host import ProfileDiff as ProfileDiff
+    from servectl.host import ShownProfile as ShownProfile
     from servectl.host import Status as Status
     from servectl.host import from_env as from_env
     from servectl.plan.compile import LaunchPlan as LaunchPlan
@@ -238,6 +265,7 @@ if TYPE_CHECKING:
     from servectl.profile.evidence import EvidenceRecord as EvidenceRecord
     from servectl.profile.loader import LoadedProfile as LoadedProfile
     from servectl.render.files import RenderedFile as RenderedFile
+    from servectl.render.files import RenderSet as RenderSet
     from servectl.service.adopt import AdoptResult as AdoptResult
     from servectl.service.catalog import ExtractedCatalog as ExtractedCatalog
     from servectl.service.catalog import InImageValidation as InImageValidation

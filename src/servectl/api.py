@@ -37,10 +37,15 @@ __all__ = [
     "Host",
     "Status",
     "adopt",
+    "build_standin_image",
+    "catalogs",
+    "check_gateway_file",
+    "compare_bench",
     "compile_plan",
     "create_gateway_key",
     "diff_catalogs",
     "diff_container",
+    "diff_profiles",
     "doctor",
     "down",
     "dry_run",
@@ -55,9 +60,11 @@ __all__ = [
     "gateway_up",
     "load_profile",
     "logs",
+    "profile_schema",
     "profiles",
     "promote",
     "recover",
+    "render_all",
     "render_profile",
     "revoke_gateway_key",
     "rollback",
@@ -66,6 +73,7 @@ __all__ = [
     "run_profile_bench",
     "run_profile_qualify",
     "services",
+    "show",
     "status",
     "swap",
     "up",
@@ -145,6 +153,14 @@ gateway_logs = _generator(Host.gateway_logs)
 create_gateway_key = _function(Host.create_gateway_key)
 gateway_keys = _function(Host.gateway_keys)
 revoke_gateway_key = _function(Host.revoke_gateway_key)
+check_gateway_file = _function(Host.check_gateway_file)
+show = _function(Host.show)
+diff_profiles = _function(Host.diff_profiles)
+profile_schema = _function(Host.profile_schema)
+render_all = _function(Host.render_all)
+catalogs = _function(Host.catalogs)
+build_standin_image = _function(Host.build_standin_image)
+compare_bench = _function(Host.compare_bench)
 
 
 def compile_plan(*, name: str, environ: Mapping[str, str] | None = None) -> LaunchPlan:

@@ -434,6 +434,54 @@ def test_gateway_methods_on_a_fake_host(host: FakeHost, profile_dir: Path) -> No
             start(config_file=missing)
 
 
+def test_show_diff_schema_catalogs_and_the_gateway_file_on_a_fake_host(host: FakeHost, profile_dir: Path) -> None:
+    shown = host.show(name="demo")
+    assert shown.name == "demo" and shown.data["name"] == "demo" and shown.chain[0].name == "demo.yaml"
+    assert shown.evidence() == []  # no evidence recorded
+    diff = host.diff_profiles(a="demo", b="demo-rollback")
+    assert diff.lines and len(diff.lines) == len(diff.changes)
+    assert diff.to_dict()["changes"][0] == dict(zip(("field", "a", "b"), diff.changes[0], strict=True))
+    assert host.diff_profiles(a="demo", b="demo").changes == []
+    assert host.profile_schema()["additionalProperties"] is False
+    listed = host.catalogs()
+    assert shown.loaded.profile.engine.catalog in [c.name for c in listed if c.source == "shipped"]
+    assert host.check_gateway_file() is None  # none beside the profiles
+    bad = profile_dir.parent / "gateway.yaml"
+    bad.write_text("listen: nowhere\n")
+    checked = host.check_gateway_file(config_file=bad)
+    assert checked is not None and checked.path == bad and "listen" in " ".join(checked.problems)
+
+
+def test_render_all_build_standin_and_compare_bench_on_a_fake_host(
+    host: FakeHost, profile_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import servectl.render.files
+    import servectl.standin.image
+
+    project = profile_dir.parent / "project"  # a source checkout holding the shipped demo profiles
+    (project / "profiles").mkdir(parents=True)
+    for name in ("demo", "demo-rollback"):
+        (project / "profiles" / f"{name}.yaml").write_bytes((ROOT / "profiles" / f"{name}.yaml").read_bytes())
+    (project / "compose").mkdir()
+    from servectl.render.yaml_out import GENERATED_MARK
+
+    (project / "compose" / "gone.yaml").write_text(f"# {GENERATED_MARK}\n")  # its profile is gone
+    monkeypatch.setattr(servectl.render.files, "shipped_project_dir", lambda: project)
+    rendered = host.render_all(to="compose")
+    assert sorted(f.path.name for f in rendered.files if f.path is not None) == ["demo-rollback.yaml", "demo.yaml"]
+    assert all(f.target == "compose" and f.path is not None and f.path.exists() for f in rendered.files)
+    assert rendered.removed == (project / "compose" / "gone.yaml",) and not (project / "k8s").exists()
+
+    def no_engine() -> None:
+        raise servectl.EngineUnavailable("no Docker engine (test)")
+
+    monkeypatch.setattr(servectl.standin.image, "_docker_client", no_engine)  # builds nothing here
+    with pytest.raises(servectl.EngineUnavailable, match="test"):
+        host.build_standin_image()
+    with pytest.raises(servectl.UsageError, match="no-run"):
+        host.compare_bench(runs=[profile_dir.parent / "no-run"])
+
+
 def test_bench_and_qualify_on_a_fake_host_refuse_a_profile_that_does_not_run(host: FakeHost) -> None:
     for measure in (host.bench, host.qualify):
         with pytest.raises(servectl.ServectlError, match="demo"):

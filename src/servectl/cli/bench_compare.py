@@ -1,7 +1,7 @@
 """``servectl bench compare``: runs and typed references side by side, with ratios to a baseline.
 
-Parses options, calls :func:`servectl.bench.compare_inputs.compare_bench`, prints the table (or JSON) and
-draws the plot. ``--plot`` without matplotlib refuses before anything is read.
+Parses options, calls :meth:`servectl.host.Host.compare_bench` (which draws the plot; ``--plot`` without
+matplotlib refuses before anything is read), prints the table (or JSON).
 """
 
 from __future__ import annotations
@@ -45,40 +45,22 @@ def compare_command(
     """Compare bench runs (and references): decode tok/s and TTFT at matched prompt lengths."""
     import json
 
-    from servectl.bench.plot import require_plotting
+    from servectl.host import from_env
 
-    if plot is not None:  # before reading anything: a missing extra must be said first
-        require_plotting()
-    from servectl.bench.compare import comparison_document, describe_differences
-    from servectl.bench.compare_inputs import compare_bench
-
-    comparison = compare_bench(runs=runs, references=reference or (), baseline=baseline, tolerance=tolerance / 100)
-    if plot is not None:
-        from servectl.bench.plot import plot_comparison
-
-        try:
-            plot_comparison(comparison, plot)
-        except ValueError as err:  # nothing to draw
-            from servectl.errors import UsageError
-
-            raise UsageError(f"--plot {plot}: {err}") from err
+    with from_env() as host:
+        comparison = host.compare_bench(
+            runs=runs, references=reference or (), baseline=baseline, tolerance=tolerance / 100, plot=plot
+        )
     if as_json:
-        document = comparison_document(comparison)
-        document["plot"] = None if plot is None else str(plot)
-        typer.echo(json.dumps(document, indent=2))
+        from servectl.cli.views.compare import compare_document
+
+        typer.echo(json.dumps(compare_document(comparison, plot=plot), indent=2))
         return
     from rich.console import Console
 
-    from servectl.cli.views.compare import compare_table
+    from servectl.cli.views.compare import compare_lines, compare_table
 
     console = Console()
     console.print(compare_table(comparison, width=console.width))
-    if len(comparison.runs) > 1:
-        what = describe_differences(comparison)
-        line = f"runs differ in: {what}" if comparison.differences else what
+    for line in compare_lines(comparison, plot=plot):
         console.print(line, markup=False, highlight=False)
-    for s in comparison.series:
-        where = f"{s.path}" + (f" ({s.note})" if s.note else "")
-        console.print(f"  {s.label}: {s.kind} {where}", markup=False, highlight=False)
-    if plot is not None:
-        console.print(f"plot: {plot}", markup=False, highlight=False)

@@ -26,19 +26,11 @@ def catalog_list(ctx: typer.Context) -> None:
     """List the shipped catalogs and those extracted from images (with no subcommand)."""
     if ctx.invoked_subcommand is not None:
         return
-    from servectl.profile.catalog import FlagCatalog
-    from servectl.profile.catalog_store import stored_catalogs
+    from servectl.host import from_env
 
-    for name in FlagCatalog.available():
-        cat = FlagCatalog.load(name)
-        typer.echo(f"{name}  ({cat.engine} {cat.version}, {len(cat.options)} options, shipped)")
-    for stored in stored_catalogs():
-        image = stored.image
-        refs = ", ".join(image.refs) if image else ""
-        cat = stored.catalog
-        typer.echo(
-            f"{image.id if image else stored.path}  ({cat.engine} {cat.version}, {len(cat.options)} options, {refs})"
-        )
+    with from_env() as host:
+        for c in host.catalogs():
+            typer.echo(f"{c.name}  ({c.engine} {c.version}, {c.options} options, {c.source})")
 
 
 @catalog_app.command("show")

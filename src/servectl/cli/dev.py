@@ -16,9 +16,10 @@ def build_standin_command(
     force: bool = typer.Option(False, "--force", help="Rebuild even if the image for these sources exists."),
 ) -> None:
     """Build the stand-in SGLang image (servectl-standin:<hash>, also tagged latest); print its reference."""
-    from servectl.standin.image import build_standin_image
+    from servectl.host import from_env
 
-    typer.echo(build_standin_image(force=force))
+    with from_env() as host:
+        typer.echo(host.build_standin_image(rebuild=force))
 
 
 def register(app: typer.Typer) -> None:

@@ -71,20 +71,18 @@ def show_command(
     as_json: Annotated[bool, typer.Option("--json", help="print JSON instead of YAML")] = False,
 ) -> None:
     """Print the resolved profile (after `extends`), with where it came from."""
-    from servectl.profile.validate import load_profile
+    from servectl.host import from_env
 
-    loaded = load_profile(name)
-    data = loaded.profile.model_dump(mode="json", exclude_none=True)
+    with from_env() as host:
+        shown = host.show(name=name)
     if as_json:
-        typer.echo(json.dumps(data, indent=2))
+        typer.echo(json.dumps(shown.data, indent=2))
         return
     import yaml
 
-    typer.echo(f"# {loaded.profile.name}: resolved from " + " <- ".join(str(p) for p in loaded.chain))
-    typer.echo(yaml.safe_dump(data, sort_keys=False, width=110).rstrip())
-    from servectl.plan.inventory import evidence_lines
-
-    for line in evidence_lines(loaded):
+    typer.echo(f"# {shown.name}: resolved from " + " <- ".join(str(p) for p in shown.chain))
+    typer.echo(yaml.safe_dump(shown.data, sort_keys=False, width=110).rstrip())
+    for line in shown.evidence():
         typer.echo(line)
 
 
@@ -133,25 +131,18 @@ def _validate(host: Host, names: list[str] | None, *, as_json: bool, in_image: b
             typer.echo(f"invalid {v.name}")
             problems.extend(v.error.lines())
     if not names:
-        problems.extend(_gateway_file())
+        problems.extend(_gateway_file(host))
     if problems:
         raise ProfileError("\n".join(problems))
 
 
-def _gateway_file() -> list[str]:
+def _gateway_file(host: Host) -> list[str]:
     """``servectl validate`` checks the gateway file too, when there is one."""
-    from servectl.gateway.config import default_config_file, load_gateway_config
-
-    path = default_config_file()
-    if not path.exists():
+    checked = host.check_gateway_file()
+    if checked is None:
         return []
-    try:
-        load_gateway_config(path)
-    except ProfileError as err:
-        typer.echo(f"invalid gateway {path}")
-        return err.lines()
-    typer.echo(f"ok      gateway {path}")
-    return []
+    typer.echo(f"{'invalid' if checked.problems else 'ok     '} gateway {checked.path}")
+    return checked.problems
 
 
 def diff_command(
@@ -164,9 +155,6 @@ def diff_command(
     as_json: Annotated[bool, typer.Option("--json", help="print the differences as JSON")] = False,
 ) -> None:
     """Show what differs between the resolved launch plans of two profiles, or a profile and a container."""
-    from servectl.plan.resolve import resolve
-    from servectl.plan.script import plan_changes, plan_diff
-
     if container:
         if b:
             raise UsageError("give either a second profile or --container, not both")
@@ -174,17 +162,16 @@ def diff_command(
         return
     if not b:
         raise UsageError("name a second profile, or a container with --container NAME")
+    from servectl.host import from_env
 
-    # a diff shows plans, like up --dry-run: an unset ${VAR} stays visible instead of failing the command
-    plan_a, plan_b = resolve(a, keep_unset=True).plan, resolve(b, keep_unset=True).plan
+    with from_env() as host:  # plans, like up --dry-run: an unset ${VAR} stays visible instead of failing
+        diff = host.diff_profiles(a=a, b=b)
     if as_json:
-        changes = [{"field": field, "a": va, "b": vb} for field, va, vb in plan_changes(plan_a, plan_b)]
-        typer.echo(json.dumps({"a": a, "b": b, "changes": changes}, indent=2))
+        typer.echo(json.dumps(diff.to_dict(), indent=2))
         return
-    lines = plan_diff(plan_a, plan_b)
-    if not lines:
+    if not diff.lines:
         typer.echo(f"{a} and {b} compile to the same launch")
-    for line in lines:
+    for line in diff.lines:
         typer.echo(line)
 
 
@@ -204,9 +191,10 @@ def _diff_container(profile: str, container: str, *, as_json: bool) -> None:
 
 def schema_command() -> None:
     """Print the JSON Schema of the profile format (shipped as schema/profile.schema.json)."""
-    from servectl.profile.models import profile_json_schema
+    from servectl.host import from_env
 
-    typer.echo(json.dumps(profile_json_schema(), indent=2))
+    with from_env() as host:
+        typer.echo(json.dumps(host.profile_schema(), indent=2))
 
 
 def _in_image(host: Host, name: str) -> list[str]:

@@ -17,6 +17,7 @@ import typer
 from servectl.bench.qualify.settings import QualifySettings
 
 if TYPE_CHECKING:
+    from servectl.bench.qualify import QualifyProgressEvent
     from servectl.bench.qualify.profile_run import ProfileQualifyResult
 
 #: Failed cases printed per gate (every one is in the evidence).
@@ -73,9 +74,8 @@ def qualify_command(
 ) -> None:
     """Run the qualification gates (smoke, JSON, tools, reasoning, needle, coding, image/OCR, clients, routed,
     endurance, VRAM, as the suite lists); write the evidence."""
-    from servectl.bench.qualify import QualifyProgressEvent
-    from servectl.bench.qualify.evidence import evidence_document
     from servectl.cli.views.progress import progress_bar
+    from servectl.cli.views.qualify import evidence_json
     from servectl.host import from_env
 
     def describe(event: QualifyProgressEvent) -> str:
@@ -92,7 +92,7 @@ def qualify_command(
     with progress_bar(describe) as on_progress, from_env() as host:
         result = host.qualify(name=name, suite=suite, settings=settings, out_dir=out, progress=on_progress)
     if as_json:
-        typer.echo(json.dumps(evidence_document(result.report), indent=2))
+        typer.echo(json.dumps(evidence_json(result.report), indent=2))
     else:
         _print_summary(result)
     result.raise_if_failed()

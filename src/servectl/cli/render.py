@@ -34,13 +34,13 @@ def render_command(
     ] = False,
 ) -> None:
     """Render a profile to a docker compose file or Kubernetes manifests, from the plan `up` would run."""
-    from servectl.render.files import TARGETS, parse_target, render_all
+    from servectl.host import from_env
 
-    target = None if to is None else parse_target(to)
     if render_all_:
         if name is not None or out is not None or gateway:
             raise UsageError("--all renders every shipped profile; drop the profile name, --out and --gateway")
-        result = render_all(targets=TARGETS if target is None else (target,))
+        with from_env() as host:
+            result = host.render_all(to=to)
         for file in result.files:
             typer.echo(f"wrote   {file.path}")
         for path in result.removed:
@@ -53,7 +53,6 @@ def render_command(
         raise UsageError("name a profile to render (or use --all)")
     if to is None:
         raise UsageError("--to is required: compose or k8s")
-    from servectl.host import from_env
 
     with from_env() as host:
         rendered = host.render(name=name, to=to, out=out, gateway=gateway)

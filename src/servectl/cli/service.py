@@ -113,14 +113,10 @@ def up_command(
 
 
 def _print_last_lines(profile: str, lines: tuple[str, ...]) -> None:
-    if not lines:
-        return
-    from servectl.service.swap import LOG_LINE_CHARS
+    from servectl.cli.views.runtime import last_lines_text
 
-    sys.stderr.write(f"last log lines of {profile}:\n")
-    for line in lines[-20:]:  # SGLang prints all its server args on one line: cut like swap does
-        shown = line if len(line) <= LOG_LINE_CHARS else line[: LOG_LINE_CHARS - 3] + "..."
-        sys.stderr.write(f"  | {shown}\n")
+    for line in last_lines_text(profile, lines):
+        sys.stderr.write(line + "\n")
 
 
 def down_command(
@@ -220,16 +216,16 @@ def logs_command(
     tail: Annotated[int | None, typer.Option("--tail", help="only the last N lines", min=0)] = None,
 ) -> None:
     """Print a service's log (stdout and stderr of its container)."""
+    from servectl.cli.views.runtime import lines_with_phase_notes
     from servectl.host import from_env
-    from servectl.service.watch import phases_with_lines
 
     try:
         with from_env() as host:
-            for line, phase in phases_with_lines(host.logs(name=name, follow=follow, tail=tail)):
+            for line, note in lines_with_phase_notes(name, host.logs(name=name, follow=follow, tail=tail)):
                 sys.stdout.write(line + "\n")
                 if follow:
-                    if phase is not None:  # while a model loads: where startup is, on stderr beside the log
-                        sys.stderr.write(f"servectl: {name} startup phase: {phase}\n")
+                    if note is not None:  # while a model loads: where startup is, on stderr beside the log
+                        sys.stderr.write(note + "\n")
                     sys.stdout.flush()
     except KeyboardInterrupt:
         return

@@ -30,13 +30,25 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from servectl.host.base import HostBase, ReportHook
-from servectl.host.gateway import CreatedKey, GatewayCommands, GatewayStatus
+from servectl.host.gateway import CreatedKey, GatewayCommands, GatewayFileCheck, GatewayStatus
 from servectl.host.measure import MeasureCommands
-from servectl.host.profiles import ProfileCommands
+from servectl.host.profiles import CatalogListing, ProfileCommands, ProfileDiff, ShownProfile
 from servectl.host.services import ServiceCommands, Status
 from servectl.host.transactions import TransactionCommands
 
-__all__ = ["CreatedKey", "GatewayStatus", "Host", "HostBase", "ReportHook", "Status", "from_env"]
+__all__ = [
+    "CatalogListing",
+    "CreatedKey",
+    "GatewayFileCheck",
+    "GatewayStatus",
+    "Host",
+    "HostBase",
+    "ProfileDiff",
+    "ReportHook",
+    "ShownProfile",
+    "Status",
+    "from_env",
+]
 
 
 class Host(ProfileCommands, ServiceCommands, GatewayCommands, TransactionCommands, MeasureCommands):

@@ -29,6 +29,14 @@ class GatewayStatus:
 
 
 @dataclass(frozen=True)
+class GatewayFileCheck:
+    """The gateway file ``servectl validate`` checked, and its problems (one line each; empty: it is valid)."""
+
+    path: Path
+    problems: list[str]
+
+
+@dataclass(frozen=True)
 class CreatedKey:
     """A new gateway key: the key itself (shown once, never stored), its entry and the key file holding its
     digest."""
@@ -106,6 +114,20 @@ class GatewayCommands(TransactionCommands):
         from servectl.gateway.container import gateway_logs
 
         return gateway_logs(docker=self.docker, follow=follow, tail=tail, environ=self.environ)
+
+    def check_gateway_file(self, *, config_file: Path | None = None) -> GatewayFileCheck | None:
+        """Check the gateway file (default: ``gateway.yaml`` beside the profiles); None when there is none."""
+        from servectl.errors import ProfileError
+        from servectl.gateway.config import default_config_file
+
+        path = config_file or default_config_file(self.environ)
+        if not path.exists():
+            return None
+        try:
+            self._gateway_config(path)
+        except ProfileError as err:
+            return GatewayFileCheck(path=path, problems=err.lines())
+        return GatewayFileCheck(path=path, problems=[])
 
     # -- keys ----------------------------------------------------------------------------------------------
     def create_gateway_key(

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from servectl.host.base import HostBase
 
 if TYPE_CHECKING:
+    from servectl.bench.compare import Comparison
     from servectl.bench.model import BenchProgressEvent
     from servectl.bench.profile_run import ProfileBenchResult
     from servectl.bench.qualify.model import QualifyProgressEvent
@@ -79,6 +80,42 @@ class MeasureCommands(HostBase):
             # through the gateway, name is an alias: the engine finds the alias's profile's service
             **({"docker": self.docker} if via_gateway else self._measured(name)),
         )
+
+    def compare_bench(
+        self,
+        *,
+        runs: Sequence[Path],
+        references: Sequence[Path] = (),
+        baseline: str | None = None,
+        tolerance: float | None = None,
+        plot: Path | None = None,
+    ) -> Comparison:
+        """Bench runs (``bench --out`` folders) and typed references side by side, with ratios to ``baseline``
+        (default: the first run); ``plot``: also draw the overlaid taper plot there (PNG).
+
+        Args:
+            tolerance: match prompt lengths whose actual tokens are within this fraction (default 0.05).
+
+        Raises:
+            UsageError: a folder without bench artifacts, a bad reference line, an unknown baseline, nothing to
+                plot; ``plot`` without matplotlib (said before anything is read).
+        """
+        from servectl.bench.compare_inputs import compare_bench
+        from servectl.bench.plot import require_plotting
+        from servectl.errors import UsageError
+
+        if plot is not None:  # before reading anything: a missing extra must be said first
+            require_plotting()
+        tolerance_kw = {} if tolerance is None else {"tolerance": tolerance}
+        comparison = compare_bench(runs=runs, references=references, baseline=baseline, **tolerance_kw)
+        if plot is not None:
+            from servectl.bench.plot import plot_comparison
+
+            try:
+                plot_comparison(comparison, plot)
+            except ValueError as err:  # nothing to draw
+                raise UsageError(f"--plot {plot}: {err}") from err
+        return comparison
 
     def _measured(self, name: str | None) -> dict[str, Any]:
         """The adapters a measurement of profile ``name``'s service reads (none for a bare URL)."""

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from servectl.host.base import HostBase
 
@@ -16,9 +17,60 @@ if TYPE_CHECKING:
     from servectl.profile.catalog_diff import FlagChange
     from servectl.profile.evidence import EvidenceRecord
     from servectl.profile.loader import LoadedProfile
-    from servectl.render.files import RenderedFile
+    from servectl.render.files import RenderedFile, RenderSet
     from servectl.service.adopt import AdoptResult, DockerDocuments
     from servectl.service.catalog import ExtractedCatalog, InImageValidation
+
+
+@dataclass(frozen=True)
+class ShownProfile:
+    """What ``servectl show`` prints: the resolved profile (after ``extends``) as data, the files it came
+    from (the profile first) and, from :meth:`evidence`, the lines about its evidence."""
+
+    loaded: LoadedProfile
+    data: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        return self.loaded.profile.name
+
+    @property
+    def chain(self) -> tuple[Path, ...]:
+        return tuple(self.loaded.chain)
+
+    def evidence(self) -> list[str]:
+        """The lines about the profile's evidence, marked stale when its plan changed (none when it has none)."""
+        from servectl.plan.inventory import evidence_lines
+
+        return evidence_lines(self.loaded)
+
+
+@dataclass(frozen=True)
+class ProfileDiff:
+    """What differs between the launch plans of profiles ``a`` and ``b``: ``changes`` as ``(field, value in a,
+    value in b)`` (None: unset; engine flags compared by flag), ``lines`` the same as text."""
+
+    a: str
+    b: str
+    changes: list[tuple[str, Any, Any]]
+    lines: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        """``diff --json``: ``{"a": ..., "b": ..., "changes": [{"field", "a", "b"}, ...]}``."""
+        changes = [{"field": field, "a": va, "b": vb} for field, va, vb in self.changes]
+        return {"a": self.a, "b": self.b, "changes": changes}
+
+
+@dataclass(frozen=True)
+class CatalogListing:
+    """One flag catalog ``servectl catalog`` lists: a shipped one (``source`` "shipped") or one extracted from an
+    image (``name`` its image id, ``source`` the references it was extracted under)."""
+
+    name: str
+    engine: str
+    version: str
+    options: int
+    source: str
 
 
 class ProfileCommands(HostBase):
@@ -60,6 +112,33 @@ class ProfileCommands(HostBase):
         from servectl.plan.inventory import list_profiles
 
         return list_profiles()
+
+    def show(self, *, name: str) -> ShownProfile:
+        """Profile ``name`` resolved (after ``extends``), with the files it came from and its evidence lines.
+
+        Raises:
+            UsageError: no such profile. ProfileError: every problem, one line each, with file and line.
+        """
+        loaded = self.load_profile(name=name)
+        return ShownProfile(loaded=loaded, data=loaded.profile.model_dump(mode="json", exclude_none=True))
+
+    def diff_profiles(self, *, a: str, b: str) -> ProfileDiff:
+        """What differs between the launch plans of profiles ``a`` and ``b``; starts nothing, opens no adapter.
+
+        Like ``up --dry-run``, an unset ``${VAR}`` stays as written instead of failing.
+        """
+        from servectl.plan.resolve import resolve
+        from servectl.plan.script import plan_changes, plan_diff
+
+        plan_a = resolve(a, environ=self.environ, keep_unset=True).plan
+        plan_b = resolve(b, environ=self.environ, keep_unset=True).plan
+        return ProfileDiff(a=a, b=b, changes=plan_changes(plan_a, plan_b), lines=plan_diff(plan_a, plan_b))
+
+    def profile_schema(self) -> dict[str, Any]:
+        """The JSON Schema of the profile format (shipped as ``schema/profile.schema.json``)."""
+        from servectl.profile.models import profile_json_schema
+
+        return profile_json_schema()
 
     def validate(self, *, names: Sequence[str] | None = None) -> list[Validation]:
         """Validate profiles (all runnable ones when ``names`` is None), each read once: per profile its error,
@@ -104,6 +183,17 @@ class ProfileCommands(HostBase):
         extend = gateway_extension(config, image=gateway_image or gateway_image_ref())
         return render_profile(name, target=target, out=out, extend=extend, flag=" --gateway")
 
+    def render_all(self, *, to: str | None = None) -> RenderSet:
+        """Re-render the shipped profiles into a servectl source checkout's ``compose/`` and ``k8s/`` (``to``:
+        only that target) and remove the files of profiles that are gone.
+
+        Raises:
+            UsageError: an unknown target, or not a source checkout.
+        """
+        from servectl.render.files import TARGETS, parse_target, render_all
+
+        return render_all(targets=TARGETS if to is None else (parse_target(to),))
+
     def promote(self, *, name: str, evidence_dir: Path, qualification_dir: Path | None = None) -> EvidenceRecord:
         """Mark profile ``name`` promoted on the bench results in ``evidence_dir`` and its qualification evidence
         (``qualification_dir``, default ``evidence_dir``), both of its current plan, image and model pins.
@@ -138,6 +228,32 @@ class ProfileCommands(HostBase):
         from servectl.service.catalog import load_catalog_target
 
         return load_catalog_target(name)[1]
+
+    def catalogs(self) -> list[CatalogListing]:
+        """The shipped flag catalogs, then those extracted from images (``catalog extract``)."""
+        from servectl.profile.catalog import FlagCatalog
+        from servectl.profile.catalog_store import stored_catalogs
+
+        found = []
+        for name in FlagCatalog.available():
+            cat = FlagCatalog.load(name)
+            found.append(CatalogListing(name, cat.engine, cat.version, len(cat.options), "shipped"))
+        for stored in stored_catalogs():
+            image, cat = stored.image, stored.catalog
+            name, refs = (image.id, ", ".join(image.refs)) if image else (str(stored.path), "")
+            found.append(CatalogListing(name, cat.engine, cat.version, len(cat.options), refs))
+        return found
+
+    def build_standin_image(self, *, rebuild: bool = False) -> str:
+        """Build (or find) the stand-in SGLang image for tests and demos without a GPU; its reference
+        (``servectl-standin:<hash>``, also tagged ``latest``). ``rebuild``: build even when it exists.
+
+        Raises:
+            EngineUnavailable: no Docker engine answers.
+        """
+        from servectl.standin.image import build_standin_image
+
+        return build_standin_image(force=rebuild)
 
     def extract_catalog(
         self,

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from servectl.cli.views.table import Col, fit_table
 
@@ -72,3 +73,28 @@ def compare_table(comparison: Comparison, *, width: int) -> Table:
     for index in ends:
         table.rows[index].end_section = True
     return table
+
+
+def compare_document(comparison: Comparison, *, plot: Path | None) -> dict[str, Any]:
+    """``bench compare --json``: the comparison's document and where the plot went (None: none drawn)."""
+    from servectl.bench.compare import comparison_document
+
+    document = comparison_document(comparison)
+    document["plot"] = None if plot is None else str(plot)
+    return document
+
+
+def compare_lines(comparison: Comparison, *, plot: Path | None) -> list[str]:
+    """The lines under the table: what the runs differ in, each series' source, the plot."""
+    from servectl.bench.compare import describe_differences
+
+    lines = []
+    if len(comparison.runs) > 1:
+        what = describe_differences(comparison)
+        lines.append(f"runs differ in: {what}" if comparison.differences else what)
+    for s in comparison.series:
+        where = f"{s.path}" + (f" ({s.note})" if s.note else "")
+        lines.append(f"  {s.label}: {s.kind} {where}")
+    if plot is not None:
+        lines.append(f"plot: {plot}")
+    return lines

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from servectl.cli.views.table import Col, fit_table
 
@@ -39,3 +39,10 @@ def summary_table(report: QualifyReport, *, width: int) -> Table:
         )
     title = f"qualify {report.model} @ {report.settings.url} (suite {report.settings.loaded_suite.suite.name})"
     return fit_table(columns, rows, width=width, title=title)
+
+
+def evidence_json(report: QualifyReport) -> dict[str, Any]:
+    """``qualify --json``: the whole evidence of the run, as ``qualify.json`` holds it."""
+    from servectl.bench.qualify.evidence import evidence_document
+
+    return evidence_document(report)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -154,3 +154,22 @@ def stop_text(result: StopResult) -> str:
     if result.leaked_pids:
         return line + f"; processes still on its GPUs: pids {', '.join(map(str, result.leaked_pids))}"
     return line + "; its GPUs are free"
+
+
+def last_lines_text(profile: str, lines: Sequence[str]) -> list[str]:
+    """A failed start's last log lines for stderr (at most 20), each cut as ``swap`` cuts them: SGLang prints
+    all its server arguments on one line."""
+    from servectl.service.transaction.model import LOG_LINE_CHARS
+
+    if not lines:
+        return []
+    shown = [line if len(line) <= LOG_LINE_CHARS else line[: LOG_LINE_CHARS - 3] + "..." for line in lines[-20:]]
+    return [f"last log lines of {profile}:", *(f"  | {line}" for line in shown)]
+
+
+def lines_with_phase_notes(name: str, lines: Iterable[str]) -> Iterator[tuple[str, str | None]]:
+    """For ``logs -f``: each log line with, when it moved startup on, a note of the new phase for stderr."""
+    from servectl.service.watch import phases_with_lines
+
+    for line, phase in phases_with_lines(lines):
+        yield line, None if phase is None else f"servectl: {name} startup phase: {phase}"
