@@ -97,6 +97,7 @@ _EXPORTS: dict[str, str] = {
     "ServiceInfo": "servectl.service.services",
     "ShownProfile": "servectl.host",
     "StartupFailed": "servectl.errors",
+    "StateAccessDenied": "servectl.errors",
     "StateDamaged": "servectl.errors",
     "Status": "servectl.host",
     "StopResult": "servectl.service.container",
@@ -234,6 +235,7 @@ if TYPE_CHECKING:
     from servectl.errors import ServectlError as ServectlError
     from servectl.errors import ServiceConflict as ServiceConflict
     from servectl.errors import StartupFailed as StartupFailed
+    from servectl.errors import StateAccessDenied as StateAccessDenied
     from servectl.errors import StateDamaged as StateDamaged
     from servectl.errors import SwapError as SwapError
     from servectl.errors import SwapFailed as SwapFailed

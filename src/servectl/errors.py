@@ -21,6 +21,8 @@ Errors from the Docker SDK, NVML or the OS are wrapped ``from e`` so that the ca
     ├── UnfinishedTransaction       exit 1   a killed swap/up left its journal: `servectl recover` settles it
     ├── StateDamaged                exit 1   a file in the state folder is damaged; the message names it
                                              and says what to do (read-only commands go on without it)
+    ├── StateAccessDenied           exit 1   this user may not open a file of the state folder; the message
+                                             names its owner, this user and the fix
     ├── BenchFailed                 exit 1   the benchmark could not run or had flagged requests
     ├── QualificationFailed         exit 1   a qualification gate failed (the evidence is still written)
     ├── ClaimsFailed                exit 1   a finding's claims no longer recount from its artifacts
@@ -180,6 +182,13 @@ class StateDamaged(ServectlError):
     def __init__(self, message: str, *, path: object = None) -> None:
         super().__init__(message)
         self.path = path
+
+
+class StateAccessDenied(ServectlError):
+    """This user may not open or share a file of servectl's state folder: not damage, a matter of owners.
+
+    The message names the file, its owner and mode, the user servectl runs as, and how to fix it.
+    """
 
 
 class BenchFailed(ServectlError):

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from servectl.adapters.state_sharing import file_mode, make_folder
 from servectl.files import FileRefused, read_bounded
 from servectl.paths import state_dir as state_dir_of
 
@@ -350,9 +351,10 @@ def _write(path: Path, entry: Mapping[str, Any]) -> None:
     """Write the entry atomically (a reader sees the old one or the new one); a state folder that cannot be
     written only means no cache."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_folder(path.parent)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         try:
+            os.fchmod(fd, file_mode(path.parent, 0o600))
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 json.dump(entry, fh, separators=(",", ":"))
             os.replace(tmp, path)

@@ -22,7 +22,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, NoReturn, Protocol
 
-from servectl.errors import LockTimeout, ServectlError, StateDamaged
+from servectl.adapters.state_sharing import SHARED_GID, file_mode, make_folder, shared, with_group
+from servectl.errors import LockTimeout, ServectlError, StateAccessDenied, StateDamaged
 from servectl.files import FileRefused, kind_of, read_bounded
 
 LOCK_FILE = "servectl.lock"
@@ -40,11 +41,13 @@ RUN_EVENTS = frozenset({"up", "swap", "rollback"})
 
 
 def atomic_write_text(path: Path, text: str, *, mode: int = 0o644) -> None:
-    """Write ``text`` to ``path`` so that readers see the old or the new content, never a mix."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write ``text`` to ``path`` so that readers see the old or the new content, never a mix.
+
+    In a shared state folder (:func:`share_state_folder`) the group gets the owner's rights on the file."""
+    make_folder(path.parent)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        os.fchmod(fd, mode)
+        os.fchmod(fd, file_mode(path.parent, mode))
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
@@ -198,7 +201,7 @@ class StateLock:
             ServectlError: the state folder cannot be written.
         """
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            make_folder(self.path.parent)
         except OSError as e:
             raise ServectlError(
                 f"cannot create the state folder {self.path.parent}: {e.strerror}; "
@@ -254,20 +257,53 @@ class StateLock:
 
 
 def _open_lock_file(path: Path, what: str) -> int:
-    """A descriptor on lock file ``path`` (created if missing); it must be a regular file (a FIFO or device
-    would take the lock but not its holder's note)."""
+    """A descriptor on lock file ``path`` (created if missing; in a shared state folder, writable by its group);
+    it must be a regular file (a FIFO or device would take the lock but not its holder's note).
+
+    Raises:
+        StateAccessDenied: this user may not open it (who owns it, who we are, the fix).
+        StateDamaged: it is not a file, or cannot be opened for another reason.
+    """
     fix = "no servectl process uses it: remove it and try again"
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
     except IsADirectoryError:
         raise StateDamaged(f"{path}: {what} is a folder; {fix}", path=path) from None
+    except PermissionError as e:
+        raise StateAccessDenied(_denied(path, what)) from e
     except OSError as e:
         raise StateDamaged(f"{path}: cannot open {what} ({e.strerror}); {fix}", path=path) from e
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
         os.close(fd)
-        raise StateDamaged(f"{path}: {what} is {kind_of(mode)}, not a file; {fix}", path=path)
+        raise StateDamaged(f"{path}: {what} is {kind_of(st.st_mode)}, not a file; {fix}", path=path)
+    wanted = with_group(stat.S_IMODE(st.st_mode))
+    if st.st_uid == os.geteuid() and wanted != stat.S_IMODE(st.st_mode) and shared(path.parent):
+        with contextlib.suppress(OSError):
+            os.fchmod(fd, wanted)
     return fd
+
+
+def _denied(path: Path, what: str) -> str:
+    """One line for a state file this user may not open: not damage, a matter of owners."""
+    try:
+        st = os.stat(path)
+        owner = f"owned by uid {st.st_uid}, gid {st.st_gid}, {stat.filemode(st.st_mode)}"
+    except OSError:
+        try:
+            st = os.stat(path.parent)
+        except OSError:
+            return f"{path}: cannot open {what}: its folder cannot be read by uid {os.geteuid()}; fix its rights"
+        owner = f"missing, and its folder is owned by uid {st.st_uid}, gid {st.st_gid}, {stat.filemode(st.st_mode)}"
+    me = f"uid {os.geteuid()}, gid {os.getegid()}"
+    if st.st_uid == 0 and os.geteuid() != 0:
+        fix = (
+            "if this is the gateway container, start it with `servectl gateway up` as root (which shares the "
+            f"state folder with its group {SHARED_GID}); else run this as root, or chown the state folder to this user"
+        )
+    else:
+        fix = f"run this as uid {st.st_uid}, or give this user write access (chown or chmod g+rw {path})"
+    return f"{path}: {what} is {owner}, and servectl runs as {me}, which may not open it: {fix}"
 
 
 def _read_holder(fd: int) -> str:
@@ -403,7 +439,7 @@ class History:
     @contextlib.contextmanager
     def _write_lock(self) -> Iterator[None]:
         # Separate from StateLock: history writes are short, and `status` may record without the big lock.
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        make_folder(self.path.parent)
         fd = _open_lock_file(self.path.with_name(HISTORY_FILE + ".lock"), "the history lock")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
@@ -501,7 +537,7 @@ class GateRecord:
         if path is None:  # not a Docker id or name: nothing to key a record on
             return
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            make_folder(path.parent)
             path.touch()
         except OSError as e:
             raise StateDamaged(

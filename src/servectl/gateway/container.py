@@ -8,9 +8,13 @@ and the gateway file read-only, and the Docker socket to list the services. Noth
 container: killed (even ``-9``) and restarted, it loses no configuration and no key.
 
 It runs as a non-root user: the state folder's owner (so the admin socket, the key file and ``usage.json``
-are theirs), or, when root owns the state folder, uid:gid 65532 (the "nonroot" of distroless images), to
-which servectl hands ``<state>/gateway`` (the key and usage files there stay its own: ``keys create`` as root
-keeps their owner); with the Docker socket's group added so it can list the services. The engine keys that
+are theirs), or, when root owns the state folder, uid:gid 65532 (the "nonroot" of distroless images). Then
+the state folder is shared with group 65532 (:func:`servectl.adapters.state.share_state_folder`: setgid
+folders, the group has the owner's rights, and what root's servectl creates there later stays so), so a swap
+on request in the container takes the same state lock and writes the same history as the CLI; and
+``<state>/gateway`` is handed to uid 65532 (the key and usage files there stay its own: ``keys create`` as
+root keeps their owner). The user's profiles stay root's, read-only to the gateway. The Docker socket's group
+is added so it can list the services. The engine keys that
 profiles name in ``serve.api_key_env`` reach it as those variables, passed through from servectl's
 environment to the container's: never written to a file, never printed.
 """
@@ -24,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from servectl.adapters.state_sharing import SHARED_GID
 from servectl.errors import ServectlError, StartupFailed, UsageError
 
 if TYPE_CHECKING:
@@ -31,7 +36,7 @@ if TYPE_CHECKING:
 
 CONTAINER_NAME = "servectl-gateway"
 LABEL_GATEWAY = "servectl.gateway"
-NONROOT_ID = 65532
+NONROOT_ID = SHARED_GID  # 65532, the "nonroot" of distroless images
 CONFIG_IN_CONTAINER = "/etc/servectl/gateway.yaml"  # a rendered compose / Kubernetes gateway's file
 CONFIG_DIR_IN_CONTAINER = "/etc/servectl/config"
 """The gateway file's folder, mounted read-only (the folder, not the file: an editor that saves by renaming a
@@ -118,7 +123,7 @@ def gateway_spec(
     socket_path = _docker_socket(environ)
     mounts.append(MountPlan(socket_path, DOCKER_SOCKET, False))
     environment += [(name, None) for name in engine_key_vars(environ) if name in environ]  # by reference
-    uid, gid = run_as(state)
+    uid, gid = run_as(state, keep=(*(Path(m.source) for m in mounts if m.read_only), state / "profiles"))
     if uid == NONROOT_ID:
         _check_readable([m for m in mounts if m.read_only])
     try:
@@ -151,18 +156,29 @@ def gateway_spec(
     )
 
 
-def run_as(state: Path) -> tuple[int, int]:
-    """The uid and gid the gateway container runs as: the state folder's owner, or 65532 when that is root
-    (then ``<state>/gateway`` is handed to it; see the module's docstring)."""
+def run_as(state: Path, *, keep: tuple[Path, ...] = ()) -> tuple[int, int]:
+    """The uid and gid the gateway container runs as: the state folder's owner, or 65532 when that is root;
+    then (as root) the state folder, less ``keep`` (profiles it only reads), is shared with group 65532 and
+    ``<state>/gateway`` handed to it (see the module's docstring).
+
+    Raises:
+        UsageError: root owns the state folder and this is not root, so it cannot be shared.
+    """
+    from servectl.adapters.state_sharing import share_state_folder
+
     st = state.stat()
     if st.st_uid != 0:
         return st.st_uid, st.st_gid
+    if os.geteuid() != 0:
+        raise UsageError(f"{state}: root owns the state folder, and the gateway container runs as uid {NONROOT_ID}: "
+                         "run servectl gateway up as root (it shares the folder with the gateway), or set "
+                         "SERVECTL_HOME to a folder of yours")  # fmt: skip
     folder = state / "gateway"
     folder.mkdir(mode=0o700, exist_ok=True)
-    if os.geteuid() == 0:
-        for path in [folder, *folder.iterdir()]:
-            if not path.is_socket():
-                os.chown(path, NONROOT_ID, NONROOT_ID, follow_symlinks=False)
+    share_state_folder(state, gid=NONROOT_ID, keep=keep)
+    for path in [folder, *folder.iterdir()]:
+        if not path.is_socket():
+            os.chown(path, NONROOT_ID, NONROOT_ID, follow_symlinks=False)
     return NONROOT_ID, NONROOT_ID
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from servectl.adapters.state import atomic_write_text
+from servectl.adapters.state_sharing import make_folder
 from servectl.errors import UsageError
 from servectl.files import FileRefused, read_text_bounded
 
@@ -76,7 +77,7 @@ def write_plan_files(plan: LaunchPlan, *, api_key: str | None) -> list[Path]:
         written.append(path)
     if plan.secret is not None and plan.secret.source == "env" and api_key is not None:
         path = Path(plan.secret.host_path)
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        make_folder(path.parent, mode=0o700)
         atomic_write_text(path, api_key + "\n", mode=0o600)
         written.append(path)
     return written
