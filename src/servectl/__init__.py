@@ -46,8 +46,8 @@ _EXPORTS: dict[str, str] = {
     "CardUse": "servectl.service.watch",
     "CatalogError": "servectl.errors",
     "CatalogListing": "servectl.host",
-    "ClaimsFailed": "servectl.errors",
     "CheckItem": "servectl.service.rollback",
+    "ClaimsFailed": "servectl.errors",
     "Comparison": "servectl.bench.compare",
     "CreatedKey": "servectl.host",
     "DoctorLine": "servectl.preflight.doctor",
@@ -57,6 +57,7 @@ _EXPORTS: dict[str, str] = {
     "EngineUnavailable": "servectl.errors",
     "EvidenceRecord": "servectl.profile.evidence",
     "ExtractedCatalog": "servectl.service.catalog",
+    "FindingLimits": "servectl.bench.finding.publish",
     "FlagCatalog": "servectl.profile.catalog",
     "FlagChange": "servectl.profile.catalog_diff",
     "GatewayContainer": "servectl.gateway.container",
@@ -87,9 +88,11 @@ _EXPORTS: dict[str, str] = {
     "QualifyReport": "servectl.bench.qualify.model",
     "QualifySettings": "servectl.bench.qualify.settings",
     "RecoverResult": "servectl.service.recover",
+    "RegistryExport": "servectl.bench.finding.registry",
     "RenderSet": "servectl.render.files",
     "RenderUnsupported": "servectl.errors",
     "RenderedFile": "servectl.render.files",
+    "ReportResult": "servectl.bench.finding.report",
     "RestoreOutcome": "servectl.adapters.conflicts",
     "RollbackCheck": "servectl.service.rollback",
     "ServectlError": "servectl.errors",
@@ -112,6 +115,7 @@ _EXPORTS: dict[str, str] = {
     "UpResult": "servectl.service.runtime",
     "UsageError": "servectl.errors",
     "Validation": "servectl.plan.inventory",
+    "VerifyResult": "servectl.bench.finding.verify",
     "WatchView": "servectl.service.watch",
     "adopt": "servectl.api",
     "build_standin_image": "servectl.api",
@@ -124,8 +128,9 @@ _EXPORTS: dict[str, str] = {
     "diff_container": "servectl.api",
     "diff_profiles": "servectl.api",
     "doctor": "servectl.api",
-    "dry_run": "servectl.api",
     "down": "servectl.api",
+    "dry_run": "servectl.api",
+    "export_registry": "servectl.api",
     "extract_catalog": "servectl.api",
     "flag_catalog": "servectl.api",
     "from_env": "servectl.host",
@@ -158,6 +163,8 @@ _EXPORTS: dict[str, str] = {
     "up": "servectl.api",
     "validate": "servectl.api",
     "validate_in_image": "servectl.api",
+    "verify_finding": "servectl.api",
+    "write_report": "servectl.api",
 }
 
 __all__ = ["__version__", *_EXPORTS]
@@ -182,6 +189,7 @@ if TYPE_CHECKING:
     from servectl.api import doctor as doctor
     from servectl.api import down as down
     from servectl.api import dry_run as dry_run
+    from servectl.api import export_registry as export_registry
     from servectl.api import extract_catalog as extract_catalog
     from servectl.api import flag_catalog as flag_catalog
     from servectl.api import gateway_down as gateway_down
@@ -211,7 +219,13 @@ if TYPE_CHECKING:
     from servectl.api import up as up
     from servectl.api import validate as validate
     from servectl.api import validate_in_image as validate_in_image
+    from servectl.api import verify_finding as verify_finding
+    from servectl.api import write_report as write_report
     from servectl.bench.compare import Comparison as Comparison
+    from servectl.bench.finding.publish import FindingLimits as FindingLimits
+    from servectl.bench.finding.registry import RegistryExport as RegistryExport
+    from servectl.bench.finding.report import ReportResult as ReportResult
+    from servectl.bench.finding.verify import VerifyResult as VerifyResult
     from servectl.bench.model import BenchReport as BenchReport
     from servectl.bench.profile_run import ProfileBenchResult as ProfileBenchResult
     from servectl.bench.qualify.model import QualifyReport as QualifyReport

@@ -25,6 +25,8 @@ from servectl.host import Host, Status, from_env
 
 if TYPE_CHECKING:
     from servectl.adapters.plan_cache import DryRun
+    from servectl.bench.finding.publish import FindingLimits
+    from servectl.bench.finding.report import ReportResult
     from servectl.bench.model import BenchProgressEvent
     from servectl.bench.profile_run import ProfileBenchResult
     from servectl.bench.qualify.model import QualifyProgressEvent
@@ -49,6 +51,7 @@ __all__ = [
     "doctor",
     "down",
     "dry_run",
+    "export_registry",
     "extract_catalog",
     "flag_catalog",
     "from_env",
@@ -79,6 +82,8 @@ __all__ = [
     "up",
     "validate",
     "validate_in_image",
+    "verify_finding",
+    "write_report",
 ]
 
 P = ParamSpec("P")
@@ -161,6 +166,8 @@ render_all = _function(Host.render_all)
 catalogs = _function(Host.catalogs)
 build_standin_image = _function(Host.build_standin_image)
 compare_bench = _function(Host.compare_bench)
+export_registry = _function(Host.export_registry)
+verify_finding = _function(Host.verify_finding)
 
 
 def compile_plan(*, name: str, environ: Mapping[str, str] | None = None) -> LaunchPlan:
@@ -206,3 +213,21 @@ def run_profile_qualify(
     where the key and the state folder are read, default ``os.environ``)."""
     with Host(environ=environ) as host:
         return host.qualify(name=name, suite=suite, settings=settings, out_dir=out_dir, progress=progress)
+
+
+def write_report(
+    *,
+    name: str,
+    evidence_dir: Path,
+    qualification_dir: Path | None = None,
+    out_dir: Path | None = None,
+    limits: FindingLimits | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> ReportResult:
+    """:meth:`Host.write_report`: write (or correct) the finding of profile ``name`` from its bench and
+    qualification evidence (``environ``: the state folder of the default ``out_dir`` and the secrets redaction
+    takes out, default ``os.environ``)."""
+    with Host(environ=environ) as host:
+        return host.write_report(
+            name=name, evidence_dir=evidence_dir, qualification_dir=qualification_dir, out_dir=out_dir, limits=limits
+        )

@@ -36,7 +36,6 @@ VIEWS_MAY_NOT_IMPORT = ("servectl.host", "servectl.api")
 EXCEPTIONS = {
     "complete.py": "shell completion runs on every Tab press: it lists names (profiles, check ids, flags) "
     "without building a host",
-    "report.py": "report/claims over bench/finding/, moved behind Host by that code's owner (issue 29)",
 }
 
 

@@ -13,7 +13,7 @@ from cli_run import run_cli
 from finding_fixtures import bench_folder, evidence, qualify_folder
 
 from servectl.bench.finding.ledger import LEDGER_FILE, artifacts_of
-from servectl.bench.finding.publish import Limits
+from servectl.bench.finding.publish import FindingLimits
 from servectl.bench.finding.render import render_readme, render_short
 from servectl.bench.finding.report import ReportResult, write_report
 from servectl.bench.finding.verify import verify_finding
@@ -182,7 +182,7 @@ def test_size_limits_refuse_before_writing_anything(tmp_path: Path, write_profil
             qualification_dir=qualify,
             out_dir=out,
             publication=Publication(),
-            limits=Limits(max_file_bytes=4000),
+            limits=FindingLimits(max_file_bytes=4000),
         )
     assert re.search(
         r"report: artifacts/e1/bench/c1-p4096-r3\.json would be 0\.\d MiB, over the per-file limit", str(err.value)
@@ -194,7 +194,7 @@ def test_size_limits_refuse_before_writing_anything(tmp_path: Path, write_profil
             qualification_dir=qualify,
             out_dir=out,
             publication=Publication(),
-            limits=Limits(max_bundle_bytes=30_000),
+            limits=FindingLimits(max_bundle_bytes=30_000),
         )
     assert not out.exists()
 
@@ -284,7 +284,7 @@ def test_the_bundle_check_refuses_anything_private_that_survives() -> None:
     with pytest.raises(UsageError) as err:
         check_bundle(
             {"README.md": "measured on gpu-box-7 by alice, key sk-abcdefghijklmnopqrstuvwx"},
-            limits=Limits(),
+            limits=FindingLimits(),
             existing_bytes=0,
             publication=publication,
         )

@@ -11,7 +11,7 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -392,6 +392,24 @@ def test_extract_catalog_on_a_fake_host_reads_the_images_parser(profile_dir: Pat
             assert result.image.id == image.id
 
 
+def test_report_verify_and_registry_export_on_a_fake_host(
+    host: FakeHost, tmp_path: Path, write_profile: Callable[[str, str], Path]
+) -> None:
+    from finding_fixtures import evidence
+
+    bench, qualify = evidence(tmp_path, write_profile)
+    with pytest.raises(servectl.UsageError, match="status: candidate, not promoted"):
+        host.export_registry(name="f", evidence_dir=bench)
+    finding = host.write_report(name="f", evidence_dir=bench, qualification_dir=qualify, out_dir=tmp_path / "fd")
+    assert isinstance(finding, servectl.ReportResult) and finding.edition == 1
+    verified = host.verify_finding(folder=finding.folder)
+    assert isinstance(verified, servectl.VerifyResult) and verified.ok and verified.recounted > 0
+    host.promote(name="f", evidence_dir=finding.folder)  # promoted on the finding's copies
+    exported = host.export_registry(name="f", out=tmp_path / "f-sweep.json")
+    assert isinstance(exported, servectl.RegistryExport) and exported.path == tmp_path / "f-sweep.json"
+    assert [r["prompt_tokens_target"] for r in exported.document["rows"]] == [4096, 8192]
+
+
 def test_adopt_and_diff_container_on_a_fake_host(host: FakeHost, profile_dir: Path) -> None:
     data = container_inspect(
         ["python3", "-m", "sglang.launch_server", "--model-path", "/model", "--host", "0.0.0.0", "--port", "30000"],
@@ -534,7 +552,7 @@ def test_readme_python_example_runs(profile_dir: Path) -> None:
 
 
 #: The module functions written out in api.py: they also take ``environ``, which a host holds, not its methods.
-WRITTEN_OUT = {"compile_plan", "dry_run", "run_profile_bench", "run_profile_qualify"}
+WRITTEN_OUT = {"compile_plan", "dry_run", "run_profile_bench", "run_profile_qualify", "write_report"}
 
 
 def test_the_other_module_functions_are_derived_from_their_method_signature_and_docstring_written_once() -> None:

@@ -1,8 +1,9 @@
-"""``servectl report`` (write a finding) and ``servectl claims verify`` (recount one).
+"""``servectl report`` (write a finding, or export the registry's speed-sweep record) and ``servectl claims
+verify`` (recount a finding).
 
-Parses options, calls :func:`servectl.bench.finding.report.write_report` or
-:func:`servectl.bench.finding.verify.verify_finding`, prints the result; a claim that no longer holds is one
-error line and exit 1 (:class:`~servectl.errors.ClaimsFailed`).
+Parses options, calls one :class:`servectl.host.Host` method (``write_report``, ``export_registry`` or
+``verify_finding``), prints the result; a claim that no longer holds is one error line and exit 1
+(:class:`~servectl.errors.ClaimsFailed`).
 """
 
 from __future__ import annotations
@@ -25,9 +26,22 @@ class Format(StrEnum):
     short = "short"
 
 
+class ReportFormat(StrEnum):
+    text = "text"
+    short = "short"
+    local_ai_registry = "local-ai-registry"
+
+
 def report_command(
     name: Annotated[str, typer.Argument(help="profile the evidence was measured on", autocompletion=profile_names)],
-    evidence: Annotated[Path, typer.Option("--evidence", help="the --out folder of `servectl bench NAME`")],
+    evidence: Annotated[
+        Path | None,
+        typer.Option(
+            "--evidence",
+            help="the --out folder of `servectl bench NAME` (local-ai-registry: default, the run NAME was promoted on)",
+            show_default=False,
+        ),
+    ] = None,
     qualification: Annotated[
         Path | None,
         typer.Option(
@@ -40,30 +54,96 @@ def report_command(
         Path | None,
         typer.Option(
             "--out",
-            help="finding folder (default: STATE/findings/NAME); an existing finding gets a correction",
+            help="finding folder (default: STATE/findings/NAME; an existing finding gets a correction); "
+            "local-ai-registry: the JSON file (default: stdout)",
             show_default=False,
         ),
     ] = None,
     max_file_mib: Annotated[float, typer.Option("--max-file-mib", help="per-file size limit")] = 16.0,
     max_bundle_mib: Annotated[float, typer.Option("--max-bundle-mib", help="whole-finding size limit")] = 64.0,
     fmt: Annotated[
-        Format, typer.Option("--format", help="text: where it went; short: the one-line post")
-    ] = Format.text,
+        ReportFormat,
+        typer.Option(
+            "--format",
+            help="text: write the finding, say where; short: write it, print the one-line post; "
+            "local-ai-registry: the promoted profile's speed-sweep record (local-ai-registry/v1), schema-checked",
+        ),
+    ] = ReportFormat.text,
+    recipe_id: Annotated[
+        str | None,
+        typer.Option("--recipe-id", help="local-ai-registry: the recipe the sweep belongs to (default: NAME)"),
+    ] = None,
+    omit_failed: Annotated[
+        bool,
+        typer.Option("--omit-failed", help="local-ai-registry: leave out points with failed requests (else refused)"),
+    ] = False,
+    force: Annotated[bool, typer.Option("--force", help="local-ai-registry: replace an existing --out file")] = False,
 ) -> None:
-    """Write a finding: README.md generated from claims.json, every number computed from the artifacts it carries."""
-    from servectl.bench.finding.publish import MIB, Limits
-    from servectl.bench.finding.render import render_short
-    from servectl.bench.finding.report import write_report
+    """Write a finding: README.md generated from claims.json, every number computed from the artifacts it carries.
 
-    limits = Limits(max_file_bytes=int(max_file_mib * MIB), max_bundle_bytes=int(max_bundle_mib * MIB))
-    result = write_report(name=name, evidence_dir=evidence, qualification_dir=qualification, out_dir=out, limits=limits)
-    if fmt is Format.short:
-        typer.echo(render_short(result.ledger).rstrip())
+    With --format local-ai-registry: export a promoted profile's measured sweep as a local-ai-registry speed-sweep
+    record instead, validated against the schema servectl ships before anything is written.
+    """
+    from servectl.host import from_env
+
+    if fmt is ReportFormat.local_ai_registry:
+        _export(
+            name,
+            evidence=evidence,
+            qualification=qualification,
+            out=out,
+            recipe_id=recipe_id,
+            omit_failed=omit_failed,
+            force=force,
+        )
         return
-    claims = [c for c in result.ledger["claims"] if c.get("status") == "current"]
-    typer.echo(f"finding: {result.folder} (edition {result.edition}, {len(claims)} claims)")
-    for superseded in result.superseded:
-        typer.echo(f"  superseded: {superseded}")
+    from servectl.cli.views.finding import finding_limits, finding_lines, short_post
+    from servectl.errors import UsageError
+
+    if evidence is None:
+        raise UsageError(f"report {name}: --evidence DIR is required for --format {fmt.value} (the --out of bench)")
+    for option, given in (("--recipe-id", recipe_id is not None), ("--omit-failed", omit_failed), ("--force", force)):
+        if given:
+            raise UsageError(f"report {name}: {option} applies to --format local-ai-registry only")
+    limits = finding_limits(max_file_mib=max_file_mib, max_bundle_mib=max_bundle_mib)
+    with from_env() as host:
+        result = host.write_report(
+            name=name, evidence_dir=evidence, qualification_dir=qualification, out_dir=out, limits=limits
+        )
+    if fmt is ReportFormat.short:
+        typer.echo(short_post(result.ledger))
+        return
+    for line in finding_lines(result):
+        typer.echo(line)
+
+
+def _export(
+    name: str,
+    *,
+    evidence: Path | None,
+    qualification: Path | None,
+    out: Path | None,
+    recipe_id: str | None,
+    omit_failed: bool,
+    force: bool,
+) -> None:
+    """``report --format local-ai-registry``: the record to ``--out`` (or stdout), notes to stderr."""
+    from servectl.cli.views.finding import registry_line
+    from servectl.errors import UsageError
+    from servectl.host import from_env
+
+    if qualification is not None:
+        raise UsageError(f"report {name}: --qualification does not apply to --format local-ai-registry")
+    with from_env() as host:
+        result = host.export_registry(
+            name=name, evidence_dir=evidence, out=out, overwrite=force, recipe_id=recipe_id, omit_failed=omit_failed
+        )
+    for line in (*result.omitted, *result.notes):
+        typer.echo(f"note: {line}", err=True)
+    if result.path is None:
+        typer.echo(result.text, nl=False)
+        return
+    typer.echo(registry_line(result))
 
 
 @claims_app.command("verify")
@@ -74,15 +154,16 @@ def verify_command(
     ] = Format.text,
 ) -> None:
     """Recount every claim from the raw artifacts and check every hash; one line per claim that no longer holds."""
-    from servectl.bench.finding.render import render_short
-    from servectl.bench.finding.verify import read_ledger, verify_finding
+    from servectl.cli.views.finding import short_post_of
     from servectl.errors import ClaimsFailed
+    from servectl.host import from_env
 
-    result = verify_finding(folder)
+    with from_env() as host:
+        result = host.verify_finding(folder=folder)
     if not result.ok:
         raise ClaimsFailed("\n".join(result.problems))
     if fmt is Format.short:
-        typer.echo(render_short(read_ledger(folder)).rstrip())
+        typer.echo(short_post_of(folder))
         return
     typer.echo(
         f"ok: {result.recounted} claims recounted from the artifacts, {result.imported} imported (not recounted)"

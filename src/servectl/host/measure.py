@@ -1,4 +1,5 @@
-"""Host methods that measure a running service: bench and qualify."""
+"""Host methods that measure a running service (bench, qualify) and publish what was measured (a finding, its
+recount, the registry's speed-sweep record)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,10 @@ from servectl.host.base import HostBase
 
 if TYPE_CHECKING:
     from servectl.bench.compare import Comparison
+    from servectl.bench.finding.publish import FindingLimits
+    from servectl.bench.finding.registry import RegistryExport
+    from servectl.bench.finding.report import ReportResult
+    from servectl.bench.finding.verify import VerifyResult
     from servectl.bench.model import BenchProgressEvent
     from servectl.bench.profile_run import ProfileBenchResult
     from servectl.bench.qualify.model import QualifyProgressEvent
@@ -116,6 +121,70 @@ class MeasureCommands(HostBase):
             except ValueError as err:  # nothing to draw
                 raise UsageError(f"--plot {plot}: {err}") from err
         return comparison
+
+    # -- publish -------------------------------------------------------------------------------------------
+    def write_report(
+        self,
+        *,
+        name: str,
+        evidence_dir: Path,
+        qualification_dir: Path | None = None,
+        out_dir: Path | None = None,
+        limits: FindingLimits | None = None,
+    ) -> ReportResult:
+        """Write (or correct) the finding of profile ``name`` from its bench and qualification evidence.
+
+        What ``servectl report`` does; the arguments are those of
+        :func:`servectl.bench.finding.report.write_report`, with the host's environment (the state folder of
+        the default ``out_dir``, the secrets redaction takes out).
+        """
+        from servectl.bench.finding.report import write_report
+
+        return write_report(
+            name=name,
+            evidence_dir=evidence_dir,
+            qualification_dir=qualification_dir,
+            out_dir=out_dir,
+            limits=limits,
+            environ=self.environ,
+        )
+
+    def verify_finding(self, *, folder: Path) -> VerifyResult:
+        """Recount every claim of the finding in ``folder`` from its artifacts and check every hash.
+
+        What ``servectl claims verify`` does (:func:`servectl.bench.finding.verify.verify_finding`); a claim that
+        no longer holds is a line of ``problems``, not an exception.
+        """
+        from servectl.bench.finding.verify import verify_finding
+
+        return verify_finding(folder)
+
+    def export_registry(
+        self,
+        *,
+        name: str,
+        evidence_dir: Path | None = None,
+        out: Path | None = None,
+        overwrite: bool = False,
+        recipe_id: str | None = None,
+        omit_failed: bool = False,
+    ) -> RegistryExport:
+        """The ``local-ai-registry/v1`` speed-sweep record of promoted profile ``name``, validated, and written
+        to ``out`` (None: only returned).
+
+        What ``servectl report NAME --format local-ai-registry`` does; the arguments are those of
+        :func:`servectl.bench.finding.registry.export_registry`.
+        """
+        from servectl.bench.finding.registry import export_registry
+
+        return export_registry(
+            name=name,
+            evidence_dir=evidence_dir,
+            out=out,
+            overwrite=overwrite,
+            recipe_id=recipe_id,
+            omit_failed=omit_failed,
+        )
 
     def _measured(self, name: str | None) -> dict[str, Any]:
         """The adapters a measurement of profile ``name``'s service reads (none for a bare URL)."""

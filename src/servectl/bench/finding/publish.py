@@ -20,7 +20,7 @@ MAX_BUNDLE_BYTES = 64 * MIB
 
 
 @dataclass(frozen=True)
-class Limits:
+class FindingLimits:
     """Size limits of a finding (bytes)."""
 
     max_file_bytes: int = MAX_FILE_BYTES
@@ -41,7 +41,9 @@ def redact_artifact(raw: bytes, publication: Publication) -> Redacted:
     return Redacted(text=text, replacements=count)
 
 
-def check_bundle(files: Mapping[str, str], *, limits: Limits, existing_bytes: int, publication: Publication) -> None:
+def check_bundle(
+    files: Mapping[str, str], *, limits: FindingLimits, existing_bytes: int, publication: Publication
+) -> None:
     """Refuse a finding whose files are too large or still carry something private.
 
     Args:

@@ -30,7 +30,7 @@ from typing import Any
 
 from servectl.bench.finding.build import FindingSources, build_claims
 from servectl.bench.finding.ledger import LEDGER_FILE, LEDGER_SCHEMA, ref, same_value
-from servectl.bench.finding.publish import Limits, check_bundle, redact_artifact
+from servectl.bench.finding.publish import FindingLimits, check_bundle, redact_artifact
 from servectl.bench.finding.render import render_readme
 from servectl.bench.finding.verify import README_FILE, read_ledger, verify_finding
 from servectl.bench.manifest import MANIFEST_FILE, RunEntry, check_manifest, write_manifest
@@ -161,7 +161,7 @@ def _imported_claims(loaded: Any) -> list[dict[str, Any]]:
     ]
 
 
-def _read_source(path: Path, limits: Limits) -> bytes:
+def _read_source(path: Path, limits: FindingLimits) -> bytes:
     try:
         # the per-file limit is checked on the redacted text (check_bundle); no file can exceed the bundle
         return read_bounded(path, limit_bytes=max(limits.max_file_bytes, limits.max_bundle_bytes), what="artifact")
@@ -171,7 +171,7 @@ def _read_source(path: Path, limits: Limits) -> bytes:
 
 
 def _documents(
-    loaded: Any, files: Mapping[str, Path], prefix: str, publication: Publication, limits: Limits
+    loaded: Any, files: Mapping[str, Path], prefix: str, publication: Publication, limits: FindingLimits
 ) -> tuple[dict[str, str], list[dict[str, Any]]]:
     """Redacted texts of the artifacts (and the resolved profile) by finding path; their ledger entries."""
     texts: dict[str, str] = {}
@@ -237,7 +237,7 @@ def write_report(
     qualification_dir: Path | None = None,
     out_dir: Path | None = None,
     publication: Publication | None = None,
-    limits: Limits | None = None,
+    limits: FindingLimits | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> ReportResult:
     """Write (or correct) the finding of profile ``name`` from its bench and qualification evidence.
@@ -249,7 +249,7 @@ def write_report(
             holds a ``qualify.json``).
         out_dir: The finding folder (default: :func:`default_out`); one holding a finding gets a correction.
         publication: What redaction takes out (default: this host's names, user, home and secrets).
-        limits: Per-file and per-bundle size limits (default: :class:`Limits`).
+        limits: Per-file and per-bundle size limits (default: :class:`FindingLimits`).
         environ: Environment for the state folder and the secrets to redact (default: ``os.environ``).
 
     Raises:
@@ -270,7 +270,7 @@ def write_report(
     edition, old = _edition(out)
     prefix = f"artifacts/e{edition}"
     pub = publication if publication is not None else Publication.of_this_host(env)
-    limits = limits or Limits()
+    limits = limits or FindingLimits()
     texts, entries = _documents(loaded, files, prefix, pub, limits)
     docs = {path: json.loads(text) for path, text in texts.items()}
     sources = FindingSources(
