@@ -174,6 +174,24 @@ def test_evidence_changed_since_its_manifest_or_of_another_run_is_refused(
         export_registry(name="f")
 
 
+def test_a_v1_summary_without_output_tokens_or_peak_vram_is_refused_naming_the_file(promoted: Path) -> None:
+    from servectl.bench.manifest import RunEntry, write_manifest
+
+    summary = promoted / "summary.json"
+    doc = json.loads(summary.read_text())
+    doc["schema"] = "servectl.bench/v1"
+    for point in doc["points"]:
+        del point["output_tokens"], point["peak_vram"]
+    summary.write_text(json.dumps(doc, indent=2) + "\n")
+    write_manifest(promoted, run=RunEntry(command="bench", run_id=doc["run_id"], provenance={}), written=[summary])
+    with pytest.raises(UsageError) as err:
+        export_registry(name="f")
+    assert str(err.value) == (
+        f"{summary}: schema servectl.bench/v1 records no output tokens or peak VRAM per point; bench the profile "
+        "again with this servectl and promote it on that run; nothing written"
+    )
+
+
 def test_a_profile_changed_since_its_promotion_is_refused(promoted: Path, profile_dir: Path) -> None:
     path = profile_dir / "f.yaml"
     path.write_text(path.read_text().replace("context_length: 32768", "context_length: 16384"))
