@@ -98,13 +98,8 @@ def report_command(
         )
         return
     from servectl.cli.views.finding import finding_limits, finding_lines, short_post
-    from servectl.errors import UsageError
 
-    if evidence is None:
-        raise UsageError(f"report {name}: --evidence DIR is required for --format {fmt.value} (the --out of bench)")
-    for option, given in (("--recipe-id", recipe_id is not None), ("--omit-failed", omit_failed), ("--force", force)):
-        if given:
-            raise UsageError(f"report {name}: {option} applies to --format local-ai-registry only")
+    evidence = _finding_evidence(name, fmt, evidence, registry_only=(recipe_id is not None, omit_failed, force))
     limits = finding_limits(max_file_mib=max_file_mib, max_bundle_mib=max_bundle_mib)
     with from_env() as host:
         result = host.write_report(
@@ -115,6 +110,18 @@ def report_command(
         return
     for line in finding_lines(result):
         typer.echo(line)
+
+
+def _finding_evidence(name: str, fmt: ReportFormat, evidence: Path | None, *, registry_only: tuple[bool, ...]) -> Path:
+    """A finding needs ``--evidence``; the registry export's own options are refused with it, one line each."""
+    from servectl.errors import UsageError
+
+    if evidence is None:
+        raise UsageError(f"report {name}: --evidence DIR is required for --format {fmt.value} (the --out of bench)")
+    for option, given in zip(("--recipe-id", "--omit-failed", "--force"), registry_only, strict=True):
+        if given:
+            raise UsageError(f"report {name}: {option} applies to --format local-ai-registry only")
+    return evidence
 
 
 def _export(
