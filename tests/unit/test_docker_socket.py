@@ -96,3 +96,42 @@ def test_no_engine_at_the_socket_is_engine_unavailable_with_the_fix(
         DockerSdkEngine(timeout_s=1).list_managed()
     assert str(caught.value).startswith(f"Docker engine unreachable at unix://{tmp_path / 'none.sock'}")
     assert "No such file or directory" in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_threads_sharing_one_socket_reader_each_get_their_own_answer(tmp_path: Path) -> None:
+    # the gateway lists services while a swap on request reads the engine in a worker thread: with one kept
+    # connection, the second thread's request failed (http.client.CannotSendRequest: Request-sent)
+    from servectl.adapters.docker.engine_socket import DockerSocket
+
+    class Slow(_Handler):
+        def do_GET(self) -> None:
+            import time
+
+            time.sleep(0.05)  # every answer overlaps the other threads' requests
+            super().do_GET()
+
+    path = tmp_path / "docker.sock"
+    server = _Server(str(path), Slow)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    _Handler.documents = {f"/containers/c{i}/json": (200, {"Id": f"c{i}"}) for i in range(8)}
+    reader = DockerSocket(str(path), timeout_s=5)
+    answers: dict[int, object] = {}
+    errors: list[BaseException] = []
+
+    def read(i: int) -> None:
+        try:
+            for _ in range(3):
+                answers[i] = reader.get(f"/containers/c{i}/json")
+        except BaseException as err:
+            errors.append(err)
+
+    threads = [threading.Thread(target=read, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    reader.close()
+    server.shutdown()
+    server.server_close()
+    assert errors == []
+    assert answers == {i: {"Id": f"c{i}"} for i in range(8)}

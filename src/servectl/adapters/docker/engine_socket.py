@@ -14,6 +14,7 @@ from __future__ import annotations
 import http.client
 import json
 import socket
+import threading
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -60,7 +61,11 @@ class _UnixConnection(http.client.HTTPConnection):
 
 
 class DockerSocket:
-    """GET requests to the engine at unix socket ``path``, one connection kept open between them.
+    """GET requests to the engine at unix socket ``path``, connections kept open between them.
+
+    Safe to share between threads (the gateway lists services while a swap on request runs in a worker thread):
+    a request takes an idle kept connection or opens one, and gives it back when the answer is read, so two
+    threads never write to one connection (``http.client`` allows one request at a time on each).
 
     Raises (from :meth:`get`): ``OSError`` when the engine cannot be reached (no socket, refused, permission,
     timeout); :class:`DockerApiError` for an error status other than 404.
@@ -69,41 +74,51 @@ class DockerSocket:
     def __init__(self, path: str, *, timeout_s: float) -> None:
         self.path = path
         self._timeout_s = timeout_s
-        self._connection: _UnixConnection | None = None
+        self._idle: list[_UnixConnection] = []
+        self._lock = threading.Lock()
 
     def get(self, path: str, params: Mapping[str, str] | None = None) -> Any | None:
         """The JSON document at ``path`` (``params`` as the query), or None for 404 (no such object)."""
         url = path + ("?" + urlencode(dict(params)) if params else "")
         for attempt in (1, 2):
-            connection = self._connect()
+            connection = self._take()
             try:
                 connection.request("GET", url, headers={"Accept": "application/json"})
                 response = connection.getresponse()
                 body = response.read()
                 break
             except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
-                self.close()  # the engine closed a kept connection: one fresh try
+                connection.close()  # the engine closed a kept connection: one fresh try
                 if attempt == 2:
                     raise
             except BaseException:
-                self.close()
+                connection.close()
                 raise
         if response.will_close:
-            self.close()
+            connection.close()
+        else:
+            self._give_back(connection)
         if response.status == 404:
             return None
         if response.status >= 400:
             raise DockerApiError(response.status, _message(body))
         return json.loads(body)
 
-    def _connect(self) -> _UnixConnection:
-        if self._connection is None:
-            self._connection = _UnixConnection(self.path, self._timeout_s)
-        return self._connection
+    def _take(self) -> _UnixConnection:
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+        return _UnixConnection(self.path, self._timeout_s)
+
+    def _give_back(self, connection: _UnixConnection) -> None:
+        with self._lock:
+            self._idle.append(connection)
 
     def close(self) -> None:
-        connection, self._connection = self._connection, None
-        if connection is not None:
+        """Close the kept connections (one in use by another thread closes when its answer is read)."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for connection in idle:
             connection.close()
 
 
