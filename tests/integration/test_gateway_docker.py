@@ -285,6 +285,9 @@ def test_an_edited_gateway_file_is_served_without_a_restart_and_a_bad_edit_is_re
         saved.write_text(yaml.safe_dump(doc))
         os.replace(saved, world.config)
         _until(lambda: [m.id for m in world.sdk(key).models.list()] == ["chat", "small"])
+        assert [m.id for m in world.sdk().models.list()] == ["chat"]  # the laptop key has alias chat only
+        with pytest.raises(openai.PermissionDeniedError, match="'laptop' is not granted alias 'small'"):
+            world.sdk().chat.completions.create(model="small", messages=[{"role": "user", "content": "hi"}])
         answer = world.sdk(key).chat.completions.create(model="small", messages=[{"role": "user", "content": "hi"}],
                                                         max_tokens=4)  # fmt: skip
         assert answer.model == "small"
@@ -307,6 +310,33 @@ def test_an_edited_gateway_file_is_served_without_a_restart_and_a_bad_edit_is_re
         world.config.write_text(original)
         world.ok("gateway", "keys", "revoke", "every-alias")
     _until(lambda: "small" not in json.loads(world.ok("gateway", "status", "--json"))["live"]["aliases"])
+
+
+def test_a_profile_added_to_the_search_path_is_served_without_a_restart(world: World) -> None:
+    original, pid = world.config.read_text(), world.gateway_pid()
+    key = world.ok("gateway", "keys", "create", "any-alias").strip()
+    added = world.profiles / f"gw{world.tid}-c.yaml"
+    try:
+        doc = yaml.safe_load(original)
+        del doc["aliases"]  # no aliases: each profile on the search path is one
+        world.config.write_text(yaml.safe_dump(doc))
+        _until(lambda: world.a in [m.id for m in world.sdk(key).models.list()])
+        assert added.stem not in [m.id for m in world.sdk(key).models.list()]
+        profile = yaml.safe_load((world.profiles / f"{world.a}.yaml").read_text())
+        profile.update(name=added.stem, model={"served_name": added.stem})
+        profile["container"] = {**profile["container"], "name": f"gwtest-{world.tid}-{added.stem}"}
+        added.write_text(yaml.safe_dump(profile, sort_keys=False))  # in the folder the container mounts read-only
+        _until(lambda: added.stem in [m.id for m in world.sdk(key).models.list()])
+        refused = httpx.post(world.url + "/v1/chat/completions", headers={"Authorization": f"Bearer {key}"},
+                             json={"model": added.stem, "messages": [{"role": "user", "content": "hi"}]})  # fmt: skip
+        assert refused.status_code == 503 and refused.headers["X-Servectl-Reason"] == "upstream_down"
+        assert refused.json()["error"]["message"].startswith(f"alias {added.stem!r}: {added.stem} is not running")
+        assert world.gateway_pid() == pid  # no restart
+    finally:
+        added.unlink(missing_ok=True)
+        world.config.write_text(original)
+        world.ok("gateway", "keys", "revoke", "any-alias")
+    _until(lambda: list(json.loads(world.ok("gateway", "status", "--json"))["live"]["aliases"]) == ["chat"])
 
 
 def _engine(world: World) -> Any:
