@@ -51,7 +51,7 @@ def _ask(world: World, alias: str, **body: Any) -> httpx.Response:
 
 def _reason(response: httpx.Response) -> tuple[int, str, str, str]:
     """(status, header reason, JSON code, JSON message) of a refusal; Retry-After must be a positive number."""
-    assert int(response.headers["Retry-After"]) >= 1, response.headers
+    assert int(response.headers.get("Retry-After", "0")) >= 1, (response.status_code, response.headers, response.text)
     error = response.json()["error"]
     return response.status_code, response.headers["X-Servectl-Reason"], error["code"], error["message"]
 
@@ -69,10 +69,10 @@ class LongStream:
     def __enter__(self) -> LongStream:
         response = self._stream.__enter__()
         assert response.status_code == 200
-        for _ in response.iter_lines():  # the first tokens came: the engine is generating
+        self._lines = response.iter_lines()  # kept: a dropped iterator closes the stream
+        while self.lines < 5:  # the first tokens came: the engine is generating
+            next(self._lines)
             self.lines += 1
-            if self.lines >= 5:
-                break
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -124,11 +124,12 @@ def test_a_request_while_the_gateway_drains_to_stop_is_503_draining(world: World
         stopping = threading.Thread(target=world.ok, args=("gateway", "down"))
         stopping.start()
         deadline = time.monotonic() + 8
-        while True:
+        while True:  # admission_full (the stream holds the one slot) until the stop signal arrives
             response = _ask(world, "chat")
             if response.status_code == 503 and response.headers.get("X-Servectl-Reason") == "draining":
                 break
             assert response.status_code == 503 and time.monotonic() < deadline, (response.status_code, response.text)
+            assert response.headers.get("X-Servectl-Reason") == "admission_full", response.headers
             time.sleep(0.1)
         status, header, code, message = _reason(response)
         assert (status, header, code) == (503, "draining", "draining")

@@ -68,3 +68,34 @@ def test_engine_plans_keep_their_json_and_hash_without_the_new_fields() -> None:
 
     plan = compile_plan(read_profile("demo").profile, source="demo.yaml", state_dir=Path("/s"), home=Path("/h"))
     assert "user" not in plan.to_dict()["docker"] and "group_add" not in plan.to_dict()["docker"]
+
+
+def test_the_profiles_model_folders_are_mounted_read_only_at_their_host_paths(tmp_path: Path) -> None:
+    # a swap on request in the container preflights and stages the weights as a swap here does
+    env = _world(tmp_path)
+    weights, draft = tmp_path / "weights" / "glm", tmp_path / "draft"
+    weights.mkdir(parents=True, mode=0o755)
+    draft.mkdir(mode=0o755)
+    (tmp_path / "weights").chmod(0o755)
+    profiles = Path(env["SERVECTL_PROFILES"])
+    (profiles / "big.yaml").write_text(
+        f"name: big\nextends: demo\nmodel: {{path: {weights}}}\n"
+        f"engine: {{speculative: {{algorithm: EAGLE, draft_model_path: {draft}}}}}\n"
+    )
+    (profiles / "gone.yaml").write_text(f"name: gone\nextends: demo\nmodel: {{path: {tmp_path / 'nowhere'}}}\n")
+    spec = gateway_spec(image="img:1", config_file=tmp_path / "gw.yaml", environ=env)
+    mounts = {m.source: m for m in spec.mounts}
+    for folder in (weights, draft):
+        assert mounts[str(folder)].target == str(folder) and mounts[str(folder)].read_only
+    assert str(tmp_path / "nowhere") not in mounts  # a folder that is not there is not made by Docker
+
+
+def test_the_gateway_image_holds_servectl_at_its_host_path() -> None:
+    # every path servectl derives from its own files (a shipped profile's ../examples/demo-model) is then
+    # the host's path in the container too, so the engines it starts get bind mounts that exist here
+    from servectl.gateway.image import image_files, package_dir
+
+    files = dict(image_files())
+    assert files[(package_dir() / "paths.py").as_posix()] == package_dir() / "paths.py"
+    demo = package_dir() / "data" / "examples" / "demo-model" / "config.json"
+    assert files[demo.as_posix()] == demo

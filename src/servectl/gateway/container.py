@@ -120,6 +120,9 @@ def gateway_spec(
         keys_dir = config.keys_path(environ).parent.resolve()
         keys_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         mounts.append(MountPlan(str(keys_dir), str(keys_dir), False))
+    for folder in model_dirs(environ):  # the weights where the profiles say, unless a same-path mount has them
+        if not any(m.source == m.target and folder.is_relative_to(m.source) for m in mounts):
+            mounts.append(MountPlan(str(folder), str(folder), True))
     socket_path = _docker_socket(environ)
     mounts.append(MountPlan(socket_path, DOCKER_SOCKET, False))
     environment += [(name, None) for name in engine_key_vars(environ) if name in environ]  # by reference
@@ -206,21 +209,38 @@ def _check_readable(mounts: list[Any]) -> None:
 def engine_key_vars(environ: Mapping[str, str]) -> list[str]:
     """The variables the profiles on the search path name in ``serve.api_key_env`` (a profile that does not
     load is skipped: it cannot run either)."""
+    return sorted({p.serve.api_key_env for p in _profiles(environ) if p.serve.api_key_env})
+
+
+def model_dirs(environ: Mapping[str, str]) -> list[Path]:
+    """The host folders of the profiles on the search path's weights (``model.path``, a draft model's path)
+    that exist: a swap on request in the container reads them as a swap here does (preflight's model check,
+    staging into the page cache), so they are mounted read-only at the same paths."""
+    found: set[Path] = set()
+    for profile in _profiles(environ):
+        spec = profile.engine.speculative
+        draft = spec.draft_model_path if spec is not None else None
+        for path in (profile.model.path, draft):
+            if path and (folder := Path(path).expanduser()).is_absolute() and folder.is_dir():
+                found.add(folder.resolve())
+    return sorted(found)
+
+
+def _profiles(environ: Mapping[str, str]) -> list[Any]:
+    """Every profile on the search path that loads (bases and templates left out)."""
     from servectl.errors import ServectlError
     from servectl.profile.loader import discover, is_template_file, read_profile, search_path
 
     folders = search_path(environ=environ)
-    names: set[str] = set()
+    loaded = []
     for name, file in discover(folders).items():
         if file.is_base or is_template_file(file.path):
             continue
         try:
-            serve = read_profile(name, folders=folders).profile.serve
+            loaded.append(read_profile(name, folders=folders).profile)
         except ServectlError:
             continue
-        if serve.api_key_env:
-            names.add(serve.api_key_env)
-    return sorted(names)
+    return loaded
 
 
 def gateway_up(

@@ -4,6 +4,12 @@ The root filesystem is the stand-in's (this interpreter, its libraries and stand
 :func:`servectl.standin.image.write_rootfs`) plus this servectl package and the installed distributions the
 gateway imports (aiohttp, pydantic, the Docker SDK, httpx, typer and what they require), copied file by file
 from their install records. The tag is a hash of all of it, so a changed servectl or dependency builds anew.
+
+The servectl package sits in the image at the path it has on this host (:func:`package_dir`), so every path
+servectl derives from its own files - a shipped profile's ``model.path: ../examples/demo-model``, the demo
+model, the catalogs - is the host's path inside the container too: a swap on request in the gateway container
+hands Docker bind mounts that exist on the host (from ``/opt/servectl/...`` Docker made an empty folder on the
+host and the engine found no ``config.json``).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from servectl.errors import EngineUnavailable, ServectlError
 
 IMAGE_REPOSITORY = "servectl-gateway"
 IMAGE_LABEL = "servectl.gateway-image"
+#: The gateway's dependencies (``APP_DIR/site-packages``).
 APP_DIR = "/opt/servectl"
 #: What ``python -m servectl gateway run`` imports, as distribution names (their requirements follow).
 ROOT_DISTRIBUTIONS = ("aiohttp", "pydantic", "PyYAML", "platformdirs", "docker", "httpx", "typer", "rich", "psutil")
@@ -49,11 +56,16 @@ def _closure(roots: tuple[str, ...]) -> list[importlib.metadata.Distribution]:
     return [seen[k] for k in sorted(seen)]
 
 
+def package_dir() -> Path:
+    """This servectl package's folder on the host: its path in the image as well."""
+    return Path(__file__).resolve().parents[1]
+
+
 def image_files() -> list[tuple[str, Path]]:
     """``(path in image, host file)`` for servectl and every distribution it needs to run the gateway."""
-    package = Path(__file__).resolve().parents[1]
+    package = package_dir()
     files = [
-        (f"{APP_DIR}/servectl/{p.relative_to(package).as_posix()}", p)
+        (p.as_posix(), p)
         for p in sorted(package.rglob("*"))
         if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
     ]
@@ -103,7 +115,7 @@ def build_gateway_image(*, force: bool = False, docker_client: Any = None) -> st
             'CMD ["gateway", "run"]',
             "ENV PATH=/usr/local/bin:/usr/bin:/bin",
             f"ENV PYTHONHOME={PREFIX}",
-            f"ENV PYTHONPATH={APP_DIR}:{APP_DIR}/site-packages",
+            f"ENV PYTHONPATH={package_dir().parent.as_posix()}:{APP_DIR}/site-packages",
             f"ENV LD_LIBRARY_PATH={':'.join(lib_dirs)}",
             "ENV PYTHONUNBUFFERED=1",
             "ENV LANG=C.UTF-8",
