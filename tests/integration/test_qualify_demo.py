@@ -113,3 +113,51 @@ def test_the_demo_stand_in_passes_the_full_suites_coding_gate_in_the_real_sandbo
     result = run("qualify", name, "--suite", str(suite), "--out", str(tmp_path / "ev"))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "coding 16/16" in result.stdout
+
+
+def test_a_promoted_stand_in_profile_exports_its_measured_sweep_as_a_registry_record(
+    cli: Any, tmp_path: Path, docker_client: Any
+) -> None:
+    # bench -> qualify -> promote -> report --format local-ai-registry on the real engine, the stand-in image
+    # pinned by its id (a local build has no repo digest); the record is checked here against the schema
+    # servectl ships, as the export itself does, and its rows against the run
+    import jsonschema
+    import yaml
+
+    from servectl.bench.finding.registry import SWEEP_SCHEMA_FILE
+
+    profile, run = cli
+    name = profile("registry")
+    suite = tmp_path / "smoke-suite.yaml"
+    suite.write_text("name: smoke-only\ngates:\n  smoke: {}\n")
+    file = tmp_path / "profiles" / f"{name}.yaml"
+    doc = yaml.safe_load(file.read_text())
+    doc["image"]["digest"] = docker_client.images.get(doc["image"]["ref"]).id  # promotion needs both pins
+    doc["model"] = {"revision": "5" * 40}
+    doc["qualify"] = str(suite)
+    file.write_text(yaml.safe_dump(doc))
+    record = tmp_path / "sweep.json"
+    refused = run("report", name, "--format", "local-ai-registry", "--out", str(record))
+    assert refused.returncode == 2 and not record.exists(), refused.stdout + refused.stderr
+    assert "not promoted" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+    up = run("up", name)
+    assert up.returncode == 0, up.stdout + up.stderr
+    ev = tmp_path / "ev"
+    bench = run("bench", name, "--prompt-tokens", "256,1024", "--concurrency", "1,2", "--repeats", "2",
+                "--max-tokens", "16", "--out", str(ev))  # fmt: skip
+    assert bench.returncode == 0, bench.stdout + bench.stderr
+    qualify = run("qualify", name, "--out", str(ev))
+    assert qualify.returncode == 0, qualify.stdout + qualify.stderr
+    promoted = run("promote", name, "--evidence", str(ev))
+    assert promoted.returncode == 0, promoted.stdout + promoted.stderr
+    exported = run("report", name, "--format", "local-ai-registry", "--out", str(record))
+    assert exported.returncode == 0, exported.stdout + exported.stderr
+    document = json.loads(record.read_text())
+    jsonschema.validate(document, json.loads(SWEEP_SCHEMA_FILE.read_text()))
+    rows = document["rows"]
+    summary = json.loads((ev / "summary.json").read_text())
+    assert len(rows) == len(summary["points"]) == 4
+    assert sorted(r["concurrency"] for r in rows) == [1, 1, 2, 2]
+    assert all(r["context_tokens"] > 0 and r["decode_tok_s"] > 0 and r["peak_vram_gb"] is None for r in rows)
+    again = run("report", name, "--format", "local-ai-registry", "--out", str(record))
+    assert again.returncode == 2 and "--force" in again.stderr  # an existing file is not replaced unasked

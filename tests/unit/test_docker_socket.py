@@ -135,3 +135,22 @@ def test_threads_sharing_one_socket_reader_each_get_their_own_answer(tmp_path: P
     server.server_close()
     assert errors == []
     assert answers == {i: {"Id": f"c{i}"} for i in range(8)}
+
+
+def test_a_local_build_pinned_by_its_image_id_is_found_by_the_id_and_only_under_its_repository(
+    engine: DockerSdkEngine,
+) -> None:
+    # Docker resolves no REF@<image id> for an image without a repo digest (a local build or load)
+    from servectl.adapters.docker.sdk import id_pin
+
+    image_id = "sha256:" + "4" * 64
+    _Handler.documents = {
+        f"/images/{image_id}/json": (200, {"Id": image_id, "RepoTags": ["servectl-standin:abc"], "RepoDigests": []})
+    }
+    found = engine.image(f"servectl-standin:abc@{image_id}")
+    assert found is not None and found.id == image_id
+    assert engine.image(f"servectl-standin:other@{image_id}") is not None  # same repository, the id pins the bits
+    assert engine.image(f"someone-else:abc@{image_id}") is None  # the id of another repository's image
+    assert engine.image("servectl-standin:abc@sha256:" + "5" * 64) is None
+    assert engine.image("servectl-standin:abc") is None  # a tag is looked up as it is
+    assert id_pin("r:t") is None and id_pin(f"reg.io:5000/r@{image_id}") == ("reg.io:5000/r", image_id)

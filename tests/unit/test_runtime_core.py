@@ -484,3 +484,14 @@ def test_up_with_an_engine_that_does_not_answer_is_engine_unavailable_and_starts
     with pytest.raises(EngineUnavailable, match="Docker engine unreachable"):
         env.up("a")
     assert env.created() == 0
+
+
+def test_a_pinned_stand_in_build_that_is_gone_is_refused_not_built_under_another_id() -> None:
+    import pytest
+
+    from servectl.errors import PreflightFailed
+    from servectl.service.image import build_standin
+
+    ref = "servectl-standin:abc@sha256:" + "6" * 64
+    with pytest.raises(PreflightFailed, match=r"pins a stand-in build .* not on this host; set image.digest"):
+        build_standin(ref)

@@ -25,6 +25,12 @@ def build_standin(ref: str) -> object:
         from servectl.standin.image import IMAGE_REPOSITORY, build_standin_image
     except ImportError as e:
         raise ServectlError(f"cannot build {ref}: servectl's stand-in engine is not installed ({e})") from e
+    if "@" in ref:  # a pinned build that is not here: a new build would have another id
+        name, _, digest = ref.partition("@")
+        raise PreflightFailed(
+            f"image {ref}: image.digest pins a stand-in build ({digest}) that is not on this host; set image.digest "
+            f"to the id of the build here (docker image inspect --format '{{{{.Id}}}}' {name}) or remove it"
+        )
     if ref == f"{IMAGE_REPOSITORY}:latest":  # the content-addressed build, which also tags latest
         return build_standin_image()
     return build_standin_image(tag=ref)

@@ -214,6 +214,16 @@ class DockerSdkEngine:
         return None if (data.get("HostConfig") or {}).get("Runtime") else self._default_runtime()
 
     def image(self, ref: str) -> ImageInfo | None:
+        """The local image ``ref`` names; a ``repository[:tag]@sha256:<image id>`` pin of a locally built image
+        (which has no repo digest, so Docker resolves no such reference) is that image when one of its tags is
+        in the repository (:func:`id_pinned`)."""
+        info = self._inspect_image(ref)
+        if info is None and (pin := id_pin(ref)) is not None:
+            by_id = self._inspect_image(pin[1])
+            return by_id if by_id is not None and id_pinned(ref, by_id) else None
+        return info
+
+    def _inspect_image(self, ref: str) -> ImageInfo | None:
         if self._socket is not None:
             try:
                 data = self._read(f"inspect image {ref}", image_path(ref), lambda: None)
@@ -242,6 +252,10 @@ class DockerSdkEngine:
         docker = _sdk()
 
         args = create_container_args(spec, environ=environ)
+        if id_pin(spec.image) is not None and self._inspect_image(spec.image) is None:
+            local = self.image(spec.image)  # a local build pinned by its id: Docker runs it by the id
+            if local is not None:
+                args.container["image"] = local.id
         with _sdk_errors(f"create container {spec.name}"):
             api = self.client.api
             try:
@@ -441,3 +455,20 @@ class DockerSdkEngine:
 
 
 __all__ = ["SDK_FIX", "UNREACHABLE_FIX", "DockerSdkEngine", "unreachable_fix"]
+
+
+def id_pin(ref: str) -> tuple[str, str] | None:
+    """``(repository[:tag], sha256:...)`` of a pinned reference, or None for a reference without a digest."""
+    name, at, digest = ref.partition("@")
+    return (name, digest) if at and digest.startswith("sha256:") else None
+
+
+def id_pinned(ref: str, image: ImageInfo) -> bool:
+    """Whether ``ref`` (``repository[:tag]@sha256:...``) pins local ``image`` by its id: the digest is the image's
+    id and the repository is one of the image's tags' (``image.digest`` may be an image id: README, Promotion)."""
+    pin = id_pin(ref)
+    if pin is None or pin[1] != image.id:
+        return False
+    name = pin[0]
+    repository = name.rsplit(":", 1)[0] if ":" in name.rsplit("/", 1)[-1] else name
+    return any(tag == name or tag.rsplit(":", 1)[0] == repository for tag in image.tags)
