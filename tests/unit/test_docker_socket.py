@@ -39,6 +39,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
+    request_queue_size = 64  # eight threads connect at once (the default backlog of 5 answers EAGAIN)
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ import http.client
 import json
 import socket
 import threading
+import time
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -50,13 +51,21 @@ class _UnixConnection(http.client.HTTPConnection):
         self._path = path
 
     def connect(self) -> None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout)
-        try:
-            sock.connect(self._path)
-        except BaseException:
-            sock.close()
-            raise
+        deadline = time.monotonic() + (self.timeout if isinstance(self.timeout, int | float) else 10.0)
+        while True:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(self.timeout)
+            try:
+                sock.connect(self._path)
+                break
+            except BlockingIOError:  # the engine's listen backlog is full (EAGAIN): it is busy, not gone
+                sock.close()
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.01)
+            except BaseException:
+                sock.close()
+                raise
         self.sock = sock
 
 
