@@ -37,6 +37,7 @@ from servectl.adapters.docker import DockerSdkEngine  # noqa: E402
 from servectl.plan.compile import PortBinding, docker_run_argv  # noqa: E402
 from servectl.plan.resolve import resolve  # noqa: E402
 from servectl.service import runtime  # noqa: E402
+from servectl.service.context import Context  # noqa: E402
 from servectl.standin.image import build_standin_image  # noqa: E402
 from servectl.standin.process import free_port  # noqa: E402
 from servectl.testing.docker import TEST_SESSION_LABEL, write_test_profile  # noqa: E402
@@ -91,7 +92,8 @@ def import_floor_once(env: dict[str, str]) -> float:
 
 def library_once(name: str, engine: DockerSdkEngine, session: str, home: Path) -> float:
     t0 = time.perf_counter()
-    runtime.up(name=name, docker=engine, state_dir=home, scope={TEST_SESSION_LABEL: session})
+    ctx = Context(docker=engine, scope={TEST_SESSION_LABEL: session}, state_dir=home, nvml=False)
+    runtime.up(ctx, name=name)
     return time.perf_counter() - t0
 
 
