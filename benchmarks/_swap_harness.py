@@ -1,7 +1,11 @@
-"""What the swap benchmarks share: an outside prober of downtime, waiting for a service, weight files on disk.
+"""What the swap and start-up benchmarks share: stand-in profiles, the hand-written ``docker run`` baseline, an
+outside prober of downtime, waiting for a service, weight files on disk.
 
-``Prober`` and ``wait_serving`` look at a stand-in from outside (``/health``, then ``/v1/models`` for which
-service answers); ``make_weights`` writes real weight files once and ``evict`` puts them out of the page cache
+``write_standin_profile`` writes a stand-in engine's profile, ``up_standins`` starts a few through ``servectl
+up``, and ``baseline_argv`` is the plan's own ``docker run`` under another name, the baseline a launcher is
+compared with. ``Prober`` and ``wait_serving``
+look at a stand-in from outside (``/health``, then ``/v1/models`` for which service answers);
+``make_weights`` writes real weight files once and ``evict`` puts them out of the page cache
 (``posix_fadvise(DONTNEED)``, checked with ``fincore``), the state of a host whose page cache does not keep them.
 """
 
@@ -9,11 +13,14 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import tempfile
 import threading
 import time
 import uuid
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -21,6 +28,75 @@ ROOT = Path(__file__).resolve().parents[1]
 PROBE_EVERY_S = 0.01
 SHARD_BYTES = 512 * 2**20
 WEIGHTS_DIR = Path(tempfile.gettempdir()) / "servectl-bench-weights"
+
+
+def write_standin_profile(
+    folder: Path,
+    name: str,
+    *,
+    session: str,
+    image: str,
+    port: int,
+    delay_s: float,
+    swap: bool = False,
+    env: dict[str, str] | None = None,
+    model_path: str | None = None,
+    **sections: Any,
+) -> None:
+    """A stand-in engine's profile: container ``servectl-<name>``, ``delay_s`` of startup, labelled ``session``.
+
+    ``swap``: one of the services a swap benchmark replaces on one port, so it answers ``/v1/models`` with
+    its own name (the prober tells old from new by it) and is stopped within 10 s.
+    """
+    from servectl.testing.docker import write_test_profile
+
+    model = {"served_name": name} if swap else {}
+    if model_path is not None:
+        model["path"] = model_path
+    write_test_profile(
+        folder,
+        name,
+        port=port,
+        session=session,
+        image={"ref": image},
+        container={"name": f"servectl-{name}", **({"stop_grace_s": 10} if swap else {})},
+        engine={"env": {"STANDIN_STARTUP_DELAY_S": f"{delay_s:g}", **(env or {})}},
+        **({"model": model} if model else {}),
+        **sections,
+    )
+
+
+def up_standins(folder: Path, *, session: str, env: dict[str, str], prefix: str, count: int = 3) -> list[str]:
+    """``count`` stand-in services (no startup delay) written into ``folder`` and started by ``servectl up``.
+
+    ``env`` is the environment ``servectl up`` runs in (its ``SERVECTL_PROFILES`` must find ``folder``); the
+    containers carry the ``session`` label. Returns the services' names.
+    """
+    from servectl.standin.image import build_standin_image
+    from servectl.standin.process import free_port
+
+    image = build_standin_image()
+    names = [f"{prefix}-{session[-6:]}-{i}" for i in range(count)]
+    for name in names:
+        write_standin_profile(folder, name, session=session, image=image, port=free_port(), delay_s=0)
+        subprocess.run([sys.executable, "-m", "servectl", "up", name], env=env, check=True, capture_output=True)
+    return names
+
+
+def baseline_argv(profile: str, session: str, port: int) -> list[str]:
+    """The plan's exact ``docker run`` under another name, servectl's labels swapped for the session's, on ``port``."""
+    from servectl.plan.compile import PortBinding, docker_run_argv
+    from servectl.plan.resolve import resolve
+    from servectl.testing.docker import TEST_SESSION_LABEL
+
+    spec = resolve(profile).plan.docker
+    spec = replace(
+        spec,
+        name=f"bench-baseline-{profile}-{uuid.uuid4().hex[:6]}",
+        labels={k: v for k, v in spec.labels.items() if not k.startswith("servectl.")} | {TEST_SESSION_LABEL: session},
+        ports=(PortBinding("127.0.0.1", port, spec.ports[0].container_port),),
+    )
+    return docker_run_argv(spec)
 
 
 class Prober:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import http.client
 import json
 import os
@@ -25,6 +26,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -238,123 +240,109 @@ def main() -> int:
         doc = [{"profile": profile, "url": eng.base_url, "served_name": "served", "ready": True}]
         upstream_file.write_text(json.dumps(doc))
 
+    @contextlib.contextmanager
+    def gateway_before(rate: float) -> Iterator[tuple[HostStandin, subprocess.Popen[bytes]]]:
+        """A stand-in decoding at ``rate`` tok/s, routed as profile ``a``, and the gateway answering before it."""
+        with engine(rate) as eng:
+            eng.wait_ready()
+            route_to("a", eng)
+            gw = subprocess.Popen([sys.executable, __file__, "--serve", str(upstream_file), str(port), str(home)],
+                                  env={**os.environ, "PYTHONPATH": str(REPO / "src")})  # fmt: skip
+            try:
+                wait_answering(port, key)
+                yield eng, gw
+            finally:
+                gw.terminate()
+                gw.wait(30)
+
     port = free_port()
     n_ttfb = 100 if args.quick else 400
     duration = 20.0 if args.quick else 60.0
-    with engine(100000) as fast:
-        fast.wait_ready()
-        route_to("a", fast)
-        gw = subprocess.Popen([sys.executable, __file__, "--serve", str(upstream_file), str(port), str(home)],
-                              env={**os.environ, "PYTHONPATH": str(REPO / "src")})  # fmt: skip
-        try:
-            wait_answering(port, key)
-            say(f"servectl gateway vs direct, stand-in on this host ({os.cpu_count()} cores), one run, paired")
-            # 1. added time to first byte, C1
-            direct, through = [], []
-            for i in range(n_ttfb + 20):
-                d = stream_once(fast.port, None, 1, "served")[0]
-                g = stream_once(port, key, 1, "chat")[0]
-                if i >= 20:
-                    direct.append(d * 1000)
-                    through.append(g * 1000)
-            added = [g - d for g, d in zip(through, direct, strict=True)]
-            p50, p99 = pct(added, 50), pct(added, 99)
-            say(f"TTFB C1 ({n_ttfb} pairs): direct p50 {pct(direct, 50):.2f} ms p99 {pct(direct, 99):.2f} ms; "
-                f"gateway p50 {pct(through, 50):.2f} ms p99 {pct(through, 99):.2f} ms; "
-                f"added p50 {p50:.2f} ms (target <= 1) p99 {p99:.2f} ms (target <= 5)")  # fmt: skip
-            if p50 > 1:
-                failed.append("added TTFB p50")
-            if p99 > 5:
-                failed.append("added TTFB p99")
-            if args.litellm or args.litellm_venv:
-                venv = litellm_venv(args.litellm_venv)
-                for line in compare_litellm(venv, fast.base_url, fast.port, port, key, 100 if args.quick else 300):
-                    say(line)
-                    if float(line.split("= ")[1].split("x")[0]) > 0.25:
-                        failed.append("vs LiteLLM " + line.split(":")[0].split()[-1])
-        finally:
-            gw.terminate()
-            gw.wait(30)
+    with gateway_before(100000) as (fast, _):
+        say(f"servectl gateway vs direct, stand-in on this host ({os.cpu_count()} cores), one run, paired")
+        # 1. added time to first byte, C1
+        direct, through = [], []
+        for i in range(n_ttfb + 20):
+            d = stream_once(fast.port, None, 1, "served")[0]
+            g = stream_once(port, key, 1, "chat")[0]
+            if i >= 20:
+                direct.append(d * 1000)
+                through.append(g * 1000)
+        added = [g - d for g, d in zip(through, direct, strict=True)]
+        p50, p99 = pct(added, 50), pct(added, 99)
+        say(f"TTFB C1 ({n_ttfb} pairs): direct p50 {pct(direct, 50):.2f} ms p99 {pct(direct, 99):.2f} ms; "
+            f"gateway p50 {pct(through, 50):.2f} ms p99 {pct(through, 99):.2f} ms; "
+            f"added p50 {p50:.2f} ms (target <= 1) p99 {p99:.2f} ms (target <= 5)")  # fmt: skip
+        if p50 > 1:
+            failed.append("added TTFB p50")
+        if p99 > 5:
+            failed.append("added TTFB p99")
+        if args.litellm or args.litellm_venv:
+            venv = litellm_venv(args.litellm_venv)
+            for line in compare_litellm(venv, fast.base_url, fast.port, port, key, 100 if args.quick else 300):
+                say(line)
+                if float(line.split("= ")[1].split("x")[0]) > 0.25:
+                    failed.append("vs LiteLLM " + line.split(":")[0].split()[-1])
 
-    with engine(100) as paced:
-        paced.wait_ready()
-        route_to("a", paced)
-        gw = subprocess.Popen([sys.executable, __file__, "--serve", str(upstream_file), str(port), str(home)],
-                              env={**os.environ, "PYTHONPATH": str(REPO / "src")})  # fmt: skip
-        try:
-            wait_answering(port, key)
-            # 2. decode rate, C1 and C64
-            for c in (1, 64):
-                d = statistics.median(concurrent(paced.port, None, c, 200, "served"))
-                g = statistics.median(concurrent(port, key, c, 200, "chat"))
-                say(f"decode C{c}: direct {d:.2f} tok/s, gateway {g:.2f} tok/s = {100 * g / d:.2f} % (target >= 99.5)")
-                if g < 0.995 * d:
-                    failed.append(f"decode C{c}")
-            # 3. N concurrent streams for D seconds
-            stop = time.monotonic() + duration
-            errors: list[str] = []
-            done = [0]
-            peak = [rss_mb(gw.pid)]
+    with gateway_before(100) as (paced, gw):
+        # 2. decode rate, C1 and C64
+        for c in (1, 64):
+            d = statistics.median(concurrent(paced.port, None, c, 200, "served"))
+            g = statistics.median(concurrent(port, key, c, 200, "chat"))
+            say(f"decode C{c}: direct {d:.2f} tok/s, gateway {g:.2f} tok/s = {100 * g / d:.2f} % (target >= 99.5)")
+            if g < 0.995 * d:
+                failed.append(f"decode C{c}")
+        # 3. N concurrent streams for D seconds
+        stop = time.monotonic() + duration
+        errors: list[str] = []
+        done = [0]
+        peak = [rss_mb(gw.pid)]
 
-            def loop() -> None:
-                while time.monotonic() < stop:
-                    try:
-                        stream_once(port, key, 50, "chat")
-                        done[0] += 1
-                    except Exception as err:
-                        errors.append(str(err))
+        def loop() -> None:
+            while time.monotonic() < stop:
+                try:
+                    stream_once(port, key, 50, "chat")
+                    done[0] += 1
+                except Exception as err:
+                    errors.append(str(err))
 
-            workers = [threading.Thread(target=loop) for _ in range(args.streams)]
-            for w in workers:
-                w.start()
-                time.sleep(0.01)
-            while any(w.is_alive() for w in workers):
-                peak[0] = max(peak[0], rss_mb(gw.pid))
-                time.sleep(0.5)
-            say(f"{args.streams} concurrent streams for {duration:.0f} s: {done[0]} streams, {len(errors)} errors "
-                f"(target 0), gateway RSS peak {peak[0]:.0f} MB (target <= 200)")  # fmt: skip
-            if errors or peak[0] > 200:
-                failed.append("concurrent streams")
-        finally:
-            gw.terminate()
-            gw.wait(30)
+        workers = [threading.Thread(target=loop) for _ in range(args.streams)]
+        for w in workers:
+            w.start()
+            time.sleep(0.01)
+        while any(w.is_alive() for w in workers):
+            peak[0] = max(peak[0], rss_mb(gw.pid))
+            time.sleep(0.5)
+        say(f"{args.streams} concurrent streams for {duration:.0f} s: {done[0]} streams, {len(errors)} errors "
+            f"(target 0), gateway RSS peak {peak[0]:.0f} MB (target <= 200)")  # fmt: skip
+        if errors or peak[0] > 200:
+            failed.append("concurrent streams")
 
     # 4. a request in the middle of a swap
-    with engine(100000) as first:
-        first.wait_ready()
-        route_to("a", first)
-        gw = subprocess.Popen([sys.executable, __file__, "--serve", str(upstream_file), str(port), str(home)],
-                              env={**os.environ, "PYTHONPATH": str(REPO / "src")})  # fmt: skip
-        try:
-            wait_answering(port, key)
-            extra = []
-            for _ in range(3 if args.quick else 5):
-                result: list[float] = []
-                with GatewayHold(home, profiles=["a", "b"], reason="swap a -> b", target="b"):
-                    down = time.monotonic()
-                    sender = threading.Thread(
-                        target=lambda out=result: out.append(stream_once(port, key, 8, "chat")[0])
-                    )
-                    sent = time.monotonic()
-                    sender.start()
-                    first.stop()
-                    second = engine(100000).start()
-                    second.wait_ready()
-                    route_to("b", second)
-                    released = time.monotonic()
-                sender.join(30)
-                answered = sent + result[0]
-                extra.append((answered - released) * 1000)
-                say(f"mid-swap request: downtime {released - down:.2f} s, answered {1000 * (answered - released):.1f} "
-                    "ms after the new engine was up")  # fmt: skip
-                first = second
-            say(f"mid-swap added wait: median {statistics.median(extra):.1f} ms (target <= 50), no error")
-            if statistics.median(extra) > 50:
-                failed.append("mid-swap wait")
-            first.stop()
-        finally:
-            gw.terminate()
-            gw.wait(30)
+    with gateway_before(100000) as (first, _):
+        extra = []
+        for _ in range(3 if args.quick else 5):
+            result: list[float] = []
+            with GatewayHold(home, profiles=["a", "b"], reason="swap a -> b", target="b"):
+                down = time.monotonic()
+                sender = threading.Thread(target=lambda out=result: out.append(stream_once(port, key, 8, "chat")[0]))
+                sent = time.monotonic()
+                sender.start()
+                first.stop()
+                second = engine(100000).start()
+                second.wait_ready()
+                route_to("b", second)
+                released = time.monotonic()
+            sender.join(30)
+            answered = sent + result[0]
+            extra.append((answered - released) * 1000)
+            say(f"mid-swap request: downtime {released - down:.2f} s, answered {1000 * (answered - released):.1f} "
+                "ms after the new engine was up")  # fmt: skip
+            first = second
+        say(f"mid-swap added wait: median {statistics.median(extra):.1f} ms (target <= 50), no error")
+        if statistics.median(extra) > 50:
+            failed.append("mid-swap wait")
+        first.stop()
     say("missed: " + ", ".join(failed) if failed else "all targets met")
     if args.out:
         args.out.write_text("\n".join(lines) + "\n")

@@ -25,6 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from _swap_harness import up_standins
 from cli_timing import REPO, medians
 
 #: (what changed, the commit that changed it, the command it changed), oldest first.
@@ -52,20 +53,9 @@ def export(commit: str, into: Path) -> Path:
 
 def start_standins(work: Path, session: str) -> dict[str, str]:
     """3 running stand-in services of this checkout; the environment that finds their profiles."""
-    from servectl.standin.image import build_standin_image
-    from servectl.standin.process import free_port
-    from servectl.testing.docker import write_test_profile
-
     env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "SERVECTL_PROFILES": str(work / "profiles")}
     env["SERVECTL_HOME"] = str(work / "up-home")
-    image = build_standin_image()
-    for i in range(3):
-        name = f"bench-changes-{session[-6:]}-{i}"
-        write_test_profile(
-            work / "profiles", name, port=free_port(), session=session, image={"ref": image},
-            container={"name": f"servectl-{name}"}, engine={"env": {"STANDIN_STARTUP_DELAY_S": "0"}},
-        )  # fmt: skip
-        subprocess.run([sys.executable, "-m", "servectl", "up", name], env=env, check=True, capture_output=True)
+    up_standins(work / "profiles", session=session, env=env, prefix="bench-changes")
     return env
 
 

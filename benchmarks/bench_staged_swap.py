@@ -34,7 +34,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _swap_harness import WEIGHTS_DIR, Prober, bench_folders, evict, make_weights, wait_serving  # noqa: E402
+from _swap_harness import (  # noqa: E402
+    WEIGHTS_DIR,
+    Prober,
+    bench_folders,
+    evict,
+    make_weights,
+    wait_serving,
+    write_standin_profile,
+)
 
 from servectl.adapters.docker import DockerSdkEngine  # noqa: E402
 from servectl.service.context import Context  # noqa: E402
@@ -42,7 +50,7 @@ from servectl.service.stage import stager  # noqa: E402
 from servectl.service.swap import SwapOptions, SwapResult, swap  # noqa: E402
 from servectl.standin.image import build_standin_image  # noqa: E402
 from servectl.standin.process import free_port  # noqa: E402
-from servectl.testing.docker import TEST_SESSION_LABEL, write_test_profile  # noqa: E402
+from servectl.testing.docker import TEST_SESSION_LABEL  # noqa: E402
 from servectl.testing.docker import remove_test_session as remove_session  # noqa: E402
 
 GIB = 2**30
@@ -113,17 +121,10 @@ def main() -> None:
     port = free_port()
     old, new = f"stga-{session[-6:]}", f"stgb-{session[-6:]}"
     for name, model in ((old, None), (new, str(WEIGHTS_DIR))):
-        write_test_profile(
-            folder,
-            name,
-            port=port,
-            session=session,
-            image={"ref": image},
-            model={"served_name": name, **({"path": model} if model else {})},
-            container={"name": f"servectl-{name}", "stop_grace_s": 10},
-            engine={"env": {"STANDIN_STARTUP_DELAY_S": f"{args.delay:g}", "STANDIN_READ_WEIGHTS": "1"}},
-            health={"startup_timeout_s": 600},
-        )
+        write_standin_profile(
+            folder, name, session=session, image=image, port=port, delay_s=args.delay, swap=True,
+            env={"STANDIN_READ_WEIGHTS": "1"}, model_path=model, health={"startup_timeout_s": 600},
+        )  # fmt: skip
     engine = DockerSdkEngine()
     setup = Setup(engine=engine, session=session, home=home, port=port, old=old, new=new, files=files)
     runs: list[Run] = []

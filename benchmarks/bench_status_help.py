@@ -29,11 +29,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from _swap_harness import up_standins
 from cli_timing import format_profile, import_profile, medians, paired, servectl_env
 
-from servectl.standin.image import build_standin_image
-from servectl.standin.process import free_port
-from servectl.testing.docker import remove_test_session, write_test_profile
+from servectl.testing.docker import remove_test_session
 
 STATUS_TARGET_RATIO = 10.0
 HELP_TARGET_S = 0.15
@@ -90,15 +89,8 @@ def main() -> None:
         print(f"  {value * 1000:7.1f} ms  {name}")
 
     session = f"bench-{uuid.uuid4().hex[:12]}"
-    image = build_standin_image()
     try:
-        for i in range(3):
-            name = f"bench-status-{session[-6:]}-{i}"
-            write_test_profile(
-                work / "profiles", name, port=free_port(), session=session, image={"ref": image},
-                container={"name": f"servectl-{name}"}, engine={"env": {"STANDIN_STARTUP_DELAY_S": "0"}},
-            )  # fmt: skip
-            subprocess.run([sys.executable, "-m", "servectl", "up", name], env=env, check=True, capture_output=True)
+        up_standins(work / "profiles", session=session, env=env, prefix="bench-status")
         busy = medians(paired({"status (3 running)": status, **anchors}, runs=args.runs, env=env))
         for name, value in busy.items():
             print(f"  {value * 1000:7.1f} ms  {name} (with 3 running)")

@@ -28,25 +28,23 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _swap_harness import Prober, bench_folders, wait_serving  # noqa: E402
+from _swap_harness import Prober, baseline_argv, bench_folders, wait_serving, write_standin_profile  # noqa: E402
 
 from servectl.adapters.docker import DockerSdkEngine  # noqa: E402
-from servectl.plan.compile import PortBinding, docker_run_argv  # noqa: E402
 from servectl.plan.resolve import resolve  # noqa: E402
 from servectl.service.context import Context  # noqa: E402
 from servectl.service.stage import stager  # noqa: E402
 from servectl.service.swap import SwapOptions, swap  # noqa: E402
 from servectl.standin.image import build_standin_image  # noqa: E402
 from servectl.standin.process import free_port  # noqa: E402
-from servectl.testing.docker import TEST_SESSION_LABEL, write_test_profile  # noqa: E402
+from servectl.testing.docker import TEST_SESSION_LABEL  # noqa: E402
 from servectl.testing.docker import remove_test_session as remove_session  # noqa: E402
 
 TARGET_S = 0.3
@@ -57,18 +55,6 @@ class Run:
     downtime_s: float  # seen by the prober
     stop_s: float  # the old service's stop
     reported_s: float | None = None  # servectl's own downtime figure
-
-
-def baseline_argv(profile: str, session: str, port: int) -> list[str]:
-    """The plan's exact ``docker run`` (servectl's labels swapped for the session label), on ``port``."""
-    spec = resolve(profile).plan.docker
-    spec = replace(
-        spec,
-        name=f"bench-baseline-{profile}-{uuid.uuid4().hex[:6]}",
-        labels={k: v for k, v in spec.labels.items() if not k.startswith("servectl.")} | {TEST_SESSION_LABEL: session},
-        ports=(PortBinding("127.0.0.1", port, spec.ports[0].container_port),),
-    )
-    return docker_run_argv(spec)
 
 
 def baseline_once(old: str, new: str, session: str) -> Run:
@@ -135,16 +121,7 @@ def main() -> None:
     port = free_port()
     old, new = f"swapa-{session[-6:]}", f"swapb-{session[-6:]}"
     for name in (old, new):
-        write_test_profile(
-            folder,
-            name,
-            port=port,
-            session=session,
-            image={"ref": image},
-            model={"served_name": name},
-            container={"name": f"servectl-{name}", "stop_grace_s": 10},
-            engine={"env": {"STANDIN_STARTUP_DELAY_S": f"{args.delay:g}"}},
-        )
+        write_standin_profile(folder, name, session=session, image=image, port=port, delay_s=args.delay, swap=True)
     engine = DockerSdkEngine()
     runs: dict[str, list[Run]] = {"baseline": [], "library": [], "cli": []}
     try:

@@ -24,23 +24,21 @@ import shlex
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
-import uuid
-from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _swap_harness import baseline_argv, bench_folders, write_standin_profile  # noqa: E402
 
 from servectl.adapters.docker import DockerSdkEngine  # noqa: E402
-from servectl.plan.compile import PortBinding, docker_run_argv  # noqa: E402
-from servectl.plan.resolve import resolve  # noqa: E402
 from servectl.service import runtime  # noqa: E402
 from servectl.service.context import Context  # noqa: E402
 from servectl.standin.image import build_standin_image  # noqa: E402
 from servectl.standin.process import free_port  # noqa: E402
-from servectl.testing.docker import TEST_SESSION_LABEL, write_test_profile  # noqa: E402
+from servectl.testing.docker import TEST_SESSION_LABEL  # noqa: E402
 from servectl.testing.docker import remove_test_session as remove_session  # noqa: E402
 
 TARGET_S = 0.3
@@ -48,14 +46,7 @@ TARGET_S = 0.3
 
 def baseline_once(name: str, session: str, port: int) -> float:
     """``docker run -d`` of the plan's exact argv (own name and port), then curl /health until 200."""
-    spec = resolve(name).plan.docker
-    spec = replace(
-        spec,
-        name=f"bench-baseline-{uuid.uuid4().hex[:8]}",
-        labels={k: v for k, v in spec.labels.items() if not k.startswith("servectl.")} | {TEST_SESSION_LABEL: session},
-        ports=(PortBinding("127.0.0.1", port, spec.ports[0].container_port),),
-    )
-    argv = docker_run_argv(spec)
+    argv = baseline_argv(name, session, port)
     script = (
         f"{shlex.join(argv)} >/dev/null && "
         f"until curl -sf -o /dev/null http://127.0.0.1:{port}/health; do sleep 0.05; done"
@@ -104,22 +95,11 @@ def main() -> None:
     args = parser.parse_args()
 
     image = build_standin_image()
-    session = f"bench-{uuid.uuid4().hex[:12]}"
-    work = Path(tempfile.mkdtemp(prefix="servectl-bench-"))
-    folder, home = work / "profiles", work / "home"
-    os.environ.update(SERVECTL_PROFILES=str(folder), SERVECTL_HOME=str(home))
+    session, folder, home = bench_folders("up")
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     name = f"bench-{session[-6:]}"
     port = free_port()
-    write_test_profile(
-        folder,
-        name,
-        port=port,
-        session=session,
-        image={"ref": image},
-        container={"name": f"servectl-{name}"},
-        engine={"env": {"STANDIN_STARTUP_DELAY_S": f"{args.delay:g}"}},
-    )
+    write_standin_profile(folder, name, session=session, image=image, port=port, delay_s=args.delay)
     engine = DockerSdkEngine()
     times: dict[str, list[float]] = {"baseline": [], "cli": [], "library": [], "imports": []}
     try:
@@ -172,7 +152,6 @@ def main() -> None:
         f"importing servectl's modules (left: {overhead['cli_minus_import_floor']:.3f} s)"
     )
     if overhead["cli"] > TARGET_S:
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
         from cli_timing import format_profile, import_profile
 
         print("import profile of servectl up (a fresh process importing what it runs, -X importtime):")
