@@ -13,7 +13,10 @@ Containers of other sessions on the same engine are listed by ``status`` too; th
 Absolute targets depend on machine load, so the ``python -c pass`` floor is printed next to them, and when a
 target is missed the import profile of the command is printed.
 
-    python benchmarks/bench_status_help.py [--runs 9]
+    python benchmarks/bench_status_help.py [--runs 9] [--python VENV/bin/python]
+
+``--python`` times the servectl installed in that interpreter (a plain install: a venv with the wheel, no
+checkout on its path, no ``.pth`` of this machine's own site-packages) instead of this checkout's.
 """
 
 from __future__ import annotations
@@ -65,16 +68,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=9)
     parser.add_argument("--help-only", action="store_true", help="time --help only (a machine without Docker)")
+    parser.add_argument("--python", help="the interpreter of a plain install to time (default: this checkout's)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-status-"))
     env = servectl_env(SERVECTL_HOME=str(work / "home"), SERVECTL_PROFILES=str(work / "profiles"))
-    status = [sys.executable, "-m", "servectl", "status"]
-    help_ = [sys.executable, "-m", "servectl", "--help"]
+    python = sys.executable
+    if args.python:
+        python = str(Path(args.python).absolute())  # a venv's python: its own site-packages, not this checkout
+        env = {k: v for k, v in env.items() if k != "PYTHONPATH"}
+        print(f"# servectl of {python}")
+    status = [python, "-m", "servectl", "status"]
+    help_ = [python, "-m", "servectl", "--help"]
     anchors = {
         "docker ps": ["docker", "ps", "--filter", "label=servectl.managed=1"],
-        "python -c pass": [sys.executable, "-c", "pass"],
+        "python -c pass": [python, "-c", "pass"],
         # what any typer CLI on the Docker SDK pays before it asks the engine anything
-        "import typer, docker": [sys.executable, "-c", "import typer, docker"],
+        "import typer, docker": [python, "-c", "import typer, docker"],
     }
     if args.help_only:
         med = medians(paired({"--help": help_, "python -c pass": anchors["python -c pass"]}, runs=args.runs, env=env))
@@ -82,7 +91,8 @@ def main() -> None:
             print(f"  {value * 1000:7.1f} ms  {name}")
         report("--help", med, HELP_TARGET_S, help_, env)
         return
-    seen = len(json.loads(subprocess.run([*status, "--json"], env=env, capture_output=True, check=True).stdout))
+    listed = json.loads(subprocess.run([*status, "--json"], env=env, capture_output=True, check=True).stdout)
+    seen = len(listed["services"])
     print(f"# medians of {args.runs} interleaved runs; status saw {seen} servectl container(s) of other sessions")
     idle = medians(paired({"status (no service)": status, "--help": help_, **anchors}, runs=args.runs, env=env))
     for name, value in idle.items():

@@ -81,9 +81,9 @@ def import_profile(
     argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: Path | None = None, top: int = 15
 ) -> list[tuple[str, float, float]]:
     """``(module, own ms, cumulative ms)`` of the imports (two levels deep) with the largest cumulative time."""
-    assert argv[0] == sys.executable, "import_profile runs a Python command"
+    assert Path(argv[0]).name.startswith("python"), "import_profile runs a Python command"
     proc = subprocess.run(
-        [sys.executable, "-X", "importtime", *argv[1:]],
+        [argv[0], "-X", "importtime", *argv[1:]],
         env=dict(env) if env else None,
         cwd=cwd,
         capture_output=True,

@@ -175,3 +175,5 @@ def test_status_of_a_local_engine_reads_it_without_the_docker_sdk(
     code, modules, _ = _modules_after(["status"], tmp_path)
     assert code == 1  # EngineUnavailable: the engine is unreachable at that socket
     assert sorted(m for m in modules if m.split(".")[0] in HEAVY) == []
+    # nor http.client (email.parser, ssl): the socket speaks HTTP through servectl.adapters.plain_http
+    assert sorted(m for m in modules if m in ("http.client", "ssl", "email.parser")) == []

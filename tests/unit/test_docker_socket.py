@@ -155,3 +155,96 @@ def test_a_local_build_pinned_by_its_image_id_is_found_by_the_id_and_only_under_
     assert engine.image("servectl-standin:abc@sha256:" + "5" * 64) is None
     assert engine.image("servectl-standin:abc") is None  # a tag is looked up as it is
     assert id_pin("r:t") is None and id_pin(f"reg.io:5000/r@{image_id}") == ("reg.io:5000/r", image_id)
+
+
+class _Raw(socketserver.StreamRequestHandler):
+    """An engine that writes its answers byte for byte: ``answers`` in turn, one per request read."""
+
+    answers: ClassVar[list[bytes]] = []
+    connections: ClassVar[list[int]] = []  # requests read on each connection, in the order they opened
+    close_after: ClassVar[int] = 0  # close each connection after this many answers (0: keep it open)
+
+    def handle(self) -> None:
+        self.connections.append(0)
+        index = len(self.connections) - 1
+        while True:
+            request = b""
+            while not request.endswith(b"\r\n\r\n"):
+                byte = self.rfile.read(1)
+                if not byte:
+                    return
+                request += byte
+            assert request.startswith(b"GET /") and b" HTTP/1.1\r\n" in request
+            self.connections[index] += 1
+            self.wfile.write(self.answers.pop(0))
+            self.wfile.flush()
+            if self.close_after and self.connections[index] >= self.close_after:
+                return
+
+
+@pytest.fixture
+def raw(tmp_path: Path) -> Iterator[str]:
+    path = tmp_path / "raw.sock"
+    server = _Server(str(path), _Raw)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    _Raw.answers, _Raw.connections, _Raw.close_after = [], [], 0
+    yield str(path)
+    server.shutdown()
+    server.server_close()
+
+
+def _answer(body: bytes, *headers: str, status: str = "200 OK", version: str = "HTTP/1.1") -> bytes:
+    head = "".join(f"{h}\r\n" for h in headers)
+    return f"{version} {status}\r\nContent-Type: application/json\r\n{head}\r\n".encode() + body
+
+
+def test_the_engines_framings_give_the_same_document_and_a_kept_connection_carries_the_next(raw: str) -> None:
+    from servectl.adapters.docker.engine_socket import DockerSocket
+
+    doc = {"Id": "c1", "Config": {"Labels": {"servectl.profile": "a" * 3000}}}  # over Go's 2 KiB: chunked
+    data = json.dumps(doc).encode()
+    chunked = b"".join(b"%x;ext=1\r\n%s\r\n" % (len(part), part) for part in (data[:100], data[100:])) + b"0\r\n\r\n"
+    _Raw.answers = [
+        _answer(data, f"Content-Length: {len(data)}"),
+        _answer(chunked, "Transfer-Encoding: chunked"),
+        _answer(b"", "Content-Length: 0", status="204 No Content"),
+        _answer(json.dumps({"message": "No such container: x"}).encode(), "Content-Length: 35", status="404 Not Found"),
+        _answer(data, "Connection: close", version="HTTP/1.0"),  # no length: the body runs to the close
+    ]
+    reader = DockerSocket(raw, timeout_s=5)
+    assert reader.get("/containers/c1/json") == doc
+    assert reader.get("/containers/c1/json") == doc
+    with pytest.raises(ValueError):
+        reader.get("/x")  # 204: an empty body is no JSON document (nothing the engine answers to a read)
+    assert reader.get("/containers/x/json") is None
+    assert _Raw.connections == [4]  # four requests, one connection kept between them
+    _Raw.close_after = 1  # the HTTP/1.0 answer's body ends where the engine closes
+    assert reader.get("/containers/c1/json") == doc
+    assert _Raw.connections == [5] and reader._idle == []  # a connection that will close is not kept
+    reader.close()
+
+
+def test_a_kept_connection_the_engine_closed_is_retried_once_on_a_fresh_one(raw: str) -> None:
+    from servectl.adapters.docker.engine_socket import DockerSocket
+
+    body = b'{"Id": "c1"}'
+    _Raw.close_after = 1  # the engine closes each connection after one answer but says nothing of it
+    _Raw.answers = [_answer(body, f"Content-Length: {len(body)}") for _ in range(3)]
+    reader = DockerSocket(raw, timeout_s=5)
+    assert [reader.get("/containers/c1/json") for _ in range(3)] == [{"Id": "c1"}] * 3
+    assert _Raw.connections == [1, 1, 1]
+    reader.close()
+
+
+def test_an_answer_cut_short_is_an_os_error_and_the_connection_is_dropped(raw: str) -> None:
+    from servectl.adapters.docker.engine_socket import DockerSocket
+
+    _Raw.close_after = 1
+    _Raw.answers = [_answer(b'{"Id": "c', "Content-Length: 40"), _answer(b'5\r\n{"Id"', "Transfer-Encoding: chunked")]
+    reader = DockerSocket(raw, timeout_s=5)
+    with pytest.raises(OSError, match="closed the connection after 9 of 40 bytes"):
+        reader.get("/containers/c1/json")
+    with pytest.raises(OSError, match="closed the connection"):
+        reader.get("/containers/c1/json")
+    assert reader._idle == []
+    reader.close()

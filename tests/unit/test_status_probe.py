@@ -1,4 +1,4 @@
-"""``status``'s own /health probe (the standard library's HTTP client, used when no httpx client is given)."""
+"""``status``'s own /health probe (``servectl.adapters.plain_http``, used when no httpx client is given)."""
 
 from __future__ import annotations
 
@@ -41,3 +41,27 @@ def test_200_on_health_is_healthy_anything_else_or_nothing_is_not(server: Thread
     server.shutdown()
     server.server_close()
     assert _answers_health_plainly(url) is False  # refused
+
+
+def test_an_answer_that_never_ends_its_body_is_still_healthy_at_once() -> None:
+    # HTTP/1.1, no Content-Length, the connection left open: only the status line and headers are read
+    import socket
+    import time
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    held: list[socket.socket] = []
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        held.append(conn)
+        conn.recv(4096)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nstreaming")
+
+    threading.Thread(target=serve, daemon=True).start()
+    started = time.monotonic()
+    assert _answers_health_plainly(f"http://127.0.0.1:{port}") is True
+    assert time.monotonic() - started < 0.9  # not the probe's 1 s timeout
+    for conn in held:
+        conn.close()
+    listener.close()

@@ -1,4 +1,4 @@
-"""Reads from a local Docker engine over its unix socket with the standard library (``http.client``).
+"""Reads from a local Docker engine over its unix socket: HTTP/1.1 GETs on a kept-open ``socket``.
 
 ``servectl status`` lists containers and inspects them; importing the Docker SDK for that (requests, urllib3,
 certifi: ~300 ms, ``python -X importtime``) cost more than the rest of the command. The engine answers those
@@ -7,18 +7,20 @@ reads as plain JSON over ``/var/run/docker.sock``, so :class:`DockerSdkEngine
 unset or ``unix://...``, no TLS settings) and keeps the SDK for everything else (creating, starting, logs,
 one-shot runs). The paths carry no API version: the engine answers in its own current version, the one the
 SDK's default ``version="auto"`` negotiates, so the documents are the ones the SDK returns.
+
+The requests go over :mod:`servectl.adapters.plain_http` (HTTP/1.1 GETs on a kept-open socket), not
+``http.client``, which imports ``email.parser`` and ``ssl`` for what ``status`` does not need.
 """
 
 from __future__ import annotations
 
-import http.client
 import json
-import socket
 import threading
-import time
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote, urlencode
+
+from servectl.adapters.plain_http import Connection, Disconnected, connect_unix
 
 DEFAULT_SOCKET = "/var/run/docker.sock"
 
@@ -45,36 +47,12 @@ def local_socket(environ: Mapping[str, str]) -> str | None:
     return None
 
 
-class _UnixConnection(http.client.HTTPConnection):
-    def __init__(self, path: str, timeout_s: float) -> None:
-        super().__init__("localhost", timeout=timeout_s)
-        self._path = path
-
-    def connect(self) -> None:
-        deadline = time.monotonic() + (self.timeout if isinstance(self.timeout, int | float) else 10.0)
-        while True:
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            sock.settimeout(self.timeout)
-            try:
-                sock.connect(self._path)
-                break
-            except BlockingIOError:  # the engine's listen backlog is full (EAGAIN): it is busy, not gone
-                sock.close()
-                if time.monotonic() >= deadline:
-                    raise
-                time.sleep(0.01)
-            except BaseException:
-                sock.close()
-                raise
-        self.sock = sock
-
-
 class DockerSocket:
     """GET requests to the engine at unix socket ``path``, connections kept open between them.
 
     Safe to share between threads (the gateway lists services while a swap on request runs in a worker thread):
     a request takes an idle kept connection or opens one, and gives it back when the answer is read, so two
-    threads never write to one connection (``http.client`` allows one request at a time on each).
+    threads never write to one connection (each carries one request at a time).
 
     Raises (from :meth:`get`): ``OSError`` when the engine cannot be reached (no socket, refused, permission,
     timeout); :class:`DockerApiError` for an error status other than 404.
@@ -83,7 +61,7 @@ class DockerSocket:
     def __init__(self, path: str, *, timeout_s: float) -> None:
         self.path = path
         self._timeout_s = timeout_s
-        self._idle: list[_UnixConnection] = []
+        self._idle: list[Connection] = []
         self._lock = threading.Lock()
 
     def get(self, path: str, params: Mapping[str, str] | None = None) -> Any | None:
@@ -92,34 +70,32 @@ class DockerSocket:
         for attempt in (1, 2):
             connection = self._take()
             try:
-                connection.request("GET", url, headers={"Accept": "application/json"})
-                response = connection.getresponse()
-                body = response.read()
+                status, body, keep = connection.get(url)
                 break
-            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+            except Disconnected:
                 connection.close()  # the engine closed a kept connection: one fresh try
                 if attempt == 2:
                     raise
             except BaseException:
                 connection.close()
                 raise
-        if response.will_close:
-            connection.close()
-        else:
+        if keep:
             self._give_back(connection)
-        if response.status == 404:
+        else:
+            connection.close()
+        if status == 404:
             return None
-        if response.status >= 400:
-            raise DockerApiError(response.status, _message(body))
+        if status >= 400:
+            raise DockerApiError(status, _message(body))
         return json.loads(body)
 
-    def _take(self) -> _UnixConnection:
+    def _take(self) -> Connection:
         with self._lock:
             if self._idle:
                 return self._idle.pop()
-        return _UnixConnection(self.path, self._timeout_s)
+        return Connection(connect_unix(self.path, self._timeout_s))
 
-    def _give_back(self, connection: _UnixConnection) -> None:
+    def _give_back(self, connection: Connection) -> None:
         with self._lock:
             self._idle.append(connection)
 
