@@ -19,60 +19,6 @@ from typer.core import TyperGroup
 
 from servectl.errors import ServectlError
 
-
-def _plain_values_skip_coercion() -> None:
-    """Skip typer's coercion where it is the identity (typer 0.29 has no setting for it).
-
-    typer coerces every parameter value through a pydantic TypeAdapter (``typer._adapters``: 50-150 ms to
-    import, ``python -X importtime``), even a flag that was not given (``--help`` defaults to None), an option
-    left out (None), a number option's default, or a word for a ``str`` parameter, which the command line
-    already gives as a str, or words for a ``list[str]`` one (``validate A B``). For those, this does what
-    typer's ``process_value`` does after coercing - None
-    becomes ``()`` for a repeated option, a missing required value is an error, the callback runs - and
-    everything typed in that needs converting (ints, floats, paths, choices, lists) keeps typer's coercion
-    and its error messages.
-
-    Other typer versions lack the internals this relies on (typer 0.27 has no ``type_descriptor``; older ones
-    no ``typer._click``): there, typer's own path runs unchanged (slower, same results).
-    """
-    try:
-        from typer._click.exceptions import MissingParameter
-        from typer.core import TyperArgument, TyperOption
-    except ImportError:
-        return
-
-    for cls in (TyperArgument, TyperOption):
-        coerce_and_process = cls.process_value
-
-        def process_value(self: Any, ctx: Any, value: Any, _typer: Any = coerce_and_process) -> Any:
-            if value is None and getattr(self, "is_bool_flag", False):
-                value = False  # an unset flag is off (typer skips coercion for a bool)
-            descriptor = getattr(self, "type_descriptor", None)
-            if descriptor is None:  # a typer without the descriptor: its own coercion
-                return _typer(self, ctx, value)
-            is_plain_str = isinstance(value, str) and descriptor.annotation in (str, str | None)
-            is_typed_default = type(value) in (int, float) and descriptor.annotation is type(value)  # not typed in
-            if _words(value) and descriptor.annotation in (list[str], list[str] | None) and not descriptor.is_choice:
-                value = list(value)  # words for a list[str] (validate A B): typer makes the same list
-                is_plain_str = True
-            if (value is None or is_plain_str or is_typed_default) and not descriptor.is_choice:
-                if value is None and (self.multiple or self.nargs == -1):
-                    value = ()
-                if self.required and self.value_is_missing(value):
-                    raise MissingParameter(ctx=ctx, param=self)
-                return self.callback(ctx, self, value) if self.callback is not None else value
-            return _typer(self, ctx, value)
-
-        cls.process_value = process_value  # type: ignore[method-assign]
-
-
-def _words(value: Any) -> bool:
-    """A non-empty tuple or list of strings, as the command line gives a repeated or variadic parameter."""
-    return isinstance(value, tuple | list) and bool(value) and all(isinstance(v, str) for v in value)
-
-
-_plain_values_skip_coercion()
-
 #: Every command and group after ``version``, in the order ``servectl --help`` lists them (typer's: commands,
 #: then groups), and the module under ``servectl.cli`` whose ``register(app)`` defines it.
 #: tests/unit/test_cli_lazy_imports.py checks this table against what each module registers.
