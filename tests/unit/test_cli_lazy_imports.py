@@ -187,3 +187,21 @@ def test_status_of_a_local_engine_reads_it_without_the_docker_sdk(
     assert sorted(m for m in modules if m.split(".")[0] in HEAVY) == []
     # nor http.client (email.parser, ssl): the socket speaks HTTP through servectl.adapters.plain_http
     assert sorted(m for m in modules if m in ("http.client", "ssl", "email.parser")) == []
+
+
+def test_the_status_table_of_running_services_imports_no_rich() -> None:
+    """``status`` prints its services as plain text (cli/views/columns.py): rich is for --watch and prose."""
+    probe = (
+        "import sys\n"
+        "from service_samples import sample_service\n"
+        "from servectl.cli.views.runtime import status_text\n"
+        "found = [sample_service('a'), sample_service('b', state='starting')]\n"
+        "text = status_text(found, width=80, bold_header=False)\n"
+        "print(text)\n"
+        "print('RICH', sorted(m for m in sys.modules if m.split('.')[0] == 'rich'))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, str(Path(__file__).parent)])}
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[0].split()[:2] == ["PROFILE", "STATE"] and "starting" in proc.stdout
+    assert "RICH []" in proc.stdout

@@ -254,3 +254,31 @@ def test_a_hit_prints_what_the_compiler_prints_for_every_shipped_profile(
             assert shown.script == dry_run_text(plan) and shown.to_json() == plan.to_json(), name
             assert shown.plan == plan
     assert compiles == names
+
+
+def test_a_moment_observes_each_shared_input_once_and_answers_as_the_cache_does(
+    write_profile: WriteProfile, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``status`` asks one moment for every service's plan hash: the base, catalog and modules they share are
+    read once, not once per profile; a later edit is seen by the next moment, never by this one."""
+    base = write_profile("_base", "name: _base\nengine: {context_length: 4096}\n")
+    for name in ("p1", "p2", "p3"):
+        write_profile(name, _profile(name, extra="extends: _base\n"))
+    expected = {name: _cache().plan_hash(name) for name in ("p1", "p2", "p3")}  # compiled and cached
+    seen: list[tuple[str, str]] = []
+    real = cache._observe
+
+    def counting(kind: str, subject: str, environ: cache.Environ) -> object:
+        seen.append((kind, subject))
+        return real(kind, subject, environ)
+
+    monkeypatch.setattr(cache, "_observe", counting)
+    moment = _cache().moment()
+    assert {name: moment.plan_hash(name) for name in expected} == expected
+    assert len(seen) == len(set(seen)) and ("file", str(base)) in seen  # each fact once, the base among them
+    seen.clear()
+    assert {name: _cache().plan_hash(name) for name in expected} == expected  # the cache itself: once per entry
+    assert seen.count(("file", str(base))) == 3
+    base.write_text("name: _base\nengine: {context_length: 8192}\n", encoding="utf-8")
+    assert moment.plan_hash("p1") == expected["p1"]  # this moment saw the old base
+    assert _cache().moment().plan_hash("p1") not in (None, expected["p1"])  # a new one sees the edit

@@ -10,9 +10,10 @@ from rich.console import Console
 from rich.table import Table
 from service_samples import sample_service
 
+from servectl.cli.views.columns import Col, plain_table
 from servectl.cli.views.preflight import report_table
 from servectl.cli.views.profiles import profiles_table
-from servectl.cli.views.runtime import status_table
+from servectl.cli.views.runtime import status_table, status_text
 from servectl.plan.inventory import ProfileRow
 from servectl.preflight.model import CheckResult, PreflightReport
 
@@ -65,16 +66,53 @@ def test_profiles_table_drops_the_long_served_name_first_and_shows_it_when_there
 
 
 def test_status_table_fits_80_columns_with_three_services() -> None:
-    found = [
-        sample_service("glm53-524k-bringup"),
-        sample_service("demo-rollback", state="starting"),
-        sample_service("glm53-exl3-q4-tp4", state="exited", exit_code=137, oom_killed=True, gpus=(0, 1, 2, 3)),
-    ]
-    lines = _render(status_table(found, width=80), 80)
+    lines = _render(status_table(_three_services(), width=80), 80)  # type: ignore[arg-type]
     _assert_fits_with_whole_names(
         lines, 80, ("glm53-524k-bringup", "demo-rollback", "starting", "(code 137, OOM-killed)")
     )
     assert lines[0].split()[:3] == ["PROFILE", "STATE", "PORT"]
+
+
+def _three_services() -> list[object]:
+    return [
+        sample_service("glm53-524k-bringup"),
+        sample_service("demo-rollback", state="starting"),
+        sample_service("glm53-exl3-q4-tp4", state="exited", exit_code=137, oom_killed=True, gpus=(0, 1, 2, 3)),
+    ]
+
+
+@pytest.mark.parametrize("width", [200, 120, 100, 80, 70, 60])
+def test_status_text_shows_what_the_rich_table_shows_at_every_width(width: int) -> None:
+    """``status`` prints plain text (no rich to import); ``status --watch`` the rich table: same columns kept,
+    same cells, the same lines once the padding is set aside."""
+    found = _three_services()
+    plain = status_text(found, width=width, bold_header=False).splitlines()  # type: ignore[arg-type]
+    rich = _render(status_table(found, width=width), width)  # type: ignore[arg-type]
+    assert [line.split() for line in plain] == [line.split() for line in rich]
+    assert all(len(line) <= width for line in plain)
+
+
+def test_status_text_narrower_than_its_always_shown_columns_cuts_no_cell() -> None:
+    """At 40 columns PROFILE and STATE alone are wider: rich cuts the state ('OO'), the plain table keeps it whole
+    (as ``docker ps`` does) and lets the terminal wrap the line."""
+    plain = status_text(_three_services(), width=40, bold_header=False).splitlines()  # type: ignore[arg-type]
+    assert plain[0].split() == ["PROFILE", "STATE"] and plain[3].endswith("exited (code 137, OOM-killed)")
+
+
+def test_plain_table_aligns_columns_two_spaces_apart_and_drops_by_priority() -> None:
+    columns = [Col("NAME"), Col("N", justify="right"), Col("NOTE", priority=1), Col("WIDE", priority=2)]
+    rows = [("a", "7", "ok", "x" * 20), ("longer-name", "123", "fine", "y")]
+    assert plain_table(columns, rows, width=200, bold_header=False).splitlines() == [
+        "NAME           N  NOTE  WIDE",
+        "a              7  ok    xxxxxxxxxxxxxxxxxxxx",
+        "longer-name  123  fine  y",
+    ]
+    assert plain_table(columns, rows, width=30, bold_header=False).splitlines()[0] == "NAME           N  NOTE"
+    assert plain_table(columns, rows, width=5, bold_header=False).splitlines()[1] == "a              7"  # never less
+    assert plain_table(columns, [("日本語", "1", "", "")], width=80, bold_header=True).splitlines() == [
+        "\x1b[1mNAME    N  NOTE  WIDE\x1b[0m",
+        "日本語  1",
+    ]
 
 
 def test_preflight_table_wraps_only_prose_never_check_ids_or_results() -> None:

@@ -98,6 +98,19 @@ class PlanCache:
     def __init__(self, *, environ: Environ, state_dir: Path | None = None) -> None:
         self.environ = environ
         self.folder = cache_dir(environ, state_dir=state_dir)
+        self._observed: dict[tuple[str, str], Any] | None = None  # see moment()
+
+    def moment(self) -> PlanCache:
+        """This cache, observing each input once: for one listing that asks for several profiles at once.
+
+        ``status`` asks for the plan hash of every service; their entries share most facts (the flag catalog,
+        a base profile, servectl's own modules: a few hundred stats and file hashes each). The view reads
+        each fact once and keeps what it saw, so it answers for one moment: a later change is seen by a new
+        ``moment()``, never by this one. Writing entries is as in the cache it came from.
+        """
+        view = PlanCache.__new__(PlanCache)
+        view.environ, view.folder, view._observed = self.environ, self.folder, {}
+        return view
 
     def dry_run(self, name: str, *, keep_unset: bool = False) -> DryRun:
         """Profile ``name``'s plan (as :func:`servectl.plan.resolve.resolve` compiles it), from the cache when
@@ -225,7 +238,13 @@ Fact = list[Any]
 
 def _holds(fact: Fact, where: PlanCache) -> bool:
     kind, subject, value = fact
-    return bool(_observe(kind, subject, where.environ) == value)
+    memo = where._observed
+    if memo is None:
+        return bool(_observe(kind, subject, where.environ) == value)
+    key = (kind, subject)
+    if key not in memo:
+        memo[key] = _observe(kind, subject, where.environ)
+    return bool(memo[key] == value)
 
 
 def _observe(kind: str, subject: str, environ: Environ) -> Any:

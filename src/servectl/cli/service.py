@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import TYPE_CHECKING, Annotated
 
@@ -156,7 +157,7 @@ def status_command(
     if watch:
         _watch_status(interval)
         return
-    from servectl.cli.views.runtime import status_table
+    from servectl.cli.views.runtime import status_text
     from servectl.host import from_env
 
     with from_env() as host:
@@ -172,10 +173,10 @@ def status_command(
     if not found:
         typer.echo("no servectl services")
     else:
-        from rich.console import Console
+        import shutil
 
-        console = Console(highlight=False)
-        console.print(status_table(found, width=console.width))
+        bold = sys.stdout.isatty() and os.environ.get("TERM") != "dumb"  # as rich decides for its tables
+        typer.echo(status_text(found, width=shutil.get_terminal_size().columns, bold_header=bold))
     if current.gateway is not None:
         from servectl.cli.views.gateway import gateway_lines
 

@@ -146,7 +146,7 @@ class ServiceCommands(HostBase):
         return self._list(probe=True)
 
     def _list(self, *, probe: bool) -> list[ServiceInfo]:
-        plan_hash_of = self.plan_cache.plan_hash if probe else None
+        plan_hash_of = self.plan_cache.moment().plan_hash if probe else None
         return list(self.ctx.runtime.services(probe=probe, plan_hash_of=plan_hash_of))
 
     def status(self) -> Status:

@@ -77,8 +77,17 @@ def status_rows(services: Sequence[ServiceInfo], phases: dict[str, str] | None =
     return rows
 
 
+def status_text(services: Sequence[ServiceInfo], *, width: int, bold_header: bool) -> str:
+    """``servectl status``: the ``docker ps``-style table of the services, in plain text that fits ``width``
+    (rich's table takes longer to import than the rest of the command: ``status`` is the command run most)."""
+    from servectl.cli.views.columns import Col, plain_table
+
+    columns = [Col(h, priority=p) for h, p in zip(STATUS_COLUMNS, STATUS_PRIORITIES, strict=True)]
+    return plain_table(columns, status_rows(services), width=width, bold_header=bold_header)
+
+
 def status_table(services: Sequence[ServiceInfo], *, width: int, phases: dict[str, str] | None = None) -> Table:
-    """``docker ps``-style table of the services that fits ``width`` without wrapping a cell."""
+    """:func:`status_text` as a rich table, for ``status --watch``'s live view (a starting service's phase)."""
     from servectl.cli.views.table import Col, fit_table
 
     columns = [Col(h, priority=p) for h, p in zip(STATUS_COLUMNS, STATUS_PRIORITIES, strict=True)]

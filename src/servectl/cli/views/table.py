@@ -1,33 +1,25 @@
 """Tables that fit the terminal the way ``docker ps`` and ``kubectl get`` do: drop columns, never wrap a name.
 
 Each column has a priority; when the table's narrowest rendering (every no-wrap cell whole, prose columns at
-their minimum width) is wider than the console, the column with the highest priority number goes first, until
-it fits or only priority-0 columns are left. Names and short values never wrap; prose (a check's finding, its
-fix, an error) wraps at word boundaries.
+their minimum width) is wider than the console, columns go by the rule of
+:func:`servectl.cli.views.columns.columns_that_fit`. Names and short values never wrap; prose (a check's
+finding, its fix, an error) wraps at word boundaries.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from rich.table import Table
 from rich.text import Text
 
+from servectl.cli.views.columns import Col, columns_that_fit
+
+__all__ = ["PROSE_MIN_WIDTH", "Col", "fit_table"]
+
 #: A prose column is never squeezed below this many cells (narrower, a sentence becomes a column of words).
 PROSE_MIN_WIDTH = 18
-
-
-@dataclass(frozen=True)
-class Col:
-    """One column: its header, how soon it is dropped, and whether its cells may wrap."""
-
-    header: str
-    priority: int = 0  # 0: always shown; higher numbers are dropped first when the console is narrow
-    prose: bool = False  # free text that may wrap; otherwise the cells stay on one line, whole
-    justify: Literal["left", "right"] = "left"
-    style: str | None = None
 
 
 def fit_table(
@@ -38,14 +30,8 @@ def fit_table(
     **table_options: Any,
 ) -> Table:
     """A rich Table with the columns that fit ``width``; ``rows`` hold one cell per column of ``columns``."""
-    keep = list(range(len(columns)))
-    while True:
-        table = _build(columns, rows, keep, table_options)
-        needed = _minimum_width(table)
-        droppable = [i for i in keep if columns[i].priority > 0]
-        if needed <= width or not droppable:
-            return table
-        keep.remove(max(droppable, key=lambda i: (columns[i].priority, i)))
+    keep = columns_that_fit(columns, width, lambda kept: _minimum_width(_build(columns, rows, kept, table_options)))
+    return _build(columns, rows, keep, table_options)
 
 
 def _build(columns: Sequence[Col], rows: Sequence[Sequence[Any]], keep: list[int], options: dict[str, Any]) -> Table:
