@@ -115,7 +115,8 @@ group = typer.main.get_group(app.app)
 ctx = click.Context(group)
 built = [group.get_command(ctx, name) for name in group.list_commands(ctx)]
 assert all(built) and len(built) > 20, built
-print("CHANGED", sorted(k for k in before.keys() | snapshot().keys() if before.get(k) is not snapshot().get(k)))
+after = snapshot()
+print("CHANGED", sorted(k for k in before.keys() | after.keys() if before.get(k) is not after.get(k)))
 """
 
 
@@ -190,7 +191,8 @@ def test_status_of_a_local_engine_reads_it_without_the_docker_sdk(
 
 
 def test_the_status_table_of_running_services_imports_no_rich() -> None:
-    """``status`` prints its services as plain text (cli/views/columns.py): rich is for --watch and prose."""
+    """``status`` prints its services as plain text (cli/views/columns.py): of rich, only its cell widths
+    (``rich.cells``, what importing it alone loads); its console, text and tables are for --watch and prose."""
     probe = (
         "import sys\n"
         "from service_samples import sample_service\n"
@@ -198,10 +200,14 @@ def test_the_status_table_of_running_services_imports_no_rich() -> None:
         "found = [sample_service('a'), sample_service('b', state='starting')]\n"
         "text = status_text(found, width=80, bold_header=False)\n"
         "print(text)\n"
-        "print('RICH', sorted(m for m in sys.modules if m.split('.')[0] == 'rich'))\n"
+        "loaded = {m for m in sys.modules if m.split('.')[0] == 'rich'}\n"
+        "for m in loaded: sys.modules.pop(m)\n"
+        "import rich.cells\n"
+        "alone = {m for m in sys.modules if m.split('.')[0] == 'rich'}\n"
+        "print('RICH', sorted(loaded - alone), 'rich.cells' in loaded)\n"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, str(Path(__file__).parent)])}
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[0].split()[:2] == ["PROFILE", "STATE"] and "starting" in proc.stdout
-    assert "RICH []" in proc.stdout
+    assert "RICH [] True" in proc.stdout

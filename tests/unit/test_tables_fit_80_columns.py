@@ -13,7 +13,8 @@ from service_samples import sample_service
 from servectl.cli.views.columns import Col, plain_table
 from servectl.cli.views.preflight import report_table
 from servectl.cli.views.profiles import profiles_table
-from servectl.cli.views.runtime import status_table, status_text
+from servectl.cli.views.runtime import STATUS_COLUMNS, STATUS_PRIORITIES, status_rows, status_text
+from servectl.cli.views.table import fit_table
 from servectl.plan.inventory import ProfileRow
 from servectl.preflight.model import CheckResult, PreflightReport
 
@@ -66,7 +67,7 @@ def test_profiles_table_drops_the_long_served_name_first_and_shows_it_when_there
 
 
 def test_status_table_fits_80_columns_with_three_services() -> None:
-    lines = _render(status_table(_three_services(), width=80), 80)  # type: ignore[arg-type]
+    lines = status_text(_three_services(), width=80, bold_header=False).splitlines()  # type: ignore[arg-type]
     _assert_fits_with_whole_names(
         lines, 80, ("glm53-524k-bringup", "demo-rollback", "starting", "(code 137, OOM-killed)")
     )
@@ -83,11 +84,13 @@ def _three_services() -> list[object]:
 
 @pytest.mark.parametrize("width", [200, 120, 100, 80, 70, 60])
 def test_status_text_shows_what_the_rich_table_shows_at_every_width(width: int) -> None:
-    """``status`` prints plain text (no rich to import); ``status --watch`` the rich table: same columns kept,
-    same cells, the same lines once the padding is set aside."""
+    """``status`` prints plain text (no rich table to import); the same columns as a borderless rich table
+    (``fit_table``, the other user of the drop rule) keep the same columns and cells, padding set aside."""
     found = _three_services()
     plain = status_text(found, width=width, bold_header=False).splitlines()  # type: ignore[arg-type]
-    rich = _render(status_table(found, width=width), width)  # type: ignore[arg-type]
+    columns = [Col(h, priority=p) for h, p in zip(STATUS_COLUMNS, STATUS_PRIORITIES, strict=True)]
+    table = fit_table(columns, status_rows(found), width=width, box=None, pad_edge=False, show_edge=False)  # type: ignore[arg-type]
+    rich = _render(table, width)
     assert [line.split() for line in plain] == [line.split() for line in rich]
     assert all(len(line) <= width for line in plain)
 

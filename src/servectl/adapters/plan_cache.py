@@ -24,6 +24,7 @@ inputs: no command behaves differently with it, only faster. ``SERVECTL_NO_PLAN_
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
@@ -108,8 +109,8 @@ class PlanCache:
         each fact once and keeps what it saw, so it answers for one moment: a later change is seen by a new
         ``moment()``, never by this one. Writing entries is as in the cache it came from.
         """
-        view = PlanCache.__new__(PlanCache)
-        view.environ, view.folder, view._observed = self.environ, self.folder, {}
+        view = copy.copy(self)
+        view._observed = {}
         return view
 
     def dry_run(self, name: str, *, keep_unset: bool = False) -> DryRun:

@@ -61,7 +61,8 @@ def _peak_cell(point: PointResult) -> str:
 
 def results_table(report: BenchReport, *, width: int = 80) -> Table:
     """The headline numbers of every point, one row each; at narrow widths the secondary columns go first."""
-    from servectl.cli.views.table import Col, fit_table
+    from servectl.cli.views.columns import Col
+    from servectl.cli.views.table import fit_table
 
     columns = (
         Col("prompt tokens\ntarget / actual", justify="right"),

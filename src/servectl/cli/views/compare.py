@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from servectl.cli.views.table import Col, fit_table
+from servectl.cli.views.columns import Col
+from servectl.cli.views.table import fit_table
 
 if TYPE_CHECKING:
     from rich.table import Table

@@ -10,7 +10,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from servectl.cli.views.table import Col, fit_table
+from servectl.cli.views.columns import Col
+from servectl.cli.views.table import fit_table
 from servectl.preflight.model import PreflightReport
 
 RESULT_STYLES: dict[str, str] = {

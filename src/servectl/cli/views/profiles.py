@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 from rich.markup import escape
 from rich.table import Table
 
-from servectl.cli.views.table import Col, fit_table
+from servectl.cli.views.columns import Col
+from servectl.cli.views.table import fit_table
 
 if TYPE_CHECKING:
     from servectl.plan.inventory import ProfileRow

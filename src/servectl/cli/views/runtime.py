@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
-    from rich.table import Table
 
     from servectl.service.health import Progress
     from servectl.service.runtime import StopResult, UpResult
@@ -77,29 +76,16 @@ def status_rows(services: Sequence[ServiceInfo], phases: dict[str, str] | None =
     return rows
 
 
-def status_text(services: Sequence[ServiceInfo], *, width: int, bold_header: bool) -> str:
-    """``servectl status``: the ``docker ps``-style table of the services, in plain text that fits ``width``
-    (rich's table takes longer to import than the rest of the command: ``status`` is the command run most)."""
+def status_text(
+    services: Sequence[ServiceInfo], *, width: int, bold_header: bool, phases: dict[str, str] | None = None
+) -> str:
+    """The ``docker ps``-style table of ``servectl status`` (and of ``--watch``, with a starting service's
+    phase), in plain text that fits ``width``: rich's table takes longer to import than the rest of ``status``,
+    the command run most."""
     from servectl.cli.views.columns import Col, plain_table
 
     columns = [Col(h, priority=p) for h, p in zip(STATUS_COLUMNS, STATUS_PRIORITIES, strict=True)]
-    return plain_table(columns, status_rows(services), width=width, bold_header=bold_header)
-
-
-def status_table(services: Sequence[ServiceInfo], *, width: int, phases: dict[str, str] | None = None) -> Table:
-    """:func:`status_text` as a rich table, for ``status --watch``'s live view (a starting service's phase)."""
-    from servectl.cli.views.table import Col, fit_table
-
-    columns = [Col(h, priority=p) for h, p in zip(STATUS_COLUMNS, STATUS_PRIORITIES, strict=True)]
-    return fit_table(
-        columns,
-        status_rows(services, phases),
-        width=width,
-        box=None,
-        pad_edge=False,
-        show_edge=False,
-        header_style="bold",
-    )
+    return plain_table(columns, status_rows(services, phases), width=width, bold_header=bold_header)
 
 
 def watch_renderable(view: WatchView, *, width: int) -> RenderableType:
@@ -109,12 +95,15 @@ def watch_renderable(view: WatchView, *, width: int) -> RenderableType:
     from rich.console import Group
     from rich.text import Text
 
-    from servectl.cli.views.table import Col, fit_table
+    from servectl.cli.views.columns import Col
+    from servectl.cli.views.table import fit_table
 
     stamp = dt.datetime.fromtimestamp(view.taken_at).strftime("%H:%M:%S")
     parts: list[RenderableType] = [Text(f"servectl status --watch  {stamp}  (Ctrl-C to stop)", style="bold")]
     if view.services:
-        parts.append(status_table(view.services, width=width, phases=view.phases))
+        table = Text(status_text(view.services, width=width, bold_header=False, phases=view.phases))
+        table.stylize("bold", 0, table.plain.find("\n"))  # the header line, as status prints it on a terminal
+        parts.append(table)
     else:
         parts.append(Text("no servectl services"))
     if view.cards:

@@ -16,8 +16,6 @@ from rich.text import Text
 
 from servectl.cli.views.columns import Col, columns_that_fit
 
-__all__ = ["PROSE_MIN_WIDTH", "Col", "fit_table"]
-
 #: A prose column is never squeezed below this many cells (narrower, a sentence becomes a column of words).
 PROSE_MIN_WIDTH = 18
 
