@@ -123,6 +123,7 @@ _EXPORTS: dict[str, str] = {
     "check_gateway_file": "servectl.api",
     "compare_bench": "servectl.api",
     "compile_plan": "servectl.api",
+    "completions": "servectl.api",
     "create_gateway_key": "servectl.api",
     "diff_catalogs": "servectl.api",
     "diff_container": "servectl.api",
@@ -182,6 +183,7 @@ if TYPE_CHECKING:
     from servectl.api import check_gateway_file as check_gateway_file
     from servectl.api import compare_bench as compare_bench
     from servectl.api import compile_plan as compile_plan
+    from servectl.api import completions as completions
     from servectl.api import create_gateway_key as create_gateway_key
     from servectl.api import diff_catalogs as diff_catalogs
     from servectl.api import diff_container as diff_container

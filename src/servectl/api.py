@@ -44,6 +44,7 @@ __all__ = [
     "check_gateway_file",
     "compare_bench",
     "compile_plan",
+    "completions",
     "create_gateway_key",
     "diff_catalogs",
     "diff_container",
@@ -164,6 +165,7 @@ diff_profiles = _function(Host.diff_profiles)
 profile_schema = _function(Host.profile_schema)
 render_all = _function(Host.render_all)
 catalogs = _function(Host.catalogs)
+completions = _function(Host.completions)
 build_standin_image = _function(Host.build_standin_image)
 compare_bench = _function(Host.compare_bench)
 export_registry = _function(Host.export_registry)

@@ -33,10 +33,7 @@ COMMANDS_MAY_IMPORT = (
 )
 VIEWS_MAY_NOT_IMPORT = ("servectl.host", "servectl.api")
 #: module -> why it may import more (keep this short: a new entry needs a reason a reviewer accepts).
-EXCEPTIONS = {
-    "complete.py": "shell completion runs on every Tab press: it lists names (profiles, check ids, flags) "
-    "without building a host",
-}
+EXCEPTIONS: dict[str, str] = {}
 
 
 def _runtime_imports(tree: ast.Module) -> list[tuple[int, str]]:

@@ -470,6 +470,34 @@ def test_show_diff_schema_catalogs_and_the_gateway_file_on_a_fake_host(host: Fak
     assert checked is not None and checked.path == bad and "listen" in " ".join(checked.problems)
 
 
+def test_completions_read_the_host_search_path_and_open_no_adapter(
+    profile_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import servectl.adapters.docker as docker_adapter
+    import servectl.adapters.gpu as gpu_adapter
+
+    def never(**kwargs: Any) -> Any:
+        raise AssertionError("completion opened an adapter")
+
+    monkeypatch.setattr(docker_adapter, "DockerSdkEngine", never)
+    monkeypatch.setattr(gpu_adapter, "NvmlInventory", never)
+    (profile_dir / "mine-a.yaml").write_text("name: [unclosed\n")  # completes by file name, never parsed
+    (profile_dir / "_mine-base.yaml").write_text("name: base\n")  # a base is no runnable profile
+    extra = profile_dir.parent / "extra"
+    extra.mkdir()
+    (extra / "mine-b.yaml").write_text("")
+    environ = {"SERVECTL_PROFILES": str(extra), "SERVECTL_HOME": str(profile_dir.parent / "home")}
+    with Host(environ=environ) as host:
+        assert host.completions(of="profile", incomplete="mine") == ["mine-a", "mine-b"]  # the host's environ
+        assert host.completions(of="check", incomplete="gpu.v") == ["gpu.vram_reserve"]
+        assert host.completions(of="flag", incomplete="--speculative-num-s") == ["speculative-num-steps"]
+        assert host.completions(of="flag", incomplete="speculative-num-s") == ["speculative-num-steps"]
+        catalogs = host.completions(of="catalog", incomplete="")
+        assert catalogs[0].startswith("sglang-") and "mine-b" in catalogs and "demo" in catalogs
+        assert host.completions(of="catalog", incomplete="sglang") == [c for c in catalogs if c.startswith("sglang")]
+    assert servectl.completions(of="profile", incomplete="mine") == ["mine-a"]  # os.environ: no SERVECTL_PROFILES
+
+
 def test_render_all_build_standin_and_compare_bench_on_a_fake_host(
     host: FakeHost, profile_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from servectl.host.base import HostBase
 
@@ -20,6 +20,11 @@ if TYPE_CHECKING:
     from servectl.render.files import RenderedFile, RenderSet
     from servectl.service.adopt import AdoptResult, DockerDocuments
     from servectl.service.catalog import ExtractedCatalog, InImageValidation
+
+
+Completable = Literal["profile", "check", "catalog", "flag"]
+"""What :meth:`ProfileCommands.completions` completes: a profile name, a preflight check id (``--force``), a
+flag catalog or profile (``catalog NAME``), a flag of the shipped catalogs (``catalog --grep``)."""
 
 
 @dataclass(frozen=True)
@@ -112,6 +117,36 @@ class ProfileCommands(HostBase):
         from servectl.plan.inventory import list_profiles
 
         return list_profiles()
+
+    def completions(self, *, of: Completable, incomplete: str = "") -> list[str]:
+        """Shell completion: the candidates ``of`` one kind that start with what the user typed so far.
+
+        ``profile``: runnable profiles on the search path (bases, ``_`` names, left out); ``check``: preflight
+        check ids; ``catalog``: shipped flag catalogs, then profiles; ``flag``: flag names of every shipped
+        catalog without their dashes (a shell reads a word starting with ``--`` as an option of its own), so
+        ``--speculative-n`` and ``speculative-n`` both complete ``speculative-num-steps``. Runs on every Tab
+        press: reads files only, opens no adapter, and a profile folder it cannot read completes nothing.
+        """
+        if of == "check":
+            from servectl.preflight.checks import CHECK_IDS
+
+            return [check_id for check_id in CHECK_IDS if check_id.startswith(incomplete)]
+        if of == "profile":
+            return _profile_names(self.environ, incomplete)
+        from servectl.profile.catalog import FlagCatalog
+
+        if of == "catalog":
+            shipped = sorted(name for name in FlagCatalog.available() if name.startswith(incomplete))
+            return shipped + _profile_names(self.environ, incomplete)
+        typed = incomplete.lstrip("-")
+        flags = {
+            flag[2:]
+            for name in FlagCatalog.available()
+            for option in FlagCatalog.load(name).options
+            for flag in option.flags
+            if flag[2:].startswith(typed)
+        }
+        return sorted(flags)
 
     def show(self, *, name: str) -> ShownProfile:
         """Profile ``name`` resolved (after ``extends``), with the files it came from and its evidence lines.
@@ -372,3 +407,13 @@ class ProfileCommands(HostBase):
         from servectl.service.adopted import diff_container
 
         return diff_container(profile=name, container=container, docker=self.docker)
+
+
+def _profile_names(environ: Mapping[str, str], incomplete: str) -> list[str]:
+    from servectl.profile.loader import discover, search_path
+
+    try:
+        files = discover(search_path(environ=environ))
+    except OSError:
+        return []
+    return sorted(name for name, file in files.items() if not file.is_base and name.startswith(incomplete))
