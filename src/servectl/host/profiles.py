@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
@@ -127,26 +127,16 @@ class ProfileCommands(HostBase):
         ``--speculative-n`` and ``speculative-n`` both complete ``speculative-num-steps``. Runs on every Tab
         press: reads files only, opens no adapter, and a profile folder it cannot read completes nothing.
         """
+        from servectl.profile import completion
+
         if of == "check":
             from servectl.preflight.checks import CHECK_IDS
 
             return [check_id for check_id in CHECK_IDS if check_id.startswith(incomplete)]
-        if of == "profile":
-            return _profile_names(self.environ, incomplete)
-        from servectl.profile.catalog import FlagCatalog
-
-        if of == "catalog":
-            shipped = sorted(name for name in FlagCatalog.available() if name.startswith(incomplete))
-            return shipped + _profile_names(self.environ, incomplete)
-        typed = incomplete.lstrip("-")
-        flags = {
-            flag[2:]
-            for name in FlagCatalog.available()
-            for option in FlagCatalog.load(name).options
-            for flag in option.flags
-            if flag[2:].startswith(typed)
-        }
-        return sorted(flags)
+        if of == "flag":
+            return completion.flag_names(incomplete)
+        profiles = completion.profile_names(incomplete, environ=self.environ)
+        return profiles if of == "profile" else completion.catalog_names(incomplete) + profiles
 
     def show(self, *, name: str) -> ShownProfile:
         """Profile ``name`` resolved (after ``extends``), with the files it came from and its evidence lines.
@@ -407,13 +397,3 @@ class ProfileCommands(HostBase):
         from servectl.service.adopted import diff_container
 
         return diff_container(profile=name, container=container, docker=self.docker)
-
-
-def _profile_names(environ: Mapping[str, str], incomplete: str) -> list[str]:
-    from servectl.profile.loader import discover, search_path
-
-    try:
-        files = discover(search_path(environ=environ))
-    except OSError:
-        return []
-    return sorted(name for name, file in files.items() if not file.is_base and name.startswith(incomplete))
