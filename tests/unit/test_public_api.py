@@ -601,3 +601,43 @@ def test_the_other_module_functions_are_derived_from_their_method_signature_and_
         assert inspect.getdoc(host_method) in (function.__doc__ or ""), function_name  # help(servectl.up) shows it
     for method in GENERATORS:  # the host stays open while the lines are read
         assert inspect.isgeneratorfunction(getattr(servectl, method)), method
+
+
+def test_every_profile_lookup_of_a_host_reads_the_hosts_search_path(profile_dir: Path, tmp_path: Path) -> None:
+    # a profile (and its base) in a folder only the host's environ names: os.environ has no SERVECTL_PROFILES
+    # (the fixture removes it), so a method that looked profiles up on os.environ's search path would not find it
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    shipped = (Path(servectl.__file__).parent / "data" / "profiles" / "demo.yaml").read_text()
+    (extra / "_onlybase.yaml").write_text(shipped.replace("name: demo\n", "name: _onlybase\n", 1))
+    (extra / "onlyhere.yaml").write_text("extends: _onlybase\nname: onlyhere\n")
+    environ = {**os.environ, "SERVECTL_PROFILES": str(extra)}
+    assert "SERVECTL_PROFILES" not in os.environ
+    with FakeHost(state_dir=tmp_path / "state", environ=environ) as host:
+        assert [row.name for row in host.profiles() if row.name == "onlyhere"] == ["onlyhere"]
+        assert host.load_profile(name="onlyhere").chain[1].name == "_onlybase.yaml"  # its base, from there too
+        assert host.show(name="onlyhere").data["name"] == "onlyhere"
+        [checked] = host.validate(names=["onlyhere"])
+        assert checked.error is None
+        assert "onlyhere" in [v.name for v in host.validate()]
+        assert host.compile_plan(name="onlyhere").profile == "onlyhere"
+        assert "onlyhere" in host.dry_run(name="onlyhere").script
+        assert "onlyhere" in host.render(name="onlyhere", to="compose", out="-").text
+        assert host.flag_catalog(name="onlyhere").options
+        assert host.diff_profiles(a="onlyhere", b="demo").changes
+        assert host.completions(of="profile", incomplete="only") == ["onlyhere"]
+        assert host.down(name="onlyhere").stopped == ()  # a known profile that runs nothing: no UsageError
+        assert "onlyhere" in [c.profile for c in host.rollback_check()]  # its `rollback:`, found on that path
+        empty = tmp_path / "no-evidence"
+        empty.mkdir()
+        refusals = []  # each finds the profile, then refuses for what it lacks (not "profile not found")
+        for call in (
+            lambda: host.promote(name="onlyhere", evidence_dir=empty),
+            lambda: host.write_report(name="onlyhere", evidence_dir=empty),
+            lambda: host.export_registry(name="onlyhere"),
+        ):
+            with pytest.raises(servectl.errors.ServectlError) as refused:
+                call()
+            refusals.append(str(refused.value))
+        assert refusals and not [r for r in refusals if "not found in" in r], refusals
+        assert "not promoted" in refusals[2]

@@ -14,16 +14,17 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from servectl.adapters.state import atomic_write_text
 from servectl.errors import ProfileError, UsageError
 from servectl.files import FileRefused, read_text_bounded
-from servectl.plan.resolve import plan_for
+from servectl.plan.resolve import resolve
 from servectl.profile.evidence import EVIDENCE_SCHEMA, EvidencePoint, EvidenceRecord, GateCount, load_record
-from servectl.profile.loader import MAX_PROFILE_BYTES, LoadedProfile
-from servectl.profile.validate import load_profile
+from servectl.profile.loader import MAX_PROFILE_BYTES, LoadedProfile, search_path
+from servectl.profile.validate import load_profile_file
 
 SUMMARY_FILE = "summary.json"
 
@@ -178,13 +179,21 @@ def build_record(
     )
 
 
-def promote(*, name: str, evidence_dir: Path, qualification_dir: Path | None = None) -> EvidenceRecord:
+def promote(
+    *,
+    name: str,
+    evidence_dir: Path,
+    qualification_dir: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> EvidenceRecord:
     """Promote profile ``name`` on the bench results in ``evidence_dir`` and its qualification evidence.
 
     Args:
         name: The profile.
         evidence_dir: The ``--out`` folder of `servectl bench`.
         qualification_dir: The ``--out`` folder of `servectl qualify` (default: ``evidence_dir``).
+        environ: The environment (default ``os.environ``): the search path, and the state folder the plan
+            hash is compiled with (:func:`servectl.plan.resolve.resolve`).
 
     ``evidence_dir`` may also be a finding folder (`servectl report --out`): it is recounted in full
     (`servectl claims verify`) and its copies of the bench and qualify artifacts are the evidence. A run
@@ -198,8 +207,8 @@ def promote(*, name: str, evidence_dir: Path, qualification_dir: Path | None = N
     from servectl.bench.finding.verify import recount_for_promotion
     from servectl.bench.qualify.evidence import read_evidence
 
-    loaded = load_profile(name)
-    plan_hash = plan_for(loaded).plan_hash
+    resolved = resolve(name, environ=environ)
+    loaded, plan_hash = resolved.loaded, resolved.plan.plan_hash
     evidence_dir, qualification_dir, problems = recount_for_promotion(evidence_dir, qualification_dir)
     summary = read_summary(evidence_dir)
     qualification = read_evidence(qualification_dir)
@@ -218,7 +227,7 @@ def promote(*, name: str, evidence_dir: Path, qualification_dir: Path | None = N
     _atomic_write(record_path, record.to_json())
     try:
         _atomic_write(loaded.file.path, edited)
-        load_profile(name)  # the edited file must still be a valid profile
+        load_profile_file(loaded.file, folders=search_path(environ=environ))  # the edited file must still be valid
     except Exception:
         _atomic_write(loaded.file.path, original)
         record_path.unlink(missing_ok=True)

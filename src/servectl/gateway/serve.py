@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from servectl.gateway.dashboard import DashboardSources
     from servectl.gateway.proxy import Gateway
     from servectl.gateway.reload import ConfigWatcher
+    from servectl.profile.loader import ProfileFolder
 
 log = logging.getLogger("servectl.gateway")
 
@@ -92,11 +93,11 @@ def fixed_upstreams(endpoints: Mapping[str, Endpoint]) -> Callable[[], list[Upst
     return listing
 
 
-def profile_names() -> list[str]:
-    """The runnable profiles on the search path (no templates, no ``_`` bases)."""
+def profile_names(folders: Sequence[ProfileFolder] | None = None) -> list[str]:
+    """The runnable profiles on ``folders`` (default: the usual search path; no templates, no ``_`` bases)."""
     from servectl.profile.loader import discover, is_template_file
 
-    return [name for name, file in discover().items() if not file.is_base and not is_template_file(file.path)]
+    return [name for name, file in discover(folders).items() if not file.is_base and not is_template_file(file.path)]
 
 
 def run_gateway(
@@ -253,6 +254,9 @@ def run_from_file(
     from servectl.paths import state_dir
     from servectl.profile.loader import search_path
 
+    def names() -> list[str]:  # the profiles on this environment's search path, as the watcher's folders
+        return profile_names(search_path(environ=environ))
+
     def load() -> GatewayConfig:
         loaded = load_gateway_config(config_file, environ=environ)
         if listen is not None:
@@ -265,13 +269,13 @@ def run_from_file(
         config_file=config_file or default_config_file(environ),
         running=config,
         load=load,
-        table_of=lambda c: alias_table(c, profile_names),
+        table_of=lambda c: alias_table(c, names),
         folders=lambda: [f.path for f in search_path(environ=environ)],
     )
     run_gateway(
         config,
         watch=watch,
-        table=alias_table(config, profile_names),
+        table=alias_table(config, names),
         upstreams=fixed_upstreams(config.endpoints)
         if config.endpoints is not None
         else service_upstreams(docker, environ=environ),

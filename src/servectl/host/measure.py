@@ -184,6 +184,7 @@ class MeasureCommands(HostBase):
             overwrite=overwrite,
             recipe_id=recipe_id,
             omit_failed=omit_failed,
+            environ=self.environ,
         )
 
     def _measured(self, name: str | None) -> dict[str, Any]:

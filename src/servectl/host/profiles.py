@@ -90,7 +90,7 @@ class ProfileCommands(HostBase):
         """
         from servectl.profile.validate import load_profile
 
-        return load_profile(name)
+        return load_profile(name, folders=self.ctx.profile_folders)
 
     def compile_plan(self, *, name: str) -> LaunchPlan:
         """The launch plan of profile ``name`` on this host; starts nothing, opens no adapter.
@@ -116,7 +116,7 @@ class ProfileCommands(HostBase):
         (model, TP, context, port, role, the evidence headline), or why it does not load."""
         from servectl.plan.inventory import list_profiles
 
-        return list_profiles()
+        return list_profiles(self.ctx.profile_folders)
 
     def completions(self, *, of: Completable, incomplete: str = "") -> list[str]:
         """Shell completion: the candidates ``of`` one kind that start with what the user typed so far.
@@ -135,7 +135,7 @@ class ProfileCommands(HostBase):
             return [check_id for check_id in CHECK_IDS if check_id.startswith(incomplete)]
         if of == "flag":
             return completion.flag_names(incomplete)
-        profiles = completion.profile_names(incomplete, environ=self.environ)
+        profiles = completion.profile_names(incomplete, folders=self.ctx.profile_folders)
         return profiles if of == "profile" else completion.catalog_names(incomplete) + profiles
 
     def show(self, *, name: str) -> ShownProfile:
@@ -179,7 +179,7 @@ class ProfileCommands(HostBase):
 
         return [
             replace(v, note=profile_catalog_note(v.loaded.profile)) if v.loaded is not None else v
-            for v in validations(list(names) if names else None)
+            for v in validations(list(names) if names else None, folders=self.ctx.profile_folders)
         ]
 
     def render(
@@ -199,14 +199,16 @@ class ProfileCommands(HostBase):
 
         target = parse_target(to)
         if not gateway:
-            return render_profile(name, target=target, out=out)
+            return render_profile(name, target=target, out=out, folders=self.ctx.profile_folders)
         from servectl.gateway.config import load_gateway_config
         from servectl.gateway.image import gateway_image_ref
         from servectl.gateway.render import gateway_extension
 
         config = load_gateway_config(environ=self.environ)
         extend = gateway_extension(config, image=gateway_image or gateway_image_ref())
-        return render_profile(name, target=target, out=out, extend=extend, flag=" --gateway")
+        return render_profile(
+            name, target=target, out=out, folders=self.ctx.profile_folders, extend=extend, flag=" --gateway"
+        )
 
     def render_all(self, *, to: str | None = None) -> RenderSet:
         """Re-render the shipped profiles into a servectl source checkout's ``compose/`` and ``k8s/`` (``to``:
@@ -229,7 +231,12 @@ class ProfileCommands(HostBase):
         """
         from servectl.bench.promote import promote
 
-        return promote(name=name, evidence_dir=evidence_dir, qualification_dir=qualification_dir)
+        return promote(
+            name=name,
+            evidence_dir=evidence_dir,
+            qualification_dir=qualification_dir,
+            environ=self.environ,
+        )
 
     # -- images and catalogs -------------------------------------------------------------------------------
     def validate_in_image(self, *, name: str) -> InImageValidation:
@@ -252,7 +259,7 @@ class ProfileCommands(HostBase):
         """
         from servectl.service.catalog import load_catalog_target
 
-        return load_catalog_target(name)[1]
+        return load_catalog_target(name, folders=self.ctx.profile_folders)[1]
 
     def catalogs(self) -> list[CatalogListing]:
         """The shipped flag catalogs, then those extracted from images (``catalog extract``)."""
@@ -300,7 +307,7 @@ class ProfileCommands(HostBase):
         from servectl.paths import catalog_cache_dir
         from servectl.service.catalog import extract_catalog, image_target
 
-        target = image_target(image)
+        target = image_target(image, folders=self.ctx.profile_folders)
         entrypoint = (python, "-m", "sglang.launch_server") if python else target.entrypoint
         return extract_catalog(
             image=target.image,
@@ -322,8 +329,8 @@ class ProfileCommands(HostBase):
         from servectl.profile.catalog_diff import diff_catalogs, flags_affected
         from servectl.service.catalog import load_catalog_target
 
-        label_a, cat_a = load_catalog_target(a, engine=self.docker)
-        label_b, cat_b = load_catalog_target(b, engine=self.docker)
+        label_a, cat_a = load_catalog_target(a, engine=self.docker, folders=self.ctx.profile_folders)
+        label_b, cat_b = load_catalog_target(b, engine=self.docker, folders=self.ctx.profile_folders)
         changes = diff_catalogs(cat_a, cat_b)
         if name is not None:
             flags = {t.split("=", 1)[0] for t in self._resolve(name).plan.engine_argv if t.startswith("--")}

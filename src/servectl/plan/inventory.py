@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from servectl.errors import Problem, ProfileError, ProfileTemplate, ServectlError, UsageError
 from servectl.plan.resolve import plan_for
 from servectl.profile.evidence import evidence_summary_lines, headline, load_record
-from servectl.profile.loader import LoadedProfile, discover, find_profile
+from servectl.profile.loader import LoadedProfile, ProfileFolder, discover, find_profile
 from servectl.profile.validate import load_profile_file
 
 
@@ -40,14 +41,15 @@ def natural_key(name: str) -> tuple[tuple[int, int | str], ...]:
     return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", name) if part)
 
 
-def list_profiles() -> list[ProfileRow]:
-    """Every runnable profile (bases excluded) with its key settings, or why it does not load."""
+def list_profiles(folders: Sequence[ProfileFolder] | None = None) -> list[ProfileRow]:
+    """Every runnable profile on ``folders`` (default: the usual search path; bases excluded) with its key
+    settings, or why it does not load."""
     rows = []
-    for name, file in sorted(discover().items(), key=lambda item: natural_key(item[0])):
+    for name, file in sorted(discover(folders).items(), key=lambda item: natural_key(item[0])):
         if file.is_base:
             continue
         try:
-            loaded = load_profile_file(file)
+            loaded = load_profile_file(file, folders=folders)
         except ProfileTemplate:
             rows.append(ProfileRow(name, str(file.path), file.origin, status="template"))
             continue
@@ -108,8 +110,11 @@ def _problems(error: ServectlError | None) -> list[dict[str, Any]]:
     ]
 
 
-def validations(names: list[str] | None, *, with_warnings: bool = True) -> list[Validation]:
-    """Validate the named profiles (all runnable ones when None), each file read once; never raises for one.
+def validations(
+    names: list[str] | None, *, with_warnings: bool = True, folders: Sequence[ProfileFolder] | None = None
+) -> list[Validation]:
+    """Validate the named profiles (all runnable ones when None) on ``folders`` (default: the usual search
+    path), each file read once; never raises for one.
 
     ``with_warnings``: also run the warning rules on each valid profile (what SGLang would change silently).
 
@@ -122,11 +127,10 @@ def validations(names: list[str] | None, *, with_warnings: bool = True) -> list[
     from servectl.profile.rules import profile_warnings
 
     if names is None:
-        files = {n: f for n, f in sorted(discover().items(), key=lambda item: natural_key(item[0])) if not f.is_base}
+        found = sorted(discover(folders).items(), key=lambda item: natural_key(item[0]))
+        files = {n: f for n, f in found if not f.is_base}
     else:
-        files = {}
-        for name in names:
-            files[name] = find_profile(name)
+        files = {name: find_profile(name, folders) for name in names}
     results: list[Validation] = []
     for name, file in files.items():
         if file.is_base and names is not None:
@@ -134,7 +138,7 @@ def validations(names: list[str] | None, *, with_warnings: bool = True) -> list[
             results.append(Validation(name, error=UsageError(message)))
             continue
         try:
-            loaded = load_profile_file(file)
+            loaded = load_profile_file(file, folders=folders)
         except ServectlError as err:  # any broken file affects only its own result
             results.append(Validation(name, error=err))
             continue

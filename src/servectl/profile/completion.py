@@ -3,16 +3,18 @@ beyond the catalogs, so a Tab press never waits on validation or prints an error
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Sequence
+
+from servectl.profile.loader import ProfileFolder
 
 
-def profile_names(incomplete: str, *, environ: Mapping[str, str]) -> list[str]:
-    """Runnable profiles on the search path of ``environ`` (bases, ``_`` names, left out) starting with
-    ``incomplete``; none when a profile folder cannot be read."""
-    from servectl.profile.loader import discover, search_path
+def profile_names(incomplete: str, *, folders: Sequence[ProfileFolder]) -> list[str]:
+    """Runnable profiles on ``folders`` (bases, ``_`` names, left out) starting with ``incomplete``; none when a
+    profile folder cannot be read."""
+    from servectl.profile.loader import discover
 
     try:
-        files = discover(search_path(environ=environ))
+        files = discover(folders)
     except OSError:
         return []
     return sorted(name for name, file in files.items() if not file.is_base and name.startswith(incomplete))

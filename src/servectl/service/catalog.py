@@ -31,6 +31,7 @@ from servectl.profile.catalog_store import ImageSource, store_catalog, write_cat
 
 if TYPE_CHECKING:
     from servectl.plan.resolve import Resolved
+    from servectl.profile.loader import ProfileFolder
     from servectl.profile.models import Profile
 
 
@@ -120,8 +121,9 @@ def looks_like_image_ref(name: str) -> bool:
     return any(c in name for c in ":/@")
 
 
-def image_target(name: str) -> ImageTarget:
-    """``name`` as a profile (its image and entrypoint) when such a profile exists, else as an image reference.
+def image_target(name: str, *, folders: Sequence[ProfileFolder] | None = None) -> ImageTarget:
+    """``name`` as a profile on ``folders`` (its image and entrypoint; default: the usual search path) when such
+    a profile exists, else as an image reference.
 
     Raises:
         UsageError: neither a profile nor something that looks like an image reference.
@@ -131,7 +133,7 @@ def image_target(name: str) -> ImageTarget:
 
     if not looks_like_image_ref(name):
         try:
-            profile = read_profile(name).profile
+            profile = read_profile(name, folders=folders).profile
         except UsageError:
             pass
         else:
@@ -141,10 +143,12 @@ def image_target(name: str) -> ImageTarget:
     return ImageTarget(name)
 
 
-def load_catalog_target(name: str, *, engine: DockerEngine | None = None) -> tuple[str, FlagCatalog]:
+def load_catalog_target(
+    name: str, *, engine: DockerEngine | None = None, folders: Sequence[ProfileFolder] | None = None
+) -> tuple[str, FlagCatalog]:
     """A catalog for ``catalog diff``: a catalog spec (shipped name, ``sha256:...``, ``.json`` file), a
-    profile (its catalog), or an image (its extracted catalog; extracted now when there is none yet and
-    ``engine`` is given). Returns ``(label, FlagCatalog)``.
+    profile on ``folders`` (its catalog), or an image (its extracted catalog; extracted now when there is none
+    yet and ``engine`` is given). Returns ``(label, FlagCatalog)``.
 
     Raises:
         UsageError: nothing by that name. ImageProbeError / PreflightFailed: extracting failed.
@@ -157,7 +161,7 @@ def load_catalog_target(name: str, *, engine: DockerEngine | None = None) -> tup
             return name, load_catalog(name).catalog
         except KeyError as err:
             raise UsageError(str(err.args[0])) from None
-    target = image_target(name)
+    target = image_target(name, folders=folders)
     if target.profile is not None:
         from servectl.profile.engine_args import catalog_for
 

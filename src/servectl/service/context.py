@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from servectl.adapters.host import HostProbe
     from servectl.adapters.state import HistoryLog
     from servectl.plan.resolve import Resolved
+    from servectl.profile.loader import ProfileFolder
     from servectl.service.container import ServiceRuntime
 
 #: How long a second servectl process waits for the first one (``SERVECTL_LOCK_TIMEOUT_S`` overrides).
@@ -81,6 +82,7 @@ class Context:
       environment, state folder and scope above;
     * ``resolve``: :func:`servectl.plan.resolve.resolve` in ``environ``;
     * ``state_dir``: ``SERVECTL_HOME`` or the platform's state folder; ``environ``: ``os.environ``;
+    * ``profile_folders``: the profile search path of ``environ``;
     * ``scope``: only containers with these labels are servectl's (tests use a session label);
     * ``clocks``: :class:`Clocks`.
 
@@ -132,6 +134,14 @@ class Context:
     def environ(self) -> Mapping[str, str]:
         """The environment: ``${VAR}`` references, API keys, defaults."""
         return self._environ
+
+    @property
+    def profile_folders(self) -> list[ProfileFolder]:
+        """The profile search path of :attr:`environ` (``./profiles``, ``SERVECTL_PROFILES``, the user's
+        folder, the shipped profiles), read now: every profile lookup of the host goes through it."""
+        from servectl.profile.loader import search_path
+
+        return search_path(environ=self._environ)
 
     @property
     def state_dir(self) -> Path:

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from servectl.adapters.docker import DockerEngine
     from servectl.adapters.gpu import GpuInventory
     from servectl.plan.resolve import Resolved
+    from servectl.profile.loader import ProfileFolder
 
 
 @dataclass(frozen=True)
@@ -162,22 +163,22 @@ def rollback_check(
     """
     check = preflight or profile_preflight(state_dir=ctx.state_dir, host=ctx.probe)
     if names is None:
-        names = _profiles_with_rollback()
+        names = _profiles_with_rollback(ctx.profile_folders)
     running = ctx.runtime.services(probe=False)
     docker, gpus = ctx.docker, ctx.cards
     return [_check_one(n, docker, gpus, check, ctx.resolve, running, path_is_dir) for n in names]
 
 
-def _profiles_with_rollback() -> list[str]:
+def _profiles_with_rollback(folders: Sequence[ProfileFolder]) -> list[str]:
     from servectl.profile.loader import discover
     from servectl.profile.validate import load_profile_file
 
     out = []
-    for name, file in sorted(discover().items()):
+    for name, file in sorted(discover(folders).items()):
         if file.is_base:
             continue
         try:
-            if load_profile_file(file).profile.rollback:
+            if load_profile_file(file, folders=folders).profile.rollback:
                 out.append(name)
         except ServectlError:
             continue  # a profile that does not load says so in `servectl validate`

@@ -61,6 +61,7 @@ from servectl.signals import Interrupt, SignalGuard, signal_name
 if TYPE_CHECKING:
     from servectl.plan.resolve import Resolved
     from servectl.preflight.model import PreflightReport
+    from servectl.profile.loader import ProfileFolder
 
 __all__ = [  # start/stop and their results live in servectl.service.container; re-exported for callers
     "CARDS_POLL_S",
@@ -329,7 +330,7 @@ def down(ctx: Context, *, name: str | None, opts: DownOptions | None = None) -> 
                 f"several services run ({names}): name the one to stop, e.g. servectl down {targets[0].profile}"
             )
         if name is not None and not targets:
-            _require_known_profile(name)
+            _require_known_profile(name, ctx.profile_folders)
             return DownResult(stopped=())
         with GatewayHold(
             state, profiles=[s.profile for s in targets], reason=f"down {name or ', '.join(s.profile for s in targets)}"
@@ -358,10 +359,10 @@ def down(ctx: Context, *, name: str | None, opts: DownOptions | None = None) -> 
     return DownResult(stopped=tuple(results), restored=restored)
 
 
-def _require_known_profile(name: str) -> None:
+def _require_known_profile(name: str, folders: Sequence[ProfileFolder]) -> None:
     from servectl.profile.loader import discover
 
-    if name not in discover():
+    if name not in discover(folders):
         raise UsageError(f"no servectl service and no profile named {name}; servectl status lists the services")
 
 

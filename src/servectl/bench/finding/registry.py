@@ -278,13 +278,15 @@ def _bench_folder(evidence_dir: Path) -> tuple[Path, list[str]]:
     return bench, problems
 
 
-def _promoted(name: str) -> tuple[Any, Any, str]:
-    """The loaded profile, its evidence record and its plan hash now, or a one-line refusal."""
+def _promoted(name: str, environ: Mapping[str, str] | None) -> tuple[Any, Any, str]:
+    """The loaded profile, its evidence record and its plan hash now (on the search path and state folder of
+    ``environ``), or a one-line refusal."""
     from servectl.plan.resolve import plan_for
     from servectl.profile.evidence import load_record
+    from servectl.profile.loader import search_path
     from servectl.profile.validate import load_profile
 
-    loaded = load_profile(name)
+    loaded = load_profile(name, folders=search_path(environ=environ))
     path = loaded.file.path
     status = loaded.profile.status
     if status != "promoted":
@@ -298,7 +300,7 @@ def _promoted(name: str) -> tuple[Any, Any, str]:
             f"{path}: evidence: {loaded.profile.evidence!r} is missing, unreadable or holds no servectl measurement; "
             f"promote the profile again; nothing written"
         )
-    plan_hash = plan_for(loaded).plan_hash
+    plan_hash = plan_for(loaded, environ=environ).plan_hash
     if record.plan_hash != plan_hash:
         raise UsageError(
             f"{path}: evidence: promoted on plan {record.plan_hash}, but {name} compiles to {plan_hash} now; "
@@ -334,6 +336,7 @@ def export_registry(
     overwrite: bool = False,
     recipe_id: str | None = None,
     omit_failed: bool = False,
+    environ: Mapping[str, str] | None = None,
 ) -> RegistryExport:
     """Build the ``local-ai-registry/v1`` speed sweep of promoted profile ``name``, validate it, write it.
 
@@ -345,6 +348,7 @@ def export_registry(
         recipe_id: the registry recipe the sweep belongs to (default: the profile's name, which
             ``adopt --recipe`` takes from the recipe id).
         omit_failed: leave out points with failed requests instead of refusing the export.
+        environ: the environment (default ``os.environ``): the search path and the state folder of the plan hash.
 
     Raises:
         UsageError: the profile is not promoted or changed since; the evidence is missing, changed since it was
@@ -353,7 +357,7 @@ def export_registry(
     """
     from servectl.version import __version__
 
-    loaded, record, plan_hash = _promoted(name)
+    loaded, record, plan_hash = _promoted(name, environ)
     if out is not None and out.exists() and not overwrite:
         raise UsageError(f"report --out {out}: the file exists; pass --force to replace it, or pick another file")
     bench, problems = _bench_folder(evidence_dir if evidence_dir is not None else Path(record.source_dir))

@@ -78,12 +78,12 @@ def _check_sources(evidence_dir: Path, qualification_dir: Path | None) -> None:
         raise UsageError("\n".join(f"report: {p}; measure again rather than edit evidence" for p in problems))
 
 
-def _check_provenance(loaded: Any, files: Mapping[str, Path]) -> None:
+def _check_provenance(loaded: Any, files: Mapping[str, Path], environ: Mapping[str, str]) -> None:
     """Refuse evidence of another profile, or of this profile before it changed: the finding's facts come
     from the profile as it is now and would not describe what was measured."""
     from servectl.plan.resolve import plan_for
 
-    plan_hash = plan_for(loaded).plan_hash
+    plan_hash = plan_for(loaded, environ=environ).plan_hash
     problems = []
     for rel in ("bench/summary.json", "qualify/qualify.json"):
         if rel not in files:
@@ -257,15 +257,16 @@ def write_report(
             profile or plan, an output folder
             that is not a finding, a file or bundle over its size limit, or something private that survived.
     """
+    from servectl.profile.loader import search_path
     from servectl.profile.validate import load_profile
 
     env = os.environ if environ is None else environ
-    loaded = load_profile(name)
+    loaded = load_profile(name, folders=search_path(environ=env))
     if qualification_dir is None and (evidence_dir / "qualify.json").is_file():
         qualification_dir = evidence_dir
     files = _source_files(evidence_dir, qualification_dir)
     _check_sources(evidence_dir, qualification_dir)
-    _check_provenance(loaded, files)
+    _check_provenance(loaded, files, env)
     out = out_dir or default_out(name, env)
     edition, old = _edition(out)
     prefix = f"artifacts/e{edition}"
