@@ -340,6 +340,33 @@ def test_a_template_is_replaced_without_force_and_kept(tmp_path: Path) -> None:
     assert load_profile("glm53-exl3-524k", folders=[ProfileFolder(folder, "x")]).profile.adopted is not None
 
 
+def test_the_adopted_services_are_looked_up_on_the_runtimes_search_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # an adopted profile in a folder only the runtime's environ names: status lists its container as adopted
+    from servectl.service.adopt import AdoptOptions, adopt
+    from servectl.service.adopted import adopted_profiles
+    from servectl.service.container import DockerRuntime
+    from servectl.testing.docker import FakeDockerEngine
+
+    monkeypatch.delenv("SERVECTL_PROFILES", raising=False)
+    monkeypatch.chdir(tmp_path)
+    data = hand_started()
+    (tmp_path / "elsewhere").mkdir()
+    write_and_load(tmp_path / "elsewhere", data, image_inspect(), name="hand")
+    environ = {"HOME": "/home/u", "SERVECTL_PROFILES": str(tmp_path / "elsewhere" / "profiles")}
+    assert [r.name for r in adopted_profiles(environ)] == ["hand"]
+    assert "hand" not in [r.name for r in adopted_profiles()]  # os.environ's search path does not have it
+    engine = FakeDockerEngine()
+    engine.documents[data["Id"]] = data
+    engine.image_documents[data["Image"]] = image_inspect()
+    listed = DockerRuntime(docker=engine, environ=environ, state_dir=tmp_path / "state").services(probe=False)
+    assert [(s.profile, s.adopted) for s in listed] == [("hand", True)]
+    docs = FakeDocuments({"sglang-hand": data}, {data["Image"]: image_inspect()})
+    with pytest.raises(AdoptError, match="profile hand already exists"):  # the name is taken on that path too
+        adopt(docker=docs, container="sglang-hand", name="hand", opts=AdoptOptions(dry_run=True, environ=environ))
+
+
 GPU_RESERVATION = {"driver": "nvidia", "device_ids": ["0", "1"], "capabilities": ["gpu"]}
 
 

@@ -125,7 +125,7 @@ def adopt(
     folders, environ, dry_run, force = opts.folders, opts.environ, opts.dry_run, opts.force
     compose_config = opts.compose_config
     env = os.environ if environ is None else environ
-    path_folders = search_path() if folders is None else folders
+    path_folders = search_path(environ=env) if folders is None else folders
     if out is not None:
         stem = out.name.removesuffix(".yaml")
         if not out.name.endswith(".yaml"):

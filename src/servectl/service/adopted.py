@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from servectl.errors import ServectlError, UsageError
 from servectl.files import FileRefused, read_bounded
 from servectl.plan.labels import LABEL_MANAGED
-from servectl.profile.loader import MAX_PROFILE_BYTES, ProfileFolder, discover
+from servectl.profile.loader import MAX_PROFILE_BYTES, discover, search_path
 
 if TYPE_CHECKING:
     from servectl.adapters.docker import DockerEngine
@@ -38,11 +38,13 @@ class AdoptedMatch:
     document: Mapping[str, Any]  # its docker inspect
 
 
-def adopted_profiles(folders: Sequence[ProfileFolder] | None = None) -> list[Resolved]:
-    """The profiles on the search path that ``servectl adopt`` wrote (an ``adopted:`` key), resolved.
+def adopted_profiles(environ: Mapping[str, str] | None = None) -> list[Resolved]:
+    """The profiles on the search path of ``environ`` (default ``os.environ``) that ``servectl adopt`` wrote (an
+    ``adopted:`` key), resolved in that environment.
 
     Profiles that no longer load are left out (``servectl validate`` reports them).
     """
+    folders = search_path(environ=environ)
     out: list[Resolved] = []
     for _, file in sorted(discover(folders).items()):
         if file.is_base:
@@ -59,7 +61,7 @@ def adopted_profiles(folders: Sequence[ProfileFolder] | None = None) -> list[Res
         try:
             loaded = load_profile_file(file, folders=folders)
             if loaded.profile.adopted is not None:
-                out.append(Resolved(loaded=loaded, plan=plan_for(loaded)))
+                out.append(Resolved(loaded=loaded, plan=plan_for(loaded, environ=environ)))
         except ServectlError:
             continue
     return out

@@ -21,7 +21,7 @@ from servectl.errors import ServectlError, StartupFailed
 from servectl.paths import state_dir as default_state_dir
 from servectl.service.host_files import discard_key_file, read_api_key, remove_key_file, write_plan_files
 from servectl.service.image import ImageBuilder, ensure_image
-from servectl.service.services import ServiceInfo, service_from_container, services
+from servectl.service.services import ServiceInfo, adopted_in, service_from_container, services
 from servectl.signals import critical
 
 if TYPE_CHECKING:
@@ -308,6 +308,7 @@ class DockerRuntime:
             plan_hash_of=plan_hash_of,
             state_dir=self.state_dir,
             scope=self.scope,
+            adopted=lambda: adopted_in(self.environ),
         )
 
     def start(self, *, resolved: Resolved, on_phase: Callable[[Progress], None] | None = None) -> StartResult:

@@ -230,10 +230,11 @@ def on_standby(service: ServiceInfo, record: StandbyRecord) -> ServiceInfo:
     )
 
 
-def _adopted_profiles() -> Sequence[Resolved]:
+def adopted_in(environ: Mapping[str, str] | None = None) -> Sequence[Resolved]:
+    """The adopted profiles of ``environ``'s search path (see :func:`servectl.service.adopted.adopted_profiles`)."""
     from servectl.service.adopted import adopted_profiles
 
-    return adopted_profiles()
+    return adopted_profiles(environ)
 
 
 def current_plan_hash(profile: str, *, environ: Mapping[str, str] | None = None) -> str | None:
@@ -285,7 +286,7 @@ def services(
     state_dir: Path | None = None,
     scope: Mapping[str, str] | None = None,
     clock: Callable[[], float] = time.time,
-    adopted: Callable[[], Sequence[Resolved]] | None = _adopted_profiles,
+    adopted: Callable[[], Sequence[Resolved]] | None = adopted_in,
 ) -> list[ServiceInfo]:
     """Every servectl service, derived from labelled containers (Docker is the source of truth).
 
