@@ -238,3 +238,32 @@ def test_promotion_needs_the_suite_the_profile_names(evidence: Callable[..., Pat
     folder = evidence()  # the plan does not depend on the suite: same evidence, other suite
     with pytest.raises(ProfileError, match=r"qualification ran suite 'default' .* not the profile's suite 'vision'"):
         promote(name="q", evidence_dir=folder)
+
+
+def test_a_hosts_promote_and_its_listings_compile_the_plan_in_the_hosts_environment(
+    tmp_path: Path, write_profile: Callable[[str, str], Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # ${MODELS} is set in the host's environ only: compiled in the process's environment the plan fails
+    from servectl.host import Host
+
+    write_profile("q", PROFILE.replace("path: /models/m", 'path: "${MODELS}/m"'))
+    monkeypatch.delenv("MODELS", raising=False)
+    environ = {**__import__("os").environ, "MODELS": "/host"}
+    with pytest.raises(ProfileError, match="MODELS"):
+        plan_for(load_profile("q"))
+    plan_hash = plan_for(load_profile("q"), environ=environ).plan_hash
+    folder = tmp_path / "ev"
+    folder.mkdir()
+    (folder / "summary.json").write_text(json.dumps(summary(plan_hash)))
+    (folder / "qualify.json").write_text(json.dumps(qualification(plan_hash)))
+    write_manifest(folder, run=RunEntry("bench", "r1", {}), written=list(folder.iterdir()))
+    with Host(environ=environ) as host:
+        host.promote(name="q", evidence_dir=folder)
+        [row] = [r for r in host.profiles() if r.name == "q"]
+        assert row.headline is not None and "stale" not in row.headline  # the plan in the host's env is unchanged
+        assert not [line for line in host.show(name="q").evidence() if "STALE" in line]
+        path = tmp_path / "profiles" / "q.yaml"
+        path.write_text(path.read_text() + "engine: {context_length: 8192}\n")  # the plan changes
+        [row] = [r for r in host.profiles() if r.name == "q"]
+        assert (row.headline or "").endswith("[stale: plan changed]")  # compared with the plan in the host's env
+        assert host.show(name="q").evidence()[-1].startswith("#   STALE")

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
@@ -34,6 +34,8 @@ class ShownProfile:
 
     loaded: LoadedProfile
     data: dict[str, Any]
+    #: the environment its plan is compiled in to tell stale evidence (default ``os.environ``)
+    environ: Mapping[str, str] | None = field(default=None, repr=False, compare=False)
 
     @property
     def name(self) -> str:
@@ -47,7 +49,7 @@ class ShownProfile:
         """The lines about the profile's evidence, marked stale when its plan changed (none when it has none)."""
         from servectl.plan.inventory import evidence_lines
 
-        return evidence_lines(self.loaded)
+        return evidence_lines(self.loaded, self.environ)
 
 
 @dataclass(frozen=True)
@@ -116,7 +118,7 @@ class ProfileCommands(HostBase):
         (model, TP, context, port, role, the evidence headline), or why it does not load."""
         from servectl.plan.inventory import list_profiles
 
-        return list_profiles(self.ctx.profile_folders)
+        return list_profiles(self.environ)
 
     def completions(self, *, of: Completable, incomplete: str = "") -> list[str]:
         """Shell completion: the candidates ``of`` one kind that start with what the user typed so far.
@@ -145,7 +147,8 @@ class ProfileCommands(HostBase):
             UsageError: no such profile. ProfileError: every problem, one line each, with file and line.
         """
         loaded = self.load_profile(name=name)
-        return ShownProfile(loaded=loaded, data=loaded.profile.model_dump(mode="json", exclude_none=True))
+        data = loaded.profile.model_dump(mode="json", exclude_none=True)
+        return ShownProfile(loaded=loaded, data=data, environ=self.environ)
 
     def diff_profiles(self, *, a: str, b: str) -> ProfileDiff:
         """What differs between the launch plans of profiles ``a`` and ``b``; starts nothing, opens no adapter.

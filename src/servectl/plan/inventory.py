@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from servectl.errors import Problem, ProfileError, ProfileTemplate, ServectlError, UsageError
 from servectl.plan.resolve import plan_for
 from servectl.profile.evidence import evidence_summary_lines, headline, load_record
-from servectl.profile.loader import LoadedProfile, ProfileFolder, discover, find_profile
+from servectl.profile.loader import LoadedProfile, ProfileFolder, discover, find_profile, search_path
 from servectl.profile.validate import load_profile_file
 
 
@@ -41,9 +41,10 @@ def natural_key(name: str) -> tuple[tuple[int, int | str], ...]:
     return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", name) if part)
 
 
-def list_profiles(folders: Sequence[ProfileFolder] | None = None) -> list[ProfileRow]:
-    """Every runnable profile on ``folders`` (default: the usual search path; bases excluded) with its key
-    settings, or why it does not load."""
+def list_profiles(environ: Mapping[str, str] | None = None) -> list[ProfileRow]:
+    """Every runnable profile on the search path of ``environ`` (default ``os.environ``; bases excluded) with its
+    key settings, or why it does not load; its evidence headline compares plans compiled in that environment."""
+    folders = search_path(environ=environ)
     rows = []
     for name, file in sorted(discover(folders).items(), key=lambda item: natural_key(item[0])):
         if file.is_base:
@@ -72,7 +73,7 @@ def list_profiles(folders: Sequence[ProfileFolder] | None = None) -> list[Profil
                 context=p.engine.context_length,
                 port=p.serve.port,
                 role=p.serve.role,
-                headline=evidence_headline(loaded),
+                headline=evidence_headline(loaded, environ),
             )
         )
     return rows
@@ -152,23 +153,25 @@ def validate_profiles(names: list[str] | None) -> dict[str, ServectlError | None
     return {v.name: v.error for v in validations(names, with_warnings=False)}
 
 
-def evidence_headline(loaded: LoadedProfile) -> str | None:
-    """The profile's evidence headline, marked stale when its plan changed since the measurement."""
+def evidence_headline(loaded: LoadedProfile, environ: Mapping[str, str] | None = None) -> str | None:
+    """The profile's evidence headline, marked stale when its plan (compiled in ``environ``, default
+    ``os.environ``) changed since the measurement."""
     record = load_record(loaded)
     if record is None:
         return None
-    return headline(record, current_plan_hash=_current_plan_hash(loaded))
+    return headline(record, current_plan_hash=_current_plan_hash(loaded, environ))
 
 
-def evidence_lines(loaded: LoadedProfile) -> list[str]:
-    """The lines `servectl show` prints about the profile's evidence (none when it has none)."""
+def evidence_lines(loaded: LoadedProfile, environ: Mapping[str, str] | None = None) -> list[str]:
+    """The lines `servectl show` prints about the profile's evidence (none when it has none); stale as in
+    :func:`evidence_headline`."""
     if not loaded.profile.evidence:
         return []
-    return evidence_summary_lines(loaded, current_plan_hash=_current_plan_hash(loaded))
+    return evidence_summary_lines(loaded, current_plan_hash=_current_plan_hash(loaded, environ))
 
 
-def _current_plan_hash(loaded: LoadedProfile) -> str | None:
+def _current_plan_hash(loaded: LoadedProfile, environ: Mapping[str, str] | None) -> str | None:
     try:
-        return plan_for(loaded).plan_hash
+        return plan_for(loaded, environ=environ).plan_hash
     except ProfileError:
         return None
