@@ -2,7 +2,7 @@
 
 Layers, lowest first (a module may import its own layer and any layer below it)::
 
-    base (errors, paths, redact, lazy, signals, files, version) < profile < plan < render < adapters < preflight
+    base (errors, paths, redact, lazy, signals, files, yaml_text, version) < profile < plan < render < adapters < preflight
     < service < gateway < bench < host < api < cli
 
 The CLI imports no adapter: ``servectl.host.Host`` builds the real ones for it. Outside the chain:
@@ -40,7 +40,7 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 
 #: Layer of each top-level part of the package, lowest first.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "paths", "redact", "lazy", "signals", "files", "version"),
+    ("errors", "paths", "redact", "lazy", "signals", "files", "yaml_text", "version"),
     ("profile",),
     ("plan",),
     ("render",),
