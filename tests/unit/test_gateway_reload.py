@@ -58,7 +58,7 @@ def test_an_edit_of_the_file_is_picked_up_and_a_bad_one_refused_in_one_line(
         file.write_text("aliases: {chat: demo}\nlimts: {}\n")
         assert watch.check() is None
         assert watch.check() is None  # the same bad file: said once
-    assert watch.error == (f"{file}:2: limts: unknown key; did you mean 'limits'?; the running configuration is "
+    assert watch.error == (f"{file}:2: an unknown key; did you mean 'limits'?; the running configuration is "
                            "kept (fix the file: servectl validate)")  # fmt: skip
     assert [r.getMessage() for r in caplog.records] == [f"configuration edit refused: {watch.error}"]
     assert watch.running.aliases == {"chat": ["demo"], "small": ["demo"]}  # still the last good one
@@ -75,7 +75,7 @@ def test_a_file_removed_or_unreadable_keeps_the_running_configuration(tmp_path: 
     file.write_text("aliases: {chat: demo}\n")
     watch = _watcher(file, folder)
     file.unlink()
-    assert watch.check() is None and watch.error is not None and "no such gateway file" in watch.error
+    assert watch.check() is None and watch.error is not None and "the gateway file is gone" in watch.error
     file.mkdir()
     assert watch.check() is None and watch.error is not None and "\n" not in watch.error
 
@@ -127,3 +127,79 @@ def test_a_running_gateway_serves_a_new_alias_without_a_restart_and_reports_a_ba
         live = gateway_status(tmp_path)
         assert live is not None and str(file) in live["config"]["error"] and "\n" not in live["config"]["error"]
         assert models() == ["chat", "small"]  # the running configuration kept
+
+
+SECRET_LINES = "root:$6$saltsalt$c2VjcmV0aGFzaA:19000:0:99999:7:::\nOPENAI_API_KEY: sk-leakleakleakleakleak\n"
+
+
+def _checked_within(watch: ConfigWatcher, timeout_s: float = 5.0) -> object:
+    """``watch.check()`` in a thread: a reader blocked on a FIFO must not hold the test (or the gateway)."""
+    import concurrent.futures
+
+    pool = concurrent.futures.ThreadPoolExecutor(1)
+    try:
+        return pool.submit(watch.check).result(timeout=timeout_s)
+    finally:
+        pool.shutdown(wait=False)
+
+
+def test_a_file_replaced_by_a_link_to_a_secret_is_refused_without_quoting_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    file, folder = tmp_path / "gateway.yaml", tmp_path / "profiles"
+    folder.mkdir()
+    file.write_text("aliases: {chat: demo}\n")
+    watch = _watcher(file, folder)
+    (tmp_path / "shadow").write_text(SECRET_LINES)
+    file.unlink()
+    file.symlink_to(tmp_path / "shadow")
+    with caplog.at_level(logging.WARNING, logger="servectl.gateway"):
+        assert watch.check() is None
+    assert watch.error is not None and watch.error.startswith(f"{file}:1: an unknown key;")
+    for shown in (watch.error, caplog.text):
+        assert "saltsalt" not in shown and "sk-leak" not in shown and "OPENAI" not in shown and "99999" not in shown
+    assert watch.running.aliases == {"chat": ["demo"]}
+
+
+@pytest.mark.parametrize("damage", ["deleted", "dangling link", "link loop", "fifo", "dev-zero", "folder"])
+def test_a_gateway_file_that_is_gone_or_no_regular_file_keeps_the_last_good_configuration(
+    tmp_path: Path, damage: str
+) -> None:
+    file, folder = tmp_path / "gateway.yaml", tmp_path / "profiles"
+    folder.mkdir()
+    (folder / "demo.yaml").write_text("name: demo\n")
+    (folder / "other.yaml").write_text("name: other\n")
+    file.write_text("aliases: {chat: demo}\n")
+    watch = _watcher(file, folder)
+    file.unlink()
+    if damage == "dangling link":
+        file.symlink_to(tmp_path / "nowhere.yaml")
+    elif damage == "link loop":
+        file.symlink_to(file)
+    elif damage == "fifo":
+        os.mkfifo(file)
+    elif damage == "dev-zero":
+        file.symlink_to("/dev/zero")
+    elif damage == "folder":
+        file.mkdir()
+    assert _checked_within(watch) is None  # nothing to serve: not the defaults (every profile an alias)
+    said = {
+        "deleted": "the gateway file is gone (deleted or moved); the running configuration is kept",
+        "dangling link": "cannot read: No such file or directory",
+        "link loop": "is a symbolic link loop",
+        "fifo": "is a FIFO (named pipe), not a regular file",
+        "dev-zero": "is a character device, not a regular file",
+        "folder": "is a folder, not a regular file",
+    }[damage]
+    assert watch.error is not None and watch.error.startswith(f"{file}") and said in watch.error, watch.error
+    assert watch.running.aliases == {"chat": ["demo"]}
+    (folder / "third.yaml").write_text("name: third\n")  # a later change of the folders does not undo it
+    assert _checked_within(watch) is None and watch.error is not None
+    if file.is_dir() and not file.is_symlink():
+        file.rmdir()
+    elif os.path.lexists(file):
+        file.unlink()
+    file.write_text("aliases: {chat: demo, small: other}\n")  # a good file again is served
+    reloaded = _checked_within(watch)
+    assert reloaded is not None and watch.error is None
+    assert watch.running.aliases == {"chat": ["demo"], "small": ["other"]}

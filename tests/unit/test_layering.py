@@ -2,8 +2,8 @@
 
 Layers, lowest first (a module may import its own layer and any layer below it)::
 
-    base (errors, paths, redact, lazy, signals, files, yaml_text, version) < profile < plan < render < adapters < preflight
-    < service < gateway < bench < host < api < cli
+    base (errors, paths, redact, lazy, signals, files, yaml_text, version) < profile < plan < render < adapters
+    < preflight < service < gateway < bench < host < api < cli
 
 The CLI imports no adapter: ``servectl.host.Host`` builds the real ones for it. Outside the chain:
 ``servectl.testing`` (the fakes) may import anything and only tests import it; ``servectl.standin`` (the

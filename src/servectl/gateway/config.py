@@ -18,6 +18,8 @@ runs (:func:`default_aliases`). Problems are reported like a profile's: file, li
 from __future__ import annotations
 
 import difflib
+import os
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -219,20 +221,28 @@ def gateway_json_schema() -> dict[str, Any]:
 
 
 def load_gateway_config(path: Path | None = None, *, environ: Mapping[str, str] | None = None) -> GatewayConfig:
-    """Read and check the gateway file (default :func:`default_config_file`; missing there: the defaults).
+    """Read and check the gateway file (default :func:`default_config_file`; no file there: the defaults).
+
+    The file may not be what it should (replaced by a link to a password or ``.env`` file): a problem names the
+    file, the line and the field, never the file's content - no value, no unknown key (:func:`_quiet`).
 
     Raises:
-        ProfileError: the file is not valid, one line per problem with file, line and field (exit 2).
+        ProfileError: the file is not valid, one line per problem with file, line and field (exit 2); a link
+            whose target is gone, a loop, a FIFO, a device or a folder is refused, never read as "no file".
     """
     from servectl.profile.loader import read_yaml
 
     explicit = path is not None
     path = path or default_config_file(environ)
-    if not path.exists():
+    if not os.path.lexists(path):
         if explicit:
             raise ProfileError([Problem(str(path), None, "", "no such gateway file; create it or drop --config")])
         return GatewayConfig.model_validate({})
-    data, locations = read_yaml(path)
+    try:
+        data, locations = read_yaml(path)
+    except ProfileError as err:
+        quiet = [_quiet(p) for p in err.problems] or [Problem(str(path), None, "", "cannot be read")]
+        raise ProfileError(quiet) from None
     try:
         return GatewayConfig.model_validate(data)
     except ValidationError as err:
@@ -240,11 +250,24 @@ def load_gateway_config(path: Path | None = None, *, environ: Mapping[str, str] 
         for item in err.errors(include_url=False):
             loc = tuple(p for p in item["loc"] if not (isinstance(p, str) and ("[" in p or p in {"str", "list"})))
             line = next((locations[loc[:n]][1] for n in range(len(loc), 0, -1) if loc[:n] in locations), None)
-            problems.append(Problem(str(path), line, ".".join(map(str, loc)), _message(item, loc), rule="gateway"))
+            field = ".".join(map(str, loc[:-1] if item["type"] == "extra_forbidden" else loc))
+            problems.append(Problem(str(path), line, field, _message(item, loc), rule="gateway"))
         raise ProfileError(problems) from None
 
 
+_QUOTED = re.compile(r"'[^']{2,}'|\"[^\"]{2,}\"")
+
+
+def _quiet(problem: Problem) -> Problem:
+    """A YAML-level problem without the file's text: quoted snippets out, a field only if the schema has it."""
+    top = problem.field.split(".", 1)[0]
+    field = problem.field if top in GatewayConfig.model_fields else ""
+    message = _QUOTED.sub("(text of the file)", problem.message).replace("a profile must", "a gateway file must")
+    return Problem(problem.file, problem.line, field, message, problem.rule)
+
+
 def _message(item: Any, loc: tuple[Any, ...]) -> str:
+    """What is wrong, in the schema's words: an unknown key is not repeated, a value is not quoted."""
     if item["type"] == "extra_forbidden":
         model: Any = GatewayConfig
         for part in loc[:-1]:
@@ -253,9 +276,9 @@ def _message(item: Any, loc: tuple[Any, ...]) -> str:
             model = field.annotation if field else None
         names = sorted(model.model_fields) if isinstance(model, type) and issubclass(model, BaseModel) else []
         close = difflib.get_close_matches(str(loc[-1]), names, n=1)
-        return "unknown key; " + (f"did you mean {close[0]!r}?" if close else f"allowed keys: {', '.join(names)}")
+        return "an unknown key; " + (f"did you mean {close[0]!r}?" if close else f"allowed keys: {', '.join(names)}")
     text = str(item["msg"]).removeprefix("Value error, ")
     value = item.get("input")
-    if not isinstance(value, str | int | float | bool) or text.startswith(repr(value)):
-        return text
-    return f"{value!r}: {text}"
+    if isinstance(value, str) and value:
+        text = text.replace(repr(value), "the value").replace(value, "the value")
+    return text

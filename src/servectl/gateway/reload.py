@@ -1,6 +1,12 @@
 """The gateway file and the profile search path, watched: a good edit is served without a restart, a bad one
 refused with one line while the running configuration stays.
 
+The file is read only when it is a regular file, through the bounded reader (:mod:`servectl.files`): a FIFO, a
+device, a folder, a link loop or a link whose target is gone is refused in one line naming the file and the
+problem (never its content), and the last good configuration keeps serving. A file that was served and is then
+deleted is such an error too, kept in ``gateway status``: it never switches the gateway to the defaults (every
+profile an alias), which would expose services the file did not.
+
 Polling, once a second, on the gateway's loop (the file reads in a thread): the gateway file by the SHA-256
 of its bytes (an editor's save, a rename over it, or a change within the same second of mtime all count),
 each profile folder by its ``*.yaml`` names, sizes and modification times. No file-system events: they do
@@ -16,14 +22,17 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from servectl.errors import ServectlError
+from servectl.files import FileRefused, read_bounded
 from servectl.gateway.config import GatewayConfig
 from servectl.gateway.routes import AliasTable
+from servectl.profile.yaml_locations import MAX_PROFILE_BYTES
 
 log = logging.getLogger("servectl.gateway")
 
@@ -37,10 +46,12 @@ def source_stamp(config_file: Path | None, folders: Sequence[Path]) -> Stamp:
     """What a change of the gateway's sources changes: the file's digest, each folder's ``*.yaml`` files."""
     digest: str | None = None
     if config_file is not None:
-        try:
-            digest = hashlib.sha256(config_file.read_bytes()).hexdigest()
-        except OSError as err:
-            digest = f"unreadable: {err.strerror}"
+        try:  # a FIFO or a device is refused unread: a reader would block for good, or never end (/dev/zero)
+            digest = hashlib.sha256(read_bounded(config_file, limit_bytes=MAX_PROFILE_BYTES)).hexdigest()
+        except FileNotFoundError:
+            digest = "dangling link" if os.path.lexists(config_file) else None
+        except FileRefused as err:
+            digest = f"refused: {err.reason}"
     listing = []
     for folder in folders:
         files = []
@@ -98,6 +109,8 @@ class ConfigWatcher:
         self.running = running
         self._load, self._table_of, self._folders, self._clock = load, table_of, folders, clock
         self._stamp = source_stamp(config_file, folders())
+        # the running configuration came from the file: its deletion is an error, not a switch to the defaults
+        self._from_file = config_file is not None and os.path.lexists(config_file)
         self.error: str | None = None  # the last edit refused (the running configuration stayed)
         self.reloaded_at: float | None = None
 
@@ -108,6 +121,11 @@ class ConfigWatcher:
             return None
         self._stamp = stamp
         where = str(self.config_file) if self.config_file is not None else "the gateway file"
+        if self._from_file and self.config_file is not None and not os.path.lexists(self.config_file):
+            return self._refuse(
+                f"{where}: the gateway file is gone (deleted or moved); the running configuration is kept (put the "
+                "file back; to serve without one: servectl gateway down, then up)"
+            )
         try:
             edited = self._load()
         except (ServectlError, OSError) as err:
@@ -124,6 +142,7 @@ class ConfigWatcher:
         except (ServectlError, OSError) as err:
             return self._refuse(f"{where}: cannot list the profiles ({err}); the running configuration is kept")
         self.running, self.error, self.reloaded_at = edited, None, self._clock()
+        self._from_file = self._from_file or (self.config_file is not None and os.path.lexists(self.config_file))
         log.info("configuration reloaded from %s: aliases %s", where, ", ".join(table.names) or "none")
         return Reloaded(edited, table)
 
