@@ -72,15 +72,22 @@ def up_standins(folder: Path, *, session: str, env: dict[str, str], prefix: str,
     ``env`` is the environment ``servectl up`` runs in (its ``SERVECTL_PROFILES`` must find ``folder``); the
     containers carry the ``session`` label. Returns the services' names.
     """
-    from servectl.standin.image import build_standin_image
     from servectl.standin.process import free_port
 
-    image = build_standin_image()
+    image = standin_image()
     names = [f"{prefix}-{session[-6:]}-{i}" for i in range(count)]
     for name in names:
         write_standin_profile(folder, name, session=session, image=image, port=free_port(), delay_s=0)
         subprocess.run([sys.executable, "-m", "servectl", "up", name], env=env, check=True, capture_output=True)
     return names
+
+
+def standin_image() -> str:
+    """The stand-in image built (or found) on this host's Docker engine: its reference."""
+    from servectl.host import Host
+
+    with Host() as host:
+        return host.build_standin_image()
 
 
 def baseline_argv(profile: str, session: str, port: int) -> list[str]:

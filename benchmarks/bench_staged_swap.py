@@ -40,6 +40,7 @@ from _swap_harness import (  # noqa: E402
     bench_folders,
     evict,
     make_weights,
+    standin_image,
     wait_serving,
     write_standin_profile,
 )
@@ -48,7 +49,6 @@ from servectl.adapters.docker import DockerSdkEngine  # noqa: E402
 from servectl.service.context import Context  # noqa: E402
 from servectl.service.stage import stager  # noqa: E402
 from servectl.service.swap import SwapOptions, SwapResult, swap  # noqa: E402
-from servectl.standin.image import build_standin_image  # noqa: E402
 from servectl.standin.process import free_port  # noqa: E402
 from servectl.testing.docker import TEST_SESSION_LABEL  # noqa: E402
 from servectl.testing.docker import remove_test_session as remove_session  # noqa: E402
@@ -116,7 +116,7 @@ def main() -> None:
 
     files = make_weights(WEIGHTS_DIR, int(args.gib * GIB))
     total = sum(f.stat().st_size for f in files)
-    image = build_standin_image()
+    image = standin_image()
     session, folder, home = bench_folders("staged")
     port = free_port()
     old, new = f"stga-{session[-6:]}", f"stgb-{session[-6:]}"

@@ -36,12 +36,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _swap_harness import WEIGHTS_DIR, bench_folders, evict, make_weights  # noqa: E402
+from _swap_harness import WEIGHTS_DIR, bench_folders, evict, make_weights, standin_image  # noqa: E402
 
 from servectl.adapters.docker import DockerSdkEngine  # noqa: E402
 from servectl.service.context import Context  # noqa: E402
 from servectl.service.swap import SwapOptions, SwapResult, swap  # noqa: E402
-from servectl.standin.image import build_standin_image  # noqa: E402
 from servectl.standin.process import free_port  # noqa: E402
 from servectl.testing.docker import TEST_SESSION_LABEL, write_test_profile  # noqa: E402
 from servectl.testing.docker import remove_test_session as remove_session  # noqa: E402
@@ -69,7 +68,7 @@ class World:
         self.gpus = StandinGpuInventory(self.engines, cards=1)
         self.resident = 0  # the most bytes of the weights left in the page cache after an eviction
         self.files = make_weights(WEIGHTS_DIR, int(args.gib * GIB)) if args.gib > 0 else []
-        image = build_standin_image()
+        image = standin_image()
         tag = self.session[-6:]
         self.warm, self.cold, self.other = f"sbw-{tag}", f"sbc-{tag}", f"sbb-{tag}"
         env = {"STANDIN_STARTUP_DELAY_S": f"{args.delay:g}", "STANDIN_RESUME_S": f"{args.resume:g}"}

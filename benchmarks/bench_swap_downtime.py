@@ -35,14 +35,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _swap_harness import Prober, baseline_argv, bench_folders, wait_serving, write_standin_profile  # noqa: E402
+from _swap_harness import Prober, baseline_argv, bench_folders, standin_image, wait_serving, write_standin_profile  # noqa: E402
 
 from servectl.adapters.docker import DockerSdkEngine  # noqa: E402
 from servectl.plan.resolve import resolve  # noqa: E402
 from servectl.service.context import Context  # noqa: E402
 from servectl.service.stage import stager  # noqa: E402
 from servectl.service.swap import SwapOptions, swap  # noqa: E402
-from servectl.standin.image import build_standin_image  # noqa: E402
 from servectl.standin.process import free_port  # noqa: E402
 from servectl.testing.docker import TEST_SESSION_LABEL  # noqa: E402
 from servectl.testing.docker import remove_test_session as remove_session  # noqa: E402
@@ -116,7 +115,7 @@ def main() -> None:
     parser.add_argument("--delay", type=float, default=2.0, help="stand-in startup delay, seconds")
     args = parser.parse_args()
 
-    image = build_standin_image()
+    image = standin_image()
     session, folder, home = bench_folders("swap")
     port = free_port()
     old, new = f"swapa-{session[-6:]}", f"swapb-{session[-6:]}"

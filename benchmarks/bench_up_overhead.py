@@ -31,12 +31,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _swap_harness import baseline_argv, bench_folders, write_standin_profile  # noqa: E402
+from _swap_harness import baseline_argv, bench_folders, standin_image, write_standin_profile  # noqa: E402
 
 from servectl.adapters.docker import DockerSdkEngine  # noqa: E402
 from servectl.service import runtime  # noqa: E402
 from servectl.service.context import Context  # noqa: E402
-from servectl.standin.image import build_standin_image  # noqa: E402
 from servectl.standin.process import free_port  # noqa: E402
 from servectl.testing.docker import TEST_SESSION_LABEL  # noqa: E402
 from servectl.testing.docker import remove_test_session as remove_session  # noqa: E402
@@ -94,7 +93,7 @@ def main() -> None:
     parser.add_argument("--delay", type=float, default=2.0, help="stand-in startup delay, seconds")
     args = parser.parse_args()
 
-    image = build_standin_image()
+    image = standin_image()
     session, folder, home = bench_folders("up")
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     name = f"bench-{session[-6:]}"

@@ -51,9 +51,10 @@ def docker_client(test_session_id: str) -> Iterator[Any]:
 
 @pytest.fixture(scope="session")
 def standin_image(docker_client: Any) -> str:
+    from servectl.adapters.docker import DockerSdkEngine
     from servectl.standin.image import build_standin_image
 
-    return build_standin_image(docker_client=docker_client)
+    return build_standin_image(docker=DockerSdkEngine(client=docker_client))
 
 
 @pytest.fixture

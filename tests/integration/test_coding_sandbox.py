@@ -26,7 +26,7 @@ LIMITS = SandboxLimits(timeout_s=4, memory_mib=128, pids=32)
 
 @pytest.fixture(scope="module")
 def sandbox(docker_client: Any, standin_image: str, test_session_id: str) -> DockerSandbox:
-    return DockerSandbox(image=standin_image, client=docker_client, labels={SESSION_LABEL: test_session_id})
+    return DockerSandbox(image=standin_image, client=lambda: docker_client, labels={SESSION_LABEL: test_session_id})
 
 
 def leftovers(docker_client: Any, test_session_id: str) -> list[Any]:
@@ -171,7 +171,7 @@ def test_a_sandbox_whose_image_is_missing_fails_the_gate_in_one_line_without_ask
     docker_client: Any, test_session_id: str, tmp_path: Path
 ) -> None:
     missing = DockerSandbox(
-        image="servectl-no-such-image:missing", client=docker_client, labels={SESSION_LABEL: test_session_id}
+        image="servectl-no-such-image:missing", client=lambda: docker_client, labels={SESSION_LABEL: test_session_id}
     )
     gate = qualify_coding(missing, tmp_path, {})
     assert gate.verdict == "fail" and gate.cases == ()

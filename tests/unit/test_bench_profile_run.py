@@ -13,6 +13,7 @@ from servectl.bench.manifest import check_manifest, read_manifest
 from servectl.bench.profile_run import run_profile_bench
 from servectl.bench.settings import BenchSettings
 from servectl.errors import BenchFailed, UsageError
+from servectl.service.context import Context
 
 
 @pytest.fixture
@@ -29,7 +30,7 @@ def test_a_clean_run_writes_artifacts_under_the_state_folder_and_does_not_fail(
     settings = BenchSettings(
         url="http://fake:8180", api_key_env="BENCH_KEY", prompt_tokens=(4096,), repeats=1, max_tokens=10
     )
-    result = run_profile_bench(settings=settings, environ=environ)
+    result = run_profile_bench(Context(environ=environ), settings=settings)
     assert result.out_dir.parent == tmp_path / "bench"
     names = sorted(p.name for p in result.out_dir.iterdir())
     assert names == ["artifact-manifest.json", "c1-p4096-r1.json", "summary.json"]
@@ -44,7 +45,7 @@ def test_a_clean_run_writes_artifacts_under_the_state_folder_and_does_not_fail(
 def test_flagged_requests_fail_the_run_naming_the_summary(server: FakeOpenAIServer, tmp_path: Path) -> None:
     server.shortfall = 5
     settings = BenchSettings(url="http://fake:8180", prompt_tokens=(4096,), max_tokens=40)
-    result = run_profile_bench(settings=settings, out_dir=tmp_path)
+    result = run_profile_bench(Context(environ={}), settings=settings, out_dir=tmp_path)
     assert (tmp_path / "summary.json").is_file()  # written before the verdict
     with pytest.raises(BenchFailed) as info:
         result.raise_if_failed()
@@ -66,7 +67,7 @@ def test_flagged_requests_fail_the_run_naming_the_summary(server: FakeOpenAIServ
 )
 def test_usage_errors_come_before_any_request(server: FakeOpenAIServer, kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(UsageError) as info:
-        run_profile_bench(settings=BenchSettings(**kwargs), environ={})
+        run_profile_bench(Context(environ={}), settings=BenchSettings(**kwargs))
     assert str(info.value) == message
     assert server.bodies == []
 
@@ -83,8 +84,8 @@ def test_a_profile_whose_key_is_in_a_file_is_benchmarked_with_it(
     monkeypatch.setattr(servectl.bench.profile_run, "_profile_target", lambda *a: target)
     server.required_key = "sk-from-file"
     settings = BenchSettings(prompt_tokens=(4096,), repeats=1, max_tokens=10)
-    result = run_profile_bench(name="demo", settings=settings, out_dir=tmp_path / "o")
+    result = run_profile_bench(Context(environ={}), name="demo", settings=settings, out_dir=tmp_path / "o")
     assert result.failure() is None and "sk-from-file" not in (tmp_path / "o" / "summary.json").read_text()
     key_file.write_text("")
     with pytest.raises(UsageError, match=f"serve.api_key_file: {key_file} is empty; write the key into it"):
-        run_profile_bench(name="demo", settings=settings, out_dir=tmp_path / "o2")
+        run_profile_bench(Context(environ={}), name="demo", settings=settings, out_dir=tmp_path / "o2")

@@ -159,7 +159,7 @@ def test_bench_name_takes_url_model_key_and_provenance_from_the_profile_lookup(
     monkeypatch.setattr(
         servectl.bench.target,
         "bench_target",
-        lambda *, name, docker, gpus: BenchTarget(
+        lambda ctx, *, name: BenchTarget(
             url="http://fake:8180",
             model="fake-model",
             api_key_env="PROFILE_KEY",

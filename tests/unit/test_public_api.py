@@ -190,10 +190,10 @@ def test_the_host_measures_through_its_own_engine_and_inventory(
     import servectl.bench.qualify.target
     import servectl.bench.target
 
-    seen: list[tuple[str, object, object]] = []
+    seen: list[tuple[str, object]] = []
 
-    def refuse(*, name: str, docker: object, gpus: object, **kwargs: object) -> None:
-        seen.append((name, docker, gpus))
+    def refuse(ctx: object, *, name: str, **kwargs: object) -> None:
+        seen.append((name, ctx))
         raise servectl.UsageError(f"{name} does not run (test)")
 
     monkeypatch.setattr(servectl.bench.target, "bench_target", refuse)
@@ -201,7 +201,7 @@ def test_the_host_measures_through_its_own_engine_and_inventory(
     for measure in (host.bench, host.qualify):
         with pytest.raises(servectl.UsageError, match="does not run"):
             measure(name="demo")
-    assert seen == [("demo", host.engine, host.gpus)] * 2
+    assert seen == [("demo", host.ctx)] * 2
 
 
 # -- the host owns what it opens ----------------------------------------------------------------------------
@@ -518,12 +518,12 @@ def test_render_all_build_standin_and_compare_bench_on_a_fake_host(
     assert all(f.target == "compose" and f.path is not None and f.path.exists() for f in rendered.files)
     assert rendered.removed == (project / "compose" / "gone.yaml",) and not (project / "k8s").exists()
 
-    def no_engine() -> None:
-        raise servectl.EngineUnavailable("no Docker engine (test)")
-
-    monkeypatch.setattr(servectl.standin.image, "_docker_client", no_engine)  # builds nothing here
-    with pytest.raises(servectl.EngineUnavailable, match="test"):
-        host.build_standin_image()
+    built = host.build_standin_image()  # through the fake engine: recorded, no root filesystem written
+    assert built == servectl.standin.image.standin_image_ref() and host.engine.imported == [built]
+    assert host.engine.image_present("servectl-standin:latest")
+    assert host.build_standin_image() == built and host.engine.imported == [built]  # found, not built again
+    host.build_standin_image(rebuild=True)
+    assert host.engine.imported == [built, built]
     with pytest.raises(servectl.UsageError, match="no-run"):
         host.compare_bench(runs=[profile_dir.parent / "no-run"])
 

@@ -10,7 +10,7 @@ from servectl.adapters.sandbox import SandboxLimits, SandboxRun, container_kwarg
 from servectl.bench.qualify import QualifySettings, run_qualify
 from servectl.bench.qualify.gates.coding import SHIPPED_CASES, extract_code, judge, load_cases, sandbox_program
 from servectl.bench.qualify.suite import LoadedSuite, Suite
-from servectl.errors import ProfileError
+from servectl.errors import ProfileError, UsageError
 
 CASE = """\
 name: mine
@@ -62,6 +62,16 @@ def test_a_bad_case_file_stops_the_run_before_any_request(tmp_path: Path) -> Non
     loaded = LoadedSuite(suite, source=str(suite_file), sha256="0" * 64)
     # nothing listens on port 9: a request would fail with BenchFailed, not a ProfileError on the case file
     with pytest.raises(ProfileError, match=r"mine\.yaml:6: cases\.0\.tests"):
+        run_qualify(settings=QualifySettings(url="http://127.0.0.1:9", suite=loaded))
+
+
+def test_a_coding_gate_without_a_sandbox_is_refused_before_any_request(tmp_path: Path) -> None:
+    """The runner makes no sandbox of its own (it built a Docker SDK client from the environment): the host's
+    context hands one in, and a library caller without one is told so before anything is sent."""
+    (tmp_path / "mine.yaml").write_text(CASE, encoding="utf-8")
+    suite = Suite.model_validate({"name": "t", "gates": {"smoke": {}, "coding": {"cases": "mine.yaml"}}})
+    loaded = LoadedSuite(suite, source=str(tmp_path / "suite.yaml"), sha256="0" * 64)
+    with pytest.raises(UsageError, match=r"suite t has a coding gate and this run has no code sandbox .* sandbox="):
         run_qualify(settings=QualifySettings(url="http://127.0.0.1:9", suite=loaded))
 
 

@@ -494,4 +494,4 @@ def test_a_pinned_stand_in_build_that_is_gone_is_refused_not_built_under_another
 
     ref = "servectl-standin:abc@sha256:" + "6" * 64
     with pytest.raises(PreflightFailed, match=r"pins a stand-in build .* not on this host; set image.digest"):
-        build_standin(ref)
+        build_standin(ref, docker=FakeDockerEngine())

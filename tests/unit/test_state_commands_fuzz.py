@@ -29,6 +29,7 @@ from servectl.service.services import services
 from servectl.service.swap import SwapOptions, swap
 from servectl.standin.process import free_port
 from servectl.testing.docker import FakeDockerEngine, sglang_like_script, write_test_profile
+from servectl.testing.fakes import FakeHostProbe
 from servectl.testing.swap import FakeClock, FakeConflicts, FakeRuntime
 
 STATE_FILES = (HISTORY_FILE, JOURNAL_FILE, STOPPED_CONFLICTS_FILE, LOCK_FILE)
@@ -70,9 +71,14 @@ def world(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[dict[str,
 
 
 def host_context(world: dict[str, Any]) -> Context:
-    """The context a host builds on the fake engine (no GPU inventory)."""
+    """The context a host builds on the fake engine and an idle fake host (no GPU inventory)."""
     return Context(
-        docker=world["engine"], http=world["http"], environ=world["environ"], state_dir=world["home"], nvml=False
+        docker=world["engine"],
+        http=world["http"],
+        environ=world["environ"],
+        state_dir=world["home"],
+        nvml=False,
+        probe=FakeHostProbe(model_folders_from_disk=True),
     )
 
 
@@ -100,7 +106,13 @@ def test_every_command_is_clean_with_any_state_file_content(world: dict[str, Any
     world["runtime"].running.clear()
     home.mkdir(parents=True, exist_ok=True)
     (home / which).write_bytes(content)
-    common = {"docker": engine, "state_dir": home, "lock_timeout_s": 1, "nvml": False}
+    common = {
+        "docker": engine,
+        "state_dir": home,
+        "lock_timeout_s": 1,
+        "nvml": False,
+        "probe": FakeHostProbe(model_folders_from_disk=True),
+    }
     host = Context(http=http, environ=environ, **common)
     # swap, rollback and recover drive the in-memory runtime: the state files are what is under test here
     fakes = Context(

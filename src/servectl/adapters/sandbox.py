@@ -7,9 +7,9 @@ bounded log, and a wall-clock limit after which it is killed. It is removed what
 while the engine creates it is held until it exists, so it can be removed too). Model output never runs on
 the host: the program goes into the container as one argument of ``python3 -I -c``.
 
-The image is any image with ``python3`` on its ``PATH``; the default is the stand-in image
-(:func:`servectl.standin.image.build_standin_image`), which is built from this host's interpreter with no
-registry, and which CI builds anyway. :class:`CodeSandbox` is the interface the coding gate takes.
+The image is any image with ``python3`` on its ``PATH``; the host's sandbox runs the stand-in image
+(:func:`servectl.standin.image.build_standin_image`, built through the host's Docker engine from this host's
+interpreter with no registry, and which CI builds anyway). :class:`CodeSandbox` is the interface the coding gate takes.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -110,47 +110,41 @@ def container_kwargs(
 
 
 class DockerSandbox:
-    """:class:`CodeSandbox` on the Docker engine.
+    """:class:`CodeSandbox` on the Docker engine (``servectl.service.context.Context.code_sandbox`` makes the
+    host's; nothing is reached until a program runs).
 
     Args:
-        image: Image with ``python3``; default: the stand-in image, built on first use when missing.
-        client: A ``docker.DockerClient`` (tests); default ``docker.from_env()``.
+        client: returns the ``docker.DockerClient`` to run on (the context hands its engine's), called on the
+            first run.
+        image: Image with ``python3``; default: the one ``build_image`` returns, called on first use.
+        build_image: builds (or finds) the default image: the context's builds the stand-in image.
         labels: Extra labels of every container (tests mark theirs).
     """
 
     def __init__(
-        self, *, image: str | None = None, client: Any | None = None, labels: Mapping[str, str] | None = None
+        self,
+        *,
+        client: Callable[[], Any],
+        image: str | None = None,
+        build_image: Callable[[], str] | None = None,
+        labels: Mapping[str, str] | None = None,
     ) -> None:
-        self._image = image
         self._client = client
+        self._image = image
+        self._build_image = build_image
         self._labels = dict(labels or {})
 
     @property
     def client(self) -> Any:
-        if self._client is None:
-            try:
-                import docker  # type: ignore[import-untyped]  # the SDK ships no type hints
-
-                self._client = docker.from_env()
-                self._client.ping()
-            except Exception as err:  # the SDK raises several unrelated types when no engine answers
-                raise EngineUnavailable(
-                    f"cannot reach the Docker engine for the coding sandbox: {err}; start it or set DOCKER_HOST"
-                ) from err
-        return self._client
+        return self._client()
 
     @property
     def image(self) -> str:
         if self._image is None:
-            from servectl.standin.image import build_standin_image
-
-            self._image = build_standin_image(docker_client=self.client)
+            if self._build_image is None:
+                raise ServectlError("sandbox: no image given and none to build; give DockerSandbox(image=...)")
+            self._image = self._build_image()
         return self._image
-
-    def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None
 
     def run_python(self, program: str, *, limits: SandboxLimits) -> SandboxRun:
         import docker.errors  # type: ignore[import-untyped]  # the SDK ships no type hints

@@ -9,8 +9,7 @@ table and the artifacts exist when the run fails.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,8 +29,7 @@ from servectl.bench.target import BenchTarget
 from servectl.errors import BenchFailed, UsageError
 
 if TYPE_CHECKING:
-    from servectl.adapters.docker import DockerEngine
-    from servectl.adapters.gpu import GpuInventory
+    from servectl.service.context import Context
 
 
 @dataclass(frozen=True)
@@ -62,19 +60,20 @@ class ProfileBenchResult:
 
 
 def run_profile_bench(
+    ctx: Context,
     *,
     name: str | None = None,
     settings: BenchSettings | None = None,
     out_dir: Path | None = None,
     plot: Path | None = None,
     progress: Callable[[BenchProgressEvent], None] | None = None,
-    environ: Mapping[str, str] | None = None,
-    docker: DockerEngine | None = None,
-    gpus: GpuInventory | None = None,
 ) -> ProfileBenchResult:
     """Benchmark profile ``name``'s running service (or the server at ``settings.url``) and write the evidence.
 
     Args:
+        ctx: the host's context: its environment (the key, the state folder, the profile search path), and for
+            ``name`` its runtime (finds the service) and GPU inventory (its provenance);
+            :meth:`servectl.Host.bench` passes the host's.
         name: Profile whose running service to measure; its URL, model, key variable and provenance are used
             where ``settings`` leave them empty.
         settings: What to measure and how (default: :class:`~servectl.bench.settings.BenchSettings`'s defaults);
@@ -83,9 +82,6 @@ def run_profile_bench(
         out_dir: Folder for the JSON artifacts (default: ``STATE/bench/<UTC time>``).
         plot: Where to write the taper plot (PNG); None writes none.
         progress: Called with counts after each request, for a progress bar.
-        environ: Environment to read the key and the state folder from (default: ``os.environ``).
-        docker, gpus: with ``name``, the engine that finds its service (required) and the cards its provenance
-            reads; :meth:`servectl.Host.bench` (``servectl.run_profile_bench``) passes the host's.
 
     Raises:
         UsageError: neither ``name`` nor a URL; the key variable is unset; ``plot`` without matplotlib
@@ -95,10 +91,10 @@ def run_profile_bench(
     if plot is not None:  # before anything else: a missing extra must not cost a whole benchmark
         require_plotting()
     asked = settings or BenchSettings()
-    env = os.environ if environ is None else environ
+    env = ctx.environ
     if name is None and not asked.url:
         raise UsageError("bench: give a profile NAME or --url http://HOST:PORT")
-    target = BenchTarget(url=asked.url) if name is None else _profile_target(name, docker, gpus)
+    target = BenchTarget(url=asked.url) if name is None else _profile_target(ctx, name)
     key_env = asked.api_key_env or target.api_key_env
     key_file = None if asked.api_key_env else target.api_key_file
     settings = replace(
@@ -122,10 +118,8 @@ def run_profile_bench(
     return ProfileBenchResult(report=report, out_dir=out, plot=drawn)
 
 
-def _profile_target(name: str, docker: DockerEngine | None, gpus: GpuInventory | None) -> BenchTarget:
-    """The running service of profile ``name``, found through ``docker``."""
+def _profile_target(ctx: Context, name: str) -> BenchTarget:
+    """The running service of profile ``name``, found through the context's runtime."""
     from servectl.bench.target import bench_target
 
-    if docker is None:
-        raise UsageError(f"bench {name}: finding the service needs a Docker engine; use servectl.Host().bench()")
-    return bench_target(name=name, docker=docker, gpus=gpus)
+    return bench_target(ctx, name=name)

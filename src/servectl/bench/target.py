@@ -8,9 +8,8 @@ from typing import TYPE_CHECKING
 from servectl.errors import UsageError
 
 if TYPE_CHECKING:
-    from servectl.adapters.docker import DockerEngine
-    from servectl.adapters.gpu import GpuInventory
     from servectl.bench.model import BenchContext
+    from servectl.service.context import Context
 
 
 @dataclass(frozen=True)
@@ -24,12 +23,12 @@ class BenchTarget:
     context: BenchContext | None = None
 
 
-def bench_target(
-    *, name: str, docker: DockerEngine, gpus: GpuInventory | None = None, command: str = "bench"
-) -> BenchTarget:
-    """The running service of profile ``name``, with the plan hash and pins its results will carry.
+def bench_target(ctx: Context, *, name: str, command: str = "bench", read_cards: bool = True) -> BenchTarget:
+    """The running service of profile ``name`` (resolved and listed through ``ctx``), with the plan hash and
+    pins its results will carry.
 
-    ``command`` (``bench``, ``qualify``) opens the error messages.
+    ``command`` (``bench``, ``qualify``) opens the error messages; ``read_cards`` False reads no GPU inventory
+    (the free VRAM after and the peak while it runs stay unknown).
 
     Raises:
         UsageError: the profile does not run, is not ready, or runs another plan than the profile now has
@@ -37,12 +36,11 @@ def bench_target(
     """
     from servectl.bench.manifest import host_facts
     from servectl.bench.model import BenchContext
-    from servectl.plan.resolve import resolve
-    from servectl.service.services import services
 
-    resolved = resolve(name)
+    resolved = ctx.resolve(name)
     profile = resolved.loaded.profile
-    running = [s for s in services(docker=docker) if s.profile == name and s.running]
+    gpus = ctx.gpus_for(resolved) if read_cards else None
+    running = [s for s in ctx.runtime.services() if s.profile == name and s.running]
     if not running:
         raise UsageError(f"{command} {name}: the profile does not run; start it with `servectl up {name}`")
     service = running[0]

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -251,7 +251,6 @@ def gateway_up(
     scope: Mapping[str, str] | None = None,
     image: str | None = None,
     wait_s: float = 60.0,
-    build: Callable[[], str] | None = None,
 ) -> GatewayContainer:
     """Start the gateway container (building its image when needed) and wait until it answers.
 
@@ -272,7 +271,7 @@ def gateway_up(
     if not image:
         from dataclasses import replace
 
-        spec = replace(spec, image=(build or build_gateway_image)())
+        spec = replace(spec, image=build_gateway_image(docker=docker))
     container_id = docker.create_and_start(spec, environ=env)
     return _wait_answering(docker, container_id, env, wait_s)
 

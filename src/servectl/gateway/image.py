@@ -18,11 +18,11 @@ import hashlib
 import importlib.metadata
 import re
 import sys
-import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, BinaryIO
 
-from servectl.errors import EngineUnavailable, ServectlError
+if TYPE_CHECKING:
+    from servectl.adapters.docker import DockerEngine
 
 IMAGE_REPOSITORY = "servectl-gateway"
 IMAGE_LABEL = "servectl.gateway-image"
@@ -87,30 +87,22 @@ def gateway_image_ref(files: list[tuple[str, Path]] | None = None) -> str:
     return f"{IMAGE_REPOSITORY}:{digest.hexdigest()[:12]}"
 
 
-def build_gateway_image(*, force: bool = False, docker_client: Any = None) -> str:
-    """Build (or find) the gateway image and return its reference.
+def build_gateway_image(*, docker: DockerEngine, force: bool = False) -> str:
+    """Build (or find) the gateway image on ``docker`` and return its reference.
 
     Raises:
         EngineUnavailable: no Docker engine answers. ServectlError: the engine refused the import.
     """
     from servectl.standin.image import PREFIX, host_python, write_rootfs
 
-    if docker_client is None:  # a client of our own is closed here (its sockets too)
-        client = _client()
-        try:
-            return build_gateway_image(force=force, docker_client=client)
-        finally:
-            client.close()
-    client = docker_client
     files = image_files()
     ref = gateway_image_ref(files)
-    repository, _, tag = ref.partition(":")
-    if not force and _exists(client, ref):
+    if not force and docker.image_present(ref):
         return ref
-    with tempfile.TemporaryFile() as rootfs:
+
+    def write(rootfs: BinaryIO) -> list[str]:
         lib_dirs = write_rootfs(rootfs, host_python(), extra_files=files)
-        rootfs.seek(0)
-        changes = [
+        return [
             'ENTRYPOINT ["python3", "-m", "servectl"]',
             'CMD ["gateway", "run"]',
             "ENV PATH=/usr/local/bin:/usr/bin:/bin",
@@ -122,33 +114,6 @@ def build_gateway_image(*, force: bool = False, docker_client: Any = None) -> st
             "WORKDIR /",
             f"LABEL {IMAGE_LABEL}=1",
         ]
-        try:
-            client.api.import_image(src=rootfs, repository=repository, tag=tag, changes=changes)
-        except Exception as err:  # the SDK raises several types for a refused import
-            raise ServectlError(f"the Docker engine refused the gateway image {ref}: {err}") from err
-    if not _exists(client, ref):
-        raise ServectlError(f"the Docker engine did not create the gateway image {ref}")
+
+    docker.import_image(ref, write_rootfs=write)
     return ref
-
-
-def _client() -> Any:
-    try:
-        import docker  # type: ignore[import-untyped]  # docker-py ships no type information
-
-        client = docker.from_env()
-        client.ping()
-    except Exception as err:  # the SDK raises several unrelated types when no engine answers
-        raise EngineUnavailable(
-            f"cannot reach the Docker engine to build the gateway image: {err}; start it or set DOCKER_HOST"
-        ) from err
-    return client
-
-
-def _exists(client: Any, ref: str) -> bool:
-    import docker.errors  # type: ignore[import-untyped]  # docker-py ships no type information
-
-    try:
-        client.images.get(ref)
-    except docker.errors.ImageNotFound:
-        return False
-    return True

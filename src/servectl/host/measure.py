@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from servectl.host.base import HostBase
 
@@ -45,15 +45,7 @@ class MeasureCommands(HostBase):
         """
         from servectl.bench.profile_run import run_profile_bench
 
-        return run_profile_bench(
-            name=name,
-            settings=settings,
-            out_dir=out_dir,
-            plot=plot,
-            progress=progress,
-            environ=self.environ,
-            **self._measured(name),
-        )
+        return run_profile_bench(self.ctx, name=name, settings=settings, out_dir=out_dir, plot=plot, progress=progress)
 
     def qualify(
         self,
@@ -74,16 +66,8 @@ class MeasureCommands(HostBase):
         """
         from servectl.bench.qualify.profile_run import run_profile_qualify
 
-        via_gateway = settings is not None and settings.via_gateway
         return run_profile_qualify(
-            name=name,
-            suite=suite,
-            settings=settings,
-            out_dir=out_dir,
-            progress=progress,
-            environ=self.environ,
-            # through the gateway, name is an alias: the engine finds the alias's profile's service
-            **({"docker": self.docker} if via_gateway else self._measured(name)),
+            self.ctx, name=name, suite=suite, settings=settings, out_dir=out_dir, progress=progress
         )
 
     def compare_bench(
@@ -186,9 +170,3 @@ class MeasureCommands(HostBase):
             omit_failed=omit_failed,
             environ=self.environ,
         )
-
-    def _measured(self, name: str | None) -> dict[str, Any]:
-        """The adapters a measurement of profile ``name``'s service reads (none for a bare URL)."""
-        if name is None:
-            return {}
-        return {"docker": self.docker, "gpus": self.ctx.gpus_for(self._resolve(name))}

@@ -288,7 +288,7 @@ class ProfileCommands(HostBase):
         """
         from servectl.standin.image import build_standin_image
 
-        return build_standin_image(force=rebuild)
+        return build_standin_image(docker=self.docker, force=rebuild)
 
     def extract_catalog(
         self,

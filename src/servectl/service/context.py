@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from servectl.adapters.docker import DockerEngine, DockerSdkEngine
     from servectl.adapters.gpu import GpuInventory, NvmlInventory
     from servectl.adapters.host import HostProbe
+    from servectl.adapters.sandbox import CodeSandbox
     from servectl.adapters.state import HistoryLog
     from servectl.plan.resolve import Resolved
     from servectl.profile.loader import ProfileFolder
@@ -84,6 +85,8 @@ class Context:
     * ``state_dir``: ``SERVECTL_HOME`` or the platform's state folder; ``environ``: ``os.environ``;
     * ``profile_folders``: the profile search path of ``environ``;
     * ``scope``: only containers with these labels are servectl's (tests use a session label);
+    * ``code_sandbox``: where qualify's coding gate runs a model's programs (a locked-down container of the
+      stand-in image on the Docker SDK engine);
     * ``clocks``: :class:`Clocks`.
 
     Frozen once built: the adapters can only be given, or opened by the context itself.
@@ -107,6 +110,7 @@ class Context:
         resolve: Callable[[str], Resolved] | None = None,
         scope: Mapping[str, str] | None = None,
         clocks: Clocks | None = None,
+        code_sandbox: CodeSandbox | None = None,
     ) -> None:
         self._environ = os.environ if environ is None else environ
         self._state_dir = state_dir
@@ -124,6 +128,7 @@ class Context:
         self._resolve = resolve
         self._scope = scope
         self._clocks = clocks or Clocks()
+        self._code_sandbox = code_sandbox
         self._docker_owned: DockerSdkEngine | None = None
         self._gpus_owned: NvmlInventory | None = None
         self._gpus_answer: bool | None = None  # whether NVML answered its first snapshot
@@ -281,6 +286,33 @@ class Context:
                 docker=self.docker, http=self._http, environ=self._environ, state_dir=self.state_dir, scope=self._scope
             )
         return self._runtime
+
+    @property
+    def code_sandbox(self) -> CodeSandbox:
+        """Where qualify's coding gate runs a model's programs: the one given, else a locked-down container on
+        this context's Docker SDK engine, of the stand-in image (built when missing); made now, reached when a
+        program runs."""
+        if self._code_sandbox is None:
+            from servectl.adapters.sandbox import DockerSandbox
+            from servectl.standin.image import build_standin_image
+
+            self._code_sandbox = DockerSandbox(
+                client=self._sdk_client, build_image=lambda: build_standin_image(docker=self.docker)
+            )
+        return self._code_sandbox
+
+    def _sdk_client(self) -> object:
+        """The Docker SDK client of :attr:`docker` (the coding sandbox runs on it)."""
+        from servectl.adapters.docker import DockerSdkEngine
+        from servectl.errors import UsageError
+
+        docker = self.docker
+        if not isinstance(docker, DockerSdkEngine):
+            raise UsageError(
+                "the coding sandbox runs on the Docker SDK engine and this context was given another engine; "
+                "give the context a code_sandbox too"
+            )
+        return docker.client
 
     def lock(self, purpose: str, *, timeout_s: float | None = None) -> AbstractContextManager[object]:
         """The state lock, held while services change; waits ``timeout_s`` (default :attr:`lock_timeout_s`).

@@ -19,8 +19,8 @@ ImageBuilder = Callable[[str], object]
 FLOATING_STANDIN_REF = "servectl-standin:latest"
 
 
-def build_standin(ref: str) -> object:
-    """Build the stand-in engine image tagged ``ref`` (servectl ships its Dockerfile)."""
+def build_standin(ref: str, *, docker: DockerEngine) -> object:
+    """Build the stand-in engine image tagged ``ref`` on ``docker`` (servectl assembles it from its own files)."""
     try:
         from servectl.standin.image import IMAGE_REPOSITORY, build_standin_image
     except ImportError as e:
@@ -32,8 +32,8 @@ def build_standin(ref: str) -> object:
             f"to the id of the build here (docker image inspect --format '{{{{.Id}}}}' {name}) or remove it"
         )
     if ref == f"{IMAGE_REPOSITORY}:latest":  # the content-addressed build, which also tags latest
-        return build_standin_image()
-    return build_standin_image(tag=ref)
+        return build_standin_image(docker=docker)
+    return build_standin_image(docker=docker, tag=ref)
 
 
 def ensure_image(
@@ -50,6 +50,7 @@ def ensure_image(
     """
     from servectl.service.health import Progress  # the gate's module, not loaded on status's path
 
+    build = build_image or (lambda ref: build_standin(ref, docker=docker))
     ref = resolved.plan.docker.image
     image = resolved.loaded.profile.image
     # ``servectl-standin:latest`` floats: another servectl version (or checkout) may have tagged it last, so it is
@@ -58,14 +59,14 @@ def ensure_image(
     if image.build == "standin" and ref == FLOATING_STANDIN_REF:
         if on_phase is not None:
             on_phase(Progress("checking image", ref))
-        (build_image or build_standin)(ref)
+        build(ref)
         return
     if docker.image_present(ref):
         return
     if image.build == "standin":
         if on_phase is not None:
             on_phase(Progress("building image", ref))
-        (build_image or build_standin)(ref)
+        build(ref)
         return
     raise PreflightFailed(
         f"{resolved.plan.source}: image.ref: image {ref} is not on this host and servectl pulls from no "

@@ -7,7 +7,7 @@ standard library (without test suites, ``__pycache__``, IDLE, tkinter, ensurepip
 ``sglang/launch_server.py`` shim so that ``python3 -m sglang.launch_server ...`` runs
 :func:`servectl.standin.main`. The modules the engine imports get bytecode compiled here (the host's
 ``__pycache__`` is not copied), so that the engine starts in a fraction of a second. The tarball is imported
-with the Docker SDK (``docker import``). A demo model is baked in at :data:`DEMO_MODEL_PATH`.
+through the host's Docker engine interface (``docker import``). A demo model is baked in at :data:`DEMO_MODEL_PATH`.
 
 The tag is a hash of everything that goes in (stand-in sources, catalog, interpreter version), so a changed
 stand-in gets a new tag and is rebuilt; ``servectl-standin:latest`` points at the last build.
@@ -28,10 +28,10 @@ import sys
 import sysconfig
 import tarfile
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Protocol
 
 IMAGE_REPOSITORY = "servectl-standin"
 IMAGE_LABEL = "servectl.standin"
@@ -368,82 +368,51 @@ def write_rootfs(
 # -- Docker --------------------------------------------------------------------------------------------------
 
 
-def _docker_client() -> Any:
-    from servectl.errors import EngineUnavailable
+class ImageStore(Protocol):
+    """What the build needs of the Docker engine: the part of ``servectl.adapters.docker.DockerEngine`` it calls
+    (the stand-in, which also runs inside its image, imports none of the adapters)."""
 
-    try:
-        import docker  # type: ignore[import-untyped]  # docker-py ships no type information
+    def image_present(self, ref: str) -> bool: ...
 
-        client = docker.from_env()
-        client.ping()
-    except Exception as err:  # the SDK raises several unrelated types when no engine answers
-        raise EngineUnavailable(
-            f"cannot reach the Docker engine to build the stand-in image: {err}; start it "
-            "(sudo systemctl start docker; without systemd: sudo dockerd &) or set DOCKER_HOST"
-        ) from err
-    return client
+    def import_image(self, ref: str, *, write_rootfs: Callable[[BinaryIO], Sequence[str]]) -> None: ...
+
+    def tag_image(self, ref: str, target: str) -> None: ...
 
 
-def _image_exists(client: Any, ref: str) -> bool:
-    import docker.errors  # type: ignore[import-untyped]  # docker-py ships no type information
-
-    try:
-        client.images.get(ref)
-    except docker.errors.ImageNotFound:
-        return False
-    return True
-
-
-def build_standin_image(*, tag: str | None = None, force: bool = False, docker_client: Any = None) -> str:
-    """Build (or find) the stand-in image and return its reference.
+def build_standin_image(*, docker: ImageStore, tag: str | None = None, force: bool = False) -> str:
+    """Build (or find) the stand-in image on ``docker`` and return its reference.
 
     Args:
+        docker: the engine (the host's ``DockerEngine``; the fake one records the import and writes nothing).
         tag: image reference to build; default :func:`standin_image_ref`, which also gets tagged ``latest``.
         force: build even when an image with that reference exists.
-        docker_client: a ``docker.DockerClient`` to use (default: one from the environment).
 
     Raises:
         EngineUnavailable: no Docker engine answers.
         ServectlError: the root filesystem cannot be assembled or the engine refuses the import.
     """
-    from servectl.errors import ServectlError
-
-    if docker_client is None:  # a client of our own is closed here (its sockets too)
-        client = _docker_client()
-        try:
-            return build_standin_image(tag=tag, force=force, docker_client=client)
-        finally:
-            client.close()
-    client = docker_client
     runtime = host_python()
     digest = standin_digest(runtime)
     ref = tag or f"{IMAGE_REPOSITORY}:{digest}"
-    repository, _, version = ref.rpartition(":")
-    if not repository or "/" in version:
-        repository, version = ref, "latest"
-    if force or not _image_exists(client, ref):
-        with tempfile.TemporaryFile() as rootfs:
-            lib_dirs = write_rootfs(rootfs, runtime)
-            rootfs.seek(0)
-            changes = [
-                'CMD ["python3", "-m", "sglang.launch_server", "--help"]',
-                "ENV PATH=/usr/local/bin:/usr/bin:/bin",
-                f"ENV PYTHONHOME={PREFIX}",
-                f"ENV PYTHONPATH={APP_DIR}",
-                f"ENV LD_LIBRARY_PATH={':'.join(lib_dirs)}",
-                "ENV PYTHONUNBUFFERED=1",
-                "ENV PYTHONDONTWRITEBYTECODE=1",
-                "ENV LANG=C.UTF-8",
-                "WORKDIR /",
-                f"LABEL {IMAGE_LABEL}=1",
-                f"LABEL {IMAGE_LABEL}.digest={digest}",
-            ]
-            try:
-                client.api.import_image(src=rootfs, repository=repository, tag=version, changes=changes)
-            except Exception as err:
-                raise ServectlError(f"the Docker engine refused the stand-in image {ref}: {err}") from err
-        if not _image_exists(client, ref):
-            raise ServectlError(f"the Docker engine did not create the stand-in image {ref}")
+
+    def write(rootfs: BinaryIO) -> list[str]:
+        lib_dirs = write_rootfs(rootfs, runtime)
+        return [
+            'CMD ["python3", "-m", "sglang.launch_server", "--help"]',
+            "ENV PATH=/usr/local/bin:/usr/bin:/bin",
+            f"ENV PYTHONHOME={PREFIX}",
+            f"ENV PYTHONPATH={APP_DIR}",
+            f"ENV LD_LIBRARY_PATH={':'.join(lib_dirs)}",
+            "ENV PYTHONUNBUFFERED=1",
+            "ENV PYTHONDONTWRITEBYTECODE=1",
+            "ENV LANG=C.UTF-8",
+            "WORKDIR /",
+            f"LABEL {IMAGE_LABEL}=1",
+            f"LABEL {IMAGE_LABEL}.digest={digest}",
+        ]
+
+    if force or not docker.image_present(ref):
+        docker.import_image(ref, write_rootfs=write)
     if tag is None:
-        client.api.tag(ref, IMAGE_REPOSITORY, "latest")
+        docker.tag_image(ref, f"{IMAGE_REPOSITORY}:latest")
     return ref

@@ -18,10 +18,10 @@ import itertools
 import json
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from servectl.adapters.docker import (
     ContainerState,
@@ -127,6 +127,8 @@ class FakeDockerEngine:
         self.documents: dict[str, dict[str, Any]] = {}
         self.image_documents: dict[str, dict[str, Any]] = {}
         self.calls: list[tuple[str, str]] = []
+        #: the images :meth:`import_image` made, in order
+        self.imported: list[str] = []
         self._ids = itertools.count(1)
         self._guard = threading.RLock()
 
@@ -356,6 +358,20 @@ class FakeDockerEngine:
             if self._running(c) and not force:
                 raise ServectlError(f"docker: remove container {container_id[:12]}: it is running (fake)")
             del self.containers[c.id]
+
+    def import_image(self, ref: str, *, write_rootfs: Callable[[BinaryIO], Sequence[str]]) -> None:
+        """Records ``ref`` as present (in :attr:`imported` too) without writing the root filesystem."""
+        self._check("import_image", ref)
+        with self._guard:
+            self.images.add(ref)
+            self.imported.append(ref)
+
+    def tag_image(self, ref: str, target: str) -> None:
+        self._check("tag_image", f"{ref} {target}")
+        if not self.image_present(ref):
+            raise ServectlError(f"docker: tag image {ref} as {target}: No such image: {ref}")
+        with self._guard:
+            self.images.add(target)
 
     def run_oneshot(
         self, image: str, command: list[str], *, timeout_s: float, labels: Mapping[str, str] | None = None

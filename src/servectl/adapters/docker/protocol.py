@@ -4,8 +4,8 @@ fake ``servectl.testing.docker.FakeDockerEngine``."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 
 from servectl.adapters.docker.values import ContainerState, EngineInfo, ImageInfo, LogLines, OneShotResult
 
@@ -72,6 +72,18 @@ class DockerEngine(Protocol):
 
     def start(self, container_id: str) -> None:
         """Start a stopped container again (used for conflict containers that swap restores)."""
+
+    def import_image(self, ref: str, *, write_rootfs: Callable[[BinaryIO], Sequence[str]]) -> None:
+        """Make image ``ref`` (``repo:tag``) from a root filesystem, as ``docker import`` does: ``write_rootfs``
+        writes the tar to the file it is given and returns the image's Dockerfile changes (``CMD``, ``ENV``,
+        ``LABEL``). servectl's own images (the stand-in engine, the gateway) are built through it.
+
+        Raises:
+            EngineUnavailable: the engine does not answer. ServectlError: it refused the import or made no ``ref``.
+        """
+
+    def tag_image(self, ref: str, target: str) -> None:
+        """Tag the local image ``ref`` as ``target`` (``repo:tag``), moving ``target`` if it named another image."""
 
     def run_oneshot(
         self, image: str, command: list[str], *, timeout_s: float, labels: Mapping[str, str] | None = None

@@ -10,10 +10,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 from urllib.parse import quote
 
 from servectl.adapters.docker.engine_socket import (
@@ -401,6 +402,21 @@ class DockerSdkEngine:
         volume = self._read(f"inspect volume {name}", path, lambda: self.client.api.inspect_volume(name))
         return str(volume.get("Mountpoint") or "") or None if volume is not None else None
 
+    def import_image(self, ref: str, *, write_rootfs: Callable[[BinaryIO], Sequence[str]]) -> None:
+        repository, tag = split_tag(ref)
+        with tempfile.TemporaryFile() as rootfs:
+            changes = list(write_rootfs(rootfs))
+            rootfs.seek(0)
+            with _sdk_errors(f"import image {ref}"):
+                self.client.api.import_image(src=rootfs, repository=repository, tag=tag, changes=changes)
+        if self._inspect_image(ref) is None:
+            raise ServectlError(f"docker: import image {ref}: the engine made no such image; try again")
+
+    def tag_image(self, ref: str, target: str) -> None:
+        repository, tag = split_tag(target)
+        with _sdk_errors(f"tag image {ref} as {target}"):
+            self.client.api.tag(ref, repository, tag)
+
     def run_oneshot(
         self, image: str, command: list[str], *, timeout_s: float, labels: Mapping[str, str] | None = None
     ) -> OneShotResult:
@@ -455,6 +471,14 @@ class DockerSdkEngine:
 
 
 __all__ = ["SDK_FIX", "UNREACHABLE_FIX", "DockerSdkEngine", "unreachable_fix"]
+
+
+def split_tag(ref: str) -> tuple[str, str]:
+    """``(repository, tag)`` of ``repo[:tag]`` (``latest`` when it names none; a registry's port is no tag)."""
+    repository, colon, tag = ref.rpartition(":")
+    if not colon or "/" in tag:
+        return ref, "latest"
+    return repository, tag
 
 
 def id_pin(ref: str) -> tuple[str, str] | None:

@@ -9,8 +9,7 @@ fails the run when a gate failed (after rendering, so the table and the evidence
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,9 +23,8 @@ from servectl.bench.qualify.suite import load_suite, suite_path
 from servectl.errors import QualificationFailed, UsageError
 
 if TYPE_CHECKING:
-    from servectl.adapters.docker import DockerEngine
-    from servectl.adapters.gpu import GpuInventory
     from servectl.bench.qualify.target import QualifyTarget
+    from servectl.service.context import Context
 
 
 @dataclass(frozen=True)
@@ -54,19 +52,20 @@ class ProfileQualifyResult:
 
 
 def run_profile_qualify(
+    ctx: Context,
     *,
     name: str | None = None,
     suite: str | None = None,
     settings: QualifySettings | None = None,
     out_dir: Path | None = None,
     progress: Callable[[QualifyProgressEvent], None] | None = None,
-    environ: Mapping[str, str] | None = None,
-    docker: DockerEngine | None = None,
-    gpus: GpuInventory | None = None,
 ) -> ProfileQualifyResult:
     """Qualify profile ``name``'s running service (or the server at ``settings.url``) and write ``qualify.json``.
 
     Args:
+        ctx: the host's context: its environment (the key, the state folder, the profile search path), for
+            ``name`` its runtime (finds the service) and GPU inventory (the VRAM gate), and the code sandbox of
+            a coding gate; :meth:`servectl.Host.qualify` passes the host's.
         name: Profile whose running service to qualify; its URL, model, key variable, provenance, reasoning
             parser, context, VRAM reserve and suite are used where ``settings`` leave them empty. With
             ``settings.via_gateway``: a gateway alias, run through the gateway (its file gives the address),
@@ -78,9 +77,6 @@ def run_profile_qualify(
             defaults); ``api_key_env`` defaults to the profile's ``serve.api_key_env``. The key is read here.
         out_dir: Folder for ``qualify.json`` (default: ``STATE/qualify/<UTC time>``).
         progress: Called after each case, for a progress bar.
-        environ: Environment to read the key and the state folder from (default: ``os.environ``).
-        docker, gpus: with ``name``, the engine that finds its service (required) and the cards the VRAM gate
-            reads; :meth:`servectl.Host.qualify` (``servectl.run_profile_qualify``) passes the host's.
 
     Raises:
         UsageError: neither ``name`` nor a URL; an unknown suite; the key variable is unset.
@@ -88,7 +84,7 @@ def run_profile_qualify(
         BenchFailed: the server cannot be reached or serves no such model.
     """
     asked = settings or QualifySettings()
-    env = os.environ if environ is None else environ
+    env = ctx.environ
     url, model, via_gateway = asked.url, asked.model, asked.via_gateway
     api_key_env, api_key_file = asked.api_key_env, asked.api_key_file
     if name is None and not url:
@@ -103,7 +99,8 @@ def run_profile_qualify(
 
         gateway_url, route = gateway_route(name, environ=env)
         url, model, name = url or gateway_url, model or name, route.profile
-    target = _profile_target(name, docker, gpus) if name is not None else None
+    # through the gateway, name was an alias: its profile's cards are not read (as before)
+    target = _profile_target(ctx, name, read_cards=not via_gateway) if name is not None else None
     if suite:
         loaded = load_suite(suite_path(suite, relative_to=Path.cwd()))
     elif asked.suite is not None:
@@ -130,14 +127,13 @@ def run_profile_qualify(
         context=target.bench.context if target else None,
         facts=target.facts if target else None,
         progress=progress,
+        sandbox=ctx.code_sandbox if loaded.suite.gates.coding is not None else None,
     )
     return ProfileQualifyResult(report=report, evidence=write_evidence(report, out))
 
 
-def _profile_target(name: str, docker: DockerEngine | None, gpus: GpuInventory | None) -> QualifyTarget:
-    """The running service of profile ``name``, found through ``docker``."""
+def _profile_target(ctx: Context, name: str, *, read_cards: bool) -> QualifyTarget:
+    """The running service of profile ``name``, found through the context's runtime."""
     from servectl.bench.qualify.target import qualify_target
 
-    if docker is None:
-        raise UsageError(f"qualify {name}: finding the service needs a Docker engine; use servectl.Host().qualify()")
-    return qualify_target(name=name, docker=docker, gpus=gpus)
+    return qualify_target(ctx, name=name, read_cards=read_cards)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from importlib import metadata
 from typing import Any
 
-from servectl.adapters.sandbox import CodeSandbox, DockerSandbox
+from servectl.adapters.sandbox import CodeSandbox
 from servectl.bench.model import BenchContext, pick_model, read_free_vram
 from servectl.bench.qualify.client import QualifyClient
 from servectl.bench.qualify.gates import GateRun
@@ -108,11 +108,12 @@ def gate_runners(loaded: LoadedSuite, route: RouteTarget | None = None) -> dict[
     return runners
 
 
-def _default_sandbox(loaded: LoadedSuite) -> DockerSandbox | None:
-    """A Docker sandbox on the stand-in image when the suite has a coding gate (the engine is reached lazily)."""
-    from servectl.adapters.sandbox import DockerSandbox
-
-    return DockerSandbox() if loaded.suite.gates.coding is not None else None
+def _require_sandbox(loaded: LoadedSuite, sandbox: CodeSandbox | None) -> None:
+    if sandbox is None and loaded.suite.gates.coding is not None:
+        raise UsageError(
+            f"qualify: suite {loaded.suite.name} has a coding gate and this run has no code sandbox to run the "
+            "answers in; pass sandbox= (servectl.Host().qualify() passes the host's)"
+        )
 
 
 def run_qualify(
@@ -130,8 +131,8 @@ def run_qualify(
         context: Provenance of a managed profile (plan hash, pins), recorded in the evidence.
         facts: What the profile says (reasoning parser, context, VRAM reserve, GPU reader).
         progress: Called after each case.
-        sandbox: Where the coding gate runs answers (default: a :class:`~servectl.adapters.sandbox.DockerSandbox`
-            on the stand-in image, made when the suite has a coding gate).
+        sandbox: Where the coding gate runs answers (a suite with a coding gate needs one: the host's
+            ``Context.code_sandbox``, a :class:`~servectl.adapters.sandbox.DockerSandbox` on the stand-in image).
 
     Raises:
         UsageError: ``settings`` name no server or no suite.
@@ -144,8 +145,7 @@ def run_qualify(
     loaded = settings.loaded_suite
     suite = loaded.suite
     runners = gate_runners(loaded, settings.route)
-    owned_sandbox = _default_sandbox(loaded) if sandbox is None else None
-    sandbox = sandbox or owned_sandbox
+    _require_sandbox(loaded, sandbox)
     started = _now()
     client = QualifyClient(
         url=settings.url,
@@ -179,8 +179,6 @@ def run_qualify(
             results.append(vram.run(run, suite.gates.vram, list(cards) if cards else None, unread=unread))
     finally:
         client.close()
-        if owned_sandbox is not None:
-            owned_sandbox.close()
     return QualifyReport(
         settings=settings,
         context=context,

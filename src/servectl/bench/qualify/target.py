@@ -10,8 +10,7 @@ from servectl.bench.qualify.model import ServiceFacts
 from servectl.bench.target import BenchTarget
 
 if TYPE_CHECKING:
-    from servectl.adapters.docker import DockerEngine
-    from servectl.adapters.gpu import GpuInventory
+    from servectl.service.context import Context
 
 
 @dataclass(frozen=True)
@@ -23,7 +22,7 @@ class QualifyTarget:
     suite_file: Path
 
 
-def qualify_target(*, name: str, docker: DockerEngine, gpus: GpuInventory | None = None) -> QualifyTarget:
+def qualify_target(ctx: Context, *, name: str, read_cards: bool = True) -> QualifyTarget:
     """The running service of profile ``name`` (see :func:`servectl.bench.target.bench_target`) and its facts.
 
     Raises:
@@ -31,10 +30,9 @@ def qualify_target(*, name: str, docker: DockerEngine, gpus: GpuInventory | None
     """
     from servectl.bench.qualify.suite import suite_path
     from servectl.bench.target import bench_target
-    from servectl.plan.resolve import resolve
 
-    target = bench_target(name=name, docker=docker, gpus=gpus, command="qualify")
-    loaded = resolve(name).loaded
+    target = bench_target(ctx, name=name, command="qualify", read_cards=read_cards)
+    loaded = ctx.resolve(name).loaded
     profile = loaded.profile
     args = profile.engine.args
 
