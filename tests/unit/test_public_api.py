@@ -603,17 +603,64 @@ def test_the_other_module_functions_are_derived_from_their_method_signature_and_
         assert inspect.isgeneratorfunction(getattr(servectl, method)), method
 
 
-def test_every_profile_lookup_of_a_host_reads_the_hosts_search_path(profile_dir: Path, tmp_path: Path) -> None:
-    # a profile (and its base) in a folder only the host's environ names: os.environ has no SERVECTL_PROFILES
-    # (the fixture removes it), so a method that looked profiles up on os.environ's search path would not find it
+def only_here(tmp_path: Path, extra_lines: str = "") -> Path:
+    """A folder with profile ``onlyhere`` (the demo, on its base ``_onlybase`` there too), for a host's environ."""
     extra = tmp_path / "extra"
     extra.mkdir()
     shipped = (Path(servectl.__file__).parent / "data" / "profiles" / "demo.yaml").read_text()
-    (extra / "_onlybase.yaml").write_text(shipped.replace("name: demo\n", "name: _onlybase\n", 1))
-    (extra / "onlyhere.yaml").write_text("extends: _onlybase\nname: onlyhere\n")
+    model = Path(servectl.__file__).parent / "data" / "examples" / "demo-model"  # so that it can start, too
+    base = shipped.replace("name: demo\n", "name: _onlybase\n", 1).replace("../examples/demo-model", str(model))
+    (extra / "_onlybase.yaml").write_text(base)
+    (extra / "onlyhere.yaml").write_text("extends: _onlybase\nname: onlyhere\n" + extra_lines)
+    return extra
+
+
+class _Recording:
+    """A host whose method names are recorded as they are looked up (which methods a test called)."""
+
+    def __init__(self, host: Host) -> None:
+        self._host = host
+        self.called: set[str] = set()
+
+    def __getattr__(self, name: str) -> Any:
+        self.called.add(name)
+        return getattr(self._host, name)
+
+
+#: Host methods that look no profile up by name, each with why the search-path test leaves it out.
+TAKE_NO_PROFILE = {
+    "build_standin_image": "builds the stand-in image from servectl's own files",
+    "catalogs": "lists the shipped and stored flag catalogs",
+    "check_gateway_file": "checks a gateway file against its schema",
+    "close": "closes the adapters",
+    "compare_bench": "reads bench --out folders and reference CSVs",
+    "create_gateway_key": "writes the gateway's key file",
+    "doctor": "checks the machine",
+    "extract_catalog": "reads an image's SGLang",
+    "gateway_down": "stops the gateway container",
+    "gateway_keys": "reads the gateway's key file",
+    "gateway_logs": "reads the gateway container's logs",
+    "gateway_run": "serves until stopped; its profile lookups go through service_upstreams (tested beside)",
+    "gateway_status": "reads the gateway container",
+    "gateway_up": "starts the gateway container (its image is built; profiles are looked up inside it)",
+    "profile_schema": "the JSON schema of every profile",
+    "recover": "settles a killed transaction from its journal",
+    "render_all": "renders the shipped project's profiles",
+    "revoke_gateway_key": "writes the gateway's key file",
+    "services": "lists containers (status, tested here, is the one that resolves their profiles)",
+    "verify_finding": "reads a finding folder",
+    "watch": "follows the services (status's rows, once a second)",
+}
+
+
+def test_every_profile_lookup_of_a_host_reads_the_hosts_search_path(profile_dir: Path, tmp_path: Path) -> None:
+    # a profile (and its base) in a folder only the host's environ names: os.environ has no SERVECTL_PROFILES
+    # (the fixture removes it), so a method that looked profiles up on os.environ's search path would not find it
+    extra = only_here(tmp_path)
     environ = {**os.environ, "SERVECTL_PROFILES": str(extra)}
     assert "SERVECTL_PROFILES" not in os.environ
-    with FakeHost(state_dir=tmp_path / "state", environ=environ) as host:
+    with FakeHost(state_dir=tmp_path / "state", environ=environ) as fake:
+        host: Any = _Recording(fake)
         assert [row.name for row in host.profiles() if row.name == "onlyhere"] == ["onlyhere"]
         assert host.load_profile(name="onlyhere").chain[1].name == "_onlybase.yaml"  # its base, from there too
         assert host.show(name="onlyhere").data["name"] == "onlyhere"
@@ -641,3 +688,48 @@ def test_every_profile_lookup_of_a_host_reads_the_hosts_search_path(profile_dir:
             refusals.append(str(refused.value))
         assert refusals and not [r for r in refusals if "not found in" in r], refusals
         assert "not promoted" in refusals[2]
+        # measured and compared services: found, then refused for what is missing (they said "not found")
+        for measure in (host.bench, host.qualify):
+            with pytest.raises(servectl.UsageError, match=r"^(bench|qualify) onlyhere: the profile does not run"):
+                measure(name="onlyhere")
+        with pytest.raises(servectl.UsageError, match="no container 'nothere' on this Docker engine"):
+            host.diff_container(name="onlyhere", container="nothere")
+        assert host.diff_catalogs(a="onlyhere", b="onlyhere", name="onlyhere")[2] == []  # its catalog, twice
+        assert host.validate_in_image(name="onlyhere").profile == "onlyhere"
+        assert host.preflight(name="onlyhere").profile_name == "onlyhere"
+        assert host.up(name="onlyhere").action == "started"
+        [row] = host.status().services
+        assert row.profile == "onlyhere" and row.drift is False  # its plan now, compiled from that path
+        assert any(host.logs(name="onlyhere", tail=5))
+        assert host.swap(name="onlyhere").outcome == "noop"
+        assert host.swap(name="demo-rollback").outcome == "swapped"
+        assert host.rollback().to_profile == "onlyhere"  # back to it, resolved on that path
+        data = container_inspect(
+            ["python3", "-m", "sglang.launch_server", "--model-path", "/model"], binds=[("/srv/m", "/model", True)]
+        )
+        fake.engine.documents["sglang-hand"] = fake.engine.documents[data["Id"]] = data
+        fake.engine.image_documents[data["Image"]] = image_inspect()
+        with pytest.raises(servectl.UsageError, match="onlyhere"):  # found on that path, so the name is taken
+            host.adopt(container="sglang-hand", name="onlyhere")
+    unexercised = {
+        name
+        for name, member in inspect.getmembers(Host)
+        if callable(member) and not name.startswith("_") and name not in host.called and name not in TAKE_NO_PROFILE
+    }
+    assert unexercised == set(), f"call these here, or list them in TAKE_NO_PROFILE with a reason: {unexercised}"
+
+
+def test_the_gateway_sends_the_engine_key_of_a_profile_only_the_hosts_environ_finds(
+    profile_dir: Path, tmp_path: Path
+) -> None:
+    """gateway run lists the services through the host's context: the engine key of a profile on the host's
+    search path is read (it resolved the profile in os.environ, failed, and forwarded requests with no key)."""
+    from servectl.gateway.serve import service_upstreams
+
+    extra = only_here(tmp_path, "serve:\n  api_key_env: ONLY_KEY\n")
+    environ = {**os.environ, "SERVECTL_PROFILES": str(extra), "ONLY_KEY": "sk-only"}
+    assert "ONLY_KEY" not in os.environ
+    with FakeHost(state_dir=tmp_path / "state", environ=environ) as host:
+        host.up(name="onlyhere")
+        [upstream] = service_upstreams(host.ctx)()
+    assert (upstream.profile, upstream.ready, upstream.api_key) == ("onlyhere", True, "sk-only")

@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import errno
 import logging
-import os
 import signal
 import sys
 import threading
@@ -19,11 +18,11 @@ from servectl.gateway.config import Endpoint, GatewayConfig, default_aliases
 from servectl.gateway.routes import AliasTable, Upstream
 
 if TYPE_CHECKING:
-    from servectl.adapters.docker import DockerEngine
     from servectl.gateway.dashboard import DashboardSources
     from servectl.gateway.proxy import Gateway
     from servectl.gateway.reload import ConfigWatcher
     from servectl.profile.loader import ProfileFolder
+    from servectl.service.context import Context
 
 log = logging.getLogger("servectl.gateway")
 
@@ -36,22 +35,17 @@ def alias_table(config: GatewayConfig, profiles: Callable[[], Sequence[str]]) ->
     return AliasTable(default_aliases(config.endpoints if config.endpoints is not None else profiles()))
 
 
-def service_upstreams(
-    docker: DockerEngine, *, environ: Mapping[str, str] | None = None
-) -> Callable[[], list[Upstream]]:
-    """A function listing the servectl services as upstreams (ready = passed its gate and answers /health)."""
-    from servectl.service.services import services
-
-    env = dict(os.environ if environ is None else environ)
+def service_upstreams(ctx: Context) -> Callable[[], list[Upstream]]:
+    """A function listing the servectl services as upstreams (ready = passed its gate and answers /health),
+    through the context's runtime; each engine key is read from the profile resolved in its environment."""
     keys: dict[tuple[str, str], str | None] = {}
 
     def engine_key(profile: str, plan_hash: str) -> str | None:
         if (profile, plan_hash) not in keys:
-            from servectl.plan.resolve import resolve
             from servectl.service.host_files import read_api_key
 
             try:
-                keys[(profile, plan_hash)] = read_api_key(resolve(profile).plan, env)
+                keys[(profile, plan_hash)] = read_api_key(ctx.resolve(profile).plan, ctx.environ)
             except ServectlError:
                 keys[(profile, plan_hash)] = None
         return keys[(profile, plan_hash)]
@@ -65,7 +59,7 @@ def service_upstreams(
                 ready=s.state == "ready" and s.port is not None,
                 api_key=engine_key(s.profile, s.plan_hash),
             )
-            for s in services(docker=docker)
+            for s in ctx.runtime.services()
             if s.running
         ]
 
@@ -234,15 +228,15 @@ def configure_logging(stream: TextIO = sys.stderr) -> None:
 
 
 def run_from_file(
+    ctx: Context,
     *,
-    docker: DockerEngine,
     config_file: Path | None = None,
     listen: str | None = None,
-    environ: Mapping[str, str] | None = None,
     on_listening: Callable[[str], None] | None = None,
     start: Callable[[str], object] | None = None,
 ) -> None:
-    """Load the gateway file (default: ``gateway.yaml`` beside the profiles) and run it on this host.
+    """Load the gateway file (default: ``gateway.yaml`` beside the profiles) and run it on this host, through
+    the context's environment, profile search path, state folder and runtime.
 
     Raises:
         ProfileError: the file is invalid. ServectlError: see :func:`run_gateway`.
@@ -251,11 +245,11 @@ def run_from_file(
     from servectl.gateway.config import default_config_file, load_gateway_config
     from servectl.gateway.dashboard import DashboardSources, docker_log_tail
     from servectl.gateway.reload import ConfigWatcher
-    from servectl.paths import state_dir
-    from servectl.profile.loader import search_path
+
+    environ = ctx.environ
 
     def names() -> list[str]:  # the profiles on this environment's search path, as the watcher's folders
-        return profile_names(search_path(environ=environ))
+        return profile_names(ctx.profile_folders)
 
     def load() -> GatewayConfig:
         loaded = load_gateway_config(config_file, environ=environ)
@@ -264,27 +258,25 @@ def run_from_file(
         return loaded
 
     config = load()
-    state = state_dir(environ)
+    state = ctx.state_dir
     watch = ConfigWatcher(
         config_file=config_file or default_config_file(environ),
         running=config,
         load=load,
         table_of=lambda c: alias_table(c, names),
-        folders=lambda: [f.path for f in search_path(environ=environ)],
+        folders=lambda: [f.path for f in ctx.profile_folders],
     )
     run_gateway(
         config,
         watch=watch,
         table=alias_table(config, names),
-        upstreams=fixed_upstreams(config.endpoints)
-        if config.endpoints is not None
-        else service_upstreams(docker, environ=environ),
+        upstreams=fixed_upstreams(config.endpoints) if config.endpoints is not None else service_upstreams(ctx),
         keys_path=None if config.auth == "none" else config.keys_path(environ),
         admin_path=admin_socket_path(state),
         startup_s=lambda profile: last_startup_s(state, profile),
         on_listening=on_listening,
         start=start,
         dashboard=DashboardSources.of_state(
-            state, logs=None if config.endpoints is not None else docker_log_tail(docker)
+            state, logs=None if config.endpoints is not None else docker_log_tail(ctx.docker)
         ),
     )

@@ -72,10 +72,9 @@ class GatewayCommands(TransactionCommands):
 
         configure_logging()
         run_from_file(
-            docker=self.docker,
+            self.ctx,
             config_file=config_file,
             listen=listen,
-            environ=self.environ,
             on_listening=on_listening,
             start=lambda profile: self.swap(name=profile),  # swap.on_request: the same transaction as `swap`
         )

@@ -404,6 +404,6 @@ class ProfileCommands(HostBase):
         Raises:
             UsageError: no such container or profile. ProfileError: the profile does not validate.
         """
-        from servectl.service.adopted import diff_container
+        from servectl.service.adopt import diff_container
 
-        return diff_container(profile=name, container=container, docker=self.docker)
+        return diff_container(self.ctx, profile=name, container=container)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from servectl.errors import ProfileError, ServectlError
+from servectl.errors import ProfileError, ServectlError, UsageError
 from servectl.files import FileRefused, read_bounded
 from servectl.plan.adopt import AdoptError, Adoption, adopt_container, adoption_yaml, compose_service_inspect
 from servectl.plan.container_match import container_diff
@@ -31,6 +31,7 @@ from servectl.profile.validate import load_profile
 
 if TYPE_CHECKING:
     from servectl.adapters.docker import DockerEngine
+    from servectl.service.context import Context
 
 
 class DockerDocuments(Protocol):
@@ -299,3 +300,19 @@ def _backup_path(target: Path) -> Path:
     if backup.exists():
         backup = target.with_name(f"{target.name}.{time.strftime('%Y%m%d-%H%M%S')}.bak")
     return backup
+
+
+def diff_container(ctx: Context, *, profile: str, container: str) -> list[str]:
+    """What differs between a container (``docker inspect``, through the context's engine) and the container
+    profile ``profile`` (resolved in the context's environment) would create.
+
+    Raises:
+        UsageError: no such container. ProfileError / UsageError: the profile does not load.
+    """
+    resolved = ctx.resolve(profile)
+    docker = ctx.docker
+    document = docker.container_document(container)
+    if document is None:
+        raise UsageError(f"no container {container!r} on this Docker engine; `docker ps -a` lists them")
+    image = docker.image_document(str(document.get("Image") or "")) if document.get("Image") else None
+    return container_diff(resolved.plan, document, catalog_for(resolved.loaded.profile), image=image)

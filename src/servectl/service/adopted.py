@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from servectl.errors import ServectlError, UsageError
+from servectl.errors import ServectlError
 from servectl.files import FileRefused, read_bounded
 from servectl.plan.labels import LABEL_MANAGED
 from servectl.profile.loader import MAX_PROFILE_BYTES, discover, search_path
@@ -104,21 +104,3 @@ def find_adopted(
         seen.add(str(document.get("Id")))
         matches.append(AdoptedMatch(resolved, document))
     return matches
-
-
-def diff_container(*, profile: str, container: str, docker: DockerEngine) -> list[str]:
-    """What differs between a container (``docker inspect``) and the container profile ``profile`` would create.
-
-    Raises:
-        UsageError: no such container. ProfileError / UsageError: the profile does not load.
-    """
-    from servectl.plan.container_match import container_diff
-    from servectl.plan.resolve import resolve
-    from servectl.profile.engine_args import catalog_for
-
-    resolved = resolve(profile)
-    document = docker.container_document(container)
-    if document is None:
-        raise UsageError(f"no container {container!r} on this Docker engine; `docker ps -a` lists them")
-    image = docker.image_document(str(document.get("Image") or "")) if document.get("Image") else None
-    return container_diff(resolved.plan, document, catalog_for(resolved.loaded.profile), image=image)
