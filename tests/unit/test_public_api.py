@@ -689,7 +689,10 @@ def test_every_profile_lookup_of_a_host_reads_the_hosts_search_path(profile_dir:
         assert refusals and not [r for r in refusals if "not found in" in r], refusals
         assert "not promoted" in refusals[2]
         # measured and compared services: found, then refused for what is missing (they said "not found")
-        for measure in (host.bench, host.qualify):
+        from servectl.bench.qualify import QualifySettings
+
+        through_gateway = QualifySettings(via_gateway=True, api_key="sk-test")  # the alias's profile, resolved
+        for measure in (host.bench, host.qualify, lambda name: host.qualify(name=name, settings=through_gateway)):
             with pytest.raises(servectl.UsageError, match=r"^(bench|qualify) onlyhere: the profile does not run"):
                 measure(name="onlyhere")
         with pytest.raises(servectl.UsageError, match="no container 'nothere' on this Docker engine"):

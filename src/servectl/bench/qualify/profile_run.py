@@ -97,7 +97,7 @@ def run_profile_qualify(
             raise UsageError("qualify --via-gateway: give the gateway key with --api-key-env NAME or --api-key-file")
         from servectl.bench.qualify.routed import gateway_route
 
-        gateway_url, route = gateway_route(name, environ=env)
+        gateway_url, route = gateway_route(ctx, name)
         url, model, name = url or gateway_url, model or name, route.profile
     # through the gateway, name was an alias: its profile's cards are not read (as before)
     target = _profile_target(ctx, name, read_cards=not via_gateway) if name is not None else None

@@ -13,7 +13,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from servectl.service.context import Context
 
 _REQUESTS = re.compile(r'^servectl_gateway_requests_total\{alias="(?P<alias>[^"]*)",code="\d+"\} (?P<n>\d+)$', re.M)
 
@@ -65,8 +68,9 @@ class RouteTarget:
         return f"alias {self.alias!r}"
 
 
-def gateway_route(alias: str, *, environ: Mapping[str, str], config_file: str | None = None) -> tuple[str, RouteTarget]:
-    """The gateway's URL and the :class:`RouteTarget` of ``alias``, from the gateway file and the profiles.
+def gateway_route(ctx: Context, alias: str, *, config_file: str | None = None) -> tuple[str, RouteTarget]:
+    """The gateway's URL and the :class:`RouteTarget` of ``alias``, from the gateway file and the profiles
+    (resolved in the context's environment).
 
     Raises:
         ProfileError: the gateway file or the alias's profile has problems.
@@ -77,7 +81,8 @@ def gateway_route(alias: str, *, environ: Mapping[str, str], config_file: str | 
     from servectl.adapters.gateway_admin import gateway_status
     from servectl.errors import UsageError
     from servectl.gateway.config import ANY_PROFILE, gateway_state_dir, load_gateway_config
-    from servectl.plan.resolve import resolve
+
+    environ = ctx.environ
 
     config = load_gateway_config(Path(config_file) if config_file else None, environ=environ)
     aliases = config.aliases if config.aliases is not None else None
@@ -90,7 +95,7 @@ def gateway_route(alias: str, *, environ: Mapping[str, str], config_file: str | 
         from servectl.errors import ServectlError
         from servectl.service.host_files import read_api_key
 
-        resolved = resolve(profile)
+        resolved = ctx.resolve(profile)
         p = resolved.loaded.profile
         served, context = p.model.served_name, p.engine.context_length
         host = "127.0.0.1" if p.serve.host in ("0.0.0.0", "::") else p.serve.host
