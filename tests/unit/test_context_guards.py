@@ -1,0 +1,294 @@
+"""The environment enters once (STYLE 11d, issue 40): guards over the source of ``src/servectl``.
+
+* **Environment reads.** Only the module that builds the :class:`~servectl.service.context.Context`
+  (``service/context.py``) and ``paths.py`` read the process's environment (``os.environ``, ``os.getenv``,
+  ``from os import environ``); everything else gets the context's ``environ``.
+* **Adapters.** The real adapters (Docker SDK engine and client, NVML, the psutil probe, the state folder's
+  history and lock, declared conflicts, the runtime, the code sandbox, the plan cache) are constructed only where
+  the context is built: ``service/context.py``, and ``host/base.py`` (the host's plan cache beside it).
+* **Numeric defaults.** A default (a parameter's, a class field's, a module constant) has one home: the same
+  number under the same name in two modules is one default written twice (the cards-free deadline 30.0 had four
+  homes). Names are compared without a ``default_`` prefix and a ``_s`` suffix, and a name of two words or more
+  matches another that ends with it (``CARDS_FREE_DEADLINE_S`` and ``free_deadline_s``). 0 and 1 are left out.
+
+Each guard has a list of permanent exceptions, each with its reason, and a ``NOT_YET`` list of what issue 40
+has still to move; both may only shrink (a test fails on an entry that no longer applies). ``standin/`` (a
+program of its own, also run inside its image, configured by its environment as SGLang is) and ``testing/``
+(fakes mirror the interfaces' signatures) are outside the guards. Each guard is shown failing on a synthetic
+module.
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[2] / "src" / "servectl"
+OUTSIDE = ("standin/", "testing/")
+
+# -- environment reads ---------------------------------------------------------------------------------------
+ENV_READERS = {
+    "service/context.py": "builds the Context from the environment (Context(environ=None) is os.environ)",
+    "paths.py": "the state and profile folders of an environment given, or of the process's",
+    "cli/app.py": "sets PYDANTIC_DISABLE_PLUGINS for the process before pydantic loads (a setting, not a read)",
+    "cli/service.py": "bold table headers unless TERM=dumb, as rich decides for its own tables (display only)",
+    "adapters/host.py": "which tools this process can run (shutil.which) is a fact of its own PATH",
+}
+ENV_NOT_YET = {
+    "adapters/docker/sdk.py": "issue 40: DockerSdkEngine reads DOCKER_HOST itself; the Context should pass environ",
+    "adapters/docker/translate.py": "issue 40: create_container_args defaults environ to os.environ",
+    "bench/finding/report.py": "issue 40: write_report defaults environ",
+    "bench/qualify/gates/clients.py": "issue 40: the agent clients' environment defaults to os.environ",
+    "gateway/container.py": "issue 40: gateway_up/container_name default environ",
+    "plan/resolve.py": "issue 40: resolve(name, environ=None)",
+    "profile/loader.py": "issue 40: search_path(environ=None)",
+    "service/adopt.py": "issue 40: adopt defaults environ",
+    "service/container.py": "issue 40: start and DockerRuntime default environ",
+    "service/services.py": "issue 40: current_plan_hash defaults environ",
+}
+
+# -- adapter construction --------------------------------------------------------------------------------------
+ADAPTER_CLASSES = frozenset(
+    {
+        "DockerSdkEngine",
+        "NvmlInventory",
+        "PsutilHostProbe",
+        "History",
+        "StateLock",
+        "DockerConflicts",
+        "DockerRuntime",
+        "DockerSandbox",
+        "PlanCache",
+    }
+)
+CONTEXT_BUILDERS = {
+    "service/context.py": "builds the Context and opens its adapters",
+    "host/base.py": "builds the host's Context and, beside it, the host's plan cache",
+    "adapters/docker/sdk.py": "the SDK engine is the adapter around the SDK's client: the one docker.from_env()",
+}
+ADAPTERS_NOT_YET = {
+    "adapters/gateway_admin.py": "issue 40: the gateway's admin socket records history through a History of its own",
+    "gateway/dashboard.py": "issue 40: the dashboard opens NVML and the history itself",
+    "host/services.py": "issue 40: doctor opens a short-lived Docker engine of its own",
+    "preflight/request.py": "issue 40: measure_start opens NVML/psutil, check_start its History",
+    "service/journal.py": "issue 40: the journal records to a History of its own",
+    "service/services.py": "issue 40: services() builds a PlanCache and a History",
+    "service/stage.py": "issue 40: staging builds a psutil probe",
+}
+
+# -- numeric defaults ----------------------------------------------------------------------------------------------
+DEFAULT_TWINS: dict[tuple[str, float], str] = {
+    # (name stem, value): why the same number under that name in several modules is not one default
+}
+DEFAULTS_NOT_YET = {
+    ("free_deadline", 30.0): "issue 40: the cards-free deadline, in service/container.py, runtime.py, undo.py",
+    ("timeout", 120.0): "issue 40: the catalog-extract timeout, in cli/catalog.py, host/profiles.py, engine_image",
+    ("wait", 60.0): "issue 40: gateway up's wait, in cli/gateway.py and gateway/container.py",
+    ("width", 80): "issue 40: the terminal width of a table, in cli/bench.py and cli/views/preflight.py",
+    ("n", 3): "issue 40: difflib's close-match count, in profile/catalog.py and profile/logcatalog.py",
+}
+
+
+def modules(root: Path) -> Iterator[tuple[str, ast.Module]]:
+    for path in sorted(root.rglob("*.py")):
+        relative = path.relative_to(root).as_posix()
+        if not relative.startswith(OUTSIDE):
+            yield relative, ast.parse(path.read_text(encoding="utf-8"))
+
+
+def environ_reads(tree: ast.Module) -> list[int]:
+    """Lines that read the process's environment."""
+    found = []
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "os"
+            and node.attr in {"environ", "environb", "getenv", "getenvb"}
+        ):
+            found.append(node.lineno)
+        if isinstance(node, ast.ImportFrom) and node.module == "os":
+            found += [node.lineno for a in node.names if a.name in {"environ", "environb", "getenv", "getenvb"}]
+    return found
+
+
+def adapter_constructions(tree: ast.Module) -> list[tuple[str, int]]:
+    """``(what, line)`` of every adapter constructed (``docker.from_env()`` too)."""
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Name) and func.id in ADAPTER_CLASSES:
+            found.append((func.id, node.lineno))
+        elif isinstance(func, ast.Attribute) and func.attr in ADAPTER_CLASSES:
+            found.append((func.attr, node.lineno))
+        elif (
+            isinstance(func, ast.Attribute)
+            and func.attr == "from_env"
+            and isinstance(func.value, ast.Name)
+            and func.value.id == "docker"
+        ):
+            found.append(("docker.from_env", node.lineno))
+    return found
+
+
+def _stem(name: str) -> str:
+    stem = name.lower().removeprefix("default_")
+    return stem.removesuffix("_s")
+
+
+def _number(node: ast.expr | None) -> float | None:
+    if isinstance(node, ast.Call) and node.args:  # pydantic's Field(30.0, ...)
+        node = node.args[0]
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float) and node.value not in (0, 1):
+        return float(node.value)
+    return None
+
+
+def numeric_defaults(tree: ast.Module) -> Iterator[tuple[str, float, int]]:
+    """``(name stem, value, line)`` of each numeric default: parameters, class fields, module constants."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            args = node.args
+            positional = args.posonlyargs + args.args
+            pairs = list(zip(positional[len(positional) - len(args.defaults) :], args.defaults, strict=True))
+            pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None]
+            for arg, default in pairs:
+                if (value := _number(default)) is not None:
+                    yield _stem(arg.arg), value, default.lineno
+        elif isinstance(node, ast.ClassDef):
+            for item in node.body:
+                field = item.target if isinstance(item, ast.AnnAssign) else None
+                if isinstance(field, ast.Name) and (value := _number(getattr(item, "value", None))) is not None:
+                    yield _stem(field.id), value, item.lineno
+    for item in tree.body:
+        targets = [item.target] if isinstance(item, ast.AnnAssign) else getattr(item, "targets", [])
+        for target in targets:
+            constant = isinstance(target, ast.Name) and target.id.isupper()
+            if constant and (value := _number(getattr(item, "value", None))) is not None:
+                yield _stem(target.id), value, item.lineno
+
+
+def _same_default(a: str, b: str) -> bool:
+    """The same name, or one of two words or more that the other ends with (``free_deadline`` in
+    ``cards_free_deadline``; a one-word name such as ``timeout`` is too common to match by its end)."""
+    short, long = sorted((a, b), key=len)
+    return a == b or ("_" in short and long.endswith("_" + short))
+
+
+def repeated_defaults(found: dict[str, list[tuple[str, float, int]]]) -> dict[tuple[str, float], set[str]]:
+    """``(shortest stem, value) -> modules`` for each default written in more than one module."""
+    by_value: dict[float, list[tuple[str, str]]] = defaultdict(list)
+    for module, defaults in found.items():
+        for stem, value, _line in defaults:
+            by_value[value].append((stem, module))
+    repeated: dict[tuple[str, float], set[str]] = {}
+    for value, entries in by_value.items():
+        for stem, _module in entries:
+            twins = {m for s, m in entries if _same_default(stem, s)}
+            if len(twins) > 1:
+                shortest = min((s for s, _ in entries if _same_default(stem, s)), key=len)
+                repeated.setdefault((shortest, value), set()).update(twins)
+    return repeated
+
+
+# -- the three guards over the package -----------------------------------------------------------------------
+def environ_offenders(root: Path) -> dict[str, list[int]]:
+    return {m: lines for m, tree in modules(root) if (lines := environ_reads(tree)) and m not in ENV_READERS}
+
+
+def adapter_offenders(root: Path) -> dict[str, list[tuple[str, int]]]:
+    return {m: c for m, tree in modules(root) if (c := adapter_constructions(tree)) and m not in CONTEXT_BUILDERS}
+
+
+def default_offenders(root: Path) -> dict[tuple[str, float], set[str]]:
+    found = {m: list(numeric_defaults(tree)) for m, tree in modules(root)}
+    return {key: where for key, where in repeated_defaults(found).items() if key not in DEFAULT_TWINS}
+
+
+def test_only_the_context_and_paths_modules_read_the_environment() -> None:
+    offenders = environ_offenders(SRC)
+    unexpected = {m: lines for m, lines in offenders.items() if m not in ENV_NOT_YET}
+    assert unexpected == {}, f"read the Context's environ instead of os.environ: {unexpected}"
+    assert set(ENV_NOT_YET) <= set(offenders), f"done: remove from ENV_NOT_YET: {set(ENV_NOT_YET) - set(offenders)}"
+    assert {m for m, _ in modules(SRC) if environ_reads(_tree(m))} >= set(ENV_READERS) - {"service/context.py"}
+
+
+def test_only_the_context_module_constructs_adapters() -> None:
+    offenders = adapter_offenders(SRC)
+    unexpected = {m: found for m, found in offenders.items() if m not in ADAPTERS_NOT_YET}
+    assert unexpected == {}, f"take the adapter from the Context instead: {unexpected}"
+    assert set(ADAPTERS_NOT_YET) <= set(offenders), f"done: remove from ADAPTERS_NOT_YET: {offenders.keys()}"
+
+
+def test_a_numeric_default_has_one_home() -> None:
+    offenders = default_offenders(SRC)
+    unexpected = {k: sorted(v) for k, v in offenders.items() if k not in DEFAULTS_NOT_YET}
+    assert unexpected == {}, f"one constant per default, imported where it is used: {unexpected}"
+    assert set(DEFAULTS_NOT_YET) <= set(offenders), f"done: remove from DEFAULTS_NOT_YET: {offenders.keys()}"
+    assert set(DEFAULT_TWINS) <= set(repeated_defaults({m: list(numeric_defaults(t)) for m, t in modules(SRC)}))
+
+
+def _tree(module: str) -> ast.Module:
+    return ast.parse((SRC / module).read_text(encoding="utf-8"))
+
+
+# -- each guard fails on a synthetic package -------------------------------------------------------------------
+def _package(tmp_path: Path, files: dict[str, str]) -> Path:
+    root = tmp_path / "servectl"
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return root
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import os\n\ndef home():\n    return os.environ.get('HOME')\n",
+        "import os\n\nHOME = os.getenv('HOME')\n",
+        "from os import environ\n",
+        "import os\n\ndef f(environ=None):\n    return os.environ if environ is None else environ\n",
+    ],
+)
+def test_the_environment_guard_fails_on_a_module_reading_os_environ(tmp_path: Path, source: str) -> None:
+    root = _package(tmp_path, {"service/context.py": "import os\nENV = os.environ\n", "plan/bad.py": source})
+    assert list(environ_offenders(root)) == ["plan/bad.py"]
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from servectl.adapters.gpu import NvmlInventory\n\ndef f():\n    with NvmlInventory() as nvml:\n        ...\n",
+        "def f(state_dir):\n    from servectl.adapters.state import History\n\n    return History(state_dir)\n",
+        "def f():\n    import docker\n\n    return docker.from_env()\n",
+        "import servectl.adapters.host as h\n\nPROBE = h.PsutilHostProbe()\n",
+    ],
+)
+def test_the_adapter_guard_fails_on_a_module_constructing_one(tmp_path: Path, source: str) -> None:
+    context = "from servectl.adapters.gpu import NvmlInventory\n\ndef gpus():\n    return NvmlInventory()\n"
+    root = _package(tmp_path, {"service/context.py": context, "preflight/bad.py": source})
+    assert list(adapter_offenders(root)) == ["preflight/bad.py"]
+
+
+def test_the_defaults_guard_fails_on_one_number_under_one_name_in_two_modules(tmp_path: Path) -> None:
+    root = _package(
+        tmp_path,
+        {
+            "service/a.py": "def stop(*, free_deadline_s: float = 45.0, tries: int = 1) -> None: ...\n",
+            "service/b.py": "CARDS_FREE_DEADLINE_S = 45.0\nOTHER_S = 45.0\n",
+            "service/c.py": (
+                "from dataclasses import dataclass\n\n@dataclass\nclass Opts:\n    free_deadline_s: float = 45.0\n"
+            ),
+            "service/d.py": "def g(wait_s: float = 45.0, n: int = 1) -> None: ...\n",  # another name: its own
+            "service/e.py": "def h(count: int = 1) -> None: ...\n",  # 0 and 1 are everyone's
+        },
+    )
+    assert default_offenders(root) == {("free_deadline", 45.0): {"service/a.py", "service/b.py", "service/c.py"}}
