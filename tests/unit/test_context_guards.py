@@ -85,12 +85,8 @@ ADAPTERS_NOT_YET = {
 DEFAULT_TWINS: dict[tuple[str, float], str] = {
     # (name stem, value): why the same number under that name in several modules is not one default
 }
-DEFAULTS_NOT_YET = {
-    ("free_deadline", 30.0): "issue 40: the cards-free deadline, in service/container.py, runtime.py, undo.py",
-    ("timeout", 120.0): "issue 40: the catalog-extract timeout, in cli/catalog.py, host/profiles.py, engine_image",
-    ("wait", 60.0): "issue 40: gateway up's wait, in cli/gateway.py and gateway/container.py",
-    ("width", 80): "issue 40: the terminal width of a table, in cli/bench.py and cli/views/preflight.py",
-    ("n", 3): "issue 40: difflib's close-match count, in profile/catalog.py and profile/logcatalog.py",
+DEFAULTS_NOT_YET: dict[tuple[str, float], str] = {
+    # (name stem, value) -> what issue 40 still has to give one home
 }
 
 

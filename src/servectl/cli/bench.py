@@ -59,7 +59,7 @@ def _peak_cell(point: PointResult) -> str:
     return "-" if highest is None else f"{highest:,}"
 
 
-def results_table(report: BenchReport, *, width: int = 80) -> Table:
+def results_table(report: BenchReport, *, width: int) -> Table:
     """The headline numbers of every point, one row each; at narrow widths the secondary columns go first."""
     from servectl.cli.views.columns import Col
     from servectl.cli.views.table import fit_table

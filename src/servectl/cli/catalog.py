@@ -70,7 +70,10 @@ def extract_command(
         str | None, typer.Option("--python", help="the image's Python (default: the profile's, or probed)")
     ] = None,
     logs: Annotated[bool, typer.Option("--logs", help="also dump the image's log format strings")] = False,
-    timeout: Annotated[float, typer.Option("--timeout", help="seconds before the container is killed")] = 120.0,
+    timeout: Annotated[
+        float | None,
+        typer.Option("--timeout", help="seconds before the container is killed (default: 2 minutes)"),
+    ] = None,
 ) -> None:
     """Dump an image's own SGLang parser into a flag catalog (throwaway container: no network, no GPU)."""
     from servectl.host import from_env

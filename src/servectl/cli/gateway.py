@@ -117,7 +117,9 @@ def keys_revoke_command(
 
 def up_command(
     config: ConfigOption = None,
-    wait_s: Annotated[float, typer.Option("--wait", help="seconds to wait for it to answer")] = 60.0,
+    wait_s: Annotated[
+        float | None, typer.Option("--wait", help="seconds to wait for it to answer (default: a minute)")
+    ] = None,
 ) -> None:
     """Run the gateway as a container (restart policy unless-stopped; image built here from this servectl)."""
     from servectl.cli.views.gateway import gateway_lines

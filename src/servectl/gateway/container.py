@@ -42,6 +42,8 @@ CONFIG_DIR_IN_CONTAINER = "/etc/servectl/config"
 """The gateway file's folder, mounted read-only (the folder, not the file: an editor that saves by renaming a
 new file over the old one changes the folder's entry, which a bind mount of the file itself would not see)."""
 DOCKER_SOCKET = "/var/run/docker.sock"
+#: How long ``gateway up`` waits for the started container to answer on its admin socket.
+UP_WAIT_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -250,7 +252,7 @@ def gateway_up(
     environ: Mapping[str, str] | None = None,
     scope: Mapping[str, str] | None = None,
     image: str | None = None,
-    wait_s: float = 60.0,
+    wait_s: float = UP_WAIT_S,
 ) -> GatewayContainer:
     """Start the gateway container (building its image when needed) and wait until it answers.
 

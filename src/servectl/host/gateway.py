@@ -79,16 +79,18 @@ class GatewayCommands(TransactionCommands):
             start=lambda profile: self.swap(name=profile),  # swap.on_request: the same transaction as `swap`
         )
 
-    def gateway_up(self, *, config_file: Path | None = None, timeout_s: float = 60.0) -> GatewayContainer:
+    def gateway_up(self, *, config_file: Path | None = None, timeout_s: float | None = None) -> GatewayContainer:
         """Run the gateway as a container (restart policy unless-stopped; its image built here from this
-        servectl) and wait ``timeout_s`` until it answers; a running one stays.
+        servectl) and wait ``timeout_s`` until it answers (default
+        :data:`servectl.gateway.container.UP_WAIT_S`); a running one stays.
 
         Raises:
             ProfileError: the gateway file is invalid. StartupFailed: it exited or did not answer in time.
         """
-        from servectl.gateway.container import gateway_up
+        from servectl.gateway.container import UP_WAIT_S, gateway_up
 
-        return gateway_up(docker=self.docker, config_file=config_file, environ=self.environ, wait_s=timeout_s)
+        wait_s = UP_WAIT_S if timeout_s is None else timeout_s
+        return gateway_up(docker=self.docker, config_file=config_file, environ=self.environ, wait_s=wait_s)
 
     def gateway_down(self) -> GatewayContainer | None:
         """Stop the gateway container (requests in flight drain first) and remove it; None when there is none."""

@@ -297,12 +297,14 @@ class ProfileCommands(HostBase):
         out: Path | None = None,
         logs: bool = False,
         python: str | None = None,
-        timeout_s: float = 120.0,
+        timeout_s: float | None = None,
     ) -> ExtractedCatalog:
         """Dump an image's own SGLang parser into a flag catalog (``servectl catalog extract``).
 
         ``image`` is an image reference or a profile name (its image and ``image.entrypoint``); ``python``
-        overrides the image's Python. The catalog is kept in the user cache by image id, and written to ``out``.
+        overrides the image's Python; ``timeout_s``: the throwaway container is killed after it (default
+        :data:`servectl.adapters.engine_image.DEFAULT_TIMEOUT_S`). The catalog is kept in the user cache by
+        image id, and written to ``out``.
 
         Raises:
             PreflightFailed: the image is not on this host. ImageProbeError: no usable Python or SGLang in it.
@@ -318,8 +320,8 @@ class ProfileCommands(HostBase):
             entrypoint=entrypoint,
             out=out,
             logs=logs,
-            timeout_s=timeout_s,
             store_dir=catalog_cache_dir(self.environ),
+            **({} if timeout_s is None else {"timeout_s": timeout_s}),
         )
 
     def diff_catalogs(self, *, a: str, b: str, name: str | None = None) -> tuple[str, str, list[FlagChange]]:

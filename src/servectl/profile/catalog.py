@@ -35,6 +35,9 @@ CONST_DEPRECATED = "const-deprecated"  # store_const, deprecated: takes no value
 _NO_VALUE_KINDS = frozenset({SWITCH, BOOL_OPTIONAL, SWITCH_DEPRECATED, CONST_DEPRECATED})
 _KINDS = frozenset({VALUE, *_NO_VALUE_KINDS})
 
+#: How many names a "did you mean" hint offers (flags here, log lines in the log catalog).
+SUGGESTIONS = 3
+
 
 class ArgvError(ValueError):
     """An argv the engine's parser would reject; the message reads like argparse's."""
@@ -236,7 +239,7 @@ class FlagCatalog:
         full = self._unique_prefix(flag)
         return full if full is not None and full != "--help" else flag
 
-    def close_matches(self, name: str, n: int = 3) -> list[str]:
+    def close_matches(self, name: str, n: int = SUGGESTIONS) -> list[str]:
         """Flag names (without dashes) that look like ``name``, for "did you mean" hints."""
         bare = name.lstrip("-").replace("_", "-")
         candidates = sorted({f[2:] for f in self._by_flag})

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
 
+from servectl.profile.catalog import SUGGESTIONS
+
 LOG_CATALOG_DIR = Path(__file__).resolve().parent / "catalogs" / "logs"
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{\}")
 #: Values tried in the formatted slots of a template, besides pieces of the pattern itself.
@@ -201,7 +203,7 @@ class LogCatalog:
                     break
         return found
 
-    def nearest(self, pattern: str, n: int = 3) -> list[LogTemplate]:
+    def nearest(self, pattern: str, n: int = SUGGESTIONS) -> list[LogTemplate]:
         """Templates that look most like ``pattern``, for "did you mean" hints."""
         probe = (_literal_text(pattern) or " ".join(_literal_runs(pattern))).lower()
         words = {w for w in re.split(r"[^a-z0-9]+", probe) if len(w) > 2}

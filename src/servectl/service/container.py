@@ -38,6 +38,8 @@ FAILED_START_STOP_S = 5
 
 #: Pause between two GPU snapshots while waiting for the cards to be free.
 CARDS_POLL_S = 0.25
+#: How long a stop (``down``, swap's stop of the old service, an undo) waits for the service's cards to be free.
+CARDS_FREE_DEADLINE_S = 30.0
 #: How long ``stop`` waits for Docker to report the container gone.
 GONE_DEADLINE_S = 10.0
 
@@ -201,7 +203,7 @@ def stop(
     service: ServiceInfo,
     docker: DockerEngine,
     gpus: GpuInventory | None = None,
-    free_deadline_s: float = 30.0,
+    free_deadline_s: float = CARDS_FREE_DEADLINE_S,
     state_dir: Path | None = None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
@@ -323,7 +325,7 @@ class DockerRuntime:
         )
 
     def stop(
-        self, *, service: ServiceInfo, gpus: GpuInventory | None = None, free_deadline_s: float = 30.0
+        self, *, service: ServiceInfo, gpus: GpuInventory | None = None, free_deadline_s: float = CARDS_FREE_DEADLINE_S
     ) -> StopResult:
         """Stop ``service`` and make sure it is gone, waiting for its cards on ``gpus`` (see :func:`stop`)."""
         return stop(

@@ -42,6 +42,7 @@ from servectl.preflight.checks import validate_skip
 from servectl.preflight.model import StartContext
 from servectl.preflight.request import check_start
 from servectl.service.container import (
+    CARDS_FREE_DEADLINE_S,
     CARDS_POLL_S,
     DockerRuntime,
     ServiceRuntime,
@@ -301,7 +302,7 @@ class DownOptions:
     """
 
     lock_timeout_s: float | None = None
-    free_deadline_s: float = 30.0
+    free_deadline_s: float = CARDS_FREE_DEADLINE_S
 
 
 def down(ctx: Context, *, name: str | None, opts: DownOptions | None = None) -> DownResult:

@@ -18,7 +18,7 @@ from servectl.adapters.conflicts import StoppedConflict, conflict_key
 from servectl.errors import EngineUnavailable, LockTimeout, ServectlError, ServiceConflict, StartupFailed
 from servectl.plan.resolve import Resolved
 from servectl.profile.models import ConflictSpec
-from servectl.service.container import ServiceRuntime, StartResult, StopResult
+from servectl.service.container import CARDS_FREE_DEADLINE_S, ServiceRuntime, StartResult, StopResult
 from servectl.service.health import GateResult, Progress
 from servectl.service.services import ALIVE_STATES, ServiceInfo, ServiceState
 
@@ -187,7 +187,7 @@ class FakeRuntime:
         return StartResult(service=ready, gate=gate, url=f"http://{ready.host}:{ready.port}")
 
     def stop(
-        self, *, service: ServiceInfo, gpus: GpuInventory | None = None, free_deadline_s: float = 30.0
+        self, *, service: ServiceInfo, gpus: GpuInventory | None = None, free_deadline_s: float = CARDS_FREE_DEADLINE_S
     ) -> StopResult:
         self.calls.append(("stop", service.profile))
         self.stop_gpus.append(gpus)  # what the stop waited on for the cards (None: no wait)

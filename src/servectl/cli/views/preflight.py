@@ -23,7 +23,7 @@ RESULT_STYLES: dict[str, str] = {
 }
 
 
-def report_table(report: PreflightReport, *, width: int = 80) -> Table:
+def report_table(report: PreflightReport, *, width: int) -> Table:
     """The report as a table: check id, result, what was found, how to fix it; ids and results never wrap."""
     where = f" ({report.source_file})" if report.source_file else ""
     rows = []

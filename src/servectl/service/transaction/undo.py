@@ -30,7 +30,7 @@ from typing import Any
 from servectl.adapters.conflicts import RestoreOutcome, restore_conflicts
 from servectl.adapters.gpu import wait_until_free
 from servectl.errors import ServectlError
-from servectl.service.container import CARDS_POLL_S, StartResult
+from servectl.service.container import CARDS_FREE_DEADLINE_S, CARDS_POLL_S, StartResult
 from servectl.service.journal import SwapJournal, clear_journal
 from servectl.service.services import ALIVE_STATES, ServiceInfo
 from servectl.service.standby import drop_resuming_target, resume_released
@@ -42,7 +42,6 @@ from servectl.service.transaction.snapshot import previous_resolved
 PROVEN_STATES = ("ready", "unhealthy")
 #: Journal phases an undo writes once the previous service is stopped for good.
 _PREVIOUS_STOPPED = ("start-previous", "restore-conflicts")
-CARDS_FREE_DEADLINE_S = 30.0
 
 
 @dataclass(frozen=True)
