@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 
 import pytest
 
+from servectl.adapters.gpu import NullGpuInventory, reads_cards
 from servectl.errors import GpuUnavailable, UsageError
 from servectl.service.container import DockerRuntime
 from servectl.service.context import Context, lock_timeout_default
@@ -51,8 +52,9 @@ def test_nothing_opens_until_used_each_part_is_kept_and_close_closes_what_it_ope
     runtime = ctx.runtime
     assert isinstance(runtime, DockerRuntime) and runtime.docker is ctx.docker and runtime.state_dir == tmp_path
     assert ctx.runtime is runtime and real_adapters == ["open docker"]  # built once
-    assert ctx.cards is None  # NVML does not answer here: stops wait on no cards
-    assert ctx.cards is None and real_adapters == ["open docker", "open nvml"]  # asked once
+    cards = ctx.cards  # NVML does not answer here: a null inventory saying why, which stops wait on no card of
+    assert isinstance(cards, NullGpuInventory) and not reads_cards(cards) and cards.reason == "no driver (test)"
+    assert not reads_cards(ctx.cards) and real_adapters == ["open docker", "open nvml"]  # asked once
     ctx.close()
     assert real_adapters == ["open docker", "open nvml", "close docker", "close nvml"]
     with pytest.raises(UsageError, match="closed"):
@@ -69,11 +71,21 @@ def test_given_adapters_are_used_as_they_are_and_stay_open(real_adapters: list[s
     assert real_adapters == []  # nothing of its own was opened, nothing closed
 
 
-def test_without_nvml_there_is_no_inventory_to_wait_on(tmp_path: Path) -> None:
+def test_without_nvml_the_inventory_is_a_null_one_that_reads_no_card(tmp_path: Path) -> None:
     ctx = Context(docker=FakeDockerEngine(), nvml=False, state_dir=tmp_path)
-    assert ctx.cards is None
-    with pytest.raises(UsageError, match="no GPU inventory"):
-        _ = ctx.gpus
+    assert ctx.gpus is ctx.cards and not reads_cards(ctx.cards)  # always an inventory, never None
+    with pytest.raises(GpuUnavailable, match="reads no GPUs"):
+        ctx.gpus.snapshot()
+
+
+def test_a_profile_without_gpus_reads_no_card_even_where_nvml_answers(real_adapters: list[str], tmp_path: Path) -> None:
+    from servectl.plan.resolve import resolve
+
+    ctx = Context(docker=FakeDockerEngine(), state_dir=tmp_path)
+    no_cards = ctx.gpus_for(resolve("demo"))  # the stand-in demo: gpus.devices []
+    assert not reads_cards(no_cards) and real_adapters == []  # NVML not even opened
+    with pytest.raises(GpuUnavailable, match="profile demo uses no GPUs"):
+        no_cards.snapshot()
 
 
 def test_the_lock_waits_the_given_time_else_the_environments(tmp_path: Path) -> None:

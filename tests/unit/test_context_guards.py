@@ -75,7 +75,6 @@ ADAPTERS_NOT_YET = {
     "adapters/gateway_admin.py": "issue 40: the gateway's admin socket records history through a History of its own",
     "gateway/dashboard.py": "issue 40: the dashboard opens NVML and the history itself",
     "host/services.py": "issue 40: doctor opens a short-lived Docker engine of its own",
-    "preflight/request.py": "issue 40: measure_start opens NVML/psutil, check_start its History",
     "service/journal.py": "issue 40: the journal records to a History of its own",
     "service/services.py": "issue 40: services() builds a PlanCache and a History",
     "service/stage.py": "issue 40: staging builds a psutil probe",

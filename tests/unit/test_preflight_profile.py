@@ -72,14 +72,14 @@ def test_check_start_raises_on_a_failed_check_and_records_forced_skips(tmp_path:
     gpus, host = FakeGpuInventory.scenario("foreign_pid"), FakeHostProbe()
     engine = FakeDockerEngine(images=[resolved.plan.docker.image])
     with pytest.raises(PreflightFailed, match=r"preflight gpu\.exclusive"):
-        check_start(resolved, docker=engine, gpus=gpus, host=host, state_dir=tmp_path)
+        check_start(resolved, docker=engine, gpus=gpus, host=host, history=History(tmp_path))
     seen = []
     check_start(
         resolved,
         docker=engine,
         gpus=gpus,
         host=host,
-        state_dir=tmp_path,
+        history=History(tmp_path),
         skip={
             "gpu.exclusive",
             "gpu.vram_reserve",

@@ -26,7 +26,7 @@ from servectl.service.services import services
 from servectl.service.swap import PhaseEvent, SwapOptions, profile_preflight, swap
 from servectl.testing.docker import FakeDockerEngine, FakeScript, sglang_like_script
 from servectl.testing.fakes import FakeGpuInventory, FakeHostProbe, fake_model_dir
-from servectl.testing.swap import FakeConflicts
+from servectl.testing.swap import FakeConflicts, FakeHistory
 
 PROFILE = "name: {name}\nextends: demo\nrollback: {rollback}\ncontainer:\n  name: fake-{name}\n"
 
@@ -161,7 +161,7 @@ def run_check(resolved: Resolved, adapters: Any, *, replacing: Any = None, skip:
     """swap's preflight with the given (GPU inventory, host probe, Docker engine): one client for everything."""
     gpus, host, docker = adapters
     reports: list[Any] = []
-    check = profile_preflight(host=host, on_report=reports.append)
+    check = profile_preflight(history=FakeHistory(), host=host, on_report=reports.append)
     check(resolved=resolved, replacing=replacing, skip=skip, docker=docker, gpus=gpus)
     return reports[0]
 
@@ -200,13 +200,15 @@ def test_preflight_refuses_a_foreign_container_with_the_target_name(resolved: Re
     gpus, host, engine = adapters_with(resolved)
     engine.add_foreign("fake-beta", running=False)
     reports: list[Any] = []
-    check = profile_preflight(host=host, on_report=reports.append)
+    history = FakeHistory()
+    check = profile_preflight(history=history, host=host, on_report=reports.append)
     with pytest.raises(PreflightFailed, match=r"container\.name: a container named fake-beta exists"):
         check(resolved=resolved, replacing=None, skip=frozenset(), docker=engine, gpus=gpus)
     check(resolved=resolved, replacing=None, skip=frozenset({"container.name"}), docker=engine, gpus=gpus)
     # the name check is one of preflight's: its report says so; forced past it, the rest passes
     assert [r.check("container.name").result for r in reports] == ["fail", "skipped"]
     assert not reports[1].failed
+    assert [e["event"] for e in history.events()] == ["preflight-forced"]  # in the history it was given
 
 
 def test_the_target_is_recorded_as_passed_before_ready_is_announced(home: Path) -> None:

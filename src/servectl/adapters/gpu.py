@@ -115,6 +115,26 @@ class GpuInventory(Protocol):
         ...
 
 
+class NullGpuInventory:
+    """The inventory where no card is read: a profile that needs none, a host whose driver does not answer, a
+    context built without NVML. Every figure is unknown: :meth:`snapshot` raises
+    :class:`~servectl.errors.GpuUnavailable` saying why; stops do not wait on it (:func:`reads_cards`)."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def snapshot(self) -> GpuSnapshot:
+        raise GpuUnavailable(self.reason)
+
+    def __repr__(self) -> str:
+        return f"NullGpuInventory({self.reason!r})"
+
+
+def reads_cards(gpus: GpuInventory) -> bool:
+    """Whether ``gpus`` reads cards (every inventory but :class:`NullGpuInventory`): what stops wait on."""
+    return not isinstance(gpus, NullGpuInventory)
+
+
 _ARCH_RE = re.compile(r"^(?:sm_?)?(\d+)(?:\.(\d+))?[a-z]?$", re.IGNORECASE)
 
 

@@ -84,9 +84,10 @@ def host_facts(gpus: GpuInventory | None, devices: Sequence[int] | None = None) 
     Every field NVML cannot give is None; without an inventory or a driver, ``source`` is ``unknown``.
     Nothing that names the host or its user is recorded (no hostname, no card serial or UUID).
     """
+    from servectl.adapters.gpu import reads_cards
     from servectl.errors import GpuUnavailable
 
-    if gpus is None:
+    if gpus is None or not reads_cards(gpus):
         return {"source": "unknown", "reason": "no GPU inventory (no NVIDIA driver, or the profile uses no GPU)"}
     try:
         snapshot = gpus.snapshot()

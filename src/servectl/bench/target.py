@@ -34,12 +34,14 @@ def bench_target(ctx: Context, *, name: str, command: str = "bench", read_cards:
         UsageError: the profile does not run, is not ready, or runs another plan than the profile now has
             (evidence of it would not match the profile).
     """
+    from servectl.adapters.gpu import NullGpuInventory, reads_cards
     from servectl.bench.manifest import host_facts
     from servectl.bench.model import BenchContext
 
     resolved = ctx.resolve(name)
     profile = resolved.loaded.profile
-    gpus = ctx.gpus_for(resolved) if read_cards else None
+    gpus = ctx.gpus_for(resolved) if read_cards else NullGpuInventory(f"{command} reads no cards of {name}")
+    reads = reads_cards(gpus)
     running = [s for s in ctx.runtime.services() if s.profile == name and s.running]
     if not running:
         raise UsageError(f"{command} {name}: the profile does not run; start it with `servectl up {name}`")
@@ -55,7 +57,6 @@ def bench_target(ctx: Context, *, name: str, command: str = "bench", read_cards:
         )
 
     def service_cards() -> list[object]:  # free memory after the run, used memory while it runs
-        assert gpus is not None
         wanted = set(profile.gpus.devices)
         return [d for d in gpus.snapshot().devices if d.index in wanted]
 
@@ -64,9 +65,9 @@ def bench_target(ctx: Context, *, name: str, command: str = "bench", read_cards:
         plan_hash=resolved.plan.plan_hash,
         image_digest=profile.image.digest,
         model_revision=profile.model.revision,
-        free_vram_after=service_cards if gpus is not None else None,  # type: ignore[arg-type]
+        free_vram_after=service_cards if reads else None,  # type: ignore[arg-type]
         # a service on no card (the stand-in) has no VRAM to watch: its peak is unknown, not zero
-        used_vram=service_cards if gpus is not None and profile.gpus.devices else None,  # type: ignore[arg-type]
+        used_vram=service_cards if reads and profile.gpus.devices else None,  # type: ignore[arg-type]
         host_facts=lambda: host_facts(gpus, profile.gpus.devices),
     )
     return BenchTarget(

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from servectl.adapters.conflicts import conflict_key
-from servectl.paths import state_dir as default_state_dir
 from servectl.plan.resolve import Resolved
 from servectl.preflight.model import ConflictRef, PreflightReport, PreflightRequest, StartContext
 
@@ -21,6 +19,7 @@ if TYPE_CHECKING:
     from servectl.adapters.docker import DockerEngine
     from servectl.adapters.gpu import GpuInventory
     from servectl.adapters.host import HostProbe
+    from servectl.adapters.state import HistoryLog
 
 _SIZE = re.compile(r"^(\d+)([bkmgBKMG]?)$")
 _UNITS = {"": 1, "b": 1, "k": 2**10, "m": 2**20, "g": 2**30}
@@ -89,8 +88,8 @@ def measure_start(
     resolved: Resolved,
     *,
     docker: DockerEngine,
-    gpus: GpuInventory | None = None,
-    host: HostProbe | None = None,
+    gpus: GpuInventory,
+    host: HostProbe,
     context: StartContext = ALONE,
     skip: Iterable[str] = frozenset(),
 ) -> PreflightReport:
@@ -99,9 +98,8 @@ def measure_start(
     Args:
         resolved: the profile and its plan.
         docker: the command's Docker client (preflight opens no second one).
-        gpus: the command's GPU inventory; ``None`` opens NVML for this call (a missing driver is reported by
-            ``gpu.present``).
-        host: the host probe; default psutil.
+        gpus: the command's GPU inventory (a null one where none answers: ``gpu.present`` reports why).
+        host: the command's host probe.
         context: the service being replaced (its cards, pids and port count as free), whether the declared
             conflicts are stopped first, the servectl services running now (none may hold the port, a card
             or the container name) and containers that are the profile's own.
@@ -110,34 +108,25 @@ def measure_start(
     from servectl.preflight.run import run_preflight
 
     request = request_for(resolved, context)
-    if host is None:
-        from servectl.adapters.host import PsutilHostProbe
-
-        host = PsutilHostProbe()
-    if gpus is not None:
-        return run_preflight(request=request, gpus=gpus, host=host, docker=docker, skip=skip, parses=context.parses)
-    from servectl.adapters.gpu import NvmlInventory
-
-    with NvmlInventory() as nvml:
-        return run_preflight(request=request, gpus=nvml, host=host, docker=docker, skip=skip, parses=context.parses)
+    return run_preflight(request=request, gpus=gpus, host=host, docker=docker, skip=skip, parses=context.parses)
 
 
 def check_start(
     resolved: Resolved,
     *,
     docker: DockerEngine,
-    gpus: GpuInventory | None = None,
-    host: HostProbe | None = None,
+    gpus: GpuInventory,
+    host: HostProbe,
+    history: HistoryLog,
     context: StartContext = ALONE,
     skip: Iterable[str] = frozenset(),
-    state_dir: Path | None = None,
     on_report: Callable[[PreflightReport], None] | None = None,
 ) -> PreflightReport:
     """May ``resolved`` start here, now? The one answer ``up``, ``swap`` and ``rollback-check`` use.
 
     Runs :func:`measure_start` (the service being replaced, the services running now and the declared
     conflicts come in as data: ``context``), hands the report to ``on_report``, records checks skipped with
-    ``--force`` in the history and raises when a check failed. The image must already be on the host
+    ``--force`` in ``history`` and raises when a check failed. The image must already be on the host
     (commands call ``ensure_image`` first, once).
 
     Raises:
@@ -146,7 +135,6 @@ def check_start(
         PreflightFailed: another check failed (one line per failed check, the report attached).
         UsageError: ``skip`` names a check that does not exist.
     """
-    from servectl.adapters.state import History
     from servectl.preflight.run import raise_if_failed
 
     report = measure_start(resolved, docker=docker, gpus=gpus, host=host, context=context, skip=skip)
@@ -154,8 +142,6 @@ def check_start(
         on_report(report)
     forced = {c.id: c.facts.get("result_without_force") for c in report.checks if c.forced}
     if forced:
-        History(state_dir or default_state_dir()).record(
-            {"event": "preflight-forced", "profile": resolved.name, "checks": forced}
-        )
+        history.record({"event": "preflight-forced", "profile": resolved.name, "checks": forced})
     raise_if_failed(report)
     return report

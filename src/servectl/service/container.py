@@ -234,8 +234,10 @@ def stop(
     remove_key_file(last_known.mounts if last_known is not None else (), state_dir or default_state_dir())
     leaked: tuple[int, ...] = ()
     unknown: tuple[int, ...] = ()
-    checked = gpus is not None and bool(service.gpus)
-    if gpus is not None and service.gpus:
+    from servectl.adapters.gpu import reads_cards
+
+    checked = gpus is not None and reads_cards(gpus) and bool(service.gpus)
+    if gpus is not None and checked:
         from servectl.adapters.gpu import wait_until_free
 
         cards = wait_until_free(gpus, service.gpus, free_deadline_s, poll_s=CARDS_POLL_S, clock=clock, sleep=sleep)

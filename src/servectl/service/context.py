@@ -73,7 +73,7 @@ class Context:
     Each adapter is the one given, else servectl's own, built on first use (and then kept):
 
     * ``docker``: the Docker SDK engine of the environment (``DOCKER_HOST``), closed by :meth:`close`;
-    * ``gpus``: NVML, closed by :meth:`close` (``nvml=False``: there is no inventory, see :attr:`cards`);
+    * ``gpus``: NVML, closed by :meth:`close` (``nvml=False``: a null inventory, which reads no card);
     * ``probe``: the host probe on psutil and ``/proc``;
     * ``http``: the client of the health gate and of ``/health`` probes (None: a short-lived one per call);
     * ``conflicts``: stops and restores declared conflicts through Docker and the compose CLI;
@@ -131,7 +131,7 @@ class Context:
         self._code_sandbox = code_sandbox
         self._docker_owned: DockerSdkEngine | None = None
         self._gpus_owned: NvmlInventory | None = None
-        self._gpus_answer: bool | None = None  # whether NVML answered its first snapshot
+        self._gpus_problem: str | None = None  # why NVML did not answer its first snapshot ('' : it did)
         self._closed = False
 
     # -- plain values ----------------------------------------------------------------------------------------
@@ -206,17 +206,15 @@ class Context:
 
     @property
     def gpus(self) -> GpuInventory:
-        """The GPU inventory (NVML unless one was given); preflight reports a card or driver it cannot read.
-
-        Raises:
-            UsageError: the context was built with ``nvml=False`` and no inventory.
-        """
+        """The GPU inventory: the one given, else NVML (opened now; preflight reports a card or driver it cannot
+        read), or a :class:`~servectl.adapters.gpu.NullGpuInventory` for a context built with ``nvml=False``."""
         self._check_open()
         if self._gpus is None:
             if not self._nvml:
-                from servectl.errors import UsageError
+                from servectl.adapters.gpu import NullGpuInventory
 
-                raise UsageError("this servectl context has no GPU inventory (built with nvml=False)")
+                self._gpus = NullGpuInventory("this servectl context reads no GPUs (built with nvml=False)")
+                return self._gpus
             from servectl.adapters.gpu import NvmlInventory
 
             self._gpus_owned = NvmlInventory()
@@ -224,27 +222,32 @@ class Context:
         return self._gpus
 
     @property
-    def cards(self) -> GpuInventory | None:
-        """The inventory stops wait on until the cards are free: None when NVML does not answer here (or the
-        context has no inventory); a given inventory always."""
-        if self._gpus_given:
+    def cards(self) -> GpuInventory:
+        """The inventory stops wait on until the cards are free: :attr:`gpus` when it answers (a given one
+        always), else a :class:`~servectl.adapters.gpu.NullGpuInventory` saying why NVML does not answer."""
+        if self._gpus_given or not self._nvml:
             return self.gpus
-        if not self._nvml:
-            return None
-        if self._gpus_answer is None:
+        if self._gpus_problem is None:
             from servectl.errors import GpuUnavailable
 
             try:
                 self.gpus.snapshot()
-                self._gpus_answer = True
-            except GpuUnavailable:
-                self._gpus_answer = False
-        return self.gpus if self._gpus_answer else None
+                self._gpus_problem = ""
+            except GpuUnavailable as err:
+                self._gpus_problem = err.message
+        if self._gpus_problem:
+            from servectl.adapters.gpu import NullGpuInventory
 
-    def gpus_for(self, resolved: Resolved) -> GpuInventory | None:
-        """:attr:`cards` for a profile that uses GPUs; a profile without any needs no NVML (unless one was given)."""
+            return NullGpuInventory(self._gpus_problem)
+        return self.gpus
+
+    def gpus_for(self, resolved: Resolved) -> GpuInventory:
+        """:attr:`cards` for a profile that uses GPUs; a profile without any reads none (a
+        :class:`~servectl.adapters.gpu.NullGpuInventory`, unless an inventory was given)."""
         if not self._gpus_given and not resolved.loaded.profile.gpus.devices:
-            return None
+            from servectl.adapters.gpu import NullGpuInventory
+
+            return NullGpuInventory(f"profile {resolved.name} uses no GPUs")
         return self.cards
 
     @property

@@ -161,7 +161,7 @@ def rollback_check(
         preflight: the check (default :func:`profile_preflight` on the context's state folder and probe).
         path_is_dir: whether a model folder exists (tests).
     """
-    check = preflight or profile_preflight(state_dir=ctx.state_dir, host=ctx.probe)
+    check = preflight or profile_preflight(history=ctx.history, host=ctx.probe)
     if names is None:
         names = _profiles_with_rollback(ctx.profile_folders)
     running = ctx.runtime.services(probe=False)
@@ -188,7 +188,7 @@ def _profiles_with_rollback(folders: Sequence[ProfileFolder]) -> list[str]:
 def _check_one(
     name: str,
     docker: DockerEngine,
-    gpus: GpuInventory | None,
+    gpus: GpuInventory,
     preflight: Preflight,
     resolve: Callable[[str], Resolved],
     running: Sequence[ServiceInfo],

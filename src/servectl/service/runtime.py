@@ -169,7 +169,7 @@ def up(ctx: Context, *, name: str, resolved: Resolved | None = None, opts: UpOpt
             host=ctx.probe,
             context=StartContext(services=running_refs(current)),  # none may hold the port or a card
             skip=skip,
-            state_dir=ctx.state_dir,
+            history=ctx.history,
             on_report=opts.on_report,
         )
         with GatewayHold(ctx.state_dir, profiles=[resolved.name], reason=f"up {resolved.name}"):

@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from servectl.adapters.gpu import MIB
+from servectl.adapters.gpu import MIB, reads_cards
 from servectl.adapters.standby import StandbyEntry, StandbyRecord
 from servectl.errors import ServectlError
 from servectl.plan.labels import LABEL_GPUS
@@ -181,7 +181,7 @@ def release_or_stop(
 
 def _stop_beside_standbys(ctx: TxContext, service: ServiceInfo, host: HostProbe | None) -> StopResult:
     """Stop ``service``; the wait for its cards to come free ignores the warm standbys that stay on them."""
-    if ctx.gpus is None or not service.gpus:
+    if not reads_cards(ctx.gpus) or not service.gpus:
         return ctx.stop(service)
     waiting = {
         s.container_id for s in ctx.services(probe=False) if s.state == "standby" and set(s.gpus) & set(service.gpus)
@@ -233,7 +233,7 @@ def _verify_released(ctx: TxContext, current: ServiceInfo, target: Resolved) -> 
     """Measure (NVML, through the GPU inventory) that each card the target shares with ``current`` has what
     the target needs free: its mem fraction of the card plus its reserve."""
     cards = sorted(set(current.gpus) & _cards(target.plan))
-    if ctx.gpus is None or not cards:
+    if not reads_cards(ctx.gpus) or not cards:
         return
     p = target.loaded.profile
     fraction = p.engine.mem_fraction_static or DEFAULT_MEM_FRACTION

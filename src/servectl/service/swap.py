@@ -139,7 +139,7 @@ def swap(ctx: Context, *, target: str | None, opts: SwapOptions | None = None) -
 def run_swap(ctx: Context, *, target: str | None, opts: SwapOptions, kind: str) -> SwapResult:
     """:func:`swap`, recorded in the history as ``kind`` (``swap`` or ``rollback``)."""
     tx = TxContext.of(ctx, on_phase=opts.on_phase, lock_timeout_s=opts.lock_timeout_s)
-    check = opts.preflight or profile_preflight(state_dir=ctx.state_dir, on_report=opts.on_report, host=ctx.probe)
+    check = opts.preflight or profile_preflight(history=ctx.history, host=ctx.probe, on_report=opts.on_report)
     swap_tx = SwapTx(ctx=tx, kind=kind, skip=frozenset(opts.force), signals=SignalGuard(opts.handle_signals))
     return _guarded(swap_tx, check, target, opts.stage)
 

@@ -4,7 +4,6 @@ service counted as stopped."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from servectl.plan.labels import LABEL_GPUS
@@ -15,6 +14,7 @@ if TYPE_CHECKING:
     from servectl.adapters.engine_image import ParseMemo
     from servectl.adapters.gpu import GpuInventory
     from servectl.adapters.host import HostProbe
+    from servectl.adapters.state import HistoryLog
     from servectl.plan.resolve import Resolved
     from servectl.preflight.model import PreflightReport, Replacing
 
@@ -31,7 +31,7 @@ class Preflight(Protocol):
         replacing: ServiceInfo | None,
         skip: frozenset[str],
         docker: DockerEngine,
-        gpus: GpuInventory | None,
+        gpus: GpuInventory,
         running: Sequence[ServiceInfo] = (),
         parses: ParseMemo | None = None,
     ) -> None: ...
@@ -54,9 +54,9 @@ def overlaps(service: ServiceInfo, resolved: Resolved) -> bool:
 
 def profile_preflight(
     *,
-    state_dir: Path | None = None,
+    history: HistoryLog,
+    host: HostProbe,
     on_report: Callable[[PreflightReport], None] | None = None,
-    host: HostProbe | None = None,
 ) -> Preflight:
     """servectl's preflight (:func:`servectl.preflight.request.check_start`) as a swap :class:`Preflight`.
 
@@ -67,9 +67,9 @@ def profile_preflight(
     inventory are used (no second ones).
 
     Args:
-        state_dir: where forced checks are recorded.
+        history: where forced checks are recorded (the context's).
+        host: the context's host probe.
         on_report: gets the full report (warnings, skipped checks) before a failure is raised.
-        host: host probe instead of psutil (tests).
     """
 
     def check(
@@ -78,7 +78,7 @@ def profile_preflight(
         replacing: ServiceInfo | None,
         skip: frozenset[str],
         docker: DockerEngine,
-        gpus: GpuInventory | None,
+        gpus: GpuInventory,
         running: Sequence[ServiceInfo] = (),
         parses: ParseMemo | None = None,
     ) -> None:
@@ -101,7 +101,7 @@ def profile_preflight(
                 parses=parses,
             ),
             skip=skip,
-            state_dir=state_dir,
+            history=history,
             on_report=on_report,
         )
 

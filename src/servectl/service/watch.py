@@ -82,9 +82,11 @@ def starting_phase(docker: DockerEngine, container_id: str, *, tail: int = PHASE
         stream.close()
 
 
-def card_use(gpus: GpuInventory | None) -> tuple[list[CardUse], str | None]:
+def card_use(gpus: GpuInventory) -> tuple[list[CardUse], str | None]:
     """Every card's memory and utilisation, or why there is none to show."""
-    if gpus is None:
+    from servectl.adapters.gpu import reads_cards
+
+    if not reads_cards(gpus):
         return [], "NVML unavailable (no NVIDIA driver here): no card figures"
     try:
         snapshot = gpus.snapshot()
@@ -100,7 +102,7 @@ def card_use(gpus: GpuInventory | None) -> tuple[list[CardUse], str | None]:
 def watch_view(
     *,
     docker: DockerEngine,
-    gpus: GpuInventory | None,
+    gpus: GpuInventory,
     list_services: Callable[[], Sequence[ServiceInfo]],
     clock: Callable[[], float] = time.time,
 ) -> WatchView:

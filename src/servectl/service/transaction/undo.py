@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from servectl.adapters.conflicts import RestoreOutcome, restore_conflicts
-from servectl.adapters.gpu import wait_until_free
+from servectl.adapters.gpu import reads_cards, wait_until_free
 from servectl.errors import ServectlError
 from servectl.service.container import CARDS_FREE_DEADLINE_S, CARDS_POLL_S, StartResult
 from servectl.service.journal import SwapJournal, clear_journal
@@ -207,7 +207,7 @@ def _remove_previous(ctx: TxContext, previous: str) -> list[ServiceInfo]:
 def _wait_for_cards(ctx: TxContext, devices: Iterable[int]) -> str:
     """With a GPU inventory: wait until the transaction's cards run nothing; the words for the message."""
     cards = sorted(set(devices))
-    if ctx.gpus is None or not cards:
+    if not reads_cards(ctx.gpus) or not cards:
         return ""
     with ctx.phase("verify-cards", ",".join(map(str, cards))):
         free = wait_until_free(
