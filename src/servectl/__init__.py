@@ -45,7 +45,9 @@ _EXPORTS: dict[str, str] = {
     "Budget": "servectl.gateway.keys",
     "CardUse": "servectl.service.watch",
     "CatalogError": "servectl.errors",
+    "CampaignCheck": "servectl.campaign.variants",
     "CatalogListing": "servectl.host",
+    "CheckedVariant": "servectl.campaign.variants",
     "CheckItem": "servectl.service.rollback",
     "ClaimsFailed": "servectl.errors",
     "Comparison": "servectl.bench.compare",
@@ -120,6 +122,7 @@ _EXPORTS: dict[str, str] = {
     "adopt": "servectl.api",
     "build_standin_image": "servectl.api",
     "catalogs": "servectl.api",
+    "check_campaign": "servectl.api",
     "check_gateway_file": "servectl.api",
     "compare_bench": "servectl.api",
     "compile_plan": "servectl.api",
@@ -180,6 +183,7 @@ if TYPE_CHECKING:
     from servectl.api import adopt as adopt
     from servectl.api import build_standin_image as build_standin_image
     from servectl.api import catalogs as catalogs
+    from servectl.api import check_campaign as check_campaign
     from servectl.api import check_gateway_file as check_gateway_file
     from servectl.api import compare_bench as compare_bench
     from servectl.api import compile_plan as compile_plan
@@ -236,6 +240,8 @@ if TYPE_CHECKING:
     from servectl.bench.qualify.settings import QualifySettings as QualifySettings
     from servectl.bench.runner import run_bench as run_bench
     from servectl.bench.settings import BenchSettings as BenchSettings
+    from servectl.campaign.variants import CampaignCheck as CampaignCheck
+    from servectl.campaign.variants import CheckedVariant as CheckedVariant
     from servectl.errors import BenchFailed as BenchFailed
     from servectl.errors import CatalogError as CatalogError
     from servectl.errors import ClaimsFailed as ClaimsFailed

@@ -41,6 +41,7 @@ __all__ = [
     "adopt",
     "build_standin_image",
     "catalogs",
+    "check_campaign",
     "check_gateway_file",
     "compare_bench",
     "compile_plan",
@@ -160,6 +161,7 @@ create_gateway_key = _function(Host.create_gateway_key)
 gateway_keys = _function(Host.gateway_keys)
 revoke_gateway_key = _function(Host.revoke_gateway_key)
 check_gateway_file = _function(Host.check_gateway_file)
+check_campaign = _function(Host.check_campaign)
 show = _function(Host.show)
 diff_profiles = _function(Host.diff_profiles)
 profile_schema = _function(Host.profile_schema)

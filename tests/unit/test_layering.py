@@ -3,7 +3,7 @@
 Layers, lowest first (a module may import its own layer and any layer below it)::
 
     base (errors, paths, redact, lazy, signals, files, yaml_text, version) < profile < plan < render < adapters
-    < preflight < service < gateway < bench < host < api < cli
+    < preflight < service < gateway < bench < campaign < host < api < cli
 
 The CLI imports no adapter: ``servectl.host.Host`` builds the real ones for it. Outside the chain:
 ``servectl.testing`` (the fakes) may import anything and only tests import it; ``servectl.standin`` (the
@@ -49,6 +49,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("service",),
     ("gateway",),
     ("bench",),
+    ("campaign",),
     ("host",),
     ("api",),
     ("cli", "__main__"),

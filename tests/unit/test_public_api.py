@@ -631,6 +631,7 @@ class _Recording:
 TAKE_NO_PROFILE = {
     "build_standin_image": "builds the stand-in image from servectl's own files",
     "catalogs": "lists the shipped and stored flag catalogs",
+    "check_campaign": "its base and variants are looked up on the host's path: test_check_campaign_reads_the_host_...",
     "check_gateway_file": "checks a gateway file against its schema",
     "close": "closes the adapters",
     "compare_bench": "reads bench --out folders and reference CSVs",
@@ -736,3 +737,32 @@ def test_the_gateway_sends_the_engine_key_of_a_profile_only_the_hosts_environ_fi
         host.up(name="onlyhere")
         [upstream] = service_upstreams(host.ctx)()
     assert (upstream.profile, upstream.ready, upstream.api_key) == ("onlyhere", True, "sk-only")
+
+
+def test_check_campaign_reads_the_host_search_path_and_opens_no_adapter(
+    profile_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import servectl.adapters.docker as docker_adapter
+    import servectl.adapters.gpu as gpu_adapter
+
+    def never(**kwargs: Any) -> Any:
+        raise AssertionError("checking a campaign opened an adapter")
+
+    monkeypatch.setattr(docker_adapter, "DockerSdkEngine", never)
+    monkeypatch.setattr(gpu_adapter, "NvmlInventory", never)
+    extra = profile_dir.parent / "extra"
+    extra.mkdir()
+    (extra / "mine.yaml").write_text("name: mine\nextends: demo\n")  # only on the host's search path
+    campaign = profile_dir.parent / "campaign.yaml"
+    campaign.write_text(
+        "name: c\nbase: mine\nvariants: [{name: fast, overrides: {engine: {env: {STANDIN_TOKEN_RATE: '400'}}}}]\n"
+        "workload: {points: [{name: c1, prompt_tokens: 512}]}\ndecision: {primary_point: c1}\n"
+    )
+    environ = {"SERVECTL_PROFILES": str(extra), "SERVECTL_HOME": str(profile_dir.parent / "home")}
+    with Host(environ=environ) as host:
+        check = host.check_campaign(file=campaign)
+    assert check.base.profile.name == "mine" and check.incumbent.profile_name == "mine"
+    (fast,) = check.variants
+    assert fast.profile_name == "c.fast" and fast.plan_hash and fast.plan_hash != check.incumbent.plan_hash
+    with pytest.raises(servectl.ProfileError, match="base: profile 'mine' not found"):
+        servectl.check_campaign(file=campaign)  # os.environ names no such folder

@@ -48,6 +48,7 @@ COMMANDS: dict[str, str] = {
     "dev": "dev",
     "gateway": "gateway",
     "claims": "report",
+    "campaign": "campaign",
 }
 
 

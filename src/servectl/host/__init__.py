@@ -21,8 +21,9 @@ skip, ``lock_timeout_s`` the wait for another servectl process that is changing 
 
 The methods are grouped by area, as docker-py's ``APIClient`` composes its mixins: profiles and images
 (:mod:`servectl.host.profiles`), services (:mod:`servectl.host.services`), transactions
-(:mod:`servectl.host.transactions`), the gateway (:mod:`servectl.host.gateway`) and measurements
-(:mod:`servectl.host.measure`), all over the adapters of :mod:`servectl.host.base`.
+(:mod:`servectl.host.transactions`), the gateway (:mod:`servectl.host.gateway`), measurements
+(:mod:`servectl.host.measure`) and campaigns (:mod:`servectl.host.campaign`), all over the adapters of
+:mod:`servectl.host.base`.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from servectl.host.base import HostBase, ReportHook
+from servectl.host.campaign import CampaignCommands
 from servectl.host.gateway import CreatedKey, GatewayCommands, GatewayFileCheck, GatewayStatus
 from servectl.host.measure import MeasureCommands
 from servectl.host.profiles import CatalogListing, ProfileCommands, ProfileDiff, ShownProfile
@@ -51,7 +53,7 @@ __all__ = [
 ]
 
 
-class Host(ProfileCommands, ServiceCommands, GatewayCommands, TransactionCommands, MeasureCommands):
+class Host(ProfileCommands, ServiceCommands, GatewayCommands, TransactionCommands, MeasureCommands, CampaignCommands):
     """This host as servectl drives it: Docker, the GPUs, the host probe and the state folder.
 
     Args:

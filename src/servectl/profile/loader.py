@@ -159,6 +159,33 @@ def read_profile_file(file: ProfileFile, *, folders: Sequence[ProfileFolder] | N
         ProfileTemplate: the file is a template (a ``template:`` key says how to fill it in).
     """
     data, locations, chain = _resolve(file, folders, stack=())
+    return _validated(file, data, locations, chain)
+
+
+def read_profile_document(
+    file: ProfileFile,
+    data: Mapping[str, Any],
+    locations: Mapping[PathKey, Location],
+    *,
+    folders: Sequence[ProfileFolder] | None = None,
+) -> LoadedProfile:
+    """Merge and schema-validate a profile that exists only as a document (``data``), such as a campaign's
+    variant: ``extends`` resolves on ``folders`` as a file's would, and each problem is located through
+    ``locations`` (file and line of each key of ``data``; the root ``()`` names the document's source).
+
+    ``file`` names the document (its ``name`` and ``path``: the file that wrote it).
+
+    Raises:
+        ProfileError: every schema problem in the document and its bases, one per line.
+    """
+    own = {(): (file.path, 1), **dict(locations)}
+    merged, merged_locations, chain = _resolve_document(file, dict(data), own, folders, stack=())
+    return _validated(file, merged, merged_locations, chain)
+
+
+def _validated(
+    file: ProfileFile, data: dict[str, Any], locations: dict[PathKey, Location], chain: tuple[Path, ...]
+) -> LoadedProfile:
     if data.get("template") is not None:
         where, line = _locate(locations, ("template",), file.path)
         raise ProfileTemplate(file.name, " ".join(str(data["template"]).split()), file=display_path(where), line=line)
@@ -211,6 +238,16 @@ def _resolve(
     file: ProfileFile, folders: Sequence[ProfileFolder] | None, stack: tuple[str, ...]
 ) -> tuple[dict[str, Any], dict[PathKey, Location], tuple[Path, ...]]:
     data, locations = read_yaml(file.path)
+    return _resolve_document(file, data, locations, folders, stack)
+
+
+def _resolve_document(
+    file: ProfileFile,
+    data: dict[str, Any],
+    locations: dict[PathKey, Location],
+    folders: Sequence[ProfileFolder] | None,
+    stack: tuple[str, ...],
+) -> tuple[dict[str, Any], dict[PathKey, Location], tuple[Path, ...]]:
     base_name = data.get("extends")
     if base_name is None:
         return data, locations, (file.path,)
