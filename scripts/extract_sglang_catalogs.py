@@ -135,7 +135,7 @@ def main() -> int:
     count = write_log_catalog(_run_dump(python, "logs"), CATALOGS / "logs" / f"sglang-{version}.txt")
     print(f"{flag_path.relative_to(ROOT)}: {len(flags['options'])} options")  # type: ignore[arg-type]
     print(f"catalogs/logs/sglang-{version}.txt: {count} lines")
-    saver = extract_memory_saver(_package_root(python), version)
+    saver = extract_memory_saver(_package_root(python), version, python=python)
     MEMORY_SAVER_DIR.mkdir(exist_ok=True)
     saver_path = MEMORY_SAVER_DIR / f"sglang-{version}.json"
     saver_path.write_text(json.dumps(saver, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import subprocess
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -134,7 +136,8 @@ def test_the_shipped_memory_saver_catalog_is_what_the_sglang_source_says() -> No
     python = venv_python()
     code = "import importlib.util as u; print(list(u.find_spec('sglang').submodule_search_locations)[0])"
     root = Path(subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=True).stdout.strip())
-    assert extract(root.parent, SAVER["version"]) == SAVER, "stale: python scripts/extract_sglang_catalogs.py"
+    fresh = extract(root.parent, SAVER["version"], python=str(python))
+    assert fresh == SAVER, "stale: python scripts/extract_sglang_catalogs.py"
 
 
 def test_the_standin_gpu_inventory_sees_the_memory_leave_the_card_and_return(saver_engine: httpx.Client) -> None:
@@ -151,3 +154,116 @@ def test_the_standin_gpu_inventory_sees_the_memory_leave_the_card_and_return(sav
     assert nvml.used_mib(1) == full["held_bytes_per_rank"][0] // MIB
     gone = StandinGpuInventory(lambda: [StandinOnCards("http://127.0.0.1:9", (0,))], cards=1)
     assert gone.used_mib(0) == 0
+
+
+# -- what kills SGLang kills the stand-in (issue 38) ------------------------------------------------------------
+CRASH = SAVER["crash"]
+SIGQUIT_HEAD = CRASH["sigquit"]["template"].split("{")[0]  # "SIGQUIT received. signum="
+
+
+def _started(env: dict[str, str] | None = None, flags: tuple[str, ...] = ()) -> HostStandin:
+    proc = HostStandin(
+        ["--model-path", DEMO_MODEL, "--enable-memory-saver", "--enable-weights-cpu-backup", *flags],
+        env={"STANDIN_TOKEN_RATE": "2000", "STANDIN_STARTUP_DELAY_S": "0", **(env or {})},
+    )
+    proc.start()
+    proc.wait_ready()
+    return proc
+
+
+def _dies_without_answer(proc: HostStandin, path: str, body: dict[str, Any]) -> str:
+    """POST ``body``; the server answers nothing and exits 137; its log from the call on."""
+    before = len(proc.lines)
+    with httpx.Client(base_url=proc.base_url, timeout=10) as client, pytest.raises(httpx.TransportError):
+        client.post(path, json=body)
+    assert proc.wait(10) == CRASH["exit_status"] == 137
+    return "\n".join(proc.lines[before:])
+
+
+def test_a_release_while_a_request_runs_kills_the_server_with_sglangs_lines() -> None:
+    with _started({"STANDIN_TOKEN_RATE": "20"}) as proc:
+        cut: list[BaseException] = []
+
+        def ask_long() -> None:
+            try:
+                httpx.post(proc.base_url + "/v1/chat/completions", json={**ASK, "max_tokens": 200}, timeout=30)
+            except httpx.TransportError as err:  # the server dies under it
+                cut.append(err)
+
+        slow = threading.Thread(target=ask_long, daemon=True)
+        slow.start()
+        time.sleep(0.5)
+        log = _dies_without_answer(proc, RELEASE, ALL)
+        slow.join(10)
+    assert cut, "the running request was not cut"
+    assert "Scheduler hit an exception: Traceback (most recent call last):" in log
+    assert f"AssertionError: {SAVER['release_requires_idle']['message']}" in log
+    assert SIGQUIT_HEAD in log and "It usually means one child failed." in log
+
+
+def test_a_second_release_ends_the_scheduler_as_torch_memory_saver_does() -> None:
+    with _started() as proc:
+        assert httpx.post(proc.base_url + RELEASE, json=ALL, timeout=10).status_code == 200
+        log = _dies_without_answer(proc, RELEASE, {"tags": ["weights"]})
+    assert SAVER["library"]["pause_paused"] in log
+    assert "Subprocess scheduler_0 (pid=" in log and "crashed with exit code 1. Triggering SIGQUIT" in log
+    assert SIGQUIT_HEAD in log
+
+
+def test_a_resume_of_what_was_not_released_kills_the_server_with_a_keyerror() -> None:
+    with _started() as proc:
+        log = _dies_without_answer(proc, RESUME, ALL)
+    assert "Scheduler hit an exception" in log and "KeyError: 'weights'" in log
+    assert "self.offload_tags.remove(tag)" in log and SIGQUIT_HEAD in log
+
+
+def test_bodies_fastapi_refuses_are_422_with_its_detail(saver_engine: httpx.Client) -> None:
+    empty = saver_engine.post(RELEASE, content=b"")
+    assert (empty.status_code, empty.json()) == (
+        422,
+        {"detail": [{"type": "missing", "loc": ["body"], "msg": "Field required", "input": None}]},
+    )
+    wrong = saver_engine.post(RESUME, json={"tags": "weights"})
+    assert wrong.status_code == 422
+    assert [(e["type"], e["loc"][0], e["loc"][2:], e["input"]) for e in wrong.json()["detail"]] == [
+        ("is_instance_of", "body", [], {"tags": "weights"}),
+        ("list_type", "body", ["tags"], "weights"),
+    ]
+    number = saver_engine.post(RELEASE, json={"tags": ["weights", 7]}).json()["detail"]
+    assert (number[1]["type"], number[1]["loc"][2:], number[1]["input"]) == ("string_type", ["tags", 1], 7)
+    assert saver_engine.get(RELEASE).status_code == 422  # a GET without a body, too
+    assert gpu(saver_engine)["released_tags"] == []  # nothing was released by any of them
+
+
+def test_a_release_of_the_kv_cache_logs_that_the_cache_was_flushed() -> None:
+    with _started() as proc:
+        httpx.post(proc.base_url + RELEASE, json={"tags": ["weights"]}, timeout=10)
+        assert not any("Cache flushed successfully!" in line for line in proc.lines)
+        httpx.post(proc.base_url + RELEASE, json={"tags": ["kv_cache"]}, timeout=10)
+        assert any(line.endswith("TP0] Cache flushed successfully!") for line in proc.lines)
+
+
+@pytest.mark.parametrize("graph_env", [None, "1"])
+def test_the_cuda_graph_tag_frees_graph_memory_only_with_sglangs_variable(graph_env: str | None) -> None:
+    env = {} if graph_env is None else {"SGLANG_MEMORY_SAVER_CUDA_GRAPH": graph_env}
+    with _started(env) as proc, httpx.Client(base_url=proc.base_url, timeout=10) as client:
+        full = gpu(client)
+        assert client.post(RELEASE, json={"tags": ["cuda_graph"]}).status_code == 200
+        held = gpu(client)["held_bytes_per_rank"][0]
+        graph = full["region_bytes_per_rank"]["cuda_graph"]
+        assert graph > 0
+        assert held == full["held_bytes_per_rank"][0] - (graph if graph_env else 0)
+        assert client.post(RESUME, json={"tags": ["cuda_graph"]}).status_code == 200  # released either way
+
+
+def test_a_release_with_the_cpu_copy_takes_time_in_proportion_to_the_weights() -> None:
+    env = {"STANDIN_BACKUP_GBPS": "2", "STANDIN_RELEASE_S": "0", "STANDIN_RESUME_S": "0"}
+    with _started(env) as proc, httpx.Client(base_url=proc.base_url, timeout=30) as client:
+        weights = gpu(client)["region_bytes_per_rank"]["weights"]
+        expected = weights / 2e9
+        began = time.monotonic()
+        client.post(RELEASE, json=ALL)
+        took = time.monotonic() - began
+        reported = gpu(client)["last_release_s"]
+    assert expected > 0.05
+    assert expected <= reported <= took and took < expected + 1.0

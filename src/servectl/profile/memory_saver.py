@@ -29,6 +29,19 @@ _IO = "sglang/srt/managers/io_struct.py"
 _CONSTANTS = "sglang/srt/constants.py"
 _UPDATER = "sglang/srt/managers/scheduler_components/weight_updater.py"
 _FIELDS = "sglang/srt/arg_groups/fields/exec_.py"
+_SCHEDULER = "sglang/srt/managers/scheduler.py"
+_TOKENIZER = "sglang/srt/managers/tokenizer_manager.py"
+_WATCHDOG = "sglang/srt/utils/watchdog.py"
+_COMMON = "sglang/srt/utils/common.py"
+_ENVIRON = "sglang/srt/environ.py"
+_MSGSPEC = "sglang/srt/utils/msgspec_utils.py"
+_GRAPH_BACKENDS = (
+    "sglang/srt/model_executor/runner_backend/full_cuda_graph_backend.py",
+    "sglang/srt/model_executor/runner_backend/breakable_cuda_graph_backend.py",
+)
+_GRAPH_ENV = "SGLANG_MEMORY_SAVER_CUDA_GRAPH"
+_LOADS = "sglang/srt/entrypoints/v1_loads.py"
+_SNAPSHOT = "sglang/srt/managers/load_snapshot.py"
 _ENDPOINTS = {"release": "/release_memory_occupation", "resume": "/resume_memory_occupation"}
 _FLAGS = ("enable_memory_saver", "enable_weights_cpu_backup")
 
@@ -152,8 +165,205 @@ def _flags(root: Path) -> dict[str, Any]:
     return out
 
 
-def extract(root: Path, version: str) -> dict[str, Any]:
-    """The memory-saver catalog from an SGLang source tree (``root`` holds the ``sglang`` package).
+def _template(node: ast.JoinedStr | ast.Constant) -> dict[str, Any]:
+    """A logged f-string as a template: its text with ``{name}`` for each value (dots become underscores)."""
+    if isinstance(node, ast.Constant):
+        return {"template": str(node.value), "values": []}
+    text, values = "", []
+    for part in node.values:
+        if isinstance(part, ast.Constant):
+            text += str(part.value).replace("{", "{{").replace("}", "}}")
+        elif isinstance(part, ast.FormattedValue):
+            name = ast.unparse(part.value).replace(".", "_")
+            values.append(name)
+            text += "{" + name + "}"
+    return {"template": text, "values": values}
+
+
+def _logged(root: Path, rel: str, function: str, level: str, contains: str = "") -> dict[str, Any]:
+    """The first ``logger.<level>(...)`` line of ``function`` in ``rel`` whose text holds ``contains``."""
+    for node in ast.walk(_tree(root, rel)):
+        if not (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == function):
+            continue
+        for call in ast.walk(node):
+            if (
+                isinstance(call, ast.Call)
+                and isinstance(call.func, ast.Attribute)
+                and call.func.attr == level
+                and call.args
+                and isinstance(call.args[0], (ast.JoinedStr, ast.Constant))
+            ):
+                found = _template(call.args[0])
+                if contains in found["template"]:
+                    return {**found, "level": level, "source": f"{rel}:{call.lineno}"}
+    raise ValueError(f"{rel}: no logger.{level} holding {contains!r} in {function}")
+
+
+def _crash(root: Path) -> dict[str, Any]:
+    """How a scheduler that fails takes the whole server down, with the lines each step logs.
+
+    An exception in the scheduler's loop is logged and SIGQUITs the server; a scheduler that exits on its own
+    (a library's ``exit(1)``) is seen by the subprocess watchdog, which SIGQUITs the server too; the running
+    server's SIGQUIT handler logs and kills its process tree, itself included (SIGKILL: exit status 137).
+    """
+    kill = next(
+        n for n in ast.walk(_tree(root, _COMMON)) if isinstance(n, ast.FunctionDef) and n.name == "kill_process_tree"
+    )
+    kills_itself = next(n for n in ast.walk(kill) if isinstance(n, ast.Call) and ast.unparse(n.func) == "itself.kill")
+    return {
+        "scheduler_exception": _logged(root, _SCHEDULER, "run_scheduler_process", "error", "hit an exception"),
+        "subprocess_exit": _logged(root, _WATCHDOG, "_check_processes", "error", "crashed"),
+        "sigquit": _logged(root, _TOKENIZER, "running_phase_sigquit_handler", "error", "SIGQUIT"),
+        "kill_process_tree": _logged(root, _COMMON, "kill_process_tree", "info", "kill_process_tree"),
+        "exit_status": 128 + 9,
+        "exit_source": f"{_COMMON}:{kills_itself.lineno} (itself.kill(): SIGKILL)",
+        "scheduler_name": "scheduler_{rank}",
+    }
+
+
+def _tag_state(root: Path) -> dict[str, Any]:
+    """The scheduler's set of released tags: a release adds, a resume removes (``set.remove``: KeyError for
+    a tag that was not released); a release of ``kv_cache`` flushes the cache."""
+    found: dict[str, Any] = {}
+    for node in ast.walk(_tree(root, _UPDATER)):
+        if isinstance(node, ast.FunctionDef) and node.name in ("release_memory_occupation", "resume_memory_occupation"):
+            for call in ast.walk(node):
+                if isinstance(call, ast.Call) and ast.unparse(call.func) in (
+                    "self.offload_tags.add",
+                    "self.offload_tags.remove",
+                    "self.flush_cache",
+                ):
+                    found[ast.unparse(call.func)] = f"{_UPDATER}:{call.lineno}"
+    return {
+        "release_adds": found["self.offload_tags.add"],
+        "resume_removes": found["self.offload_tags.remove"],
+        "resume_unreleased_raises": "KeyError",
+        "kv_cache_release_flushes": found["self.flush_cache"],
+        "flushed": _logged(root, _SCHEDULER, "flush_cache", "info", "flushed"),
+    }
+
+
+def _graph_memory(root: Path) -> dict[str, Any]:
+    """Whether the ``cuda_graph`` tag frees anything: only when its environment variable is on (default off)."""
+    default = None
+    for node in ast.walk(_tree(root, _ENVIRON)):
+        if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == _GRAPH_ENV:
+            default = {"default": ast.literal_eval(node.value.args[0]), "source": f"{_ENVIRON}:{node.lineno}"}  # type: ignore[attr-defined]
+    if default is None:
+        raise ValueError(f"{_ENVIRON}: no {_GRAPH_ENV}")
+    gates = []
+    for rel in _GRAPH_BACKENDS:
+        for node in ast.walk(_tree(root, rel)):
+            if isinstance(node, ast.Call) and ast.unparse(node) == f"get_bool_env_var({_GRAPH_ENV!r})":
+                gates.append(f"{rel}:{node.lineno}")
+    truthy = next(
+        ast.literal_eval(n.value)
+        for n in ast.walk(_tree(root, _COMMON))
+        if isinstance(n, ast.Assign) and ast.unparse(n.targets[0]) == "truthy_values"
+    )
+    return {"env": _GRAPH_ENV, **default, "truthy": list(truthy), "gates": gates, "tag": "cuda_graph"}
+
+
+def _load(root: Path) -> dict[str, Any]:
+    """The engine's own load (``GET /v1/loads``): per DP rank its running and waiting requests, the two
+    numbers the release's idle assertion reads (``running_batch``, ``waiting_queue``)."""
+    route = None
+    for node in ast.walk(_tree(root, _LOADS)):
+        if isinstance(node, ast.AsyncFunctionDef):
+            for deco in node.decorator_list:
+                if isinstance(deco, ast.Call) and ast.unparse(deco.func) == "router.get" and deco.args:
+                    route = {"path": ast.literal_eval(deco.args[0]), "source": f"{_LOADS}:{deco.lineno}"}
+    if route is None:
+        raise ValueError(f"{_LOADS}: no router.get route")
+    snapshot = next(n for n in _tree(root, _SNAPSHOT).body if isinstance(n, ast.ClassDef) and n.name == "LoadSnapshot")
+    fields = {
+        ast.unparse(f.target): ast.literal_eval(f.value)
+        for f in snapshot.body
+        if isinstance(f, ast.AnnAssign) and f.value is not None and not ast.unparse(f.annotation).startswith("Optional")
+    }
+    return {
+        **route,
+        "query": {"include": "core"},
+        "list": "loads",
+        "core_defaults": fields,
+        "running": "num_running_reqs",
+        "waiting": "num_waiting_reqs",
+        "snapshot_source": f"{_SNAPSHOT}:{snapshot.lineno}",
+    }
+
+
+#: What SGLang's memory saver runs on (``torch_memory_saver``, a C++ library, not SGLang's source): a pause
+#: of a region that is paused already, or a resume of one that is not, prints this and ends the process with
+#: ``exit(1)`` (torch_memory_saver 0.0.10 ``csrc/core.cpp``; SGLang 0.5.23 requires ``torch_memory_saver>=0.0.9
+#: .post1``). Listed by hand, as the log catalog lists library lines (scripts/extract_sglang_catalogs.py).
+LIBRARY = {
+    "name": "torch_memory_saver",
+    "pause_paused": "[torch_memory_saver.cpp] Cannot pause allocation that is not active.",
+    "resume_active": "[torch_memory_saver.cpp] Cannot resume allocation that is not paused. ",
+    "exit_status": 1,
+    "source": "torch_memory_saver 0.0.10 csrc/core.cpp (strings of torch_memory_saver_hook_mode_preload_cu13.abi3.so)",
+}
+
+#: FastAPI's answer to a body that does not validate (fastapi/exception_handlers.py
+#: request_validation_exception_handler: 422, ``{"detail": errors}``) and to a missing body
+#: (fastapi/dependencies/utils.py request_body_to_args: a required body param gets get_missing_field_error at
+#: ``("body",)``). Library behaviour, listed by hand like :data:`LIBRARY`; the errors themselves come from
+#: pydantic running SGLang's own schema (:func:`body_errors`).
+FASTAPI_422 = {
+    "status": 422,
+    "envelope": "detail",
+    "missing_body": [{"type": "missing", "loc": ["body"], "msg": "Field required", "input": None}],
+    "loc_prefix": "body",
+    "source": "fastapi/exception_handlers.py request_validation_exception_handler, "
+    "fastapi/dependencies/utils.py request_body_to_args",
+}
+
+#: Bodies that do not validate, each a case the stand-in answers: not an object, tags not a list, a tag not
+#: a string.
+BODY_SAMPLES: dict[str, Any] = {"not_object": [], "tags_not_list": {"tags": "weights"}, "tag_not_string": {"tags": [7]}}
+
+_BODY_PROBE = """
+import ast, json, pathlib, sys, msgspec
+from typing import List, Optional
+from pydantic import TypeAdapter, ValidationError
+import sglang
+from sglang.srt.utils.msgspec_utils import msgspec_struct_pydantic_core_schema as schema
+source = (pathlib.Path(sglang.__file__).parent / "srt/managers/io_struct.py").read_text()
+ns = {"msgspec": msgspec, "Optional": Optional, "List": List, "msgspec_struct_pydantic_core_schema": schema}
+wanted = sys.argv[1]
+for node in ast.parse(source).body:
+    if isinstance(node, ast.ClassDef) and node.name in ("BaseReq", wanted):
+        exec(compile(ast.Module([node], []), "io_struct.py", "exec"), ns)
+adapter, out = TypeAdapter(ns[wanted]), {}
+for case, body in json.loads(sys.argv[2]).items():
+    try:
+        adapter.validate_python(body, from_attributes=True)  # as FastAPI validates a body param
+        out[case] = None
+    except ValidationError as err:
+        out[case] = err.errors(include_url=False)
+print(json.dumps(out))
+"""
+
+
+def body_errors(python: str, request_type: str) -> dict[str, Any]:
+    """The validation errors of :data:`BODY_SAMPLES` for ``request_type``, computed by ``python`` (one that
+    imports SGLang's ``msgspec_utils`` and pydantic) with SGLang's own class (its ``io_struct.py`` source) and
+    schema hook, as FastAPI validates a body."""
+    import subprocess
+
+    done = subprocess.run(
+        [python, "-c", _BODY_PROBE, request_type, json.dumps(BODY_SAMPLES)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    errors: dict[str, Any] = json.loads(done.stdout)
+    return errors
+
+
+def extract(root: Path, version: str, *, python: str) -> dict[str, Any]:
+    """The memory-saver catalog from an SGLang source tree (``root`` holds the ``sglang`` package); ``python``
+    imports that SGLang's pydantic (for :func:`body_errors`).
 
     Raises:
         ValueError, KeyError, StopIteration: the source no longer has what this reads (a new SGLang layout).
@@ -172,7 +382,17 @@ def extract(root: Path, version: str) -> dict[str, Any]:
         "tags": _tags(root),
         "release_requires_idle": _idle_rule(root),
         "flags": _flags(root),
+        "load": _load(root),
+        "tag_state": _tag_state(root),
+        "graph_memory": _graph_memory(root),
+        "crash": _crash(root),
+        "library": LIBRARY,
+        "body_validation": {
+            **FASTAPI_422,
+            "schema": f"{_MSGSPEC}: msgspec_struct_pydantic_core_schema",
+            "errors": {t: body_errors(python, t) for t in sorted({e["request_type"] for e in endpoints.values()})},
+        },
     }
 
 
-__all__ = ["DEFAULT_MEMORY_SAVER", "MEMORY_SAVER_DIR", "extract", "load_memory_saver"]
+__all__ = ["DEFAULT_MEMORY_SAVER", "LIBRARY", "MEMORY_SAVER_DIR", "body_errors", "extract", "load_memory_saver"]

@@ -68,7 +68,15 @@ Behaviour is set with environment variables:
     SGLang's memory saver (``POST /release_memory_occupation``, ``POST /resume_memory_occupation``, see
     :mod:`servectl.standin.memory`): how long a release and a resume take (default 0.2 s and 0.5 s), a release
     that answers 200 but frees nothing (``keep``), a resume that is refused (``fail``) or whose weights come back
-    wrong (``wrong``: every completion after it is wrong).
+    wrong (``wrong``: every completion after it is wrong). What kills SGLang kills the stand-in, with SGLang's
+    lines and exit status 137: a release while a request runs, a second release of a region, a resume of a tag
+    that was not released. ``SGLANG_MEMORY_SAVER_CUDA_GRAPH`` (SGLang's own variable) puts graph memory in the
+    ``cuda_graph`` region, otherwise releasing that tag frees nothing. ``STANDIN_RELEASE_FAULT=die`` /
+    ``STANDIN_RESUME_FAULT=die``: the call kills the server as SGLang's does on a busy server (a request that came
+    between a client's idle check and its release) or on a resume of what it did not release.
+``STANDIN_BACKUP_GBPS``
+    With ``--enable-weights-cpu-backup``, a release and a resume of ``weights`` also take one rank's weights
+    divided by this rate (GB/s; default 0: no such time), as the copy to and from host RAM does.
 ``STANDIN_LISTEN_AT``
     ``start`` (default): listen from the first moment and answer 503 while starting. ``uvicorn``: listen only
     from the ``Uvicorn running`` line on, as real SGLang does (connections are refused before that).

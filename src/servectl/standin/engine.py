@@ -18,6 +18,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, NoReturn, TextIO
 
+from servectl.profile.memory_saver import load_memory_saver
 from servectl.standin.argv import (
     PROG,
     ArgvError,
@@ -36,6 +37,7 @@ from servectl.standin.state import EngineState
 from servectl.standin.transport import StandinServer
 
 READY_LINE = "The server is fired up and ready to roll!"
+MEMORY_SAVER = load_memory_saver()
 #: What SGLang 0.5.23 prints for GLM with an fp8 KV cache on SM120 (sglang/srt/arg_groups/overrides.py).
 SPARSE_MLA_LINE = (
     "Set DSA backends for GLM FP8 KV Cache on SM120/SM121: prefill=flashinfer_sparse_mla, decode=flashinfer_sparse_mla."
@@ -146,7 +148,41 @@ class Engine:
         self.state.phase = "ready"
         self.state.ready.set()
         self.log.info(READY_LINE)
-        _hang()
+        while not self.state.dead.wait(1.0):
+            pass
+        self._die()
+
+    def _die(self) -> NoReturn:
+        """SGLang's way down after a call killed its scheduler (the memory-saver catalog's ``crash``): the
+        scheduler's lines, the server's SIGQUIT handler, its process tree killed (exit status 137)."""
+        assert self.state is not None and self.state.death is not None
+        crash = MEMORY_SAVER["crash"]
+        death = self.state.death
+        pid = str(os.getpid())
+        if death.exception:
+            self.log.tp(_fill(crash["scheduler_exception"], traceback=death.scheduler_lines[0]))
+            self.log.raw("\n".join(death.scheduler_lines[1:]))
+        else:
+            self.log.raw("\n".join(death.scheduler_lines))
+            self.log.info(
+                _fill(
+                    crash["subprocess_exit"],
+                    name=str(crash["scheduler_name"]).format(rank=0),
+                    proc_pid=str(os.getpid() + 1),
+                    proc_exitcode=str(MEMORY_SAVER["library"]["exit_status"]),
+                )
+            )
+        self.log.info(
+            _fill(
+                crash["sigquit"],
+                signum="3",
+                frame="<frame at 0x7f0c2a1b3d40, file "
+                "'/usr/lib/python3.12/asyncio/base_events.py', line 1987, code _run_once>",
+            )
+        )
+        self.log.info(_fill(crash["kill_process_tree"], parent_pid=pid, include_parent="True", **{"os_getpid()": pid}))
+        self.state.gone.set()
+        raise StartupCrash(int(crash["exit_status"]))
 
     # -- HTTP --------------------------------------------------------------------------------------------
     def _listen(self) -> None:
@@ -421,6 +457,14 @@ def _read_through(path: str, chunk_bytes: int = 8 * 2**20) -> int:
 def _mmss(seconds: float) -> str:
     seconds = max(0.0, seconds)
     return f"{int(seconds // 60):02d}:{math.floor(seconds % 60):02d}"
+
+
+def _fill(entry: Mapping[str, Any], **values: str) -> str:
+    """A catalog line (``template`` with ``{name}`` fields) with its values."""
+    text = str(entry["template"])
+    for name, value in values.items():
+        text = text.replace("{" + name + "}", value)
+    return text.replace("{{", "{").replace("}}", "}")
 
 
 def _raise_terminated(signum: int, frame: FrameType | None) -> None:

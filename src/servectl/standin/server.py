@@ -5,7 +5,7 @@ Routes (``--api-key`` guards all but ``/health`` and ``/health_generate``, like 
 * ``GET /health`` - 503 while starting, 200 when ready (empty bodies).
 * ``GET /health_generate`` - as ``/health``, after one token's worth of time.
 * ``GET /ready`` - ``{"status": "starting"|"ready", "phase": ...}`` with 503/200.
-* ``GET /v1/models``, ``GET /get_model_info``, ``GET /get_server_info``.
+* ``GET /v1/models``, ``GET /get_model_info``, ``GET /get_server_info``, ``GET /v1/loads`` (running requests).
 * ``POST /v1/chat/completions``, ``POST /v1/completions``, ``POST /generate`` - with and without ``stream``.
 * ``GET|POST /release_memory_occupation``, ``GET|POST /resume_memory_occupation`` - SGLang's memory saver
   (:mod:`servectl.standin.memory`).
@@ -20,7 +20,16 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from servectl.standin.generation import GenerationEndpoints
-from servectl.standin.memory import RELEASE_PATH, RESUME_PATH, ROUTE_METHODS, MemoryCallError
+from servectl.standin.memory import (
+    LOADS_PATH,
+    RELEASE_PATH,
+    RESUME_PATH,
+    ROUTE_METHODS,
+    BodyInvalid,
+    EngineDeath,
+    MemoryCallError,
+    body_errors,
+)
 from servectl.standin.pacing import ConnectionCut
 from servectl.standin.state import EngineState, RequestError
 from servectl.standin.transport import StandinServer
@@ -52,8 +61,11 @@ class StandinHandler(GenerationEndpoints):
         if key and not path.startswith("/health") and self.headers.get("Authorization") != f"Bearer {key}":
             self._send_json(401, {"error": "Unauthorized"})
             return
+        if path in (RELEASE_PATH, RESUME_PATH):  # FastAPI reads a GET's body too, and validates it
+            self._memory_call(body, release=path == RELEASE_PATH)
+            return
         parsed: dict[str, Any] = {}
-        if method == "POST" or (body and path in (RELEASE_PATH, RESUME_PATH)):  # FastAPI reads a GET's body too
+        if method == "POST":
             try:
                 loaded = json.loads(body or b"{}")
             except (json.JSONDecodeError, UnicodeDecodeError) as err:
@@ -73,26 +85,50 @@ class StandinHandler(GenerationEndpoints):
             self.close_connection = True  # the client went away mid-stream
 
     # -- memory saver ------------------------------------------------------------------------------
-    def release_memory(self, body: dict[str, Any]) -> None:
-        self._memory_call(body, release=True)
+    def release_memory(self, body: dict[str, Any]) -> None:  # the routes table's entry; _dispatch calls below
+        self._memory_call(json.dumps(body).encode(), release=True)
 
     def resume_memory(self, body: dict[str, Any]) -> None:
-        self._memory_call(body, release=False)
+        self._memory_call(json.dumps(body).encode(), release=False)
 
-    def _memory_call(self, body: dict[str, Any], *, release: bool) -> None:
+    def _memory_call(self, raw: bytes, *, release: bool) -> None:
         ledger = self.state.memory
+        request_type = "ReleaseMemoryOccupationReqInput" if release else "ResumeMemoryOccupationReqInput"
         try:
+            if raw.strip():
+                json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            self._send_json(400, RequestError(400, f"Invalid JSON body: {err}").body())
+            return
+        try:
+            errors = body_errors(raw, request_type)
+            if errors is not None:
+                raise BodyInvalid(errors)
             if ledger is None or not self.state.ready.is_set():
                 raise MemoryCallError("The server is not ready yet.")
-            tags = ledger.tags_of(body)
+            tags = ledger.tags_of(json.loads(raw))
             if release:
-                ledger.release(tags, running_requests=self.state.running_requests)
+                ledger.release(tags, running_requests=self.state.running_requests, log=self.state.log)
             else:
                 ledger.resume(tags)
+        except BodyInvalid as invalid:
+            self._send_json(invalid.status, invalid.body())
+            return
         except MemoryCallError as err:
             self._send_json(400, err.body())
             return
+        except EngineDeath as death:
+            self.state.die(death)  # the process goes; no answer, the connection closes with it
+            self.close_connection = True
+            return
         self._send_json(200, None)
+
+    def loads(self, _body: dict[str, Any]) -> None:
+        ledger = self.state.memory
+        if ledger is None:
+            self._send_json(503, {"detail": "not ready"})
+            return
+        self._send_json(200, ledger.loads(self.state.running_requests))
 
     # -- health and info ---------------------------------------------------------------------------
     def health(self, _body: dict[str, Any]) -> None:
@@ -172,6 +208,7 @@ _ROUTES: dict[tuple[str, str], Route] = {
     ("GET", "/v1/models"): StandinHandler.models,
     ("GET", "/get_model_info"): StandinHandler.model_info,
     ("GET", "/get_server_info"): StandinHandler.server_info,
+    ("GET", LOADS_PATH): StandinHandler.loads,
     ("POST", "/v1/chat/completions"): StandinHandler.chat_completions,
     ("POST", "/v1/completions"): StandinHandler.completions,
     ("POST", "/generate"): StandinHandler.generate,

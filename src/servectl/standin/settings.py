@@ -65,6 +65,8 @@ class StandinSettings:
     resume_s: float = 0.5
     release_fault: str | None = None
     resume_fault: str | None = None
+    backup_gbps: float = 0.0
+    graph_memory_saver: bool = False
     read_weights: bool = False
 
     def decode_rate_for(self, prompt_tokens: int) -> float:
@@ -133,11 +135,22 @@ class StandinSettings:
             taper=reader.taper("STANDIN_TAPER"),
             release_s=reader.number("STANDIN_RELEASE_S", 0.2, minimum=0.0),
             resume_s=reader.number("STANDIN_RESUME_S", 0.5, minimum=0.0),
-            release_fault=reader.optional_choice("STANDIN_RELEASE_FAULT", ("keep",)),
-            resume_fault=reader.optional_choice("STANDIN_RESUME_FAULT", ("fail", "wrong")),
+            release_fault=reader.optional_choice("STANDIN_RELEASE_FAULT", ("keep", "die")),
+            resume_fault=reader.optional_choice("STANDIN_RESUME_FAULT", ("fail", "wrong", "die")),
+            backup_gbps=reader.number("STANDIN_BACKUP_GBPS", 0.0, minimum=0.0),
+            graph_memory_saver=_graph_memory_saver(environ),
             read_weights=reader.flag("STANDIN_READ_WEIGHTS"),
         )
         return settings
+
+
+def _graph_memory_saver(environ: Mapping[str, str]) -> bool:
+    """SGLang's own variable: whether CUDA-graph memory sits in the memory saver's ``cuda_graph`` region
+    (``get_bool_env_var``: "true" or "1", any case; default off), as the memory-saver catalog cites."""
+    from servectl.profile.memory_saver import load_memory_saver
+
+    graph = load_memory_saver()["graph_memory"]
+    return environ.get(str(graph["env"]), "false").lower() in graph["truthy"]
 
 
 class _Reader:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from servectl.standin.logs import EngineLog
-from servectl.standin.memory import MemoryLedger
+from servectl.standin.memory import EngineDeath, MemoryLedger
 from servectl.standin.settings import StandinSettings
 
 
@@ -26,10 +26,22 @@ class EngineState:
     phase: str = "init"
     memory: MemoryLedger | None = None
     ready: threading.Event = field(default_factory=threading.Event)
+    dead: threading.Event = field(default_factory=threading.Event)
+    gone: threading.Event = field(default_factory=threading.Event)
+    death: EngineDeath | None = None
     created: int = field(default_factory=lambda: int(time.time()))
     _running: int = 0
     _generations: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def die(self, death: EngineDeath) -> None:
+        """A call killed the server: the main thread logs SGLang's way down and exits (137); this waits
+        (a few seconds at most) until it has, so the caller's connection closes with the process."""
+        with self._lock:
+            if self.death is None:
+                self.death = death
+        self.dead.set()
+        self.gone.wait(5.0)
 
     @property
     def served_model_name(self) -> str:
