@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -218,3 +219,83 @@ def test_kill_9_after_the_release_then_recover_resumes_the_standby_where_it_ran(
     assert world.container("a") == a_before  # resumed, not started again
     assert world.states() == {"a": "ready"} and world.answer("a") == right
     assert read_journal(world.home) is None
+
+
+# -- servectl never sends what kills the server (issue 38) ------------------------------------------------------
+def _stream_for(world: World, name: str, seconds: float, into: list[int]) -> threading.Thread:
+    """A client on the engine's own port (not through any gateway): a stream of about ``seconds``."""
+
+    def run() -> None:
+        url = f"http://127.0.0.1:{world.ports[name]}/v1/chat/completions"
+        body = {**ASK, "max_tokens": int(20 * seconds), "stream": True}
+        try:
+            with httpx.stream("POST", url, json=body, timeout=60) as response:
+                for _ in response.iter_lines():
+                    pass
+                into.append(response.status_code)
+        except httpx.TransportError:
+            into.append(-1)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not httpx.get(f"http://127.0.0.1:{world.ports[name]}/v1/loads", timeout=5).json()["loads"][0][
+        "num_running_reqs"
+    ]:
+        assert time.monotonic() < deadline, "the stream never started"
+        time.sleep(0.05)
+    return thread
+
+
+def test_a_release_waits_until_the_engine_itself_shows_no_request(world: World) -> None:
+    world.profile("a", warm=True, env={"STANDIN_TOKEN_RATE": "20"})
+    world.profile("b")
+    world.swap("a")
+    a_before = world.container("a")
+    finished: list[int] = []
+    client = _stream_for(world, "a", 3.0, finished)
+    away = world.swap("b")  # SGLang kills a server released under a running request; servectl waits it out
+    client.join(30)
+    assert finished == [200]  # the client on the engine's port got its whole answer
+    assert away.outcome == "swapped" and world.states() == {"a": "standby", "b": "ready"}
+    assert world.container("a") == a_before  # alive: the release came once the engine was idle
+
+
+def test_a_release_is_not_sent_while_the_engine_stays_busy(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("servectl.service.standby.IDLE_WAIT_S", 1.0)
+    world.profile("a", warm=True, env={"STANDIN_TOKEN_RATE": "20"})
+    world.profile("b")
+    world.swap("a")
+    a_before = world.container("a")
+    finished: list[int] = []
+    client = _stream_for(world, "a", 6.0, finished)
+    with pytest.raises(SwapRolledBack) as raised:
+        world.swap("b")
+    assert "a still serves 1 request(s) on http://127.0.0.1:" in raised.value.message
+    assert "a release now would kill it" in raised.value.message
+    client.join(30)
+    assert finished == [200] and world.container("a") == a_before and world.states() == {"a": "ready"}
+
+
+@pytest.mark.parametrize("call", ["release", "resume"])
+def test_a_server_that_dies_on_the_call_is_a_crash_started_again_never_a_second_call(world: World, call: str) -> None:
+    fault = {"STANDIN_RELEASE_FAULT": "die"} if call == "release" else {"STANDIN_RESUME_FAULT": "die"}
+    world.profile("a", warm=True, env=fault)
+    world.profile("b")
+    world.swap("a")
+    a_before, right = world.container("a"), world.answer("a")
+    if call == "release":
+        with pytest.raises(SwapRolledBack) as raised:
+            world.swap("b")
+        assert "a's server died (exit status 137)" in raised.value.message, raised.value.message
+    else:
+        world.swap("b")
+        back = world.swap("a")  # the resume kills it: the same transaction starts a cold
+        assert back.outcome == "swapped"
+        failed = [e for e in History(world.home).events() if e.get("event") == "standby-resume-failed"]
+        assert "a's server died (exit status 137)" in failed[0]["reason"], failed
+    a_after = world.container("a")
+    assert a_after[0] != a_before[0] and a_after[1] == "running"  # started again from its plan
+    assert world.states() == {"a": "ready"} and world.answer("a") == right
+    old = world.client.containers.list(all=True, filters={"id": a_before[0]})
+    assert not old  # the dead one was removed, not called again

@@ -3,10 +3,15 @@ and a swap back resumes it in seconds instead of a cold start.
 
 The steps, each small and called from one place of the transaction:
 
-* :func:`release_or_stop` (swap's ``stop-old``): for a warm service whose container runs the profile's plan,
-  take its greedy answer to the gate's prompt, check host RAM for the CPU copy of its weights
-  (:func:`servectl.preflight.checks.host.standby_ram_shortfall`), ``POST /release_memory_occupation`` with
-  ``{"tags": ["weights", "kv_cache"]}``, then measure with the GPU inventory that every card the target uses
+* :func:`prepare_release` (before the swap's first change): for a warm service whose container runs the
+  profile's plan, take its greedy answer to the gate's prompt, check host RAM for the CPU copy of its weights
+  (:func:`servectl.preflight.checks.host.standby_ram_shortfall`) and wait until the engine's own load
+  (``GET /v1/loads``) shows no request: SGLang's scheduler asserts it is idle and the server dies otherwise,
+  and the gateway's drain does not cover clients of the engine's port. A refusal here changes nothing.
+* :func:`release_or_stop` (swap's ``stop-old``): ``POST /release_memory_occupation`` with
+  ``{"tags": ["weights", "kv_cache"]}`` once (never again: a second release, or a resume of what was not
+  released, kills SGLang; a call without an answer is a crash, the swap's undo starts the service again), then
+  measure with the GPU inventory that every card the target uses
   has what the target needs free (its mem fraction of the card plus its ``gpus.vram_reserve_mib``) and
   record the container as on standby. Any other service is stopped as before.
 * :func:`resume_or_cold_start` (swap's ``start-target``, when the target's profile is on standby):
@@ -33,6 +38,7 @@ from servectl.adapters.gpu import MIB, reads_cards
 from servectl.adapters.standby import StandbyEntry, StandbyRecord
 from servectl.errors import ServectlError
 from servectl.plan.labels import LABEL_GPUS
+from servectl.profile.engine_args import mem_fraction_static
 from servectl.profile.memory_saver import load_memory_saver
 from servectl.service.container import StartResult, StopResult
 from servectl.service.health import GateResult
@@ -48,10 +54,15 @@ if TYPE_CHECKING:
 
 #: What a swap away releases (SGLang's tags; CUDA graphs stay: small, and capturing them again costs).
 RELEASE_TAGS = ("weights", "kv_cache")
-#: The share of a card a target without ``engine.mem_fraction_static`` is taken to need (SGLang's default
-#: for large cards is of this order; the stand-in uses it).
+#: The share of a card a target without ``--mem-fraction-static`` (typed or in ``engine.args``) is taken to
+#: need (SGLang's default for large cards is of this order; the stand-in uses it).
 DEFAULT_MEM_FRACTION = 0.88
 VERIFY_DEADLINE_S = 10.0
+#: How long a release waits for the engine's own load (``GET /v1/loads``) to show no request before it gives up:
+#: SGLang's scheduler asserts it is idle and dies otherwise, whoever sent the requests (the gateway's drain
+#: covers only its own clients, not those on the engine's port).
+IDLE_WAIT_S = 30.0
+IDLE_POLL_S = 0.2
 VERIFY_POLL_S = 0.25
 RESUME_TIMEOUT_S = 600.0
 ANSWER_DEADLINE_S = 60.0
@@ -93,7 +104,16 @@ class _Engine:
         return cls(plan.url, {"Authorization": f"Bearer {key}"} if key else {})
 
     def call(self, which: str, profile: str, timeout_s: float) -> None:
-        """``POST`` the memory saver's ``release``/``resume`` route; a refusal is one line naming it."""
+        """``POST`` the memory saver's ``release``/``resume`` route once; a refusal is one line naming it.
+
+        Sent once, never again: an answer that does not come means the server may have acted (or died, as
+        SGLang's scheduler does on a release it cannot take), and a second release or a resume of what was
+        not released kills it. The caller's undo decides from the journal and the container what is left.
+
+        Raises:
+            EngineGone: no answer (the connection failed or closed): the server may be dead.
+            ServectlError: an answer other than 200.
+        """
         import httpx
 
         path = str(load_memory_saver()["endpoints"][which]["path"])
@@ -102,9 +122,52 @@ class _Engine:
                 self.url + path, json={"tags": list(RELEASE_TAGS)}, headers=dict(self.headers), timeout=timeout_s
             )
         except httpx.HTTPError as err:
-            raise ServectlError(f"{profile}: POST {path} failed: {err}") from err
+            raise EngineGone(f"{profile}: POST {path} got no answer ({err}); not sent again") from err
         if response.status_code != 200:
             raise ServectlError(f"{profile}: POST {path} answered {response.status_code}: {_message(response)}")
+
+    def running(self, profile: str) -> int:
+        """The requests the engine is running or holds waiting, by its own load (``GET /v1/loads``).
+
+        Raises:
+            ServectlError: the load cannot be read (then whether a release would kill it is unknown).
+        """
+        import httpx
+
+        load = load_memory_saver()["load"]
+        path = str(load["path"])
+        try:
+            response = httpx.get(self.url + path, params=dict(load["query"]), headers=dict(self.headers), timeout=10.0)
+            ranks = response.json()[str(load["list"])] if response.status_code == 200 else None
+            if ranks is None:
+                raise ServectlError(
+                    f"{profile}: GET {path} answered {response.status_code}: {_message(response)}; cannot tell "
+                    "whether it is idle, and SGLang kills a server released while busy"
+                )
+            return sum(int(r[str(load["running"])]) + int(r[str(load["waiting"])]) for r in ranks)
+        except (httpx.HTTPError, ValueError, KeyError, TypeError) as err:
+            raise ServectlError(f"{profile}: GET {path} failed: {err}; cannot tell whether it is idle") from err
+
+    def wait_idle(self, profile: str, ctx: TxContext) -> None:
+        """Wait (:data:`IDLE_WAIT_S` at most) until the engine runs and holds no request.
+
+        Raises:
+            ServectlError: still busy at the deadline (nothing was released).
+        """
+        until = ctx.clock() + IDLE_WAIT_S
+        while True:
+            busy = self.running(profile)
+            if busy == 0:
+                return
+            if ctx.clock() >= until:
+                rule = load_memory_saver()["release_requires_idle"]
+                raise ServectlError(
+                    f"{profile} still serves {busy} request(s) on {self.url} after {IDLE_WAIT_S:g} s (GET "
+                    f"{load_memory_saver()['load']['path']}); a release now would kill it (SGLang asserts an idle "
+                    f"server, {rule['source']}): let them finish or stop the clients that call its port, then "
+                    "swap again"
+                )
+            ctx.sleep(IDLE_POLL_S)
 
     def answer(self, profile: str, deadline_s: float, clock: Callable[[], float]) -> str:
         """The engine's greedy answer to :data:`PROBE` (503 while it warms up is waited out)."""
@@ -127,6 +190,24 @@ class _Engine:
             time.sleep(0.2)
 
 
+class EngineGone(ServectlError):
+    """A release or resume got no answer: the engine may have died on it (SGLang's scheduler does)."""
+
+
+def _died(ctx: TxContext, service: ServiceInfo, err: EngineGone) -> ServectlError:
+    """The error for a release/resume without an answer: the container's fate, read from the engine."""
+    for _ in range(20):  # SGLang kills its process tree at once; Docker sees the exit within moments
+        seen = [s for s in ctx.services(probe=False) if s.container_id == service.container_id]
+        if not seen or not seen[0].running:
+            code = seen[0].exit_code if seen else None
+            return ServectlError(
+                f"{err.message}: {service.profile}'s server died (exit status {code}), as SGLang's does on a "
+                "release or resume it cannot take; handled as a crash: the swap's undo starts it again"
+            )
+        ctx.sleep(0.1)
+    return err
+
+
 def _message(response: Any) -> str:
     try:
         body = response.json()
@@ -146,35 +227,74 @@ def _cards(plan: LaunchPlan) -> set[int]:
     return {int(part) for part in raw.split(",") if part.strip().isdigit()}
 
 
+@dataclass(frozen=True)
+class ReleasePlan:
+    """What a release needs, taken before the swap changes anything: the engine, its answer, the host RAM."""
+
+    resolved: Resolved
+    engine: _Engine
+    reference: str
+    backup_bytes: int
+
+
+def prepare_release(ctx: TxContext, current: ServiceInfo, *, host: HostProbe | None = None) -> ReleasePlan | None:
+    """Before the swap's first change: for a warm ``current``, its greedy answer, the host RAM for its CPU copy,
+    and the wait until the engine itself runs no request (SGLang kills a server released while busy). None:
+    ``current`` is stopped, not released.
+
+    Raises:
+        ServectlError: released already, host RAM short, or still busy after :data:`IDLE_WAIT_S` (nothing
+            changed: the service keeps serving).
+    """
+    if not keeps_warm(ctx, current):
+        return None
+    if StandbyRecord(ctx.state_dir).entry(current.container_id) is not None:  # a second release kills SGLang
+        raise ServectlError(f"{current.profile} is on standby already; servectl releases a server once")
+    resolved = ctx.resolve(current.profile)
+    engine = _Engine.of(resolved.plan, ctx.environ)
+    reference = engine.answer(current.profile, ANSWER_DEADLINE_S, ctx.clock)
+    backup = _host_ram_for_backup(ctx, resolved, current.profile, host)
+    engine.wait_idle(current.profile, ctx)
+    return ReleasePlan(resolved, engine, reference, backup)
+
+
 def release_or_stop(
     ctx: TxContext,
     current: ServiceInfo,
     target: Resolved,
     *,
     mark: JournalMark,
+    prepared: ReleasePlan | None,
     host: HostProbe | None = None,
 ) -> StopResult:
-    """swap's ``stop-old``: release a warm ``current`` to standby (see the module docstring), else stop it.
+    """swap's ``stop-old``: release a warm ``current`` to standby (see the module docstring and
+    :func:`prepare_release`, which ``prepared`` came from), else stop it.
 
     Raises:
-        ServectlError: the release was refused, host RAM cannot take the CPU copy, or the cards did not come
-            free; the service still runs (the undo resumes it when its memory went).
+        ServectlError: a request came in since the idle check, the release was refused or got no answer (the
+            server died: handled as a crash by the undo), or the cards did not come free (the undo resumes it).
     """
-    if not keeps_warm(ctx, current):
+    if prepared is None:
         return _stop_beside_standbys(ctx, current, host)
     began = ctx.clock()
-    resolved = ctx.resolve(current.profile)
-    engine = _Engine.of(resolved.plan, ctx.environ)
-    reference = engine.answer(current.profile, ANSWER_DEADLINE_S, ctx.clock)
-    backup = _host_ram_for_backup(ctx, resolved, current.profile, host)
+    record = StandbyRecord(ctx.state_dir)
+    engine, reference, backup = prepared.engine, prepared.reference, prepared.backup_bytes
+    busy = engine.running(current.profile)  # once more, the moment before: the window is this call's length
+    if busy:
+        raise ServectlError(f"{current.profile} took {busy} request(s) on its own port just before the release")
     mark("releasing")
-    engine.call("release", current.profile, timeout_s=120.0)
+    try:
+        engine.call("release", current.profile, timeout_s=120.0)
+    except EngineGone as gone:
+        raise _died(ctx, current, gone) from gone
+    # Recorded the moment SGLang answered: its tags are released now, and only a released server is resumed.
+    record.mark(
+        StandbyEntry(current.profile, current.container_id, ctx.wall_clock(), ctx.clock() - began, backup, reference)
+    )
     mark("released")
     _verify_released(ctx, current, target)
     release_s = ctx.clock() - began
-    StandbyRecord(ctx.state_dir).mark(
-        StandbyEntry(current.profile, current.container_id, ctx.wall_clock(), release_s, backup, reference)
-    )
+    record.mark(StandbyEntry(current.profile, current.container_id, ctx.wall_clock(), release_s, backup, reference))
     ctx.record({"event": "standby", "profile": current.profile, "container_id": current.container_id})
     return StopResult(current.profile, current.container_name, release_s, forced=False)
 
@@ -236,7 +356,7 @@ def _verify_released(ctx: TxContext, current: ServiceInfo, target: Resolved) -> 
     if not reads_cards(ctx.gpus) or not cards:
         return
     p = target.loaded.profile
-    fraction = p.engine.mem_fraction_static or DEFAULT_MEM_FRACTION
+    fraction = mem_fraction_static(p) or DEFAULT_MEM_FRACTION
     until = ctx.clock() + VERIFY_DEADLINE_S
     while True:
         snapshot = ctx.gpus.snapshot()
@@ -269,11 +389,21 @@ def resume_from_standby(ctx: TxContext, service: ServiceInfo, resolved: Resolved
     """
     record = StandbyRecord(ctx.state_dir)
     entry = record.entry(service.container_id)
+    if entry is None:  # a resume of what SGLang did not release kills it (offload_tags.remove: KeyError)
+        source = load_memory_saver()["tag_state"]["resume_removes"]
+        raise ServectlError(
+            f"{service.profile}: no record that servectl released it, and a resume of what SGLang did not release "
+            f"kills the server ({source}); not resumed"
+        )
     began = ctx.clock()
     engine = _Engine.of(resolved.plan, ctx.environ)
-    engine.call("resume", service.profile, timeout_s=RESUME_TIMEOUT_S)
+    try:
+        engine.call("resume", service.profile, timeout_s=RESUME_TIMEOUT_S)
+    except EngineGone as gone:
+        record.clear(service.container_id)
+        raise _died(ctx, service, gone) from gone
     answer = engine.answer(service.profile, ANSWER_DEADLINE_S, ctx.clock)
-    if entry is not None and answer != entry.reference_answer:
+    if answer != entry.reference_answer:
         raise ServectlError(
             f"{service.profile} resumed but answers {answer[:40]!r} where it answered "
             f"{entry.reference_answer[:40]!r} before its release: its weights did not come back"
@@ -339,7 +469,9 @@ def drop_resuming_target(ctx: TxContext, journal: SwapJournal) -> list[ServiceIn
 
 __all__ = [
     "RELEASE_TAGS",
+    "ReleasePlan",
     "keeps_warm",
+    "prepare_release",
     "release_or_stop",
     "resume_from_standby",
     "resume_or_cold_start",

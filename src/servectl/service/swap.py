@@ -48,7 +48,7 @@ from servectl.service.health import Progress
 from servectl.service.journal import SwapJournal, clear_journal, refuse_if_unfinished
 from servectl.service.services import ALIVE_STATES, ServiceInfo
 from servectl.service.stage import Stager
-from servectl.service.standby import release_or_stop, resume_or_cold_start
+from servectl.service.standby import prepare_release, release_or_stop, resume_or_cold_start
 from servectl.service.swap_outcome import SwapTx, Timings, abandon_swap, fail_back, finish_swapped
 from servectl.service.swap_preflight import Preflight, overlaps, profile_preflight, replacing_of
 from servectl.service.transaction.context import TxContext
@@ -300,12 +300,14 @@ def _transact(
     t = Timings()
     step = "begin"
     try:
+        # A warm standby's answer and idle engine, before anything changes: a refusal here leaves it serving.
+        prepared = prepare_release(ctx, current) if current is not None else None
         tx.set_journal("stop-old")
         if current is not None:
             with ctx.phase("stop-old", current.container_name):
                 step = "stop-old"
                 t = Timings(down_since=ctx.clock())
-                stopped = release_or_stop(ctx, current, resolved, mark=tx.mark_standby)
+                stopped = release_or_stop(ctx, current, resolved, mark=tx.mark_standby, prepared=prepared)
             t = Timings(t.down_since, stopped.stop_s, stopped.forced)
             if stopped.leaked_pids:
                 pids = ", ".join(str(p) for p in stopped.leaked_pids)
@@ -335,6 +337,7 @@ def _transact(
         failure = failure_of(resolved.name, err)
         if step != "start-target":
             what = {
+                "begin": f"preparing the release of {from_profile}",
                 "stop-old": f"stopping {from_profile}",
                 "remove-leftovers": "removing the stopped containers in its way",
             }.get(step, f"stopping the conflicts of {resolved.name}")
