@@ -205,6 +205,45 @@ CASES: list[tuple[str, str, str, str]] = [
         "remove engine.args.enable-weights-cpu or set swap.standby: none",
         "swap: {standby: none}\nengine: {args: {enable-weights-cpu: false}}",
     ),
+    # what the memory saver refuses or a release/resume kills (issue 38), each with its upstream source
+    (
+        "swap.standby_engine",
+        "swap: {standby: warm}\nengine: {env: {PYTORCH_CUDA_ALLOC_CONF: 'expandable_segments:True'}}",
+        "expandable_segments:True turns torch_memory_saver off (torch_memory_saver/entrypoint.py:397",
+        "swap: {standby: warm}\nengine: {env: {PYTORCH_CUDA_ALLOC_CONF: 'max_split_size_mb:512'}}",
+    ),
+    (
+        "swap.standby_engine",
+        "swap: {standby: warm}\nengine: {args: {weight-cache-mode: daemon}}",
+        "--weight-cache-mode daemon makes a release of the weights raise in the scheduler, which kills the server "
+        "(sglang/srt/managers/scheduler_components/weight_updater.py:300",
+        "swap: {standby: warm}\nengine: {args: {weight-cache-mode: 'off'}}",
+    ),
+    (
+        "swap.standby_engine",
+        "swap: {standby: warm}\nengine: {args: {startup-weight-load-mode: overlap}}",
+        "refuses the memory saver and the CPU weight backup at start (sglang/srt/model_executor/",
+        "swap: {standby: warm}\nengine: {args: {startup-weight-load-mode: serial}}",
+    ),
+    (
+        "swap.standby_engine",
+        "swap: {standby: warm}\nengine: {env: {SGLANG_MEMORY_SAVER_CUDA_GRAPH: 'true'}}",
+        "with the breakable CUDA-graph backend (prefill's default) the engine refuses",
+        "swap: {standby: warm}\n"
+        "engine: {env: {SGLANG_MEMORY_SAVER_CUDA_GRAPH: '1'}, args: {cuda-graph-backend-prefill: full}}",
+    ),
+    (
+        "swap.standby_engine",
+        "swap: {standby: warm}\nengine: {args: {admin-api-key: '${ADMIN}'}}",
+        "--admin-api-key makes the release and resume routes take the admin key",
+        "swap: {standby: none}\nengine: {args: {admin-api-key: '${ADMIN}'}}",
+    ),
+    (
+        "swap.standby_engine",
+        "swap: {standby: warm}\nengine: {tp: 2, env: {NCCL_GRAPH_REGISTER: '1'}}\ngpus: {devices: [0, 1]}",
+        "NCCL_GRAPH_REGISTER=1 with tp 2: a resumed graph pool keeps its addresses",
+        "swap: {standby: warm}\nengine: {tp: 2, env: {NCCL_GRAPH_REGISTER: '0'}}\ngpus: {devices: [0, 1]}",
+    ),
     (
         "engine.catalog",
         "engine: {args: {tp-szie: 2}}",
