@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from servectl.adapters.conflicts import conflict_key
 from servectl.plan.resolve import Resolved
 from servectl.preflight.model import ConflictRef, PreflightReport, PreflightRequest, StartContext
+from servectl.profile.engine_args import mem_fraction_static
 
 if TYPE_CHECKING:
     from servectl.adapters.docker import DockerEngine
@@ -56,7 +57,7 @@ def request_for(resolved: Resolved, context: StartContext = ALONE) -> PreflightR
         exclusive=p.gpus.exclusive,
         vram_reserve_mib=p.gpus.vram_reserve_mib,
         vram_reserve_waiver=p.gpus.reserve_waiver,
-        mem_fraction=p.engine.mem_fraction_static,
+        mem_fraction=mem_fraction_static(p),
         host_address=p.serve.host,
         port=p.serve.port,
         role=p.serve.role,

@@ -21,9 +21,9 @@ PathKey = tuple[str | int, ...]
 
 ADAPTIVE_CONFIG_CONTAINER_PATH = "/etc/servectl/speculative-adaptive.json"
 
-#: The flags a ``swap.standby: warm`` profile starts with (SGLang 0.5.23 server_args; see
-#: ``profile/catalogs/sglang-0.5.23-memory-saver.json``): the memory saver makes weights and KV cache
-#: releasable, the CPU backup keeps a host copy of the weights to resume from.
+#: The flags a ``swap.standby: warm`` profile starts with (SGLang 0.5.23 ``arg_groups/fields/exec_.py``, cited
+#: under ``flags`` in ``profile/catalogs/memory_saver/sglang-0.5.23.json``): the memory saver makes weights and
+#: KV cache releasable, the CPU backup keeps a host copy of the weights to resume from.
 MEMORY_SAVER_FLAG = "--enable-memory-saver"
 WEIGHTS_CPU_BACKUP_FLAG = "--enable-weights-cpu-backup"
 
@@ -137,6 +137,19 @@ def effective_settings(profile: Profile, catalog: FlagCatalog) -> dict[str, Sett
         for dest, value in parsed.items():
             out[dest] = Setting(value, arg.field)  # the last one wins, as in the engine
     return out
+
+
+def mem_fraction_static(profile: Profile) -> float | None:
+    """``--mem-fraction-static`` as the engine gets it, however the profile wrote it (the typed
+    ``engine.mem_fraction_static`` or ``engine.args``, any spelling, a string or a number); None: not set (or
+    the catalog cannot be read, which the engine.catalog rule reports)."""
+    try:
+        setting = effective_settings(profile, catalog_for(profile)).get("mem_fraction_static")
+    except (KeyError, ValueError):
+        return profile.engine.mem_fraction_static
+    if setting is None or setting.value is None:
+        return None
+    return float(setting.value)
 
 
 def catalog_for(profile: Profile) -> FlagCatalog:
