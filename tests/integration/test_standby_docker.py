@@ -25,9 +25,11 @@ import yaml
 from _helpers import remove_labelled, servectl_popen
 
 from servectl.adapters.docker import DockerSdkEngine
+from servectl.adapters.standby import StandbyRecord
 from servectl.adapters.state import History
 from servectl.errors import SwapRolledBack
 from servectl.service.context import Context
+from servectl.service.fingerprint import PROMPTS
 from servectl.service.journal import read_journal
 from servectl.service.recover import recover
 from servectl.service.rollback import rollback
@@ -59,7 +61,9 @@ class World:
         monkeypatch.setenv("SERVECTL_HOME", str(self.home))
         monkeypatch.setenv("SERVECTL_LOCK_TIMEOUT_S", "2")
 
-    def profile(self, name: str, *, warm: bool = False, env: dict[str, str] | None = None) -> str:
+    def profile(
+        self, name: str, *, warm: bool = False, env: dict[str, str] | None = None, max_cycles: int | None = None
+    ) -> str:
         self.ports[name] = free_port()
         doc: dict[str, Any] = {
             "name": name,
@@ -77,7 +81,7 @@ class World:
             "health": {"startup_timeout_s": 30, "stall_timeout_s": 15},
         }
         if warm:
-            doc["swap"] = {"standby": "warm"}
+            doc["swap"] = {"standby": "warm", **({} if max_cycles is None else {"standby_max_cycles": max_cycles})}
         (self.profiles / f"{name}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
         return name
 
@@ -152,6 +156,9 @@ def test_a_b_a_with_a_on_warm_standby_comes_back_without_a_container_start(world
     assert a_seen.standby_resume_s is not None and a_seen.standby_resume_s == pytest.approx(
         back.target_startup_s, abs=0.05
     )
+    assert a_seen.standby_cycles == 1 and a_seen.standby_release_s is not None  # one cycle behind it, held to
+    trust = StandbyRecord(world.home).trust(a_before[0])  # the fingerprint of its first release
+    assert trust is not None and len(trust.fingerprint) == len(PROMPTS)
 
 
 @pytest.mark.parametrize("fault", ["fail", "wrong"])
@@ -172,7 +179,8 @@ def test_a_resume_that_fails_or_answers_wrong_falls_back_to_a_cold_start_of_the_
     assert len(failed) == 1 and failed[0]["profile"] == "a"
     expected = {
         "fail": "a: POST /resume_memory_occupation answered 400: resume_memory_occupation failed",
-        "wrong": "a resumed but answers '!!!!' where it answered",
+        "wrong": "a resumed but its fingerprint departs from the one of its first release after 0 cycle(s): "
+        "prompt 1: token 0 is '!!!!",
     }[fault]
     assert failed[0]["reason"].startswith(expected), failed[0]["reason"]
 
@@ -299,3 +307,19 @@ def test_a_server_that_dies_on_the_call_is_a_crash_started_again_never_a_second_
     assert world.states() == {"a": "ready"} and world.answer("a") == right
     old = world.client.containers.list(all=True, filters={"id": a_before[0]})
     assert not old  # the dead one was removed, not called again
+
+
+def test_after_its_max_cycles_a_standby_is_stopped_and_the_way_back_is_cold(world: World) -> None:
+    world.profile("a", warm=True, max_cycles=1)
+    world.profile("b")
+    world.swap("a")
+    a_before, right = world.container("a"), world.answer("a")
+    world.swap("b")
+    world.swap("a")  # resumed: one cycle
+    assert world.container("a") == a_before
+    world.swap("b")  # its cycles are spent: stopped, not released
+    assert world.states() == {"b": "ready"}
+    with pytest.raises(Exception, match=r"NotFound|No such container"):
+        world.container("a")
+    world.swap("a")  # cold
+    assert world.container("a")[0] != a_before[0] and world.answer("a") == right

@@ -2,8 +2,11 @@
 
 A container that a swap released (``swap.standby: warm``) keeps running; Docker cannot tell it from a
 serving one, so servectl keeps one small JSON file per such container under ``standby/``, written the
-moment the release is verified and removed when the container resumes or is removed. The last measured
-resume of each profile is kept beside it (``standby/resume-<profile>.json``), for ``status``.
+moment SGLang answers the release and removed when the container resumes or is removed. The last measured
+release and resume of each profile are kept beside it (``standby/resume-<profile>.json``,
+``standby/release-<profile>.json``), for ``status``, ``rollback-check`` and the gateway's ``Retry-After``; and per
+container its trust (``standby/trust-<id>.json``: the fingerprint taken at its first release and how many
+release/resume cycles it has been through, :mod:`servectl.service.fingerprint`).
 """
 
 from __future__ import annotations
@@ -85,19 +88,69 @@ class StandbyRecord:
 
     def note_resume(self, profile: str, resume_s: float, at: float) -> None:
         """Keep the last measured resume of ``profile``."""
-        if _PROFILE.match(profile):
-            text = json.dumps({"resume_s": round(resume_s, 3), "at": at}) + "\n"
-            atomic_write_text(self.folder / f"resume-{profile}.json", text)
+        self._note("resume", profile, resume_s, at)
+
+    def note_release(self, profile: str, release_s: float, at: float) -> None:
+        """Keep the last measured release of ``profile`` (the call and the cards' verification)."""
+        self._note("release", profile, release_s, at)
 
     def last_resume_s(self, profile: str) -> float | None:
         """The last measured resume of ``profile`` in seconds (None: never measured, or unreadable)."""
+        return self._last("resume", profile)
+
+    def last_release_s(self, profile: str) -> float | None:
+        """The last measured release of ``profile`` in seconds (None: never measured, or unreadable)."""
+        return self._last("release", profile)
+
+    def _note(self, which: str, profile: str, seconds: float, at: float) -> None:
+        if _PROFILE.match(profile):
+            text = json.dumps({f"{which}_s": round(seconds, 3), "at": at}) + "\n"
+            atomic_write_text(self.folder / f"{which}-{profile}.json", text)
+
+    def _last(self, which: str, profile: str) -> float | None:
         if not _PROFILE.match(profile):
             return None
         try:
-            data = read_state_json(self.folder / f"resume-{profile}.json", what="last resume", fix=_FIX)
-            return None if data is None else float(data["resume_s"])
+            data = read_state_json(self.folder / f"{which}-{profile}.json", what=f"last {which}", fix=_FIX)
+            return None if data is None else float(data[f"{which}_s"])
         except (StateDamaged, ValueError, KeyError, TypeError):
             return None
 
+    def trust(self, container_id: str) -> Trust | None:
+        """The trust record of ``container_id`` (None: never released, or unreadable)."""
+        if not _ID.match(container_id):
+            return None
+        try:
+            data = read_state_json(self.folder / f"trust-{container_id}.json", what="standby trust", fix=_FIX)
+            return None if data is None else Trust.from_dict(data)
+        except (StateDamaged, ValueError, KeyError, TypeError):
+            return None
 
-__all__ = ["STANDBY_DIR", "StandbyEntry", "StandbyRecord"]
+    def set_trust(self, container_id: str, trust: Trust) -> None:
+        """Keep ``container_id``'s fingerprint and cycle count."""
+        if _ID.match(container_id):
+            atomic_write_text(self.folder / f"trust-{container_id}.json", json.dumps(asdict(trust)) + "\n")
+
+    def forget(self, container_id: str) -> None:
+        """The container is gone: its record and trust go with it."""
+        self.clear(container_id)
+        if _ID.match(container_id):
+            (self.folder / f"trust-{container_id}.json").unlink(missing_ok=True)
+
+
+@dataclass(frozen=True)
+class Trust:
+    """A container's fingerprint (as :meth:`servectl.service.fingerprint.Fingerprint.to_list` writes it),
+    taken at its first release, and the release/resume cycles it has passed since."""
+
+    fingerprint: list[dict[str, Any]]
+    cycles: int = 0
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Trust:
+        if not isinstance(data, dict) or not isinstance(data.get("fingerprint"), list):
+            raise ValueError("not a trust record")
+        return cls(fingerprint=list(data["fingerprint"]), cycles=int(data.get("cycles", 0)))
+
+
+__all__ = ["STANDBY_DIR", "StandbyEntry", "StandbyRecord", "Trust"]

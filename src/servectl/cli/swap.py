@@ -169,7 +169,8 @@ def _render(result: SwapResult, as_json: bool, notes: list[str]) -> None:
         stop = f"{result.old_stop_s:.2f}" if result.old_stop_s is not None else "?"
         start = f"{result.target_startup_s:.2f}" if result.target_startup_s is not None else "?"
         typer.echo(
-            f"downtime {result.downtime_s:.2f} s (stop {stop} s + start {start} s"
+            f"downtime {result.downtime_s:.2f} s ({'release' if result.old_released else 'stop'} {stop} s + "
+            f"{'resume' if result.target_resumed else 'start'} {start} s"
             f"{', old service was killed after ignoring SIGTERM' if result.forced_stop else ''})"
         )
 

@@ -308,6 +308,13 @@ class SwapSpec(_Strict):
         "(weights and KV cache) but keeps the container, and a swap back resumes it in seconds. "
         "Costs host RAM for the CPU copy of the weights",
     )
+    standby_max_cycles: int | None = Field(
+        default=None,
+        ge=1,
+        description="after this many release/resume cycles of one container, a swap away stops it and the way "
+        "back is a cold start (every resume is held to the fingerprint of the container's first release either "
+        "way); none: no limit",
+    )
 
 
 class Profile(_Strict):

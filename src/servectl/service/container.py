@@ -51,6 +51,7 @@ class StartResult:
     service: ServiceInfo
     gate: GateResult
     url: str
+    resumed: bool = False  # a warm standby's resume (no container start)
 
     @property
     def startup_s(self) -> float:
@@ -70,6 +71,7 @@ class StopResult:
     exit_code: int | None = None
     gpus: tuple[int, ...] = ()
     unknown_cards: tuple[int, ...] = ()  # cards that could not be read (lost, or no process list) at the end
+    released: bool = False  # a warm standby's release (the container still runs), not a stop
 
 
 def start(

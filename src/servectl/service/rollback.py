@@ -166,7 +166,18 @@ def rollback_check(
         names = _profiles_with_rollback(ctx.profile_folders)
     running = ctx.runtime.services(probe=False)
     docker, gpus = ctx.docker, ctx.cards
-    return [_check_one(n, docker, gpus, check, ctx.resolve, running, path_is_dir) for n in names]
+    checks = [_check_one(n, docker, gpus, check, ctx.resolve, running, path_is_dir) for n in names]
+    return [_with_way_back(c, ctx, running) for c in checks]
+
+
+def _with_way_back(check: RollbackCheck, ctx: Context, running: Sequence[ServiceInfo]) -> RollbackCheck:
+    """A target on warm standby comes back by a resume: say so, with its last measured cost."""
+    from servectl.service.standby import way_back_words
+
+    words = None if check.target is None else way_back_words(ctx.state_dir, check.target, running)
+    if words is None:
+        return check
+    return replace(check, items=(*check.items, CheckItem("standby", True, words)))
 
 
 def _profiles_with_rollback(folders: Sequence[ProfileFolder]) -> list[str]:

@@ -67,6 +67,8 @@ class ServiceInfo:
     adopted: bool = False  # a container servectl did not start, recognised as an adopted profile's service
     standby_host_ram_bytes: int | None = None  # on standby: host RAM its CPU copy of the weights takes
     standby_resume_s: float | None = None  # on standby: the last measured resume of its profile
+    standby_release_s: float | None = None  # on standby: the last measured release of its profile
+    standby_cycles: int | None = None  # on standby: release/resume cycles this container has passed
 
     @property
     def url(self) -> str:
@@ -95,6 +97,8 @@ class ServiceInfo:
             "adopted": self.adopted,
             "standby_host_ram_bytes": self.standby_host_ram_bytes,
             "standby_resume_s": self.standby_resume_s,
+            "standby_release_s": self.standby_release_s,
+            "standby_cycles": self.standby_cycles,
         }
 
 
@@ -227,7 +231,14 @@ def on_standby(service: ServiceInfo, record: StandbyRecord) -> ServiceInfo:
         state="standby",
         standby_host_ram_bytes=entry.host_ram_bytes,
         standby_resume_s=record.last_resume_s(service.profile),
+        standby_release_s=record.last_release_s(service.profile),
+        standby_cycles=_cycles(record, service.container_id),
     )
+
+
+def _cycles(record: StandbyRecord, container_id: str) -> int | None:
+    trust = record.trust(container_id)
+    return None if trust is None else trust.cycles
 
 
 def adopted_in(environ: Mapping[str, str] | None = None) -> Sequence[Resolved]:

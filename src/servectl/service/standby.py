@@ -30,17 +30,19 @@ through :mod:`servectl.profile.memory_saver`.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from servectl.adapters.gpu import MIB, reads_cards
-from servectl.adapters.standby import StandbyEntry, StandbyRecord
+from servectl.adapters.standby import StandbyEntry, StandbyRecord, Trust
 from servectl.errors import ServectlError
 from servectl.plan.labels import LABEL_GPUS
 from servectl.profile.engine_args import mem_fraction_static
 from servectl.profile.memory_saver import load_memory_saver
 from servectl.service.container import StartResult, StopResult
+from servectl.service.fingerprint import PROMPTS, Fingerprint, difference, request_body, sample_of
 from servectl.service.health import GateResult
 from servectl.service.journal import SwapJournal
 from servectl.service.services import ServiceInfo
@@ -66,8 +68,6 @@ IDLE_POLL_S = 0.2
 VERIFY_POLL_S = 0.25
 RESUME_TIMEOUT_S = 600.0
 ANSWER_DEADLINE_S = 60.0
-#: The gate's prompt, answered greedily before the release and after the resume: the two must agree.
-PROBE = {"messages": [{"role": "user", "content": "Reply with one word."}], "max_tokens": 4, "temperature": 0}
 HOST_RAM_KEEP_BYTES = 8 * 2**30
 
 JournalMark = Callable[[str], None]
@@ -75,17 +75,21 @@ JournalMark = Callable[[str], None]
 
 
 def keeps_warm(ctx: TxContext, service: ServiceInfo) -> bool:
-    """Whether a swap away releases ``service`` instead of stopping it: its profile says ``warm`` and its
-    container runs that profile's plan (so it was started with the memory saver)."""
+    """Whether a swap away releases ``service`` instead of stopping it: its profile says ``warm``, its
+    container runs that profile's plan (so it was started with the memory saver), and it has not yet been
+    through ``swap.standby_max_cycles`` release/resume cycles."""
     try:
         resolved = ctx.resolve(service.profile)
     except ServectlError:
         return False
     plan = resolved.plan
+    swap = resolved.loaded.profile.swap
+    if swap.standby_max_cycles is not None:
+        trust = StandbyRecord(ctx.state_dir).trust(service.container_id)
+        if trust is not None and trust.cycles >= swap.standby_max_cycles:
+            return False  # its cycles are spent: stopped now, so the way back is a cold start
     return (
-        resolved.loaded.profile.swap.standby == "warm"
-        and plan.plan_hash == service.plan_hash
-        and "--enable-memory-saver" in plan.engine_argv
+        swap.standby == "warm" and plan.plan_hash == service.plan_hash and "--enable-memory-saver" in plan.engine_argv
     )
 
 
@@ -169,25 +173,35 @@ class _Engine:
                 )
             ctx.sleep(IDLE_POLL_S)
 
-    def answer(self, profile: str, deadline_s: float, clock: Callable[[], float]) -> str:
-        """The engine's greedy answer to :data:`PROBE` (503 while it warms up is waited out)."""
+    def ask(self, body: Mapping[str, Any], profile: str, deadline_s: float, clock: Callable[[], float]) -> Any:
+        """The engine's chat completion of ``body`` as JSON (503 while it warms up is waited out)."""
         import httpx
 
         until = clock() + deadline_s
         while True:
             try:
                 response = httpx.post(
-                    f"{self.url}/v1/chat/completions", json=PROBE, headers=dict(self.headers), timeout=60.0
+                    f"{self.url}/v1/chat/completions", json=dict(body), headers=dict(self.headers), timeout=60.0
                 )
                 if response.status_code == 200:
-                    text = response.json()["choices"][0]["message"]["content"]
-                    return str(text or "")
+                    return response.json()
                 problem = f"answered {response.status_code}: {_message(response)}"
-            except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as err:
+            except (httpx.HTTPError, ValueError) as err:
                 problem = f"failed: {err}"
             if clock() >= until or "answered 4" in problem:
                 raise ServectlError(f"{profile}: the gate's chat completion {problem}")
             time.sleep(0.2)
+
+    def fingerprint(self, profile: str, clock: Callable[[], float]) -> Fingerprint:
+        """The engine's answers to the fingerprint's prompts (:mod:`servectl.service.fingerprint`)."""
+        samples = []
+        for prompt in PROMPTS:
+            answer = self.ask(request_body(prompt), profile, ANSWER_DEADLINE_S, clock)
+            try:
+                samples.append(sample_of(prompt, answer))
+            except (KeyError, IndexError, TypeError, ValueError) as err:
+                raise ServectlError(f"{profile}: the fingerprint's chat completion is not one: {err}") from err
+        return Fingerprint(tuple(samples))
 
 
 class EngineGone(ServectlError):
@@ -252,7 +266,12 @@ def prepare_release(ctx: TxContext, current: ServiceInfo, *, host: HostProbe | N
         raise ServectlError(f"{current.profile} is on standby already; servectl releases a server once")
     resolved = ctx.resolve(current.profile)
     engine = _Engine.of(resolved.plan, ctx.environ)
-    reference = engine.answer(current.profile, ANSWER_DEADLINE_S, ctx.clock)
+    record = StandbyRecord(ctx.state_dir)
+    trust = record.trust(current.container_id)
+    if trust is None:  # its first release: the fingerprint every resume of this container is held to
+        trust = Trust(engine.fingerprint(current.profile, ctx.clock).to_list(), cycles=0)
+        record.set_trust(current.container_id, trust)
+    reference = "".join(Fingerprint.from_list(trust.fingerprint).samples[0].tokens)
     backup = _host_ram_for_backup(ctx, resolved, current.profile, host)
     engine.wait_idle(current.profile, ctx)
     return ReleasePlan(resolved, engine, reference, backup)
@@ -275,7 +294,9 @@ def release_or_stop(
             server died: handled as a crash by the undo), or the cards did not come free (the undo resumes it).
     """
     if prepared is None:
-        return _stop_beside_standbys(ctx, current, host)
+        stopped = _stop_beside_standbys(ctx, current, host)
+        StandbyRecord(ctx.state_dir).forget(current.container_id)  # its trust (a spent standby's) goes with it
+        return stopped
     began = ctx.clock()
     record = StandbyRecord(ctx.state_dir)
     engine, reference, backup = prepared.engine, prepared.reference, prepared.backup_bytes
@@ -295,8 +316,11 @@ def release_or_stop(
     _verify_released(ctx, current, target)
     release_s = ctx.clock() - began
     record.mark(StandbyEntry(current.profile, current.container_id, ctx.wall_clock(), release_s, backup, reference))
-    ctx.record({"event": "standby", "profile": current.profile, "container_id": current.container_id})
-    return StopResult(current.profile, current.container_name, release_s, forced=False)
+    record.note_release(current.profile, release_s, ctx.wall_clock())
+    ctx.record(
+        {"event": "standby", "profile": current.profile, "container_id": current.container_id, "release_s": release_s}
+    )
+    return StopResult(current.profile, current.container_name, release_s, forced=False, released=True)
 
 
 def _stop_beside_standbys(ctx: TxContext, service: ServiceInfo, host: HostProbe | None) -> StopResult:
@@ -400,20 +424,40 @@ def resume_from_standby(ctx: TxContext, service: ServiceInfo, resolved: Resolved
     try:
         engine.call("resume", service.profile, timeout_s=RESUME_TIMEOUT_S)
     except EngineGone as gone:
-        record.clear(service.container_id)
+        record.forget(service.container_id)
         raise _died(ctx, service, gone) from gone
-    answer = engine.answer(service.profile, ANSWER_DEADLINE_S, ctx.clock)
-    if answer != entry.reference_answer:
+    trust = record.trust(service.container_id)
+    now = engine.fingerprint(service.profile, ctx.clock)
+    if trust is not None:
+        departs = difference(Fingerprint.from_list(trust.fingerprint), now)
+        if departs is not None:
+            raise ServectlError(
+                f"{service.profile} resumed but its fingerprint departs from the one of its first release after "
+                f"{trust.cycles} cycle(s): {departs}; its weights did not come back intact"
+            )
+    elif "".join(now.samples[0].tokens) != entry.reference_answer:  # a record from before fingerprints
         raise ServectlError(
-            f"{service.profile} resumed but answers {answer[:40]!r} where it answered "
+            f"{service.profile} resumed but answers {''.join(now.samples[0].tokens)[:40]!r} where it answered "
             f"{entry.reference_answer[:40]!r} before its release: its weights did not come back"
         )
     resume_s = ctx.clock() - began
     record.clear(service.container_id)
+    if trust is not None:
+        record.set_trust(service.container_id, Trust(trust.fingerprint, trust.cycles + 1))
     record.note_resume(service.profile, resume_s, ctx.wall_clock())
-    back = replace(service, state="ready", standby_host_ram_bytes=None, standby_resume_s=None)
+    back = replace(
+        service,
+        state="ready",
+        standby_host_ram_bytes=None,
+        standby_resume_s=None,
+        standby_release_s=None,
+        standby_cycles=None,
+    )
     return StartResult(
-        service=back, gate=GateResult(startup_s=resume_s, phases=[("resume", 0.0)]), url=resolved.plan.url
+        service=back,
+        gate=GateResult(startup_s=resume_s, phases=[("resume", 0.0)]),
+        url=resolved.plan.url,
+        resumed=True,
     )
 
 
@@ -430,7 +474,7 @@ def resume_or_cold_start(ctx: TxContext, service: ServiceInfo, resolved: Resolve
     ctx.record({"event": "standby-resume-failed", "profile": resolved.name, "reason": why})
     with ctx.phase("cold-start-target", f"resume failed: {why}"):
         ctx.stop(service)
-        StandbyRecord(ctx.state_dir).clear(service.container_id)
+        StandbyRecord(ctx.state_dir).forget(service.container_id)
         mark("")
         return ctx.runtime.start(resolved=resolved, on_phase=ctx.progress("start-target"))
 
@@ -453,6 +497,38 @@ def resume_released(ctx: TxContext, journal: SwapJournal, previous: str | None) 
             phase.failed = True
             return False
     return True
+
+
+def expected_swap_s(
+    ctx: TxContext, current: ServiceInfo | None, target: str, waiting: ServiceInfo | None
+) -> float | None:
+    """What the swap's hold should expect (the gateway's ``Retry-After``): the last measured release of a warm
+    ``current`` plus the last measured resume of a ``target`` on standby (``waiting``), or else its last cold
+    start. None: nothing measured, the hold reads the last start itself."""
+    from servectl.adapters.gateway_admin import last_startup_s
+
+    record = StandbyRecord(ctx.state_dir)
+    release = record.last_release_s(current.profile) if current is not None and keeps_warm(ctx, current) else None
+    back = record.last_resume_s(target) if waiting is not None else None
+    if back is None:
+        back = last_startup_s(ctx.state_dir, target)
+    if release is None and back is None:
+        return None
+    return (release or 0.0) + (back or 0.0)
+
+
+def way_back_words(state_dir: Path, target: str, running: Sequence[ServiceInfo]) -> str | None:
+    """For ``rollback-check``: how ``target`` comes back when it is on warm standby, with the last measured
+    resume (None: it is not on standby)."""
+    waiting = next((s for s in running if s.profile == target and s.state == "standby"), None)
+    if waiting is None:
+        return None
+    record = StandbyRecord(state_dir)
+    resume = record.last_resume_s(target)
+    cycles = record.trust(waiting.container_id)
+    shown = "not measured yet" if resume is None else f"last {resume:.1f} s"
+    done = "" if cycles is None else f", {cycles.cycles} cycle(s) behind it"
+    return f"{target} is on warm standby: the way back is a resume ({shown}{done}), no container start"
 
 
 def drop_resuming_target(ctx: TxContext, journal: SwapJournal) -> list[ServiceInfo]:

@@ -48,7 +48,7 @@ from servectl.service.health import Progress
 from servectl.service.journal import SwapJournal, clear_journal, refuse_if_unfinished
 from servectl.service.services import ALIVE_STATES, ServiceInfo
 from servectl.service.stage import Stager
-from servectl.service.standby import prepare_release, release_or_stop, resume_or_cold_start
+from servectl.service.standby import expected_swap_s, prepare_release, release_or_stop, resume_or_cold_start
 from servectl.service.swap_outcome import SwapTx, Timings, abandon_swap, fail_back, finish_swapped
 from servectl.service.swap_preflight import Preflight, overlaps, profile_preflight, replacing_of
 from servectl.service.transaction.context import TxContext
@@ -213,7 +213,8 @@ def _run_locked(tx: SwapTx, check: Preflight, target: str | None, stage: Stager 
     )
     changed = [resolved.name, *(s.profile for s in (current, *leftovers) if s is not None)]
     reason = f"{tx.kind} {current.profile if current else 'nothing'} -> {resolved.name}"
-    with GatewayHold(ctx.state_dir, profiles=changed, reason=reason, target=resolved.name):  # drains, then holds
+    expect = expected_swap_s(ctx, current, resolved.name, waiting)  # release + resume, measured, for Retry-After
+    with GatewayHold(ctx.state_dir, profiles=changed, reason=reason, target=resolved.name, expect_s=expect):
         return _transact(tx, resolved, current, leftovers, waiting)
 
 
@@ -308,7 +309,7 @@ def _transact(
                 step = "stop-old"
                 t = Timings(down_since=ctx.clock())
                 stopped = release_or_stop(ctx, current, resolved, mark=tx.mark_standby, prepared=prepared)
-            t = Timings(t.down_since, stopped.stop_s, stopped.forced)
+            t = Timings(t.down_since, stopped.stop_s, stopped.forced, stopped.released)
             if stopped.leaked_pids:
                 pids = ", ".join(str(p) for p in stopped.leaked_pids)
                 raise ServectlError(f"the cards are still in use after {current.profile} stopped (pids {pids})")

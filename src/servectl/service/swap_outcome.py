@@ -70,6 +70,8 @@ class SwapTx:
             "outcome": result.outcome,
             "downtime_s": None if result.downtime_s is None else round(result.downtime_s, 3),
             "old_stop_s": None if result.old_stop_s is None else round(result.old_stop_s, 3),
+            "old_released": result.old_released,
+            "target_resumed": result.target_resumed,
             "forced_stop": result.forced_stop,
             "phases": {p.phase: round(p.duration_s, 3) for p in result.phases},
             "stopped_conflicts": [s.to_dict() for s in result.stopped_conflicts],
@@ -88,6 +90,7 @@ class Timings:
     down_since: float | None = None
     old_stop_s: float | None = None
     forced: bool = False
+    released: bool = False
 
 
 def finish_swapped(
@@ -108,6 +111,8 @@ def finish_swapped(
         old_stop_s=t.old_stop_s,
         target_startup_s=started.startup_s,
         forced_stop=t.forced,
+        old_released=t.released,
+        target_resumed=started.resumed,
         message=message,
     )
     tx.record_result(
@@ -115,7 +120,8 @@ def finish_swapped(
         container_id=started.service.container_id,
         container_name=started.service.container_name,
         plan_hash=resolved.plan.plan_hash,
-        startup_s=round(started.startup_s, 3),
+        # a resume is not a start: the gateway's Retry-After for a cold start reads startup_s alone
+        **{"resume_s" if started.resumed else "startup_s": round(started.startup_s, 3)},
     )
     clear_journal(tx.ctx.state_dir)
     return result

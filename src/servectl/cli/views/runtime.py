@@ -47,7 +47,9 @@ def state_text(s: ServiceInfo) -> str:
     if s.state == "standby":
         ram = "-" if s.standby_host_ram_bytes is None else f"{s.standby_host_ram_bytes / 2**30:.1f} GiB"
         resume = "not measured" if s.standby_resume_s is None else f"{s.standby_resume_s:.1f} s"
-        return f"standby (host RAM {ram}, resume {resume})"
+        release = "" if s.standby_release_s is None else f"release {s.standby_release_s:.1f} s, "
+        cycles = "" if s.standby_cycles is None else f", {s.standby_cycles} cycle{'' if s.standby_cycles == 1 else 's'}"
+        return f"standby (host RAM {ram}, {release}resume {resume}{cycles})"
     if s.state != "exited":
         return s.state
     extras = [f"code {s.exit_code}" if s.exit_code is not None else "code ?"]

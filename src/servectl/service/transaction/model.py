@@ -108,8 +108,11 @@ class SwapResult:
             ``rolled-back``, ``failed`` or ``interrupted``.
         phases: each phase with its duration, in order.
         downtime_s: old service stops answering -> the new (or restored) one passes the gate.
-        old_stop_s: how long stopping the old service took.
-        target_startup_s: the target's start, container created -> gate passed.
+        old_stop_s: how long stopping the old service took (or releasing it, when ``old_released``).
+        target_startup_s: the target's start, container created -> gate passed (or its resume and trust
+            check, when ``target_resumed``).
+        old_released: the old service went to warm standby (released, still running), not stopped.
+        target_resumed: the target came back from warm standby (resumed), not started.
         forced_stop: the old service ignored SIGTERM and was killed.
         stopped_conflicts: conflicts this swap stopped (still stopped when it succeeded).
         conflicts_restore: what restoring them did, after a failure.
@@ -126,6 +129,8 @@ class SwapResult:
     old_stop_s: float | None = None
     target_startup_s: float | None = None
     forced_stop: bool = False
+    old_released: bool = False
+    target_resumed: bool = False
     stopped_conflicts: tuple[StoppedConflict, ...] = ()
     conflicts_restore: RestoreOutcome | None = None
     target_failure: TargetFailure | None = None
