@@ -245,6 +245,12 @@ CASES: list[tuple[str, str, str, str]] = [
         "swap: {standby: warm}\nengine: {tp: 2, env: {NCCL_GRAPH_REGISTER: '0'}}\ngpus: {devices: [0, 1]}",
     ),
     (
+        "swap.standby_engine",
+        "swap: {standby: none, standby_retain_backup: true}",
+        "takes effect with swap.standby: warm only",
+        "swap: {standby: warm, standby_retain_backup: true, standby_max_cycles: 5}",
+    ),
+    (
         "engine.catalog",
         "engine: {args: {tp-szie: 2}}",
         "--tp-szie is not a flag of catalog sglang-0.5.23; did you mean 'tp-size'?",

@@ -300,13 +300,18 @@ def _container_labels(profile: Profile, source: str) -> dict[str, str]:
     }
 
 
+#: torch_memory_saver's variable (0.0.10) that keeps the CPU backup's pinned buffer between pause and resume.
+RETAIN_BACKUP_ENV = "TMS_RETAIN_CPU_BACKUP"
+
+
 def _docker_spec(
     profile: Profile, command: tuple[str, ...], labels: dict[str, str], mounts: list[MountPlan]
 ) -> DockerRunSpec:
     bridge = profile.serve.network == "bridge"
-    environment = tuple(
-        (name, None if value == "${" + name + "}" else value) for name, value in sorted(profile.engine.env.items())
-    )
+    env = dict(profile.engine.env)
+    if profile.swap.standby == "warm" and profile.swap.standby_retain_backup:
+        env.setdefault(RETAIN_BACKUP_ENV, "1")  # torch_memory_saver keeps the pinned buffer between cycles
+    environment = tuple((name, None if value == "${" + name + "}" else value) for name, value in sorted(env.items()))
     return DockerRunSpec(
         image=profile.image.pinned_ref,
         name=profile.container.name or f"servectl-{profile.name}",

@@ -127,6 +127,7 @@ class PreflightRequest:
         min_host_memory_available_bytes: available host RAM needed besides ``host_memory_extra_bytes``.
         host_memory_extra_bytes: host RAM the engine adds (e.g. a HiCache host pool, all ranks together).
         standby_warm: the profile keeps a warm standby (``swap.standby: warm``): its weights' CPU copy needs RAM.
+        standby_retained: it keeps that copy's pinned buffer for as long as it runs (``standby_retain_backup``).
         conflicts: services the profile declares as conflicts.
         stop_conflicts: whether this run stops the conflicts (``swap``, ``up --replace``).
         replacing: the servectl service being replaced, if any.
@@ -169,6 +170,7 @@ class PreflightRequest:
     min_host_memory_available_bytes: int = 8 * GIB
     host_memory_extra_bytes: int = 0
     standby_warm: bool = False
+    standby_retained: bool = False
     conflicts: tuple[ConflictRef, ...] = ()
     stop_conflicts: bool = False
     replacing: Replacing | None = None

@@ -81,6 +81,7 @@ def request_for(resolved: Resolved, context: StartContext = ALONE) -> PreflightR
         entrypoint=tuple(p.image.entrypoint),
         image_built_here=p.image.build == "standin",
         standby_warm=p.swap.standby == "warm",
+        standby_retained=p.swap.standby == "warm" and p.swap.standby_retain_backup,
         standin_env=tuple((k, v) for k, v in plan.docker.environment if k.startswith("STANDIN_") and v is not None),
     )
 

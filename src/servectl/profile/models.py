@@ -315,6 +315,13 @@ class SwapSpec(_Strict):
         "back is a cold start (every resume is held to the fingerprint of the container's first release either "
         "way); none: no limit",
     )
+    standby_retain_backup: bool = Field(
+        default=False,
+        description="keep the pinned host buffer of the weights' CPU copy between cycles "
+        "(TMS_RETAIN_CPU_BACKUP=1 in the engine's environment): the first release pays for it, every later "
+        "release and resume costs about a second (~50 GiB/s on an H100 instead of ~2-3 GiB/s out), and that host "
+        "RAM stays pinned for as long as the service runs",
+    )
 
 
 class Profile(_Strict):

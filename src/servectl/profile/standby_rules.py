@@ -27,6 +27,11 @@ def standby_engine_problems(p: Profile, settings: Mapping[str, Setting]) -> Iter
     """A warm standby's engine: nothing the memory saver refuses, nothing a release or resume kills
     (``settings``: the engine's settings by dest, :func:`servectl.profile.engine_args.effective_settings`)."""
     if p.swap.standby != "warm":
+        if p.swap.standby_retain_backup or p.swap.standby_max_cycles is not None:
+            yield (
+                ("swap", "standby_retain_backup" if p.swap.standby_retain_backup else "standby_max_cycles"),
+                "takes effect with swap.standby: warm only; set standby: warm or remove it",
+            )
         return
 
     def _value(_p: Profile, dest: str, default: object = None) -> object:

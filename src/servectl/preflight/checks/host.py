@@ -298,11 +298,13 @@ def check_standby_ram(request: PreflightRequest, facts: Facts) -> CheckResult:
             "free host RAM, or set swap.standby: none in the profile (a swap away then stops it)",
             **out,
         )
+    held = "pinned from its first release for as long as it runs" if request.standby_retained else "while released"
     return make_result(
         "host.standby_ram",
         "pass",
         f"CPU copy of the weights {model.weights_bytes / GIB:,.1f} GiB fits in {mem.available_bytes / GIB:,.1f} GiB "
-        "available",
+        f"available ({held})",
+        retained=request.standby_retained,
         **out,
     )
 
