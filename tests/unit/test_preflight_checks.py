@@ -692,6 +692,19 @@ def test_engine_parse_fails_with_sglangs_own_message_and_blocks_the_start() -> N
         raise_if_failed(report)
 
 
+def test_engine_parse_fails_a_warm_standby_whose_image_cannot_import_torch_memory_saver() -> None:
+    missing = "ModuleNotFoundError: No module named 'torch_memory_saver'"
+    report = preflight(engine=image_parser(memory_saver_error=missing))
+    check = report.check("engine.parse")
+    assert check.result == "fail"
+    assert check.message.endswith(
+        f"cannot import torch_memory_saver, which --enable-memory-saver (swap.standby: warm) needs: {missing}; "
+        "SGLang raises that at start (sglang/srt/utils/torch_memory_saver_adapter.py TorchMemorySaverAdapter.create)"
+    )
+    assert check.fix.startswith("install torch-memory-saver in the image")
+    assert preflight(engine=image_parser(memory_saver_error=None)).check("engine.parse").result == "pass"
+
+
 def test_engine_parse_forced_is_recorded_and_the_container_is_not_run() -> None:
     runner = image_parser(parsed=False, parse_error="sglang serve: error: nope")
     check = preflight(engine=runner, skip=frozenset({"engine.parse"})).check("engine.parse")
@@ -869,3 +882,6 @@ def test_a_warm_standby_needs_host_ram_for_the_cpu_copy_of_its_weights() -> None
     assert "swap.standby: none" in (check.fix or "")
     roomy = host(host_memory=HostMemory(512 * GIB, 200 * GIB))
     assert preflight(request(standby_warm=True), probe=roomy).check("host.standby_ram").result == "pass"
+    kept = preflight(request(standby_warm=True, standby_retained=True), probe=roomy).check("host.standby_ram")
+    assert kept.result == "pass" and kept.message.endswith("(pinned from its first release for as long as it runs)")
+    assert kept.facts["retained"] is True

@@ -220,6 +220,7 @@ class ParseVerdict:
     sglang_version: str
     python: str
     seconds: float
+    memory_saver_error: str | None = None  # with --enable-memory-saver: importing torch_memory_saver failed
 
 
 def parse_in_image(
@@ -250,6 +251,7 @@ def parse_in_image(
         sglang_version=str(data.get("sglang_version") or ""),
         python=run.python,
         seconds=run.seconds,
+        memory_saver_error=str(data["memory_saver_error"]) if data.get("memory_saver_error") else None,
     )
 
 

@@ -39,6 +39,8 @@ def _parse(argv: list[str]) -> dict[str, Any]:
     finally:
         sys.stderr.write(stderr.getvalue())
     result: dict[str, Any] = {"parsed": True}
+    if "--enable-memory-saver" in argv:  # SGLang imports it then (torch_memory_saver_adapter.py) and raises
+        result["memory_saver_error"] = _memory_saver_error()
     resolve = getattr(server_args, "resolve_once", None)
     if resolve is None:  # older SGLang resolves in __post_init__, which already ran
         result["resolved"] = True
@@ -51,6 +53,17 @@ def _parse(argv: list[str]) -> dict[str, Any]:
     else:
         result["resolved"] = True
     return result
+
+
+def _memory_saver_error() -> str | None:
+    """Whether the image's Python imports ``torch_memory_saver`` as SGLang's adapter does (None: it does)."""
+    try:
+        import torch_memory_saver  # type: ignore[import-not-found]  # noqa: F401  # the image's
+    except ImportError as err:
+        return f"{type(err).__name__}: {err}"
+    except Exception as err:  # it imports but fails (its CUDA build against the image's torch, say)
+        return f"{type(err).__name__}: {err}"
+    return None
 
 
 def _version() -> str:

@@ -53,6 +53,17 @@ def check_engine_parse(request: PreflightRequest, facts: Facts) -> CheckResult:
             error=verdict.error,
             **out,
         )
+    if verdict.memory_saver_error is not None:
+        return make_result(
+            ENGINE_PARSE,
+            "fail",
+            f"{where} cannot import torch_memory_saver, which --enable-memory-saver (swap.standby: warm) needs: "
+            f"{verdict.memory_saver_error}; SGLang raises that at start (sglang/srt/utils/"
+            "torch_memory_saver_adapter.py TorchMemorySaverAdapter.create)",
+            "install torch-memory-saver in the image (pip3 install torch-memory-saver), or set swap.standby: none",
+            memory_saver_error=verdict.memory_saver_error,
+            **out,
+        )
     if verdict.resolved:
         return make_result(
             ENGINE_PARSE, "pass", f"{where} parsed and resolved the argv ({verdict.seconds:.1f} s)", **out
