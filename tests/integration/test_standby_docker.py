@@ -140,6 +140,8 @@ def test_a_b_a_with_a_on_warm_standby_comes_back_without_a_container_start(world
     assert world.states() == {"a": "standby", "b": "ready"}
     assert "!" not in world.answer("b") and world.gpus.used_mib(0) > 0
     assert any(p.phase == "stop-old" for p in away.phases)
+    (released,) = [e for e in History(world.home).events() if e.get("event") == "standby"]
+    assert 0 < released["kept_mib"]["0"] < full_mib  # what a keeps on card 0, measured, not the whole
 
     back = rollback(world.context())
     assert (back.outcome, back.from_profile, back.to_profile) == ("swapped", "b", "a")

@@ -313,12 +313,18 @@ def release_or_stop(
         StandbyEntry(current.profile, current.container_id, ctx.wall_clock(), ctx.clock() - began, backup, reference)
     )
     mark("released")
-    _verify_released(ctx, current, target)
+    kept = _verify_released(ctx, current, target)
     release_s = ctx.clock() - began
     record.mark(StandbyEntry(current.profile, current.container_id, ctx.wall_clock(), release_s, backup, reference))
     record.note_release(current.profile, release_s, ctx.wall_clock())
     ctx.record(
-        {"event": "standby", "profile": current.profile, "container_id": current.container_id, "release_s": release_s}
+        {
+            "event": "standby",
+            "profile": current.profile,
+            "container_id": current.container_id,
+            "release_s": release_s,
+            "kept_mib": {str(card): held // MIB for card, held in sorted(kept.items())},
+        }
     )
     return StopResult(current.profile, current.container_name, release_s, forced=False, released=True)
 
@@ -373,17 +379,22 @@ def _host_ram_for_backup(ctx: TxContext, resolved: Resolved, profile: str, host:
     return weights
 
 
-def _verify_released(ctx: TxContext, current: ServiceInfo, target: Resolved) -> None:
+def _verify_released(ctx: TxContext, current: ServiceInfo, target: Resolved) -> dict[int, int]:
     """Measure (NVML, through the GPU inventory) that each card the target shares with ``current`` has what
-    the target needs free: its mem fraction of the card plus its reserve."""
+    the target needs free: its mem fraction of the card plus its reserve. Returns what the released engine's
+    own processes still hold on each of its cards (measured: CUDA context, graphs, buffers outside the
+    memory saver's regions - 712 MiB a card on an H100 in benchmarks/results/gpu-h100-issue38)."""
     cards = sorted(set(current.gpus) & _cards(target.plan))
-    if not reads_cards(ctx.gpus) or not cards:
-        return
+    if not reads_cards(ctx.gpus):
+        return {}
+    if not cards:
+        return _kept_by(ctx, current, ctx.gpus.snapshot())
     p = target.loaded.profile
     fraction = mem_fraction_static(p) or DEFAULT_MEM_FRACTION
     until = ctx.clock() + VERIFY_DEADLINE_S
     while True:
         snapshot = ctx.gpus.snapshot()
+        kept = _kept_by(ctx, current, snapshot)
         short = []
         for index in cards:
             d = snapshot.device(index)
@@ -392,17 +403,32 @@ def _verify_released(ctx: TxContext, current: ServiceInfo, target: Resolved) -> 
                 continue
             need = int(d.memory_total_bytes * fraction) + p.gpus.vram_reserve_mib * MIB
             if d.memory_free_bytes < need:
+                keeps = f"; {current.profile} keeps {kept[index] // MIB:,} MiB there" if index in kept else ""
                 short.append(
                     f"card {index} has {d.memory_free_bytes // MIB:,} MiB free, {target.name} needs "
                     f"{need // MIB:,} MiB (mem fraction {fraction:g} + reserve {p.gpus.vram_reserve_mib:,} MiB)"
+                    f"{keeps}"
                 )
         if not short:
-            return
+            return kept
         if ctx.clock() >= until:
             raise ServectlError(
                 f"{current.profile} answered the release but did not free its memory: {'; '.join(short)}"
             )
         ctx.sleep(VERIFY_POLL_S)
+
+
+def _kept_by(ctx: TxContext, service: ServiceInfo, snapshot: GpuSnapshot) -> dict[int, int]:
+    """Bytes per card that ``service``'s container's processes hold (NVML's per-process figures)."""
+    host = ctx.ctx.probe
+    kept: dict[int, int] = {}
+    for d in snapshot.devices:
+        if d.index not in service.gpus:
+            continue
+        for proc in d.processes or ():
+            if proc.used_memory_bytes is not None and host.container_id_of(proc.pid) == service.container_id:
+                kept[d.index] = kept.get(d.index, 0) + proc.used_memory_bytes
+    return kept
 
 
 def resume_from_standby(ctx: TxContext, service: ServiceInfo, resolved: Resolved) -> StartResult:
