@@ -196,3 +196,19 @@ def test_preflight_runs_engine_parse_and_fails_with_sglangs_message(project: Pro
     assert "unrecognized arguments: --exl3-cache-mode q8" in checks["engine.parse"]["message"]
     forced = project.cli("preflight", "bad-choice", "--json", "--force", "engine.parse")
     assert {c["id"]: c for c in json.loads(forced.stdout)["checks"]}["engine.parse"]["result"] == "skipped"
+
+
+def test_preflight_fails_a_warm_standby_on_an_image_without_torch_memory_saver(project: Project) -> None:
+    """The SGLang 0.5.23 test image has no torch_memory_saver (installed without it): SGLang would raise its
+    ImportError at start with --enable-memory-saver, so preflight says so before anything starts (issue 38)."""
+    project.profile(
+        "warm-upstream",
+        {"extends": "demo", "image": {"ref": project.images.upstream, "build": None, "digest": None},
+         "swap": {"standby": "warm"}},
+    )  # fmt: skip
+    report = project.cli("preflight", "warm-upstream", "--json")
+    check = {c["id"]: c for c in json.loads(report.stdout)["checks"]}["engine.parse"]
+    assert check["result"] == "fail", check
+    needs = "cannot import torch_memory_saver, which --enable-memory-saver (swap.standby: warm) needs"
+    assert needs in check["message"]
+    assert "No module named 'torch_memory_saver'" in check["message"]
