@@ -251,6 +251,12 @@ CASES: list[tuple[str, str, str, str]] = [
         "swap: {standby: warm, standby_retain_backup: true, standby_max_cycles: 5}",
     ),
     (
+        "swap.standby_engine",
+        "swap: {standby: warm, standby_prime: true}",
+        "priming pays the pinned buffer at start, which only a retained buffer keeps",
+        "swap: {standby: warm, standby_prime: true, standby_retain_backup: true}",
+    ),
+    (
         "engine.catalog",
         "engine: {args: {tp-szie: 2}}",
         "--tp-szie is not a flag of catalog sglang-0.5.23; did you mean 'tp-size'?",

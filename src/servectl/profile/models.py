@@ -322,6 +322,12 @@ class SwapSpec(_Strict):
         "release and resume costs about a second (~50 GiB/s on an H100 instead of ~2-3 GiB/s out), and that host "
         "RAM stays pinned for as long as the service runs",
     )
+    standby_prime: bool = Field(
+        default=False,
+        description="with standby_retain_backup: release and resume once right after the service first passes "
+        "its gate, before it is admitted, so the pinned buffer's allocation is paid at start and not by the "
+        "first swap away (its fingerprint is taken then too)",
+    )
 
 
 class Profile(_Strict):

@@ -27,12 +27,16 @@ def standby_engine_problems(p: Profile, settings: Mapping[str, Setting]) -> Iter
     """A warm standby's engine: nothing the memory saver refuses, nothing a release or resume kills
     (``settings``: the engine's settings by dest, :func:`servectl.profile.engine_args.effective_settings`)."""
     if p.swap.standby != "warm":
-        if p.swap.standby_retain_backup or p.swap.standby_max_cycles is not None:
-            yield (
-                ("swap", "standby_retain_backup" if p.swap.standby_retain_backup else "standby_max_cycles"),
-                "takes effect with swap.standby: warm only; set standby: warm or remove it",
-            )
+        for key in ("standby_retain_backup", "standby_max_cycles", "standby_prime"):
+            if getattr(p.swap, key) not in (False, None):
+                yield ("swap", key), "takes effect with swap.standby: warm only; set standby: warm or remove it"
         return
+    if p.swap.standby_prime and not p.swap.standby_retain_backup:
+        yield (
+            ("swap", "standby_prime"),
+            "priming pays the pinned buffer at start, which only a retained buffer keeps; set "
+            "standby_retain_backup: true or remove standby_prime",
+        )
 
     def _value(_p: Profile, dest: str, default: object = None) -> object:
         setting = settings.get(dest)

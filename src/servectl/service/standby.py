@@ -525,6 +525,54 @@ def resume_released(ctx: TxContext, journal: SwapJournal, previous: str | None) 
     return True
 
 
+def prime(ctx: TxContext, started: StartResult, resolved: Resolved) -> StartResult:
+    """``swap.standby_prime``: right after a warm service first passed its gate (before it is admitted), take
+    its fingerprint, release it and resume it once, so the retained pinned buffer is paid for now and not by the
+    first swap away. Any other start is returned as it is.
+
+    Raises:
+        ServectlError: the release or resume failed or died, or the fingerprint departs; the new container is
+            removed first (the caller's failure path then runs as for a start that failed its gate).
+    """
+    swap = resolved.loaded.profile.swap
+    if not (swap.standby == "warm" and swap.standby_retain_backup and swap.standby_prime) or started.resumed:
+        return started
+    service = started.service
+    record = StandbyRecord(ctx.state_dir)
+    began = ctx.clock()
+    with ctx.phase("prime-standby", resolved.name) as phase:
+        try:
+            engine = _Engine.of(resolved.plan, ctx.environ)
+            first = engine.fingerprint(resolved.name, ctx.clock)
+            record.set_trust(service.container_id, Trust(first.to_list(), cycles=0))
+            engine.wait_idle(resolved.name, ctx)
+            try:
+                engine.call("release", resolved.name, timeout_s=RESUME_TIMEOUT_S)
+            except EngineGone as gone:
+                raise _died(ctx, service, gone) from gone
+            released = ctx.clock()
+            reference = "".join(first.samples[0].tokens)
+            entry = StandbyEntry(resolved.name, service.container_id, ctx.wall_clock(), released - began, 0, reference)
+            record.mark(entry)  # released: what allows the resume (and recover's) to send one
+            try:
+                engine.call("resume", resolved.name, timeout_s=RESUME_TIMEOUT_S)
+            except EngineGone as gone:
+                raise _died(ctx, service, gone) from gone
+            record.clear(service.container_id)
+            departs = difference(first, engine.fingerprint(resolved.name, ctx.clock))
+            if departs is not None:
+                raise ServectlError(f"{resolved.name} primed but its fingerprint departs: {departs}")
+        except ServectlError:
+            phase.failed = True
+            record.forget(service.container_id)
+            ctx.stop(service)
+            raise
+    record.note_release(resolved.name, released - began, ctx.wall_clock())
+    record.note_resume(resolved.name, ctx.clock() - released, ctx.wall_clock())
+    ctx.record({"event": "standby-primed", "profile": resolved.name, "release_s": round(released - began, 3)})
+    return started
+
+
 def expected_swap_s(
     ctx: TxContext, current: ServiceInfo | None, target: str, waiting: ServiceInfo | None
 ) -> float | None:
@@ -574,6 +622,7 @@ __all__ = [
     "ReleasePlan",
     "keeps_warm",
     "prepare_release",
+    "prime",
     "release_or_stop",
     "resume_from_standby",
     "resume_or_cold_start",

@@ -48,7 +48,13 @@ from servectl.service.health import Progress
 from servectl.service.journal import SwapJournal, clear_journal, refuse_if_unfinished
 from servectl.service.services import ALIVE_STATES, ServiceInfo
 from servectl.service.stage import Stager
-from servectl.service.standby import expected_swap_s, prepare_release, release_or_stop, resume_or_cold_start
+from servectl.service.standby import (
+    expected_swap_s,
+    prepare_release,
+    prime,
+    release_or_stop,
+    resume_or_cold_start,
+)
 from servectl.service.swap_outcome import SwapTx, Timings, abandon_swap, fail_back, finish_swapped
 from servectl.service.swap_preflight import Preflight, overlaps, profile_preflight, replacing_of
 from servectl.service.transaction.context import TxContext
@@ -329,8 +335,8 @@ def _transact(
             progress = ctx.progress("start-target")
             if waiting is not None:
                 started = resume_or_cold_start(ctx, waiting, resolved, mark=tx.mark_standby)
-            else:
-                started = ctx.runtime.start(resolved=resolved, on_phase=progress)
+            else:  # a warm profile with standby_prime pays its first release now, before it is admitted
+                started = prime(ctx, ctx.runtime.start(resolved=resolved, on_phase=progress), resolved)
             tx.signals.mode = "defer"  # it passed the gate: finish the bookkeeping whatever arrives now
         up_at = ctx.clock()
     except Exception as err:  # a ServectlError, or a bug: either way the old service must come back

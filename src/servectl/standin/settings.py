@@ -67,6 +67,7 @@ class StandinSettings:
     resume_fault: str | None = None
     backup_gbps: float = 0.0
     graph_memory_saver: bool = False
+    retain_backup: bool = False
     read_weights: bool = False
 
     def decode_rate_for(self, prompt_tokens: int) -> float:
@@ -139,6 +140,7 @@ class StandinSettings:
             resume_fault=reader.optional_choice("STANDIN_RESUME_FAULT", ("fail", "wrong", "die")),
             backup_gbps=reader.number("STANDIN_BACKUP_GBPS", 0.0, minimum=0.0),
             graph_memory_saver=_graph_memory_saver(environ),
+            retain_backup=environ.get("TMS_RETAIN_CPU_BACKUP", "") not in ("", "0"),
             read_weights=reader.flag("STANDIN_READ_WEIGHTS"),
         )
         return settings
