@@ -282,7 +282,7 @@ def test_a_release_waits_until_the_engine_itself_shows_no_request(world: World) 
 
 
 def test_a_release_is_not_sent_while_the_engine_stays_busy(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("servectl.service.standby.IDLE_WAIT_S", 1.0)
+    monkeypatch.setattr("servectl.service.standby_engine.IDLE_WAIT_S", 1.0)
     world.profile("a", warm=True, env={"STANDIN_TOKEN_RATE": "20"})
     world.profile("b")
     world.swap("a")

@@ -29,11 +29,10 @@ through :mod:`servectl.profile.memory_saver`.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from servectl.adapters.gpu import MIB, reads_cards
 from servectl.adapters.standby import StandbyEntry, StandbyRecord, Trust
@@ -42,10 +41,11 @@ from servectl.plan.labels import LABEL_GPUS
 from servectl.profile.engine_args import mem_fraction_static
 from servectl.profile.memory_saver import load_memory_saver
 from servectl.service.container import StartResult, StopResult
-from servectl.service.fingerprint import PROMPTS, Fingerprint, difference, request_body, sample_of
+from servectl.service.fingerprint import Fingerprint, difference
 from servectl.service.health import GateResult
 from servectl.service.journal import SwapJournal
 from servectl.service.services import ServiceInfo
+from servectl.service.standby_engine import RELEASE_TAGS, EngineClient, EngineGone
 from servectl.service.transaction.context import TxContext
 
 if TYPE_CHECKING:
@@ -54,20 +54,12 @@ if TYPE_CHECKING:
     from servectl.plan.compile import LaunchPlan
     from servectl.plan.resolve import Resolved
 
-#: What a swap away releases (SGLang's tags; CUDA graphs stay: small, and capturing them again costs).
-RELEASE_TAGS = ("weights", "kv_cache")
 #: The share of a card a target without ``--mem-fraction-static`` (typed or in ``engine.args``) is taken to
 #: need (SGLang's default for large cards is of this order; the stand-in uses it).
 DEFAULT_MEM_FRACTION = 0.88
 VERIFY_DEADLINE_S = 10.0
-#: How long a release waits for the engine's own load (``GET /v1/loads``) to show no request before it gives up:
-#: SGLang's scheduler asserts it is idle and dies otherwise, whoever sent the requests (the gateway's drain
-#: covers only its own clients, not those on the engine's port).
-IDLE_WAIT_S = 30.0
-IDLE_POLL_S = 0.2
 VERIFY_POLL_S = 0.25
 RESUME_TIMEOUT_S = 600.0
-ANSWER_DEADLINE_S = 60.0
 HOST_RAM_KEEP_BYTES = 8 * 2**30
 
 JournalMark = Callable[[str], None]
@@ -93,121 +85,6 @@ def keeps_warm(ctx: TxContext, service: ServiceInfo) -> bool:
     )
 
 
-@dataclass(frozen=True)
-class _Engine:
-    """One engine's HTTP side: its URL and key."""
-
-    url: str
-    headers: Mapping[str, str]
-
-    @classmethod
-    def of(cls, plan: LaunchPlan, environ: Mapping[str, str]) -> _Engine:
-        from servectl.service.host_files import read_api_key
-
-        key = read_api_key(plan, environ)
-        return cls(plan.url, {"Authorization": f"Bearer {key}"} if key else {})
-
-    def call(self, which: str, profile: str, timeout_s: float) -> None:
-        """``POST`` the memory saver's ``release``/``resume`` route once; a refusal is one line naming it.
-
-        Sent once, never again: an answer that does not come means the server may have acted (or died, as
-        SGLang's scheduler does on a release it cannot take), and a second release or a resume of what was
-        not released kills it. The caller's undo decides from the journal and the container what is left.
-
-        Raises:
-            EngineGone: no answer (the connection failed or closed): the server may be dead.
-            ServectlError: an answer other than 200.
-        """
-        import httpx
-
-        path = str(load_memory_saver()["endpoints"][which]["path"])
-        try:
-            response = httpx.post(
-                self.url + path, json={"tags": list(RELEASE_TAGS)}, headers=dict(self.headers), timeout=timeout_s
-            )
-        except httpx.HTTPError as err:
-            raise EngineGone(f"{profile}: POST {path} got no answer ({err}); not sent again") from err
-        if response.status_code != 200:
-            raise ServectlError(f"{profile}: POST {path} answered {response.status_code}: {_message(response)}")
-
-    def running(self, profile: str) -> int:
-        """The requests the engine is running or holds waiting, by its own load (``GET /v1/loads``).
-
-        Raises:
-            ServectlError: the load cannot be read (then whether a release would kill it is unknown).
-        """
-        import httpx
-
-        load = load_memory_saver()["load"]
-        path = str(load["path"])
-        try:
-            response = httpx.get(self.url + path, params=dict(load["query"]), headers=dict(self.headers), timeout=10.0)
-            ranks = response.json()[str(load["list"])] if response.status_code == 200 else None
-            if ranks is None:
-                raise ServectlError(
-                    f"{profile}: GET {path} answered {response.status_code}: {_message(response)}; cannot tell "
-                    "whether it is idle, and SGLang kills a server released while busy"
-                )
-            return sum(int(r[str(load["running"])]) + int(r[str(load["waiting"])]) for r in ranks)
-        except (httpx.HTTPError, ValueError, KeyError, TypeError) as err:
-            raise ServectlError(f"{profile}: GET {path} failed: {err}; cannot tell whether it is idle") from err
-
-    def wait_idle(self, profile: str, ctx: TxContext) -> None:
-        """Wait (:data:`IDLE_WAIT_S` at most) until the engine runs and holds no request.
-
-        Raises:
-            ServectlError: still busy at the deadline (nothing was released).
-        """
-        until = ctx.clock() + IDLE_WAIT_S
-        while True:
-            busy = self.running(profile)
-            if busy == 0:
-                return
-            if ctx.clock() >= until:
-                rule = load_memory_saver()["release_requires_idle"]
-                raise ServectlError(
-                    f"{profile} still serves {busy} request(s) on {self.url} after {IDLE_WAIT_S:g} s (GET "
-                    f"{load_memory_saver()['load']['path']}); a release now would kill it (SGLang asserts an idle "
-                    f"server, {rule['source']}): let them finish or stop the clients that call its port, then "
-                    "swap again"
-                )
-            ctx.sleep(IDLE_POLL_S)
-
-    def ask(self, body: Mapping[str, Any], profile: str, deadline_s: float, clock: Callable[[], float]) -> Any:
-        """The engine's chat completion of ``body`` as JSON (503 while it warms up is waited out)."""
-        import httpx
-
-        until = clock() + deadline_s
-        while True:
-            try:
-                response = httpx.post(
-                    f"{self.url}/v1/chat/completions", json=dict(body), headers=dict(self.headers), timeout=60.0
-                )
-                if response.status_code == 200:
-                    return response.json()
-                problem = f"answered {response.status_code}: {_message(response)}"
-            except (httpx.HTTPError, ValueError) as err:
-                problem = f"failed: {err}"
-            if clock() >= until or "answered 4" in problem:
-                raise ServectlError(f"{profile}: the gate's chat completion {problem}")
-            time.sleep(0.2)
-
-    def fingerprint(self, profile: str, clock: Callable[[], float]) -> Fingerprint:
-        """The engine's answers to the fingerprint's prompts (:mod:`servectl.service.fingerprint`)."""
-        samples = []
-        for prompt in PROMPTS:
-            answer = self.ask(request_body(prompt), profile, ANSWER_DEADLINE_S, clock)
-            try:
-                samples.append(sample_of(prompt, answer))
-            except (KeyError, IndexError, TypeError, ValueError) as err:
-                raise ServectlError(f"{profile}: the fingerprint's chat completion is not one: {err}") from err
-        return Fingerprint(tuple(samples))
-
-
-class EngineGone(ServectlError):
-    """A release or resume got no answer: the engine may have died on it (SGLang's scheduler does)."""
-
-
 def _died(ctx: TxContext, service: ServiceInfo, err: EngineGone) -> ServectlError:
     """The error for a release/resume without an answer: the container's fate, read from the engine."""
     for _ in range(20):  # SGLang kills its process tree at once; Docker sees the exit within moments
@@ -222,19 +99,6 @@ def _died(ctx: TxContext, service: ServiceInfo, err: EngineGone) -> ServectlErro
     return err
 
 
-def _message(response: Any) -> str:
-    try:
-        body = response.json()
-        error = body.get("error") if isinstance(body, dict) else None
-        if isinstance(error, dict) and error.get("message"):
-            return str(error["message"])[:200]
-        if isinstance(body, dict) and body.get("message"):
-            return str(body["message"])[:200]
-    except ValueError:
-        pass
-    return str(response.text)[:200]
-
-
 def _cards(plan: LaunchPlan) -> set[int]:
     """The cards a plan's service holds, as its container label says (what ``ServiceInfo.gpus`` reads)."""
     raw = plan.docker.labels.get(LABEL_GPUS, "")
@@ -246,7 +110,7 @@ class ReleasePlan:
     """What a release needs, taken before the swap changes anything: the engine, its answer, the host RAM."""
 
     resolved: Resolved
-    engine: _Engine
+    engine: EngineClient
     reference: str
     backup_bytes: int
 
@@ -265,7 +129,7 @@ def prepare_release(ctx: TxContext, current: ServiceInfo, *, host: HostProbe | N
     if StandbyRecord(ctx.state_dir).entry(current.container_id) is not None:  # a second release kills SGLang
         raise ServectlError(f"{current.profile} is on standby already; servectl releases a server once")
     resolved = ctx.resolve(current.profile)
-    engine = _Engine.of(resolved.plan, ctx.environ)
+    engine = EngineClient.of(resolved.plan, ctx.environ)
     record = StandbyRecord(ctx.state_dir)
     trust = record.trust(current.container_id)
     if trust is None:  # its first release: the fingerprint every resume of this container is held to
@@ -446,7 +310,7 @@ def resume_from_standby(ctx: TxContext, service: ServiceInfo, resolved: Resolved
             f"kills the server ({source}); not resumed"
         )
     began = ctx.clock()
-    engine = _Engine.of(resolved.plan, ctx.environ)
+    engine = EngineClient.of(resolved.plan, ctx.environ)
     try:
         engine.call("resume", service.profile, timeout_s=RESUME_TIMEOUT_S)
     except EngineGone as gone:
@@ -542,7 +406,7 @@ def prime(ctx: TxContext, started: StartResult, resolved: Resolved) -> StartResu
     began = ctx.clock()
     with ctx.phase("prime-standby", resolved.name) as phase:
         try:
-            engine = _Engine.of(resolved.plan, ctx.environ)
+            engine = EngineClient.of(resolved.plan, ctx.environ)
             first = engine.fingerprint(resolved.name, ctx.clock)
             record.set_trust(service.container_id, Trust(first.to_list(), cycles=0))
             engine.wait_idle(resolved.name, ctx)
