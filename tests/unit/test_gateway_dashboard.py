@@ -161,6 +161,18 @@ def test_a_key_scoped_to_an_alias_sees_only_that_alias_and_its_services(world: W
     assert refused.status_code == 404 and world.log_calls == []
 
 
+def test_a_scoped_key_sees_no_hold_of_a_profile_out_of_its_scope(world: World) -> None:
+    from servectl.adapters.gateway_admin import GatewayHold
+
+    with GatewayHold(world.gw.state_dir, profiles=["demo"], reason="up demo", expect_s=1.0):
+        assert world.get("/ui/api/overview").json()["gateway"]["holds"] == ["up demo"]
+        assert world.get("/ui/api/overview", key="scoped").json()["gateway"]["holds"] == []
+    with GatewayHold(world.gw.state_dir, profiles=["elsewhere"], reason="up elsewhere", expect_s=1.0):
+        assert world.get("/ui/api/overview", key="scoped").json()["gateway"]["holds"] == ["up elsewhere"]
+    with GatewayHold(world.gw.state_dir, profiles=["demo", "elsewhere"], reason="swap demo -> elsewhere"):
+        assert world.get("/ui/api/overview", key="scoped").json()["gateway"]["holds"] == []
+
+
 def test_the_history_shows_the_swaps_newest_first(world: World) -> None:
     events = world.get("/ui/api/history").json()["events"]
     assert [(e["event"], e["profile"]) for e in events] == [("swap", "elsewhere"), ("up", "demo")]

@@ -193,7 +193,7 @@ class Dashboard:
             "key": None if entry is None else entry.name,
             "gateway": {
                 "listen": status["listen"],
-                "holds": status["holds"],
+                "holds": [h.reason for h in gw.admission.holds.values() if all(map(shown, h.profiles))],
                 "services_error": status["services_error"],
             },
             "aliases": aliases,
