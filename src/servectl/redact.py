@@ -1,8 +1,11 @@
 """Keep secrets out of everything servectl prints from an engine's log.
 
-SGLang logs its ``server_args`` at start, ``api_key`` included, and clients send ``Authorization: Bearer``;
-log lines that servectl shows (``servectl logs``, the last lines of a failed start or swap) pass through
-:func:`redact` first.
+SGLang logs its ``server_args`` at start, ``api_key`` included, clients send ``Authorization: Bearer``, and an
+engine may print a token it was given (``HF_TOKEN``); log lines that servectl shows (``servectl logs``, the last
+lines of a failed start or swap, the gateway dashboard's log tail) pass through :func:`redact` first. It takes
+out the secret values it is given (those the profile references: the API key from its variable or file,
+variables named like secrets), ``api_key=``/``--api-key``/``Bearer`` values, and key and token shapes
+(``sk-``, ``hf_``, ``ghp_``/``gho_``/..., ``github_pat_``, AWS ``AKIA``, Slack ``xox?-``).
 
 A finding folder (`servectl report`) is published: :func:`redact_publication` also takes out key and token
 shapes, the machine's hostnames, user names and home folders, and the host of any non-local URL.
@@ -29,23 +32,26 @@ _PATTERNS: tuple[re.Pattern[str], ...] = (
 )
 
 
-def redact(line: str, secrets: Iterable[str] = ()) -> str:
-    """``line`` with every API key shown as ``***``: known secret values, and the usual key spellings."""
-    for secret in secrets:
-        if secret:
-            line = line.replace(secret, REDACTED)
-    for pattern in _PATTERNS:
-        line = pattern.sub(lambda m: f"{m.group('pre')}{m.group('q')}{REDACTED}{m.group('q')}", line)
-    return line
-
-
-# -- publication: what a finding folder must never carry ----------------------------------------------------
-
 #: Key and token shapes of common services (OpenAI-style ``sk-``, Hugging Face, GitHub, AWS, Slack).
 _TOKEN = re.compile(
     r"\b(?:sk-[A-Za-z0-9_-]{16,}|hf_[A-Za-z0-9]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}"
     r"|AKIA[0-9A-Z]{16}|xox[abpr]-[A-Za-z0-9-]{10,})\b"
 )
+#: A variable whose name says it holds a secret (its value is redacted wherever it appears).
+SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.I)
+
+
+def redact(line: str, secrets: Iterable[str] = ()) -> str:
+    """``line`` with every secret shown as ``***``: known secret values, the usual key spellings, token shapes."""
+    for secret in sorted((s for s in secrets if s), key=len, reverse=True):
+        line = line.replace(secret, REDACTED)
+    for pattern in _PATTERNS:
+        line = pattern.sub(lambda m: f"{m.group('pre')}{m.group('q')}{REDACTED}{m.group('q')}", line)
+    return _TOKEN.sub(REDACTED, line)
+
+
+# -- publication: what a finding folder must never carry ----------------------------------------------------
+
 #: A home folder of any user: /home/NAME, /Users/NAME (the rest of the path is kept after ``~``).
 _HOME_PATH = re.compile(r"(?:/home|/Users)/[^/\s\"'`]+")
 #: The host part of a URL that is not the local machine's loopback.
@@ -53,7 +59,6 @@ _URL_HOST = re.compile(r"(?P<scheme>https?://)(?:[^@/\s\"']*@)?(?P<host>[^/:\s\"
 _LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "0.0.0.0", "::1", "[::1]"})
 REDACTED_HOST = "redacted-host"
 REDACTED_USER = "redacted-user"
-_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.I)
 
 
 @dataclass(frozen=True)
@@ -83,7 +88,7 @@ class Publication:
         users = {environ.get("USER", ""), environ.get("LOGNAME", "")}
         with contextlib.suppress(Exception):
             users.add(getpass.getuser())
-        secrets = {v for k, v in environ.items() if _SECRET_NAME.search(k) and len(v) >= 8 and re.search("[A-Za-z]", v)}
+        secrets = {v for k, v in environ.items() if SECRET_NAME.search(k) and len(v) >= 8 and re.search("[A-Za-z]", v)}
         return cls(
             secrets=tuple(sorted(secrets)),
             hostnames=tuple(sorted(n for n in names if len(n) >= 3 and n not in _LOCAL_HOSTS)),

@@ -60,7 +60,11 @@ def _world(tmp_path: Path, engine: HostStandin, gpus: FakeGpuInventory) -> Itera
 
     def logs(profile: str, tail: int) -> list[str]:
         calls.append((profile, tail))
-        return ["INFO server_args=ServerArgs(api_key='sk-abc12345', port=30000)", f"token {ENGINE_KEY} seen"]
+        return [
+            "INFO server_args=ServerArgs(api_key='sk-abc12345', port=30000)",
+            f"token {ENGINE_KEY} seen",
+            "download with hf_" + "Q7" * 15 + " and sk-" + "k" * 20,
+        ]
 
     up = Upstream(profile="demo", url=engine.base_url, served_name="served-demo", ready=True, api_key=ENGINE_KEY)
     sources = DashboardSources(history=state_history(tmp_path), gpus=gpus.snapshot, logs=logs)
@@ -183,7 +187,11 @@ def test_the_history_shows_the_swaps_newest_first(world: World) -> None:
 def test_the_log_tail_is_redacted_and_bounded(world: World) -> None:
     logs = world.get("/ui/api/logs?profile=demo&tail=100000").json()
     assert world.log_calls == [("demo", 500)]
-    assert logs["lines"] == ["INFO server_args=ServerArgs(api_key='***', port=30000)", "token *** seen"]
+    assert logs["lines"] == [
+        "INFO server_args=ServerArgs(api_key='***', port=30000)",
+        "token *** seen",
+        "download with *** and ***",
+    ]
     unknown = world.get("/ui/api/logs?profile=nope")
     assert unknown.status_code == 404 and "services: demo" in unknown.json()["error"]["message"]
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 from servectl.redact import redact
@@ -42,3 +45,43 @@ def test_the_gate_keeps_only_redacted_lines_for_error_reports() -> None:
     watcher.feed(f"torch.OutOfMemoryError: CUDA out of memory (api_key='{KEY}')")
     assert all(KEY not in line for line in watcher.tail)
     assert watcher.fatal is not None and KEY not in watcher.fatal.line
+
+
+HF = "hf_" + "Ab3" * 10
+TOKENS = [HF, "sk-proj-" + "x9" * 12, "ghp_" + "Z" * 36, "github_pat_" + "a1" * 15, "AKIA" + "ABCDEFGH12345678"]
+
+
+@pytest.mark.parametrize("token", TOKENS)
+def test_token_shapes_are_redacted_wherever_an_engine_prints_them(token: str) -> None:
+    assert redact(f"INFO downloading with token {token}, done") == "INFO downloading with token ***, done"
+    assert redact(f"env: HF_TOKEN={token}") == "env: HF_TOKEN=***"
+
+
+def test_servectl_logs_redacts_the_secrets_the_profile_references(
+    profile_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The API key from its variable, an engine variable named like a secret passed by reference, and the
+    shapes, in what ``Host.logs`` shows (the fake engine prints them as an engine might)."""
+    from servectl.testing.docker import FakeDockerEngine, sglang_like_script, write_test_profile
+    from servectl.testing.host import FakeHost
+
+    api_key, token, plain = "engine-key-0123456789", "opaque-token-value-42", "not-a-secret-value"
+    environ = {**os.environ, "MY_ENGINE_KEY": api_key, "VENDOR_TOKEN": token, "SOME_SETTING": plain}
+    write_test_profile(
+        profile_dir,
+        "leaky",
+        port=8191,
+        serve={"api_key_env": "MY_ENGINE_KEY"},
+        engine={"env": {"VENDOR_TOKEN": "${VENDOR_TOKEN}", "SOME_SETTING": "${SOME_SETTING}"}},
+    )
+    said = [f"token {token} key {api_key}", f"hf {HF} setting {plain}"]
+    engine = FakeDockerEngine(
+        images={"servectl-standin:latest"},
+        script_for=lambda spec: sglang_like_script(0.1, extra_lines=said),
+        sleep=lambda s: None,
+    )
+    with FakeHost(state_dir=profile_dir.parent / "home", engine=engine, environ=environ) as host:
+        host.up(name="leaky")
+        lines = list(host.logs(name="leaky"))
+    assert "token *** key ***" in lines and f"hf *** setting {plain}" in lines
+    assert not any(s in line for line in lines for s in (api_key, token, HF))

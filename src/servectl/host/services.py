@@ -176,6 +176,15 @@ class ServiceCommands(HostBase):
         Raises:
             UsageError: no such service (when the first line is asked for).
         """
-        from servectl.service.logs import follow_logs
+        from servectl.errors import ServectlError
+        from servectl.service.logs import follow_logs, referenced_secrets
 
-        return follow_logs(name=name, docker=self.docker, follow=follow, tail=tail, scope=self.ctx.scope)
+        def secrets(profile: str) -> list[str]:  # the values its profile references, as this host has them
+            try:
+                return referenced_secrets(self._resolve(profile).plan, self.ctx.environ)
+            except ServectlError:  # the profile is gone or broken: the shapes are still redacted
+                return []
+
+        return follow_logs(
+            name=name, docker=self.docker, follow=follow, tail=tail, scope=self.ctx.scope, secrets=secrets
+        )

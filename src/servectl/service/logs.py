@@ -1,16 +1,40 @@
-"""A service's log lines, redacted."""
+"""A service's log lines, redacted: the secrets its profile references, key spellings and token shapes."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import contextlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from servectl.errors import UsageError
-from servectl.redact import redact
+from servectl.files import FileRefused, read_text_bounded
+from servectl.redact import SECRET_NAME, redact
 from servectl.service.services import find_services
 
 if TYPE_CHECKING:
     from servectl.adapters.docker import DockerEngine
+    from servectl.plan.compile import LaunchPlan
+
+#: An API key file is a line; a larger one is not read (its value cannot be redacted, the shapes still are).
+MAX_KEY_FILE_BYTES = 64 * 2**10
+#: Shorter values are not taken out of log lines (a 1-character "secret" would blank every line).
+MIN_SECRET_LEN = 6
+
+
+def referenced_secrets(plan: LaunchPlan, environ: Mapping[str, str]) -> list[str]:
+    """The secret values ``plan`` references: its API key (from its variable or file) and the value of every
+    engine variable named like a secret (``HF_TOKEN``, ``*_KEY``...), passed by reference or written."""
+    values: list[str | None] = []
+    if plan.secret is not None and plan.secret.source == "env":
+        values.append(environ.get(plan.secret.name))
+    elif plan.secret is not None:
+        with contextlib.suppress(OSError, FileRefused):  # unreadable here: the shapes are still redacted
+            values.append(read_text_bounded(Path(plan.secret.name), limit_bytes=MAX_KEY_FILE_BYTES).strip())
+    for name, value in plan.docker.environment:
+        if SECRET_NAME.search(name):
+            values.append(environ.get(name) if value is None else value)
+    return [v for v in dict.fromkeys(values) if v and len(v) >= MIN_SECRET_LEN]
 
 
 def follow_logs(
@@ -20,8 +44,12 @@ def follow_logs(
     follow: bool = False,
     tail: int | None = None,
     scope: Mapping[str, str] | None = None,
+    secrets: Callable[[str], Sequence[str]] | None = None,
 ) -> Iterator[str]:
     """Log lines of the service of profile (or container) ``name``.
+
+    ``secrets``: the secret values of a profile (:func:`referenced_secrets` of its plan), taken out of each line
+    besides the key spellings and token shapes.
 
     Raises:
         UsageError: no such service.
@@ -30,9 +58,10 @@ def follow_logs(
     if not targets:
         raise UsageError(f"no servectl service named {name}; servectl status lists the services")
     running = [t for t in targets if t.running] or targets
+    hidden = secrets(running[0].profile) if secrets is not None else ()
     stream = docker.logs(running[0].container_id, follow=follow, tail=tail)
     try:
         for line in stream:
-            yield redact(line)
+            yield redact(line, hidden)
     finally:
         stream.close()
