@@ -60,7 +60,7 @@ def problems_of(data: dict[str, Any]) -> tuple[str, ...]:
     return adopt_recipe(read_recipe(data, file=FILE), file=FILE).problems
 
 
-def test_the_seed_recipe_becomes_a_valid_profile_with_its_three_problems(tmp_path: Path) -> None:
+def test_the_seed_recipe_becomes_a_valid_profile_with_its_four_problems(tmp_path: Path) -> None:
     adoption = adopt_recipe(read_recipe(seed(), file=FILE), file=FILE)
     folder = tmp_path / "profiles"
     folder.mkdir()
@@ -84,10 +84,10 @@ def test_the_seed_recipe_becomes_a_valid_profile_with_its_three_problems(tmp_pat
     assert profile.image.ref == "glm53-flash-sglang-exl3:stage-20260827-r6" and profile.image.digest is None
     assert adoption.exports == ("MODEL_ROOT", "RUNTIME_ASSETS")
     pointers = [p.split(": ", 2)[1] for p in adoption.problems]
-    assert pointers == ["/launch/arguments/8", "/launch/container/digest", "/launch/mounts/0"]
+    assert pointers == ["/launch/arguments/8", "/launch/container/digest", "/launch/mounts/0", "/launch/ipc"]
     assert all(p.startswith(f"{FILE}: ") and "\n" not in p for p in adoption.problems)
     assert "--quantization exl3" in adoption.problems[0] and "no digest pin" in adoption.problems[1]
-    assert "no revision" in adoption.problems[2]
+    assert "no revision" in adoption.problems[2] and "host IPC" in adoption.problems[3]
     text = adoption_yaml(adoption)
     assert "# Problems in the source" in text and all(f"#   - {p}" in text for p in adoption.problems)
     assert text.startswith("# Written by `servectl adopt` from registry recipe glm53-flash-exl3-q4-rtxpro6000")
@@ -209,7 +209,7 @@ def test_adopt_recipe_writes_the_profile_and_never_loses_a_file(tmp_path: Path) 
     opts = AdoptOptions(folders=[ProfileFolder(folder, "./profiles")], environ={})
     dry = adopt(docker=NoDocker(), recipe=recipe, name="glm", opts=AdoptOptions(dry_run=True, folders=opts.folders))
     assert not dry.written and list(folder.iterdir()) == [] and dry.problems == ()
-    assert len(dry.adoption.problems) == 3
+    assert len(dry.adoption.problems) == 4
     written = adopt(docker=NoDocker(), recipe=recipe, name="glm", opts=opts)
     assert written.path == folder / "glm.yaml" and written.text == written.path.read_text(encoding="utf-8")
     assert load_profile("glm", folders=opts.folders).profile.engine.tp == 4
@@ -265,7 +265,7 @@ def test_cli_prints_each_problem_on_one_line_and_refuses_bad_input_in_one(tmp_pa
     done = servectl("adopt", "--recipe", str(SEED), "--dry-run", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     problems = [line for line in done.stdout.splitlines() if line.startswith("problem: ")]
-    assert len(problems) == 3 and all(f"problem: {SEED}: /launch/" in p for p in problems)
+    assert len(problems) == 4 and all(f"problem: {SEED}: /launch/" in p for p in problems)
     assert "before servectl starts it: export MODEL_ROOT RUNTIME_ASSETS" in done.stdout
     assert list((tmp_path / "profiles").iterdir()) == []
     (tmp_path / "bad.json").write_text('{"schema_version": "local-ai-registry/v1"}', encoding="utf-8")

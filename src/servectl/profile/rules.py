@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from servectl.errors import Problem
 from servectl.profile.catalog import ArgvError
+from servectl.profile.container_risks import Risk, container_risks
 from servectl.profile.engine_args import (
     MEMORY_SAVER_FLAG,
     WEIGHTS_CPU_BACKUP_FLAG,
@@ -58,6 +59,7 @@ POLICY_RULES: dict[str, str] = {
     "speculative.adaptive": "SGLang silently drops an adaptive ladder it cannot use; servectl refuses it",
     "health.expect_log": "a pattern the engine never prints would fail a healthy start",
     "swap.standby": "a warm standby without the memory saver could not release the cards",
+    "container.escape": "the Docker socket or a writable system folder in the container hands it the host",
 }
 
 
@@ -531,6 +533,27 @@ def _policy_flags(name: str) -> Rule:
 
 rule("engine.duplicate_flag")(_policy_flags("engine.duplicate_flag"))
 rule("engine.api_key_flag")(_policy_flags("engine.api_key_flag"))
+
+
+def _risks(p: Profile) -> Iterator[Risk]:
+    return container_risks(
+        network=p.serve.network,
+        ipc=p.container.ipc,
+        mounts=[(m.source, m.target, m.read_only) for m in p.container.mounts],
+        env=p.engine.env,
+    )
+
+
+@rule("container.escape")
+def container_escape(p: Profile) -> RuleResult:
+    """The Docker socket, or a writable system folder of the host, mounted into the container."""
+    yield from ((r.path, r.message) for r in _risks(p) if r.error)
+
+
+@rule("container.risk", warn=True)
+def container_risk(p: Profile) -> RuleResult:
+    """Host network, host IPC, a loader variable: allowed, each said with its reason."""
+    yield from ((r.path, r.message) for r in _risks(p) if not r.error)
 
 
 def profile_warnings(loaded: LoadedProfile) -> list[Problem]:

@@ -26,6 +26,7 @@ from servectl.plan.adopt.container import adopt_container
 from servectl.plan.adopt.draft import AdoptError, Adoption, profile_name_for
 from servectl.plan.container_match import FlagUse, parse_size, scan_engine_args
 from servectl.profile.catalog import DEFAULT_CATALOG, ArgvError, FlagCatalog
+from servectl.profile.container_risks import UNCARRIED, container_risks
 
 #: The registry's record format this reader understands.
 RECIPE_SCHEMA = "local-ai-registry/v1"
@@ -70,6 +71,14 @@ class RecipeLaunch(_Part):
     container_port: int | None = Field(default=None, ge=1, le=65535)
     host_port: int | None = Field(default=None, ge=1, le=65535)
     container: RecipeContainer | None = None
+    # settings a profile cannot carry (UNCARRIED): read only to refuse a recipe that sets one, never dropped
+    privileged: Any = None
+    cap_add: Any = None
+    devices: Any = None
+    security_opt: Any = None
+    pid: Any = None
+    userns: Any = None
+    user: Any = None
 
 
 class RecipeEngine(_Part):
@@ -139,6 +148,12 @@ def read_recipe(data: Any, *, file: str) -> Recipe:
         raise AdoptError(f"{file}: /launch/image: the recipe names no image; add the image it was run with")
     if not recipe.launch.arguments:
         raise AdoptError(f"{file}: /launch/arguments: no engine argv; the recipe does not say how SGLang ran")
+    for key, why in UNCARRIED.items():
+        if getattr(recipe.launch, key) not in (None, False, "", [], {}):
+            raise AdoptError(
+                f"{file}: /launch/{key} is set, and {why}; a profile cannot carry it and servectl never runs it: "
+                "remove it from the recipe if the engine runs without it (nothing is written)"
+            )
     return recipe
 
 
@@ -270,6 +285,29 @@ def _problems(
             "downloaded at (huggingface-cli download REPO --revision SHA)"
         )
     problems += _serving_problems(recipe, uses, cat, file)
+    return problems + _risk_problems(recipe, file)
+
+
+def _risk_problems(recipe: Recipe, file: str) -> list[str]:
+    """The recipe's dangerous container settings, carried into the profile, each with its problem line."""
+    launch = recipe.launch
+    pointers = {("serve", "network"): "/launch/network_mode", ("container", "ipc"): "/launch/ipc"}
+    risks = container_risks(
+        network=launch.network_mode,
+        ipc=launch.ipc,
+        mounts=[(m.source, m.target, m.read_only) for m in launch.mounts],
+        env=launch.environment,
+    )
+    problems = []
+    for risk in risks:
+        if risk.path[:2] == ("container", "mounts"):
+            pointer = f"/launch/mounts/{risk.path[2]}"
+        elif risk.path[:2] == ("engine", "env"):
+            pointer = f"/launch/environment/{risk.path[2]}"
+        else:
+            pointer = pointers[(str(risk.path[0]), str(risk.path[1]))]
+        kind = "refused by servectl validate" if risk.error else "carried into the profile"
+        problems.append(f"{file}: {pointer}: {risk.message} ({kind})")
     return problems
 
 
