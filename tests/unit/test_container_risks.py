@@ -77,7 +77,10 @@ def test_the_docker_socket_or_a_writable_system_folder_is_a_validate_error(
 def test_read_only_system_folders_and_ordinary_mounts_are_fine(
     write_profile: Callable[[str, str], Path], minimal: Callable[[str], str]
 ) -> None:
-    mounts = "[{source: /etc/ssl/certs, target: /etc/ssl/certs, read_only: true}, {source: /srv/cache, target: /etc}]"
+    mounts = (
+        "[{source: /etc/ssl/certs, target: /etc/ssl/certs, read_only: true}, {source: /srv/cache, target: /etc},"
+        " {source: /var/lib/docker/volumes/scratch/_data, target: /scratch}]"
+    )
     write_profile("p", minimal("p") + f"container: {{mounts: {mounts}}}\n")
     [result] = validations(["p"])
     assert result.error is None and result.warnings == ()
@@ -154,3 +157,61 @@ class _NoDocker:
 
     def volume_folder(self, name: str) -> str | None:
         return None
+
+
+# -- issue 39 (9, 10): hostile recipe files and targets, one line each ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("[" * 5000 + "]" * 5000, "nested too deep to be a recipe"),
+        ('{"schema_version": "local-ai-registry/v1", "n": ' + "7" * 5000 + "}", "holds a number too long to read"),
+    ],
+)
+def test_a_hostile_recipe_file_is_refused_in_one_line(tmp_path: Path, text: str, said: str) -> None:
+    recipe = tmp_path / "r.json"
+    recipe.write_text(text, encoding="utf-8")
+    with pytest.raises(AdoptError) as err:
+        adopt(docker=_NoDocker(), recipe=recipe, out=tmp_path / "p.yaml", opts=AdoptOptions(dry_run=True))
+    assert err.value.message == f"{recipe}: {said}; a recipe is a small JSON record"
+
+
+@pytest.mark.parametrize(
+    ("pointer", "value", "said"),
+    [
+        ("shm_size", "9" * 5000, "/launch/shm_size: string should match pattern"),
+        ("hardware_count", 10**57, "/hardware_count: input should be less than or equal to 1024"),
+    ],
+)
+def test_huge_numbers_in_a_recipe_are_refused_in_one_line(pointer: str, value: Any, said: str) -> None:
+    data = seed()
+    if pointer == "shm_size":
+        data["launch"]["shm_size"] = value
+    else:
+        data["hardware_count"] = value
+    with pytest.raises(AdoptError) as err:
+        read_recipe(data, file=FILE)
+    assert err.value.message.startswith(f"{FILE}: {said}") and "\n" not in err.value.message
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder"])
+def test_adopt_out_onto_a_fifo_or_a_folder_is_refused_and_writes_nothing(tmp_path: Path, kind: str) -> None:
+    import os
+
+    recipe = tmp_path / "r.json"
+    recipe.write_text(SEED.read_text(encoding="utf-8"), encoding="utf-8")
+    out = tmp_path / "p.yaml"
+    if kind == "fifo":
+        os.mkfifo(out)
+    else:
+        out.mkdir()
+    opts = AdoptOptions(force=True, folders=[ProfileFolder(tmp_path, "t")])
+    with pytest.raises(AdoptError) as err:
+        adopt(docker=_NoDocker(), recipe=recipe, out=out, opts=opts)
+    what = "a FIFO (named pipe)" if kind == "fifo" else "a folder"
+    assert err.value.message == (
+        f"--out {out}: is {what}, not a regular file; servectl writes only regular files; write the profile to a "
+        "regular .yaml file"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.yaml", "r.json"]

@@ -21,6 +21,7 @@ Warnings (each with its reason, the profile may still need it):
 from __future__ import annotations
 
 import posixpath
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
@@ -69,9 +70,15 @@ def _clean(path: str) -> str:
     return posixpath.normpath(path) if path.startswith("/") else path
 
 
+#: A named volume's folder: Docker's, but the volume's own data (``docker volume create``), not the engine's.
+_VOLUME_DATA = re.compile(r"^/var/lib/docker/volumes/[^/]+/_data(/|$)")
+
+
 def _system(path: str) -> str | None:
     """The system folder host path ``path`` is (or is in), if any; ``/`` only as itself."""
     clean = _clean(path)
+    if _VOLUME_DATA.match(clean):
+        return None
     for folder in SYSTEM_PATHS:
         if clean == folder or (folder != "/" and clean.startswith(folder + "/")):
             return folder
