@@ -1,5 +1,5 @@
-"""The one bounded reader for every file servectl reads: profiles, bases, adopted profiles, suites, the gateway
-configuration, state files.
+"""The one bounded reader for every file servectl reads (profiles, bases, adopted profiles, suites, the gateway
+configuration, state files), and the one writer for every file it writes.
 
 A path on the search path or in the state folder is untrusted: it may be a FIFO (``open`` would block until a
 writer appears), a socket, a device (``/dev/zero`` never ends), a folder, a symbolic link loop, or a huge file.
@@ -8,6 +8,12 @@ check is ``stat``, and the file is opened non-blocking and checked again on the 
 the two cannot make it block), and reads at most ``limit_bytes``. Each refusal is a :class:`FileRefused` with a
 short reason; callers turn it into their own one-line error naming the file (a profile's row, a damaged state
 file, a suite).
+
+:func:`write_atomic` writes only over a regular file or nothing: a FIFO (opening it would block), a device, a
+folder or a socket in the way is refused (:class:`FileRefused`) before anything is written; the new content goes
+to a temporary file in the same folder and replaces the old at once (readers see the old or the new, never a
+mix). :func:`backup_copy` copies the file being replaced, through the bounded reader, so only a regular file
+ever gets a ``.bak``.
 
 Example::
 
@@ -21,12 +27,21 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
 from pathlib import Path
 
-__all__ = ["FileRefused", "kind_of", "read_bounded", "read_text_bounded"]
+__all__ = [
+    "FileRefused",
+    "backup_copy",
+    "kind_of",
+    "read_bounded",
+    "read_text_bounded",
+    "refuse_unwritable",
+    "write_atomic",
+]
 
 
 class FileRefused(Exception):
@@ -134,3 +149,55 @@ def _size(n: int) -> str:
     if n >= 2**10 and n % 2**10 == 0:
         return f"{n // 2**10} KiB"
     return f"{n:,} bytes"
+
+
+def refuse_unwritable(path: Path) -> None:
+    """Refuse ``path`` as a place to write unless it is a regular file or nothing (a link is followed).
+
+    Raises:
+        FileRefused: a folder, FIFO, socket, device or link loop is there.
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise FileRefused(Path(path), _os_reason(e).replace("cannot read", "cannot write")) from None
+    if not stat.S_ISREG(mode):
+        kind = kind_of(mode)
+        raise FileRefused(Path(path), f"is {kind}, not a regular file; servectl writes only regular files")
+
+
+def write_atomic(path: Path, data: bytes, *, mode: int = 0o644) -> None:
+    """Replace (or create) regular file ``path`` with ``data`` at once; its folder must exist.
+
+    Raises:
+        FileRefused: something other than a regular file is at ``path`` (nothing is written).
+        OSError: the folder cannot be written.
+    """
+    import tempfile
+
+    path = Path(path)
+    refuse_unwritable(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def backup_copy(path: Path, backup: Path, *, limit_bytes: int) -> None:
+    """Copy regular file ``path`` to ``backup`` (a regular file or nothing) before ``path`` is replaced.
+
+    Raises:
+        FileNotFoundError: ``path`` is gone. FileRefused: ``path`` is not a regular file (or larger than
+            ``limit_bytes``), or ``backup`` is not a regular file.
+    """
+    write_atomic(backup, read_bounded(path, limit_bytes=limit_bytes, what="file to back up"), mode=0o600)

@@ -134,6 +134,17 @@ def test_a_body_that_is_not_json_gets_400_naming_the_problem(gateway: tuple[Gate
     assert _post(gw, key, [1, 2]).json()["error"]["message"] == "the request body must be a JSON object, not list"
 
 
+def test_a_5000_digit_number_in_the_body_gets_400_not_500(tmp_path: Path, engine: HostStandin) -> None:
+    config = _config(max_body_bytes=65536)
+    up = Upstream(profile="demo", url=engine.base_url, served_name="served-demo", ready=True)
+    key, _ = create_key(config.keys_path({"SERVECTL_HOME": str(tmp_path)}), name="k")
+    with GatewayThread(config, upstreams=lambda: [up], state_dir=tmp_path) as gw:
+        raw = b'{"model": "chat", "max_tokens": ' + b"9" * 5000 + b', "messages": []}'
+        response = _post(gw, key, None, raw=raw)
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["message"] == "the request body holds a number too long to read"
+
+
 def test_a_body_over_the_limit_gets_413(gateway: tuple[GatewayThread, str]) -> None:
     gw, key = gateway
     response = _post(gw, key, {**CHAT, "padding": "x" * 5000})

@@ -14,7 +14,6 @@ import json
 import os
 import stat
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -24,7 +23,7 @@ from typing import Any, NoReturn, Protocol
 
 from servectl.adapters.state_sharing import SHARED_GID, file_mode, make_folder, shared, with_group
 from servectl.errors import LockTimeout, ServectlError, StateAccessDenied, StateDamaged
-from servectl.files import FileRefused, kind_of, read_bounded
+from servectl.files import FileRefused, kind_of, read_bounded, write_atomic
 
 LOCK_FILE = "servectl.lock"
 HISTORY_FILE = "history.json"
@@ -43,20 +42,12 @@ RUN_EVENTS = frozenset({"up", "swap", "rollback"})
 def atomic_write_text(path: Path, text: str, *, mode: int = 0o644) -> None:
     """Write ``text`` to ``path`` so that readers see the old or the new content, never a mix.
 
-    In a shared state folder (:func:`share_state_folder`) the group gets the owner's rights on the file."""
+    In a shared state folder (:func:`share_state_folder`) the group gets the owner's rights on the file.
+
+    Raises:
+        FileRefused: a FIFO, folder, socket or device is at ``path`` (:func:`servectl.files.write_atomic`)."""
     make_folder(path.parent)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, file_mode(path.parent, mode))
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    write_atomic(path, text.encode("utf-8"), mode=file_mode(path.parent, mode))
 
 
 def read_state_json(path: Path, *, what: str, fix: str) -> Any:

@@ -336,6 +336,8 @@ class Gateway:
             ) from None
         except RecursionError:
             raise Reject(400, "the request body is not JSON: nested too deep", "bad_request") from None
+        except ValueError:  # an integer past Python's 4,300-digit conversion limit
+            raise Reject(400, "the request body holds a number too long to read", "bad_request") from None
         if not isinstance(data, dict):
             raise Reject(400, f"the request body must be a JSON object, not {type(data).__name__}", "bad_request")
         return data

@@ -237,7 +237,7 @@ UlimitValue = int | Annotated[list[int], Field(min_length=2, max_length=2, descr
 
 class ContainerSpec(_Strict):
     name: str | None = Field(default=None, pattern=r"^[a-zA-Z0-9][a-zA-Z0-9_.-]+$")
-    shm_size: str | None = Field(default=None, pattern=r"^\d+[bkmgBKMG]?$", description="e.g. 32g")
+    shm_size: str | None = Field(default=None, pattern=r"^\d{1,18}[bkmgBKMG]?$", description="e.g. 32g")
     ipc: Literal["host", "private", "shareable"] | None = None
     mounts: list[MountSpec] = Field(default_factory=list)
     stop_grace_s: int = Field(default=30, ge=0, le=MAX_STOP_GRACE_S, description="SIGTERM to SIGKILL")

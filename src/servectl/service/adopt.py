@@ -21,12 +21,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from servectl.errors import ProfileError, ServectlError, UsageError
-from servectl.files import FileRefused, read_bounded
+from servectl.files import FileRefused, backup_copy, read_bounded, refuse_unwritable
 from servectl.plan.adopt import AdoptError, Adoption, adopt_container, adoption_yaml, compose_service_inspect
 from servectl.plan.container_match import container_diff
 from servectl.plan.resolve import plan_for
 from servectl.profile.engine_args import catalog_for
-from servectl.profile.loader import ProfileFolder, discover, is_template_file, search_path
+from servectl.profile.loader import MAX_PROFILE_BYTES, ProfileFolder, discover, is_template_file, search_path
 from servectl.profile.validate import load_profile
 
 if TYPE_CHECKING:
@@ -149,13 +149,18 @@ def adopt(
     if recipe is not None:  # a recipe names no container: servectl's own name is no difference
         diff = [line for line in diff if not line.startswith("name: ")]
     backup: Path | None = None
-    if not dry_run:
-        from servectl.adapters.state import atomic_write_text
+    try:  # a FIFO, folder or device at the target is refused before anything is written (a FIFO would block)
+        refuse_unwritable(target)
+        if not dry_run:
+            from servectl.adapters.state import atomic_write_text
 
-        if target.exists():
-            backup = _backup_path(target)
-            backup.write_bytes(target.read_bytes())
-        atomic_write_text(target, text)
+            if target.exists():
+                backup = _backup_path(target)
+                backup_copy(target, backup, limit_bytes=MAX_PROFILE_BYTES)
+            atomic_write_text(target, text)
+    except FileRefused as err:
+        where = f"--out {err.path}" if out is not None else str(err.path)
+        raise AdoptError(f"{where}: {err.reason}; write the profile to a regular .yaml file") from None
     return AdoptResult(adoption, text, target, not dry_run, backup, tuple(diff), tuple(problems))
 
 
@@ -221,6 +226,10 @@ def _from_recipe(
         raise AdoptError(f"{shown}: not UTF-8 text; a recipe is a JSON file") from None
     except json.JSONDecodeError as err:
         raise AdoptError(f"{shown}:{err.lineno}:{err.colno}: not JSON: {err.msg}") from None
+    except RecursionError:
+        raise AdoptError(f"{shown}: nested too deep to be a recipe; a recipe is a small JSON record") from None
+    except ValueError:  # an integer past Python's 4,300-digit conversion limit
+        raise AdoptError(f"{shown}: holds a number too long to read; a recipe is a small JSON record") from None
     parsed = read_recipe(document, file=shown)
     ref = str(recipe_service(parsed)["image"])
     image = docker.image_document(ref)

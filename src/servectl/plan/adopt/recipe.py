@@ -37,6 +37,8 @@ _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 _HF_URL = re.compile(r"^https?://huggingface\.co/([\w.-]+/[\w.-]+?)/?$")
 _HF_REPO = re.compile(r"^[\w.-]+/[\w.-]+$")
 _VAR = re.compile(r"\$\{(\w+)\}")
+#: More accelerators than any one host has: a larger count is a mistake (or an attack on the GPU request).
+MAX_HARDWARE_COUNT = 1024
 
 
 class _Part(BaseModel):
@@ -66,7 +68,7 @@ class RecipeLaunch(_Part):
     environment: dict[str, str] = Field(default_factory=dict)
     mounts: list[RecipeMount] = Field(default_factory=list)
     ipc: Literal["host", "private", "shareable"] | None = None
-    shm_size: str | None = Field(default=None, pattern=r"^\d+[bkmgBKMG]?$")
+    shm_size: str | None = Field(default=None, pattern=r"^\d{1,18}[bkmgBKMG]?$")
     network_mode: str | None = None
     container_port: int | None = Field(default=None, ge=1, le=65535)
     host_port: int | None = Field(default=None, ge=1, le=65535)
@@ -112,7 +114,7 @@ class Recipe(_Part):
     description: str = ""
     model_instance_id: str | None = None
     hardware_id: str | None = None
-    hardware_count: int = Field(default=0, ge=0)
+    hardware_count: int = Field(default=0, ge=0, le=MAX_HARDWARE_COUNT)
     engine: RecipeEngine
     serving: RecipeServing = Field(default_factory=RecipeServing)
     launch: RecipeLaunch
