@@ -37,6 +37,7 @@ __all__ = [
     "FileRefused",
     "backup_copy",
     "kind_of",
+    "os_reason",
     "read_bounded",
     "read_text_bounded",
     "refuse_unwritable",
@@ -79,6 +80,11 @@ def _refuse_unless_regular(path: Path, mode: int) -> None:
     if not stat.S_ISREG(mode):
         kind = kind_of(mode)
         raise FileRefused(path, f"is {kind}, not a regular file" if kind.startswith("a ") else f"is {kind}")
+
+
+def os_reason(e: OSError) -> str:
+    """An OSError of a read as the phrase after a path ("is a symbolic link loop...", "cannot read: ...")."""
+    return _os_reason(e)
 
 
 def _os_reason(e: OSError) -> str:

@@ -140,6 +140,7 @@ async def status_document(gateway: Gateway) -> dict[str, Any]:
         "aliases": aliases,
         "holds": [h.reason for h in gateway.admission.holds.values()],
         "services_error": gateway.upstreams_error,
+        "keys_error": None if gateway.keys is None else gateway.keys.error,
         "config": None
         if gateway.watcher is None
         else {

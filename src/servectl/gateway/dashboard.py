@@ -29,7 +29,7 @@ from aiohttp import web
 from servectl.errors import ServectlError
 from servectl.gateway.config import ANY_PROFILE
 from servectl.gateway.proxy import presented_key
-from servectl.gateway.reject import Reject
+from servectl.gateway.reject import KEYS_UNREADABLE, Reject
 from servectl.paths import DATA_DIR
 from servectl.redact import redact
 
@@ -133,6 +133,8 @@ class Dashboard:
         if presented is None:
             raise Reject(401, "no key: type a gateway key into the dashboard's form", "auth")
         entry = gw.keys.check(presented)
+        if entry is None and gw.keys.error is not None:  # fail closed, in the gateway's shape (never a 500)
+            raise Reject(503, KEYS_UNREADABLE, "keys", reason="keys_unreadable", headers={"Retry-After": "10"})
         if entry is None:
             raise Reject(401, "unknown key (servectl gateway keys create NAME makes one)", "auth")
         if entry.expired(time.time()):

@@ -16,6 +16,7 @@ import fcntl
 import hashlib
 import hmac
 import json
+import logging
 import os
 import re
 import secrets
@@ -26,7 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from servectl.adapters.state import atomic_write_text, read_state_json
-from servectl.errors import StateDamaged, UsageError
+from servectl.errors import ServectlError, StateDamaged, UsageError
+from servectl.files import os_reason
+
+log = logging.getLogger("servectl.gateway")
 
 KEY_PREFIX = "sk-servectl-"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -230,7 +234,7 @@ class KeyRing:
         self._checked_at = -1e18
         self._stamp: tuple[int, int] | None = None
         self._entries: list[KeyEntry] = []
-        self.error: str | None = None  # the last reading problem (the old keys stay in force meanwhile)
+        self.error: str | None = None  # why the file cannot be read now (only the keys read before are accepted)
 
     @property
     def entries(self) -> list[KeyEntry]:
@@ -247,13 +251,28 @@ class KeyRing:
             stamp: tuple[int, int] | None = (st.st_mtime_ns, st.st_size)
         except FileNotFoundError:
             stamp = None
-        if stamp == self._stamp:
+        except OSError as err:  # a link loop, a folder this user may not enter (chmod 000 in the container)
+            self._damaged(f"{self.path}: the gateway key file {os_reason(err)}", None)
+            return
+        if stamp == self._stamp and stamp is not None:
             return
         try:
-            self._entries = read_keys(self.path) if stamp else []
-            self._stamp, self.error = stamp, None
-        except StateDamaged as err:
-            self.error = err.message
+            entries = read_keys(self.path) if stamp else []
+        except ServectlError as err:  # truncated, not UTF-8, a FIFO, a folder, unreadable: said, never a 500
+            self._damaged(err.message, stamp)
+            return
+        if self.error is not None:
+            log.warning("gateway key file %s is readable again (%d keys)", self.path, len(entries))
+        self._entries, self._stamp, self.error = entries, stamp, None
+
+    def _damaged(self, message: str, stamp: tuple[int, int] | None) -> None:
+        """The keys read before stay in force, no other is accepted (the gateway answers 503 keys_unreadable) until
+        the file reads again; said once in the log, and kept in :attr:`error` for ``gateway status``."""
+        message = message.replace("\n", " ")
+        if message != self.error:
+            known = f"the {len(self._entries)} keys read before stay in force, no other" if self._entries else "no key"
+            log.warning("%s; %s is accepted until it is fixed", message, known)
+        self._stamp, self.error = stamp, message
 
     def check(self, presented: str) -> KeyEntry | None:
         """The entry whose digest matches ``presented`` (expired ones included: the caller says why), else None.

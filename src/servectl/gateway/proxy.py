@@ -36,7 +36,7 @@ from servectl.gateway.metrics import Metrics
 from servectl.gateway.on_request import SwapOnRequest
 from servectl.gateway.ratelimit import RateLimiter
 from servectl.gateway.recent import RecentRequests, RequestRecord
-from servectl.gateway.reject import Reject
+from servectl.gateway.reject import KEYS_UNREADABLE, Reject
 from servectl.gateway.routes import AliasTable, Route, Upstream
 from servectl.gateway.turns import SwapTurns
 from servectl.gateway.usage import UsageBook, usage_path
@@ -279,6 +279,8 @@ class Gateway:
         if presented is None:
             raise Reject(401, "no key: send Authorization: Bearer KEY or x-api-key: KEY", "auth")
         entry = self.keys.check(presented)
+        if entry is None and self.keys.error is not None:  # fail closed, in the gateway's shape (never a 500)
+            raise Reject(503, KEYS_UNREADABLE, "keys", reason="keys_unreadable", headers={"Retry-After": "10"})
         if entry is None:
             raise Reject(401, "unknown key (servectl gateway keys create NAME makes one)", "auth")
         call.key, call.entry = entry.name, entry

@@ -6,8 +6,12 @@ from aiohttp import web
 
 REASON_HEADER = "X-Servectl-Reason"
 """Every answer the gateway makes itself names why in this header and in the error's ``code``: a 503 is
-``draining``, ``swapping``, ``swap_busy``, ``swap_failed``, ``admission_full`` or ``upstream_down``; a 429 is
-``rate_limited`` or ``budget_exhausted``; a 403 ``forbidden`` (alias) or ``read_only`` (README: 503 reasons)."""
+``draining``, ``swapping``, ``swap_busy``, ``swap_failed``, ``admission_full``, ``upstream_down`` or
+``keys_unreadable``; a 429 is ``rate_limited`` or ``budget_exhausted``; a 403 ``forbidden`` (alias) or
+``read_only`` (README: 503 reasons)."""
+
+#: What a client reads while the key file cannot be read (the operator reads why in ``servectl gateway status``).
+KEYS_UNREADABLE = "the gateway cannot read its key file now to check this key; servectl gateway status says why"
 
 
 class Reject(Exception):

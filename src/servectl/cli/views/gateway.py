@@ -15,6 +15,8 @@ def gateway_lines(live: Mapping[str, Any]) -> list[str]:
         )
     if live.get("services_error"):
         lines.append(f"  cannot list the services: {live['services_error']}")
+    if live.get("keys_error"):
+        lines.append(f"  key file unreadable (only the keys read before pass): {live['keys_error']}")
     if (live.get("config") or {}).get("error"):
         lines.append(f"  configuration edit refused: {live['config']['error']}")
     return lines
