@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from servectl.files import FileRefused, read_text_bounded
+
 WEIGHT_SUFFIXES: tuple[str, ...] = (".safetensors", ".bin", ".gguf", ".pt", ".pth", ".ckpt", ".npz")
 """File endings counted as model weights."""
 
@@ -298,8 +300,8 @@ class PsutilHostProbe:
     def container_id_of(self, pid: int) -> str | None:
         """The container id from ``/proc/<pid>/cgroup``; ``None`` for a host process or a pid that is gone."""
         try:
-            text = Path(self._proc_root, str(pid), "cgroup").read_text()
-        except OSError:
+            text = read_text_bounded(Path(self._proc_root, str(pid), "cgroup"), limit_bytes=2**20)
+        except (OSError, FileRefused):
             return None
         return container_id_from_cgroup(text)
 
@@ -379,8 +381,8 @@ def _read_refs(refs_folder: Path) -> dict[str, str]:
     try:
         for ref in refs_folder.rglob("*"):
             if ref.is_file():
-                refs[str(ref.relative_to(refs_folder))] = ref.read_text().strip()
-    except OSError:
+                refs[str(ref.relative_to(refs_folder))] = read_text_bounded(ref, limit_bytes=4096).strip()
+    except (OSError, FileRefused):
         pass
     return refs
 
@@ -390,8 +392,8 @@ def _local_dir_revision(folder: Path) -> str | None:
     meta_folder = folder / ".cache" / "huggingface" / "download"
     for name in ("config.json.metadata", *sorted(p.name for p in meta_folder.glob("*.metadata"))[:1]):
         try:
-            first = (meta_folder / name).read_text().splitlines()[0].strip()
-        except (OSError, IndexError):
+            first = read_text_bounded(meta_folder / name, limit_bytes=2**16).splitlines()[0].strip()
+        except (OSError, FileRefused, IndexError):
             continue
         if re.fullmatch(r"[0-9a-f]{40}", first):
             return first

@@ -29,14 +29,13 @@ import hashlib
 import json
 import os
 import sys
-import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from servectl.adapters.state_sharing import file_mode, make_folder
-from servectl.files import FileRefused, read_bounded
+from servectl.files import FileRefused, read_bounded, write_atomic
 from servectl.paths import state_dir as state_dir_of
 
 if TYPE_CHECKING:
@@ -372,14 +371,7 @@ def _write(path: Path, entry: Mapping[str, Any]) -> None:
     written only means no cache."""
     try:
         make_folder(path.parent)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            os.fchmod(fd, file_mode(path.parent, 0o600))
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(entry, fh, separators=(",", ":"))
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-    except OSError:
+        data = json.dumps(entry, separators=(",", ":")).encode("utf-8")
+        write_atomic(path, data, mode=file_mode(path.parent, 0o600))
+    except (OSError, FileRefused):
         pass

@@ -30,6 +30,7 @@ from servectl.bench.model import (
     Stat,
     prompt_tolerance_tokens,
 )
+from servectl.files import write_atomic
 
 #: Version of the artifact layout; bump when a field changes meaning.
 ARTIFACT_SCHEMA = "servectl.bench/v2"
@@ -207,10 +208,10 @@ def write_artifacts(report: BenchReport, out_dir: Path) -> list[Path]:
     written: list[Path] = []
     for point in report.points:
         path = out_dir / point_file_name(point)
-        path.write_text(json.dumps(point_document(report, point), indent=2) + "\n", encoding="utf-8")
+        write_atomic(path, (json.dumps(point_document(report, point), indent=2) + "\n").encode("utf-8"))
         written.append(path)
     summary = out_dir / SUMMARY_FILE
-    summary.write_text(json.dumps(summary_document(report), indent=2) + "\n", encoding="utf-8")
+    write_atomic(summary, (json.dumps(summary_document(report), indent=2) + "\n").encode("utf-8"))
     written.append(summary)
     run = manifest_run("bench", report.run_id, report.context)
     written.append(write_manifest(out_dir, run=run, written=written))

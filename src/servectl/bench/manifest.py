@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from servectl.files import write_atomic
+
 if TYPE_CHECKING:
     from servectl.adapters.gpu import GpuInventory
 
@@ -185,7 +187,7 @@ def write_manifest(folder: Path, *, run: RunEntry, written: Iterable[Path], excl
             entries.append(file_entry(folder, path, None))
     document = {"schema": MANIFEST_SCHEMA, "kind": "artifact-manifest", "runs": runs, "files": entries}
     target = folder / MANIFEST_FILE
-    target.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    write_atomic(target, (json.dumps(document, indent=2) + "\n").encode("utf-8"))
     return target
 
 

@@ -22,6 +22,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NoReturn
 
+from servectl.files import read_bounded
+
+#: A flag catalog is about a MiB; a larger file is not one.
+MAX_CATALOG_BYTES = 64 * 2**20
+
 CATALOG_DIR = Path(__file__).resolve().parent / "catalogs"
 #: The catalog a profile (and an adopted container, and the stand-in) reads SGLang flags with when none is named.
 DEFAULT_CATALOG = "sglang-0.5.23"
@@ -484,7 +489,7 @@ _BY_NAME: dict[str, FlagCatalog] = {}
 def _load_path(path: Path) -> FlagCatalog:
     cached = _CACHE.get(path)
     if cached is None:
-        with path.open(encoding="utf-8") as fh:
-            cached = FlagCatalog.from_dict(json.load(fh), name=path.stem)
+        raw = read_bounded(path, limit_bytes=MAX_CATALOG_BYTES, what="flag catalog")
+        cached = FlagCatalog.from_dict(json.loads(raw), name=path.stem)
         _CACHE[path] = cached
     return cached

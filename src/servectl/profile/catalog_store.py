@@ -15,16 +15,15 @@ image id, the references and repo digests it was extracted under, and the SGLang
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from servectl.files import FileRefused, read_bounded, write_atomic
 from servectl.paths import catalog_cache_dir
-from servectl.profile.catalog import FlagCatalog
+from servectl.profile.catalog import MAX_CATALOG_BYTES, FlagCatalog
 
 #: ``engine.catalog`` value meaning "the catalog extracted from this profile's image".
 IMAGE = "image"
@@ -78,11 +77,7 @@ def _stored_path(image_id: str, directory: Path) -> Path:
 def write_catalog(document: Mapping[str, Any], path: Path) -> Path:
     """Write a catalog document atomically (a reader never sees half a file)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(document, fh, indent=1)
-        fh.write("\n")
-    os.replace(tmp, path)
+    write_atomic(path, (json.dumps(document, indent=1) + "\n").encode("utf-8"))
     return path
 
 
@@ -116,10 +111,9 @@ def _read_stored(path: Path) -> StoredCatalog | None:
 
 def _parse_stored(path: Path) -> StoredCatalog | None:
     try:
-        with path.open(encoding="utf-8") as fh:
-            data = json.load(fh)
+        data = json.loads(read_bounded(path, limit_bytes=MAX_CATALOG_BYTES, what="flag catalog"))
         catalog = FlagCatalog.from_dict(data, name=path.stem)
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, FileRefused, ValueError, KeyError, TypeError, RecursionError):
         return None
     image = ImageSource.from_dict(data["image"]) if isinstance(data.get("image"), Mapping) else None
     return StoredCatalog(path=path, catalog=catalog, image=image)

@@ -28,7 +28,11 @@ from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
 
+from servectl.files import read_text_bounded
 from servectl.profile.catalog import SUGGESTIONS
+
+#: A log catalog is a few hundred KiB; a larger file is not one.
+MAX_CATALOG_BYTES = 64 * 2**20
 
 LOG_CATALOG_DIR = Path(__file__).resolve().parent / "catalogs" / "logs"
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{\}")
@@ -302,5 +306,6 @@ _CACHE: dict[Path, LogCatalog] = {}
 def _load(path: Path) -> LogCatalog:
     cached = _CACHE.get(path)
     if cached is None:
-        cached = _CACHE[path] = LogCatalog.parse(path.read_text(encoding="utf-8"), name=path.stem)
+        text = read_text_bounded(path, limit_bytes=MAX_CATALOG_BYTES, what="log catalog")
+        cached = _CACHE[path] = LogCatalog.parse(text, name=path.stem)
     return cached

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from servectl.errors import RenderUnsupported, UsageError
+from servectl.files import FileRefused, read_bounded, write_atomic
 from servectl.paths import SHIPPED_PROFILES_DIR, source_checkout_dir
 from servectl.plan.compile import LaunchPlan, compile_portable_plan, project_dir_of
 from servectl.profile.loader import LoadedProfile, ProfileFolder, discover
@@ -55,7 +56,7 @@ class RenderedFile:
         if self.path is None:
             raise ValueError("this rendering goes to standard output")
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.path.write_text(self.text, encoding="utf-8")
+        write_atomic(self.path, self.text.encode("utf-8"))
 
 
 @dataclass(frozen=True)
@@ -219,7 +220,7 @@ def stale_generated_files(rendered: RenderSet, *, project_dir: Path, targets: Se
     for target in targets:
         folder = project_dir / TARGET_DIRS[target]
         for path in sorted(folder.glob("*.yaml")) if folder.is_dir() else []:
-            if path not in keep and GENERATED_MARK in path.read_text(encoding="utf-8").split("\n", 1)[0]:
+            if path not in keep and GENERATED_MARK in _first_line(path):
                 stale.append(path)
     return stale
 
@@ -242,3 +243,12 @@ def _relative_source(path: Path, project_dir: Path | None) -> str:
     if project_dir is not None and path.is_relative_to(project_dir):
         return path.relative_to(project_dir).as_posix()
     return str(path)
+
+
+def _first_line(path: Path) -> str:
+    """The first line of ``path`` ("" for what is not a readable regular file: it is not servectl's)."""
+    try:
+        raw = read_bounded(path, limit_bytes=64 * 2**20, what="rendered file")
+    except (OSError, FileRefused):
+        return ""
+    return raw.split(b"\n", 1)[0].decode("utf-8", "replace")

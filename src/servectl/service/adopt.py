@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from servectl.errors import ProfileError, ServectlError, UsageError
-from servectl.files import FileRefused, backup_copy, read_bounded, refuse_unwritable
+from servectl.files import FileRefused, backup_copy, read_bounded, refuse_unwritable, write_atomic
 from servectl.plan.adopt import AdoptError, Adoption, adopt_container, adoption_yaml, compose_service_inspect
 from servectl.plan.container_match import container_diff
 from servectl.plan.resolve import plan_for
@@ -292,7 +292,7 @@ def _check(
     """(diff between the container and the profile's plan, validation problems) of the file as written."""
     with tempfile.TemporaryDirectory(prefix="servectl-adopt-") as tmp:
         folder = Path(tmp)
-        (folder / f"{adoption.name}.yaml").write_text(text, encoding="utf-8")
+        write_atomic(folder / f"{adoption.name}.yaml", text.encode("utf-8"))
         try:
             loaded = load_profile(adoption.name, folders=[ProfileFolder(folder, "adopt")])
         except ProfileError as err:

@@ -35,7 +35,7 @@ from servectl.bench.finding.render import render_readme
 from servectl.bench.finding.verify import README_FILE, read_ledger, verify_finding
 from servectl.bench.manifest import MANIFEST_FILE, RunEntry, check_manifest, write_manifest
 from servectl.errors import UsageError
-from servectl.files import FileRefused, read_bounded
+from servectl.files import FileRefused, read_bounded, write_atomic
 from servectl.redact import Publication
 
 EDITIONS_DIR = "editions"
@@ -201,7 +201,7 @@ def _write_new(out: Path, texts: Mapping[str, str]) -> None:
         if path.exists():
             raise UsageError(f"report: {path} exists; a finding never overwrites an artifact")
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        write_atomic(path, text.encode("utf-8"))
 
 
 def _keep_edition(out: Path, edition: int) -> None:
@@ -300,8 +300,8 @@ def write_report(
     if old is not None:
         _keep_edition(out, edition - 1)
     _write_new(out, texts)
-    (out / LEDGER_FILE).write_text(json.dumps(ledger, indent=2) + "\n", encoding="utf-8")
-    (out / README_FILE).write_text(readme, encoding="utf-8")
+    write_atomic(out / LEDGER_FILE, (json.dumps(ledger, indent=2) + "\n").encode("utf-8"))
+    write_atomic(out / README_FILE, readme.encode("utf-8"))
     run = RunEntry(command="report", run_id=f"report-e{edition}", provenance={"profile": name})
     write_manifest(out, run=run, written=[out / p for p in texts], exclude=(README_FILE, LEDGER_FILE))
     result = verify_finding(out)

@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from servectl.files import write_atomic
+
 ClientName = Literal["pi", "openclaw", "hermes"]
 #: The clients servectl has adapters for, in the order a suite lists them by default.
 CLIENT_NAMES: tuple[ClientName, ...] = ("pi", "openclaw", "hermes")
@@ -96,8 +98,7 @@ ADAPTERS: Mapping[ClientName, ClientAdapter] = {
 
 def _write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    path.chmod(0o600)
+    write_atomic(path, text.encode("utf-8"), mode=0o600)
 
 
 def _configure_pi(home: Path, endpoint: Endpoint) -> dict[str, str]:

@@ -16,7 +16,7 @@ from servectl.bench.artifacts import free_vram_document, manifest_run, provenanc
 from servectl.bench.manifest import write_manifest
 from servectl.bench.qualify.model import GateResult, QualifyReport
 from servectl.errors import UsageError
-from servectl.files import FileRefused, read_text_bounded
+from servectl.files import FileRefused, read_text_bounded, write_atomic
 
 #: Version of the evidence layout; bump when a field changes meaning.
 QUALIFY_SCHEMA = "servectl.qualify/v1"
@@ -77,7 +77,7 @@ def write_evidence(report: QualifyReport, out_dir: Path) -> Path:
     the path of ``qualify.json``."""
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / EVIDENCE_FILE
-    path.write_text(json.dumps(evidence_document(report), indent=2) + "\n", encoding="utf-8")
+    write_atomic(path, (json.dumps(evidence_document(report), indent=2) + "\n").encode("utf-8"))
     write_manifest(out_dir, run=manifest_run("qualify", report.run_id, report.context), written=[path])
     return path
 

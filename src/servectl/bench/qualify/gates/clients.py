@@ -26,6 +26,7 @@ from servectl.bench.qualify.clients import ADAPTERS, KEY_ENV, ClientAdapter, End
 from servectl.bench.qualify.gates.common import GateRun, clip
 from servectl.bench.qualify.model import CaseResult, GateResult
 from servectl.bench.qualify.suite import ClientsGate
+from servectl.files import write_atomic
 
 GATE = "clients"
 #: Characters of a client's output kept in the evidence (the end of it).
@@ -55,7 +56,7 @@ def run_client(
         scratch.mkdir()
         nonce = f"nonce-{secrets.token_hex(8)}"
         nonce_file = work / "nonce.txt"
-        nonce_file.write_text(nonce + "\n", encoding="utf-8")
+        write_atomic(nonce_file, (nonce + "\n").encode("utf-8"))
         env = {k: environ[k] for k in _PASSED_ENV if k in environ}
         # HOME and TMPDIR in the throwaway folder: what a client leaves behind goes with it
         env |= {"HOME": str(home), "TMPDIR": str(scratch), "TERM": "dumb", "NO_COLOR": "1", "CI": "1", KEY_ENV: api_key}

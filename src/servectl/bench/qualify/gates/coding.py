@@ -33,6 +33,8 @@ from servectl.bench.qualify.gates.common import GateRun, clip, merged
 from servectl.bench.qualify.model import CaseResult, GateResult
 from servectl.bench.qualify.suite import CodingGate
 from servectl.errors import Problem, ProfileError, ServectlError
+from servectl.files import read_bounded
+from servectl.profile.yaml_locations import MAX_PROFILE_BYTES
 
 GATE = "coding"
 #: The case set servectl ships.
@@ -106,7 +108,7 @@ def load_cases(path: Path) -> CaseSet:
             cases.append(case)
     if problems:
         raise ProfileError(problems)
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    digest = hashlib.sha256(read_bounded(path, limit_bytes=MAX_PROFILE_BYTES, what="suite")).hexdigest()
     return CaseSet(name=str(data.get("name") or path.stem), source=str(path), sha256=digest, cases=tuple(cases))
 
 

@@ -26,6 +26,7 @@ from servectl.bench.qualify.gates.common import GateRun, clip, merged
 from servectl.bench.qualify.model import CaseResult, GateResult
 from servectl.bench.qualify.suite import ImageGate
 from servectl.errors import Problem, ProfileError
+from servectl.files import FileRefused, read_bounded
 
 GATE = "image"
 #: The corpus servectl ships (its manifest).
@@ -89,8 +90,10 @@ def load_corpus(manifest: Path) -> Corpus:
             naming the manifest and the entry).
     """
     try:
-        raw = manifest.read_bytes()
+        raw = read_bounded(manifest, limit_bytes=MAX_IMAGE_BYTES, what="corpus manifest")
         data = json.loads(raw)
+    except FileRefused as err:
+        raise ProfileError([Problem(str(manifest), None, "", f"unreadable corpus manifest: {err.reason}")]) from None
     except (OSError, ValueError) as err:
         raise ProfileError([Problem(str(manifest), None, "", f"unreadable corpus manifest: {err}")]) from None
     items = data.get("items") if isinstance(data, dict) else None
@@ -129,8 +132,10 @@ def _image(manifest: Path, index: int, entry: Any, problems: list[Problem]) -> C
         return None
     path = manifest.parent / file
     try:
-        with path.open("rb") as fh:
-            content = fh.read(MAX_IMAGE_BYTES + 1)
+        content = read_bounded(path, limit_bytes=MAX_IMAGE_BYTES, what="image")
+    except FileRefused as err:
+        fail("file", f"{path}: {err.reason}")
+        return None
     except OSError as err:
         fail("file", f"cannot read {path}: {err.strerror or err}")
         return None
