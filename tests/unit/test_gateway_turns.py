@@ -127,3 +127,23 @@ def test_without_the_rule_the_same_load_swaps_at_every_step() -> None:
     swaps, _, longest = _hammer(0.0, duration_s=60, load_s=2.0)
     assert swaps >= 60 / 2 - 1  # back and forth each time a load ends: the thrash the rule prevents
     assert longest <= 2.0 + 1e-9
+
+
+def test_only_the_services_the_swap_replaces_count_for_its_turn() -> None:
+    """Issue 39 (13): a service no alias names, started meanwhile on other cards, does not restart the clock."""
+    turns, clock = _turns(10)
+    turns.seen(["a"])
+    clock.advance(9)
+    turns.seen(["a", "unrelated"])  # started on other cards, 1 s before a's time is up
+    assert turns.decide("b", in_flight={}, replaces={"a"}) == SwapDecision("wait", wait_s=pytest.approx(1))
+    assert turns.decide("b", in_flight={}) == SwapDecision("wait", wait_s=pytest.approx(10))  # not known: all count
+    clock.advance(1)
+    assert turns.decide("b", in_flight={}, replaces={"a"}) == SwapDecision("swap")
+    assert turns.decide("b", in_flight={}, replaces=set()) == SwapDecision("swap")
+
+
+def test_when_busy_refuse_looks_only_at_the_services_the_swap_stops() -> None:
+    turns, clock = _turns(0, when_busy="refuse")
+    turns.seen(["a", "c"])
+    assert turns.decide("b", in_flight={"c": 3}, replaces={"a"}) == SwapDecision("swap")
+    assert turns.decide("b", in_flight={"a": 1, "c": 3}, replaces={"a"}) == SwapDecision("refuse", busy=(("a", 1),))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from typing import Any, Protocol
 
 from servectl.gateway.admission import Admission
@@ -58,6 +58,7 @@ class SwapHost(Protocol):
     turns: SwapTurns
     start: Callable[[str], object] | None
     startup_s: Callable[[str], float | None]
+    replaced_by: Callable[[str], Collection[str]] | None
 
     async def refresh(self, *, force: bool = False) -> None: ...
 
@@ -103,12 +104,13 @@ class SwapOnRequest:
         assert self.gateway.start is not None
         swapping: asyncio.Future[object] | None = None
         try:
+            replaces = await self._replaced_by(target)
             deferred = False
             while True:
                 await self.gateway.refresh(force=True)  # a swap that ran while this request waited may have done it
                 if (route := self.gateway.table.route(alias, self.gateway.upstreams)) is not None:
                     return route
-                decision = self.gateway.turns.decide(target, in_flight=self._in_flight_by_profile())
+                decision = self.gateway.turns.decide(target, in_flight=self._in_flight_by_profile(), replaces=replaces)
                 if decision.action == "swap":
                     break
                 if decision.action == "refuse":
@@ -158,6 +160,17 @@ class SwapOnRequest:
         return Reject(503, f"alias {alias!r}: the swap to {target} waits for its turn (what runs stays loaded "
                       f"swap.min_loaded_s = {self.gateway.turns.min_loaded_s:g} s); retry", "unavailable",
                       reason="swapping", headers={"Retry-After": retry})  # fmt: skip
+
+    async def _replaced_by(self, target: str) -> Collection[str] | None:
+        """The profiles a swap to ``target`` would stop (their cards or port), None when it cannot be told."""
+        from servectl.errors import ServectlError
+
+        if self.gateway.replaced_by is None:
+            return None
+        try:
+            return await asyncio.to_thread(self.gateway.replaced_by, target)
+        except ServectlError:
+            return None
 
     def _in_flight_by_profile(self) -> dict[str, int]:
         out: dict[str, int] = {}

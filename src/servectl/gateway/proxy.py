@@ -24,7 +24,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -110,6 +110,8 @@ class Gateway:
     ) -> None:
         self.config = config
         self.start = start  # swaps to a profile (blocking; raises ServectlError): swap.on_request
+        # the profiles a swap to a profile would stop (blocking; set by serve_gateway): anti-thrash counts those
+        self.replaced_by: Callable[[str], Collection[str]] | None = None
         self.turns = SwapTurns(min_loaded_s=config.swap.min_loaded_s, when_busy=config.swap.when_busy)
         self.table = table
         self.keys = keys

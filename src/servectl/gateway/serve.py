@@ -9,7 +9,7 @@ import logging
 import signal
 import sys
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -106,6 +106,7 @@ def run_gateway(
     start: Callable[[str], object] | None = None,
     watch: ConfigWatcher | None = None,
     dashboard: DashboardSources | None = None,
+    replaced_by: Callable[[str], Collection[str]] | None = None,
 ) -> None:
     """Serve until SIGTERM or SIGINT, then drain (up to ``swap.drain_s``) and return; with ``watch``, edits
     of the gateway file and the profile folders are served within a second.
@@ -125,6 +126,7 @@ def run_gateway(
             start=start,
             watch=watch,
             dashboard=dashboard,
+            replaced_by=replaced_by,
         )
     )
 
@@ -142,6 +144,7 @@ async def serve_gateway(
     start: Callable[[str], object] | None = None,
     watch: ConfigWatcher | None = None,
     dashboard: DashboardSources | None = None,
+    replaced_by: Callable[[str], Collection[str]] | None = None,
 ) -> None:
     """:func:`run_gateway` on the running event loop; set ``stop`` to end it (SIGTERM/SIGINT set it too when
     this runs in the main thread). ``dashboard``: what ``/ui`` reads besides the gateway (default: the
@@ -155,6 +158,7 @@ async def serve_gateway(
 
     keys = KeyRing(keys_path) if keys_path is not None else None
     gateway = Gateway(config, table=table, keys=keys, upstreams=upstreams, startup_s=startup_s, start=start)
+    gateway.replaced_by = replaced_by
     gateway.watcher = watch
     app = gateway.app()
     Dashboard(gateway, dashboard or DashboardSources.of_state(admin_path.parent.parent)).add_routes(app)
@@ -257,6 +261,16 @@ def run_from_file(
             loaded = GatewayConfig.model_validate({**loaded.model_dump(), "listen": listen})
         return loaded
 
+    def replaced_by(target: str) -> set[str]:  # the services a swap to target stops, as servectl swap decides
+        from servectl.plan.resolve import resolve
+        from servectl.service.services import services
+        from servectl.service.swap_preflight import overlaps
+
+        resolved = resolve(target, environ=environ)
+        return {
+            s.profile for s in services(docker=docker) if s.running and s.profile != target and overlaps(s, resolved)
+        }
+
     config = load()
     state = ctx.state_dir
     watch = ConfigWatcher(
@@ -276,6 +290,7 @@ def run_from_file(
         startup_s=lambda profile: last_startup_s(state, profile),
         on_listening=on_listening,
         start=start,
+        replaced_by=replaced_by if start is not None else None,
         dashboard=DashboardSources.of_state(
             state, logs=None if config.endpoints is not None else docker_log_tail(ctx.docker)
         ),

@@ -11,7 +11,9 @@ per request: each swap stops the service the other alias's next request needs. T
 * swaps take turns in the order their first request came (the gateway runs one at a time);
 * a swap that failed counts as a load of whatever runs after it (a rollback restarted it), so a broken
   target is tried at most once per ``min_loaded_s``, not once per request;
-* a service that already ran when the gateway first looked counts as loaded long enough.
+* a service that already ran when the gateway first looked counts as loaded long enough;
+* only the services the swap replaces count (those on its cards or port, as ``servectl swap`` decides): a
+  service started meanwhile on other cards does not restart the clock.
 
 With ``swap.when_busy: refuse`` the swap, once its time is up, is still refused while another service has
 requests in flight (503 ``swap_busy``): what runs keeps serving, as that setting promises.
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -78,23 +80,32 @@ class SwapTurns:
         now = self._clock()
         self._since = {p: (t if p == target else now) for p, t in (self._since or {}).items()}
 
-    def wait_s(self, target: str) -> float:
-        """Seconds until a swap to ``target`` may replace what runs (0: now)."""
-        others = [t for p, t in (self._since or {}).items() if p != target]
+    def wait_s(self, target: str, replaces: Collection[str] | None = None) -> float:
+        """Seconds until a swap to ``target`` may replace what runs (0: now).
+
+        ``replaces``: the profiles the swap stops (None: not known, every other ready service counts)."""
+        others = [t for p, t in (self._since or {}).items() if p != target and (replaces is None or p in replaces)]
         if not others:
             return 0.0
         return max(0.0, max(others) + self.min_loaded_s - self._clock())
 
-    def decide(self, target: str, *, in_flight: Mapping[str, int]) -> SwapDecision:
+    def decide(
+        self, target: str, *, in_flight: Mapping[str, int], replaces: Collection[str] | None = None
+    ) -> SwapDecision:
         """What a request that needs ``target`` (not running) does now.
 
         Args:
             target: the profile the request's alias swaps to.
             in_flight: requests in flight now, by profile.
+            replaces: the profiles the swap stops (None: not known, every other service counts).
         """
-        if (wait := self.wait_s(target)) > 0:
+        if (wait := self.wait_s(target, replaces)) > 0:
             return SwapDecision("wait", wait_s=wait)
-        busy = tuple(sorted((p, n) for p, n in in_flight.items() if p != target and n > 0))
+        busy = tuple(
+            sorted(
+                (p, n) for p, n in in_flight.items() if p != target and n > 0 and (replaces is None or p in replaces)
+            )
+        )
         if self.when_busy == "refuse" and busy:
             return SwapDecision("refuse", busy=busy)
         return SwapDecision("swap")

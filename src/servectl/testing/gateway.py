@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -34,8 +34,10 @@ class GatewayThread:
         start: Callable[[str], object] | None = None,
         watch: ConfigWatcher | None = None,
         dashboard: DashboardSources | None = None,
+        replaced_by: Callable[[str], Collection[str]] | None = None,
     ) -> None:
         self.config = config
+        self.replaced_by = replaced_by
         self.dashboard = dashboard
         self.table = AliasTable(aliases if aliases is not None else (config.aliases or {}))
         self.upstreams = upstreams
@@ -73,6 +75,7 @@ class GatewayThread:
                 start=self.start,
                 watch=self.watch,
                 dashboard=self.dashboard,
+                replaced_by=self.replaced_by,
             )
 
         try:
