@@ -467,6 +467,26 @@ def test_the_port_of_the_service_being_replaced_is_free_to_take() -> None:
     assert check.result == "pass" and check.message.endswith("(held by the service being replaced)")
 
 
+def test_the_replaced_service_s_proxy_is_told_by_its_published_port_when_its_process_cannot_be_named() -> None:
+    """Issue 39 (12): in the gateway container (not root) docker-proxy is 'a process of another user'; the Docker
+    API's published ports of the container being replaced tell it."""
+    old = ContainerState(
+        id=OTHER_ID,
+        name="servectl-old",
+        image="x",
+        status="running",
+        ports=(PublishedPort("127.0.0.1", 8180, 30000),),
+    )
+    probe = host()
+    probe.listen("127.0.0.1", 8180)  # no pid, no name: another user's process
+    req = request(replacing=Replacing(container_name="servectl-old", port=8180))
+    check = preflight(req, probe=probe, engine=docker(old)).check("port.free")
+    assert check.result == "pass" and check.message.endswith("(held by the service being replaced)")
+    probe.listen("127.0.0.1", 8181)
+    alone = preflight(request(), probe=probe).check("port.free")  # no container publishes it: still refused
+    assert alone.result == "fail" and "a process of another user" in alone.message
+
+
 @pytest.mark.parametrize(
     ("role", "port", "ports", "result"),
     [

@@ -39,8 +39,10 @@ def _owner_of_port(request: PreflightRequest, facts: Facts) -> tuple[list[dict[s
     for listener in facts.listeners:
         if not addresses_overlap(request.host_address, listener.address):
             continue
-        if listener.process_name == "docker-proxy" and publisher_ids:
-            continue  # Docker's userland proxy for a container already named above
+        if publisher_ids and (listener.process_name == "docker-proxy" or listener.pid is None):
+            # Docker's userland proxy for a container already named above, by the ports the Docker API says it
+            # publishes: a process this user cannot name (the gateway container, not root) is that proxy too
+            continue
         replacing = request.replacing
         is_replaced = replacing is not None and listener.pid is not None and listener.pid in replacing.pids
         owners.append(
