@@ -143,7 +143,7 @@ def test_only_the_services_the_swap_replaces_count_for_its_turn() -> None:
 
 
 def test_when_busy_refuse_looks_only_at_the_services_the_swap_stops() -> None:
-    turns, clock = _turns(0, when_busy="refuse")
+    turns, _ = _turns(0, when_busy="refuse")
     turns.seen(["a", "c"])
     assert turns.decide("b", in_flight={"c": 3}, replaces={"a"}) == SwapDecision("swap")
     assert turns.decide("b", in_flight={"a": 1, "c": 3}, replaces={"a"}) == SwapDecision("refuse", busy=(("a", 1),))
