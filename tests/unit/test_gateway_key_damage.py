@@ -94,3 +94,16 @@ def test_a_gateway_whose_key_file_is_damaged_answers_503_in_its_own_shape_and_sa
     assert status is not None and str(keys) in status["keys_error"]
     said = "  key file unreadable (only the keys read before pass): "
     assert any(line.startswith(said) for line in gateway_lines(status))
+
+
+def test_gateway_status_says_how_to_start_a_killed_gateway_container_again() -> None:
+    """Issue 39 (14): after ``docker kill`` the container stays exited and status gave no hint."""
+    from servectl.cli.views.gateway import container_line
+
+    assert container_line("c0ffee" * 4, "servectl-gateway:1", "running") == [
+        "gateway container c0ffeec0ffee (servectl-gateway:1) running"
+    ]
+    assert container_line("c0ffee" * 4, "servectl-gateway:1", "exited") == [
+        "gateway container c0ffeec0ffee (servectl-gateway:1) exited",
+        "  the gateway container is exited, not serving; start it again: servectl gateway up",
+    ]

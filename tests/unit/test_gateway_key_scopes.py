@@ -178,7 +178,9 @@ def test_budgets_parse(text: str, budget: Budget) -> None:
     assert parse_budget(text) == budget and str(parse_budget(str(budget))) == str(budget)
 
 
-@pytest.mark.parametrize("text", ["1000", "0/day", "10/year", "-1/day", "ten/day", ""])
+@pytest.mark.parametrize(
+    "text", ["1000", "0/day", "10/year", "-1/day", "ten/day", "", "9" * 29 + "/day", "1000000000001/day"]
+)
 def test_bad_budgets_are_refused_in_one_line(text: str) -> None:
     with pytest.raises(UsageError, match=r"^--budget .*: write requests per period such as 1000/day"):
         parse_budget(text)

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from servectl.adapters.gateway_admin import gateway_status
-from servectl.gateway.config import load_gateway_config
+from servectl.gateway.config import GatewayConfig, load_gateway_config
 from servectl.gateway.keys import create_key
 from servectl.gateway.reload import ConfigWatcher
 from servectl.gateway.routes import Upstream
@@ -203,3 +203,19 @@ def test_a_gateway_file_that_is_gone_or_no_regular_file_keeps_the_last_good_conf
     reloaded = _checked_within(watch)
     assert reloaded is not None and watch.error is None
     assert watch.running.aliases == {"chat": ["demo"], "small": ["other"]}
+
+
+def test_a_profile_named_default_takes_the_alias_and_says_the_built_in_one_is_not_served(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Issue 39 (14): a profile default.yaml replaced the built-in ``default`` alias without a word."""
+    with caplog.at_level(logging.WARNING, logger="servectl.gateway"):
+        table = alias_table(GatewayConfig(), lambda: ["a", "default"])
+        assert list(table.profiles("default")) == ["default"]
+        assert [r.getMessage() for r in caplog.records] == [
+            "profile default takes the alias default: the built-in default alias (any running service) is not "
+            "served; rename the profile, or write aliases: in the gateway file"
+        ]
+        caplog.clear()
+        table = alias_table(GatewayConfig(), lambda: ["a", "b"])
+        assert list(table.profiles("default")) == ["*"] and caplog.records == []

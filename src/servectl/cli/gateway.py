@@ -145,7 +145,7 @@ def status_command(
     as_json: Annotated[bool, typer.Option("--json", help="print the container and live state as JSON")] = False,
 ) -> None:
     """The gateway: its container (if any) and, from the running gateway, each alias -> profile -> state."""
-    from servectl.cli.views.gateway import gateway_lines
+    from servectl.cli.views.gateway import container_line, gateway_lines
     from servectl.host import from_env
 
     with from_env() as host:
@@ -155,7 +155,8 @@ def status_command(
         typer.echo(json.dumps(current.to_dict(), indent=2))
         return
     if container is not None:
-        typer.echo(f"gateway container {container.container_id[:12]} ({container.image}) {container.state}")
+        for line in container_line(container.container_id, container.image, container.state):
+            typer.echo(line)
     if live is None:
         typer.echo("no gateway answers on this host" + ("" if container else "; start one: servectl gateway up"))
         raise typer.Exit(1)

@@ -37,6 +37,8 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _DURATION = re.compile(r"^(\d+)\s*([smhdw])$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _BUDGET = re.compile(r"^(\d+)\s*/\s*(hour|day|week|month)$")
+#: More requests than any period of one gateway can hold: a larger count is a typo (a 29-digit count was taken).
+MAX_BUDGET = 10**12
 BUDGET_PERIODS = ("hour", "day", "week", "month")
 
 
@@ -58,8 +60,11 @@ def parse_budget(text: str) -> Budget:
         UsageError: not a positive count, a slash and one of those periods.
     """
     match = _BUDGET.match(text.strip().lower())
-    if not match or int(match.group(1)) == 0:
-        raise UsageError(f"--budget {text!r}: write requests per period such as 1000/day ({', '.join(BUDGET_PERIODS)})")
+    if not match or len(match.group(1)) > 13 or not 0 < int(match.group(1)) <= MAX_BUDGET:
+        raise UsageError(
+            f"--budget {text!r}: write requests per period such as 1000/day ({', '.join(BUDGET_PERIODS)}), "
+            f"a count from 1 to {MAX_BUDGET:,}"
+        )
     return Budget(int(match.group(1)), match.group(2))
 
 

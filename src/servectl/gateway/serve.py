@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from servectl.errors import ServectlError
-from servectl.gateway.config import Endpoint, GatewayConfig, default_aliases
+from servectl.gateway.config import DEFAULT_ALIAS, Endpoint, GatewayConfig, default_aliases
 from servectl.gateway.routes import AliasTable, Upstream
 
 if TYPE_CHECKING:
@@ -32,7 +32,16 @@ def alias_table(config: GatewayConfig, profiles: Callable[[], Sequence[str]]) ->
     (the profiles of ``endpoints:`` when the file has them)."""
     if config.aliases is not None:
         return AliasTable(config.aliases)
-    return AliasTable(default_aliases(config.endpoints if config.endpoints is not None else profiles()))
+    names = list(config.endpoints) if config.endpoints is not None else list(profiles())
+    if DEFAULT_ALIAS in names:  # its own name wins, as for every profile; the built-in default is not served
+        log.warning(
+            "profile %s takes the alias %s: the built-in %s alias (any running service) is not served; rename "
+            "the profile, or write aliases: in the gateway file",
+            DEFAULT_ALIAS,
+            DEFAULT_ALIAS,
+            DEFAULT_ALIAS,
+        )
+    return AliasTable(default_aliases(names))
 
 
 def service_upstreams(ctx: Context) -> Callable[[], list[Upstream]]:

@@ -20,3 +20,12 @@ def gateway_lines(live: Mapping[str, Any]) -> list[str]:
     if (live.get("config") or {}).get("error"):
         lines.append(f"  configuration edit refused: {live['config']['error']}")
     return lines
+
+
+def container_line(container_id: str, image: str, state: str) -> list[str]:
+    """The gateway container's line, and how to start it again when it does not run (a ``docker kill`` or an
+    engine restart leaves it exited: ``unless-stopped`` does not restart what was stopped by hand)."""
+    lines = [f"gateway container {container_id[:12]} ({image}) {state}"]
+    if state not in ("running", "restarting"):
+        lines.append(f"  the gateway container is {state}, not serving; start it again: servectl gateway up")
+    return lines
