@@ -299,7 +299,7 @@ def test_an_edited_gateway_file_is_served_without_a_restart_and_a_bad_edit_is_re
         _until(lambda: "configuration edit refused" in world.ok("gateway", "status"))
         refused = [ln for ln in world.ok("gateway", "status").splitlines() if "edit refused" in ln]
         assert len(refused) == 1 and refused[0].endswith(
-            f"gateway.yaml:{len(yaml.safe_dump(doc).splitlines()) + 1}: limts: unknown key; did you mean 'limits'?; "
+            f"gateway.yaml:{len(yaml.safe_dump(doc).splitlines()) + 1}: an unknown key; did you mean 'limits'?; "
             "the running configuration is kept (fix the file: servectl validate)"
         )
         logs = world.ok("gateway", "logs")
@@ -310,6 +310,71 @@ def test_an_edited_gateway_file_is_served_without_a_restart_and_a_bad_edit_is_re
         world.config.write_text(original)
         world.ok("gateway", "keys", "revoke", "every-alias")
     _until(lambda: "small" not in json.loads(world.ok("gateway", "status", "--json"))["live"]["aliases"])
+
+
+SECRET_LINES = "root:$6$saltsalt$c2VjcmV0aGFzaA:19000:0:99999:7:::\nOPENAI_API_KEY: sk-leakleakleakleakleak12\n"
+
+
+def test_a_gateway_file_turned_into_a_secret_link_a_fifo_or_deleted_keeps_the_last_good_configuration(
+    world: World,
+) -> None:
+    """Issue 39 (3, 4, 7) in the gateway container: each is one refusal line in gateway status (no content of the
+    file), the running aliases stay (not the defaults), the watcher does not block, a good file is served again."""
+    original, pid = world.config.read_text(), world.gateway_pid()
+    secret = world.config.with_name("secret.env")
+    secret.write_text(SECRET_LINES)
+    secret.chmod(0o644)
+
+    def refused() -> str:
+        lines = [ln for ln in world.ok("gateway", "status").splitlines() if "edit refused" in ln]
+        return lines[0] if lines else ""
+
+    try:
+        for damage, said in (
+            ("link to a secret", "gateway.yaml:1: an unknown key; allowed keys:"),
+            ("fifo", "gateway.yaml: is a FIFO (named pipe), not a regular file"),
+            ("deleted", "gateway.yaml: the gateway file is gone (deleted or moved)"),
+        ):
+            world.config.unlink(missing_ok=True)
+            if damage == "link to a secret":
+                world.config.symlink_to(secret.name)
+            elif damage == "fifo":
+                os.mkfifo(world.config, 0o644)
+            _until(lambda said=said: said in refused())  # type: ignore[misc]
+            assert [m.id for m in world.sdk().models.list()] == ["chat"], damage  # not every profile + default
+        shown = world.ok("gateway", "status") + world.ok("gateway", "status", "--json") + world.ok("gateway", "logs")
+        assert "saltsalt" not in shown and "sk-leak" not in shown and "OPENAI" not in shown and "99999" not in shown
+    finally:
+        world.config.unlink(missing_ok=True)
+        world.config.write_text(original)
+    _until(lambda: refused() == "")
+    assert world.gateway_pid() == pid
+
+
+def test_a_key_folder_the_gateway_container_cannot_read_answers_503_not_500(world: World) -> None:
+    """Issue 39 (8): chmod 000 on the key folder (the container runs as uid 65532): a key read before still
+    passes, any other gets 503 keys_unreadable in the gateway's shape, and gateway status says why."""
+    if os.geteuid() != 0:
+        pytest.skip("the gateway container runs as this user; chmod 000 does not lock it out")
+    folder = world.home / "gateway"
+    mode = folder.stat().st_mode & 0o7777
+    fresh = world.ok("gateway", "keys", "create", f"late-{world.tid}", "--alias", "chat").strip()
+    try:
+        folder.chmod(0)
+        body = {"model": "chat", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+        late = httpx.post(world.url + "/v1/chat/completions", json=body, timeout=30,
+                          headers={"Authorization": f"Bearer {fresh}"})  # fmt: skip
+        assert late.status_code == 503, late.text
+        assert late.headers["X-Servectl-Reason"] == "keys_unreadable" and "Traceback" not in late.text
+        known = httpx.post(world.url + "/v1/chat/completions", json=body, timeout=30,
+                           headers={"Authorization": f"Bearer {world.key}"})  # fmt: skip
+        assert known.status_code == 200, known.text
+        live = json.loads(world.ok("gateway", "status", "--json"))["live"]
+        assert "gateway key file" in live["keys_error"] and "Permission denied" in live["keys_error"]
+        assert "key file unreadable" in world.ok("gateway", "status")
+    finally:
+        folder.chmod(mode)
+        world.ok("gateway", "keys", "revoke", f"late-{world.tid}")
 
 
 def test_a_profile_added_to_the_search_path_is_served_without_a_restart(world: World) -> None:
