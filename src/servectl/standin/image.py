@@ -131,6 +131,8 @@ def _app_files() -> list[tuple[str, bytes]]:
             f'"""servectl: the stand-in image\'s subset."""\n\n__version__ = "{__version__}"\n'.encode(),
         ),
         (f"{APP_DIR}/servectl/profile/__init__.py", b""),
+        # the catalog reads its files through the one bounded reader (stdlib only)
+        (f"{APP_DIR}/servectl/files.py", (pkg / "files.py").read_bytes()),
         (f"{APP_DIR}/servectl/profile/catalog.py", (pkg / "profile" / "catalog.py").read_bytes()),
         # the catalog converts values with SGLang's own type functions, imported when it parses argv
         (f"{APP_DIR}/servectl/profile/sglang_types.py", (pkg / "profile" / "sglang_types.py").read_bytes()),
