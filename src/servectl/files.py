@@ -34,6 +34,7 @@ import stat
 from pathlib import Path
 
 __all__ = [
+    "FILE_MODE",
     "FileRefused",
     "backup_copy",
     "kind_of",
@@ -174,7 +175,11 @@ def refuse_unwritable(path: Path) -> None:
         raise FileRefused(Path(path), f"is {kind}, not a regular file; servectl writes only regular files")
 
 
-def write_atomic(path: Path, data: bytes, *, mode: int = 0o644) -> None:
+#: The mode of a file servectl writes, unless it says otherwise (a key, a nonce: 0o600).
+FILE_MODE = 0o644
+
+
+def write_atomic(path: Path, data: bytes, *, mode: int = FILE_MODE) -> None:
     """Replace (or create) regular file ``path`` with ``data`` at once; its folder must exist.
 
     Raises:

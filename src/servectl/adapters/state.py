@@ -23,7 +23,7 @@ from typing import Any, NoReturn, Protocol
 
 from servectl.adapters.state_sharing import SHARED_GID, file_mode, make_folder, shared, with_group
 from servectl.errors import LockTimeout, ServectlError, StateAccessDenied, StateDamaged
-from servectl.files import FileRefused, kind_of, read_bounded, write_atomic
+from servectl.files import FILE_MODE, FileRefused, kind_of, read_bounded, write_atomic
 
 LOCK_FILE = "servectl.lock"
 HISTORY_FILE = "history.json"
@@ -39,7 +39,7 @@ HISTORY_LIMIT = 1000
 RUN_EVENTS = frozenset({"up", "swap", "rollback"})
 
 
-def atomic_write_text(path: Path, text: str, *, mode: int = 0o644) -> None:
+def atomic_write_text(path: Path, text: str, *, mode: int = FILE_MODE) -> None:
     """Write ``text`` to ``path`` so that readers see the old or the new content, never a mix.
 
     In a shared state folder (:func:`share_state_folder`) the group gets the owner's rights on the file.

@@ -271,14 +271,11 @@ def run_from_file(
         return loaded
 
     def replaced_by(target: str) -> set[str]:  # the services a swap to target stops, as servectl swap decides
-        from servectl.plan.resolve import resolve
-        from servectl.service.services import services
         from servectl.service.swap_preflight import overlaps
 
-        resolved = resolve(target, environ=environ)
-        return {
-            s.profile for s in services(docker=docker) if s.running and s.profile != target and overlaps(s, resolved)
-        }
+        resolved = ctx.resolve(target)
+        running = [s for s in ctx.runtime.services() if s.running and s.profile != target]
+        return {s.profile for s in running if overlaps(s, resolved)}
 
     config = load()
     state = ctx.state_dir
