@@ -92,3 +92,25 @@ def test_two_aliases_hammered_at_once_swap_once_per_min_loaded_s_and_no_request_
     history = json.loads((pair.home / "history.json").read_text())
     swapped = [e for e in history if e.get("event") == "swap"]
     assert len(swapped) == swaps, swapped  # each swap on request recorded by the container in root's history
+
+
+def test_a_swap_on_request_between_profiles_that_share_a_port_runs_in_the_gateway_container(pair: World) -> None:
+    """Issue 39 (12): in the container (uid 65532) the replaced service's docker-proxy is a process it cannot
+    name; preflight tells it by the ports the Docker API says that container publishes, so the swap runs."""
+    status = json.loads(pair.ok("status", "--json"))
+    (running,) = [s["profile"] for s in status["services"]]
+    other = pair.b if running == pair.a else pair.a
+    alias = "two" if other == pair.b else "one"
+    port = yaml.safe_load((pair.profiles / f"{running}.yaml").read_text(encoding="utf-8"))["serve"]["port"]
+    path = pair.profiles / f"{other}.yaml"
+    doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    doc["serve"] = {**doc["serve"], "port": port}  # the same host port as the service it replaces
+    path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    body = {"model": alias, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
+    answer = httpx.post(
+        pair.url + "/v1/chat/completions", timeout=120, headers={"Authorization": f"Bearer {pair.key}"}, json=body
+    )
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["model"] == alias
+    after = json.loads(pair.ok("status", "--json"))
+    assert [(s["profile"], s["port"]) for s in after["services"]] == [(other, port)]
