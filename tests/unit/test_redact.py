@@ -85,3 +85,33 @@ def test_servectl_logs_redacts_the_secrets_the_profile_references(
         lines = list(host.logs(name="leaky"))
     assert "token *** key ***" in lines and f"hf *** setting {plain}" in lines
     assert not any(s in line for line in lines for s in (api_key, token, HF))
+
+
+def test_a_failed_start_shows_its_last_lines_without_the_secrets_the_profile_references(
+    profile_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from servectl.errors import StartupFailed
+    from servectl.testing.docker import FakeDockerEngine, sglang_like_script, write_test_profile
+    from servectl.testing.host import FakeHost
+
+    api_key, token = "engine-key-0123456789", "opaque-token-value-42"
+    environ = {**os.environ, "MY_ENGINE_KEY": api_key, "VENDOR_TOKEN": token}
+    write_test_profile(
+        profile_dir,
+        "leaky",
+        port=8192,
+        serve={"api_key_env": "MY_ENGINE_KEY"},
+        engine={"env": {"VENDOR_TOKEN": "${VENDOR_TOKEN}"}},
+    )
+    fatal = f"torch.OutOfMemoryError: CUDA out of memory (token {token}, key {api_key}, {HF})"
+    engine = FakeDockerEngine(
+        images={"servectl-standin:latest"},
+        script_for=lambda spec: sglang_like_script(0.1, fatal_line=fatal),
+        sleep=lambda s: None,
+    )
+    with FakeHost(state_dir=profile_dir.parent / "home", engine=engine, environ=environ) as host:
+        with pytest.raises(StartupFailed) as failed:
+            host.up(name="leaky")
+    shown = "\n".join([*failed.value.lines(), *failed.value.last_log_lines])
+    assert "CUDA out of memory (token ***, key ***, ***)" in shown
+    assert api_key not in shown and token not in shown and HF not in shown

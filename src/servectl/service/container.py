@@ -99,6 +99,7 @@ def start(
         StartupFailed: the container did not pass the gate; it has been stopped and removed.
     """
     from servectl.service.health import GateOptions, Progress, wait_until_serving  # not on status's path
+    from servectl.service.logs import referenced_secrets
 
     plan = resolved.plan
     env = os.environ if environ is None else environ
@@ -122,7 +123,7 @@ def start(
             on_phase=_recording_passage(gates, container_id, plan.docker.name, on_phase),
             api_key=api_key,
             started_at=t0,
-            opts=GateOptions(clock=clock),
+            opts=GateOptions(clock=clock, secrets=tuple(referenced_secrets(plan, env))),
         )
         _record_passed(gates, container_id, plan.docker.name)  # idempotent; a gate stubbed in tests
     except BaseException as err:

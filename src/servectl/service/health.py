@@ -124,10 +124,13 @@ class LogWatcher:
     Args:
         expect_log: regexes that must appear before the service counts as up.
         tail_lines: how many recent lines to keep for error reports.
+        secrets: values taken out of the kept lines besides the key spellings and token shapes (the secrets
+            the profile references).
     """
 
     expect_log: Sequence[str] = ()
     tail_lines: int = 30
+    secrets: Sequence[str] = ()
     phase: str = STARTING
     percent: int | None = None
     detail: str = ""
@@ -151,11 +154,11 @@ class LogWatcher:
     def feed(self, line: str) -> tuple[bool, bool]:
         """Read one line. Returns (counts as engine progress, progress display changed)."""
         if not _PROBE_LINE.search(line):
-            self.tail.append(redact(line))
+            self.tail.append(redact(line, self.secrets))
         # A fatal line that only opens a traceback: the exception line at its end says what went wrong.
         if self.fatal is not None and self.fatal.line.endswith(_TRACEBACK_HEAD) and _EXCEPTION_LINE.match(line):
             head = self.fatal.line[: -len(_TRACEBACK_HEAD)].rstrip().rstrip(":")
-            self.fatal = FatalLine(self.fatal.reason, f"{head}: {redact(line.strip())}")
+            self.fatal = FatalLine(self.fatal.reason, f"{head}: {redact(line.strip(), self.secrets)}")
         for pattern, regex in self._expect:
             if pattern not in self._seen and regex.search(line):
                 self._seen.add(pattern)
@@ -164,7 +167,7 @@ class LogWatcher:
         if self.fatal is None:
             for reason, regex in FATAL_PATTERNS:
                 if regex.search(line):
-                    self.fatal = FatalLine(reason, redact(line.strip()))
+                    self.fatal = FatalLine(reason, redact(line.strip(), self.secrets))
                     break
         if READY_LINE in line:
             self.ready_line_seen = True
@@ -389,6 +392,7 @@ class GateOptions:
         poll_s: probe period (at most 0.25 s: the gate adds no noticeable delay).
         inspect_every_s: how often the container's state is read besides when its log ends.
         fatal_grace_s, expect_grace_s: see :class:`GateMachine`.
+        secrets: the secret values the profile references, taken out of the last lines a failure shows.
     """
 
     clock: Callable[[], float] = time.monotonic
@@ -397,6 +401,7 @@ class GateOptions:
     inspect_every_s: float = 1.0
     fatal_grace_s: float = 0.5
     expect_grace_s: float = 1.0
+    secrets: tuple[str, ...] = ()
 
 
 def wait_until_serving(
@@ -429,6 +434,7 @@ def wait_until_serving(
     import httpx
 
     gate = GateMachine(plan, clock() if started_at is None else started_at, fatal_grace_s, expect_grace_s)
+    gate.watcher.secrets = opts.secrets
     gate.last_line_t = clock()  # the stall timeout counts from when the gate starts reading
     client = httpx.Client(timeout=5.0) if http is None else http
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
