@@ -109,9 +109,9 @@ def test_a_failed_start_shows_its_last_lines_without_the_secrets_the_profile_ref
         script_for=lambda spec: sglang_like_script(0.1, fatal_line=fatal),
         sleep=lambda s: None,
     )
-    with FakeHost(state_dir=profile_dir.parent / "home", engine=engine, environ=environ) as host:
-        with pytest.raises(StartupFailed) as failed:
-            host.up(name="leaky")
+    home = profile_dir.parent / "home"
+    with FakeHost(state_dir=home, engine=engine, environ=environ) as host, pytest.raises(StartupFailed) as failed:
+        host.up(name="leaky")
     shown = "\n".join([*failed.value.lines(), *failed.value.last_log_lines])
     assert "CUDA out of memory (token ***, key ***, ***)" in shown
     assert api_key not in shown and token not in shown and HF not in shown
