@@ -510,6 +510,16 @@ def test_the_gateway_killed_with_sigkill_comes_back_with_its_configuration_and_k
     assert _chat(world.sdk(), stream=True)
     status = json.loads(world.ok("gateway", "status", "--json"))
     assert status["live"]["aliases"]["chat"]["state"] == "ready"
+    # issue 39 (14): docker kill leaves the container exited (the restart policy leaves a killed container
+    # alone); gateway status says so and how to start it again, and that command does
+    world.client.containers.get(world.gateway_name).kill()
+    _until(lambda: world.client.containers.get(world.gateway_name).status == "exited", timeout_s=30)
+    killed = world.servectl("gateway", "status")
+    assert killed.returncode == 1
+    assert "  the gateway container is exited, not serving; start it again: servectl gateway up" in killed.stdout
+    again = world.ok("gateway", "up", "--config", str(world.config))
+    assert "  chat -> " in again and again.rstrip().endswith("-> ready"), again
+    assert [m.id for m in world.sdk().models.list()] == ["chat"]
     down = world.ok("gateway", "down")
     assert down.startswith("stopped gateway container")
     assert world.servectl("gateway", "status").returncode == 1
