@@ -55,11 +55,33 @@ def commands() -> list[list[str]]:
     return found
 
 
+#: Commands to try first; tests/integration/test_readme_runs.py runs them (the mark below) from a plain install.
+EXAMPLES = """\
+servectl profiles                          # every profile on the search path, where it comes from, its status
+servectl validate demo                     # the schema and every rule, one line per problem
+servectl show demo                         # the profile after `extends`
+servectl diff demo demo-rollback           # what differs between two compiled plans
+servectl up demo --dry-run                 # the exact docker run and SGLang argv
+servectl preflight demo                    # every check before a start (needs Docker for the image and ports)
+servectl render demo --to compose --out -  # the same plan as a compose file
+servectl gateway init                      # the example gateway file, where servectl reads it
+"""
+
+
 def render() -> str:
     parts = [
         "# CLI reference",
         "",
         "Generated from `servectl ... --help` by `scripts/gen_cli_docs.py`; a test fails when it is stale.",
+        "",
+        "## Examples",
+        "",
+        "Each runs on a fresh install with Docker and no GPU (a test runs them in a clean state folder):",
+        "",
+        "<!-- readme-test: run -->",
+        "```bash",
+        EXAMPLES.rstrip("\n"),
+        "```",
         "",
         "## servectl",
         "",

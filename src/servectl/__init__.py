@@ -143,6 +143,7 @@ _EXPORTS: dict[str, str] = {
     "gateway_logs": "servectl.api",
     "gateway_run": "servectl.api",
     "gateway_status": "servectl.api",
+    "init_gateway_file": "servectl.api",
     "gateway_up": "servectl.api",
     "load_profile": "servectl.api",
     "logs": "servectl.api",
@@ -204,6 +205,7 @@ if TYPE_CHECKING:
     from servectl.api import gateway_run as gateway_run
     from servectl.api import gateway_status as gateway_status
     from servectl.api import gateway_up as gateway_up
+    from servectl.api import init_gateway_file as init_gateway_file
     from servectl.api import load_profile as load_profile
     from servectl.api import logs as logs
     from servectl.api import profile_schema as profile_schema

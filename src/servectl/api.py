@@ -63,6 +63,7 @@ __all__ = [
     "gateway_run",
     "gateway_status",
     "gateway_up",
+    "init_gateway_file",
     "load_profile",
     "logs",
     "profile_schema",
@@ -156,6 +157,7 @@ gateway_run = _function(Host.gateway_run)
 gateway_up = _function(Host.gateway_up)
 gateway_down = _function(Host.gateway_down)
 gateway_status = _function(Host.gateway_status)
+init_gateway_file = _function(Host.init_gateway_file)
 gateway_logs = _generator(Host.gateway_logs)
 create_gateway_key = _function(Host.create_gateway_key)
 gateway_keys = _function(Host.gateway_keys)

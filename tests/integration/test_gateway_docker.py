@@ -110,7 +110,9 @@ class World:
     def start(self) -> str:
         """``up a``, a key for alias ``chat``, ``gateway up``: the gateway's ``up`` output (``chat`` on ``a``)."""
         self.ok("up", self.a)
-        self.key = self.ok("gateway", "keys", "create", "laptop", "--alias", "chat", "--rate", "1000000").strip()
+        self.key = self.ok(
+            "gateway", "keys", "create", "laptop", "--alias", "chat", "--rate", "1000000", "--config", str(self.config)
+        ).strip()
         up = self.ok("gateway", "up", "--config", str(self.config))
         assert f"chat -> {self.a} -> ready" in up, up
         return up
@@ -224,7 +226,9 @@ def test_bad_requests_get_413_400_404_401_and_slow_clients_are_cut(world: World)
 
 
 def test_scoped_keys_budgets_and_usage_through_the_gateway_container(world: World) -> None:
-    budgeted = world.ok("gateway", "keys", "create", "ci", "--aliases", "chat", "--budget", "3/day").strip()
+    budgeted = world.ok(
+        "gateway", "keys", "create", "ci", "--aliases", "chat", "--budget", "3/day", "--config", str(world.config)
+    ).strip()
     watcher = world.ok("gateway", "keys", "create", "watcher", "--read-only").strip()
     time.sleep(1.2)  # the key ring re-reads the file within a second
     assert [m.id for m in world.sdk(watcher).models.list()] == ["chat"]

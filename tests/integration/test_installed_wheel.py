@@ -2,77 +2,27 @@
 
 The wheel is built from this checkout and installed into a fresh venv that cannot see the checkout (no
 ``PYTHONPATH``, cwd an empty temporary folder), so the shipped profiles, schema and demo model must come from
-the package data. Dependencies come from a wheelhouse under ``~/.cache/servectl-ci`` keyed by the hash of
-pyproject's runtime and build requirements: built once (network), then every run installs offline in seconds.
+the package data (tests/integration/_wheel.py builds both, offline from a cached wheelhouse).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import shutil
 import subprocess
-import sys
 import time
-import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[2]
-CACHE = Path(os.environ.get("SERVECTL_CI_CACHE", "~/.cache/servectl-ci")).expanduser()
+from _wheel import install_wheel, remove_containers_of, user_env
 
 pytestmark = pytest.mark.integration
-
-
-def _requirements() -> list[str]:
-    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
-    return [*pyproject["project"]["dependencies"], *pyproject["build-system"]["requires"], "wheel"]
-
-
-def _pip(*args: str, timeout: float = 600) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "pip", "--disable-pip-version-check", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},  # the checkout must stay invisible
-    )
-    assert proc.returncode == 0, f"pip {' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-
-
-def _wheelhouse() -> Path:
-    """Wheels of every runtime and build requirement, built once per requirement set and Python."""
-    requirements = _requirements()
-    key = hashlib.sha256(json.dumps([requirements, sys.version, sys.platform]).encode()).hexdigest()[:16]
-    house = CACHE / f"wheelhouse-{key}"
-    if (house / ".complete").is_file():
-        return house
-    partial = CACHE / f"wheelhouse-{key}.partial-{os.getpid()}"
-    shutil.rmtree(partial, ignore_errors=True)
-    _pip("wheel", "-q", "-w", str(partial), *requirements)
-    (partial / ".complete").write_text("\n".join(requirements) + "\n", encoding="utf-8")
-    try:
-        partial.rename(house)
-    except OSError:  # another session finished the same wheelhouse first
-        shutil.rmtree(partial, ignore_errors=True)
-    return house
 
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A fresh venv with the servectl wheel (no extras); its bin folder."""
-    house = _wheelhouse()
-    root = tmp_path_factory.mktemp("wheel")
-    _pip("wheel", "-q", "--no-deps", "--no-index", "--find-links", str(house), "-w", str(root / "dist"), str(REPO))
-    (wheel,) = (root / "dist").glob("servectl-*.whl")
-    venv = root / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
-    python = venv / "bin" / "python"
-    _pip("--python", str(python), "install", "-q", "--no-index", "--find-links", str(house), str(wheel))
-    yield venv / "bin"
+    yield install_wheel(tmp_path_factory.mktemp("wheel"))
 
 
 def _wheel_version(bin_dir: Path) -> str:
@@ -82,11 +32,7 @@ def _wheel_version(bin_dir: Path) -> str:
 
 
 def _env(bin_dir: Path, home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "SERVECTL_", "VIRTUAL_ENV"))}
-    env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
-    env["SERVECTL_HOME"] = str(home)
-    env["COLUMNS"] = "80"
-    return env
+    return user_env(bin_dir, state=home)
 
 
 def _run(bin_dir: Path, cwd: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
@@ -98,29 +44,6 @@ def _run(bin_dir: Path, cwd: Path, *args: str, timeout: float = 300) -> subproce
         text=True,
         timeout=timeout,
     )
-
-
-def _remove_containers_of(site: Path) -> None:
-    """Remove what a failed run left: containers whose profile file lies in this test's venv."""
-    out = subprocess.run(
-        [
-            "docker",
-            "ps",
-            "-aq",
-            "--filter",
-            "label=servectl.managed",
-            "--format",
-            '{{.ID}} {{.Label "servectl.source"}}',
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout
-    ids = [
-        line.split()[0] for line in out.splitlines() if len(line.split()) == 2 and line.split()[1].startswith(str(site))
-    ]
-    if ids:
-        subprocess.run(["docker", "rm", "-f", *ids], capture_output=True, check=False)
 
 
 def test_the_readme_quickstart_works_from_an_empty_folder_with_a_plain_wheel_install(
@@ -167,7 +90,7 @@ def test_the_readme_quickstart_works_from_an_empty_folder_with_a_plain_wheel_ins
         after = _run(installed, cwd, "status", "--json")
         assert "demo" not in {s["profile"] for s in json.loads(after.stdout)["services"]}
     finally:
-        _remove_containers_of(site)
+        remove_containers_of(site)
     assert not list(cwd.glob("*")), "the quickstart wrote into the working folder"
 
 

@@ -88,6 +88,14 @@ def test_servectl_validate_covers_the_gateway_file(tmp_path: Path) -> None:
 
 
 def test_keys_create_prints_the_key_alone_and_stores_only_its_digest(tmp_path: Path) -> None:
+    # no gateway file: each profile is an alias of itself, so `chat` is none of the gateway's (issue 44)
+    refused = servectl("gateway", "keys", "create", "laptop", "--alias", "chat", home=tmp_path)
+    assert refused.returncode == 2 and refused.stdout == "" and refused.stderr.count("\n") == 1, refused.stderr
+    assert "--aliases: chat not in the gateway's aliases (default, demo, demo-rollback, " in refused.stderr
+    assert f"the gateway file {tmp_path / 'gateway.yaml'} does not exist" in refused.stderr
+    assert not (tmp_path / "gateway" / "keys.json").exists()
+    written = servectl("gateway", "init", home=tmp_path)
+    assert written.returncode == 0 and f"wrote {tmp_path / 'gateway.yaml'}" in written.stdout, written.stderr
     result = servectl("gateway", "keys", "create", "laptop", "--alias", "chat", "--expires", "30d", home=tmp_path)
     assert result.returncode == 0, result.stderr
     key = result.stdout.strip()

@@ -441,8 +441,22 @@ def test_gateway_methods_on_a_fake_host(host: FakeHost, profile_dir: Path) -> No
     assert host.revoke_gateway_key(key_name="ci", config_file=config).name == "ci"
     assert host.gateway_keys(config_file=config) == []
     # no gateway container on the fake engine, none answering in the state folder
-    assert host.gateway_status() == servectl.GatewayStatus(container=None, live=None)
-    assert host.gateway_status().to_dict() == {"container": None, "live": None}
+    default_file = servectl.paths.user_profiles_dir(host.environ).parent / "gateway.yaml"
+    # with no gateway file each profile is an alias of itself: a key for another alias is refused, naming them
+    with pytest.raises(servectl.UsageError, match=r"--aliases: chat not in the gateway's aliases \(default, demo"):
+        host.create_gateway_key(key_name="laptop", aliases=["chat"])
+    assert host.init_gateway_file() == default_file and "chat: [demo, demo-rollback]" in default_file.read_text()
+    with pytest.raises(servectl.UsageError, match="exists"):
+        host.init_gateway_file()
+    assert host.create_gateway_key(key_name="laptop", aliases=["chat"]).entry.aliases == ("chat",)
+    default_file.unlink()
+    assert host.gateway_status() == servectl.GatewayStatus(container=None, live=None, config_file=default_file)
+    assert host.gateway_status().to_dict() == {
+        "container": None,
+        "live": None,
+        "config_file": str(default_file),
+        "config_file_present": False,
+    }
     assert host.gateway_down() is None
     with pytest.raises(servectl.ServectlError, match="no gateway container"):
         host.gateway_logs()
@@ -644,6 +658,7 @@ TAKE_NO_PROFILE = {
     "gateway_run": "serves until stopped; its profile lookups go through service_upstreams (tested beside)",
     "gateway_status": "reads the gateway container",
     "gateway_up": "starts the gateway container (its image is built; profiles are looked up inside it)",
+    "init_gateway_file": "writes the shipped example gateway file",
     "profile_schema": "the JSON schema of every profile",
     "recover": "settles a killed transaction from its journal",
     "render_all": "renders the shipped project's profiles",

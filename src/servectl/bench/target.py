@@ -42,8 +42,15 @@ def bench_target(ctx: Context, *, name: str, command: str = "bench", read_cards:
     profile = resolved.loaded.profile
     gpus = ctx.gpus_for(resolved) if read_cards else NullGpuInventory(f"{command} reads no cards of {name}")
     reads = reads_cards(gpus)
-    running = [s for s in ctx.runtime.services() if s.profile == name and s.running]
+    listed = [s for s in ctx.runtime.services() if s.running]
+    running = [s for s in listed if s.profile == name]
     if not running:
+        on_port = [s.profile for s in listed if s.port == profile.serve.port]
+        if on_port:  # `up NAME` would be refused: the port is taken
+            raise UsageError(
+                f"{command} {name}: the profile does not run; {on_port[0]} runs on its port {profile.serve.port}: "
+                f"`servectl {command} {on_port[0]}`, or `servectl swap {name}` to replace it first"
+            )
         raise UsageError(f"{command} {name}: the profile does not run; start it with `servectl up {name}`")
     service = running[0]
     if service.state != "ready":

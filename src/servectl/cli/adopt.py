@@ -12,16 +12,24 @@ def register(app: typer.Typer) -> None:
     app.command("adopt")(adopt_command)
 
 
+OUT_HELP = (
+    "file to write (default: ./profiles/NAME.yaml when ./profiles exists, else NAME.yaml in your profile folder: "
+    "~/.config/servectl/profiles, or $SERVECTL_HOME/profiles)"
+)
+RECIPE_HELP = (
+    "adopt the docker launch of a local-ai-registry/v1 recipe (a JSON file, or the name of one servectl ships, "
+    "e.g. glm53-flash-exl3-q4-rtxpro6000-sglang-tp4)"
+)
+
+
 def adopt_command(
     target: Annotated[
         str | None, typer.Argument(help="container name or id; with --compose, the service; none with --recipe")
     ] = None,
     name: Annotated[str | None, typer.Option("--name", help="profile name (default: from the container name)")] = None,
-    out: Annotated[Path | None, typer.Option("--out", help="file to write (default: profiles/NAME.yaml)")] = None,
+    out: Annotated[Path | None, typer.Option("--out", help=OUT_HELP)] = None,
     compose: Annotated[Path | None, typer.Option("--compose", help="adopt service TARGET of this compose file")] = None,
-    recipe: Annotated[
-        Path | None, typer.Option("--recipe", help="adopt the docker launch of a local-ai-registry/v1 recipe (JSON)")
-    ] = None,
+    recipe: Annotated[Path | None, typer.Option("--recipe", help=RECIPE_HELP)] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="print the profile, write nothing")] = False,
     force: Annotated[bool, typer.Option("--force", help="replace a profile of that name (keeps a .bak)")] = False,
 ) -> None:

@@ -11,12 +11,18 @@ from typing import Annotated
 import typer
 
 ConfigOption = Annotated[
-    Path | None, typer.Option("--config", help="the gateway file (default: gateway.yaml beside your profiles)")
+    Path | None,
+    typer.Option(
+        "--config",
+        help="the gateway file (default: ~/.config/servectl/gateway.yaml, or $SERVECTL_HOME/gateway.yaml; "
+        "`servectl gateway status` names it)",
+    ),
 ]
 
 
 def register(app: typer.Typer) -> None:
     gateway = typer.Typer(help="One authenticated, alias-routed OpenAI-compatible endpoint that outlives swaps.")
+    gateway.command("init")(init_command)
     gateway.command("run")(run_command)
     gateway.command("up")(up_command)
     gateway.command("down")(down_command)
@@ -28,6 +34,18 @@ def register(app: typer.Typer) -> None:
     keys.command("revoke")(keys_revoke_command)
     gateway.add_typer(keys, name="keys")
     app.add_typer(gateway, name="gateway")
+
+
+def init_command(
+    config: ConfigOption = None,
+    force: Annotated[bool, typer.Option("--force", help="replace an existing gateway file")] = False,
+) -> None:
+    """Write the example gateway file (aliases chat -> demo | demo-rollback, and default) where servectl reads it."""
+    from servectl.host import from_env
+
+    with from_env() as host:
+        path = host.init_gateway_file(config_file=config, overwrite=force)
+    typer.echo(f"wrote {path}: edit its aliases; servectl validate checks it, a running gateway reloads it")
 
 
 def run_command(
@@ -157,6 +175,9 @@ def status_command(
     if container is not None:
         for line in container_line(container.container_id, container.image, container.state):
             typer.echo(line)
+    if current.config_file is not None:
+        there = "" if current.config_file_present else " (none there: each profile is an alias of itself)"
+        typer.echo(f"gateway file {current.config_file}{there}")
     if live is None:
         typer.echo("no gateway answers on this host" + ("" if container else "; start one: servectl gateway up"))
         raise typer.Exit(1)

@@ -65,7 +65,12 @@ class _ProgressDisplay:
 def up_command(
     name: Annotated[str, typer.Argument(help="profile to start", autocompletion=profile_names)],
     dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="print the exact docker run and SGLang argv; touch nothing")
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="print the exact docker run and SGLang argv; starts and changes nothing but the plan cache "
+            "(cache/plans in the state folder; SERVECTL_NO_PLAN_CACHE=1: not even that)",
+        ),
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="with --dry-run: print the plan as JSON")] = False,
     force: Annotated[

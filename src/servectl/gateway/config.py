@@ -41,6 +41,32 @@ def default_config_file(environ: Mapping[str, str] | None = None) -> Path:
     return user_profiles_dir(environ).parent / "gateway.yaml"
 
 
+def write_example_config(path: Path, *, overwrite: bool = False) -> Path:
+    """Write the shipped example gateway file to ``path`` (its schema line pointing at the shipped schema); ``path``.
+
+    Raises:
+        UsageError: ``path`` exists and ``overwrite`` is off.
+    """
+    from servectl.adapters.state import atomic_write_text
+    from servectl.errors import UsageError
+    from servectl.files import read_text_bounded
+    from servectl.profile.yaml_locations import MAX_PROFILE_BYTES
+
+    if path.exists() and not overwrite:
+        raise UsageError(f"{path} exists; edit it, or replace it with the example: servectl gateway init --force")
+    example = DATA_DIR / "examples" / "gateway.yaml"
+    lines = read_text_bounded(example, limit_bytes=MAX_PROFILE_BYTES, what="gateway file").splitlines()
+    header = [
+        f"# yaml-language-server: $schema={GATEWAY_SCHEMA_FILE.as_uri()}",
+        "# servectl gateway: written by `servectl gateway init` from the example servectl ships; edit it here.",
+    ]
+    body = next(i for i, line in enumerate(lines) if not line.startswith("#"))  # the example's header goes
+    lines = header + lines[body:]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, "\n".join(lines) + "\n")
+    return path
+
+
 def gateway_state_dir(environ: Mapping[str, str] | None = None) -> Path:
     """Where the gateway keeps its key file and admin socket: ``<state>/gateway``."""
     return state_dir(environ) / "gateway"

@@ -179,12 +179,14 @@ def create_key(
     read_only: bool = False,
     budget: Budget | None = None,
     known_aliases: Sequence[str] | None = None,
+    aliases_from: str = "the gateway file's aliases",
+    alias_fix: str = "",
     clock: Callable[[], float] = time.time,
 ) -> tuple[str, KeyEntry]:
     """Make a new key, store its digest under ``name`` and return ``(key, entry)``; the key is never stored.
 
     Raises:
-        UsageError: a bad name, an alias not in ``known_aliases`` (the gateway file's, when it names them),
+        UsageError: a bad name, an alias not in ``known_aliases`` (the gateway's: ``aliases_from`` says whose),
             or a key of that name exists (revoke it first).
     """
     if not _NAME.match(name):
@@ -192,7 +194,8 @@ def create_key(
     unknown = [a for a in aliases or () if known_aliases is not None and a not in known_aliases]
     if unknown:
         known = ", ".join(sorted(known_aliases or ())) or "none"
-        raise UsageError(f"--aliases: {', '.join(unknown)} not in the gateway file's aliases ({known})")
+        fix = f"; {alias_fix}" if alias_fix else ""
+        raise UsageError(f"--aliases: {', '.join(unknown)} not in {aliases_from} ({known}){fix}")
     with _file_lock(path):
         entries = read_keys(path)
         if any(e.name == name for e in entries):

@@ -22,10 +22,19 @@ class GatewayStatus:
 
     container: GatewayContainer | None
     live: dict[str, Any] | None
+    #: The gateway file a gateway started now would read (``servectl gateway init`` writes it).
+    config_file: Path | None = None
+    config_file_present: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        """``gateway status --json``: ``{"container": {...} or null, "live": {...} or null}``."""
-        return {"container": None if self.container is None else self.container.to_dict(), "live": self.live}
+        """``gateway status --json``: ``{"container": {...} or null, "live": {...} or null, "config_file": PATH,
+        "config_file_present": BOOL}``."""
+        return {
+            "container": None if self.container is None else self.container.to_dict(),
+            "live": self.live,
+            "config_file": None if self.config_file is None else str(self.config_file),
+            "config_file_present": self.config_file_present,
+        }
 
 
 @dataclass(frozen=True)
@@ -100,11 +109,27 @@ class GatewayCommands(TransactionCommands):
 
     def gateway_status(self) -> GatewayStatus:
         """The gateway container (if any) and what the gateway running on this host says of itself."""
+        from servectl.gateway.config import default_config_file
         from servectl.gateway.container import gateway_live, gateway_status
 
         container = gateway_status(docker=self.docker, environ=self.environ)
         live = container.live if container is not None else gateway_live(state_dir=self.state_dir)
-        return GatewayStatus(container=container, live=live)
+        config_file = default_config_file(self.environ)
+        return GatewayStatus(
+            container=container, live=live, config_file=config_file, config_file_present=config_file.is_file()
+        )
+
+    def init_gateway_file(self, *, config_file: Path | None = None, overwrite: bool = False) -> Path:
+        """Write the shipped example gateway file (aliases ``chat`` and ``default``, every key with its default)
+        to ``config_file`` (default: the one place servectl reads it, ``gateway.yaml`` beside the user's profile
+        folder); its path.
+
+        Raises:
+            UsageError: the file exists (``overwrite`` replaces it).
+        """
+        from servectl.gateway.config import default_config_file, write_example_config
+
+        return write_example_config(config_file or default_config_file(self.environ), overwrite=overwrite)
 
     def gateway_logs(self, *, follow: bool = False, tail: int | None = None) -> Iterator[str]:
         """The gateway container's log lines (one per request: alias, key name, status, times; never a key).
@@ -159,6 +184,7 @@ class GatewayCommands(TransactionCommands):
 
         loaded = self._gateway_config(config_file)
         path = loaded.keys_path(self.environ)
+        known, aliases_from, alias_fix = self._gateway_aliases(loaded, config_file)
         key, entry = create_key(
             path,
             name=key_name,
@@ -167,9 +193,31 @@ class GatewayCommands(TransactionCommands):
             rate_per_minute=rate_per_minute,
             read_only=read_only,
             budget=parse_budget(budget) if budget else None,
-            known_aliases=None if loaded.aliases is None else list(loaded.aliases),
+            known_aliases=known,
+            aliases_from=aliases_from,
+            alias_fix=alias_fix,
         )
         return CreatedKey(key=key, entry=entry, keys_file=path)
+
+    def _gateway_aliases(self, loaded: GatewayConfig, config_file: Path | None) -> tuple[list[str], str, str]:
+        """The aliases a gateway of this file serves (with no ``aliases:``, each profile on the host's search
+        path and ``default``), whose they are and how to add one, for a refusal."""
+        from servectl.gateway.config import default_config_file
+        from servectl.gateway.serve import alias_table, profile_names
+
+        known = alias_table(loaded, lambda: profile_names(self.ctx.profile_folders)).names
+        if loaded.aliases is not None:
+            return known, "the gateway file's aliases", ""
+        path = config_file or default_config_file(self.environ)
+        state = "names no aliases" if path.is_file() else "does not exist"
+        return (
+            known,
+            "the gateway's aliases",
+            (
+                f"the gateway file {path} {state}, so each profile is an alias of itself: "
+                "write `aliases:` there (servectl gateway init writes an example with `chat`)"
+            ),
+        )
 
     def gateway_keys(self, *, config_file: Path | None = None) -> list[dict[str, Any]]:
         """Each gateway key's name, scope (aliases, read-only, budget), usage and expiry (never the keys).

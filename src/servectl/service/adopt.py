@@ -205,6 +205,27 @@ def _read(
     return found, image, f"container {str(found.get('Name') or container).lstrip('/')}", None
 
 
+def recipe_file(file: Path) -> Path:
+    """``file``, or the recipe servectl ships under that name (``--recipe NAME``: no folder, no ``.json``).
+
+    Raises:
+        AdoptError: ``file`` does not exist; when servectl ships a recipe of its name, the error names that copy.
+    """
+    from servectl.paths import DATA_DIR
+
+    if file.exists():
+        return file
+    shipped = DATA_DIR / "examples" / "registry" / (file.name if file.suffix == ".json" else f"{file.name}.json")
+    if not shipped.is_file():
+        raise AdoptError(f"recipe file {file} does not exist")
+    if file.parent == Path(".") and file.suffix != ".json":
+        return shipped
+    raise AdoptError(
+        f"recipe file {file} does not exist; servectl ships a recipe of that name: --recipe {shipped.stem} "
+        f"(the file is {shipped})"
+    )
+
+
 def _from_recipe(
     docker: DockerDocuments, file: Path, name: str | None, engine_parser: EngineParser | None
 ) -> tuple[dict[str, Any], dict[str, Any] | None, Adoption]:
@@ -213,6 +234,7 @@ def _from_recipe(
 
     from servectl.plan.adopt.recipe import adopt_recipe, read_recipe, recipe_inspect, recipe_service
 
+    file = recipe_file(file)
     shown = str(file)
     try:
         raw = read_bounded(file, limit_bytes=MAX_RECIPE_BYTES, what="recipe")

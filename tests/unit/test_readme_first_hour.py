@@ -1,0 +1,69 @@
+"""Issue 44: what a newcomer following the README ran into, each fixed where the fact is decided."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from servectl.bench.target import bench_target
+from servectl.errors import UsageError
+from servectl.testing import FakeHost
+
+
+def test_bench_of_a_profile_whose_port_another_service_holds_names_that_service_and_the_swap(tmp_path: Path) -> None:
+    with FakeHost(state_dir=tmp_path / "state") as host:
+        host.up(name="demo")
+        host.swap(name="demo-rollback")
+        with pytest.raises(UsageError) as refused:
+            bench_target(host.ctx, name="demo")
+    message = str(refused.value)
+    assert "demo-rollback runs on its port 8190" in message, message
+    assert "`servectl swap demo`" in message and "`servectl bench demo-rollback`" in message, message
+    assert "servectl up demo" not in message  # that would be refused: the port is taken
+
+
+def test_a_recipe_named_without_a_folder_is_the_one_servectl_ships_and_a_missing_path_points_at_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from servectl.paths import DATA_DIR
+    from servectl.plan.adopt import AdoptError
+    from servectl.service.adopt import recipe_file
+
+    monkeypatch.chdir(tmp_path)  # an empty working folder: examples/ is not here
+    name = "glm53-flash-exl3-q4-rtxpro6000-sglang-tp4"
+    shipped = DATA_DIR / "examples" / "registry" / f"{name}.json"
+    assert recipe_file(Path(name)) == shipped
+    with pytest.raises(AdoptError) as missing:
+        recipe_file(Path(f"examples/registry/{name}.json"))
+    assert str(missing.value) == (
+        f"recipe file examples/registry/{name}.json does not exist; servectl ships a recipe of that name: "
+        f"--recipe {name} (the file is {shipped})"
+    )
+    (tmp_path / f"{name}.json").write_text("{}")  # a file of one's own wins over the shipped one
+    assert recipe_file(Path(f"{name}.json")) == Path(f"{name}.json")
+    with pytest.raises(AdoptError, match=r"^recipe file nope\.json does not exist$"):
+        recipe_file(Path("nope.json"))
+
+
+def test_help_says_where_adopt_writes_and_what_a_dry_run_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cli_run import run_cli
+
+    _, adopt_help, _ = run_cli(monkeypatch, capsys, "adopt", "--help")
+    assert "else NAME.yaml in your profile folder: ~/.config/servectl/profiles, or $SERVECTL_HOME/profiles" in (
+        " ".join(adopt_help.replace("│", " ").split())
+    )
+    _, up_help, _ = run_cli(monkeypatch, capsys, "up", "--help")
+    assert "changes nothing but the plan cache (cache/plans in the state folder" in " ".join(
+        up_help.replace("│", " ").split()
+    )
+    state = tmp_path / "home"
+    monkeypatch.setenv("SERVECTL_HOME", str(state))
+    monkeypatch.delenv("SERVECTL_NO_PLAN_CACHE", raising=False)
+    monkeypatch.chdir(tmp_path)
+    code, _, _ = run_cli(monkeypatch, capsys, "up", "demo", "--dry-run")
+    assert code == 0
+    written = sorted(p.relative_to(state).parts[:2] for p in state.rglob("*") if p.is_file())
+    assert written and set(written) == {("cache", "plans")}, written  # what the help says, nothing else
