@@ -169,7 +169,9 @@ def test_swap_replaces_the_running_service_and_reports_downtime(alpha_running: B
     assert b.serves("beta")
     assert result.downtime_s is not None and result.old_stop_s is not None and result.target_startup_s is not None
     assert result.downtime_s >= result.old_stop_s + result.target_startup_s
-    assert f"beta is up (http://127.0.0.1:{b.port}), replacing alpha; downtime" in result.message
+    assert (
+        f"beta is up (http://127.0.0.1:{b.port}), replacing alpha (it held port {b.port}); downtime" in result.message
+    )
     back = rollback(b.context())
     assert (back.from_profile, back.to_profile) == ("beta", "alpha")
     assert b.containers() == {b.container_name("alpha"): "running"} and b.serves("alpha")

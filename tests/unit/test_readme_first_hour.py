@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -67,3 +68,64 @@ def test_help_says_where_adopt_writes_and_what_a_dry_run_writes(
     assert code == 0
     written = sorted(p.relative_to(state).parts[:2] for p in state.rglob("*") if p.is_file())
     assert written and set(written) == {("cache", "plans")}, written  # what the help says, nothing else
+
+
+SIDE = """
+name: side
+extends: demo
+rollback: null
+model: {served_name: side}
+serve: {port: 8191}
+"""
+
+
+def test_swap_says_what_it_replaced_and_why_and_names_what_it_left_running(
+    profile_dir: Path, write_profile: Callable[[str, str], Path]
+) -> None:
+    write_profile("side", SIDE)
+    with FakeHost(state_dir=profile_dir.parent / "home") as host:
+        host.up(name="side")
+        beside = host.swap(name="demo")  # port 8190, no cards: side is in nobody's way
+        assert beside.outcome == "started"
+        assert "it stopped no servectl service: none held its port or cards" in beside.message, beside.message
+        assert "side still serves beside it (a swap replaces only the service on its port or cards" in beside.message
+        replaced = host.swap(name="demo-rollback")
+        assert "replacing demo (it held port 8190); downtime" in replaced.message, replaced.message
+        assert "side still serves beside it" in replaced.message
+        assert sorted(s.profile for s in host.status().services) == ["demo-rollback", "side"]
+
+
+BROKEN = """
+name: broken
+extends: demo
+rollback: null
+model: {served_name: broken}
+"""
+
+
+def test_a_restore_after_a_failed_swap_is_no_step_in_the_rollback_chain(
+    profile_dir: Path, write_profile: Callable[[str, str], Path]
+) -> None:
+    from servectl.errors import SwapRolledBack
+    from servectl.testing.docker import FakeDockerEngine
+    from servectl.testing.engine_script import sglang_like_script
+    from servectl.testing.host import STANDIN_IMAGE
+
+    write_profile("side", SIDE)
+    write_profile("broken", BROKEN)
+    engine = FakeDockerEngine(
+        images={STANDIN_IMAGE},
+        script_for=lambda spec: sglang_like_script(0.1, crash_at="weights" if "broken" in spec.name else None),
+        sleep=lambda s: None,
+    )
+    with FakeHost(state_dir=profile_dir.parent / "home", engine=engine) as host:
+        host.up(name="demo")
+        host.swap(name="demo-rollback")  # demo-rollback replaced demo: demo is what ran before it
+        host.up(name="side")  # another port: ran beside it, then stopped
+        host.down(name="side")
+        with pytest.raises(SwapRolledBack):
+            host.swap(name="broken")  # fails; demo-rollback is restored
+        assert [s.profile for s in host.status().services] == ["demo-rollback"]
+        back = host.rollback()
+        assert (back.from_profile, back.to_profile) == ("demo-rollback", "demo"), back.message
+        assert [s.profile for s in host.status().services] == ["demo"]

@@ -449,10 +449,12 @@ def previous_profile(events: Sequence[Mapping[str, Any]], current: str) -> str |
 
     The newest run event (``up``, ``swap``, ``rollback``) of ``current`` names what it ``replaced``; without
     that (or when it names ``current`` itself), the newest earlier run event of another profile. None when
-    ``current`` never ran or nothing ran before it. (:meth:`History.previous_profile` asks it for the newest
-    run's profile, and rollback for the running one.)
+    ``current`` never ran or nothing ran before it. A restore after a failed or interrupted transaction (an
+    ``up`` with ``restored_after``) is no step of that chain: the service runs on from its own run, so what ran
+    before it is what ran before that run. (:meth:`History.previous_profile` asks it for the newest run's
+    profile, and rollback for the running one.)
     """
-    runs = [e for e in events if e.get("event") in RUN_EVENTS and e.get("profile")]
+    runs = [e for e in events if e.get("event") in RUN_EVENTS and e.get("profile") and not e.get("restored_after")]
     for index in range(len(runs) - 1, -1, -1):
         if runs[index]["profile"] != current:
             continue

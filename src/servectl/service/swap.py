@@ -56,7 +56,7 @@ from servectl.service.standby import (
     resume_or_cold_start,
 )
 from servectl.service.swap_outcome import SwapTx, Timings, abandon_swap, fail_back, finish_swapped
-from servectl.service.swap_preflight import Preflight, overlaps, profile_preflight, replacing_of
+from servectl.service.swap_preflight import Preflight, overlap_reason, overlaps, profile_preflight, replacing_of
 from servectl.service.transaction.context import TxContext
 from servectl.service.transaction.model import (
     LOG_LINE_CHARS,
@@ -203,6 +203,7 @@ def _run_locked(tx: SwapTx, check: Preflight, target: str | None, stage: Stager 
     tx.untouched = tuple(
         s.profile for s in running if s.state in ALIVE_STATES and s not in leftovers and s is not current
     )
+    tx.replaced_why = overlap_reason(current, resolved) if current is not None else ""
     plan = resolved.plan
     tx.journal = SwapJournal(
         pid=os.getpid(),

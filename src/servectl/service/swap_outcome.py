@@ -37,6 +37,7 @@ class SwapTx:
     stopped: list[StoppedConflict] = field(default_factory=list)
     journal: SwapJournal | None = None
     untouched: tuple[str, ...] = ()  # servectl services that run beside the swap (it never touches them)
+    replaced_why: str = ""  # what the replaced service shared with the target ("port 8190", "cards 0, 1")
 
     def set_journal(self, phase: str, note: str = "") -> None:
         assert self.journal is not None
@@ -99,10 +100,18 @@ def finish_swapped(
     """The target passed the gate: the result, recorded in the history; the journal is done."""
     downtime = up_at - t.down_since if t.down_since is not None else None
     message = f"{resolved.name} is up ({resolved.plan.url})"
-    if from_profile and downtime is not None:
-        message += f", replacing {from_profile}; downtime {downtime:.2f} s"
+    if from_profile:
+        message += f", replacing {from_profile}" + (f" (it held {tx.replaced_why})" if tx.replaced_why else "")
+        message += f"; downtime {downtime:.2f} s" if downtime is not None else ""
+    else:
+        message += "; it stopped no servectl service: none held its port or cards"
     if tx.stopped:
         message += f"; stopped {', '.join(s.label() for s in tx.stopped)} (`servectl down` restores it)"
+    if tx.untouched:
+        message += (
+            f"; {', '.join(tx.untouched)} still {'serves' if len(tx.untouched) == 1 else 'serve'} beside it (a swap "
+            "replaces only the service on its port or cards, and its conflicts: `servectl down NAME` stops one)"
+        )
     result = tx.result(
         from_profile=from_profile,
         to_profile=resolved.name,

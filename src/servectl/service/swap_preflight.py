@@ -39,17 +39,27 @@ class Preflight(Protocol):
 
 def overlaps(service: ServiceInfo, resolved: Resolved) -> bool:
     """Whether ``service`` stands in the way of ``resolved``: same profile, container name, port or a card."""
+    return bool(overlap_reason(service, resolved))
+
+
+def overlap_reason(service: ServiceInfo, resolved: Resolved) -> str:
+    """Why ``service`` stands in the way of ``resolved`` (``"port 8190"``, ``"cards 0, 1"``, ...); ``""``: not."""
     plan = resolved.plan
     # the cards as the target's container label will name them (what ServiceInfo.gpus reads back): the
     # devices it requests, or the cards a profile's container.labels places it on (the stand-in's fake cards)
     labelled = plan.docker.labels.get(LABEL_GPUS, "")
     target_gpus = {int(d) for d in (labelled.split(",") if labelled else plan.docker.device_ids) if d.isdigit()}
-    return (
-        service.profile == plan.profile
-        or service.container_name == plan.docker.name
-        or (service.port is not None and service.port == resolved.loaded.profile.serve.port)
-        or bool(target_gpus & set(service.gpus))
-    )
+    shared = sorted(target_gpus & set(service.gpus))
+    why = []
+    if service.profile == plan.profile:
+        why.append("the same profile")
+    elif service.container_name == plan.docker.name:
+        why.append(f"container name {plan.docker.name}")
+    if service.port is not None and service.port == resolved.loaded.profile.serve.port:
+        why.append(f"port {service.port}")
+    if shared:
+        why.append(f"card{'s' if len(shared) > 1 else ''} {', '.join(map(str, shared))}")
+    return " and ".join(why)
 
 
 def profile_preflight(
