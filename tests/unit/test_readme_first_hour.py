@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -129,3 +130,46 @@ def test_a_restore_after_a_failed_swap_is_no_step_in_the_rollback_chain(
         back = host.rollback()
         assert (back.from_profile, back.to_profile) == ("demo-rollback", "demo"), back.message
         assert [s.profile for s in host.status().services] == ["demo"]
+
+
+KEYED = """
+name: keyed
+extends: demo
+rollback: demo
+model: {served_name: keyed}
+serve: {api_key_env: I44_ENGINE_KEY}
+engine:
+  env: {HF_TOKEN: "${HF_TOKEN}"}
+"""
+
+
+def test_unset_variables_the_service_needs_fail_preflight_before_anything_stops(
+    profile_dir: Path, write_profile: Callable[[str, str], Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from servectl.errors import PreflightFailed
+    from servectl.testing.docker import FakeDockerEngine
+    from servectl.testing.host import STANDIN_IMAGE
+
+    write_profile("keyed", KEYED)
+    for name in ("I44_ENGINE_KEY", "HF_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    engine = FakeDockerEngine(images={STANDIN_IMAGE}, sleep=lambda s: None)
+    state = profile_dir.parent / "home"
+    with_both = {**os.environ, "I44_ENGINE_KEY": "k-123", "HF_TOKEN": "hf_x"}
+    with FakeHost(state_dir=state, engine=engine, environ=with_both) as host:
+        host.up(name="keyed")
+        host.swap(name="demo")  # demo replaced keyed: a rollback goes back to keyed
+    for environ, unset in (
+        ({**os.environ, "HF_TOKEN": "hf_x"}, "I44_ENGINE_KEY (serve.api_key_env names it)"),
+        ({**os.environ, "I44_ENGINE_KEY": "k-123"}, "HF_TOKEN (engine.env.HF_TOKEN passes ${HF_TOKEN})"),
+    ):
+        with FakeHost(state_dir=state, engine=engine, environ=environ) as host:
+            report = host.preflight(name="keyed")
+            (check,) = [c for c in report.checks if c.id == "env.set"]
+            assert check.result == "fail" and f"not set in servectl's environment: {unset}" in check.message
+            assert "k-123" not in str(report.to_dict()) and "hf_x" not in str(report.to_dict())
+            running = {c.id for c in engine.containers.values() if c.stopped_at is None}
+            with pytest.raises(PreflightFailed, match=r"env\.set"):
+                host.rollback()  # used to stop demo, fail reading the key, start demo again (exit 4)
+            assert {c.id for c in engine.containers.values() if c.stopped_at is None} == running  # nothing stopped
+            assert [s.profile for s in host.status().services] == ["demo"]

@@ -311,9 +311,12 @@ def test_api_key_from_env_is_written_0600_mounted_and_removed_on_down(env: Env) 
 
 def test_missing_api_key_variable_is_one_line_before_anything_starts(env: Env) -> None:
     env.profile("a", serve={"api_key_env": "A_KEY"})
-    with pytest.raises(UsageError) as info:
+    with pytest.raises(PreflightFailed) as info:  # preflight's env.set (issue 44): before anything starts
         env.up("a")
-    assert "serve.api_key_env: $A_KEY is not set; export A_KEY=<key> before servectl up a" in info.value.message
+    assert info.value.message == (
+        "preflight env.set: not set in servectl's environment: A_KEY (serve.api_key_env names it); "
+        "fix: export A_KEY=... in the shell that runs servectl (or remove the reference)"
+    )
     assert len(info.value.lines()) == 1 and env.created() == 0
 
 

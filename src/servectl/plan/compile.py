@@ -462,6 +462,11 @@ def _python_module_entrypoint(entrypoint: list[str]) -> tuple[str, str]:
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 
 
+def env_references(value: str) -> list[str]:
+    """The variables a value names (``${VAR}`` or ``$VAR``), in order."""
+    return [m.group(1) or m.group(2) for m in _VAR.finditer(value)]
+
+
 def _host_path(raw: str, home: Path, environ: Mapping[str, str], *, where: str) -> str:
     def substitute(match: re.Match[str]) -> str:
         name = match.group(1) or match.group(2)

@@ -26,6 +26,10 @@ class Resolved:
     unset: tuple[str, ...] = field(default=())  # variables left as ``${VAR}`` (only with ``keep_unset``)
     #: every variable the compiler asked the environment for (``${VAR}`` in host paths), set or not
     variables: tuple[str, ...] = field(default=())
+    #: ``(field, VAR)`` of each variable the running service needs from this environment - a ``${VAR}`` in an
+    #: ``engine.env`` value, the ``serve.api_key_env`` variable - that is not set there (names only: a value
+    #: may be a secret; preflight's ``env.set`` fails on them before anything stops)
+    unset_references: tuple[tuple[str, str], ...] = field(default=())
 
     @property
     def name(self) -> str:
@@ -71,7 +75,28 @@ def resolve(name: str, *, environ: Mapping[str, str] | None = None, keep_unset: 
     variables = _Recording(env if keeping is None else keeping)
     plan = plan_for(loaded, environ=env, variables=variables)
     unset = tuple(keeping.unset) if keeping is not None else ()
-    return Resolved(loaded=loaded, plan=plan, unset=unset, variables=tuple(sorted(variables.names)))
+    return Resolved(
+        loaded=loaded,
+        plan=plan,
+        unset=unset,
+        variables=tuple(sorted(variables.names)),
+        unset_references=unset_references(loaded, env),
+    )
+
+
+def unset_references(loaded: LoadedProfile, environ: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """``(field, VAR)`` for each variable the service reads from ``environ`` at start that is not set there."""
+    from servectl.plan.compile import env_references
+
+    profile = loaded.profile
+    wanted = [
+        (f"engine.env.{name}", var)
+        for name, value in sorted(profile.engine.env.items())
+        for var in env_references(value)
+    ]
+    if profile.serve.api_key_env:
+        wanted.append(("serve.api_key_env", profile.serve.api_key_env))
+    return tuple((where, var) for where, var in wanted if var not in environ)
 
 
 class _Recording(Mapping[str, str]):

@@ -138,6 +138,8 @@ class PreflightRequest:
         entrypoint: the image's engine command (its Python runs the parse).
         image_built_here: the image is servectl's stand-in, whose parser is servectl's own catalog.
         standin_env: the plan's ``STANDIN_*`` variables, which a stand-in engine reads strictly at start.
+        unset_references: ``(field, VAR)`` of each variable the service needs from servectl's environment
+            (``engine.env`` references, ``serve.api_key_env``) that is not set there.
     """
 
     profile_name: str
@@ -181,6 +183,7 @@ class PreflightRequest:
     entrypoint: tuple[str, ...] = ()
     image_built_here: bool = False
     standin_env: tuple[tuple[str, str], ...] = ()
+    unset_references: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -83,6 +83,7 @@ def request_for(resolved: Resolved, context: StartContext = ALONE) -> PreflightR
         standby_warm=p.swap.standby == "warm",
         standby_retained=p.swap.standby == "warm" and p.swap.standby_retain_backup,
         standin_env=tuple((k, v) for k, v in plan.docker.environment if k.startswith("STANDIN_") and v is not None),
+        unset_references=resolved.unset_references,
     )
 
 

@@ -27,6 +27,7 @@ from servectl.preflight.checks.gpu import (
     check_gpu_vram_reserve,
 )
 from servectl.preflight.checks.host import (
+    check_env_set,
     check_host_disk,
     check_host_memory,
     check_host_shm,
@@ -47,6 +48,7 @@ CHECKS: tuple[tuple[str, str, CheckFunction], ...] = tuple(
     (check_id, TITLES[check_id], function)
     for check_id, function in (
         ("profile.status", check_profile_status),
+        ("env.set", check_env_set),
         ("gpu.present", check_gpu_present),
         ("gpu.arch", check_gpu_arch),
         ("gpu.count", check_gpu_count),

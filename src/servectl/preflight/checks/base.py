@@ -18,6 +18,7 @@ TITLES: dict[str, str] = {
     "gpu.vram_reserve": "VRAM reserve",
     "port.free": "Port free",
     "port.role": "Port fits the role",
+    "env.set": "Environment variables set",
     "network.mode": "Network isolation",
     "image.pinned": "Image pinned",
     "model.present": "Model files",

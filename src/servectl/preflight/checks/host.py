@@ -87,6 +87,24 @@ def check_port_free(request: PreflightRequest, facts: Facts) -> CheckResult:
     return make_result("port.free", "pass", f"{request.host_address}:{request.port} is free{note}", **out)
 
 
+def check_env_set(request: PreflightRequest, facts: Facts) -> CheckResult:
+    """Every variable the service takes from servectl's environment at start is set (names only, never values)."""
+    missing = list(request.unset_references)
+    if not missing:
+        return make_result("env.set", "pass", "every variable the profile passes from the environment is set")
+    names = list(dict.fromkeys(var for _, var in missing))
+    where = "; ".join(
+        f"{field} names it" if field == "serve.api_key_env" else f"{field} passes ${{{var}}}" for field, var in missing
+    )
+    return make_result(
+        "env.set",
+        "fail",
+        f"not set in servectl's environment: {', '.join(names)} ({where})",
+        f"export {' '.join(f'{n}=...' for n in names)} in the shell that runs servectl (or remove the reference)",
+        unset=names,
+    )
+
+
 def check_port_role(request: PreflightRequest, facts: Facts) -> CheckResult:
     """A bench profile never takes a production port; a production profile takes one."""
     out = {"role": request.role, "port": request.port, "production_ports": list(request.production_ports)}
