@@ -173,3 +173,37 @@ def test_unset_variables_the_service_needs_fail_preflight_before_anything_stops(
                 host.rollback()  # used to stop demo, fail reading the key, start demo again (exit 4)
             assert {c.id for c in engine.containers.values() if c.stopped_at is None} == running  # nothing stopped
             assert [s.profile for s in host.status().services] == ["demo"]
+
+
+def test_an_engine_401_through_the_gateway_is_the_gateway_s_own_error_with_its_reason_and_the_fix(
+    tmp_path: Path,
+) -> None:
+    import httpx
+
+    from servectl.gateway.config import GatewayConfig
+    from servectl.gateway.keys import create_key
+    from servectl.gateway.routes import Upstream
+    from servectl.paths import DEMO_MODEL_DIR
+    from servectl.standin.process import HostStandin, free_port
+    from servectl.testing.gateway import GatewayThread
+
+    config = GatewayConfig.model_validate({"listen": f"127.0.0.1:{free_port()}", "aliases": {"chat": ["keyed"]}})
+    key, _ = create_key(config.keys_path({"SERVECTL_HOME": str(tmp_path)}), name="laptop")
+    flags = ["--model-path", str(DEMO_MODEL_DIR), "--served-model-name", "keyed", "--api-key", "engine-secret"]
+    with HostStandin(flags) as engine:
+        engine.wait_ready()
+        # the gateway started before the profile's api_key_env was exported: it has no key for the engine
+        up = Upstream(profile="keyed", url=engine.base_url, served_name="keyed", ready=True, api_key=None)
+        with GatewayThread(config, upstreams=lambda: [up], state_dir=tmp_path) as gw:
+            chat = {"model": "chat", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
+            answer = httpx.post(gw.base_url + "/v1/chat/completions", json=chat,
+                                headers={"Authorization": f"Bearer {key}"}, timeout=10)  # fmt: skip
+    assert answer.status_code == 502 and answer.headers["X-Servectl-Reason"] == "upstream_auth", answer.text
+    error = answer.json()["error"]
+    assert error["code"] == "upstream_auth"
+    assert error["message"].startswith("the engine of keyed refused the gateway (401: the gateway has no key for it)")
+    assert (
+        "serve.api_key_env" in error["message"]
+        and "servectl gateway down, then servectl gateway up" in (error["message"])
+    )
+    assert "engine-secret" not in answer.text

@@ -435,6 +435,13 @@ class Gateway:
                              headers={"Retry-After": "1"}) from None  # fmt: skip
             flight.on_cut = upstream.close
             try:
+                if upstream.status == 401:  # the engine refused the gateway, not the client: say why and the fix
+                    refused = Reject(502, _engine_refused_gateway(route), "upstream", reason="upstream_auth")
+                    if early is None:
+                        raise refused
+                    await early.write(error_event(refused.message, refused.reason))
+                    await early.write_eof()
+                    return early
                 call.ttfb_s = time.monotonic() - t0
                 self.metrics.first_byte(route.alias, call.ttfb_s)
                 back = "" if self.config.response_model == "served" else route.served_name
@@ -524,3 +531,13 @@ class Gateway:
 
     def refresh_soon(self) -> None:
         self._upstreams_at = -1e18
+
+
+def _engine_refused_gateway(route: Route) -> str:
+    """The gateway's own words for an engine's 401: its key for the engine is missing or wrong."""
+    had = "the key the gateway sent was refused" if route.api_key else "the gateway has no key for it"
+    return (
+        f"the engine of {route.profile} refused the gateway (401: {had}); set the variable the profile's "
+        "serve.api_key_env names (or its api_key_file) in the environment that starts the gateway, then restart "
+        "it: servectl gateway down, then servectl gateway up (or restart servectl gateway run)"
+    )
