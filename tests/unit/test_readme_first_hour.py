@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import re
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -11,6 +14,8 @@ import pytest
 from servectl.bench.target import bench_target
 from servectl.errors import UsageError
 from servectl.testing import FakeHost
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_bench_of_a_profile_whose_port_another_service_holds_names_that_service_and_the_swap(tmp_path: Path) -> None:
@@ -207,3 +212,69 @@ def test_an_engine_401_through_the_gateway_is_the_gateway_s_own_error_with_its_r
         and "servectl gateway down, then servectl gateway up" in (error["message"])
     )
     assert "engine-secret" not in answer.text
+
+
+def _servectl_on_a_pipe(*args: str, columns: str | None, home: Path) -> subprocess.CompletedProcess[str]:
+    """``servectl ARGS`` with stdout a pipe, and COLUMNS as given (None: not set, as on a plain pipe)."""
+    env = {"PYTHONPATH": str(REPO / "src"), "PATH": "/usr/bin:/bin", "HOME": str(home), "SERVECTL_HOME": str(home)}
+    if columns is not None:
+        env["COLUMNS"] = columns
+    return subprocess.run([sys.executable, "-m", "servectl", *args], capture_output=True, text=True, env=env,
+                          cwd=home, timeout=60, check=False)  # fmt: skip
+
+
+def test_on_a_pipe_a_table_keeps_every_column_and_whole_values_space_separated(tmp_path: Path) -> None:
+    piped = _servectl_on_a_pipe("profiles", columns=None, home=tmp_path)
+    assert piped.returncode == 0, piped.stderr
+    header = next(line for line in piped.stdout.splitlines() if line.split()[:2] == ["name", "status"])
+    assert header.split() == ["name", "status", "TP", "context", "port", "role", "model", "headline", "source"]
+    assert not set("│┃━─┏┡") & set(piped.stdout) and "…" not in piped.stdout and "hidden" not in piped.stdout
+    demo = next(line for line in piped.stdout.splitlines() if line.split()[:1] == ["demo"])
+    assert demo.split()[-1].endswith("demo.yaml"), demo  # the source path, whole
+    # a terminal 80 columns wide drops columns by priority, and says which and how to see them
+    narrow = _servectl_on_a_pipe("profiles", columns="80", home=tmp_path)
+    assert "(role, model, source hidden to fit 80 columns; a wider terminal or a pipe (| cat) shows all)" in (
+        " ".join(narrow.stdout.replace("│", " ").split())
+    ), narrow.stdout
+
+
+def test_a_preflight_fix_is_never_cut_even_in_a_narrow_table() -> None:
+    import io
+
+    from rich.console import Console
+
+    from servectl.cli.views.preflight import report_table
+    from servectl.preflight.model import CheckResult, PreflightReport
+
+    digest = "sha256:" + "0123456789abcdef" * 4
+    fix = f"pin it: image.digest: {digest}"
+    check = CheckResult(id="image.pinned", title="Image pinned", result="warn", message="not pinned", fix=fix)
+    report = PreflightReport(profile_name="demo", checks=[check])
+    out = io.StringIO()
+    Console(file=out, width=60, color_system=None).print(report_table(report, width=60))
+    cells = "".join(line.split("│")[-2].strip() for line in out.getvalue().splitlines() if line.count("│") >= 4)
+    assert "…" not in out.getvalue() and digest in cells, out.getvalue()
+
+
+def test_status_watch_on_a_pipe_prints_each_refresh(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import time
+
+    from servectl.cli import service as service_cli
+
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:  # the third wait is the user's Ctrl-C
+        slept.append(seconds)
+        if len(slept) == 3:
+            raise KeyboardInterrupt
+
+    with FakeHost(state_dir=tmp_path / "state") as host:
+        host.up(name="demo")
+        monkeypatch.setattr("servectl.host.from_env", lambda: host)
+        monkeypatch.setattr(time, "sleep", sleep)
+        service_cli._watch_status(0.5)  # stdout is captured: a pipe, not a terminal
+    out = capsys.readouterr().out
+    refreshes = re.findall(r"^servectl status --watch  \d\d:\d\d:\d\d  \(Ctrl-C to stop\)$", out, flags=re.M)
+    assert len(refreshes) == 3 and out.count("demo ") >= 3 and slept == [0.5] * 3, out

@@ -197,7 +197,6 @@ def bench_command(
     """Measure TTFT, prefill and decode tok/s at each prompt length and concurrency (or: bench compare)."""
     if ctx.invoked_subcommand is not None:
         return
-    from rich.console import Console
 
     from servectl.host import from_env
 
@@ -213,7 +212,9 @@ def bench_command(
         timeout_s=timeout,
         seed=seed,
     )
-    console = Console()
+    from servectl.cli.views.table import table_console
+
+    console = table_console()
     from servectl.cli.views.progress import progress_bar
 
     with progress_bar(_describer(repeats)) as on_progress, from_env() as host:

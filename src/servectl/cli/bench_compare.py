@@ -56,11 +56,11 @@ def compare_command(
 
         typer.echo(json.dumps(compare_document(comparison, plot=plot), indent=2))
         return
-    from rich.console import Console
 
     from servectl.cli.views.compare import compare_lines, compare_table
+    from servectl.cli.views.table import table_console
 
-    console = Console()
+    console = table_console()
     console.print(compare_table(comparison, width=console.width))
     for line in compare_lines(comparison, plot=plot):
         console.print(line, markup=False, highlight=False)

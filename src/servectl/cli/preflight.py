@@ -34,9 +34,8 @@ def preflight_command(
     if as_json:
         typer.echo(report.to_json())
     else:
-        from rich.console import Console
-
         from servectl.cli.views.preflight import render_report
+        from servectl.cli.views.table import table_console
 
-        render_report(report, Console())
+        render_report(report, table_console())
     raise typer.Exit(report.exit_code)

@@ -58,11 +58,11 @@ def profiles_command(
     if as_json:
         typer.echo(json.dumps([r.to_dict() for r in rows], indent=2))
         return
-    from rich.console import Console
 
     from servectl.cli.views.profiles import profiles_table
+    from servectl.cli.views.table import table_console
 
-    console = Console()
+    console = table_console()
     console.print(profiles_table(rows, width=console.width))
 
 

@@ -100,11 +100,11 @@ def qualify_command(
 
 def _print_summary(result: ProfileQualifyResult) -> None:
     """The gates as a table, the first failures of each, the client's CPU share and where the evidence is."""
-    from rich.console import Console
 
     from servectl.cli.views.qualify import summary_table
+    from servectl.cli.views.table import table_console
 
-    console = Console()
+    console = table_console()
     report = result.report
     console.print(summary_table(report, width=console.width))
     for gate in report.gates:

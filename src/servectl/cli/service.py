@@ -178,10 +178,10 @@ def status_command(
     if not found:
         typer.echo("no servectl services")
     else:
-        import shutil
+        from servectl.cli.views.columns import output_width
 
         bold = sys.stdout.isatty() and os.environ.get("TERM") != "dumb"  # as rich decides for its tables
-        typer.echo(status_text(found, width=shutil.get_terminal_size().columns, bold_header=bold))
+        typer.echo(status_text(found, width=output_width(), bold_header=bold))
     if current.gateway is not None:
         from servectl.cli.views.gateway import gateway_lines
 
@@ -195,10 +195,11 @@ def _watch_status(interval_s: float) -> None:
     from rich.console import Console
     from rich.live import Live
 
+    from servectl.cli.views.columns import output_width
     from servectl.cli.views.runtime import watch_renderable
     from servectl.host import from_env
 
-    console = Console(highlight=False)
+    console = Console(highlight=False, width=output_width())
     with from_env() as host:
         refresh = host.watch()
 
@@ -206,6 +207,12 @@ def _watch_status(interval_s: float) -> None:
             return watch_renderable(refresh(), width=console.width)
 
         try:
+            if not console.is_terminal:  # a pipe or a file: Live would print nothing; print each refresh
+                while True:  # each refresh is headed by its time (the view's first line)
+                    console.print(view())
+                    console.print()
+                    console.file.flush()
+                    time.sleep(interval_s)
             with Live(view(), console=console, auto_refresh=False) as live:
                 while True:
                     time.sleep(interval_s)

@@ -19,6 +19,23 @@ from rich.cells import cell_len  # rich's cell widths alone (1.7 ms): not its co
 
 #: Spaces between two columns of a plain table (a borderless rich table's: one cell of padding each side).
 GAP = 2
+#: The width tables fit on a pipe: no limit, so no column is dropped and no cell cut (as docker and kubectl).
+UNLIMITED = 1_000_000
+
+
+def output_width() -> int:
+    """The width tables fit: the terminal's (or ``COLUMNS``), unlimited when stdout is a pipe or a file."""
+    import shutil
+
+    return shutil.get_terminal_size((0, 0)).columns or UNLIMITED
+
+
+def hidden_note(columns: Sequence[Col], keep: Sequence[int], width: int) -> str | None:
+    """The one line that says which columns a narrow terminal hid and how to see them (None: none hidden)."""
+    hidden = [c.header for i, c in enumerate(columns) if i not in keep]
+    if not hidden:
+        return None
+    return f"({', '.join(hidden)} hidden to fit {width} columns; a wider terminal or a pipe (| cat) shows all)"
 
 
 @dataclass(frozen=True)
@@ -57,4 +74,9 @@ def plain_table(columns: Sequence[Col], rows: Sequence[Sequence[str]], *, width:
 
     header = line([col.header for col in columns])
     lines = [f"\x1b[1m{header}\x1b[0m" if bold_header else header, *(line(row) for row in rows)]
+    note = hidden_note(columns, keep, width)
+    if note:
+        import textwrap
+
+        lines += textwrap.wrap(note, width)
     return "\n".join(lines)

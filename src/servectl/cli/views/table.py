@@ -9,12 +9,15 @@ finding, its fix, an error) wraps at word boundaries.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 from rich.text import Text
 
-from servectl.cli.views.columns import Col, columns_that_fit
+from servectl.cli.views.columns import UNLIMITED, Col, columns_that_fit, hidden_note, output_width
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 #: A prose column is never squeezed below this many cells (narrower, a sentence becomes a column of words).
 PROSE_MIN_WIDTH = 18
@@ -27,9 +30,26 @@ def fit_table(
     width: int,
     **table_options: Any,
 ) -> Table:
-    """A rich Table with the columns that fit ``width``; ``rows`` hold one cell per column of ``columns``."""
+    """A rich Table with the columns that fit ``width``; ``rows`` hold one cell per column of ``columns``.
+
+    Columns a narrow terminal hides are named in the table's caption, with how to see them. At
+    :data:`~servectl.cli.views.columns.UNLIMITED` width (a pipe) every column stays, no cell wraps and the table
+    has no borders: values apart by spaces, as ``docker`` and ``kubectl`` print them.
+    """
+    if width >= UNLIMITED:
+        table_options = {**table_options, "box": None}
     keep = columns_that_fit(columns, width, lambda kept: _minimum_width(_build(columns, rows, kept, table_options)))
+    note = hidden_note(columns, keep, width)
+    if note is not None:
+        table_options = {**table_options, "caption": note, "caption_justify": "left"}
     return _build(columns, rows, keep, table_options)
+
+
+def table_console() -> Console:
+    """The console to print tables on: the terminal's width, unlimited on a pipe (see :func:`fit_table`)."""
+    from rich.console import Console
+
+    return Console(width=output_width())
 
 
 def _build(columns: Sequence[Col], rows: Sequence[Sequence[Any]], keep: list[int], options: dict[str, Any]) -> Table:
@@ -40,8 +60,14 @@ def _build(columns: Sequence[Col], rows: Sequence[Sequence[Any]], keep: list[int
         # column to nothing; a min_width of the widest cell makes "never wrap, never cut" what it measures
         widest = max((_cell_width(row[i]) for row in rows), default=0)
         widest = max(widest, _cell_width(col.header))
-        if col.prose:
-            table.add_column(col.header, justify=col.justify, style=col.style, min_width=min(widest, PROSE_MIN_WIDTH))
+        if col.prose:  # folded, never cut with an ellipsis: a digest or command in a fix must stay whole
+            table.add_column(
+                col.header,
+                justify=col.justify,
+                style=col.style,
+                min_width=min(widest, PROSE_MIN_WIDTH),
+                overflow="fold",
+            )
         else:
             table.add_column(col.header, justify=col.justify, style=col.style, no_wrap=True, min_width=widest)
     for row in rows:
