@@ -114,3 +114,40 @@ def test_a_swap_on_request_between_profiles_that_share_a_port_runs_in_the_gatewa
     assert answer.json()["model"] == alias
     after = json.loads(pair.ok("status", "--json"))
     assert [(s["profile"], s["port"]) for s in after["services"]] == [(other, port)]
+
+
+def _deferred(pair: World) -> int:
+    metrics = httpx.get(pair.url + "/metrics", timeout=10).text
+    line = 'servectl_gateway_swap_events_total{event="on_request_deferred"}'
+    return next((int(float(ln.split()[-1])) for ln in metrics.splitlines() if ln.startswith(line)), 0)
+
+
+def test_a_service_no_alias_names_does_not_restart_the_anti_thrash_clock(pair: World) -> None:
+    """Issue 39 (13): a service started on another card and port while one alias's service has been loaded long
+    enough does not make the next swap on request wait min_loaded_s (only what the swap replaces counts)."""
+    status = json.loads(pair.ok("status", "--json"))
+    (running,) = [s["profile"] for s in status["services"]]
+    other = pair.b if running == pair.a else pair.a
+    alias = "two" if other == pair.b else "one"
+    time.sleep(MIN_LOADED_S + 1)  # what runs has been loaded long enough
+    doc = yaml.safe_load((pair.profiles / f"{running}.yaml").read_text(encoding="utf-8"))
+    third = f"gw{pair.tid}-unrelated"
+    doc.pop("rollback", None)
+    doc.update(name=third, model={**doc["model"], "served_name": third})
+    doc["serve"] = {**doc["serve"], "port": free_port()}
+    doc["container"] = {**doc["container"], "name": f"gwtest-{pair.tid}-{third}",
+                        "labels": {**doc["container"]["labels"], "servectl.gpus": "1"}}  # fmt: skip
+    (pair.profiles / f"{third}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    pair.ok("up", third)
+    try:
+        before = _deferred(pair)
+        body = {"model": alias, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
+        answer = httpx.post(
+            pair.url + "/v1/chat/completions", timeout=120, headers={"Authorization": f"Bearer {pair.key}"}, json=body
+        )
+        assert answer.status_code == 200, answer.text
+        assert _deferred(pair) == before  # swapped at once: the unrelated service's start did not count
+        profiles = {s["profile"] for s in json.loads(pair.ok("status", "--json"))["services"]}
+        assert profiles == {other, third}
+    finally:
+        pair.servectl("down", third)
