@@ -85,6 +85,8 @@ def test_a_cdi_spec_counts_as_a_gpu_runtime(tmp_path: Path) -> None:
 def test_missing_compose_and_extras_warn_with_their_install_lines(tmp_path: Path) -> None:
     report = _doctor(tmp_path, host=FakeHostProbe(), module_present=lambda name: False)
     assert report.line("compose.cli").outcome == "warn"
+    found = report.line("compose.cli").found  # not only rendered files need it (issue 44)
+    assert "`compose_file:` conflict" in found and "adopt --compose" in found and "render --to compose" in found
     assert report.line("extra.bench").fix == "pip install 'servectl[bench]'"
     assert report.exit_code == 0
 

@@ -278,3 +278,13 @@ def test_status_watch_on_a_pipe_prints_each_refresh(
     out = capsys.readouterr().out
     refreshes = re.findall(r"^servectl status --watch  \d\d:\d\d:\d\d  \(Ctrl-C to stop\)$", out, flags=re.M)
     assert len(refreshes) == 3 and out.count("demo ") >= 3 and slept == [0.5] * 3, out
+
+
+def test_gateway_run_s_help_says_one_gateway_per_state_folder(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cli_run import run_cli
+
+    _, text, _ = run_cli(monkeypatch, capsys, "gateway", "run", "--help")
+    flat = " ".join(text.replace("│", " ").split())
+    assert "one gateway per state folder: a second one, on any address, is refused" in flat, flat

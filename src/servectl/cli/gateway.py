@@ -50,7 +50,14 @@ def init_command(
 
 def run_command(
     config: ConfigOption = None,
-    listen: Annotated[str | None, typer.Option("--listen", help="HOST:PORT instead of the file's listen")] = None,
+    listen: Annotated[
+        str | None,
+        typer.Option(
+            "--listen",
+            help="HOST:PORT instead of the file's listen (one gateway per state folder: a second one, on any "
+            "address, is refused; run it with its own SERVECTL_HOME)",
+        ),
+    ] = None,
 ) -> None:
     """Run the gateway in the foreground (for systemd and containers); SIGTERM drains, then it exits."""
     from servectl.host import from_env

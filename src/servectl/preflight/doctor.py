@@ -210,7 +210,8 @@ def _compose_line(host: HostProbe) -> DoctorLine:
         "compose.cli",
         "warn",
         False,
-        "no docker compose plugin or docker-compose; needed only to run files from `servectl render --to compose`",
+        "no docker compose plugin or docker-compose; needed to run `servectl render --to compose` files, to swap "
+        "to a profile with a `compose_file:` conflict and for `servectl adopt --compose`",
         "sudo apt-get install docker-compose-plugin",
     )
 
