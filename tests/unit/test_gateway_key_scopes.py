@@ -186,6 +186,13 @@ def test_bad_budgets_are_refused_in_one_line(text: str) -> None:
         parse_budget(text)
 
 
+@pytest.mark.parametrize("rate", [0, -1, 10**6 + 1, 10**28])
+def test_bad_rates_are_refused_in_one_line_and_no_key_is_made(tmp_path: Path, rate: int) -> None:
+    with pytest.raises(UsageError, match=r"^--rate -?\d+: write requests per minute from 1 to 1,000,000$"):
+        create_key(_keys(tmp_path), name="typo", rate_per_minute=rate)
+    assert read_keys(_keys(tmp_path)) == []
+
+
 def test_periods_are_utc_calendar_ones() -> None:
     at = datetime(2026, 2, 18, 13, 45, tzinfo=UTC).timestamp()  # a Wednesday
     ts = {p: tuple(datetime.fromtimestamp(x, UTC).isoformat()[:16] for x in period_bounds(p, at))

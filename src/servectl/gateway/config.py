@@ -27,6 +27,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from servectl.errors import Problem, ProfileError
+from servectl.gateway.keys import MAX_RATE_PER_MINUTE
 from servectl.paths import DATA_DIR, state_dir, user_profiles_dir
 
 GATEWAY_SCHEMA_FILE = DATA_DIR / "schema" / "gateway.schema.json"
@@ -82,7 +83,9 @@ class Limits(_Strict):
     max_body_bytes: int = Field(8 * 2**20, ge=1024, description="larger request bodies get 413")
     header_timeout_s: float = Field(10.0, gt=0, description="a client must send its request headers within this")
     body_timeout_s: float = Field(30.0, gt=0, description="a client must send its request body within this")
-    rate_per_minute: int = Field(600, ge=1, description="requests per key and minute (429 with Retry-After past it)")
+    rate_per_minute: int = Field(
+        600, ge=1, le=MAX_RATE_PER_MINUTE, description="requests per key and minute (429 with Retry-After past it)"
+    )
     max_concurrency: int = Field(1024, ge=1, description="requests handled at once; more get 503")
 
 

@@ -40,6 +40,8 @@ _BUDGET = re.compile(r"^(\d+)\s*/\s*(hour|day|week|month)$")
 #: More requests than any period of one gateway can hold: a larger count is a typo (a 29-digit count was taken).
 MAX_BUDGET = 10**12
 BUDGET_PERIODS = ("hour", "day", "week", "month")
+#: More requests per minute than one gateway can answer: a larger rate is a typo, as a 29-digit budget was.
+MAX_RATE_PER_MINUTE = 10**6
 
 
 @dataclass(frozen=True)
@@ -191,6 +193,8 @@ def create_key(
     """
     if not _NAME.match(name):
         raise UsageError(f"key name {name!r}: use letters, digits, '.', '_' or '-' (at most 64)")
+    if rate_per_minute is not None and not 0 < rate_per_minute <= MAX_RATE_PER_MINUTE:
+        raise UsageError(f"--rate {rate_per_minute}: write requests per minute from 1 to {MAX_RATE_PER_MINUTE:,}")
     unknown = [a for a in aliases or () if known_aliases is not None and a not in known_aliases]
     if unknown:
         known = ", ".join(sorted(known_aliases or ())) or "none"
