@@ -288,3 +288,26 @@ def test_gateway_run_s_help_says_one_gateway_per_state_folder(
     _, text, _ = run_cli(monkeypatch, capsys, "gateway", "run", "--help")
     flat = " ".join(text.replace("│", " ").split())
     assert "one gateway per state folder: a second one, on any address, is refused" in flat, flat
+
+
+def test_a_404_for_a_key_granted_none_of_the_gateway_s_aliases_says_so_instead_of_aliases_none(
+    tmp_path: Path,
+) -> None:
+    import httpx
+
+    from servectl.gateway.config import GatewayConfig
+    from servectl.gateway.keys import create_key
+    from servectl.standin.process import free_port
+    from servectl.testing.gateway import GatewayThread
+
+    config = GatewayConfig.model_validate({"listen": f"127.0.0.1:{free_port()}", "aliases": {"small": ["demo"]}})
+    # made while the gateway file had `chat`; the file has changed since
+    key, _ = create_key(config.keys_path({"SERVECTL_HOME": str(tmp_path)}), name="laptop", aliases=["chat"])
+    with GatewayThread(config, upstreams=lambda: [], state_dir=tmp_path) as gw:
+        chat = {"model": "chat", "messages": [{"role": "user", "content": "hi"}]}
+        answer = httpx.post(gw.base_url + "/v1/chat/completions", json=chat,
+                            headers={"Authorization": f"Bearer {key}"}, timeout=10)  # fmt: skip
+    assert answer.status_code == 404 and answer.headers["X-Servectl-Reason"] == "unknown_alias"
+    message = answer.json()["error"]["message"]
+    assert message.startswith("no alias 'chat'; key 'laptop' is granted chat, none of which this gateway has now")
+    assert "aliases: none" not in message

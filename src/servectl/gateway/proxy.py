@@ -377,8 +377,7 @@ class Gateway:
             raise Reject(400, f"the request names no model; ask for an alias: {', '.join(self._granted(entry))}",
                          "bad_request")  # fmt: skip
         if alias not in self.table:
-            raise Reject(404, f"no alias {alias!r}; aliases: {', '.join(self._granted(entry)) or 'none'}",
-                         "unknown_alias")  # fmt: skip
+            raise Reject(404, _unknown_alias(alias, self._granted(entry), entry), "unknown_alias")
         call.alias = alias
         if entry is not None and not entry.grants(alias):
             raise Reject(403, f"key {entry.name!r} is not granted alias {alias!r} (it may use: "
@@ -541,3 +540,16 @@ def _engine_refused_gateway(route: Route) -> str:
         "serve.api_key_env names (or its api_key_file) in the environment that starts the gateway, then restart "
         "it: servectl gateway down, then servectl gateway up (or restart servectl gateway run)"
     )
+
+
+def _unknown_alias(alias: str, granted: Sequence[str], entry: KeyEntry | None) -> str:
+    """The 404's words: the aliases this key may use, or why it may use none of the gateway's."""
+    if granted:
+        return f"no alias {alias!r}; aliases: {', '.join(granted)}"
+    if entry is not None and entry.aliases:
+        return (
+            f"no alias {alias!r}; key {entry.name!r} is granted {', '.join(entry.aliases)}, none of which this "
+            "gateway has now (its gateway file changed since the key was made?): make a key for one of its "
+            "aliases (servectl gateway status lists them)"
+        )
+    return f"no alias {alias!r}; this gateway has no aliases (servectl gateway status names its gateway file)"
