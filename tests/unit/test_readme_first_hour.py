@@ -311,3 +311,18 @@ def test_a_404_for_a_key_granted_none_of_the_gateway_s_aliases_says_so_instead_o
     message = answer.json()["error"]["message"]
     assert message.startswith("no alias 'chat'; key 'laptop' is granted chat, none of which this gateway has now")
     assert "aliases: none" not in message
+
+
+def test_the_dashboard_does_not_tell_a_gateway_without_nvml_to_pip_install_it() -> None:
+    from servectl.errors import GpuUnavailable
+    from servectl.gateway.dashboard import gpu_document
+
+    def no_pynvml() -> object:
+        raise GpuUnavailable(
+            "NVML unavailable: the Python package nvidia-ml-py is not installed; "
+            "install it with: pip install nvidia-ml-py"
+        )
+
+    document = gpu_document(no_pynvml)  # type: ignore[arg-type]
+    assert document["available"] is False and "pip install" not in document["problem"]
+    assert "servectl status --watch on the host shows the cards" in document["problem"]

@@ -266,7 +266,13 @@ def gpu_document(gpus: Callable[[], GpuSnapshot]) -> dict[str, Any]:
     try:
         snapshot = gpus()
     except ServectlError as err:
-        return {"available": False, "problem": err.lines()[0], "devices": []}
+        problem = err.lines()[0]
+        if "nvidia-ml-py is not installed" in problem:  # a pip install in the gateway's container helps nobody
+            problem = (
+                "NVML unavailable where the gateway runs (no nvidia-ml-py there: the gateway container has none); "
+                "servectl status --watch on the host shows the cards"
+            )
+        return {"available": False, "problem": problem, "devices": []}
     devices = [
         {
             "index": d.index,
