@@ -41,6 +41,16 @@ _TOKEN = re.compile(
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.I)
 
 
+#: Shorter values are not taken out of log lines (a 1-character "secret" would blank every line).
+MIN_SECRET_LEN = 6
+
+
+def secret_env_values(environment: Iterable[str]) -> tuple[str, ...]:
+    """The values of the ``NAME=VALUE`` entries whose name reads like a secret, long enough to redact."""
+    values = (e.partition("=")[2] for e in environment if SECRET_NAME.search(e.partition("=")[0]))
+    return tuple(v for v in dict.fromkeys(values) if len(v) >= MIN_SECRET_LEN)
+
+
 def redact(line: str, secrets: Iterable[str] = ()) -> str:
     """``line`` with every secret shown as ``***``: known secret values, the usual key spellings, token shapes."""
     for secret in sorted((s for s in secrets if s), key=len, reverse=True):

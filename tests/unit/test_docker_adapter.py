@@ -248,3 +248,11 @@ def test_listing_asks_the_engine_for_its_default_runtime_only_for_a_container_th
     _, unnamed = engine.list_managed()
     assert api.info.call_count == 1  # asked once, for the container that names no runtime
     assert unnamed.gpu_request is not None and unnamed.gpu_request.device_ids == ("0",)
+
+
+def test_inspect_keeps_the_values_of_secret_named_variables_for_redaction_only() -> None:
+    env = ["HF_TOKEN=hf_abcdefghij", "PATH=/usr/bin", "MY_API_KEY=k-123456", "SHORT_KEY=ab"]
+    data = {"Id": "c1", "Name": "/svc", "State": {"Status": "running"}, "Config": {"Env": env}}
+    state = container_state_from_inspect(data)
+    assert state.secret_env_values == ("hf_abcdefghij", "k-123456")
+    assert "hf_abcdefghij" not in repr(state)

@@ -115,3 +115,31 @@ def test_a_failed_start_shows_its_last_lines_without_the_secrets_the_profile_ref
     shown = "\n".join([*failed.value.lines(), *failed.value.last_log_lines])
     assert "CUDA out of memory (token ***, key ***, ***)" in shown
     assert api_key not in shown and token not in shown and HF not in shown
+
+
+def test_the_dashboard_log_tail_redacts_the_secrets_the_engine_container_was_given(profile_dir: Path) -> None:
+    """The gateway (in its container) has not the host's environment: it takes the values of the engine
+    container's own variables named like secrets out of the tail, as ``servectl logs`` does."""
+    from servectl.gateway.dashboard import docker_log_tail
+    from servectl.testing.docker import FakeDockerEngine, sglang_like_script, write_test_profile
+    from servectl.testing.host import FakeHost
+
+    token, plain = "opaque-token-value-42", "not-a-secret-value"
+    environ = {**os.environ, "VENDOR_TOKEN": token, "SOME_SETTING": plain}
+    write_test_profile(
+        profile_dir,
+        "leaky",
+        port=8193,
+        engine={"env": {"VENDOR_TOKEN": "${VENDOR_TOKEN}", "SOME_SETTING": "${SOME_SETTING}"}},
+    )
+    engine = FakeDockerEngine(
+        images={"servectl-standin:latest"},
+        script_for=lambda spec: sglang_like_script(0.1, extra_lines=[f"token {token} setting {plain}"]),
+        sleep=lambda s: None,
+    )
+    with FakeHost(state_dir=profile_dir.parent / "home", engine=engine, environ=environ) as host:
+        host.up(name="leaky")
+        lines = docker_log_tail(engine)("leaky", 50)
+    assert f"token *** setting {plain}" in lines
+    assert not any(token in line for line in lines)
+    assert token not in repr(engine.inspect(next(iter(engine.containers))))

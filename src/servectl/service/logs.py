@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from servectl.errors import UsageError
 from servectl.files import FileRefused, read_text_bounded
-from servectl.redact import SECRET_NAME, redact
+from servectl.redact import MIN_SECRET_LEN, SECRET_NAME, redact
 from servectl.service.services import find_services
 
 if TYPE_CHECKING:
@@ -18,8 +18,6 @@ if TYPE_CHECKING:
 
 #: An API key file is a line; a larger one is not read (its value cannot be redacted, the shapes still are).
 MAX_KEY_FILE_BYTES = 64 * 2**10
-#: Shorter values are not taken out of log lines (a 1-character "secret" would blank every line).
-MIN_SECRET_LEN = 6
 
 
 def referenced_secrets(plan: LaunchPlan, environ: Mapping[str, str]) -> list[str]:
@@ -58,7 +56,10 @@ def follow_logs(
     if not targets:
         raise UsageError(f"no servectl service named {name}; servectl status lists the services")
     running = [t for t in targets if t.running] or targets
-    hidden = secrets(running[0].profile) if secrets is not None else ()
+    hidden = list(secrets(running[0].profile)) if secrets is not None else []
+    # The values the container itself was given (what a gateway, without the host's environment, can know too)
+    state = docker.inspect(running[0].container_id)
+    hidden += state.secret_env_values if state is not None else ()
     stream = docker.logs(running[0].container_id, follow=follow, tail=tail)
     try:
         for line in stream:

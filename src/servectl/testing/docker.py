@@ -35,6 +35,7 @@ from servectl.adapters.docker import (
 )
 from servectl.errors import EngineUnavailable, PreflightFailed, ServectlError, ServiceConflict, StartupFailed
 from servectl.plan.compile import LABEL_HOST, LABEL_PORT, LABEL_SERVED_NAME, DockerRunSpec
+from servectl.redact import secret_env_values
 from servectl.testing.engine_script import FakeScript, sglang_like_script
 
 __all__ = [
@@ -228,6 +229,7 @@ class FakeDockerEngine:
             pid=4242 if running else None,
             mounts=tuple((m.source, m.target) for m in c.spec.mounts),
             network_mode=c.spec.network_mode,
+            secret_env_values=secret_env_values(c.environment),
         )
 
     def _get(self, id_or_name: str) -> FakeContainer | None:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from servectl.adapters.docker.values import ContainerState, EngineInfo, ImageInfo, PublishedPort
 from servectl.plan.gpu_request import gpu_request_from_inspect
+from servectl.redact import secret_env_values
 
 if TYPE_CHECKING:
     from servectl.plan.compile import DockerRunSpec
@@ -191,6 +192,7 @@ def container_state_from_inspect(data: Mapping[str, Any], *, default_runtime: st
         mounts=mounts,
         created_at=_epoch(data.get("Created")),
         network_mode=str(host.get("NetworkMode") or ""),
+        secret_env_values=secret_env_values(str(e) for e in config.get("Env") or ()),
     )
 
 

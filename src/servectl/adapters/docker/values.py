@@ -84,6 +84,9 @@ class ContainerState:
     mounts: tuple[tuple[str, str], ...] = ()
     created_at: float | None = None
     network_mode: str = ""
+    #: The values of its environment variables named like secrets (``HF_TOKEN``, ``*_KEY``...): only to take
+    #: them out of its log lines, never shown (left out of repr).
+    secret_env_values: tuple[str, ...] = field(default=(), repr=False)
 
     @property
     def managed(self) -> bool:
