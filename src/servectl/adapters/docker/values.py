@@ -86,7 +86,7 @@ class ContainerState:
     network_mode: str = ""
     #: The values of its environment variables named like secrets (``HF_TOKEN``, ``*_KEY``...): only to take
     #: them out of its log lines, never shown (left out of repr).
-    secret_env_values: tuple[str, ...] = field(default=(), repr=False)
+    secret_env_values: tuple[str, ...] = field(default=(), repr=False, compare=False)
 
     @property
     def managed(self) -> bool:
