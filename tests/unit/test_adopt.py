@@ -346,6 +346,7 @@ def test_the_adopted_services_are_looked_up_on_the_runtimes_search_path(
     # an adopted profile in a folder only the runtime's environ names: status lists its container as adopted
     from servectl.service.adopt import AdoptOptions, adopt
     from servectl.service.adopted import adopted_profiles
+    from servectl.service.clocks import Clocks
     from servectl.service.container import DockerRuntime
     from servectl.testing.docker import FakeDockerEngine
 
@@ -360,7 +361,8 @@ def test_the_adopted_services_are_looked_up_on_the_runtimes_search_path(
     engine = FakeDockerEngine()
     engine.documents[data["Id"]] = data
     engine.image_documents[data["Image"]] = image_inspect()
-    listed = DockerRuntime(docker=engine, environ=environ, state_dir=tmp_path / "state").services(probe=False)
+    runtime = DockerRuntime(docker=engine, http=None, environ=environ, state_dir=tmp_path / "state", clocks=Clocks())
+    listed = runtime.services(probe=False)
     assert [(s.profile, s.adopted) for s in listed] == [("hand", True)]
     docs = FakeDocuments({"sglang-hand": data}, {data["Image"]: image_inspect()})
     with pytest.raises(AdoptError, match="profile hand already exists"):  # the name is taken on that path too

@@ -48,7 +48,6 @@ ENV_NOT_YET = {
     "plan/resolve.py": "issue 40: resolve(name, environ=None)",
     "profile/loader.py": "issue 40: search_path(environ=None)",
     "service/adopt.py": "issue 40: adopt defaults environ",
-    "service/container.py": "issue 40: start and DockerRuntime default environ",
     "service/services.py": "issue 40: current_plan_hash defaults environ",
 }
 
@@ -77,7 +76,6 @@ ADAPTERS_NOT_YET = {
     "host/services.py": "issue 40: doctor opens a short-lived Docker engine of its own",
     "service/journal.py": "issue 40: the journal records to a History of its own",
     "service/services.py": "issue 40: services() builds a PlanCache and a History",
-    "service/stage.py": "issue 40: staging builds a psutil probe",
 }
 
 # -- numeric defaults ----------------------------------------------------------------------------------------------

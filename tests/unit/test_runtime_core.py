@@ -21,6 +21,7 @@ from servectl.adapters.state import GateRecord, History
 from servectl.errors import LockTimeout, PreflightFailed, ServiceConflict, StartupFailed, UsageError
 from servectl.plan.resolve import resolve
 from servectl.service import runtime
+from servectl.service.clocks import Clocks
 from servectl.service.container import DockerRuntime
 from servectl.service.context import Context
 from servectl.service.logs import follow_logs
@@ -67,7 +68,14 @@ class Env:
         gpus = kwargs.pop("gpus", FakeGpuInventory.scenario("two_free_sm120"))
         probe = kwargs.pop("host", None) or self.host_for(name)
         kwargs["force"] = tuple(kwargs.get("force", ()))
-        rt = DockerRuntime(docker=self.engine, http=self.http, environ=self.environ, build_image=build_image)
+        rt = DockerRuntime(
+            docker=self.engine,
+            http=self.http,
+            environ=self.environ,
+            state_dir=self.home,
+            clocks=Clocks(),
+            build_image=build_image,
+        )
         ctx = self.context(gpus=gpus, probe=probe, runtime=rt)
         return runtime.up(ctx, name=name, opts=runtime.UpOptions(**kwargs))
 

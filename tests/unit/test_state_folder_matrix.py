@@ -23,6 +23,7 @@ from servectl.adapters.conflicts import STOPPED_CONFLICTS_FILE
 from servectl.adapters.state import GATE_DIR, HISTORY_FILE, LOCK_FILE, PENDING_DIR
 from servectl.errors import ServectlError
 from servectl.service import runtime
+from servectl.service.clocks import Clocks
 from servectl.service.container import DockerRuntime
 from servectl.service.context import Context
 from servectl.service.journal import JOURNAL_FILE, status_notes
@@ -126,7 +127,7 @@ def test_a_damaged_state_entry_never_stops_a_healthy_service_nor_shows_a_traceba
     common = {"docker": engine, "state_dir": home, "lock_timeout_s": 1, "nvml": False}
     up_ctx = Context(http=http, environ=environ, **common)  # as the host builds it: every part on the engine
     # the transactions: the real runtime with the fake engine's HTTP transport bound in, conflicts in memory
-    rt = DockerRuntime(docker=engine, http=http, environ={}, state_dir=home)
+    rt = DockerRuntime(docker=engine, http=http, environ={}, state_dir=home, clocks=Clocks())
     tx_ctx = Context(runtime=rt, conflicts=FakeConflicts([]), **common)
     tx = SwapOptions(preflight=no_preflight, handle_signals=False)
     runtime.up(up_ctx, name="b")

@@ -20,6 +20,7 @@ from servectl.errors import PreflightFailed, SwapFailed, SwapRolledBack
 from servectl.paths import state_dir
 from servectl.plan.compile import DockerRunSpec
 from servectl.plan.resolve import Resolved, resolve
+from servectl.service.clocks import Clocks
 from servectl.service.container import DockerRuntime
 from servectl.service.context import Context
 from servectl.service.services import services
@@ -35,7 +36,7 @@ def on_engine(engine: FakeDockerEngine) -> Context:
     """A context on the fake engine: the real runtime with the engine's HTTP transport bound in (the gate probes
     through it), with environment {} for the engine, and conflicts in memory."""
     http = httpx.Client(transport=engine.http_transport())
-    rt = DockerRuntime(docker=engine, http=http, environ={}, state_dir=state_dir())
+    rt = DockerRuntime(docker=engine, http=http, environ={}, state_dir=state_dir(), clocks=Clocks())
     return Context(docker=engine, http=http, runtime=rt, conflicts=FakeConflicts(), nvml=False)
 
 

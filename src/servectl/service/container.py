@@ -9,7 +9,6 @@ The primitives every command builds on (:func:`start`, :func:`stop`), with no lo
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -18,7 +17,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from servectl.adapters.state import GateRecord
 from servectl.errors import ServectlError, StartupFailed
-from servectl.paths import state_dir as default_state_dir
+from servectl.service.clocks import Clocks
 from servectl.service.host_files import discard_key_file, read_api_key, remove_key_file, write_plan_files
 from servectl.service.image import ImageBuilder, ensure_image
 from servectl.service.services import ServiceInfo, adopted_in, service_from_container, services
@@ -79,11 +78,11 @@ def start(
     resolved: Resolved,
     docker: DockerEngine,
     on_phase: Callable[[Progress], None] | None = None,
-    http: httpx.Client | None = None,
-    environ: Mapping[str, str] | None = None,
-    clock: Callable[[], float] = time.monotonic,
-    state_dir: Path | None = None,
-    sleep: Callable[[float], None] = time.sleep,
+    http: httpx.Client | None,
+    environ: Mapping[str, str],
+    state_dir: Path,
+    clock: Callable[[], float],
+    sleep: Callable[[float], None],
 ) -> StartResult:
     """Start the profile's container and wait until it passes the health gate.
 
@@ -102,12 +101,12 @@ def start(
     from servectl.service.logs import referenced_secrets
 
     plan = resolved.plan
-    env = os.environ if environ is None else environ
+    env = environ
     api_key = read_api_key(plan, env)
     write_plan_files(plan, api_key=api_key)
     t0 = clock()
     container_id: str | None = None
-    gates = GateRecord(state_dir or default_state_dir(env))
+    gates = GateRecord(state_dir)
     try:
         if on_phase is not None:
             on_phase(Progress("starting", "creating the container"))
@@ -123,7 +122,7 @@ def start(
             on_phase=_recording_passage(gates, container_id, plan.docker.name, on_phase),
             api_key=api_key,
             started_at=t0,
-            opts=GateOptions(clock=clock, secrets=tuple(referenced_secrets(plan, env))),
+            opts=GateOptions(clock=clock, sleep=sleep, secrets=tuple(referenced_secrets(plan, env))),
         )
         _record_passed(gates, container_id, plan.docker.name)  # idempotent; a gate stubbed in tests
     except BaseException as err:
@@ -205,11 +204,11 @@ def stop(
     *,
     service: ServiceInfo,
     docker: DockerEngine,
-    gpus: GpuInventory | None = None,
-    free_deadline_s: float = CARDS_FREE_DEADLINE_S,
-    state_dir: Path | None = None,
-    clock: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
+    gpus: GpuInventory | None,
+    free_deadline_s: float,
+    state_dir: Path,
+    clock: Callable[[], float],
+    sleep: Callable[[float], None],
 ) -> StopResult:
     """Stop a service gracefully and make sure it is gone.
 
@@ -234,7 +233,7 @@ def stop(
     docker.remove(service.container_id, force=True)
     _wait_gone(docker, service.container_id, GONE_DEADLINE_S, clock=clock, sleep=sleep)
     last_known = after or before
-    remove_key_file(last_known.mounts if last_known is not None else (), state_dir or default_state_dir())
+    remove_key_file(last_known.mounts if last_known is not None else (), state_dir)
     leaked: tuple[int, ...] = ()
     unknown: tuple[int, ...] = ()
     from servectl.adapters.gpu import reads_cards
@@ -281,8 +280,9 @@ class DockerRuntime:
     Args:
         docker: the engine.
         http: the client of the health gate and of ``/health`` probes (None: a short-lived one per call).
-        environ: the environment (API keys, pass-through variables); default ``os.environ``.
-        state_dir: the state folder (gate records, key files); default from the environment.
+        environ: the environment (API keys, pass-through variables).
+        state_dir: the state folder (gate records, key files).
+        clocks: time as the gate, the stops and the listing read it (the context's).
         scope: only containers with these labels are servectl's (tests use a session label).
         build_image: builds the stand-in image (default :func:`servectl.service.image.build_standin`).
     """
@@ -291,16 +291,18 @@ class DockerRuntime:
         self,
         *,
         docker: DockerEngine,
-        http: httpx.Client | None = None,
-        environ: Mapping[str, str] | None = None,
-        state_dir: Path | None = None,
+        http: httpx.Client | None,
+        environ: Mapping[str, str],
+        state_dir: Path,
+        clocks: Clocks,
         scope: Mapping[str, str] | None = None,
         build_image: ImageBuilder | None = None,
     ) -> None:
         self.docker = docker
         self.http = http
-        self.environ = os.environ if environ is None else environ
-        self.state_dir = default_state_dir(self.environ) if state_dir is None else state_dir
+        self.environ = environ
+        self.state_dir = state_dir
+        self.clocks = clocks
         self.scope = scope
         self.build_image = build_image
 
@@ -315,6 +317,7 @@ class DockerRuntime:
             plan_hash_of=plan_hash_of,
             state_dir=self.state_dir,
             scope=self.scope,
+            clock=self.clocks.wall,
             adopted=lambda: adopted_in(self.environ),
         )
 
@@ -327,6 +330,8 @@ class DockerRuntime:
             http=self.http,
             environ=self.environ,
             state_dir=self.state_dir,
+            clock=self.clocks.monotonic,
+            sleep=self.clocks.sleep,
         )
 
     def stop(
@@ -334,7 +339,13 @@ class DockerRuntime:
     ) -> StopResult:
         """Stop ``service`` and make sure it is gone, waiting for its cards on ``gpus`` (see :func:`stop`)."""
         return stop(
-            service=service, docker=self.docker, gpus=gpus, free_deadline_s=free_deadline_s, state_dir=self.state_dir
+            service=service,
+            docker=self.docker,
+            gpus=gpus,
+            free_deadline_s=free_deadline_s,
+            state_dir=self.state_dir,
+            clock=self.clocks.monotonic,
+            sleep=self.clocks.sleep,
         )
 
     def ensure_image(self, resolved: Resolved, *, on_phase: Callable[[Progress], None] | None = None) -> None:

@@ -14,12 +14,12 @@ What the context opened it closes (:meth:`Context.close`); adapters given to it 
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from servectl.service.clocks import Clocks as Clocks  # re-exported: its home before clocks.py
 
 if TYPE_CHECKING:
     import httpx
@@ -55,16 +55,6 @@ def lock_timeout_default(environ: Mapping[str, str] | None = None) -> float:
         return float(raw) if raw else DEFAULT_LOCK_TIMEOUT_S
     except ValueError:
         raise UsageError(f"SERVECTL_LOCK_TIMEOUT_S={raw!r} is not a number of seconds") from None
-
-
-@dataclass(frozen=True)
-class Clocks:
-    """Time as the core reads it: monotonic seconds (timings), epoch seconds (journal, history), the pause
-    while waiting (tests pass one that moves their fake clock)."""
-
-    monotonic: Callable[[], float] = time.monotonic
-    wall: Callable[[], float] = time.time
-    sleep: Callable[[float], None] = time.sleep
 
 
 class Context:
@@ -286,7 +276,12 @@ class Context:
             from servectl.service.container import DockerRuntime
 
             self._runtime = DockerRuntime(
-                docker=self.docker, http=self._http, environ=self._environ, state_dir=self.state_dir, scope=self._scope
+                docker=self.docker,
+                http=self._http,
+                environ=self._environ,
+                state_dir=self.state_dir,
+                clocks=self._clocks,
+                scope=self._scope,
             )
         return self._runtime
 

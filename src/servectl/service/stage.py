@@ -128,8 +128,8 @@ def stage_target(
     )
 
 
-def stager(host: HostProbe | None = None, *, read_weights: bool = True) -> Stager:
-    """:func:`stage_target` as a swap's :class:`Stager`, with ``host`` (default psutil) for free RAM."""
+def stager(host: HostProbe, *, read_weights: bool = True) -> Stager:
+    """:func:`stage_target` as a swap's :class:`Stager`, with ``host`` (the context's probe) for free RAM."""
 
     def stage(
         *,
@@ -139,15 +139,10 @@ def stager(host: HostProbe | None = None, *, read_weights: bool = True) -> Stage
         on_progress: Callable[[Progress], None] | None = None,
         parses: ParseMemo | None = None,
     ) -> StageReport:
-        probe = host
-        if probe is None:
-            from servectl.adapters.host import PsutilHostProbe
-
-            probe = PsutilHostProbe()
         return stage_target(
             resolved,
             docker=docker,
-            host=probe,
+            host=host,
             skip=skip,
             on_progress=on_progress,
             read_weights=read_weights,
