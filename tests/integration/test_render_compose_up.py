@@ -31,6 +31,7 @@ import yaml
 from _helpers import compose_cli
 
 from servectl.adapters.docker import DockerSdkEngine
+from servectl.adapters.plan_cache import PlanCache
 from servectl.plan.compile import LABEL_PLAN_HASH, LaunchPlan
 from servectl.plan.resolve import plan_for
 from servectl.profile.loader import ProfileFolder
@@ -198,7 +199,12 @@ def test_servectl_status_lists_it_ready_without_drift(started: Started, test_ses
     wait_until_serving(
         plan=started.plan, container_id=started.container.id, docker=started.engine, api_key=started.api_key
     )
-    (service,) = services(docker=started.engine, scope={SESSION_LABEL: test_session_id}, state_dir=started.state_dir)
+    (service,) = services(
+        docker=started.engine,
+        scope={SESSION_LABEL: test_session_id},
+        state_dir=started.state_dir,
+        plan_hash_of=PlanCache(environ=os.environ).plan_hash,  # drift, as `servectl status` asks it
+    )
     assert service.profile == started.plan.profile
     assert service.container_name == started.plan.docker.name
     assert service.state == "ready"

@@ -48,7 +48,6 @@ ENV_NOT_YET = {
     "plan/resolve.py": "issue 40: resolve(name, environ=None)",
     "profile/loader.py": "issue 40: search_path(environ=None)",
     "service/adopt.py": "issue 40: adopt defaults environ",
-    "service/services.py": "issue 40: current_plan_hash defaults environ",
 }
 
 # -- adapter construction --------------------------------------------------------------------------------------
@@ -75,7 +74,7 @@ ADAPTERS_NOT_YET = {
     "gateway/dashboard.py": "issue 40: the dashboard opens NVML and the history itself",
     "host/services.py": "issue 40: doctor opens a short-lived Docker engine of its own",
     "service/journal.py": "issue 40: the journal records to a History of its own",
-    "service/services.py": "issue 40: services() builds a PlanCache and a History",
+    "service/services.py": "issue 40: passed_gate_ids reads the History of the state folder it is given",
 }
 
 # -- numeric defaults ----------------------------------------------------------------------------------------------

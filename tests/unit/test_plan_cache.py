@@ -230,7 +230,7 @@ def test_no_profile_of_that_name_is_remembered_until_one_appears(
 
 
 def test_status_drift_follows_an_edit_of_the_running_profile(write_profile: WriteProfile) -> None:
-    from servectl.service.services import current_plan_hash
+    current_plan_hash = PlanCache(environ=os.environ).plan_hash  # what status's drift column asks
 
     path = write_profile("p", _profile("p", port=8180))
     started = current_plan_hash("p")

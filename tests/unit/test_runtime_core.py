@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from servectl.adapters.gpu import GpuProcess
+from servectl.adapters.plan_cache import PlanCache
 from servectl.adapters.state import GateRecord, History
 from servectl.errors import LockTimeout, PreflightFailed, ServiceConflict, StartupFailed, UsageError
 from servectl.plan.resolve import resolve
@@ -85,7 +86,8 @@ class Env:
         return list(result.stopped)
 
     def services(self, **kwargs: Any) -> list[ServiceInfo]:
-        return services(docker=self.engine, http=self.http, state_dir=self.home, **kwargs)
+        drift = {"plan_hash_of": PlanCache(environ=self.environ).plan_hash}  # as the host's status asks it
+        return services(docker=self.engine, http=self.http, state_dir=self.home, **{**drift, **kwargs})
 
     def created(self) -> int:
         return sum(1 for call, _ in self.engine.calls if call == "create_and_start")

@@ -248,19 +248,6 @@ def adopted_in(environ: Mapping[str, str] | None = None) -> Sequence[Resolved]:
     return adopted_profiles(environ)
 
 
-def current_plan_hash(profile: str, *, environ: Mapping[str, str] | None = None) -> str | None:
-    """The plan hash that profile ``profile`` compiles to now, or None when it no longer loads (from the plan
-    cache when none of the profile's inputs changed: ``status`` compiles nothing for an unchanged profile).
-
-    ``environ``: the environment the profile resolves in (default ``os.environ``).
-    """
-    import os
-
-    from servectl.adapters.plan_cache import PlanCache
-
-    return PlanCache(environ=os.environ if environ is None else environ).plan_hash(profile)
-
-
 def _answers_health(client: httpx.Client, url: str) -> bool:
     import httpx
 
@@ -293,11 +280,11 @@ def services(
     docker: DockerEngine,
     http: httpx.Client | None = None,
     probe: bool = True,
-    plan_hash_of: Callable[[str], str | None] | None = current_plan_hash,
+    plan_hash_of: Callable[[str], str | None] | None = None,
     state_dir: Path | None = None,
     scope: Mapping[str, str] | None = None,
     clock: Callable[[], float] = time.time,
-    adopted: Callable[[], Sequence[Resolved]] | None = adopted_in,
+    adopted: Callable[[], Sequence[Resolved]] | None = None,
 ) -> list[ServiceInfo]:
     """Every servectl service, derived from labelled containers (Docker is the source of truth).
 
