@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from servectl.bench.qualify.clients import ADAPTERS, KEY_ENV, Endpoint
+from servectl.bench.qualify.clients import ADAPTERS, KEY_ENV, ClientEndpoint
 from servectl.bench.qualify.gates import GateRun, clients
 from servectl.bench.qualify.model import ServiceFacts, gate_counts
 from servectl.bench.qualify.suite import ClientsGate, load_suite, suite_path
@@ -84,7 +84,7 @@ def test_the_key_reaches_the_client_only_as_a_variable_and_never_the_evidence(tm
     body = f'#!/bin/sh\necho "key=${KEY_ENV}"\ncat "$PI_CODING_AGENT_DIR/models.json"\n'
     env = {"PATH": "/usr/bin:/bin", "SERVECTL_CLIENT_PI": script(tmp_path, "pi", body)}
     ok, _, detail = clients.run_client(
-        ADAPTERS["pi"], env["SERVECTL_CLIENT_PI"], Endpoint("http://h:1", "m", 8192), api_key="s3cret-value",
+        ADAPTERS["pi"], env["SERVECTL_CLIENT_PI"], ClientEndpoint("http://h:1", "m", 8192), api_key="s3cret-value",
         timeout_s=20, environ=env,
     )  # fmt: skip
     tail = str(detail["output_tail"])
@@ -113,7 +113,7 @@ def test_a_client_gets_a_throwaway_home_and_tmpdir_removed_after_it(tmp_path: Pa
     body = '#!/bin/sh\necho "$HOME|$TMPDIR"\ntouch "$TMPDIR/left-behind"\n'
     env = {"PATH": "/usr/bin:/bin", "TMPDIR": str(tmp_path), "SERVECTL_CLIENT_PI": script(tmp_path, "pi", body)}
     _, _, detail = clients.run_client(
-        ADAPTERS["pi"], env["SERVECTL_CLIENT_PI"], Endpoint("http://h:1", "m"), api_key="k", timeout_s=20,
+        ADAPTERS["pi"], env["SERVECTL_CLIENT_PI"], ClientEndpoint("http://h:1", "m"), api_key="k", timeout_s=20,
         environ=env,
     )  # fmt: skip
     home, scratch = str(detail["output_tail"]).strip().split("|")
@@ -122,7 +122,7 @@ def test_a_client_gets_a_throwaway_home_and_tmpdir_removed_after_it(tmp_path: Pa
 
 
 def test_openclaw_is_configured_in_the_throwaway_home_with_the_key_as_a_reference(tmp_path: Path) -> None:
-    env = ADAPTERS["openclaw"].configure(tmp_path, Endpoint("http://h:1", "m", 8192))
+    env = ADAPTERS["openclaw"].configure(tmp_path, ClientEndpoint("http://h:1", "m", 8192))
     assert env["OPENCLAW_STATE_DIR"] == str(tmp_path / "openclaw")
     config = json.loads(Path(env["OPENCLAW_CONFIG_PATH"]).read_text())
     provider = config["models"]["providers"]["servectl"]

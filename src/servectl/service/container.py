@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from servectl.adapters.docker import DockerEngine
     from servectl.adapters.gpu import GpuInventory
     from servectl.plan.resolve import Resolved
-    from servectl.service.health import GateResult, Progress
+    from servectl.service.health import GatePassage, Progress
 
 #: After a failed start, the engine gets at most this long to stop before it is killed.
 FAILED_START_STOP_S = 5
@@ -48,7 +48,7 @@ class StartResult:
     """A container that passed the health gate."""
 
     service: ServiceInfo
-    gate: GateResult
+    gate: GatePassage
     url: str
     resumed: bool = False  # a warm standby's resume (no container start)
 

@@ -103,7 +103,7 @@ class Progress:
 
 
 @dataclass(frozen=True)
-class GateResult:
+class GatePassage:
     """A service that passed the gate: how long it took and when each phase began (seconds from start)."""
 
     startup_s: float
@@ -311,7 +311,7 @@ class GateMachine:
                 f"(health.stall_timeout_s); the engine looks hung"
             )
 
-    def passed(self, now: float) -> GateResult | None:
+    def passed(self, now: float) -> GatePassage | None:
         """The result once every probe, the ready line and every expect_log pattern hold; else None."""
         if not (self.checks.health and self.checks.models and self.checks.chat and self.watcher.ready_line_seen):
             return None
@@ -319,7 +319,7 @@ class GateMachine:
         if not missing_expect:
             self.watcher.phase, self.watcher.percent, self.watcher.detail = READY, None, ""
             self.note_phase(now)
-            return GateResult(startup_s=now - self.t0, phases=self.phases, kv_tokens=self.watcher.kv_tokens)
+            return GatePassage(startup_s=now - self.t0, phases=self.phases, kv_tokens=self.watcher.kv_tokens)
         if self.all_ok_at is None:
             self.all_ok_at = now
         elif now - self.all_ok_at >= self.expect_grace_s:
@@ -414,7 +414,7 @@ def wait_until_serving(
     api_key: str | None = None,
     started_at: float | None = None,
     opts: GateOptions | None = None,
-) -> GateResult:
+) -> GatePassage:
     """Wait until the container of ``plan`` serves, or fail fast (the decisions: :class:`GateMachine`).
 
     Args:

@@ -52,7 +52,7 @@ from servectl.service.container import (
     stop,
 )
 from servectl.service.context import DEFAULT_LOCK_TIMEOUT_S, Context, lock_timeout_default
-from servectl.service.health import GateResult, Progress
+from servectl.service.health import GatePassage, Progress
 from servectl.service.journal import SwapJournal, clear_journal, refuse_if_unfinished, write_journal
 from servectl.service.services import ALIVE_STATES, ServiceInfo, running_refs
 from servectl.service.standby import prime
@@ -101,7 +101,7 @@ class UpResult:
     action: Literal["started", "already-running"]
     service: ServiceInfo
     url: str
-    gate: GateResult | None = None
+    gate: GatePassage | None = None
     removed_stale: tuple[str, ...] = ()  # exited containers of this profile that were cleared first
     notes: tuple[str, ...] = ()  # what up did on the way (e.g. replaced a container that never passed its gate)
 

@@ -42,7 +42,7 @@ from servectl.profile.engine_args import mem_fraction_static
 from servectl.profile.memory_saver import load_memory_saver
 from servectl.service.container import StartResult, StopResult
 from servectl.service.fingerprint import Fingerprint, difference
-from servectl.service.health import GateResult
+from servectl.service.health import GatePassage
 from servectl.service.journal import SwapJournal
 from servectl.service.services import ServiceInfo
 from servectl.service.standby_engine import RELEASE_TAGS, EngineClient, EngineGone
@@ -345,7 +345,7 @@ def resume_from_standby(ctx: TxContext, service: ServiceInfo, resolved: Resolved
     )
     return StartResult(
         service=back,
-        gate=GateResult(startup_s=resume_s, phases=[("resume", 0.0)]),
+        gate=GatePassage(startup_s=resume_s, phases=[("resume", 0.0)]),
         url=resolved.plan.url,
         resumed=True,
     )

@@ -19,7 +19,7 @@ from servectl.errors import EngineUnavailable, LockTimeout, ServectlError, Servi
 from servectl.plan.resolve import Resolved
 from servectl.profile.models import ConflictSpec
 from servectl.service.container import CARDS_FREE_DEADLINE_S, ServiceRuntime, StartResult, StopResult
-from servectl.service.health import GateResult, Progress
+from servectl.service.health import GatePassage, Progress
 from servectl.service.services import ALIVE_STATES, ServiceInfo, ServiceState
 
 if TYPE_CHECKING:
@@ -183,7 +183,7 @@ class FakeRuntime:
             raise
         ready = replace(new, state="ready", running=True)
         self.running[new.container_name] = ready
-        gate = GateResult(startup_s=script.startup_s, phases=[])
+        gate = GatePassage(startup_s=script.startup_s, phases=[])
         return StartResult(service=ready, gate=gate, url=f"http://{ready.host}:{ready.port}")
 
     def stop(

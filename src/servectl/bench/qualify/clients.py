@@ -46,7 +46,7 @@ UNKNOWN_CONTEXT = 65536
 
 
 @dataclass(frozen=True)
-class Endpoint:
+class ClientEndpoint:
     """What a client is pointed at: the server's base URL (no ``/v1``), the model and its context."""
 
     url: str
@@ -70,7 +70,7 @@ class ClientAdapter:
             return given if Path(given).is_file() and os.access(given, os.X_OK) else None
         return shutil.which(self.executable, path=environ.get("PATH"))
 
-    def configure(self, home: Path, endpoint: Endpoint) -> dict[str, str]:
+    def configure(self, home: Path, endpoint: ClientEndpoint) -> dict[str, str]:
         """Write the client's configuration under ``home``; return the environment variables it needs."""
         if self.name == "pi":
             return _configure_pi(home, endpoint)
@@ -78,7 +78,7 @@ class ClientAdapter:
             return _configure_hermes(home, endpoint)
         return _configure_openclaw(home, endpoint)
 
-    def argv(self, executable: str, prompt: str, endpoint: Endpoint, home: Path) -> list[str]:
+    def argv(self, executable: str, prompt: str, endpoint: ClientEndpoint, home: Path) -> list[str]:
         """The non-interactive command line that sends ``prompt`` and prints the answer."""
         if self.name == "pi":
             return [executable, "-p", "--no-session", "--no-extensions", "--no-skills", "--no-context-files",
@@ -101,7 +101,7 @@ def _write(path: Path, text: str) -> None:
     write_atomic(path, text.encode("utf-8"), mode=0o600)
 
 
-def _configure_pi(home: Path, endpoint: Endpoint) -> dict[str, str]:
+def _configure_pi(home: Path, endpoint: ClientEndpoint) -> dict[str, str]:
     agent_dir = home / "pi-agent"
     model = {"id": endpoint.model, "contextWindow": endpoint.context_length or UNKNOWN_CONTEXT, "maxTokens": 4096}
     provider = {
@@ -115,7 +115,7 @@ def _configure_pi(home: Path, endpoint: Endpoint) -> dict[str, str]:
     return {"PI_CODING_AGENT_DIR": str(agent_dir)}
 
 
-def _configure_hermes(home: Path, endpoint: Endpoint) -> dict[str, str]:
+def _configure_hermes(home: Path, endpoint: ClientEndpoint) -> dict[str, str]:
     hermes_home = home / "hermes"
     config = {
         # the context is given: hermes would probe /v1/models for it, which a gateway may not report
@@ -132,7 +132,7 @@ def _configure_hermes(home: Path, endpoint: Endpoint) -> dict[str, str]:
     return {"HERMES_HOME": str(hermes_home)}
 
 
-def _configure_openclaw(home: Path, endpoint: Endpoint) -> dict[str, str]:
+def _configure_openclaw(home: Path, endpoint: ClientEndpoint) -> dict[str, str]:
     state = home / "openclaw"
     model = {
         "id": endpoint.model,

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from servectl.bench.qualify.client import NO_KEY
-from servectl.bench.qualify.clients import ADAPTERS, KEY_ENV, ClientAdapter, Endpoint
+from servectl.bench.qualify.clients import ADAPTERS, KEY_ENV, ClientAdapter, ClientEndpoint
 from servectl.bench.qualify.gates.common import GateRun, clip
 from servectl.bench.qualify.model import CaseResult, GateResult
 from servectl.bench.qualify.suite import ClientsGate
@@ -42,7 +42,7 @@ PROMPT = (
 def run_client(
     adapter: ClientAdapter,
     executable: str,
-    endpoint: Endpoint,
+    endpoint: ClientEndpoint,
     *,
     api_key: str,
     timeout_s: float,
@@ -103,7 +103,7 @@ def run(run: GateRun, spec: ClientsGate, *, environ: Mapping[str, str] | None = 
     """Each client of ``spec.clients``, one after the other."""
     env = os.environ if environ is None else environ
     context = run.max_model_len or run.facts.context_length  # a gateway's /v1/models may not report it
-    endpoint = Endpoint(url=run.client.url, model=run.client.model, context_length=context)
+    endpoint = ClientEndpoint(url=run.client.url, model=run.client.model, context_length=context)
     key = run.client.api_key.reveal() if run.client.api_key is not None else NO_KEY
     cases, missing = [], []
     for index, name in enumerate(spec.clients):
