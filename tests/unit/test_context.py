@@ -95,3 +95,27 @@ def test_the_lock_waits_the_given_time_else_the_environments(tmp_path: Path) -> 
     assert Context(lock_timeout_s=2.0, state_dir=tmp_path).lock("x").timeout_s == 2.0  # type: ignore[attr-defined]
     with pytest.raises(UsageError, match="SERVECTL_LOCK_TIMEOUT_S='soon' is not a number"):
         lock_timeout_default({"SERVECTL_LOCK_TIMEOUT_S": "soon"})
+
+
+def test_doctor_checks_a_short_lived_engine_unless_the_context_has_one(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import servectl.adapters.docker as docker_adapter
+    from servectl.service.context import CHECK_DOCKER_TIMEOUT_S
+
+    Opened.log = []
+    timeouts: list[float] = []
+
+    def engine(*, timeout_s: float) -> Opened:
+        timeouts.append(timeout_s)
+        return Opened("docker")
+
+    monkeypatch.setattr(docker_adapter, "DockerSdkEngine", engine)
+    ctx = Context(environ={"SERVECTL_HOME": str(tmp_path)})
+    with ctx.docker_to_check() as checked:
+        assert isinstance(checked, Opened) and Opened.log == ["open docker"]
+    assert Opened.log == ["open docker", "close docker"] and timeouts == [CHECK_DOCKER_TIMEOUT_S]
+    given = FakeDockerEngine()
+    with Context(docker=given, state_dir=tmp_path).docker_to_check() as checked:
+        assert checked is given
+    assert Opened.log == ["open docker", "close docker"]  # the given one is neither opened nor closed

@@ -72,7 +72,6 @@ CONTEXT_BUILDERS = {
 ADAPTERS_NOT_YET = {
     "adapters/gateway_admin.py": "issue 40: the gateway's admin socket records history through a History of its own",
     "gateway/dashboard.py": "issue 40: the dashboard opens NVML and the history itself",
-    "host/services.py": "issue 40: doctor opens a short-lived Docker engine of its own",
     "service/journal.py": "issue 40: the journal records to a History of its own",
     "service/services.py": "issue 40: passed_gate_ids reads the History of the state folder it is given",
 }

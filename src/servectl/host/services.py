@@ -87,16 +87,8 @@ class ServiceCommands(HostBase):
         """
         from servectl.preflight.doctor import run_doctor
 
-        opened = self.ctx.docker_opened
-        if opened is not None:
-            return run_doctor(docker=opened, gpus=self.gpus, host=self.host_probe, state_dir=self.state_dir)
-        from servectl.adapters.docker import DockerSdkEngine
-
-        docker = DockerSdkEngine(timeout_s=5.0)  # a hung engine must not hang the check of it
-        try:
+        with self.ctx.docker_to_check() as docker:  # a hung engine must not hang the check of it
             return run_doctor(docker=docker, gpus=self.gpus, host=self.host_probe, state_dir=self.state_dir)
-        finally:
-            docker.close()
 
     # -- services ------------------------------------------------------------------------------------------
     def up(

@@ -14,8 +14,8 @@ What the context opened it closes (:meth:`Context.close`); adapters given to it 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 
 #: How long a second servectl process waits for the first one (``SERVECTL_LOCK_TIMEOUT_S`` overrides).
 DEFAULT_LOCK_TIMEOUT_S = 10.0
+#: How long each call to a Docker engine that is being checked (``doctor``) may take.
+CHECK_DOCKER_TIMEOUT_S = 5.0
 
 Lock = Callable[[str], AbstractContextManager[object]]
 """``lock(purpose)``: the state lock, held while services change (purpose is shown to a process that waits)."""
@@ -188,11 +190,21 @@ class Context:
             self._docker = self._docker_owned
         return self._docker
 
-    @property
-    def docker_opened(self) -> DockerEngine | None:
-        """The Docker engine if it was given or is already open, else None (``doctor`` opens a short-lived one)."""
+    @contextmanager
+    def docker_to_check(self) -> Iterator[DockerEngine]:
+        """The Docker engine to check (``doctor``): the context's if given or open, else a short-lived SDK
+        engine whose calls give up after :data:`CHECK_DOCKER_TIMEOUT_S`, closed when the block ends."""
         self._check_open()
-        return self._docker
+        if self._docker is not None:
+            yield self._docker
+            return
+        from servectl.adapters.docker import DockerSdkEngine
+
+        engine = DockerSdkEngine(timeout_s=CHECK_DOCKER_TIMEOUT_S)
+        try:
+            yield engine
+        finally:
+            engine.close()
 
     @property
     def gpus(self) -> GpuInventory:
