@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -75,7 +76,9 @@ def main() -> None:
         model_path="/nonexistent-model",
         ipc_host=True,
     )
-    report = run_preflight(request=request, gpus=inventory, host=PsutilHostProbe(), docker=DockerSdkEngine())
+    report = run_preflight(
+        request=request, gpus=inventory, host=PsutilHostProbe(), docker=DockerSdkEngine(environ=os.environ)
+    )
     render_report(report, Console(width=200))
     print(
         f"preflight total {report.duration_seconds * 1000:.1f} ms, NVML part "

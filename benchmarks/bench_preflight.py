@@ -13,6 +13,7 @@ the 0.3 s target. A benchmark, not a test: it asserts nothing.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -77,7 +78,7 @@ def make_model_folder(root: Path, total_bytes: int = 178 * 10**9, shards: int = 
 
 def one_run(request: PreflightRequest) -> tuple[float, PreflightReport]:
     started = time.perf_counter()
-    docker = DockerSdkEngine()
+    docker = DockerSdkEngine(environ=os.environ)
     report = run_preflight(
         request=request,
         gpus=FakeGpuInventory.scenario("two_free_sm120"),

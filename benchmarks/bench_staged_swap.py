@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import statistics
 import sys
@@ -125,7 +126,7 @@ def main() -> None:
             folder, name, session=session, image=image, port=port, delay_s=args.delay, swap=True,
             env={"STANDIN_READ_WEIGHTS": "1"}, model_path=model, health={"startup_timeout_s": 600},
         )  # fmt: skip
-    engine = DockerSdkEngine()
+    engine = DockerSdkEngine(environ=os.environ)
     setup = Setup(engine=engine, session=session, home=home, port=port, old=old, new=new, files=files)
     runs: list[Run] = []
     try:

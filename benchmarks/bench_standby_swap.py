@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 from dataclasses import dataclass
@@ -64,7 +65,7 @@ class Run:
 class World:
     def __init__(self, args: argparse.Namespace) -> None:
         self.session, self.folder, self.home = bench_folders("standby")
-        self.engine = DockerSdkEngine()
+        self.engine = DockerSdkEngine(environ=os.environ)
         self.gpus = StandinGpuInventory(self.engines, cards=1)
         self.resident = 0  # the most bytes of the weights left in the page cache after an eviction
         self.files = make_weights(WEIGHTS_DIR, int(args.gib * GIB)) if args.gib > 0 else []

@@ -121,7 +121,7 @@ def main() -> None:
     old, new = f"swapa-{session[-6:]}", f"swapb-{session[-6:]}"
     for name in (old, new):
         write_standin_profile(folder, name, session=session, image=image, port=port, delay_s=args.delay, swap=True)
-    engine = DockerSdkEngine()
+    engine = DockerSdkEngine(environ=os.environ)
     runs: dict[str, list[Run]] = {"baseline": [], "library": [], "cli": []}
     try:
         baseline_once(old, new, session)  # untimed: warms the engine and the page cache

@@ -99,7 +99,7 @@ def main() -> None:
     name = f"bench-{session[-6:]}"
     port = free_port()
     write_standin_profile(folder, name, session=session, image=image, port=port, delay_s=args.delay)
-    engine = DockerSdkEngine()
+    engine = DockerSdkEngine(environ=os.environ)
     times: dict[str, list[float]] = {"baseline": [], "cli": [], "library": [], "imports": []}
     try:
         # One untimed start of each kind warms the engine and the page cache.

@@ -54,7 +54,7 @@ def standin_image(docker_client: Any) -> str:
     from servectl.adapters.docker import DockerSdkEngine
     from servectl.standin.image import build_standin_image
 
-    return build_standin_image(docker=DockerSdkEngine(client=docker_client))
+    return build_standin_image(docker=DockerSdkEngine(environ=os.environ, client=docker_client))
 
 
 @pytest.fixture

@@ -63,7 +63,7 @@ class World:
         self.model, self.cache = tmp / "model", tmp / "cache"
         shutil.copytree(REPO / "examples" / "demo-model", self.model)
         self.cache.mkdir()
-        self.docker = DockerSdkEngine(client=client)
+        self.docker = DockerSdkEngine(environ=os.environ, client=client)
         monkeypatch.chdir(tmp)  # ./profiles is this test's folder, searched before anything else
         for key, value in {
             "SERVECTL_PROFILES": str(self.profiles),

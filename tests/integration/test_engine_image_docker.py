@@ -41,7 +41,7 @@ def images(docker_client: Any) -> SglangTestImages:
 
 @pytest.fixture(scope="session")
 def engine() -> Iterator[DockerSdkEngine]:
-    sdk = DockerSdkEngine()
+    sdk = DockerSdkEngine(environ=os.environ)
     yield sdk
     sdk.close()  # its client's sockets: an unclosed one is an unraisable ResourceWarning at some later GC
 

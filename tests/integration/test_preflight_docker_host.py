@@ -80,13 +80,13 @@ def run_container(client: Any, name: str, **kwargs: Any) -> Any:
 
 
 def test_ping_reports_the_engine_version_and_runtimes(client: Any) -> None:
-    info = DockerSdkEngine(client=client).ping()
+    info = DockerSdkEngine(environ=os.environ, client=client).ping()
     assert info.server_version == client.version()["Version"]
     assert "runc" in info.runtimes or "io.containerd.runc.v2" in info.runtimes
 
 
 def test_image_lookup_by_tag_and_id_and_a_missing_one(client: Any) -> None:
-    facts = DockerSdkEngine(client=client)
+    facts = DockerSdkEngine(environ=os.environ, client=client)
     by_tag = facts.image(IMAGE)
     assert by_tag is not None and by_tag.id.startswith("sha256:") and IMAGE in by_tag.tags
     by_id = facts.image(by_tag.id)
@@ -101,7 +101,7 @@ def test_containers_report_names_labels_published_ports_and_pids(client: Any) ->
     container = run_container(
         client, "ports", labels={"servectl.profile": "demo"}, ports={"8000/tcp": ("127.0.0.1", port)}
     )
-    facts = DockerSdkEngine(client=client)
+    facts = DockerSdkEngine(environ=os.environ, client=client)
     facts.ping()
     found = {c.id: c for c in facts.running_containers()}
     info = found[container.id]
@@ -152,7 +152,7 @@ def test_a_wildcard_listener_in_another_process_blocks_a_loopback_profile(client
             request=request,
             gpus=FakeGpuInventory.scenario("no_driver"),
             host=PsutilHostProbe(),
-            docker=DockerSdkEngine(client=client),
+            docker=DockerSdkEngine(environ=os.environ, client=client),
         )
         check = report.check("port.free")
         assert check.result == "fail"
@@ -187,7 +187,7 @@ def test_full_preflight_names_the_container_on_the_port_and_accepts_it_when_repl
         model_path="/nonexistent",
         conflicts=(ConflictRef("container", container.name),),
     )
-    facts = DockerSdkEngine(client=client)
+    facts = DockerSdkEngine(environ=os.environ, client=client)
     report = run_preflight(
         request=request,
         gpus=FakeGpuInventory.scenario("two_free_sm120"),
@@ -222,7 +222,7 @@ def test_full_preflight_names_the_container_on_the_port_and_accepts_it_when_repl
 def test_an_engine_that_does_not_answer_is_engine_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
     with pytest.raises(EngineUnavailable, match=r"Docker engine unreachable at .*start it") as caught:
-        DockerSdkEngine(timeout_s=2).ping()
+        DockerSdkEngine(environ=os.environ, timeout_s=2).ping()
     message = caught.value.message
     del caught  # the traceback keeps the SDK's half-made connection alive
     gc.collect()
@@ -239,7 +239,10 @@ def test_preflight_with_the_real_adapters_never_touches_nvml_without_gpus(client
         model_path="/nonexistent",
     )
     report = run_preflight(
-        request=request, gpus=NvmlInventory(), host=PsutilHostProbe(), docker=DockerSdkEngine(client=client)
+        request=request,
+        gpus=NvmlInventory(),
+        host=PsutilHostProbe(),
+        docker=DockerSdkEngine(environ=os.environ, client=client),
     )
     assert report.check("docker.engine").result == "pass"
     assert report.check("image.pinned").result == "warn"  # present, not pinned (candidate)

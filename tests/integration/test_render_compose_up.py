@@ -158,7 +158,7 @@ def started(
         patch.setenv("SERVECTL_PROFILES", str(profiles))
         patch.setenv("SERVECTL_HOME", str(state_dir))
         plan = plan_for(loaded, environ={**os.environ, **env})
-        engine = DockerSdkEngine(client=docker_client)
+        engine = DockerSdkEngine(environ=os.environ, client=docker_client)
         try:
             up = run_compose(*compose_args, "up", "-d", cwd=out_dir, env=env)
             assert up.returncode == 0, up.stderr

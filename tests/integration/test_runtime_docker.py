@@ -118,7 +118,7 @@ def rt(
     # The CLI runs in ``folder`` too: from the checkout's root, ``./profiles`` (a link to the shipped profiles)
     # would resolve ``demo``'s relative model path through the link, another path than the package's own.
     monkeypatch.chdir(folder)
-    engine = DockerSdkEngine(client=docker_client)
+    engine = DockerSdkEngine(environ=os.environ, client=docker_client)
     yield Runtime(folder, home, test_session_id, os.urandom(3).hex(), standin_image, engine)
     for container in docker_client.containers.list(
         all=True, filters={"label": f"{TEST_SESSION_LABEL}={test_session_id}"}
@@ -185,7 +185,9 @@ def test_reads_over_the_unix_socket_give_what_the_sdk_gives(rt: Runtime) -> None
     """``status`` reads the local engine over its socket (no SDK import); the documents are the SDK's."""
     name, _ = rt.profile("socket")
     assert rt.cli("up", name).returncode == 0
-    over_socket = DockerSdkEngine()  # no client given, DOCKER_HOST unset: reads go over /var/run/docker.sock
+    over_socket = DockerSdkEngine(
+        environ=os.environ
+    )  # no client given, DOCKER_HOST unset: reads go over /var/run/docker.sock
     assert over_socket._socket is not None and rt.engine._socket is None
     try:
         [container] = rt.containers()

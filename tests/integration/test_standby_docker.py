@@ -10,6 +10,7 @@ test's label; the teardown removes them, passed or failed.
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import threading
@@ -55,7 +56,7 @@ class World:
         self.profiles, self.home, self.tmp = tmp / "profiles", tmp / "home", tmp
         self.profiles.mkdir()
         self.ports: dict[str, int] = {}
-        self.docker = DockerSdkEngine(client=client)
+        self.docker = DockerSdkEngine(environ=os.environ, client=client)
         self.gpus = StandinGpuInventory(self.engines, cards=1)
         monkeypatch.setenv("SERVECTL_PROFILES", str(self.profiles))
         monkeypatch.setenv("SERVECTL_HOME", str(self.home))

@@ -53,7 +53,9 @@ def test_image_is_small_labelled_tagged_latest_and_reused(docker_client: Any, st
     assert image.labels[IMAGE_LABEL] == "1"
     assert image.attrs["Size"] < 150 * 1024 * 1024
     begin = time.monotonic()
-    assert build_standin_image(docker=DockerSdkEngine(client=docker_client)) == standin_image  # found, not rebuilt
+    assert (
+        build_standin_image(docker=DockerSdkEngine(environ=os.environ, client=docker_client)) == standin_image
+    )  # found, not rebuilt
     # Checked right after the call: other worktrees sharing this engine may move `latest` to their build.
     assert docker_client.images.get("servectl-standin:latest").id == image.id
     assert time.monotonic() - begin < 2.0

@@ -8,6 +8,7 @@ and the teardown removes whatever carries it, passed or failed.
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import signal
 import subprocess
@@ -63,7 +64,7 @@ class Bench:
         self.profiles.mkdir()
         self.home = tmp / "home"
         self.tmp = tmp
-        self.docker = DockerSdkEngine(client=client)
+        self.docker = DockerSdkEngine(environ=os.environ, client=client)
         monkeypatch.setenv("SERVECTL_PROFILES", str(self.profiles))
         monkeypatch.setenv("SERVECTL_HOME", str(self.home))
         monkeypatch.setenv("SERVECTL_LOCK_TIMEOUT_S", "2")

@@ -9,6 +9,7 @@ Every container carries this test's label and is removed at the end, passed or f
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -51,7 +52,7 @@ class World:
         (self.model / "config.json").write_bytes((DEMO_MODEL / "config.json").read_bytes())
         for i in (1, 2, 3):
             (self.model / f"model-0000{i}-of-00003.safetensors").write_bytes(bytes([i]) * (SHARD_MIB * 2**20))
-        self.docker = DockerSdkEngine(client=client)
+        self.docker = DockerSdkEngine(environ=os.environ, client=client)
         monkeypatch.setenv("SERVECTL_PROFILES", str(self.profiles))
         monkeypatch.setenv("SERVECTL_HOME", str(self.home))
         monkeypatch.setenv("SERVECTL_LOCK_TIMEOUT_S", "2")

@@ -39,7 +39,7 @@ def real_adapters(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     import servectl.adapters.gpu as gpu_adapter
 
     Opened.log = []
-    monkeypatch.setattr(docker_adapter, "DockerSdkEngine", lambda: Opened("docker"))
+    monkeypatch.setattr(docker_adapter, "DockerSdkEngine", lambda **_: Opened("docker"))
     monkeypatch.setattr(gpu_adapter, "NvmlInventory", lambda: Opened("nvml", answers=False))
     return Opened.log
 
@@ -106,7 +106,7 @@ def test_doctor_checks_a_short_lived_engine_unless_the_context_has_one(
     Opened.log = []
     timeouts: list[float] = []
 
-    def engine(*, timeout_s: float) -> Opened:
+    def engine(*, environ: object, timeout_s: float) -> Opened:
         timeouts.append(timeout_s)
         return Opened("docker")
 

@@ -40,7 +40,6 @@ ENV_READERS = {
     "adapters/host.py": "which tools this process can run (shutil.which) is a fact of its own PATH",
 }
 ENV_NOT_YET = {
-    "adapters/docker/sdk.py": "issue 40: DockerSdkEngine reads DOCKER_HOST itself; the Context should pass environ",
     "adapters/docker/translate.py": "issue 40: create_container_args defaults environ to os.environ",
     "bench/finding/report.py": "issue 40: write_report defaults environ",
     "bench/qualify/gates/clients.py": "issue 40: the agent clients' environment defaults to os.environ",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -221,7 +222,7 @@ def test_create_calls_only_the_public_sdk_api(shipped_plans: list[DockerRunSpec]
     api.create_container.return_value = {"Id": "c" * 64}
     client = mock.Mock(spec=["api", "close"], api=api)
     spec = shipped_plans[0]
-    assert DockerSdkEngine(client=client).create(spec, environ={}) == "c" * 64
+    assert DockerSdkEngine(environ=os.environ, client=client).create(spec, environ={}) == "c" * 64
     args = create_container_args(spec, environ={})
     api.create_host_config.assert_called_once_with(**args.host_config)
     api.create_container.assert_called_once_with(**args.container, host_config={"Binds": ["x"]})
@@ -240,7 +241,7 @@ def test_listing_asks_the_engine_for_its_default_runtime_only_for_a_container_th
         **nvidia_env,
     }
     api.info.return_value = {"DefaultRuntime": "nvidia"}
-    engine = DockerSdkEngine(client=mock.Mock(spec=["api", "close"], api=api))
+    engine = DockerSdkEngine(environ=os.environ, client=mock.Mock(spec=["api", "close"], api=api))
     api.containers.return_value = [{"Id": "a" * 64}]
     [runc] = engine.list_managed()
     assert runc.gpu_request is None and api.info.call_count == 0
@@ -256,3 +257,21 @@ def test_inspect_keeps_the_values_of_secret_named_variables_for_redaction_only()
     state = container_state_from_inspect(data)
     assert state.secret_env_values == ("hf_abcdefghij", "k-123456")
     assert "hf_abcdefghij" not in repr(state)
+
+
+def test_the_sdk_engine_reads_where_the_engine_is_from_the_environ_it_is_given(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """DockerSdkEngine read DOCKER_HOST from os.environ (its socket reader and its one-line error) whatever
+    environment the host had; now only from the context's."""
+    from servectl.errors import EngineUnavailable
+
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    where = f"unix://{tmp_path}/no-engine.sock"
+    engine = DockerSdkEngine(environ={"DOCKER_HOST": where}, timeout_s=1)
+    try:
+        with pytest.raises(EngineUnavailable) as err:
+            engine.ping()
+    finally:
+        engine.close()
+    assert f"Docker engine unreachable at {where} (No such file or directory)" in str(err.value)

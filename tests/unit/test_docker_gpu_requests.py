@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
@@ -161,7 +162,7 @@ def test_a_missing_docker_sdk_is_one_line_with_the_install_command(monkeypatch: 
     monkeypatch.setitem(sys.modules, "docker", None)  # makes `import docker` raise ImportError
     monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:9")  # not a local socket: even reads need the SDK
     with pytest.raises(EngineUnavailable) as caught:
-        DockerSdkEngine().ping()
+        DockerSdkEngine(environ=os.environ).ping()
     assert caught.value.message == "Docker SDK for Python is not installed; install it with: pip install docker"
 
 

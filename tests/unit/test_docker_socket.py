@@ -4,6 +4,7 @@ server on a unix socket in the test's folder: documents, 404 as None, errors as 
 from __future__ import annotations
 
 import json
+import os
 import socketserver
 import threading
 from collections.abc import Iterator
@@ -49,7 +50,7 @@ def engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[DockerSd
     threading.Thread(target=server.serve_forever, daemon=True).start()
     monkeypatch.setenv("DOCKER_HOST", f"unix://{path}")
     _Handler.documents, _Handler.seen = {}, []
-    engine = DockerSdkEngine(timeout_s=5)
+    engine = DockerSdkEngine(environ=os.environ, timeout_s=5)
     yield engine
     engine.close()
     server.shutdown()
@@ -94,7 +95,7 @@ def test_no_engine_at_the_socket_is_engine_unavailable_with_the_fix(
 ) -> None:
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path / 'none.sock'}")
     with pytest.raises(EngineUnavailable) as caught:
-        DockerSdkEngine(timeout_s=1).list_managed()
+        DockerSdkEngine(environ=os.environ, timeout_s=1).list_managed()
     assert str(caught.value).startswith(f"Docker engine unreachable at unix://{tmp_path / 'none.sock'}")
     assert "No such file or directory" in str(caught.value) and "\n" not in str(caught.value)
 

@@ -53,7 +53,7 @@ def test_the_real_adapters_unreachable_message_carries_its_fix_once() -> None:
     from servectl.adapters.docker.sdk import _unreachable
     from servectl.preflight.doctor import _docker_line
 
-    message = _unreachable(FileNotFoundError(2, "No such file or directory"))
+    message = _unreachable(FileNotFoundError(2, "No such file or directory"), "unix:///var/run/docker.sock")
     line = _docker_line(None, message)
     shown = f"{line.found} {line.fix}"
     assert shown.count("systemctl start docker") == 1 and "DOCKER_HOST" in line.found and line.fix == ""

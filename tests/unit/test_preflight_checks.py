@@ -885,7 +885,9 @@ def test_an_unreachable_engine_says_its_fix_once_in_preflight_as_in_doctor() -> 
     from servectl.preflight.checks.docker import check_docker_engine
     from servectl.preflight.facts import Facts
 
-    real = check_docker_engine(request(), Facts(engine_error=_unreachable(ConnectionRefusedError(111, "refused"))))
+    real = check_docker_engine(
+        request(), Facts(engine_error=_unreachable(ConnectionRefusedError(111, "refused"), "unix:///x.sock"))
+    )
     assert f"{real.message} {real.fix}".count("systemctl start docker") == 1 and real.fix == ""
     bare = check_docker_engine(request(), Facts(engine_error="Docker engine unreachable"))  # a message with no fix
     assert "systemctl start docker" in bare.fix

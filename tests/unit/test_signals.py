@@ -171,7 +171,7 @@ def test_sigint_while_the_engine_creates_a_throwaway_container_still_removes_it(
         os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while the engine makes the container
         return made
 
-    engine = DockerSdkEngine(client=SimpleNamespace(containers=SimpleNamespace(create=create)))
+    engine = DockerSdkEngine(environ=os.environ, client=SimpleNamespace(containers=SimpleNamespace(create=create)))
     with SignalGuard(True), pytest.raises(Interrupt):
         engine.run_oneshot("img", ["python3", "-c", "pass"], timeout_s=5)
     assert removed == [True]

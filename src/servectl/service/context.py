@@ -186,7 +186,7 @@ class Context:
         if self._docker is None:
             from servectl.adapters.docker import DockerSdkEngine
 
-            self._docker_owned = DockerSdkEngine()
+            self._docker_owned = DockerSdkEngine(environ=self._environ)
             self._docker = self._docker_owned
         return self._docker
 
@@ -200,7 +200,7 @@ class Context:
             return
         from servectl.adapters.docker import DockerSdkEngine
 
-        engine = DockerSdkEngine(timeout_s=CHECK_DOCKER_TIMEOUT_S)
+        engine = DockerSdkEngine(environ=self._environ, timeout_s=CHECK_DOCKER_TIMEOUT_S)
         try:
             yield engine
         finally:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -68,7 +67,7 @@ def _sdk() -> Any:
 
 
 @contextmanager
-def _sdk_errors(action: str) -> Iterator[None]:
+def _sdk_errors(action: str, where: str) -> Iterator[None]:
     """Wrap SDK and transport errors in servectl's tree, ``from`` the original."""
     docker = _sdk()
 
@@ -79,10 +78,10 @@ def _sdk_errors(action: str) -> Iterator[None]:
     except docker.errors.APIError as e:  # NotFound and ImageNotFound included
         raise ServectlError(f"docker: {action}: {_explanation(e)}") from e
     except OSError as e:  # requests' connection errors and timeouts are OSErrors too
-        raise EngineUnavailable(_unreachable(e)) from e
+        raise EngineUnavailable(_unreachable(e, where)) from e
     except docker.errors.DockerException as e:
         if "Error while fetching server API version" in str(e):
-            raise EngineUnavailable(_unreachable(e)) from e
+            raise EngineUnavailable(_unreachable(e, where)) from e
         raise EngineUnavailable(f"docker: {action}: {e}; {UNREACHABLE_FIX}") from e
 
 
@@ -92,11 +91,11 @@ _REASONS = ("No such file or directory", "Connection refused", "Permission denie
 T = TypeVar("T")
 
 
-def _or_none(action: str, call: Callable[[], T]) -> T | None:
+def _or_none(action: str, call: Callable[[], T], where: str) -> T | None:
     """``call()`` with SDK errors wrapped (see :func:`_sdk_errors`); None when the engine has no such object."""
     docker = _sdk()
 
-    with _sdk_errors(action):
+    with _sdk_errors(action, where):
         try:
             return call()
         except docker.errors.NotFound:  # ImageNotFound included
@@ -104,19 +103,23 @@ def _or_none(action: str, call: Callable[[], T]) -> T | None:
 
 
 @contextmanager
-def _socket_errors(action: str) -> Iterator[None]:
+def _socket_errors(action: str, where: str) -> Iterator[None]:
     """Wrap the socket reader's errors as :func:`_sdk_errors` wraps the SDK's."""
     try:
         yield
     except DockerApiError as e:
         raise ServectlError(f"docker: {action}: {e.explanation}") from e
     except (OSError, ValueError) as e:  # unreachable, timed out, or an answer that is not JSON
-        raise EngineUnavailable(_unreachable(e)) from e
+        raise EngineUnavailable(_unreachable(e, where)) from e
 
 
-def _unreachable(err: Exception) -> str:
+def engine_address(environ: Mapping[str, str]) -> str:
+    """Where the engine of ``environ`` is expected (``DOCKER_HOST``, else the local socket)."""
+    return environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+
+
+def _unreachable(err: Exception, where: str) -> str:
     """One line: where the engine was expected, why it did not answer, and the fix."""
-    where = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
     text = str(err)
     reason = next((r for r in _REASONS if r.lower() in text.lower()), text[:160])
     return f"Docker engine unreachable at {where} ({reason}); {UNREACHABLE_FIX}"
@@ -162,15 +165,19 @@ class DockerSdkEngine:
     """:class:`DockerEngine` on the Docker SDK (``docker`` is imported on first use).
 
     Args:
-        client: a ``docker.DockerClient`` to use (tests); default ``docker.from_env()``.
+        environ: the environment that says where the engine is (``DOCKER_HOST``, ``DOCKER_TLS_VERIFY``, ...):
+            the context's, the only one the SDK is given.
+        client: a ``docker.DockerClient`` to use (tests); default the SDK's client of ``environ``.
         timeout_s: HTTP timeout of each engine call (stop adds its grace period to it).
     """
 
-    def __init__(self, *, client: Any | None = None, timeout_s: float = 30.0) -> None:
+    def __init__(self, *, environ: Mapping[str, str], client: Any | None = None, timeout_s: float = 30.0) -> None:
+        self._environ = environ
+        self._where = engine_address(environ)
         self._client = client
         self._timeout_s = timeout_s
         self._engine: EngineInfo | None = None
-        path = local_socket(os.environ) if client is None else None  # the SDK's from_env reads os.environ too
+        path = local_socket(environ) if client is None else None
         self._socket = DockerSocket(path, timeout_s=timeout_s) if path is not None else None
 
     @property
@@ -179,8 +186,8 @@ class DockerSdkEngine:
         if self._client is None:
             docker = _sdk()
 
-            with _sdk_errors("connect"):
-                self._client = docker.from_env(timeout=int(self._timeout_s))
+            with _sdk_errors("connect", self._where):
+                self._client = docker.from_env(timeout=int(self._timeout_s), environment=dict(self._environ))
         return self._client
 
     def close(self) -> None:
@@ -193,8 +200,8 @@ class DockerSdkEngine:
     def _read(self, action: str, path: str, sdk: Callable[[], Any], params: Mapping[str, str] | None = None) -> Any:
         """The document at ``path`` over the local socket, else ``sdk()``; None when there is no such object."""
         if self._socket is None:
-            return _or_none(action, sdk)
-        with _socket_errors(action):
+            return _or_none(action, sdk, self._where)
+        with _socket_errors(action, self._where):
             return self._socket.get(path, params)
 
     def ping(self) -> EngineInfo:
@@ -235,7 +242,7 @@ class DockerSdkEngine:
             return None if data is None else image_info_from_inspect(data)
         docker = _sdk()
 
-        with _sdk_errors(f"inspect image {ref}"):
+        with _sdk_errors(f"inspect image {ref}", self._where):
             try:
                 return image_info_from_inspect(self.client.api.inspect_image(ref))
             except docker.errors.NotFound:  # ImageNotFound included
@@ -257,7 +264,7 @@ class DockerSdkEngine:
             local = self.image(spec.image)  # a local build pinned by its id: Docker runs it by the id
             if local is not None:
                 args.container["image"] = local.id
-        with _sdk_errors(f"create container {spec.name}"):
+        with _sdk_errors(f"create container {spec.name}", self._where):
             api = self.client.api
             try:
                 created = api.create_container(**args.container, host_config=api.create_host_config(**args.host_config))
@@ -277,7 +284,7 @@ class DockerSdkEngine:
     def create_and_start(self, spec: DockerRunSpec, *, environ: Mapping[str, str] | None = None) -> str:
         container_id = self.create(spec, environ=environ)
         try:
-            with _sdk_errors(f"start container {spec.name}"):
+            with _sdk_errors(f"start container {spec.name}", self._where):
                 self.client.api.start(container_id)
         except ServectlError as e:
             self.remove(container_id, force=True)
@@ -289,12 +296,12 @@ class DockerSdkEngine:
             return self._inspect_all_over_socket(filters, all_states=all_states)
         docker = _sdk()
 
-        with _sdk_errors("list containers"):
+        with _sdk_errors("list containers", self._where):
             rows = self.client.api.containers(all=all_states, filters=dict(filters))
         states: list[ContainerState] = []
         for row in rows:
             try:
-                with _sdk_errors("inspect container"):
+                with _sdk_errors("inspect container", self._where):
                     data = self.client.api.inspect_container(row["Id"])
             except ServectlError as e:  # removed between list and inspect
                 if isinstance(e.__cause__, docker.errors.NotFound):
@@ -337,7 +344,7 @@ class DockerSdkEngine:
         return container_state_from_inspect(data, default_runtime=self._default_runtime_for(data))
 
     def logs(self, container_id: str, *, follow: bool, tail: int | None = None, since: float | None = None) -> LogLines:
-        with _sdk_errors(f"logs of {container_id[:12]}"):
+        with _sdk_errors(f"logs of {container_id[:12]}", self._where):
             stream = self.client.api.logs(
                 container_id,
                 stream=True,
@@ -349,12 +356,16 @@ class DockerSdkEngine:
 
     def stop(self, container_id: str, *, timeout_s: int) -> None:
         seconds = int(timeout_s)  # a container already gone counts as stopped
-        _or_none(f"stop container {container_id[:12]}", lambda: self.client.api.stop(container_id, timeout=seconds))
+        _or_none(
+            f"stop container {container_id[:12]}",
+            lambda: self.client.api.stop(container_id, timeout=seconds),
+            self._where,
+        )
 
     def kill(self, container_id: str) -> None:
         docker = _sdk()
 
-        with _sdk_errors(f"kill container {container_id[:12]}"):
+        with _sdk_errors(f"kill container {container_id[:12]}", self._where):
             try:
                 self.client.api.kill(container_id)
             except docker.errors.NotFound:
@@ -367,7 +378,7 @@ class DockerSdkEngine:
     def remove(self, container_id: str, *, force: bool) -> None:
         docker = _sdk()
 
-        with _sdk_errors(f"remove container {container_id[:12]}"):
+        with _sdk_errors(f"remove container {container_id[:12]}", self._where):
             try:
                 self.client.api.remove_container(container_id, force=force)
             except docker.errors.NotFound:
@@ -378,7 +389,7 @@ class DockerSdkEngine:
                 raise
 
     def start(self, container_id: str) -> None:
-        with _sdk_errors(f"start container {container_id[:12]}"):
+        with _sdk_errors(f"start container {container_id[:12]}", self._where):
             self.client.api.start(container_id)
 
     # -- raw documents (``servectl adopt`` translates them with servectl.plan.adopt) ------------------------
@@ -407,14 +418,14 @@ class DockerSdkEngine:
         with tempfile.TemporaryFile() as rootfs:
             changes = list(write_rootfs(rootfs))
             rootfs.seek(0)
-            with _sdk_errors(f"import image {ref}"):
+            with _sdk_errors(f"import image {ref}", self._where):
                 self.client.api.import_image(src=rootfs, repository=repository, tag=tag, changes=changes)
         if self._inspect_image(ref) is None:
             raise ServectlError(f"docker: import image {ref}: the engine made no such image; try again")
 
     def tag_image(self, ref: str, target: str) -> None:
         repository, tag = split_tag(target)
-        with _sdk_errors(f"tag image {ref} as {target}"):
+        with _sdk_errors(f"tag image {ref} as {target}", self._where):
             self.client.api.tag(ref, repository, tag)
 
     def run_oneshot(
@@ -423,7 +434,7 @@ class DockerSdkEngine:
         docker = _sdk()
         started = time.perf_counter()
         box: list[Any] = []  # the container, once the engine made it (a signal meanwhile is held until then)
-        with _sdk_errors(f"run a throwaway container of {image}"):
+        with _sdk_errors(f"run a throwaway container of {image}", self._where):
             try:
                 with critical():  # interrupted halfway, the engine would still make a container we never remove
                     box.append(self._create_oneshot(image, command, labels))
