@@ -40,10 +40,8 @@ ENV_READERS = {
     "adapters/host.py": "which tools this process can run (shutil.which) is a fact of its own PATH",
 }
 ENV_NOT_YET = {
-    "adapters/docker/translate.py": "issue 40: create_container_args defaults environ to os.environ",
     "bench/finding/report.py": "issue 40: write_report defaults environ",
     "bench/qualify/gates/clients.py": "issue 40: the agent clients' environment defaults to os.environ",
-    "gateway/container.py": "issue 40: gateway_up/container_name default environ",
     "plan/resolve.py": "issue 40: resolve(name, environ=None)",
     "profile/loader.py": "issue 40: search_path(environ=None)",
     "service/adopt.py": "issue 40: adopt defaults environ",

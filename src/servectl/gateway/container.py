@@ -68,12 +68,12 @@ class GatewayContainer:
         }
 
 
-def container_name(environ: Mapping[str, str] | None = None) -> str:
+def container_name(environ: Mapping[str, str]) -> str:
     """``servectl-gateway``, or ``$SERVECTL_GATEWAY_CONTAINER`` (one host, several gateways: tests)."""
-    return (os.environ if environ is None else environ).get("SERVECTL_GATEWAY_CONTAINER") or CONTAINER_NAME
+    return environ.get("SERVECTL_GATEWAY_CONTAINER") or CONTAINER_NAME
 
 
-def _find(docker: DockerEngine, environ: Mapping[str, str] | None = None) -> ContainerState | None:
+def _find(docker: DockerEngine, environ: Mapping[str, str]) -> ContainerState | None:
     name = container_name(environ)
     found = [c for c in docker.containers_named(name) if c.labels.get(LABEL_GATEWAY) == "1" and c.name == name]
     return found[0] if found else None
@@ -248,8 +248,8 @@ def _profiles(environ: Mapping[str, str]) -> list[Any]:
 def gateway_up(
     *,
     docker: DockerEngine,
+    environ: Mapping[str, str],
     config_file: Path | None = None,
-    environ: Mapping[str, str] | None = None,
     scope: Mapping[str, str] | None = None,
     image: str | None = None,
     wait_s: float = UP_WAIT_S,
@@ -263,7 +263,7 @@ def gateway_up(
     """
     from servectl.gateway.image import build_gateway_image
 
-    env = dict(os.environ if environ is None else environ)
+    env = dict(environ)
     existing = _find(docker, env)
     if existing is not None and existing.running:
         return gateway_status(docker=docker, environ=env) or _describe(existing, None)
@@ -313,7 +313,7 @@ def _describe(state: ContainerState, live: dict[str, Any] | None) -> GatewayCont
     )
 
 
-def gateway_status(*, docker: DockerEngine, environ: Mapping[str, str] | None = None) -> GatewayContainer | None:
+def gateway_status(*, docker: DockerEngine, environ: Mapping[str, str]) -> GatewayContainer | None:
     """The gateway container and what it says of itself; None when there is no gateway container."""
     from servectl.adapters.gateway_admin import gateway_status as ask
     from servectl.paths import state_dir
@@ -332,7 +332,7 @@ def gateway_live(*, state_dir: Path) -> dict[str, Any] | None:
     return ask(state_dir)
 
 
-def gateway_down(*, docker: DockerEngine, environ: Mapping[str, str] | None = None) -> GatewayContainer | None:
+def gateway_down(*, docker: DockerEngine, environ: Mapping[str, str]) -> GatewayContainer | None:
     """Stop the gateway (it drains first, up to ``swap.drain_s``) and remove its container; None when none."""
     state = _find(docker, environ)
     if state is None:
@@ -344,7 +344,7 @@ def gateway_down(*, docker: DockerEngine, environ: Mapping[str, str] | None = No
 
 
 def gateway_logs(
-    *, docker: DockerEngine, follow: bool = False, tail: int | None = None, environ: Mapping[str, str] | None = None
+    *, docker: DockerEngine, environ: Mapping[str, str], follow: bool = False, tail: int | None = None
 ) -> Iterator[str]:
     """The gateway container's log lines (one per request: alias, key name, status, times; never a key).
 

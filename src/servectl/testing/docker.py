@@ -268,7 +268,7 @@ class FakeDockerEngine:
         self._check("image_present", ref)
         return ref in self.images or any(ref in info.digests() for info in self.image_infos)
 
-    def create_and_start(self, spec: DockerRunSpec, *, environ: Mapping[str, str] | None = None) -> str:
+    def create_and_start(self, spec: DockerRunSpec, *, environ: Mapping[str, str]) -> str:
         self._check("create_and_start", spec.name)
         with self._guard:
             if spec.image not in self.images:
@@ -283,7 +283,7 @@ class FakeDockerEngine:
                             raise StartupFailed(
                                 f"docker could not start container {spec.name}: port is already allocated"
                             )
-            environment = run_kwargs(spec, environ=environ or {})["environment"]
+            environment = run_kwargs(spec, environ=environ)["environment"]
             cid = self._new(spec, environment, self.script_for(spec))
             self.containers[cid].started_at = self.clock()
             return cid

@@ -29,12 +29,12 @@ class DockerEngine(Protocol):
     def image_present(self, ref: str) -> bool:
         """Whether the image (``repo:tag`` or ``repo@sha256:...``) is on this host."""
 
-    def create_and_start(self, spec: DockerRunSpec, *, environ: Mapping[str, str] | None = None) -> str:
+    def create_and_start(self, spec: DockerRunSpec, *, environ: Mapping[str, str]) -> str:
         """Create and start the container of ``spec``; return its id.
 
-        ``environ`` supplies the pass-through variables (``environment`` values of None); default
-        ``os.environ``. If the engine creates the container but cannot start it, the container is removed
-        before the error is raised.
+        ``environ`` (the context's) supplies the pass-through variables (``environment`` values of None). If
+        the engine creates the container but cannot start it, the container is removed before the error is
+        raised.
         """
 
     def list_managed(self, label_filter: Mapping[str, str] | None = None) -> list[ContainerState]:

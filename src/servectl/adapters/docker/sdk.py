@@ -255,7 +255,7 @@ class DockerSdkEngine:
     def image_present(self, ref: str) -> bool:
         return self.image(ref) is not None
 
-    def create(self, spec: DockerRunSpec, *, environ: Mapping[str, str] | None = None) -> str:
+    def create(self, spec: DockerRunSpec, *, environ: Mapping[str, str]) -> str:
         """Create (not start) the container of ``spec``; return its id."""
         docker = _sdk()
 
@@ -281,7 +281,7 @@ class DockerSdkEngine:
                 raise
         return str(created["Id"])
 
-    def create_and_start(self, spec: DockerRunSpec, *, environ: Mapping[str, str] | None = None) -> str:
+    def create_and_start(self, spec: DockerRunSpec, *, environ: Mapping[str, str]) -> str:
         container_id = self.create(spec, environ=environ)
         try:
             with _sdk_errors(f"start container {spec.name}", self._where):

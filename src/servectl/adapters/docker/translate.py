@@ -12,7 +12,6 @@ chunks into lines.
 from __future__ import annotations
 
 import codecs
-import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -26,7 +25,7 @@ if TYPE_CHECKING:
     from servectl.plan.compile import DockerRunSpec
 
 
-def run_kwargs(spec: DockerRunSpec, *, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+def run_kwargs(spec: DockerRunSpec, *, environ: Mapping[str, str]) -> dict[str, Any]:
     """The SDK's ``containers.create``/``containers.run`` keyword arguments for ``spec``. Pure.
 
     Plus ``stop_timeout``, which only the low-level ``create_container`` takes (the adapter passes it there).
@@ -35,7 +34,7 @@ def run_kwargs(spec: DockerRunSpec, *, environ: Mapping[str, str] | None = None)
     ``-e NAME`` without a value passes ``NAME`` through from ``environ`` when it is set there and is
     dropped otherwise, exactly as the Docker CLI does.
     """
-    env = os.environ if environ is None else environ
+    env = environ
     environment: list[str] = []
     for name, value in spec.environment:
         if value is not None:
@@ -96,7 +95,7 @@ _HOST_CONFIG_KEYS = (
 )
 
 
-def create_container_args(spec: DockerRunSpec, *, environ: Mapping[str, str] | None = None) -> CreateArgs:
+def create_container_args(spec: DockerRunSpec, *, environ: Mapping[str, str]) -> CreateArgs:
     """:func:`run_kwargs` split the way the SDK's public low-level API takes them. Pure.
 
     ``APIClient.create_container`` takes the container's config (and ``stop_timeout``, which the high-level
