@@ -52,9 +52,9 @@ def test_nothing_opens_until_used_each_part_is_kept_and_close_closes_what_it_ope
     runtime = ctx.runtime
     assert isinstance(runtime, DockerRuntime) and runtime.docker is ctx.docker and runtime.state_dir == tmp_path
     assert ctx.runtime is runtime and real_adapters == ["open docker"]  # built once
-    cards = ctx.cards  # NVML does not answer here: a null inventory saying why, which stops wait on no card of
+    cards = ctx.gpus  # NVML does not answer here: a null inventory saying why, which stops wait on no card of
     assert isinstance(cards, NullGpuInventory) and not reads_cards(cards) and cards.reason == "no driver (test)"
-    assert not reads_cards(ctx.cards) and real_adapters == ["open docker", "open nvml"]  # asked once
+    assert ctx.gpus is cards and real_adapters == ["open docker", "open nvml"]  # asked once
     ctx.close()
     assert real_adapters == ["open docker", "open nvml", "close docker", "close nvml"]
     with pytest.raises(UsageError, match="closed"):
@@ -66,14 +66,14 @@ def test_nothing_opens_until_used_each_part_is_kept_and_close_closes_what_it_ope
 def test_given_adapters_are_used_as_they_are_and_stay_open(real_adapters: list[str], tmp_path: Path) -> None:
     engine, gpus = FakeDockerEngine(), FakeGpuInventory.scenario("two_free_sm120")
     ctx = Context(docker=engine, gpus=gpus, state_dir=tmp_path)
-    assert ctx.docker is engine and ctx.gpus is gpus and ctx.cards is gpus
+    assert ctx.docker is engine and ctx.gpus is gpus
     ctx.close()
     assert real_adapters == []  # nothing of its own was opened, nothing closed
 
 
 def test_without_nvml_the_inventory_is_a_null_one_that_reads_no_card(tmp_path: Path) -> None:
     ctx = Context(docker=FakeDockerEngine(), nvml=False, state_dir=tmp_path)
-    assert ctx.gpus is ctx.cards and not reads_cards(ctx.cards)  # always an inventory, never None
+    assert ctx.gpus is ctx.gpus and not reads_cards(ctx.gpus)  # always an inventory, never None
     with pytest.raises(GpuUnavailable, match="reads no GPUs"):
         ctx.gpus.snapshot()
 

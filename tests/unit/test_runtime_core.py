@@ -280,7 +280,7 @@ def test_up_and_down_start_and_stop_through_the_contexts_runtime(env: Env) -> No
     assert History(env.home).events()[-1]["event"] == "up"
     [stopped] = runtime.down(ctx, name="a").stopped
     assert stopped.profile == "a" and fake.calls[-1] == ("stop", "a") and fake.profiles() == []
-    assert fake.stop_gpus == [ctx.cards]  # the stop waited on the context's cards
+    assert fake.stop_gpus == [ctx.gpus]  # the stop waited on the context's cards
 
 
 def test_up_waits_for_the_lock_and_gives_up_naming_the_holder(env: Env) -> None:

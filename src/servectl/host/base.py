@@ -83,7 +83,7 @@ class HostBase:
 
     @property
     def gpus(self) -> GpuInventory:
-        """The GPU inventory (NVML unless one was given); preflight reports a card or driver it cannot read."""
+        """The GPU inventory (NVML unless one was given; a null one saying why where no driver answers)."""
         return self.ctx.gpus
 
     @property

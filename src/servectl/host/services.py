@@ -155,7 +155,7 @@ class ServiceCommands(HostBase):
         starting one, each card's memory and utilisation), through this host's adapters."""
         from servectl.service.watch import watch_view
 
-        docker, gpus = self.docker, self.ctx.cards
+        docker, gpus = self.docker, self.ctx.gpus
 
         def refresh() -> WatchView:
             return watch_view(docker=docker, gpus=gpus, list_services=self.services)

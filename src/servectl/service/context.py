@@ -65,7 +65,8 @@ class Context:
     Each adapter is the one given, else servectl's own, built on first use (and then kept):
 
     * ``docker``: the Docker SDK engine of the environment (``DOCKER_HOST``), closed by :meth:`close`;
-    * ``gpus``: NVML, closed by :meth:`close` (``nvml=False``: a null inventory, which reads no card);
+    * ``gpus``: NVML when it answers, closed by :meth:`close` (else, and with ``nvml=False``, a null inventory,
+      which reads no card);
     * ``probe``: the host probe on psutil and ``/proc``;
     * ``http``: the client of the health gate and of ``/health`` probes (None: a short-lived one per call);
     * ``conflicts``: stops and restores declared conflicts through Docker and the compose CLI;
@@ -123,7 +124,6 @@ class Context:
         self._code_sandbox = code_sandbox
         self._docker_owned: DockerSdkEngine | None = None
         self._gpus_owned: NvmlInventory | None = None
-        self._gpus_problem: str | None = None  # why NVML did not answer its first snapshot ('' : it did)
         self._closed = False
 
     # -- plain values ----------------------------------------------------------------------------------------
@@ -208,49 +208,35 @@ class Context:
 
     @property
     def gpus(self) -> GpuInventory:
-        """The GPU inventory: the one given, else NVML (opened now; preflight reports a card or driver it cannot
-        read), or a :class:`~servectl.adapters.gpu.NullGpuInventory` for a context built with ``nvml=False``."""
+        """The GPU inventory, the one door to the cards: the one given, else NVML when it answers (opened and
+        asked once, now), else a :class:`~servectl.adapters.gpu.NullGpuInventory` saying why (NVML's own
+        reason, or a context built with ``nvml=False``); stops wait on no card of a null one."""
         self._check_open()
         if self._gpus is None:
-            if not self._nvml:
-                from servectl.adapters.gpu import NullGpuInventory
+            from servectl.adapters.gpu import NullGpuInventory
 
+            if not self._nvml:
                 self._gpus = NullGpuInventory("this servectl context reads no GPUs (built with nvml=False)")
                 return self._gpus
             from servectl.adapters.gpu import NvmlInventory
-
-            self._gpus_owned = NvmlInventory()
-            self._gpus = self._gpus_owned
-        return self._gpus
-
-    @property
-    def cards(self) -> GpuInventory:
-        """The inventory stops wait on until the cards are free: :attr:`gpus` when it answers (a given one
-        always), else a :class:`~servectl.adapters.gpu.NullGpuInventory` saying why NVML does not answer."""
-        if self._gpus_given or not self._nvml:
-            return self.gpus
-        if self._gpus_problem is None:
             from servectl.errors import GpuUnavailable
 
+            self._gpus_owned = NvmlInventory()
             try:
-                self.gpus.snapshot()
-                self._gpus_problem = ""
+                self._gpus_owned.snapshot()
+                self._gpus = self._gpus_owned
             except GpuUnavailable as err:
-                self._gpus_problem = err.message
-        if self._gpus_problem:
-            from servectl.adapters.gpu import NullGpuInventory
-
-            return NullGpuInventory(self._gpus_problem)
-        return self.gpus
+                self._gpus = NullGpuInventory(err.message)
+        return self._gpus
 
     def gpus_for(self, resolved: Resolved) -> GpuInventory:
-        """:attr:`cards` for a profile that uses GPUs; a profile without any reads none (a
-        :class:`~servectl.adapters.gpu.NullGpuInventory`, unless an inventory was given)."""
+        """:attr:`gpus` for a profile that uses GPUs; a profile without any reads none (a
+        :class:`~servectl.adapters.gpu.NullGpuInventory`, unless an inventory was given): NVML is not opened."""
         if not self._gpus_given and not resolved.loaded.profile.gpus.devices:
             from servectl.adapters.gpu import NullGpuInventory
 
             return NullGpuInventory(f"profile {resolved.name} uses no GPUs")
-        return self.cards
+        return self.gpus
 
     @property
     def probe(self) -> HostProbe:

@@ -62,7 +62,7 @@ def recover(
     """Settle the transaction the journal names (see the module docstring).
 
     Args:
-        ctx: the adapters and state; each stop waits on :attr:`~servectl.service.context.Context.cards`
+        ctx: the adapters and state; each stop waits on :attr:`~servectl.service.context.Context.gpus`
             until the cards are free.
         lock_timeout_s: how long to wait for another servectl (default: the context's).
         on_phase: hears of each step of the undo, as ``swap``'s does.

@@ -165,7 +165,7 @@ def rollback_check(
     if names is None:
         names = _profiles_with_rollback(ctx.profile_folders)
     running = ctx.runtime.services(probe=False)
-    docker, gpus = ctx.docker, ctx.cards
+    docker, gpus = ctx.docker, ctx.gpus
     checks = [_check_one(n, docker, gpus, check, ctx.resolve, running, path_is_dir) for n in names]
     return [_with_way_back(c, ctx, running) for c in checks]
 

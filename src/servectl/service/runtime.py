@@ -310,7 +310,7 @@ class DownOptions:
 def down(ctx: Context, *, name: str | None, opts: DownOptions | None = None) -> DownResult:
     """Stop the service of profile ``name`` (or the only service when ``name`` is None).
 
-    Each stop waits until the service's cards are free on :attr:`~servectl.service.context.Context.cards`.
+    Each stop waits until the service's cards are free on :attr:`~servectl.service.context.Context.gpus`.
     Once no servectl service runs any more, the conflicts a swap stopped start again (see
     :func:`restore_after_down`).
 
@@ -323,7 +323,7 @@ def down(ctx: Context, *, name: str | None, opts: DownOptions | None = None) -> 
     """
     opts = opts or DownOptions()
     state = ctx.state_dir
-    gpus = ctx.cards  # asked before the lock, as every transaction does: whether NVML answers here
+    gpus = ctx.gpus  # asked before the lock, as every transaction does: whether NVML answers here
     with ctx.lock(f"down {name or ''}".strip(), timeout_s=opts.lock_timeout_s):
         found = ctx.runtime.services(probe=False)
         targets = found if name is None else [s for s in found if name in (s.profile, s.container_name)]

@@ -123,7 +123,7 @@ def swap(ctx: Context, *, target: str | None, opts: SwapOptions | None = None) -
 
     Args:
         ctx: the adapters and state (:class:`servectl.service.context.Context`); its stops wait on
-            :attr:`~servectl.service.context.Context.cards`.
+            :attr:`~servectl.service.context.Context.gpus`.
         target: profile to run; ``None``: the running profile's ``rollback:``.
         opts: :class:`SwapOptions`.
 

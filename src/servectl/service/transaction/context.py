@@ -67,8 +67,8 @@ class TxContext:
         on_phase: Callable[[PhaseEvent], None] | None = None,
         lock_timeout_s: float | None = None,
     ) -> TxContext:
-        """A transaction over ``ctx`` whose stops wait on the context's cards (:attr:`Context.cards`)."""
-        return cls(ctx=ctx, gpus=ctx.cards, lock_timeout_s=lock_timeout_s, on_phase=on_phase)
+        """A transaction over ``ctx`` whose stops wait on the context's cards (:attr:`Context.gpus`)."""
+        return cls(ctx=ctx, gpus=ctx.gpus, lock_timeout_s=lock_timeout_s, on_phase=on_phase)
 
     # -- the context's parts, as the transaction code reads them -------------------------------------------
     @property
