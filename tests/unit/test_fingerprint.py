@@ -120,3 +120,17 @@ def _service() -> ServiceInfo:
         exit_code=None, oom_killed=False, host="127.0.0.1", port=8190, gpus=(0,), started_at=1.0, uptime_s=5.0,
         stop_grace_s=5, drift=False, running=True,
     )  # fmt: skip
+
+
+def test_the_gateways_retry_after_for_a_profile_on_standby_is_its_last_resume(tmp_path: Path) -> None:
+    from servectl.adapters.gateway_admin import way_back_s
+    from servectl.adapters.state import History
+
+    History(tmp_path).record({"event": "up", "profile": "a", "startup_s": 30.0})
+    record = StandbyRecord(tmp_path)
+    record.note_resume("a", 0.4, at=2.0)
+    assert way_back_s(tmp_path, "a") == 30.0  # running (no standby record): a swap back would start it
+    record.mark(StandbyEntry("a", CID, 10.0, 0.8, 0, "x"))
+    assert record.on_standby("a") and not record.on_standby("b")
+    assert way_back_s(tmp_path, "a") == 0.4  # on standby: a resume
+    assert way_back_s(tmp_path, "b") is None

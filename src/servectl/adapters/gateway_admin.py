@@ -48,6 +48,19 @@ def last_startup_s(state_dir: Path, profile: str) -> float | None:
     return None
 
 
+def way_back_s(state_dir: Path, profile: str) -> float | None:
+    """How long bringing ``profile`` back takes, as last measured: its last resume while it is on warm standby
+    (a swap back resumes it, no container starts), else its last start. For the gateway's ``Retry-After``."""
+    from servectl.adapters.standby import StandbyRecord
+
+    record = StandbyRecord(state_dir)
+    if record.on_standby(profile):
+        resume = record.last_resume_s(profile)
+        if resume is not None:
+            return resume
+    return last_startup_s(state_dir, profile)
+
+
 class AdminChannel:
     """One connection to the gateway's admin socket (None-safe: see :func:`connect`)."""
 

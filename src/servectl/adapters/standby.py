@@ -81,6 +81,16 @@ class StandbyRecord:
         except (StateDamaged, ValueError, KeyError, TypeError):
             return None
 
+    def on_standby(self, profile: str) -> bool:
+        """Whether a container of ``profile`` is on standby now (a readable record names it)."""
+        if not self.folder.is_dir():
+            return False
+        for path in self.folder.glob("*.json"):
+            entry = self.entry(path.stem) if _ID.match(path.stem) else None
+            if entry is not None and entry.profile == profile:
+                return True
+        return False
+
     def clear(self, container_id: str) -> None:
         """The container resumed or is gone."""
         if _ID.match(container_id):

@@ -254,7 +254,7 @@ def run_from_file(
     Raises:
         ProfileError: the file is invalid. ServectlError: see :func:`run_gateway`.
     """
-    from servectl.adapters.gateway_admin import admin_socket_path, last_startup_s
+    from servectl.adapters.gateway_admin import admin_socket_path, way_back_s
     from servectl.gateway.config import default_config_file, load_gateway_config
     from servectl.gateway.dashboard import DashboardSources, docker_log_tail
     from servectl.gateway.reload import ConfigWatcher
@@ -293,7 +293,7 @@ def run_from_file(
         upstreams=fixed_upstreams(config.endpoints) if config.endpoints is not None else service_upstreams(ctx),
         keys_path=None if config.auth == "none" else config.keys_path(environ),
         admin_path=admin_socket_path(state),
-        startup_s=lambda profile: last_startup_s(state, profile),
+        startup_s=lambda profile: way_back_s(state, profile),  # a standby's last resume, else its last start
         on_listening=on_listening,
         start=start,
         replaced_by=replaced_by if start is not None else None,
