@@ -326,3 +326,24 @@ def test_the_dashboard_does_not_tell_a_gateway_without_nvml_to_pip_install_it() 
     document = gpu_document(no_pynvml)  # type: ignore[arg-type]
     assert document["available"] is False and "pip install" not in document["problem"]
     assert "servectl status --watch on the host shows the cards" in document["problem"]
+
+
+@pytest.mark.parametrize("value", ["x-${HF_TOKEN}", "${OTHER_TOKEN}", "Bearer ${HF_TOKEN}"])
+def test_an_env_value_docker_would_pass_as_literal_text_is_a_profile_error_at_its_line(
+    profile_dir: Path, write_profile: Callable[[str, str], Path], value: str
+) -> None:
+    """Docker takes a variable from servectl's environment only for a value that is exactly ``${ITS_NAME}``;
+    ``x-${VAR}`` reached the engine as the literal text ``x-${VAR}`` (validate ok, up exit 0)."""
+    from servectl.errors import ProfileError
+
+    write_profile("literal", f'name: literal\nextends: demo\nengine:\n  env: {{HF_TOKEN: "{value}"}}\n')
+    environ = {**os.environ, "HF_TOKEN": "hf_x"}
+    with (
+        FakeHost(state_dir=profile_dir.parent / "home", environ=environ) as host,
+        pytest.raises(ProfileError) as raised,
+    ):
+        host.load_profile(name="literal")
+    (line,) = [ln for ln in str(raised.value).splitlines() if "engine.env" in ln]
+    assert re.search(
+        r"literal\.yaml:4: engine\.env.*would reach the engine as literal text.*write \$\{HF_TOKEN\}", line
+    )

@@ -211,6 +211,20 @@ class EngineSpec(_Strict):
     args: dict[str, ArgValue] = Field(default_factory=dict, description="other flags, name without '--'")
     env: dict[EnvName, str] = Field(default_factory=dict)
 
+    @field_validator("env")
+    @classmethod
+    def _env_references(cls, value: dict[str, str]) -> dict[str, str]:
+        # Docker takes a variable from servectl's environment only when the value is the name itself; any other
+        # "${...}" (another name, or inside a longer value) would reach the engine as literal text.
+        for key, text in value.items():
+            if "${" in text and text != "${" + key + "}":
+                raise ValueError(
+                    f"env {key}: {text!r} would reach the engine as literal text (only a value of exactly "
+                    f"${{{key}}} is taken from servectl's environment); write ${{{key}}} and export {key}, "
+                    "or write the value itself"
+                )
+        return value
+
     @field_validator("args")
     @classmethod
     def _arg_names(cls, value: dict[str, ArgValue]) -> dict[str, ArgValue]:
