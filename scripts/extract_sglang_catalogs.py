@@ -7,7 +7,9 @@ Writes src/servectl/profile/catalogs/sglang-<version>.json (the parser, from ``e
 src/servectl/profile/catalogs/logs/sglang-<version>.txt (the logger format strings of ``sglang/srt``, from
 ``engine_dump.py logs``, plus the lines of the libraries SGLang runs, listed below with their source) and
 src/servectl/profile/catalogs/memory_saver/sglang-<version>.json (the memory saver's endpoints, body, tags and
-flags, read from the source with ast by ``servectl/profile/memory_saver.py``; each entry cites file:line).
+flags, read from the source with ast by ``servectl/profile/memory_saver.py``; each entry cites file:line) and
+src/servectl/profile/catalogs/routes/sglang-<version>.json (the HTTP route table and the Anthropic, Ollama and
+OpenAI embeddings/rerank/score shapes, read with ast by ``servectl/profile/api_routes.py``; file:line cited).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(1, str(ROOT / "tests" / "tools"))  # servectl_ci: the parser venv recipe
 
 from servectl.profile import engine_dump  # noqa: E402
+from servectl.profile.api_routes import ROUTES_DIR  # noqa: E402
+from servectl.profile.api_routes import extract as extract_routes  # noqa: E402
 from servectl.profile.logcatalog import escape_template  # noqa: E402
 from servectl.profile.memory_saver import MEMORY_SAVER_DIR  # noqa: E402
 from servectl.profile.memory_saver import extract as extract_memory_saver  # noqa: E402
@@ -140,6 +144,11 @@ def main() -> int:
     saver_path = MEMORY_SAVER_DIR / f"sglang-{version}.json"
     saver_path.write_text(json.dumps(saver, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"{saver_path.relative_to(ROOT)}: {len(saver['endpoints'])} endpoints, {len(saver['flags'])} flags")
+    routes = extract_routes(_package_root(python), version)
+    ROUTES_DIR.mkdir(exist_ok=True)
+    routes_path = ROUTES_DIR / f"sglang-{version}.json"
+    routes_path.write_text(json.dumps(routes, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"{routes_path.relative_to(ROOT)}: {len(routes['routes'])} routes")
     return 0
 
 

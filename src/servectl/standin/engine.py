@@ -129,6 +129,7 @@ class Engine:
             architecture=model.architecture,
             eos_token_id=_first_int(model.config.get("eos_token_id")),
             kv_tokens=memory.kv_tokens,
+            hidden_size=model.hidden_size,
             memory=ledger_for(
                 args, memory.weights_gb, memory.k_size_gb + memory.v_size_gb, memory.cuda_graph_gb, self.settings
             ),

@@ -139,12 +139,20 @@ def _app_files() -> list[tuple[str, bytes]]:
     ]
     # the memory saver's routes and tags, read from SGLang's source (standin/memory.py answers them)
     files.append((f"{APP_DIR}/servectl/profile/memory_saver.py", (pkg / "profile" / "memory_saver.py").read_bytes()))
+    # the route table and the Anthropic/Ollama/embeddings shapes, read from SGLang's source (standin/families.py)
+    files.append((f"{APP_DIR}/servectl/profile/api_routes.py", (pkg / "profile" / "api_routes.py").read_bytes()))
     files += [
         (
             f"{APP_DIR}/servectl/profile/catalogs/{p.relative_to(pkg / 'profile' / 'catalogs').as_posix()}",
             p.read_bytes(),
         )
-        for p in sorted([*pkg.glob("profile/catalogs/*.json"), *pkg.glob("profile/catalogs/memory_saver/*.json")])
+        for p in sorted(
+            [
+                *pkg.glob("profile/catalogs/*.json"),
+                *pkg.glob("profile/catalogs/memory_saver/*.json"),
+                *pkg.glob("profile/catalogs/routes/*.json"),
+            ]
+        )
     ]
     files += [
         (f"{APP_DIR}/servectl/standin/{p.name}", p.read_bytes())

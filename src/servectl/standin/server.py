@@ -9,6 +9,10 @@ Routes (``--api-key`` guards all but ``/health`` and ``/health_generate``, like 
 * ``POST /v1/chat/completions``, ``POST /v1/completions``, ``POST /generate`` - with and without ``stream``.
 * ``GET|POST /release_memory_occupation``, ``GET|POST /resume_memory_occupation`` - SGLang's memory saver
   (:mod:`servectl.standin.memory`).
+* ``POST /v1/messages``, ``/v1/messages/count_tokens`` (Anthropic), ``POST /api/chat``, ``/api/generate``,
+  ``GET /api/tags``, ``POST /api/show`` (Ollama), ``POST /v1/embeddings``, ``/v1/rerank``, ``/v1/score``
+  (:mod:`servectl.standin.families`) - each only where SGLang's route table (the route catalog) has it; a
+  ``/v1/messages`` refusal is in the Anthropic envelope, as SGLang's exception handlers make it.
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
-from servectl.standin.generation import GenerationEndpoints
+from servectl.profile.api_routes import route_paths
+from servectl.standin.families import ROUTES, FamilyEndpoints, anthropic_error
 from servectl.standin.memory import (
     LOADS_PATH,
     RELEASE_PATH,
@@ -39,7 +44,7 @@ SGLANG_VERSION = "0.5.23"
 Route = Callable[["StandinHandler", dict[str, Any]], None]
 
 
-class StandinHandler(GenerationEndpoints):
+class StandinHandler(FamilyEndpoints):
     """Routes requests to the endpoint methods (health and info here, generation in the base class)."""
 
     # -- plumbing ----------------------------------------------------------------------------------
@@ -65,20 +70,26 @@ class StandinHandler(GenerationEndpoints):
             self._memory_call(body, release=path == RELEASE_PATH)
             return
         parsed: dict[str, Any] = {}
-        if method == "POST":
-            try:
-                loaded = json.loads(body or b"{}")
-            except (json.JSONDecodeError, UnicodeDecodeError) as err:
-                self._send_json(400, RequestError(400, f"Invalid JSON body: {err}").body())
-                return
-            if not isinstance(loaded, dict):
-                self._send_json(400, RequestError(400, "The request body must be a JSON object").body())
-                return
-            parsed = loaded
         try:
+            if method == "POST":
+                if path in _JSON_ONLY and self.headers.get("Content-Type", "").split(";")[0].strip().lower() != (
+                    "application/json"
+                ):  # http_server.py validate_json_request
+                    raise RequestError(400, "header.content-type: Unsupported Media Type: Only 'application/json' "
+                                       "is allowed")  # fmt: skip
+                try:
+                    loaded = json.loads(body or b"{}")
+                except (json.JSONDecodeError, UnicodeDecodeError) as err:
+                    raise RequestError(400, f"Invalid JSON body: {err}") from None
+                if not isinstance(loaded, dict):
+                    raise RequestError(400, "The request body must be a JSON object")
+                parsed = loaded
             route(self, parsed)
         except RequestError as err:
-            self._send_json(err.status, err.body())
+            if path.startswith("/v1/messages"):  # http_server.py: the Anthropic envelope for its routes
+                self._send_json(err.status, anthropic_error(err.status, err.message))
+            else:
+                self._send_json(err.status, err.body())
         except ConnectionCut:
             self.close_connection = True
         except (BrokenPipeError, ConnectionResetError):
@@ -201,6 +212,21 @@ class StandinHandler(GenerationEndpoints):
         self._send_json(200, info)
 
 
+_FAMILY_ROUTES: dict[tuple[str, str], Route] = {
+    ("POST", "/v1/messages"): StandinHandler.anthropic_messages,
+    ("POST", "/v1/messages/count_tokens"): StandinHandler.anthropic_count_tokens,
+    ("POST", "/api/chat"): StandinHandler.ollama_chat,
+    ("POST", "/api/generate"): StandinHandler.ollama_generate,
+    ("GET", "/api/tags"): StandinHandler.ollama_tags,
+    ("POST", "/api/show"): StandinHandler.ollama_show,
+    ("POST", "/v1/embeddings"): StandinHandler.embeddings,
+    ("POST", "/v1/rerank"): StandinHandler.rerank,
+    ("PUT", "/v1/rerank"): StandinHandler.rerank,
+    ("POST", "/v1/score"): StandinHandler.score,
+}
+#: The paths SGLang checks for ``Content-Type: application/json`` (``dependencies=[validate_json_request]``).
+_JSON_ONLY = frozenset(str(r["path"]) for r in ROUTES["routes"] if r["json_only"])
+
 _ROUTES: dict[tuple[str, str], Route] = {
     ("GET", "/health"): StandinHandler.health,
     ("GET", "/health_generate"): StandinHandler.health_generate,
@@ -214,6 +240,8 @@ _ROUTES: dict[tuple[str, str], Route] = {
     ("POST", "/generate"): StandinHandler.generate,
     **{(method, RELEASE_PATH): StandinHandler.release_memory for method in ROUTE_METHODS},
     **{(method, RESUME_PATH): StandinHandler.resume_memory for method in ROUTE_METHODS},
+    # served where the engine's route table has the route (a build without it answers 404)
+    **{(m, p): r for (m, p), r in _FAMILY_ROUTES.items() if p in route_paths(ROUTES, m)},
 }
 
 

@@ -23,6 +23,7 @@ class EngineState:
     architecture: str = "LlamaForCausalLM"
     eos_token_id: int | None = None
     kv_tokens: int = 0
+    hidden_size: int = 4096  # the model config's; an embedding model's vectors are this long
     phase: str = "init"
     memory: MemoryLedger | None = None
     ready: threading.Event = field(default_factory=threading.Event)
