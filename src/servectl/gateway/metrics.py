@@ -1,7 +1,7 @@
 """The gateway's counters, as Prometheus text (``GET /metrics``): per alias requests, errors by class,
 in flight, time to first byte, tokens out (from ``usage``), held requests; swap holds and their length;
 per key (labelled by the key's NAME, never the key) requests by status, tokens out, and the budget used in
-its current period against its limit."""
+its current period against its limit; requests by API family."""
 
 from __future__ import annotations
 
@@ -67,9 +67,13 @@ class Metrics:
         self.hold_length = _Histogram(HOLD_BUCKETS)
         self.key_requests: defaultdict[tuple[str, int], int] = defaultdict(int)
         self.key_tokens: defaultdict[str, int] = defaultdict(int)
+        self.family_requests: defaultdict[tuple[str, int], int] = defaultdict(int)
 
     def key_request(self, name: str, status: int) -> None:
         self.key_requests[(name, status)] += 1
+
+    def family_request(self, family: str, status: int) -> None:
+        self.family_requests[(family, status)] += 1
 
     def request(self, alias: str, status: int) -> None:
         self.requests[(alias, status)] += 1
@@ -93,6 +97,15 @@ class Metrics:
     ) -> str:
         """The Prometheus text; ``budgets`` gives ``(key name, used this period, limit)`` per key with a budget."""
         out = self._alias_lines(in_flight)
+        out += [
+            "# HELP servectl_gateway_family_requests_total Requests answered, by API family (openai, anthropic, "
+            "ollama) and HTTP status.",
+            "# TYPE servectl_gateway_family_requests_total counter",
+        ]
+        out += [
+            f'servectl_gateway_family_requests_total{{family="{f}",code="{c}"}} {n}'
+            for (f, c), n in sorted(self.family_requests.items())
+        ]
         out += [
             "# HELP servectl_gateway_key_requests_total Requests made with each key, by key name and HTTP status.",
             "# TYPE servectl_gateway_key_requests_total counter",

@@ -1,8 +1,11 @@
 """The gateway's HTTP side (aiohttp): authenticate, bound, route by alias, proxy streams as they come.
 
 Routes: ``GET /healthz`` (no key), ``GET /metrics`` (no key; bind the gateway to a trusted address),
-``GET /v1/models`` (the aliases the key grants), ``POST /v1/chat/completions``, ``/v1/completions`` and
-``/v1/responses`` (routed by the body's ``model``).
+``GET /v1/models`` and ``GET /api/tags`` (the aliases the key grants, in OpenAI's and Ollama's shape), and every
+POST path of :data:`servectl.gateway.families.PROXIED`: OpenAI chat, completions, responses, embeddings, rerank
+and score, Anthropic messages and count_tokens, Ollama chat, generate and show, routed by the body's ``model``.
+One mechanism serves them all; what differs per API family (the refusal's shape, the stream's framing, the usage
+field, the keep-alive of a held stream) comes from that table.
 
 aiohttp was chosen by measurement (benchmarks/results/gateway-stack.md): against uvicorn + starlette with an
 httpx client, it added about a third of the time to first byte on the same machine, and it is one package
@@ -22,16 +25,26 @@ import asyncio
 import contextlib
 import json
 import logging
-import re
 import time
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import ClientConnectionError, ClientError, ClientPayloadError, ClientSession, ClientTimeout, web
 
 from servectl.gateway.admission import Admission, Flight, HoldExpired
 from servectl.gateway.config import GatewayConfig
+from servectl.gateway.families import (
+    OPENAI,
+    PROXIED_PATHS,
+    Family,
+    answers_model_path,
+    family_of,
+    ollama_tags,
+    rewrite_last_model,
+)
+from servectl.gateway.families import engine_paths as catalog_paths
 from servectl.gateway.metrics import Metrics
 from servectl.gateway.on_request import SwapOnRequest
 from servectl.gateway.ratelimit import RateLimiter
@@ -47,8 +60,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("servectl.gateway")
 
-PROXIED_PATHS = ("/v1/chat/completions", "/v1/completions", "/v1/responses")
-_USAGE_OUT = re.compile(rb'"(?:completion_tokens|output_tokens)"\s*:\s*(\d+)')
 _FORWARDED_HEADERS = ("Content-Type", "Accept", "User-Agent", "OpenAI-Beta")
 ROUTES_TTL_S = 2.0
 _SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -74,10 +85,9 @@ def rewrite_model(data: bytes, served: str, alias: str) -> bytes:
     return data.replace(b'"model":' + s, b'"model":' + a).replace(b'"model": ' + s, b'"model": ' + a)
 
 
-def error_event(message: str, reason: str = "upstream") -> bytes:
-    """An SSE event the OpenAI SDKs raise as an API error (then the stream ends); ``reason`` as a Reject's."""
-    body = {"error": {"message": message, "type": "server_error", "code": reason}}
-    return b"data: " + json.dumps(body).encode() + b"\n\n"
+def error_event(message: str, reason: str = "upstream", family: Family = OPENAI) -> bytes:
+    """An event ``family``'s SDKs raise as an API error (then the stream ends); ``reason`` as a Reject's."""
+    return family.stream_error(message, reason)
 
 
 def presented_key(request: web.Request) -> str | None:
@@ -96,6 +106,9 @@ class Gateway:
         keys: the key ring (None when ``auth: none``).
         upstreams: the servectl services running now (blocking; run in a thread).
         startup_s: a profile's last measured startup time (for Retry-After), None when never measured.
+        start: swaps to a profile (``swap.on_request``).
+        engine_paths: a profile -> the POST paths its engine serves (its SGLang route table; default the shipped
+            catalog's); a family path outside it is refused 404 naming it.
     """
 
     def __init__(
@@ -107,6 +120,7 @@ class Gateway:
         upstreams: Callable[[], Sequence[Upstream]],
         startup_s: Callable[[str], float | None] = lambda _profile: None,
         start: Callable[[str], object] | None = None,
+        engine_paths: Callable[[str], frozenset[str]] = lambda _profile: catalog_paths(),
     ) -> None:
         self.config = config
         self.start = start  # swaps to a profile (blocking; raises ServectlError): swap.on_request
@@ -132,6 +146,7 @@ class Gateway:
         self._flusher: asyncio.Task[None] | None = None
         self.watcher: ConfigWatcher | None = None  # set by serve_gateway when it watches the sources
         self.on_request = SwapOnRequest(self)
+        self.engine_paths = engine_paths  # a profile -> the POST paths its engine's route table has
 
     # -- lifecycle -------------------------------------------------------------------------------------------
     def app(self) -> web.Application:
@@ -139,6 +154,7 @@ class Gateway:
         app.router.add_get("/healthz", self.healthz)
         app.router.add_get("/metrics", self.metrics_page)
         app.router.add_get("/v1/models", self.guarded(self.models))
+        app.router.add_get("/api/tags", self.guarded(self.tags))
         for path in PROXIED_PATHS:
             app.router.add_post(path, self.guarded(self.proxy, charge=False))  # charged once the alias is known
         app.on_startup.append(self._open)
@@ -246,7 +262,7 @@ class Gateway:
                 response = await handler(request, call, entry)
             except Reject as rej:
                 self.metrics.error(call.alias, rej.kind)
-                response = rej.response()
+                response = rej.response(family_of(request.path).error_body)
             except asyncio.CancelledError:
                 self.metrics.error(call.alias, "client_gone")
                 call.status = 499
@@ -255,6 +271,7 @@ class Gateway:
                 self._active -= 1
                 status = call.status or (response.status if "response" in locals() else 499)
                 self.metrics.request(call.alias, status)
+                self.metrics.family_request(family_of(request.path).name, status)
                 if call.entry is not None:
                     self.metrics.key_request(call.entry.name, status)
                 self._remember(request, call, status, arrived, t0)
@@ -370,7 +387,12 @@ class Gateway:
         data = [{"id": a, "object": "model", "created": 0, "owned_by": "servectl"} for a in self._granted(entry)]
         return web.json_response({"object": "list", "data": data})
 
+    async def tags(self, _request: web.Request, _call: _Call, entry: KeyEntry | None) -> web.StreamResponse:
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+        return web.json_response(ollama_tags(self._granted(entry), now))
+
     async def proxy(self, request: web.Request, call: _Call, entry: KeyEntry | None) -> web.StreamResponse:
+        family = family_of(request.path)
         body = await self._read_json(request, call)
         alias = body.get("model")
         if not isinstance(alias, str) or not alias:
@@ -398,17 +420,21 @@ class Gateway:
                 early.append(web.StreamResponse(status=200, headers=_SSE_HEADERS))
                 await early[0].prepare(request)
                 call.status = 200
-            await early[0].write(f": servectl is swapping to serve {alias}\n\n".encode())
+            await early[0].write((family.keepalive or b"").replace(b"{alias}", alias.encode()))
 
+        held_stream = family.streamed(body) and family.keepalive is not None
         try:
-            route = await self.route(alias, on_wait=keep_alive if body.get("stream") is True else None)
+            route = await self.route(alias, on_wait=keep_alive if held_stream else None)
         except Reject as rej:
             if not early:
                 raise
             self.metrics.error(alias, rej.kind)
-            await early[0].write(error_event(rej.message, rej.reason))
+            await early[0].write(error_event(rej.message, rej.reason, family))
             await early[0].write_eof()
             return early[0]
+        if request.path not in self.engine_paths(route.profile):
+            raise Reject(404, f"the engine of {route.profile} (alias {alias!r}) does not serve POST {request.path}: "
+                         "its SGLang route table has no such path", "unknown_path")  # fmt: skip
         if route.served_name:
             body["model"] = route.served_name
         payload = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
@@ -417,6 +443,7 @@ class Gateway:
     async def _forward(
         self, request: web.Request, call: _Call, route: Route, payload: bytes, early: web.StreamResponse | None = None
     ) -> web.StreamResponse:
+        family = family_of(request.path)
         assert self.session is not None
         headers = {h: request.headers[h] for h in _FORWARDED_HEADERS if h in request.headers}
         headers["Content-Type"] = "application/json"
@@ -444,26 +471,32 @@ class Gateway:
                 call.ttfb_s = time.monotonic() - t0
                 self.metrics.first_byte(route.alias, call.ttfb_s)
                 back = "" if self.config.response_model == "served" else route.served_name
-                if upstream.content_type == "text/event-stream":
+                if upstream.content_type in family.stream_types:
                     return await self._stream(request, call, route, upstream, back, flight, early)
                 if early is not None:  # the engine refused the request after the stream had begun
                     text = (await upstream.read())[:2000].decode("utf-8", "replace")
-                    await early.write(error_event(f"the engine answered {upstream.status}: {text}", "upstream_refused"))
+                    message = f"the engine answered {upstream.status}: {text}"
+                    await early.write(error_event(message, "upstream_refused", family))
                     await early.write_eof()
                     return early
-                return await self._whole(call, route, upstream, back, flight)
+                whole = await self._whole(call, route, upstream, back, flight, family)
+                if back and request.path in answers_model_path() and isinstance(whole.body, bytes):
+                    whole.body = rewrite_last_model(whole.body, route.alias)
+                return whole
             finally:
                 upstream.close()  # a drained or failed answer must not go back to the pool
         finally:
             self.admission.land(flight)
 
-    async def _whole(self, call: _Call, route: Route, upstream: Any, back: str, flight: Flight) -> web.Response:
+    async def _whole(
+        self, call: _Call, route: Route, upstream: Any, back: str, flight: Flight, family: Family
+    ) -> web.Response:
         try:
             data = await upstream.read()
         except (TimeoutError, ClientError) as err:
             kind = "cut" if flight.was_cut else "upstream"
             raise Reject(502, self._failure(route, flight, err), kind) from None
-        if found := _USAGE_OUT.findall(data[-4096:]):
+        if found := family.usage_out.findall(data[-4096:]):
             self._count(call, route.alias, int(found[-1]))
             call.tokens_out = int(found[-1])
         call.status = upstream.status
@@ -480,9 +513,10 @@ class Gateway:
         flight: Flight,
         early: web.StreamResponse | None = None,
     ) -> web.StreamResponse:
+        family = family_of(request.path)
         response = early  # a StreamResponse is a mapping: an empty one is falsy, so compare with None
         if response is None:
-            headers = {**_SSE_HEADERS, "Content-Type": upstream.headers.get("Content-Type", "text/event-stream")}
+            headers = {**_SSE_HEADERS, "Content-Type": upstream.headers.get("Content-Type", family.stream_types[0])}
             response = web.StreamResponse(status=upstream.status, headers=headers)
             await response.prepare(request)
             call.status = upstream.status
@@ -491,11 +525,11 @@ class Gateway:
         try:
             async for chunk in upstream.content.iter_any():
                 pending += chunk
-                cut = pending.rfind(b"\n\n") + 2
-                if cut < 2:
+                cut = pending.rfind(family.separator) + len(family.separator)
+                if cut < len(family.separator):
                     continue
                 events, pending = pending[:cut], pending[cut:]
-                if found := _USAGE_OUT.findall(events):
+                if found := family.usage_out.findall(events):
                     tokens = int(found[-1])
                 await response.write(rewrite_model(events, back, route.alias))
             if flight.was_cut:
@@ -506,7 +540,7 @@ class Gateway:
             self.metrics.error(route.alias, "cut" if flight.was_cut else "upstream")
             with contextlib.suppress(ConnectionError):
                 await response.write(
-                    error_event(self._failure(route, flight, err), "cut" if flight.was_cut else "upstream")
+                    error_event(self._failure(route, flight, err), "cut" if flight.was_cut else "upstream", family)
                 )
             self.refresh_soon()
         finally:

@@ -1,8 +1,14 @@
-"""The answers the gateway makes itself (not the engine's): status, OpenAI-style error body and the reason."""
+"""The answers the gateway makes itself (not the engine's): status, the error body in the client's API family's
+shape (OpenAI's by default; :mod:`servectl.gateway.families`) and the reason."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from aiohttp import web
+
+from servectl.gateway.families import OPENAI
 
 REASON_HEADER = "X-Servectl-Reason"
 """Every answer the gateway makes itself names why in this header and in the error's ``code``: a 503 is
@@ -25,8 +31,8 @@ class Reject(Exception):
         self.status, self.message, self.kind, self.headers = status, message, kind, headers or {}
         self.reason = reason or kind
 
-    def response(self) -> web.Response:
-        kind = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
-                404: "not_found_error", 429: "rate_limit_error"}.get(self.status, "server_error")  # fmt: skip
-        body = {"error": {"message": self.message, "type": kind, "code": self.reason}}
+    def response(self, shape: Callable[[int, str, str], dict[str, Any]] | None = None) -> web.Response:
+        """The answer, its body made by ``shape(status, message, reason)`` (a family's ``error_body``; default
+        OpenAI's ``{"error": {"message", "type", "code"}}``)."""
+        body = (shape or OPENAI.error_body)(self.status, self.message, self.reason)
         return web.json_response(body, status=self.status, headers={**self.headers, REASON_HEADER: self.reason})

@@ -154,6 +154,7 @@ async def serve_gateway(
     watch: ConfigWatcher | None = None,
     dashboard: DashboardSources | None = None,
     replaced_by: Callable[[str], Collection[str]] | None = None,
+    engine_paths: Callable[[str], frozenset[str]] | None = None,
 ) -> None:
     """:func:`run_gateway` on the running event loop; set ``stop`` to end it (SIGTERM/SIGINT set it too when
     this runs in the main thread). ``dashboard``: what ``/ui`` reads besides the gateway (default: the
@@ -168,6 +169,8 @@ async def serve_gateway(
     keys = KeyRing(keys_path) if keys_path is not None else None
     gateway = Gateway(config, table=table, keys=keys, upstreams=upstreams, startup_s=startup_s, start=start)
     gateway.replaced_by = replaced_by
+    if engine_paths is not None:  # a profile -> the POST paths its engine serves (default: the shipped route table)
+        gateway.engine_paths = engine_paths
     gateway.watcher = watch
     app = gateway.app()
     Dashboard(gateway, dashboard or DashboardSources.of_state(admin_path.parent.parent)).add_routes(app)

@@ -35,10 +35,12 @@ class GatewayThread:
         watch: ConfigWatcher | None = None,
         dashboard: DashboardSources | None = None,
         replaced_by: Callable[[str], Collection[str]] | None = None,
+        engine_paths: Callable[[str], frozenset[str]] | None = None,
     ) -> None:
         self.config = config
         self.replaced_by = replaced_by
         self.dashboard = dashboard
+        self.engine_paths = engine_paths
         self.table = AliasTable(aliases if aliases is not None else (config.aliases or {}))
         self.upstreams = upstreams
         self.state_dir = Path(state_dir)
@@ -76,6 +78,7 @@ class GatewayThread:
                 watch=self.watch,
                 dashboard=self.dashboard,
                 replaced_by=self.replaced_by,
+                engine_paths=self.engine_paths,
             )
 
         try:
