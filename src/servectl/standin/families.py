@@ -1,4 +1,6 @@
-"""The stand-in's other API families: Anthropic Messages, Ollama, OpenAI embeddings, rerank and score.
+"""The stand-in's other API families: Anthropic Messages, Ollama, OpenAI embeddings, rerank and score
+(Anthropic's endpoints live in :mod:`servectl.standin.anthropic`, the shared generation in
+:mod:`servectl.standin.turn`).
 
 What they take and answer comes from SGLang 0.5.23's source through the route catalog
 (:mod:`servectl.profile.api_routes`, each entry citing file and line), and they behave the way SGLang's handlers do:
@@ -36,26 +38,16 @@ import json
 import math
 import struct
 import time
-import uuid
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from servectl.profile.api_routes import load_routes
-from servectl.standin.behaviour import scripted_reply, wants_script
-from servectl.standin.generation import GenerationEndpoints, _reply_pieces
-from servectl.standin.pacing import GenerationPlan, paced_chunks, plan_generation
+from servectl.standin.anthropic import AnthropicEndpoints, anthropic_error
 from servectl.standin.state import RequestError
-from servectl.standin.tokens import content_text, count_chat_prompt_tokens, count_text_tokens
+from servectl.standin.tokens import content_text, count_text_tokens
+from servectl.standin.turn import ROUTES, Turn, check, missing
 
-ROUTES = load_routes()
-_ANTHROPIC = ROUTES["anthropic"]
 _OLLAMA = ROUTES["ollama"]
-STOP_REASONS: dict[str, str] = _ANTHROPIC["stop_reasons"]["map"]
-HTTP_ERROR_TYPES: dict[str, str] = _ANTHROPIC["http_error_types"]["map"]
-INTERNAL_ERROR = str(_ANTHROPIC["internal_error_message"]["message"])
-SSE_FRAME = str(_ANTHROPIC["sse_frame"]["template"])
 NDJSON = str(_OLLAMA["stream_media_type"]["values"][0])
 OLLAMA_DEFAULT_MAX_NEW_TOKENS = int(_OLLAMA["default_max_new_tokens"]["value"])
 OLLAMA_OPTIONS: dict[str, str] = _OLLAMA["options"]["map"]
@@ -65,61 +57,13 @@ EMBEDDING_REFUSAL = (
 )  # sglang/srt/managers/tokenizer_manager.py (the check of an EmbeddingReqInput on a generation model)
 
 
-def anthropic_error(status: int, message: str) -> dict[str, Any]:
-    """SGLang's Anthropic envelope for ``status`` (5xx never echo the detail)."""
-    kind = HTTP_ERROR_TYPES.get(str(status), str(_ANTHROPIC["http_error_types"]["default"]))
-    return {"type": "error", "error": {"type": kind, "message": INTERNAL_ERROR if status >= 500 else message}}
-
-
 def ollama_timestamp() -> str:
     """``_get_timestamp``: UTC, milliseconds, ``Z``."""
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
-# -- request checks (pydantic's messages, as SGLang's validation handler renders them) ------------------------
-
-
-def _missing(body: Mapping[str, Any], model: str) -> list[str]:
-    fields = ROUTES_MODELS[model]["fields"]
-    return [f"{name}: Field required" for name, spec in fields.items() if spec["required"] and name not in body]
-
-
-def _check(errors: list[str]) -> None:
-    if errors:
-        text = "; ".join(errors)
-        raise RequestError(400, text[:500] + ("…" if len(text) > 500 else ""))
-
-
-def _check_anthropic(body: Mapping[str, Any], model: str) -> None:
-    errors = _missing(body, model)
-    if "model" in body and (not isinstance(body["model"], str) or not body["model"]):
-        errors.append(
-            "model: Input should be a valid string"
-            if not isinstance(body["model"], str)
-            else "model: Value error, Model is required"
-        )
-    messages = body.get("messages")
-    if "messages" in body and not isinstance(messages, list):
-        errors.append("messages: Input should be a valid list")
-    elif isinstance(messages, list):
-        for i, m in enumerate(messages):
-            if not isinstance(m, Mapping):
-                errors.append(f"messages.{i}: Input should be a valid dictionary or object to extract fields from")
-            elif m.get("role") not in ("user", "assistant", "system"):
-                errors.append(f"messages.{i}.role: Input should be 'user', 'assistant' or 'system'")
-            elif not isinstance(m.get("content"), str | list):
-                errors.append(f"messages.{i}.content: Input should be a valid string")
-    if model == "AnthropicMessagesRequest" and "max_tokens" in body:
-        value = body["max_tokens"]
-        if isinstance(value, bool) or not isinstance(value, int):
-            errors.append("max_tokens: Input should be a valid integer")
-        elif value <= 0:
-            errors.append("max_tokens: Value error, max_tokens must be positive")
-    _check(errors)
-
-
 def _check_ollama(body: Mapping[str, Any], model: str) -> None:
-    errors = _missing(body, model)
+    errors = missing(body, model)
     if "model" in body and not isinstance(body["model"], str):
         errors.append("model: Input should be a valid string")
     if model == "OllamaChatRequest" and "messages" in body:
@@ -138,284 +82,11 @@ def _check_ollama(body: Mapping[str, Any], model: str) -> None:
         errors.append("stream: Input should be a valid boolean")
     if body.get("options") is not None and not isinstance(body["options"], Mapping):
         errors.append("options: Input should be a valid dictionary")
-    _check(errors)
+    check(errors)
 
 
-ROUTES_MODELS: dict[str, Any] = {**_ANTHROPIC["models"], **_OLLAMA["models"], **ROUTES["openai"]["models"]}
-
-
-# -- Anthropic -> chat (anthropic/serving.py::_convert_to_chat_completion_request) -------------------------------
-
-
-def _system_text(content: Any) -> str | None:
-    if isinstance(content, str):
-        return content.strip() or None
-    texts = [
-        str(b.get("text") or "").strip() for b in content or [] if isinstance(b, Mapping) and b.get("type") == "text"
-    ]
-    return "\n".join(t for t in texts if t) or None
-
-
-def _tool_result_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(str(b.get("text", "")) for b in content if isinstance(b, Mapping) and b.get("type") == "text")
-    return ""
-
-
-def anthropic_to_chat(body: Mapping[str, Any]) -> dict[str, Any]:
-    """The chat request SGLang builds from an Anthropic Messages request (the parts the stand-in answers from)."""
-    messages: list[dict[str, Any]] = []
-    system = _system_text(body.get("system")) if body.get("system") is not None else None
-    if system:
-        messages.append({"role": "system", "content": system})
-    for msg in body["messages"]:
-        role, content = msg["role"], msg["content"]
-        if isinstance(content, str):
-            messages.append({"role": role, "content": content})
-            continue
-        texts: list[str] = []
-        calls: list[dict[str, Any]] = []
-        for block in content:
-            if not isinstance(block, Mapping):
-                continue
-            kind = block.get("type")
-            if kind == "text" and block.get("text") is not None:
-                texts.append(str(block["text"]))
-            elif kind == "tool_use":
-                calls.append(
-                    {
-                        "id": block.get("id") or f"call_{uuid.uuid4().hex}",
-                        "type": "function",
-                        "function": {
-                            "name": block.get("name") or "",
-                            "arguments": json.dumps(block.get("input") or {}),
-                        },
-                    }
-                )
-            elif kind == "tool_result":
-                if role == "user":
-                    if texts:
-                        messages.append({"role": "user", "content": " ".join(texts)})
-                        texts = []
-                    messages.append(
-                        {
-                            "role": "tool",
-                            "tool_call_id": block.get("tool_use_id") or block.get("id") or "",
-                            "content": _tool_result_text(block.get("content")),
-                        }
-                    )
-                else:
-                    texts.append(f"Tool result: {_tool_result_text(block.get('content'))}")
-        if texts or calls:
-            turn: dict[str, Any] = {"role": role, "content": " ".join(texts)}
-            if calls:
-                turn["tool_calls"] = calls
-            messages.append(turn)
-    chat: dict[str, Any] = {"messages": messages, "model": body["model"], "max_tokens": body.get("max_tokens")}
-    tools = [
-        {
-            "type": "function",
-            "function": {"name": t["name"], "description": t.get("description") or "", "parameters": t["input_schema"]},
-        }
-        for t in body.get("tools") or []
-        if isinstance(t, Mapping) and t.get("type") in (None, "custom") and isinstance(t.get("input_schema"), Mapping)
-    ]
-    if tools:
-        chat["tools"] = tools
-        choice = body.get("tool_choice")
-        kind = choice.get("type") if isinstance(choice, Mapping) else "auto"
-        if kind == "none":
-            chat["tool_choice"] = "none"
-        elif kind == "tool":
-            chat["tool_choice"] = {"type": "function", "function": {"name": choice.get("name")}}  # type: ignore[union-attr]
-        else:
-            chat["tool_choice"] = "required" if kind == "any" else "auto"
-    thinking = body.get("thinking")
-    if isinstance(thinking, Mapping):
-        chat["chat_template_kwargs"] = {"enable_thinking": thinking.get("type") != "disabled"}
-    return chat
-
-
-# -- one generation, written out by each family ------------------------------------------------------------------
-
-
-@dataclass
-class Turn:
-    """What the model "says" for one request: a piece per completion token, and the plan that paces them."""
-
-    plan: GenerationPlan
-    items: list[tuple[str, str, int]]  # (reasoning|content|name|args, text, tool index)
-    call_ids: list[str]
-
-    @property
-    def tool_names(self) -> dict[int, str]:
-        return {j: t for k, t, j in self.items if k == "name"}
-
-    def text(self, kind: str, first: int = 0, last: int | None = None) -> str:
-        return "".join(t for k, t, _ in self.items[first:last] if k == kind)
-
-    def args(self, index: int) -> str:
-        return "".join(t for k, t, j in self.items if k == "args" and j == index)
-
-
-@dataclass
-class _Block:
-    """The content block a stream has open: its index and kind (None between blocks)."""
-
-    index: int = 0
-    open: str | None = None
-
-
-class FamilyEndpoints(GenerationEndpoints):
-    """Anthropic, Ollama and the embeddings-style endpoints, on the chat generation of the base class."""
-
-    def _turn(self, chat: dict[str, Any], *, streamed: bool, max_tokens: int | None) -> Turn:
-        self._require_ready()
-        prompt_tokens = count_chat_prompt_tokens(chat["messages"])
-        if wants_script(chat):
-            parser = self.state.args.get("reasoning_parser")
-            reply = scripted_reply(
-                chat,
-                settings=self.state.settings,
-                reasoning_parser=str(parser) if parser else None,
-                prompt_tokens=prompt_tokens,
-            )
-            plan_generation(self.state, prompt_tokens=prompt_tokens, max_tokens=max_tokens, min_tokens=0,
-                            ignore_eos=False)  # fmt: skip  # refuses what does not fit the context
-            items = _reply_pieces(reply, streamed=streamed)
-            finish = reply.finish_reason
-            if max_tokens is not None and len(items) > max_tokens:
-                items, finish = items[:max_tokens], "length"
-            plan = GenerationPlan(prompt_tokens, len(items), finish, self.state.settings.die_after_tokens)
-            return Turn(plan, items, [f"toolu_{uuid.uuid4().hex[:24]}" for _ in reply.tool_calls])
-        plan = plan_generation(
-            self.state, prompt_tokens=prompt_tokens, max_tokens=max_tokens, min_tokens=0, ignore_eos=False
-        )
-        return Turn(plan, [("content", self._text(i, 1), -1) for i in range(plan.completion_tokens)], [])
-
-    def _paced(self, turn: Turn) -> Iterator[tuple[int, int]]:
-        self.state.request_started()
-        try:
-            yield from paced_chunks(self.state, turn.plan)
-        finally:
-            self.state.request_finished()
-
-    def _start_chunked(self, content_type: str) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Cache-Control", "no-cache")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.end_headers()
-
-    def _chunk(self, data: bytes) -> None:
-        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-
-    # -- Anthropic ---------------------------------------------------------------------------------------------
-    def anthropic_messages(self, body: dict[str, Any]) -> None:
-        _check_anthropic(body, "AnthropicMessagesRequest")
-        chat = anthropic_to_chat(body)
-        stream = bool(body.get("stream"))
-        turn = self._turn(chat, streamed=stream, max_tokens=int(body["max_tokens"]))
-        model = str(body["model"])
-        if stream:
-            self._anthropic_stream(turn, model)
-            return
-        for _ in self._paced(turn):
-            pass
-        content: list[dict[str, Any]] = []
-        if reasoning := turn.text("reasoning"):
-            content.append({"type": "thinking", "thinking": reasoning})
-        if text := turn.text("content"):
-            content.append({"type": "text", "text": text})
-        for index, name in turn.tool_names.items():
-            try:
-                tool_input = json.loads(turn.args(index))
-            except json.JSONDecodeError:
-                tool_input = {}
-            content.append({"type": "tool_use", "id": turn.call_ids[index], "name": name, "input": tool_input})
-        self._send_json(
-            200,
-            {
-                "id": f"msg_{uuid.uuid4().hex}",
-                "type": "message",
-                "role": "assistant",
-                "content": content or [{"type": "text", "text": ""}],
-                "model": model,
-                "stop_reason": STOP_REASONS.get(turn.plan.finish_reason, "end_turn"),
-                "usage": {"input_tokens": turn.plan.prompt_tokens, "output_tokens": turn.plan.completion_tokens},
-            },
-        )
-
-    def _anthropic_stream(self, turn: Turn, model: str) -> None:
-        def emit(event: dict[str, Any]) -> None:
-            data = json.dumps(event, separators=(",", ":"))
-            self._chunk(SSE_FRAME.format(event_type=event["type"], data=data).encode())
-
-        self._start_chunked("text/event-stream; charset=utf-8")
-        block = _Block()
-
-        def close() -> None:
-            if block.open is not None:
-                emit({"type": "content_block_stop", "index": block.index})
-                block.open, block.index = None, block.index + 1
-
-        def open_block(kind: str, start: dict[str, Any], force: bool = False) -> None:
-            if block.open is not None and (force or block.open != kind):
-                close()
-            if block.open is None:
-                emit({"type": "content_block_start", "index": block.index, "content_block": start})
-                block.open = kind
-
-        emit(
-            {
-                "type": "message_start",
-                "message": {
-                    "id": f"msg_{uuid.uuid4().hex}",
-                    "type": "message",
-                    "role": "assistant",
-                    "content": [],
-                    "model": model,
-                    "usage": {"input_tokens": turn.plan.prompt_tokens, "output_tokens": 0},
-                },
-            }
-        )
-        done = 0
-        for first, count in self._paced(turn):
-            done = first + count
-            for kind, text, index in turn.items[first:done]:
-                if kind == "reasoning":
-                    open_block("thinking", {"type": "thinking", "thinking": ""})
-                    delta: dict[str, Any] = {"type": "thinking_delta", "thinking": text}
-                elif kind == "content":
-                    open_block("text", {"type": "text", "text": ""})
-                    delta = {"type": "text_delta", "text": text}
-                elif kind == "name":
-                    open_block(
-                        "tool_use",
-                        {"type": "tool_use", "id": turn.call_ids[index], "name": text, "input": {}},
-                        force=True,
-                    )
-                    continue
-                else:
-                    delta = {"type": "input_json_delta", "partial_json": text}
-                emit({"type": "content_block_delta", "index": block.index, "delta": delta})
-        close()
-        emit(
-            {
-                "type": "message_delta",
-                "delta": {"stop_reason": STOP_REASONS.get(turn.plan.finish_reason, "end_turn")},
-                "usage": {"output_tokens": done},
-            }
-        )
-        emit({"type": "message_stop"})
-        self._chunk(b"")
-
-    def anthropic_count_tokens(self, body: dict[str, Any]) -> None:
-        _check_anthropic(body, "AnthropicCountTokensRequest")
-        chat = anthropic_to_chat({**body, "max_tokens": 1})
-        self._send_json(200, {"input_tokens": count_chat_prompt_tokens(chat["messages"])})
+class FamilyEndpoints(AnthropicEndpoints):
+    """Ollama and the embeddings-style endpoints, beside Anthropic's (:mod:`servectl.standin.anthropic`)."""
 
     # -- Ollama ------------------------------------------------------------------------------------------------
     def _ollama_max_tokens(self, body: Mapping[str, Any]) -> int | None:
@@ -651,4 +322,4 @@ def similarity(a: str, b: str) -> float:
     return round(len(wa & wb) / max(1, len(wa | wb)), 6)
 
 
-__all__ = ["ROUTES", "FamilyEndpoints", "anthropic_error", "anthropic_to_chat", "unit_vector"]
+__all__ = ["ROUTES", "FamilyEndpoints", "anthropic_error", "unit_vector"]
