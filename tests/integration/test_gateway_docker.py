@@ -23,7 +23,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import anthropic
 import httpx
+import ollama
 import openai
 import pytest
 import yaml
@@ -204,6 +206,109 @@ def test_clients_keep_their_alias_and_no_request_fails_while_swap_goes_back_and_
     metrics = httpx.get(world.url + "/metrics").text
     assert 'servectl_gateway_swap_events_total{event="hold"} 3' in metrics
     assert 'servectl_gateway_swap_events_total{event="release"} 3' in metrics
+
+
+class Rounds:
+    """``one(n)`` called in a loop from a thread for the ``with`` block; ``done`` when each passed, ``failures``."""
+
+    def __init__(self, one: Callable[[int], None]) -> None:
+        self.one = one
+        self.done: list[float] = []
+        self.failures: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop)
+
+    def __enter__(self) -> Rounds:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(60)
+
+    def _loop(self) -> None:
+        n = 0
+        while not self._stop.is_set():
+            try:
+                self.one(n)
+                self.done.append(time.monotonic())
+            except Exception as err:
+                self.failures.append(f"{type(err).__name__}: {err}")
+            n += 1
+
+
+WEATHER = {
+    "name": "get_weather",
+    "description": "the weather in a city",
+    "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+}
+HI = [{"role": "user", "content": "Say something."}]
+
+
+def test_anthropic_and_ollama_clients_keep_their_alias_and_no_request_fails_across_swaps(world: World) -> None:
+    claude = anthropic.Anthropic(base_url=world.url, api_key=world.key, max_retries=0, timeout=60)
+    olla = ollama.Client(host=world.url, headers={"Authorization": f"Bearer {world.key}"}, timeout=60)
+
+    def anthropic_round(n: int) -> None:
+        if n % 4 == 0:
+            message = claude.messages.create(model="chat", max_tokens=8, messages=HI)  # type: ignore[arg-type]
+            assert message.model == "chat" and message.usage.output_tokens == 8
+        elif n % 4 == 1:
+            with claude.messages.stream(model="chat", max_tokens=8, messages=HI) as stream:  # type: ignore[arg-type]
+                text = "".join(stream.text_stream)
+                final = stream.get_final_message()
+            assert final.model == "chat" and len(text.split()) == 8 and final.usage.output_tokens == 8
+        elif n % 4 == 2:
+            assert claude.messages.count_tokens(model="chat", messages=HI).input_tokens > 0  # type: ignore[arg-type]
+        else:
+            ask = [{"role": "user", "content": "weather in Paris?"}]
+            with claude.messages.stream(model="chat", max_tokens=99, tools=[WEATHER], messages=ask) as stream:  # type: ignore[arg-type,list-item]
+                called = stream.get_final_message()
+            assert called.stop_reason == "tool_use" and called.content[-1].type == "tool_use"
+
+    def ollama_round(n: int) -> None:
+        if n % 3 == 0:
+            answer = olla.chat(model="chat", messages=HI, stream=False, options={"num_predict": 6})
+            assert answer.model == "chat" and answer.eval_count == 6
+        elif n % 3 == 1:
+            parts = list(olla.generate(model="chat", prompt="Say something.", stream=True, options={"num_predict": 6}))
+            assert parts[-1].done and {p.model for p in parts} == {"chat"}
+        else:
+            assert [m.model for m in olla.list().models] == ["chat"]
+
+    with claude, olla, Rounds(anthropic_round) as a, Rounds(ollama_round) as o:
+        time.sleep(1.0)
+        swaps = [world.swap(target)[:2] for target in (world.b, world.a)]
+        time.sleep(0.5)
+    assert a.failures == [] and o.failures == []
+    assert len(a.done) > 8 and len(o.done) > 8
+    assert all(any(t0 <= t <= t1 + 2 for t in a.done) for t0, t1 in swaps)
+    metrics = httpx.get(world.url + "/metrics").text
+    assert 'servectl_gateway_family_requests_total{family="anthropic",code="200"}' in metrics
+    assert 'servectl_gateway_family_requests_total{family="ollama",code="200"}' in metrics
+
+
+def test_read_only_keys_and_unknown_aliases_are_refused_in_each_familys_shape(world: World) -> None:
+    reader = world.ok("gateway", "keys", "create", "reader41", "--read-only").strip()
+    time.sleep(1.2)  # the key ring re-reads the file within a second
+    with anthropic.Anthropic(base_url=world.url, api_key=reader, max_retries=0) as claude:
+        with pytest.raises(anthropic.PermissionDeniedError, match="read-only") as refused:
+            claude.messages.create(model="chat", max_tokens=4, messages=HI)  # type: ignore[arg-type]
+        assert refused.value.response.headers["X-Servectl-Reason"] == "read_only"
+        assert refused.value.body == {"type": "error", "error": {"type": "permission_error",
+                                                                 "message": refused.value.body["error"]["message"]}}  # type: ignore[index]  # fmt: skip
+    with ollama.Client(host=world.url, headers={"Authorization": f"Bearer {reader}"}) as olla:
+        with pytest.raises(ollama.ResponseError, match="read-only") as denied:
+            olla.chat(model="chat", messages=HI, stream=False)
+        assert denied.value.status_code == 403
+        assert [m.model for m in olla.list().models] == ["chat"]  # a GET: allowed
+    with (
+        anthropic.Anthropic(base_url=world.url, api_key=world.key, max_retries=0) as claude,
+        pytest.raises(anthropic.NotFoundError, match="no alias 'claude-opus'"),
+    ):
+        claude.messages.create(model="claude-opus", max_tokens=4, messages=HI)  # type: ignore[arg-type]
+    bad = httpx.post(world.url + "/api/chat", headers={"Authorization": f"Bearer {world.key}"}, content=b"model=chat")
+    assert bad.status_code == 400 and set(bad.json()) == {"error"} and "not JSON" in bad.json()["error"]
 
 
 def test_bad_requests_get_413_400_404_401_and_slow_clients_are_cut(world: World) -> None:

@@ -200,3 +200,25 @@ def test_cli_dev_build_standin_prints_the_image_reference(standin_image: str) ->
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == standin_image
+
+
+def test_the_image_serves_anthropic_and_ollama_routes_from_its_route_table(
+    run_container: Callable[..., Any],
+) -> None:
+    argv = [*LAUNCH, "--model-path", DEMO_MODEL_PATH, "--served-model-name", "glm-demo", "--host", "0.0.0.0"]
+    container = run_container(
+        [*argv, "--port", "30000"],
+        environment={"STANDIN_STARTUP_DELAY_S": "0", "STANDIN_TOKEN_RATE": "500"},
+        ports={PORT: ("127.0.0.1", None)},
+    )
+    wait_for_log(container, READY_LINE)
+    base = f"http://127.0.0.1:{host_port(container)}"
+    ask = {"model": "glm-demo", "max_tokens": 3, "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+    with httpx.Client(base_url=base, timeout=10) as client:
+        with client.stream("POST", "/v1/messages", json=ask) as response:
+            events = [line[7:] for line in response.iter_lines() if line.startswith("event: ")]
+        assert events[0] == "message_start" and events[-2:] == ["message_delta", "message_stop"]
+        chat = {"model": "glm-demo", "messages": ask["messages"], "stream": False, "options": {"num_predict": 2}}
+        answer = client.post("/api/chat", json=chat).json()
+        assert answer["done"] and answer["eval_count"] == 2
+        assert [m["name"] for m in client.get("/api/tags").json()["models"]] == ["glm-demo"]
