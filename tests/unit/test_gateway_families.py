@@ -14,6 +14,7 @@ import ollama
 import openai
 import pytest
 
+from servectl.gateway.cards import ProfileCard
 from servectl.gateway.config import GatewayConfig
 from servectl.gateway.keys import create_key
 from servectl.gateway.routes import Upstream
@@ -172,3 +173,42 @@ def test_a_path_the_engine_lacks_is_a_404_naming_it(tmp_path: Path, engines: tup
         assert "does not serve POST /v1/messages" in answer.json()["error"]["message"]
         chat = httpx.post(f"{gw.base_url}/v1/chat/completions", json={"model": "chat", "max_tokens": 2, "messages": HI})
         assert chat.status_code == 200 and chat.json()["model"] == "chat"
+
+
+def test_models_carry_the_context_window_capabilities_and_state(
+    tmp_path: Path, engines: tuple[HostStandin, HostStandin]
+) -> None:
+    aliases = {"chat": ["demo"], "small": ["tiny"], "gone": ["elsewhere"]}
+    config = GatewayConfig.model_validate({"listen": f"127.0.0.1:{free_port()}", "auth": "none", "aliases": aliases})
+    ups = [Upstream(profile="demo", url=engines[0].base_url, served_name="served-demo", ready=True),
+           Upstream(profile="tiny", url=engines[0].base_url, served_name="served-demo", ready=True)]  # fmt: skip
+    cards = {
+        "demo": ProfileCard("demo", None, tools=True, reasoning=True, vision=False, embedding=False, catalog="x"),
+        "tiny": ProfileCard("tiny", 8192, tools=False, reasoning=False, vision=True, embedding=False, catalog="x"),
+    }
+    with GatewayThread(config, upstreams=lambda: ups, state_dir=tmp_path, cards=cards.get) as gw:
+        listed = {m["id"]: m for m in httpx.get(f"{gw.base_url}/v1/models").json()["data"]}
+        one = httpx.get(f"{gw.base_url}/v1/models/small").json()
+        missing = httpx.get(f"{gw.base_url}/v1/models/nope")
+        with openai.OpenAI(base_url=f"{gw.base_url}/v1", api_key="none") as client:
+            retrieved = client.models.retrieve("chat")
+    chat = listed["chat"]
+    # no context_length in the profile: the engine's own max_model_len (the demo model's 202752)
+    assert (chat["context_window"], chat["max_model_len"], chat["capabilities"]) == (
+        202752,
+        202752,
+        ["tools", "reasoning"],
+    )
+    assert chat["servectl"] == {"profiles": ["demo"], "serving": "demo", "state": "ready"}
+    assert (one["context_window"], one["capabilities"]) == (8192, ["vision"])
+    assert listed["gone"]["servectl"]["state"] == "down" and listed["gone"]["context_window"] is None
+    assert missing.status_code == 404 and missing.headers["X-Servectl-Reason"] == "unknown_alias"
+    assert retrieved.id == "chat"
+
+
+def test_a_profile_card_reads_the_window_and_capabilities_off_the_profile() -> None:
+    from servectl.gateway.cards import profile_card
+    from servectl.profile.validate import load_profile
+
+    card = profile_card(load_profile("demo").profile)  # the shipped demo: 32768, GLM's tool and reasoning parsers
+    assert (card.context_window, card.capabilities) == (32768, ["tools", "reasoning"])

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import ClientConnectionError, ClientError, ClientPayloadError, ClientSession, ClientTimeout, web
 
 from servectl.gateway.admission import Admission, Flight, HoldExpired
+from servectl.gateway.cards import ProfileCard, model_entry
 from servectl.gateway.config import GatewayConfig
 from servectl.gateway.families import (
     OPENAI,
@@ -109,6 +110,7 @@ class Gateway:
         start: swaps to a profile (``swap.on_request``).
         engine_paths: a profile -> the POST paths its engine serves (its SGLang route table; default the shipped
             catalog's); a family path outside it is refused 404 naming it.
+        cards: a profile -> its :class:`~servectl.gateway.cards.ProfileCard` (context window, capabilities).
     """
 
     def __init__(
@@ -121,6 +123,7 @@ class Gateway:
         startup_s: Callable[[str], float | None] = lambda _profile: None,
         start: Callable[[str], object] | None = None,
         engine_paths: Callable[[str], frozenset[str]] = lambda _profile: catalog_paths(),
+        cards: Callable[[str], ProfileCard | None] = lambda _profile: None,
     ) -> None:
         self.config = config
         self.start = start  # swaps to a profile (blocking; raises ServectlError): swap.on_request
@@ -147,6 +150,8 @@ class Gateway:
         self.watcher: ConfigWatcher | None = None  # set by serve_gateway when it watches the sources
         self.on_request = SwapOnRequest(self)
         self.engine_paths = engine_paths  # a profile -> the POST paths its engine's route table has
+        self.cards = cards  # a profile -> its context window and capabilities (/v1/models)
+        self._windows: dict[tuple[str, str], int | None] = {}  # (engine url, served name) -> its max_model_len
 
     # -- lifecycle -------------------------------------------------------------------------------------------
     def app(self) -> web.Application:
@@ -154,6 +159,7 @@ class Gateway:
         app.router.add_get("/healthz", self.healthz)
         app.router.add_get("/metrics", self.metrics_page)
         app.router.add_get("/v1/models", self.guarded(self.models))
+        app.router.add_get("/v1/models/{alias:.+}", self.guarded(self.model))
         app.router.add_get("/api/tags", self.guarded(self.tags))
         for path in PROXIED_PATHS:
             app.router.add_post(path, self.guarded(self.proxy, charge=False))  # charged once the alias is known
@@ -384,8 +390,41 @@ class Gateway:
                             headers={"X-Content-Type-Options": "nosniff"})  # fmt: skip
 
     async def models(self, _request: web.Request, _call: _Call, entry: KeyEntry | None) -> web.StreamResponse:
-        data = [{"id": a, "object": "model", "created": 0, "owned_by": "servectl"} for a in self._granted(entry)]
+        await self.refresh()
+        data = [await self._model_entry(a) for a in self._granted(entry)]
         return web.json_response({"object": "list", "data": data})
+
+    async def model(self, request: web.Request, call: _Call, entry: KeyEntry | None) -> web.StreamResponse:
+        alias = request.match_info["alias"]
+        if alias not in self.table or (entry is not None and not entry.grants(alias)):
+            raise Reject(404, f"no alias {alias!r} for this key; aliases: {', '.join(self._granted(entry)) or 'none'}",
+                         "unknown_alias")  # fmt: skip
+        call.alias = alias
+        await self.refresh()
+        return web.json_response(await self._model_entry(alias))
+
+    async def _model_entry(self, alias: str) -> dict[str, Any]:
+        route = self.table.route(alias, self.upstreams)
+        state = "held" if self.admission.holding(alias) else ("ready" if route else "down")
+        profiles = self.table.profiles(alias)
+        cards = {p: self.cards(p) for p in {*profiles, *([route.profile] if route else [])} if p != "*"}
+        window = await self._engine_window(route) if route is not None else None
+        return model_entry(alias, profiles=profiles, serving=route.profile if route else None, state=state,
+                           cards=cards, engine_window=window)  # fmt: skip
+
+    async def _engine_window(self, route: Route) -> int | None:
+        """The engine's own ``max_model_len`` (its ``/v1/models``), asked once per engine and served name."""
+        key = (route.url, route.served_name)
+        if key not in self._windows and self.session is not None:
+            headers = {"Authorization": f"Bearer {route.api_key}"} if route.api_key else {}
+            try:
+                async with asyncio.timeout(2.0), self.session.get(route.url + "/v1/models", headers=headers) as got:
+                    cards = (await got.json()).get("data") or [] if got.status == 200 else []
+                window = next((c.get("max_model_len") for c in cards if isinstance(c, dict)), None)
+                self._windows[key] = window if isinstance(window, int) else None
+            except (TimeoutError, ClientError, ValueError, AttributeError):
+                return None  # asked again next time
+        return self._windows.get(key)
 
     async def tags(self, _request: web.Request, _call: _Call, entry: KeyEntry | None) -> web.StreamResponse:
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"

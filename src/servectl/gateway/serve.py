@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING, TextIO
 from servectl.errors import ServectlError
 from servectl.gateway.config import DEFAULT_ALIAS, Endpoint, GatewayConfig, default_aliases
 from servectl.gateway.routes import AliasTable, Upstream
+from servectl.profile.api_routes import DEFAULT_ROUTES
 
 if TYPE_CHECKING:
+    from servectl.gateway.cards import ProfileCard
     from servectl.gateway.dashboard import DashboardSources
     from servectl.gateway.proxy import Gateway
     from servectl.gateway.reload import ConfigWatcher
@@ -96,6 +98,46 @@ def fixed_upstreams(endpoints: Mapping[str, Endpoint]) -> Callable[[], list[Upst
     return listing
 
 
+def profile_cards(
+    folders: Callable[[], Sequence[ProfileFolder]], *, ttl_s: float = 5.0
+) -> Callable[[str], ProfileCard | None]:
+    """A profile name -> its :class:`~servectl.gateway.cards.ProfileCard` read off ``folders`` (None when it does
+    not load), each kept ``ttl_s`` seconds so an edited profile shows within that."""
+    import time
+
+    from servectl.errors import ServectlError
+    from servectl.gateway.cards import profile_card
+    from servectl.profile.validate import load_profile
+
+    seen: dict[str, tuple[float, ProfileCard | None]] = {}
+
+    def card(name: str) -> ProfileCard | None:
+        now = time.monotonic()
+        if name not in seen or now - seen[name][0] > ttl_s:
+            try:
+                seen[name] = (now, profile_card(load_profile(name, folders=folders()).profile))
+            except ServectlError:
+                seen[name] = (now, None)
+        return seen[name][1]
+
+    return card
+
+
+def route_paths_of(cards: Callable[[str], ProfileCard | None]) -> Callable[[str], frozenset[str]]:
+    """A profile -> the POST paths its engine serves: the route catalog shipped under its flag catalog's name,
+    else the default one (an image-extracted catalog has no route table of its own yet)."""
+    from servectl.gateway.families import engine_paths
+
+    def paths(profile: str) -> frozenset[str]:
+        card = cards(profile)
+        try:
+            return engine_paths(card.catalog if card is not None else DEFAULT_ROUTES)
+        except KeyError:
+            return engine_paths()
+
+    return paths
+
+
 def profile_names(folders: Sequence[ProfileFolder] | None = None) -> list[str]:
     """The runnable profiles on ``folders`` (default: the usual search path; no templates, no ``_`` bases)."""
     from servectl.profile.loader import discover, is_template_file
@@ -116,6 +158,7 @@ def run_gateway(
     watch: ConfigWatcher | None = None,
     dashboard: DashboardSources | None = None,
     replaced_by: Callable[[str], Collection[str]] | None = None,
+    cards: Callable[[str], ProfileCard | None] | None = None,
 ) -> None:
     """Serve until SIGTERM or SIGINT, then drain (up to ``swap.drain_s``) and return; with ``watch``, edits
     of the gateway file and the profile folders are served within a second.
@@ -136,6 +179,8 @@ def run_gateway(
             watch=watch,
             dashboard=dashboard,
             replaced_by=replaced_by,
+            cards=cards,
+            engine_paths=None if cards is None else route_paths_of(cards),
         )
     )
 
@@ -155,6 +200,7 @@ async def serve_gateway(
     dashboard: DashboardSources | None = None,
     replaced_by: Callable[[str], Collection[str]] | None = None,
     engine_paths: Callable[[str], frozenset[str]] | None = None,
+    cards: Callable[[str], ProfileCard | None] | None = None,
 ) -> None:
     """:func:`run_gateway` on the running event loop; set ``stop`` to end it (SIGTERM/SIGINT set it too when
     this runs in the main thread). ``dashboard``: what ``/ui`` reads besides the gateway (default: the
@@ -171,6 +217,8 @@ async def serve_gateway(
     gateway.replaced_by = replaced_by
     if engine_paths is not None:  # a profile -> the POST paths its engine serves (default: the shipped route table)
         gateway.engine_paths = engine_paths
+    if cards is not None:  # a profile -> its context window and capabilities (/v1/models)
+        gateway.cards = cards
     gateway.watcher = watch
     app = gateway.app()
     Dashboard(gateway, dashboard or DashboardSources.of_state(admin_path.parent.parent)).add_routes(app)
@@ -303,4 +351,5 @@ def run_from_file(
         dashboard=DashboardSources.of_state(
             state, logs=None if config.endpoints is not None else docker_log_tail(ctx.docker)
         ),
+        cards=profile_cards(lambda: ctx.profile_folders),
     )

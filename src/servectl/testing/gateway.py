@@ -14,6 +14,7 @@ from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from types import TracebackType
 
+from servectl.gateway.cards import ProfileCard
 from servectl.gateway.config import GatewayConfig
 from servectl.gateway.dashboard import DashboardSources
 from servectl.gateway.reload import ConfigWatcher
@@ -36,11 +37,13 @@ class GatewayThread:
         dashboard: DashboardSources | None = None,
         replaced_by: Callable[[str], Collection[str]] | None = None,
         engine_paths: Callable[[str], frozenset[str]] | None = None,
+        cards: Callable[[str], ProfileCard | None] | None = None,
     ) -> None:
         self.config = config
         self.replaced_by = replaced_by
         self.dashboard = dashboard
         self.engine_paths = engine_paths
+        self.cards = cards
         self.table = AliasTable(aliases if aliases is not None else (config.aliases or {}))
         self.upstreams = upstreams
         self.state_dir = Path(state_dir)
@@ -79,6 +82,7 @@ class GatewayThread:
                 dashboard=self.dashboard,
                 replaced_by=self.replaced_by,
                 engine_paths=self.engine_paths,
+                cards=self.cards,
             )
 
         try:
