@@ -22,7 +22,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from servectl.profile.catalog import DEFAULT_CATALOG
+from servectl.files import read_text_bounded
+from servectl.profile.catalog import DEFAULT_CATALOG, MAX_CATALOG_BYTES
 
 #: Where the shipped route catalogs live (beside the flag catalogs).
 ROUTES_DIR = Path(__file__).resolve().parent / "catalogs" / "routes"
@@ -84,7 +85,7 @@ def load_routes(name: str = DEFAULT_ROUTES) -> dict[str, Any]:
     if not path.is_file():
         shipped = ", ".join(sorted(p.stem for p in ROUTES_DIR.glob("*.json")))
         raise KeyError(f"unknown route catalog {name!r}; shipped: {shipped}")
-    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    data: dict[str, Any] = json.loads(read_text_bounded(path, limit_bytes=MAX_CATALOG_BYTES, what="route catalog"))
     return data
 
 
