@@ -122,8 +122,8 @@ class Gateway:
         upstreams: Callable[[], Sequence[Upstream]],
         startup_s: Callable[[str], float | None] = lambda _profile: None,
         start: Callable[[str], object] | None = None,
-        engine_paths: Callable[[str], frozenset[str]] = lambda _profile: catalog_paths(),
-        cards: Callable[[str], ProfileCard | None] = lambda _profile: None,
+        engine_paths: Callable[[str], frozenset[str]] | None = None,
+        cards: Callable[[str], ProfileCard | None] | None = None,
     ) -> None:
         self.config = config
         self.start = start  # swaps to a profile (blocking; raises ServectlError): swap.on_request
@@ -149,8 +149,9 @@ class Gateway:
         self._flusher: asyncio.Task[None] | None = None
         self.watcher: ConfigWatcher | None = None  # set by serve_gateway when it watches the sources
         self.on_request = SwapOnRequest(self)
-        self.engine_paths = engine_paths  # a profile -> the POST paths its engine's route table has
-        self.cards = cards  # a profile -> its context window and capabilities (/v1/models)
+        # a profile -> the POST paths its engine's route table has; -> its context window and capabilities
+        self.engine_paths = engine_paths or (lambda _profile: catalog_paths())
+        self.cards: Callable[[str], ProfileCard | None] = cards or (lambda _profile: None)
         self._windows: dict[tuple[str, str], int | None] = {}  # (engine url, served name) -> its max_model_len
 
     # -- lifecycle -------------------------------------------------------------------------------------------

@@ -213,12 +213,9 @@ async def serve_gateway(
     from servectl.gateway.proxy import Gateway
 
     keys = KeyRing(keys_path) if keys_path is not None else None
-    gateway = Gateway(config, table=table, keys=keys, upstreams=upstreams, startup_s=startup_s, start=start)
+    gateway = Gateway(config, table=table, keys=keys, upstreams=upstreams, startup_s=startup_s, start=start,
+                      engine_paths=engine_paths, cards=cards)  # fmt: skip
     gateway.replaced_by = replaced_by
-    if engine_paths is not None:  # a profile -> the POST paths its engine serves (default: the shipped route table)
-        gateway.engine_paths = engine_paths
-    if cards is not None:  # a profile -> its context window and capabilities (/v1/models)
-        gateway.cards = cards
     gateway.watcher = watch
     app = gateway.app()
     Dashboard(gateway, dashboard or DashboardSources.of_state(admin_path.parent.parent)).add_routes(app)
