@@ -28,13 +28,12 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import ClientConnectionError, ClientError, ClientPayloadError, ClientSession, ClientTimeout, web
 
 from servectl.gateway.admission import Admission, Flight, HoldExpired
-from servectl.gateway.cards import ProfileCard, model_entry
+from servectl.gateway.cards import ProfileCard
 from servectl.gateway.config import GatewayConfig
 from servectl.gateway.families import (
     OPENAI,
@@ -42,10 +41,10 @@ from servectl.gateway.families import (
     Family,
     answers_model_path,
     family_of,
-    ollama_tags,
     rewrite_last_model,
 )
 from servectl.gateway.families import engine_paths as catalog_paths
+from servectl.gateway.listings import Listings
 from servectl.gateway.metrics import Metrics
 from servectl.gateway.on_request import SwapOnRequest
 from servectl.gateway.ratelimit import RateLimiter
@@ -152,16 +151,16 @@ class Gateway:
         # a profile -> the POST paths its engine's route table has; -> its context window and capabilities
         self.engine_paths = engine_paths or (lambda _profile: catalog_paths())
         self.cards: Callable[[str], ProfileCard | None] = cards or (lambda _profile: None)
-        self._windows: dict[tuple[str, str], int | None] = {}  # (engine url, served name) -> its max_model_len
+        self.listings = Listings(self)  # /v1/models, /v1/models/{alias}, /api/tags
 
     # -- lifecycle -------------------------------------------------------------------------------------------
     def app(self) -> web.Application:
         app = web.Application(client_max_size=self.config.limits.max_body_bytes)
         app.router.add_get("/healthz", self.healthz)
         app.router.add_get("/metrics", self.metrics_page)
-        app.router.add_get("/v1/models", self.guarded(self.models))
-        app.router.add_get("/v1/models/{alias:.+}", self.guarded(self.model))
-        app.router.add_get("/api/tags", self.guarded(self.tags))
+        app.router.add_get("/v1/models", self.guarded(self.listings.models))
+        app.router.add_get("/v1/models/{alias:.+}", self.guarded(self.listings.model))
+        app.router.add_get("/api/tags", self.guarded(self.listings.tags))
         for path in PROXIED_PATHS:
             app.router.add_post(path, self.guarded(self.proxy, charge=False))  # charged once the alias is known
         app.on_startup.append(self._open)
@@ -338,7 +337,7 @@ class Gateway:
                          headers={"Retry-After": str(wait)})  # fmt: skip
         self.usage.charge(entry)
 
-    def _granted(self, entry: KeyEntry | None) -> list[str]:
+    def granted(self, entry: KeyEntry | None) -> list[str]:
         return [a for a in self.table.names if entry is None or entry.grants(a)]
 
     async def _read_json(self, request: web.Request, call: _Call) -> dict[str, Any]:
@@ -390,60 +389,19 @@ class Gateway:
         return web.Response(text=self.metrics.render(in_flight, budgets), content_type="text/plain", charset="utf-8",
                             headers={"X-Content-Type-Options": "nosniff"})  # fmt: skip
 
-    async def models(self, _request: web.Request, _call: _Call, entry: KeyEntry | None) -> web.StreamResponse:
-        await self.refresh()
-        data = [await self._model_entry(a) for a in self._granted(entry)]
-        return web.json_response({"object": "list", "data": data})
-
-    async def model(self, request: web.Request, call: _Call, entry: KeyEntry | None) -> web.StreamResponse:
-        alias = request.match_info["alias"]
-        if alias not in self.table or (entry is not None and not entry.grants(alias)):
-            raise Reject(404, f"no alias {alias!r} for this key; aliases: {', '.join(self._granted(entry)) or 'none'}",
-                         "unknown_alias")  # fmt: skip
-        call.alias = alias
-        await self.refresh()
-        return web.json_response(await self._model_entry(alias))
-
-    async def _model_entry(self, alias: str) -> dict[str, Any]:
-        route = self.table.route(alias, self.upstreams)
-        state = "held" if self.admission.holding(alias) else ("ready" if route else "down")
-        profiles = self.table.profiles(alias)
-        cards = {p: self.cards(p) for p in {*profiles, *([route.profile] if route else [])} if p != "*"}
-        window = await self._engine_window(route) if route is not None else None
-        return model_entry(alias, profiles=profiles, serving=route.profile if route else None, state=state,
-                           cards=cards, engine_window=window)  # fmt: skip
-
-    async def _engine_window(self, route: Route) -> int | None:
-        """The engine's own ``max_model_len`` (its ``/v1/models``), asked once per engine and served name."""
-        key = (route.url, route.served_name)
-        if key not in self._windows and self.session is not None:
-            headers = {"Authorization": f"Bearer {route.api_key}"} if route.api_key else {}
-            try:
-                async with asyncio.timeout(2.0), self.session.get(route.url + "/v1/models", headers=headers) as got:
-                    cards = (await got.json()).get("data") or [] if got.status == 200 else []
-                window = next((c.get("max_model_len") for c in cards if isinstance(c, dict)), None)
-                self._windows[key] = window if isinstance(window, int) else None
-            except (TimeoutError, ClientError, ValueError, AttributeError):
-                return None  # asked again next time
-        return self._windows.get(key)
-
-    async def tags(self, _request: web.Request, _call: _Call, entry: KeyEntry | None) -> web.StreamResponse:
-        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
-        return web.json_response(ollama_tags(self._granted(entry), now))
-
     async def proxy(self, request: web.Request, call: _Call, entry: KeyEntry | None) -> web.StreamResponse:
         family = family_of(request.path)
         body = await self._read_json(request, call)
         alias = body.get("model")
         if not isinstance(alias, str) or not alias:
-            raise Reject(400, f"the request names no model; ask for an alias: {', '.join(self._granted(entry))}",
+            raise Reject(400, f"the request names no model; ask for an alias: {', '.join(self.granted(entry))}",
                          "bad_request")  # fmt: skip
         if alias not in self.table:
-            raise Reject(404, _unknown_alias(alias, self._granted(entry), entry), "unknown_alias")
+            raise Reject(404, _unknown_alias(alias, self.granted(entry), entry), "unknown_alias")
         call.alias = alias
         if entry is not None and not entry.grants(alias):
             raise Reject(403, f"key {entry.name!r} is not granted alias {alias!r} (it may use: "
-                         f"{', '.join(self._granted(entry)) or 'none'})", "forbidden")  # fmt: skip
+                         f"{', '.join(self.granted(entry)) or 'none'})", "forbidden")  # fmt: skip
         self.charge(entry)
         try:
             waited = await self.admission.admit(alias)
@@ -505,7 +463,7 @@ class Gateway:
                     refused = Reject(502, _engine_refused_gateway(route), "upstream", reason="upstream_auth")
                     if early is None:
                         raise refused
-                    await early.write(error_event(refused.message, refused.reason))
+                    await early.write(error_event(refused.message, refused.reason, family))
                     await early.write_eof()
                     return early
                 call.ttfb_s = time.monotonic() - t0
