@@ -46,6 +46,9 @@ _EXPORTS: dict[str, str] = {
     "CardUse": "servectl.service.watch",
     "CatalogError": "servectl.errors",
     "CampaignCheck": "servectl.campaign.variants",
+    "CampaignOutcome": "servectl.campaign.output",
+    "CampaignProgress": "servectl.campaign.progress",
+    "CampaignRow": "servectl.campaign.run",
     "CatalogListing": "servectl.host",
     "CheckedVariant": "servectl.campaign.variants",
     "CheckItem": "servectl.service.rollback",
@@ -122,7 +125,10 @@ _EXPORTS: dict[str, str] = {
     "adopt": "servectl.api",
     "build_standin_image": "servectl.api",
     "catalogs": "servectl.api",
+    "campaign_status": "servectl.api",
     "check_campaign": "servectl.api",
+    "resume_campaign": "servectl.api",
+    "run_campaign": "servectl.api",
     "check_gateway_file": "servectl.api",
     "compare_bench": "servectl.api",
     "compile_plan": "servectl.api",
@@ -183,6 +189,7 @@ if TYPE_CHECKING:
     from servectl.adapters.plan_cache import DryRun as DryRun
     from servectl.api import adopt as adopt
     from servectl.api import build_standin_image as build_standin_image
+    from servectl.api import campaign_status as campaign_status
     from servectl.api import catalogs as catalogs
     from servectl.api import check_campaign as check_campaign
     from servectl.api import check_gateway_file as check_gateway_file
@@ -214,9 +221,11 @@ if TYPE_CHECKING:
     from servectl.api import recover as recover
     from servectl.api import render_all as render_all
     from servectl.api import render_profile as render_profile
+    from servectl.api import resume_campaign as resume_campaign
     from servectl.api import revoke_gateway_key as revoke_gateway_key
     from servectl.api import rollback as rollback
     from servectl.api import rollback_check as rollback_check
+    from servectl.api import run_campaign as run_campaign
     from servectl.api import run_preflight as run_preflight
     from servectl.api import run_profile_bench as run_profile_bench
     from servectl.api import run_profile_qualify as run_profile_qualify
@@ -242,6 +251,9 @@ if TYPE_CHECKING:
     from servectl.bench.qualify.settings import QualifySettings as QualifySettings
     from servectl.bench.runner import run_bench as run_bench
     from servectl.bench.settings import BenchSettings as BenchSettings
+    from servectl.campaign.output import CampaignOutcome as CampaignOutcome
+    from servectl.campaign.progress import CampaignProgress as CampaignProgress
+    from servectl.campaign.run import CampaignRow as CampaignRow
     from servectl.campaign.variants import CampaignCheck as CampaignCheck
     from servectl.campaign.variants import CheckedVariant as CheckedVariant
     from servectl.errors import BenchFailed as BenchFailed

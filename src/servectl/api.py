@@ -40,6 +40,7 @@ __all__ = [
     "Status",
     "adopt",
     "build_standin_image",
+    "campaign_status",
     "catalogs",
     "check_campaign",
     "check_gateway_file",
@@ -72,9 +73,11 @@ __all__ = [
     "recover",
     "render_all",
     "render_profile",
+    "resume_campaign",
     "revoke_gateway_key",
     "rollback",
     "rollback_check",
+    "run_campaign",
     "run_preflight",
     "run_profile_bench",
     "run_profile_qualify",
@@ -164,6 +167,9 @@ gateway_keys = _function(Host.gateway_keys)
 revoke_gateway_key = _function(Host.revoke_gateway_key)
 check_gateway_file = _function(Host.check_gateway_file)
 check_campaign = _function(Host.check_campaign)
+run_campaign = _function(Host.run_campaign)
+resume_campaign = _function(Host.resume_campaign)
+campaign_status = _function(Host.campaign_status)
 show = _function(Host.show)
 diff_profiles = _function(Host.diff_profiles)
 profile_schema = _function(Host.profile_schema)

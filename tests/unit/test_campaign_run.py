@@ -12,7 +12,7 @@ import pytest
 
 from servectl.adapters.campaign_db import CampaignDb
 from servectl.campaign.model import Budget, Point
-from servectl.campaign.run import Measured, Row, Started, run_campaign
+from servectl.campaign.run import CampaignRow, Measured, Started, run_campaign
 from servectl.campaign.schedule import INCUMBENT
 from servectl.campaign.variants import CampaignCheck, CheckedVariant
 from servectl.errors import StartupFailed
@@ -92,7 +92,7 @@ def check(tmp_path: Path, profile_dir: Path) -> CampaignCheck:
         return host.check_campaign(file=path, skip_invalid=True)
 
 
-def run(check: CampaignCheck, folder: Path, lab: SimLab) -> list[Row]:
+def run(check: CampaignCheck, folder: Path, lab: SimLab) -> list[CampaignRow]:
     clock = iter(range(10**6))
     clocks = Clocks(monotonic=lambda: 0.0, wall=lambda: float(next(clock)), sleep=lambda s: None)
     with CampaignDb(folder) as db:

@@ -645,6 +645,9 @@ class _Recording:
 TAKE_NO_PROFILE = {
     "build_standin_image": "builds the stand-in image from servectl's own files",
     "catalogs": "lists the shipped and stored flag catalogs",
+    "campaign_status": "reads a campaign folder's database",
+    "run_campaign": "its profile lookups are check_campaign's and the swaps' (both tested on the host's path)",
+    "resume_campaign": "run_campaign on the file a campaign folder names",
     "check_campaign": "its base and variants are looked up on the host's path: test_check_campaign_reads_the_host_...",
     "check_gateway_file": "checks a gateway file against its schema",
     "close": "closes the adapters",
@@ -781,3 +784,32 @@ def test_check_campaign_reads_the_host_search_path_and_opens_no_adapter(
     assert fast.profile_name == "c.fast" and fast.plan_hash and fast.plan_hash != check.incumbent.plan_hash
     with pytest.raises(servectl.ProfileError, match="base: profile 'mine' not found"):
         servectl.check_campaign(file=campaign)  # os.environ names no such folder
+
+
+def test_run_resume_and_status_of_a_campaign_on_a_fake_host(host: FakeHost, profile_dir: Path) -> None:
+    from servectl.bench.model import PointResult, Stat
+
+    def bench_point(ctx: Any, profile: str, settings: Any, out: Path) -> PointResult:
+        rate = float(ctx.resolve(profile).loaded.profile.engine.env["STANDIN_TOKEN_RATE"])
+        value = rate * (1 + 0.001 * int(out.name[1]))  # r<round>-c1
+        return PointResult(
+            prompt_tokens_target=512,
+            concurrency=1,
+            repeats=1,
+            prompt_words=1,
+            decode_tok_s=Stat(value, value, value, 1),
+        )
+
+    campaign = profile_dir.parent / "campaign.yaml"
+    campaign.write_text(
+        "name: c\nbase: demo\nvariants: [{name: fast, overrides: {engine: {env: {STANDIN_TOKEN_RATE: '400'}}}}]\n"
+        "workload: {points: [{name: c1, prompt_tokens: 512}]}\ndecision: {primary_point: c1, max_repeats: 3}\n"
+    )
+    folder = profile_dir.parent / "run"
+    outcome = host.run_campaign(file=campaign, out_dir=folder, bench_point=bench_point)
+    assert isinstance(outcome, servectl.CampaignOutcome) and outcome.winner == "fast"
+    assert isinstance(outcome.rows[0], servectl.CampaignRow) and outcome.rows[0].status == "accepted-fast"
+    assert host.resume_campaign(folder=folder, bench_point=bench_point).rows == outcome.rows
+    progress = host.campaign_status(folder=folder)
+    assert isinstance(progress, servectl.CampaignProgress) and progress.finished and progress.settled == 1
+    assert servectl.campaign_status(folder=folder).to_dict() == progress.to_dict()

@@ -11,6 +11,7 @@ and :meth:`Lab.restore` runs however the loop ends (a failure, an interrupt, the
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -63,7 +64,7 @@ class Lab(Protocol):
 
 
 @dataclass(frozen=True)
-class Row:
+class CampaignRow:
     """A variant's final row."""
 
     name: str
@@ -71,7 +72,7 @@ class Row:
     plan_hash: str | None
     status: str
     reason: str
-    verdict: Verdict | None = None
+    verdict: Verdict | None = field(default=None, compare=False)  # this run's decision (a resumed row: none)
 
 
 def run_campaign(
@@ -80,7 +81,7 @@ def run_campaign(
     db: CampaignDb,
     lab: Lab,
     clocks: Clocks,
-) -> list[Row]:
+) -> list[CampaignRow]:
     """Run (or resume) the campaign ``check`` in ``db``; returns one row per variant, in file order.
 
     ``clocks``: the context's (:class:`~servectl.service.context.Clocks`): wall time for the journal, monotonic
@@ -101,7 +102,7 @@ def run_campaign(
     gated = {variant for _, kind, variant, _ in db.events() if kind == "gates-passed" and variant}
     measured: dict[str, dict[str, list[float]]] = {name: {p: [] for p in points} for name in variants}
 
-    def settle(row: Row, detail: Mapping[str, Any] | None = None) -> None:
+    def settle(row: CampaignRow, detail: Mapping[str, Any] | None = None) -> None:
         rows[row.name] = row
         active.remove(row.name)
         db.put_variant(
@@ -129,7 +130,7 @@ def run_campaign(
                 if verdict.settled:
                     v = by_name[name]
                     settle(
-                        Row(name, v.profile_name, v.plan_hash, verdict.status, verdict.reason, verdict),
+                        CampaignRow(name, v.profile_name, v.plan_hash, verdict.status, verdict.reason, verdict),
                         {
                             "comparisons": [x.to_dict() for x in verdict.comparisons],
                             "repeats": verdict.repeats,
@@ -149,29 +150,37 @@ def _claim(db: CampaignDb, check: CampaignCheck) -> None:
         UsageError: the folder holds another campaign.
     """
     c = check.loaded.campaign
+    settings = hashlib.sha256(json.dumps(c.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
     meta = db.meta()
     if "campaign" not in meta:
         db.set_meta("campaign", c.name)
         db.set_meta("file", str(check.loaded.path))
+        db.set_meta("settings_sha256", settings)
+        db.set_meta("variants", json.dumps([v.name for v in check.variants]))
         db.set_meta("points", json.dumps([p.model_dump() for p in c.workload.points]))
         db.set_meta("decision", json.dumps(c.decision.model_dump()))
     elif meta["campaign"] != c.name:
         raise UsageError(f"{db.path}: holds campaign {meta['campaign']!r}, not {c.name!r}; use another folder")
+    elif meta.get("settings_sha256") != settings:
+        raise UsageError(
+            f"{check.loaded.path}: changed since campaign {c.name} began in {db.path.parent}; its measurements "
+            "answer the old file: put the file back, or run the new one into another folder"
+        )
 
 
-def _opening_rows(db: CampaignDb, check: CampaignCheck) -> tuple[dict[str, Row], list[str]]:
+def _opening_rows(db: CampaignDb, check: CampaignCheck) -> tuple[dict[str, CampaignRow], list[str]]:
     """The rows settled before anything is measured (invalid variants; on resume, what the first run settled)
     and the variants still to measure."""
-    rows: dict[str, Row] = {}
+    rows: dict[str, CampaignRow] = {}
     for v in check.invalid_variants:
-        rows[v.name] = Row(v.name, v.profile_name, None, "rejected-invalid", v.reason())
+        rows[v.name] = CampaignRow(v.name, v.profile_name, None, "rejected-invalid", v.reason())
         db.put_variant(v.name, profile=v.profile_name, plan_hash=None, status="rejected-invalid", reason=v.reason())
     known = {row.name: row for row in db.variants()}
     active = []
     for v in check.valid_variants:
         row = known.get(v.name)
         if row is not None and row.status != "measuring":
-            rows[v.name] = Row(v.name, v.profile_name, v.plan_hash, row.status, row.reason)
+            rows[v.name] = CampaignRow(v.name, v.profile_name, v.plan_hash, row.status, row.reason)
             continue
         active.append(v.name)
         db.put_variant(v.name, profile=v.profile_name, plan_hash=v.plan_hash, status="measuring")
@@ -186,7 +195,7 @@ def _visit(
     round_index: int,
     gated: set[str],
     wall: Callable[[], float],
-) -> Row | None:
+) -> CampaignRow | None:
     """One visit: start ``variant`` (qualified first, once) and measure the points this round still lacks.
 
     Returns the variant's final row when the visit rejects it (gate, startup, flagged request, VRAM)."""
@@ -206,7 +215,7 @@ def _visit(
                 "nothing can be decided against it: fix it and run the campaign again (its measurements are kept)",
                 last_log_lines=started.failure[1:],
             )
-        return Row(
+        return CampaignRow(
             variant.name,
             variant.profile_name,
             variant.plan_hash,
@@ -219,7 +228,7 @@ def _visit(
         if failed is None:
             db.event("gates-passed", at=wall(), variant=variant.name)
         else:
-            return Row(
+            return CampaignRow(
                 variant.name,
                 variant.profile_name,
                 variant.plan_hash,
@@ -232,7 +241,7 @@ def _visit(
             variant.name, round_index, point.name, result.value, flagged=result.flagged, detail=result.detail, at=wall()
         )
         if result.flagged and c.constraints.no_flagged_requests and not incumbent:
-            return Row(
+            return CampaignRow(
                 variant.name,
                 variant.profile_name,
                 variant.plan_hash,
@@ -243,7 +252,7 @@ def _visit(
     reserve = c.constraints.vram_reserve_mib
     under = free and reserve is not None and min(free) < reserve
     if under and not incumbent and c.constraints.reserve_waiver is None:  # a waiver's reason is in the file
-        return Row(
+        return CampaignRow(
             variant.name,
             variant.profile_name,
             variant.plan_hash,
@@ -260,8 +269,8 @@ def _collect(db: CampaignDb, measured: dict[str, dict[str, list[float]]], round_
             measured[m.variant].setdefault(m.point, []).append(m.value)
 
 
-def _out_of_budget(variant: CheckedVariant, repeats: int, budget_s: float) -> Row:
-    return Row(
+def _out_of_budget(variant: CheckedVariant, repeats: int, budget_s: float) -> CampaignRow:
+    return CampaignRow(
         variant.name,
         variant.profile_name,
         variant.plan_hash,

@@ -36,6 +36,57 @@ def validate_command(
         typer.echo(line)
 
 
+@campaign_app.command("run")
+def run_command(
+    file: Annotated[Path, typer.Argument(help="the campaign file (YAML)")],
+    out: Annotated[Path, typer.Option("--out", help="the campaign folder (its database, artifacts, table)")],
+    skip_invalid: Annotated[
+        bool, typer.Option("--skip-invalid", help="keep invalid variants as rejected-invalid rows instead of refusing")
+    ] = False,
+) -> None:
+    """Run a campaign: every variant checked, then started on the bench port and measured against the incumbent in
+    interleaved rounds; what ran before is put back at the end. Run it again (or `campaign resume`) to continue."""
+    from servectl.cli.views.campaign import outcome_lines
+    from servectl.host import from_env
+
+    with from_env() as host:
+        outcome = host.run_campaign(file=file, out_dir=out, skip_invalid=skip_invalid)
+    for line in outcome_lines(outcome):
+        typer.echo(line)
+
+
+@campaign_app.command("resume")
+def resume_command(
+    folder: Annotated[Path, typer.Argument(help="the campaign folder of `campaign run --out`")],
+) -> None:
+    """Continue the campaign in FOLDER (after kill -9, a reboot or SIGINT): nothing measured is measured again."""
+    from servectl.cli.views.campaign import outcome_lines
+    from servectl.host import from_env
+
+    with from_env() as host:
+        outcome = host.resume_campaign(folder=folder)
+    for line in outcome_lines(outcome):
+        typer.echo(line)
+
+
+@campaign_app.command("status")
+def status_command(
+    folder: Annotated[Path, typer.Argument(help="the campaign folder of `campaign run --out`")],
+    as_json: Annotated[bool, typer.Option("--json", help="print the progress as JSON")] = False,
+) -> None:
+    """Where the campaign in FOLDER stands (also while another process runs it): variants settled, ETA."""
+    from servectl.cli.views.campaign import progress_lines
+    from servectl.host import from_env
+
+    with from_env() as host:
+        progress = host.campaign_status(folder=folder)
+    if as_json:
+        typer.echo(json.dumps(progress.to_dict(), indent=2))
+        return
+    for line in progress_lines(progress):
+        typer.echo(line)
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``campaign`` command group to ``app``."""
     app.add_typer(campaign_app, name="campaign")

@@ -8,6 +8,9 @@ from typing import TYPE_CHECKING
 from servectl.host.base import HostBase
 
 if TYPE_CHECKING:
+    from servectl.campaign.lab import PointBench
+    from servectl.campaign.output import CampaignOutcome
+    from servectl.campaign.progress import CampaignProgress
     from servectl.campaign.variants import CampaignCheck
 
 
@@ -34,3 +37,80 @@ class CampaignCommands(HostBase):
             environ=self.environ,
             skip_invalid=skip_invalid,
         )
+
+    def run_campaign(
+        self,
+        *,
+        file: Path | str,
+        out_dir: Path | str,
+        skip_invalid: bool = False,
+        bench_point: PointBench | None = None,
+    ) -> CampaignOutcome:
+        """Run campaign ``file`` into folder ``out_dir``, or resume the one there (``servectl campaign run``).
+
+        Every variant is checked first (:meth:`check_campaign`); each is written to ``out_dir/profiles/`` as a
+        profile that extends the base with only its overrides, started on the bench port through ``swap``,
+        qualified and measured in interleaved rounds; every repeat is committed to ``out_dir/campaign.sqlite``,
+        so running it again after ``kill -9`` measures nothing twice. What ran before is put back at the end
+        however the run ends. ``bench_point`` measures one point (tests pass a fake; default: ``bench``).
+
+        Raises:
+            ProfileError: the campaign file or a variant is invalid (nothing started).
+            StartupFailed: the incumbent did not start (production is put back).
+        """
+        from servectl.adapters.campaign_db import CampaignDb
+        from servectl.adapters.state import atomic_write_text
+        from servectl.campaign.lab import ServiceLab, bench_point_of_profile, gates_suite, variant_file
+        from servectl.campaign.output import write_outputs
+        from servectl.campaign.run import run_campaign
+        from servectl.service.context import Context
+
+        check = self.check_campaign(file=file, skip_invalid=skip_invalid)
+        folder = Path(out_dir)
+        profiles = folder / "profiles"
+        for variant in check.valid_variants:
+            atomic_write_text(profiles / f"{variant.profile_name}.yaml", variant_file(check, variant))
+        searched = self.environ.get("SERVECTL_PROFILES", "")
+        environ = {**self.environ, "SERVECTL_PROFILES": f"{profiles}:{searched}" if searched else str(profiles)}
+        ctx = Context(  # the host's adapters, with the campaign's profiles first on the search path
+            environ=environ,
+            state_dir=self.ctx.state_dir,
+            docker=self.ctx.docker,
+            gpus=self.ctx.gpus,
+            probe=self.ctx.probe,
+            http=self.ctx.http,
+            conflicts=self.ctx.conflicts,
+            lock_timeout_s=self.ctx.lock_timeout_s,
+            scope=self.ctx.scope,
+            clocks=self.ctx.clocks,
+        )
+        try:
+            before = tuple(s.profile for s in ctx.runtime.services(probe=False) if s.state == "ready")
+            lab = ServiceLab(
+                ctx, check, folder, bench_point or bench_point_of_profile, suite=gates_suite(check), before=before
+            )
+            with CampaignDb(folder) as db:
+                rows = run_campaign(check, db=db, lab=lab, clocks=ctx.clocks)
+                return write_outputs(folder, check, rows, db)
+        finally:
+            ctx.close()
+
+    def resume_campaign(self, *, folder: Path | str, bench_point: PointBench | None = None) -> CampaignOutcome:
+        """Continue the campaign in ``folder`` from its database (after ``kill -9``, a reboot or SIGINT): the file
+        it was run from, read again; nothing already measured is measured again.
+
+        Raises:
+            UsageError: no campaign in ``folder``, or its file changed since the run began.
+        """
+        from servectl.campaign.progress import campaign_file_of
+
+        return self.run_campaign(
+            file=campaign_file_of(Path(folder)), out_dir=folder, skip_invalid=True, bench_point=bench_point
+        )
+
+    def campaign_status(self, *, folder: Path | str) -> CampaignProgress:
+        """Where the campaign in ``folder`` stands, read from its database only (also while another process runs
+        it): each variant's status and repeats, the last event, an ETA. Opens no adapter."""
+        from servectl.campaign.progress import read_progress
+
+        return read_progress(Path(folder))

@@ -1,10 +1,12 @@
-"""What ``servectl campaign validate`` prints: the campaign in one line, then one line per variant."""
+"""What ``servectl campaign validate|run|resume|status`` print: the campaign, then one line per variant."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from servectl.campaign.output import CampaignOutcome
+    from servectl.campaign.progress import CampaignProgress
     from servectl.campaign.variants import CampaignCheck
 
 
@@ -31,4 +33,30 @@ def check_lines(check: CampaignCheck) -> list[str]:
     for v in check.variants:
         shown = f"plan {v.plan_hash}  {v.spec.description}".rstrip() if v.valid else f"rejected-invalid: {v.reason()}"
         lines.append(f"  {v.name:<{width}}  {shown}")
+    return lines
+
+
+def outcome_lines(outcome: CampaignOutcome) -> list[str]:
+    """One line per variant: its status and reason; then where the table, the record and the winner are."""
+    width = max((len(r.name) for r in outcome.rows), default=8)
+    lines = [f"campaign {outcome.check.loaded.campaign.name}: {len(outcome.rows)} variants"]
+    lines += [f"  {r.name:<{width}}  {r.status}: {r.reason}" for r in outcome.rows]
+    lines.append(f"table {outcome.folder / 'README.md'}, record {outcome.folder / 'campaign.json'}")
+    if outcome.winner_profile is not None:
+        lines.append(f"winner {outcome.winner}: candidate profile {outcome.winner_profile} (qualify, then promote)")
+    else:
+        lines.append("no variant was accepted: the incumbent stays")
+    return lines
+
+
+def progress_lines(progress: CampaignProgress) -> list[str]:
+    """The campaign's state: settled of all, then one line per variant with its repeats so far."""
+    eta = f", ETA {progress.eta_s / 60:.0f} min" if progress.eta_s is not None else ""
+    state = "finished" if progress.finished else f"running or stopped (last: {progress.last_event}){eta}"
+    lines = [
+        f"campaign {progress.campaign}: {progress.settled}/{len(progress.variants)} variants settled, "
+        f"{progress.measurements} measurements; {state}"
+    ]
+    width = max((len(v.name) for v in progress.variants), default=8)
+    lines += [f"  {v.name:<{width}}  {v.status} ({v.repeats} repeats) {v.reason}".rstrip() for v in progress.variants]
     return lines

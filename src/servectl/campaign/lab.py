@@ -1,0 +1,173 @@
+"""The campaign's lab on a real host: each variant started through swap, measured by bench, qualified by qualify.
+
+:class:`ServiceLab` is the :class:`~servectl.campaign.run.Lab` that ``servectl campaign run`` uses. It works
+through the one :class:`~servectl.service.context.Context` it is given, whose profile search path starts with
+the campaign folder's ``profiles/`` (each variant written there as ``<campaign>.<variant>.yaml``: ``extends``
+the base with only its overrides), so ``swap`` stages, starts and gates a variant exactly as it would a profile
+of the user's, all-or-nothing, and ``recover`` finds it after a crash. What ran before the campaign is
+recorded when the lab is built and put back by :meth:`ServiceLab.restore`, once, however the run ends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from servectl.campaign.model import Point
+from servectl.campaign.run import Measured, Started
+from servectl.campaign.variants import CampaignCheck, CheckedVariant
+from servectl.errors import ServectlError, StartupFailed, SwapError
+
+if TYPE_CHECKING:
+    from servectl.bench.model import PointResult
+    from servectl.bench.qualify.suite import LoadedSuite
+    from servectl.service.context import Context
+
+#: Measures one point of the running variant into a folder: (context, profile, settings, folder) -> the point.
+PointBench = Callable[["Context", str, Any, Path], "PointResult"]
+
+
+def bench_point_of_profile(ctx: Context, profile: str, settings: Any, out: Path) -> PointResult:
+    """One point of ``profile``'s running service, measured by ``servectl bench`` into ``out`` (artifacts and
+    manifest as a bench run writes them)."""
+    from servectl.bench.profile_run import run_profile_bench
+
+    return run_profile_bench(ctx, name=profile, settings=settings, out_dir=out).report.points[0]
+
+
+def metric_value(point: PointResult, metric: str) -> float | None:
+    """A repeat's value of ``metric`` at one point (None when no request was good)."""
+    if metric == "output_tok_per_min":
+        return point.output_tok_per_min if point.output_tokens else None
+    stat = getattr(point, metric)
+    return None if stat is None else float(stat.p50)
+
+
+@dataclass
+class ServiceLab:
+    """Variants started through swap on this host and measured by bench (see the module docstring)."""
+
+    ctx: Context
+    check: CampaignCheck
+    folder: Path
+    bench_point: PointBench
+    suite: LoadedSuite | None = None  # the campaign's gates: its suite, cut to the gate ids it names
+    before: tuple[str, ...] = field(default=())  # the servectl profiles that ran when the campaign began
+    restored: bool = False
+
+    def start(self, variant: CheckedVariant) -> Started:
+        from servectl.service.swap import SwapOptions, swap
+
+        try:
+            result = swap(self.ctx, target=variant.profile_name, opts=SwapOptions())
+        except StartupFailed as err:
+            return Started(None, (str(err), *err.last_log_lines))
+        except SwapError as err:
+            failure = getattr(err.result, "target_failure", None)
+            lines = tuple(getattr(failure, "last_log_lines", ()) or ())
+            return Started(None, (str(err).splitlines()[0], *lines))
+        except ServectlError as err:  # refused before anything started (preflight, a conflict, the lock)
+            return Started(None, (str(err).splitlines()[0],))
+        return Started(result.target_startup_s or 0.0)
+
+    def qualify(self, variant: CheckedVariant) -> str | None:
+        from servectl.bench.qualify.profile_run import run_profile_qualify
+        from servectl.bench.qualify.settings import QualifySettings
+
+        result = run_profile_qualify(
+            self.ctx,
+            name=variant.profile_name,
+            settings=QualifySettings(suite=self.suite),
+            out_dir=self.folder / "qualify" / variant.name,
+        )
+        failed = [g.gate for g in result.report.gates if g.verdict == "fail"]
+        return failed[0] if failed else None
+
+    def measure(self, variant: CheckedVariant, point: Point, round_index: int) -> Measured:
+        from servectl.bench.settings import BenchSettings
+
+        w = self.check.loaded.campaign.workload
+        settings = BenchSettings(
+            prompt_tokens=(point.prompt_tokens,),
+            concurrency=(point.concurrency,),
+            max_tokens=point.max_tokens,
+            repeats=1,
+            warmup=w.warmup,
+            fixed_length=w.fixed_length,
+            timeout_s=w.timeout_s,
+        )
+        out = self.folder / "bench" / variant.name / f"r{round_index}-{point.name}"
+        result = self.bench_point(self.ctx, variant.profile_name, settings, out)
+        flagged = any(r.failure is not None for r in result.requests if r.role == "measure")
+        value = metric_value(result, self.check.loaded.campaign.decision.metric)
+        return Measured(value, flagged, {"artifacts": str(out.relative_to(self.folder))})
+
+    def free_vram_mib(self) -> list[int] | None:
+        from servectl.adapters.gpu import MIB, reads_cards
+
+        cards = self.ctx.gpus
+        if not reads_cards(cards):
+            return None
+        try:
+            devices = cards.snapshot().devices
+        except ServectlError:  # the driver went away mid-campaign: no reading, as bench's free VRAM after
+            return None
+        return [d.memory_free_bytes // MIB for d in devices if d.memory_free_bytes is not None]
+
+    def restore(self) -> None:
+        """Put back what ran before (the first profile that ran), or stop the last variant when nothing ran."""
+        if self.restored:
+            return
+        self.restored = True
+        from servectl.service.runtime import down
+        from servectl.service.swap import SwapOptions, swap
+
+        if self.before:
+            swap(self.ctx, target=self.before[0], opts=SwapOptions())
+            return
+        prefix = self.check.loaded.campaign.name + "."
+        for service in self.ctx.runtime.services():
+            if service.profile.startswith(prefix):
+                down(self.ctx, name=service.profile)
+
+
+def gates_suite(check: CampaignCheck) -> LoadedSuite | None:
+    """The campaign's gates as a suite: ``gates.suite`` with only the gate ids ``gates.only`` names (all of them
+    when it names none); None when the campaign has no gates."""
+    import hashlib
+
+    from servectl.bench.qualify.suite import LoadedSuite, load_suite, suite_path
+
+    gates = check.loaded.campaign.gates
+    if gates.suite is None:
+        return None
+    loaded = load_suite(suite_path(gates.suite, relative_to=check.loaded.path.parent))
+    if not gates.only:
+        return loaded
+    kept = loaded.suite.gates.model_copy(
+        update={name: None for name in type(loaded.suite.gates).model_fields if name not in gates.only}
+    )
+    cut = loaded.suite.model_copy(update={"gates": kept})
+    digest = hashlib.sha256(f"{loaded.sha256}:{','.join(gates.only)}".encode()).hexdigest()
+    return LoadedSuite(suite=cut, source=f"{loaded.source} (only {', '.join(gates.only)})", sha256=digest)
+
+
+def variant_file(check: CampaignCheck, variant: CheckedVariant) -> str:
+    """The YAML of ``variant``'s profile: the base ``extends``-ed with only the variant's overrides."""
+    import yaml
+
+    document = {
+        "name": variant.profile_name,
+        "extends": check.loaded.campaign.base,
+        "description": variant.spec.description or f"campaign {check.loaded.campaign.name}: {variant.name}",
+        "status": "candidate",
+        "evidence": None,
+        **dict(variant.spec.overrides),
+    }
+    header = (
+        f"# Variant {variant.name} of campaign {check.loaded.campaign.name} ({check.loaded.path}), written by "
+        "servectl campaign run.\n"
+    )
+    return header + yaml.safe_dump(document, sort_keys=False)

@@ -1,0 +1,146 @@
+"""What a campaign leaves in its folder: ``campaign.json`` (rows, settings, provenance), ``README.md`` (the table
+variant x point with statuses) and the winner as a candidate profile, all from the campaign's database."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from servectl.adapters.campaign_db import CampaignDb
+from servectl.campaign.run import CampaignRow
+from servectl.campaign.schedule import INCUMBENT
+from servectl.campaign.variants import CampaignCheck, CheckedVariant
+
+SCHEMA = "servectl.campaign/v1"
+
+
+@dataclass(frozen=True)
+class CampaignOutcome:
+    """A finished (or budget-ended) campaign: its folder, the checked campaign, one row per variant, the winner."""
+
+    folder: Path
+    check: CampaignCheck
+    rows: tuple[CampaignRow, ...]
+    winner: str | None = None  # the accepted variant with the largest gain at the primary point
+    winner_profile: Path | None = None
+
+
+def provenance(variant: CheckedVariant) -> dict[str, Any]:
+    """What identifies a variant's service: plan hash, image (and its pinned digest), model revision."""
+    profile = variant.loaded.profile if variant.loaded is not None else None
+    return {
+        "plan_hash": variant.plan_hash,
+        "image": profile.image.ref if profile else None,
+        "image_digest": profile.image.digest if profile else None,
+        "model_revision": profile.model.revision if profile else None,
+    }
+
+
+def campaign_document(check: CampaignCheck, rows: Sequence[CampaignRow], db: CampaignDb) -> dict[str, Any]:
+    """``campaign.json``: the settings, each variant's row with its comparisons and provenance, every measurement."""
+    stored = {r.name: r for r in db.variants()}
+    startups = db.startups()
+    by_name = {v.name: v for v in check.variants}
+    variants = []
+    for row in rows:
+        detail = stored[row.name].detail if row.name in stored else {}
+        times = startups.get(row.name, [])
+        variants.append(
+            {
+                "name": row.name,
+                "profile": row.profile,
+                "status": row.status,
+                "reason": row.reason,
+                "overrides": dict(by_name[row.name].spec.overrides),
+                "comparisons": detail.get("comparisons", []),
+                "repeats": detail.get("repeats"),
+                "more_repeats": detail.get("more_repeats"),
+                "startup_s": statistics.median(times) if times else None,
+                "provenance": provenance(by_name[row.name]),
+            }
+        )
+    inc = check.incumbent
+    times = startups.get(INCUMBENT, [])
+    return {
+        "schema": SCHEMA,
+        "campaign": check.loaded.campaign.name,
+        "file": str(check.loaded.path),
+        "settings": check.loaded.campaign.model_dump(mode="json"),
+        "incumbent": {
+            "profile": inc.profile_name,
+            "startup_s": statistics.median(times) if times else None,
+            "provenance": provenance(inc),
+        },
+        "variants": variants,
+        "measurements": [
+            {
+                "variant": m.variant,
+                "round": m.round,
+                "point": m.point,
+                "value": m.value,
+                "flagged": m.flagged,
+                **dict(m.detail),
+            }
+            for m in db.measurements()
+        ],
+    }
+
+
+def readme_table(check: CampaignCheck, document: dict[str, Any]) -> str:
+    """The README of a campaign folder: one row per variant, one column per point (gain and interval)."""
+    c = check.loaded.campaign
+    points = [p.name for p in c.workload.points]
+    lines = [
+        f"# Campaign {c.name}",
+        "",
+        f"Base `{c.base}`, incumbent `{document['incumbent']['profile']}` measured in the same run; "
+        f"{c.decision.metric} at {', '.join(points)} (primary {c.decision.primary_point}); each cell is the gain "
+        "over the incumbent with its interval.",
+        "",
+        "| variant | status | " + " | ".join(points) + " | startup s | reason |",
+        "| --- | --- | " + " | ".join("---" for _ in points) + " | --- | --- |",
+    ]
+    for v in document["variants"]:
+        cells = {
+            x["point"]: f"{x['gain_pct']:+.1f} % [{x['low_pct']:+.1f}, {x['high_pct']:+.1f}]" for x in v["comparisons"]
+        }
+        startup = f"{v['startup_s']:.1f}" if v["startup_s"] is not None else "-"
+        lines.append(
+            f"| {v['name']} | {v['status']} | "
+            + " | ".join(cells.get(p, "-") for p in points)
+            + f" | {startup} | {v['reason'].replace('|', '/')} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def pick_winner(check: CampaignCheck, document: dict[str, Any]) -> str | None:
+    """The accepted variant with the largest gain at the primary point (None: none was accepted)."""
+    primary = check.loaded.campaign.decision.primary_point
+    accepted = [
+        (next((x["gain_pct"] for x in v["comparisons"] if x["point"] == primary), 0.0), v["name"])
+        for v in document["variants"]
+        if v["status"].startswith("accepted-")
+    ]
+    return max(accepted)[1] if accepted else None
+
+
+def write_outputs(folder: Path, check: CampaignCheck, rows: Sequence[CampaignRow], db: CampaignDb) -> CampaignOutcome:
+    """Write ``campaign.json``, ``README.md`` and ``winner/<profile>.yaml`` into ``folder``."""
+    from servectl.adapters.state import atomic_write_text
+    from servectl.campaign.lab import variant_file
+
+    document = campaign_document(check, rows, db)
+    winner = pick_winner(check, document)
+    document["winner"] = winner
+    atomic_write_text(folder / "campaign.json", json.dumps(document, indent=2) + "\n")
+    atomic_write_text(folder / "README.md", readme_table(check, document))
+    winner_profile = None
+    if winner is not None:
+        variant = next(v for v in check.variants if v.name == winner)
+        winner_profile = folder / "winner" / f"{variant.profile_name}.yaml"
+        atomic_write_text(winner_profile, variant_file(check, variant))
+    return CampaignOutcome(folder, check, tuple(rows), winner, winner_profile)

@@ -1,0 +1,172 @@
+"""``Host.run_campaign`` on a fake host: variants written as profiles that extend the base, started through swap
+on the fake engine, measured (a fake bench reading the variant's token rate), production put back at the end,
+and a second run of the same folder that measures nothing again."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from tests.unit.cli_run import run_cli
+
+from servectl.bench.model import PointResult, Stat
+from servectl.errors import UsageError
+from servectl.plan.compile import DockerRunSpec
+from servectl.service.context import Context
+from servectl.testing.engine_script import FakeScript, sglang_like_script
+from servectl.testing.host import FakeHost
+
+CAMPAIGN = """\
+name: rates
+base: demo
+variants:
+  - {name: fast, overrides: {engine: {env: {STANDIN_TOKEN_RATE: "300"}}}}
+  - {name: same, overrides: {engine: {env: {STANDIN_TOKEN_RATE: "200"}, max_running_requests: 2}}}
+  - {name: crash, overrides: {engine: {env: {STANDIN_CRASH_AT: "weights"}}}}
+workload:
+  points:
+    - {name: c1, prompt_tokens: 256, concurrency: 1, max_tokens: 32}
+decision: {primary_point: c1, min_repeats: 3, max_repeats: 4}
+"""
+
+
+class RateBench:
+    """Measures a point as the profile's ``STANDIN_TOKEN_RATE`` with 1 % seeded noise; counts its calls."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str]] = []
+
+    def __call__(self, ctx: Context, profile: str, settings: Any, out: Path) -> PointResult:
+        rate = float(ctx.resolve(profile).loaded.profile.engine.env["STANDIN_TOKEN_RATE"])
+        self.calls.append((profile, out.name))
+        value = rate * math.exp(random.Random(f"{profile}/{out.name}").gauss(0, 0.01))
+        return PointResult(
+            prompt_tokens_target=settings.prompt_tokens[0],
+            concurrency=settings.concurrency[0],
+            repeats=1,
+            prompt_words=100,
+            decode_tok_s=Stat(p50=value, min=value, max=value, n=1),
+        )
+
+
+@pytest.fixture
+def campaign(tmp_path: Path, profile_dir: Path) -> Path:
+    path = tmp_path / "rates.yaml"
+    path.write_text(CAMPAIGN)
+    return path
+
+
+def crashing(spec: DockerRunSpec) -> FakeScript:
+    """The fake engine's container: SGLang's startup, or an exit while loading weights for STANDIN_CRASH_AT."""
+    if ("STANDIN_CRASH_AT", "weights") in spec.environment:
+        return FakeScript(
+            lines=((0.01, "Load weight begin."), (0.02, "RuntimeError: CUDA out of memory")),
+            exit_at_s=0.03,
+            exit_code=1,
+        )
+    return sglang_like_script()
+
+
+def test_a_campaign_runs_its_variants_through_swap_and_puts_production_back(campaign: Path, tmp_path: Path) -> None:
+    bench = RateBench()
+    with FakeHost(state_dir=tmp_path / "home") as host:
+        host.engine.script_for = crashing
+        host.up(name="demo-rollback")  # production, on the demo's port: every variant swaps it out
+        outcome = host.run_campaign(file=campaign, out_dir=tmp_path / "run", bench_point=bench)
+        running = [(s.profile, s.state) for s in host.services()]
+    statuses = {row.name: row.status for row in outcome.rows}
+    assert statuses["fast"] == "accepted-fast" and statuses["crash"] == "rejected-startup"
+    crash = next(row for row in outcome.rows if row.name == "crash")
+    assert "CUDA out of memory" in crash.reason  # the failing log lines
+    assert statuses["same"] == "inconclusive"
+    assert running == [("demo-rollback", "ready")]  # production back, no variant left running
+    written = yaml.safe_load((tmp_path / "run" / "profiles" / "rates.fast.yaml").read_text())
+    assert written["extends"] == "demo" and written["engine"] == {"env": {"STANDIN_TOKEN_RATE": "300"}}
+    record = json.loads((tmp_path / "run" / "campaign.json").read_text())
+    assert record["schema"] == "servectl.campaign/v1" and record["winner"] == "fast"
+    fast = next(v for v in record["variants"] if v["name"] == "fast")
+    assert fast["provenance"]["plan_hash"] and fast["startup_s"] is not None and fast["comparisons"][0]["point"] == "c1"
+    assert sum(m["variant"] == "incumbent" for m in record["measurements"]) >= 3
+    table = (tmp_path / "run" / "README.md").read_text()
+    assert "| fast | accepted-fast | +50." in table and "| crash | rejected-startup | - |" in table
+    assert outcome.winner_profile == tmp_path / "run" / "winner" / "rates.fast.yaml"
+    winner = yaml.safe_load(outcome.winner_profile.read_text())
+    assert {k: winner[k] for k in ("name", "extends", "status")} == {
+        "name": "rates.fast",
+        "extends": "demo",
+        "status": "candidate",
+    }
+    assert ("demo", "r1-c1") in bench.calls and ("rates.fast", "r3-c1") in bench.calls
+    again = RateBench()
+    with FakeHost(state_dir=tmp_path / "home") as host:
+        second = host.run_campaign(file=campaign, out_dir=tmp_path / "run", bench_point=again)
+    assert again.calls == []  # everything was measured and settled: nothing is measured again
+    assert [(r.name, r.status) for r in second.rows] == [(r.name, r.status) for r in outcome.rows]
+
+
+def test_status_reads_a_running_campaign_and_resume_refuses_a_changed_file(campaign: Path, tmp_path: Path) -> None:
+    seen: list[Any] = []
+    folder = tmp_path / "run"
+
+    class Watching(RateBench):
+        def __call__(self, ctx: Context, profile: str, settings: Any, out: Path) -> PointResult:
+            if len(self.calls) == 4:
+                with FakeHost(state_dir=tmp_path / "other") as reader:  # as `campaign status` in another process
+                    seen.append(reader.campaign_status(folder=folder))
+            return super().__call__(ctx, profile, settings, out)
+
+    with FakeHost(state_dir=tmp_path / "home") as host:
+        host.engine.script_for = crashing
+        host.run_campaign(file=campaign, out_dir=folder, bench_point=Watching())
+        done = host.campaign_status(folder=folder)
+        (during,) = seen
+        assert during.measurements == 4 and not during.finished and during.eta_s is not None
+        assert {v.name: v.status for v in during.variants}["fast"] == "measuring"
+        assert done.finished and done.settled == 3 and done.eta_s is None
+        again = host.resume_campaign(folder=folder, bench_point=RateBench())
+        assert [r.status for r in again.rows] == [v.status for v in done.variants]
+        campaign.write_text(campaign.read_text().replace("max_repeats: 4", "max_repeats: 5"))
+        with pytest.raises(UsageError, match="changed since campaign rates began"):
+            host.resume_campaign(folder=folder, bench_point=RateBench())
+        with pytest.raises(UsageError, match="no campaign here"):
+            host.campaign_status(folder=tmp_path)
+
+
+def test_campaign_status_and_resume_on_the_command_line(
+    campaign: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "run"
+    with FakeHost(state_dir=tmp_path / "home") as host:
+        host.engine.script_for = crashing
+        host.run_campaign(file=campaign, out_dir=folder, bench_point=RateBench())
+    code, out, err = run_cli(monkeypatch, capsys, "campaign", "status", str(folder))
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].startswith("campaign rates: 3/3 variants settled, ") and lines[0].endswith("; finished")
+    assert lines[1].split()[:3] == ["fast", "accepted-fast", "(3"]
+    assert json.loads(run_cli(monkeypatch, capsys, "campaign", "status", str(folder), "--json")[1])["settled"] == 3
+    code, out, err = run_cli(monkeypatch, capsys, "campaign", "resume", str(tmp_path / "nowhere"))
+    assert code == 2 and out == ""
+    missing = f"{tmp_path / 'nowhere'}: no campaign here (campaign.sqlite missing)"
+    assert err.strip() == f"error: {missing}; give the folder of `campaign run --out`"
+
+
+def test_the_gates_are_the_suite_cut_to_the_ids_the_campaign_names(campaign: Path, tmp_path: Path) -> None:
+    from servectl.bench.qualify.suite import GATE_ORDER
+    from servectl.campaign.lab import gates_suite
+
+    campaign.write_text(campaign.read_text() + "gates: {suite: default, only: [smoke, tools]}\n")
+    with FakeHost(state_dir=tmp_path / "home") as host:
+        check = host.check_campaign(file=campaign)
+    cut = gates_suite(check)
+    assert cut is not None and "(only smoke, tools)" in cut.source
+    assert [g for g in GATE_ORDER if getattr(cut.suite.gates, g) is not None] == ["smoke", "tools"]
+    campaign.write_text(campaign.read_text().replace("only: [smoke, tools]", "only: []"))
+    with FakeHost(state_dir=tmp_path / "home") as host:
+        whole = gates_suite(host.check_campaign(file=campaign))
+    assert whole is not None and whole.suite.gates.endurance is not None
