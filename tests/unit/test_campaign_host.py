@@ -170,3 +170,31 @@ def test_the_gates_are_the_suite_cut_to_the_ids_the_campaign_names(campaign: Pat
     with FakeHost(state_dir=tmp_path / "home") as host:
         whole = gates_suite(host.check_campaign(file=campaign))
     assert whole is not None and whole.suite.gates.endurance is not None
+
+
+def test_a_run_killed_with_a_variant_up_is_resumed_and_puts_production_back(
+    campaign: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from servectl.campaign.lab import ServiceLab
+
+    class Killed(BaseException):
+        """Stands for kill -9: nothing after it runs (the lab's restore is switched off for the first run)."""
+
+    class Dies(RateBench):
+        def __call__(self, ctx: Context, profile: str, settings: Any, out: Path) -> PointResult:
+            if len(self.calls) == 5:
+                raise Killed
+            return super().__call__(ctx, profile, settings, out)
+
+    folder = tmp_path / "run"
+    with FakeHost(state_dir=tmp_path / "home") as host:
+        host.engine.script_for = crashing
+        host.up(name="demo-rollback")
+        with monkeypatch.context() as patched:
+            patched.setattr(ServiceLab, "restore", lambda self: None)
+            with pytest.raises(Killed):
+                host.run_campaign(file=campaign, out_dir=folder, bench_point=Dies())
+        assert [s.profile for s in host.services() if s.state == "ready"] != ["demo-rollback"]  # a variant runs
+        outcome = host.resume_campaign(folder=folder, bench_point=RateBench())
+        assert {r.name: r.status for r in outcome.rows}["fast"] == "accepted-fast"
+        assert [(s.profile, s.state) for s in host.services()] == [("demo-rollback", "ready")]

@@ -220,7 +220,7 @@ def _visit(
             variant.profile_name,
             variant.plan_hash,
             "rejected-startup",
-            "did not start: " + " | ".join(started.failure[-3:]),
+            "did not start: " + " | ".join(line.strip() for line in started.failure[-3:]),
         )
     if c.gates.suite is not None and variant.name not in gated and not incumbent:
         gated.add(variant.name)

@@ -8,10 +8,12 @@ from typing import TYPE_CHECKING
 from servectl.host.base import HostBase
 
 if TYPE_CHECKING:
+    from servectl.adapters.campaign_db import CampaignDb
     from servectl.campaign.lab import PointBench
     from servectl.campaign.output import CampaignOutcome
     from servectl.campaign.progress import CampaignProgress
     from servectl.campaign.variants import CampaignCheck
+    from servectl.service.context import Context
 
 
 class CampaignCommands(HostBase):
@@ -64,6 +66,7 @@ class CampaignCommands(HostBase):
         from servectl.campaign.output import write_outputs
         from servectl.campaign.run import run_campaign
         from servectl.service.context import Context
+        from servectl.service.recover import recover
 
         check = self.check_campaign(file=file, skip_invalid=skip_invalid)
         folder = Path(out_dir)
@@ -85,11 +88,12 @@ class CampaignCommands(HostBase):
             clocks=self.ctx.clocks,
         )
         try:
-            before = tuple(s.profile for s in ctx.runtime.services(probe=False) if s.state == "ready")
-            lab = ServiceLab(
-                ctx, check, folder, bench_point or bench_point_of_profile, suite=gates_suite(check), before=before
-            )
+            recover(ctx)  # a swap of this campaign killed mid-way (kill -9) is settled before anything else
             with CampaignDb(folder) as db:
+                before = _production(db, ctx)
+                lab = ServiceLab(
+                    ctx, check, folder, bench_point or bench_point_of_profile, suite=gates_suite(check), before=before
+                )
                 rows = run_campaign(check, db=db, lab=lab, clocks=ctx.clocks)
                 return write_outputs(folder, check, rows, db)
         finally:
@@ -114,3 +118,16 @@ class CampaignCommands(HostBase):
         from servectl.campaign.progress import read_progress
 
         return read_progress(Path(folder))
+
+
+def _production(db: CampaignDb, ctx: Context) -> tuple[str, ...]:
+    """What ran before the campaign: read now and recorded by its first run; a resumed run reads the record (a
+    run killed with ``kill -9`` left one of its variants running, which is not what to put back)."""
+    import json
+
+    stored = db.meta().get("production")
+    if stored is not None:
+        return tuple(json.loads(stored))
+    ready = tuple(s.profile for s in ctx.runtime.services(probe=False) if s.state == "ready")
+    db.set_meta("production", json.dumps(ready))
+    return ready
