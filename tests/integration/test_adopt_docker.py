@@ -36,7 +36,7 @@ from servectl.profile.validate import load_profile
 from servectl.service.context import Context
 from servectl.service.rollback import rollback
 from servectl.service.runtime import down, up
-from servectl.service.services import services
+from servectl.service.services import adopted_in, services
 from servectl.service.swap import swap
 from servectl.standin.process import free_port
 
@@ -160,7 +160,12 @@ class World:
         return Context(docker=self.docker, scope=self.scope(), state_dir=self.home, nvml=False)
 
     def services(self) -> dict[str, Any]:
-        return {s.profile: s for s in services(docker=self.docker, scope=self.scope(), state_dir=self.home)}
+        # the adopted profiles are those of the environment the test's commands run in (issue 40: services()
+        # reads no environment of its own)
+        adopted = services(
+            docker=self.docker, scope=self.scope(), state_dir=self.home, adopted=lambda: adopted_in(os.environ)
+        )
+        return {s.profile: s for s in adopted}
 
     def written_files_hold_no_secret(self) -> None:
         for path in [*self.profiles.rglob("*"), *self.home.rglob("*")]:
@@ -472,4 +477,6 @@ def test_a_registry_recipe_is_checked_by_its_image_s_own_sglang(world: World, do
     assert "exl3" in verdicts["upstream"].split("own SGLang rejects the argv", 1)[1].splitlines()[0]
     assert f"image {images.patched}'s own SGLang 0.5.23 parses the argv" in verdicts["patched"]
     problems = [line for line in verdicts["patched"].splitlines() if line.startswith("problem: ")]
-    assert len(problems) == 2 and not any("--quantization" in p for p in problems), problems
+    # the digest and revision pins, and (issue 39's dangerous-settings rules) the recipe's host IPC, carried
+    assert [p.split(": ", 3)[2] for p in problems] == ["/launch/container/digest", "/launch/mounts/0", "/launch/ipc"]
+    assert not any("--quantization" in p for p in problems), problems
