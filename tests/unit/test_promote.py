@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from servectl.adapters.host import ModelDirInfo
 from servectl.bench.manifest import RunEntry, write_manifest
 from servectl.bench.model import BenchContext
 from servectl.bench.promote import promote
@@ -267,3 +268,35 @@ def test_a_hosts_promote_and_its_listings_compile_the_plan_in_the_hosts_environm
         [row] = [r for r in host.profiles() if r.name == "q"]
         assert (row.headline or "").endswith("[stale: plan changed]")  # compared with the plan in the host's env
         assert host.show(name="q").evidence()[-1].startswith("#   STALE")
+
+
+def _folder(revision: str | None) -> Callable[[str], ModelDirInfo]:
+    def model_dir(path: str) -> ModelDirInfo:
+        return ModelDirInfo(path, True, True, True, 1, 1, hf_snapshot_revision=revision)
+
+    return model_dir
+
+
+def test_promotion_records_whether_the_pinned_revision_was_verified_in_the_model_folder(
+    evidence: Callable[..., Path], profile_dir: Path
+) -> None:
+    """Promotion took a revision preflight could not verify and recorded nothing of it (issue 44)."""
+    record = promote(name="q", evidence_dir=evidence(), model_dir=_folder(REVISION))
+    assert record.model_revision_check == f"verified ({REVISION[:12]} in /models/m)"
+    record = promote(name="q", evidence_dir=evidence(), model_dir=_folder(None))
+    assert (
+        record.model_revision_check == "unverified: cannot tell the revision of /models/m (not a Hugging Face snapshot)"
+    )
+    written = json.loads((profile_dir / "q.evidence.json").read_text())
+    assert written["model_revision_check"].startswith("unverified: cannot tell")
+
+
+def test_a_model_folder_at_another_revision_refuses_the_promotion(
+    evidence: Callable[..., Path], profile_dir: Path
+) -> None:
+    before = (profile_dir / "q.yaml").read_text()
+    with pytest.raises(
+        ProfileError, match=r"cannot promote: model\.revision: /models/m is ffffffffffff, the profile pins"
+    ):
+        promote(name="q", evidence_dir=evidence(), model_dir=_folder("f" * 40))
+    assert (profile_dir / "q.yaml").read_text() == before and not (profile_dir / "q.evidence.json").exists()

@@ -14,9 +14,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from servectl.adapters.state import atomic_write_text
 from servectl.errors import ProfileError, UsageError
@@ -25,6 +25,9 @@ from servectl.plan.resolve import resolve
 from servectl.profile.evidence import EVIDENCE_SCHEMA, EvidencePoint, EvidenceRecord, GateCount, load_record
 from servectl.profile.loader import MAX_PROFILE_BYTES, LoadedProfile, search_path
 from servectl.profile.validate import load_profile_file
+
+if TYPE_CHECKING:
+    from servectl.adapters.host import ModelDirInfo
 
 SUMMARY_FILE = "summary.json"
 
@@ -185,6 +188,7 @@ def promote(
     evidence_dir: Path,
     qualification_dir: Path | None = None,
     environ: Mapping[str, str] | None = None,
+    model_dir: Callable[[str], ModelDirInfo] | None = None,
 ) -> EvidenceRecord:
     """Promote profile ``name`` on the bench results in ``evidence_dir`` and its qualification evidence.
 
@@ -194,6 +198,8 @@ def promote(
         qualification_dir: The ``--out`` folder of `servectl qualify` (default: ``evidence_dir``).
         environ: The environment (default ``os.environ``): the search path, and the state folder the plan
             hash is compiled with (:func:`servectl.plan.resolve.resolve`).
+        model_dir: What the host probe tells of a model folder: the pinned revision is checked against it
+            (a folder at another revision refuses; one whose revision cannot be told is recorded unverified).
 
     ``evidence_dir`` may also be a finding folder (`servectl report --out`): it is recounted in full
     (`servectl claims verify`) and its copies of the bench and qualify artifacts are the evidence. A run
@@ -214,13 +220,18 @@ def promote(
     qualification = read_evidence(qualification_dir)
     problems += check_evidence(loaded, summary, plan_hash=plan_hash)
     problems += check_qualification(loaded, qualification, plan_hash=plan_hash)
+    mounts = resolved.plan.docker.mounts  # the first is the model folder, as preflight reads it
+    revision_check, revision_problem = _revision_check(loaded, mounts[0].source if mounts else None, model_dir)
+    problems += [revision_problem] if revision_problem else []
     if problems:
         raise ProfileError("\n".join(f"{loaded.file.path}: cannot promote: {p}" for p in problems))
     record = build_record(
         loaded, summary, plan_hash=plan_hash, source=evidence_dir.resolve(), qualification=qualification
     )
     earlier = load_record(loaded)  # figures imported from elsewhere stay, labelled, never as measurements
-    record = dataclasses.replace(record, imported=earlier.imported if earlier else ())
+    record = dataclasses.replace(
+        record, imported=earlier.imported if earlier else (), model_revision_check=revision_check
+    )
     record_path = loaded.file.path.with_name(f"{name}.evidence.json")
     original = read_text_bounded(loaded.file.path, limit_bytes=MAX_PROFILE_BYTES, what="profile")
     edited = _set_top_level(_set_top_level(original, "status", "promoted"), "evidence", record_path.name)
@@ -233,6 +244,32 @@ def promote(
         record_path.unlink(missing_ok=True)
         raise
     return record
+
+
+def _revision_check(
+    loaded: LoadedProfile, folder: str | None, model_dir: Callable[[str], ModelDirInfo] | None
+) -> tuple[str, str | None]:
+    """``(what the record says of the pinned revision, why it refuses or None)``, as preflight's
+    ``model.revision`` check reads the folder."""
+    from servectl.adapters.host import revision_matches
+
+    pinned = loaded.profile.model.revision
+    if not pinned:
+        return "", None  # check_evidence refuses an unpinned model
+    if model_dir is None or not folder:
+        return "unverified: no model folder was looked at", None
+    info = model_dir(folder)
+    if not info.exists:
+        return f"unverified: {folder} is not on this host", None
+    actual = info.hf_snapshot_revision or info.local_dir_revision
+    if actual is None:
+        return f"unverified: cannot tell the revision of {folder} (not a Hugging Face snapshot)", None
+    if revision_matches(pinned, actual, info.hf_refs):
+        return f"verified ({actual[:12]} in {folder})", None
+    return "", (
+        f"model.revision: {folder} is {actual[:12]}, the profile pins {pinned[:12]}; "
+        "serve the pinned revision or re-pin and measure again"
+    )
 
 
 _TOP_KEY = re.compile(r"^(?P<key>[A-Za-z_][\w-]*):(?P<rest>.*)$")

@@ -45,6 +45,8 @@ def promote_command(
         f"promoted {name}: evidence {name}.evidence.json (run {record.run_id}, plan {record.plan_hash}; "
         f"{record.gate_counts})"
     )
+    if record.model_revision_check.startswith("unverified"):
+        typer.echo(f"note: model.revision {record.model_revision} is {record.model_revision_check} (recorded)")
 
 
 def profiles_command(

@@ -239,6 +239,7 @@ class ProfileCommands(HostBase):
             evidence_dir=evidence_dir,
             qualification_dir=qualification_dir,
             environ=self.environ,
+            model_dir=self.ctx.probe.model_dir,
         )
 
     # -- images and catalogs -------------------------------------------------------------------------------

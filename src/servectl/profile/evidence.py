@@ -78,6 +78,9 @@ class EvidenceRecord:
     qualification_suite: str = ""
     # figures from elsewhere (never measured by servectl; a record may hold only these)
     imported: tuple[ImportedFigure, ...] = ()
+    # what promotion could tell of the pinned revision in the model folder: "verified (...)" or
+    # "unverified: <why>" (empty in records written before promotion looked)
+    model_revision_check: str = ""
 
     @property
     def measured(self) -> bool:
