@@ -467,7 +467,9 @@ def test_a_key_folder_the_gateway_container_cannot_read_answers_503_not_500(worl
         pytest.skip("the gateway container runs as this user; chmod 000 does not lock it out")
     folder = world.home / "gateway"
     mode = folder.stat().st_mode & 0o7777
-    fresh = world.ok("gateway", "keys", "create", f"late-{world.tid}", "--alias", "chat").strip()
+    # --config: the key's alias is checked against the gateway's file (issue 44), which lives in this test's folder
+    fresh = world.ok("gateway", "keys", "create", f"late-{world.tid}", "--alias", "chat", "--config", str(world.config))
+    fresh = fresh.strip()
     try:
         folder.chmod(0)
         body = {"model": "chat", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}

@@ -356,7 +356,7 @@ def test_sdk_container_equals_the_one_docker_run_argv_creates(rt: Runtime, monke
     )
     sdk_spec = replace(base, name=f"servectl-t{rt.tag}-sdk")
     cli_spec = replace(base, name=f"servectl-t{rt.tag}-cli")
-    sdk_id = rt.engine.create(sdk_spec)
+    sdk_id = rt.engine.create(sdk_spec, environ=os.environ)  # the pass-through reads this environment
     argv = docker_run_argv(cli_spec)
     assert argv[:3] == ["docker", "run", "-d"]
     created = subprocess.run(["docker", "create", *argv[3:]], capture_output=True, text=True)
