@@ -1,7 +1,5 @@
 """``python -m servectl.standin [sglang flags]``: the stand-in engine on the host, without Docker."""
 
-import sys
+from servectl.standin.engine import run_process
 
-from servectl.standin.engine import main
-
-sys.exit(main())
+run_process()

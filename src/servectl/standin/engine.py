@@ -6,6 +6,7 @@ the host; both call :func:`main`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -510,3 +511,20 @@ def main(
         err.flush()
         return 2
     return Engine(settings, args, stdout=out, stderr=err).run()
+
+
+def run_process(argv: Sequence[str] | None = None) -> NoReturn:
+    """The stand-in as a process (``python -m servectl.standin``, the image's ``sglang.launch_server``).
+
+    A failed run ends the process at once once its lines are out (``os._exit``): its request threads are
+    daemons, and an interpreter shutting down while one of them holds stdout's lock aborts (exit status 134,
+    SIGABRT) instead of the status the failure stands for (137 for SGLang's killed process tree: seen once in a
+    clean-clone CI run under load).
+    """
+    code = main(argv)
+    if code == 0:
+        sys.exit(0)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # a closed pipe: nothing more can be said
+            stream.flush()
+    os._exit(code)

@@ -81,10 +81,10 @@ _SHIM_LAUNCH = '''"""Stand-in for ``python -m sglang.launch_server``: runs serve
 
 import sys
 
-from servectl.standin.engine import main
+from servectl.standin.engine import run_process
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    run_process(sys.argv[1:])
 '''
 _PASSWD = "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
 _GROUP = "root:x:0:\nnogroup:x:65534:\n"
