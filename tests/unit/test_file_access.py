@@ -17,7 +17,10 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "servectl"
 #: Path methods and functions that open a file.
 _OPENING_METHODS = frozenset({"read_text", "read_bytes", "write_text", "write_bytes", "open"})
 _OPENING_FUNCTIONS = frozenset({"open"})
-_OPENING_MODULE_CALLS = frozenset({("os", "open"), ("io", "open"), ("os", "fdopen")})
+_OPENING_MODULE_CALLS = frozenset(
+    {("os", "open"), ("io", "open"), ("os", "fdopen")}
+    | {("shutil", f) for f in ("copy", "copy2", "copyfile", "copyfileobj", "copytree", "move")}
+)
 
 #: Folders that are not servectl at run time on the user's files.
 ALLOWED_FOLDERS: dict[str, str] = {
@@ -107,6 +110,8 @@ with p.open() as f: pass
 os.open("f", 0)
 io.open("f")
 os.fdopen(3)
+shutil.copy2("a", "b")
+shutil.move("a", "b")
 webbrowser.open("http://x")
 read_bounded(p, limit_bytes=1)
 """
@@ -120,4 +125,6 @@ read_bounded(p, limit_bytes=1)
         "os.open",
         "io.open",
         "os.fdopen",
+        "shutil.copy2",
+        "shutil.move",
     ]  # in the order of the source; webbrowser.open and read_bounded are not files opened

@@ -22,7 +22,6 @@ import datetime as _dt
 import hashlib
 import json
 import os
-import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +34,7 @@ from servectl.bench.finding.render import render_readme
 from servectl.bench.finding.verify import README_FILE, read_ledger, verify_finding
 from servectl.bench.manifest import MANIFEST_FILE, RunEntry, check_manifest, write_manifest
 from servectl.errors import UsageError
-from servectl.files import FileRefused, read_bounded, write_atomic
+from servectl.files import FileRefused, backup_copy, read_bounded, write_atomic
 from servectl.redact import Publication
 
 EDITIONS_DIR = "editions"
@@ -204,6 +203,10 @@ def _write_new(out: Path, texts: Mapping[str, str]) -> None:
         write_atomic(path, text.encode("utf-8"))
 
 
+#: The README and ledger of an edition are text servectl wrote; a bound keeps a planted giant out of the copy.
+_EDITION_FILE_LIMIT = 64 * 2**20
+
+
 def _keep_edition(out: Path, edition: int) -> None:
     """Move the README and ledger of the edition being corrected to ``editions/<N>/`` (new files)."""
     keep = out / EDITIONS_DIR / str(edition)
@@ -212,7 +215,7 @@ def _keep_edition(out: Path, edition: int) -> None:
     keep.mkdir(parents=True)
     for name in (README_FILE, LEDGER_FILE):
         if (out / name).is_file():
-            shutil.copy2(out / name, keep / name)
+            backup_copy(out / name, keep / name, limit_bytes=_EDITION_FILE_LIMIT)
 
 
 def gate_labels(claims: Sequence[Mapping[str, Any]]) -> dict[str, str]:
