@@ -97,8 +97,9 @@ def _popen(*extra: str, env: dict[str, str] | None = None) -> subprocess.Popen[s
         )
 
 
-def start_engine(env: dict[str, str] | None = None) -> SaverEngine:
-    process = _popen(env=env)
+def start_engine(env: dict[str, str] | None = None, *extra: str) -> SaverEngine:
+    """A saver engine (``extra``: more of saver_engine.py's options, e.g. ``--card 1``), once it said ready."""
+    process = _popen(*extra, env=env)
     assert process.stdout is not None
     words = process.stdout.readline().split()
     if not words or words[0] != "ready":

@@ -25,8 +25,9 @@ HOLD_GIB = 6.0
 
 @pytest.fixture(scope="module")
 def holder(inventory: NvmlInventory) -> Iterator[Holder]:
-    """A second process holding several GiB on card 0 for the whole module."""
-    h = start_holder(0, HOLD_GIB)
+    """A second process holding several GiB on the last card (card 1 of two: a foreign process on one card of
+    a two-card profile) for the whole module."""
+    h = start_holder(inventory.snapshot().devices[-1].index, HOLD_GIB)
     yield h
     h.stop()
 
@@ -133,6 +134,7 @@ def test_preflight_names_the_foreign_pid_and_its_mib_on_real_cards(inventory: Nv
         port=1,  # nothing listens on port 1
         image_ref="none",
         model_path="/nonexistent",
+        mem_fraction=0.5,
     )
     report = run_preflight(request=request, gpus=inventory, host=PsutilHostProbe(), docker=FakeDockerEngine())
     apps = nvidia_smi("--query-compute-apps=pid,used_memory,gpu_uuid")
@@ -141,6 +143,10 @@ def test_preflight_names_the_foreign_pid_and_its_mib_on_real_cards(inventory: Nv
     assert exclusive.result == "fail"
     named = [p for p in exclusive.facts["foreign_processes"] if p["pid"] == holder.pid]
     assert len(named) == 1 and named[0]["card"] == card
+    assert {p["card"] for p in exclusive.facts["foreign_processes"]} == {card}, "only the holder's card is named"
+    rows = report.check("gpu.vram_reserve").facts["cards"]
+    assert sorted(r["card"] for r in rows) == sorted(indices), "every card of the profile is measured"
+    assert all(r["engine_estimate_mib"] is not None and r["reserve_mib"] is not None for r in rows)
     assert "python" in (named[0]["process_name"] or "")
     assert f"pid {holder.pid}" in exclusive.message
     assert within(named[0]["used_mib"], smi_mib[holder.pid])
@@ -171,10 +177,14 @@ def test_wait_until_free_names_the_pid_then_sees_the_card_empty(
     device = snapshot.device(card)
     assert device is not None and device.processes is not None
     already = {p.pid for p in device.processes}
+    cards = [d.index for d in snapshot.devices]  # down's wait covers every card of a two-card service
+    for other in snapshot.devices[:-1]:
+        already |= {p.pid for p in other.processes or ()}
     extra = holder_factory(card, 1.0)
-    held = wait_until_free(inventory, [card], deadline_s=1.0, ignore_pids=already)
+    held = wait_until_free(inventory, cards, deadline_s=1.0, ignore_pids=already)
     assert not held.free and held.leaked_pids == (extra.pid,)
+    assert {h.card_index for h in held.held} == {card}, "the leaked pid is named on its own card"
     extra.stop()
-    freed = wait_until_free(inventory, [card], deadline_s=60.0, ignore_pids=already)
+    freed = wait_until_free(inventory, cards, deadline_s=60.0, ignore_pids=already)
     record("wait_until_free", card=card, pid=extra.pid, waited_s=round(freed.waited_seconds, 3))
     assert freed.free, f"card {card} still held: {freed}"

@@ -259,20 +259,15 @@ def _verify_released(ctx: TxContext, current: ServiceInfo, target: Resolved) -> 
     while True:
         snapshot = ctx.gpus.snapshot()
         kept = _kept_by(ctx, current, snapshot)
-        short = []
-        for index in cards:
-            d = snapshot.device(index)
-            if d is None or d.memory_free_bytes is None or d.memory_total_bytes is None:
-                short.append(f"card {index} cannot be read")
-                continue
-            need = int(d.memory_total_bytes * fraction) + p.gpus.vram_reserve_mib * MIB
-            if d.memory_free_bytes < need:
-                keeps = f"; {current.profile} keeps {kept[index] // MIB:,} MiB there" if index in kept else ""
-                short.append(
-                    f"card {index} has {d.memory_free_bytes // MIB:,} MiB free, {target.name} needs "
-                    f"{need // MIB:,} MiB (mem fraction {fraction:g} + reserve {p.gpus.vram_reserve_mib:,} MiB)"
-                    f"{keeps}"
-                )
+        short = release_shortfall(
+            snapshot,
+            cards,
+            fraction=fraction,
+            reserve_mib=p.gpus.vram_reserve_mib,
+            kept=kept,
+            holder=current.profile,
+            target=target.name,
+        )
         if not short:
             return kept
         if ctx.clock() >= until:
@@ -280,6 +275,35 @@ def _verify_released(ctx: TxContext, current: ServiceInfo, target: Resolved) -> 
                 f"{current.profile} answered the release but did not free its memory: {'; '.join(short)}"
             )
         ctx.sleep(VERIFY_POLL_S)
+
+
+def release_shortfall(
+    snapshot: GpuSnapshot,
+    cards: Sequence[int],
+    *,
+    fraction: float,
+    reserve_mib: int,
+    kept: dict[int, int],
+    holder: str,
+    target: str,
+) -> list[str]:
+    """What each of ``cards`` lacks for ``target`` in ``snapshot``: one phrase per card that has less free than
+    ``fraction`` of the card plus ``reserve_mib`` (or cannot be read); empty when every card has it. ``kept``:
+    bytes per card the released ``holder``'s own processes still hold, named in the phrase."""
+    short = []
+    for index in cards:
+        d = snapshot.device(index)
+        if d is None or d.memory_free_bytes is None or d.memory_total_bytes is None:
+            short.append(f"card {index} cannot be read")
+            continue
+        need = int(d.memory_total_bytes * fraction) + reserve_mib * MIB
+        if d.memory_free_bytes < need:
+            keeps = f"; {holder} keeps {kept[index] // MIB:,} MiB there" if index in kept else ""
+            short.append(
+                f"card {index} has {d.memory_free_bytes // MIB:,} MiB free, {target} needs "
+                f"{need // MIB:,} MiB (mem fraction {fraction:g} + reserve {reserve_mib:,} MiB){keeps}"
+            )
+    return short
 
 
 def _kept_by(ctx: TxContext, service: ServiceInfo, snapshot: GpuSnapshot) -> dict[int, int]:
