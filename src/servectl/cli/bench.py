@@ -17,6 +17,7 @@ from typer.core import TyperGroup
 
 from servectl.bench.settings import BenchSettings
 from servectl.cli.bench_compare import compare_command
+from servectl.cli.options import ApiKeyEnv, ServedModel, ServerUrl
 from servectl.errors import UsageError
 
 if TYPE_CHECKING:
@@ -150,14 +151,8 @@ def bench_command(
             show_default=False,
         ),
     ] = None,
-    url: Annotated[
-        str | None,
-        typer.Option("--url", help="Base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8180."),
-    ] = None,
-    model: Annotated[
-        str | None,
-        typer.Option("--model", help="Served model name (default: the only one /v1/models lists)."),
-    ] = None,
+    url: ServerUrl = None,
+    model: ServedModel = None,
     prompt_tokens: Annotated[
         str, typer.Option("--prompt-tokens", help="Prompt-length targets in tokens, comma-separated.")
     ] = _comma_list(_DEFAULT.prompt_tokens),
@@ -182,10 +177,7 @@ def bench_command(
     plot: Annotated[
         Path | None, typer.Option("--plot", help="Write the taper plot (PNG) here.", show_default=False)
     ] = None,
-    api_key_env: Annotated[
-        str | None,
-        typer.Option("--api-key-env", help="Environment variable holding the server's API key.", show_default=False),
-    ] = None,
+    api_key_env: ApiKeyEnv = None,
     warmup: Annotated[
         bool, typer.Option("--warmup/--no-warmup", help="One unmeasured request per length.")
     ] = _DEFAULT.warmup,

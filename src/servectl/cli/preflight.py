@@ -6,7 +6,8 @@ from typing import Annotated
 
 import typer
 
-from servectl.cli.complete import check_ids, profile_names
+from servectl.cli.complete import profile_names
+from servectl.cli.options import ForcedChecks
 
 
 def register(app: typer.Typer) -> None:
@@ -16,15 +17,7 @@ def register(app: typer.Typer) -> None:
 def preflight_command(
     name: Annotated[str, typer.Argument(help="profile to check", autocompletion=profile_names)],
     as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
-    force: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--force",
-            metavar="CHECK-ID",
-            autocompletion=check_ids,
-            help="skip one named check (repeatable); recorded in the report",
-        ),
-    ] = None,
+    force: ForcedChecks = None,
 ) -> None:
     """Run every preflight check for a profile: exit 0 when none fails, 3 when one does."""
     from servectl.host import from_env

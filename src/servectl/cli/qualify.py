@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from servectl.bench.qualify.settings import QualifySettings
+from servectl.cli.options import ApiKeyEnv, ApiKeyFile, ServedModel, ServerUrl
 
 if TYPE_CHECKING:
     from servectl.bench.qualify import QualifyProgressEvent
@@ -34,13 +35,8 @@ def qualify_command(
             help="Profile to qualify: its running service, with the plan hash and pins recorded.", show_default=False
         ),
     ] = None,
-    url: Annotated[
-        str | None,
-        typer.Option("--url", help="Base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8180."),
-    ] = None,
-    model: Annotated[
-        str | None, typer.Option("--model", help="Served model name (default: the only one /v1/models lists).")
-    ] = None,
+    url: ServerUrl = None,
+    model: ServedModel = None,
     suite: Annotated[
         str | None,
         typer.Option(
@@ -53,14 +49,8 @@ def qualify_command(
         Path | None,
         typer.Option("--out", help="Folder for qualify.json (default: STATE/qualify/<UTC time>).", show_default=False),
     ] = None,
-    api_key_env: Annotated[
-        str | None,
-        typer.Option("--api-key-env", help="Environment variable holding the server's API key.", show_default=False),
-    ] = None,
-    api_key_file: Annotated[
-        Path | None,
-        typer.Option("--api-key-file", help="File holding the API key (instead of --api-key-env).", show_default=False),
-    ] = None,
+    api_key_env: ApiKeyEnv = None,
+    api_key_file: ApiKeyFile = None,
     via_gateway: Annotated[
         bool,
         typer.Option(

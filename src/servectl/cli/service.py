@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from servectl.cli.complete import check_ids, profile_names
+from servectl.cli.complete import profile_names
+from servectl.cli.options import ForcedChecks
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -73,15 +74,7 @@ def up_command(
         ),
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="with --dry-run: print the plan as JSON")] = False,
-    force: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--force",
-            metavar="CHECK-ID",
-            autocompletion=check_ids,
-            help="skip one named preflight check (repeatable); recorded in the history",
-        ),
-    ] = None,
+    force: ForcedChecks = None,
 ) -> None:
     """Validate, preflight and start a profile, then wait until it really serves."""
     from servectl.host import from_env

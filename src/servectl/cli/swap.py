@@ -8,14 +8,14 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
-from servectl.cli.complete import check_ids, profile_names
+from servectl.cli.complete import profile_names
+from servectl.cli.options import ForcedChecks
 
 if TYPE_CHECKING:
     from servectl.preflight.model import PreflightReport
     from servectl.service.rollback import RollbackCheck
     from servectl.service.swap import PhaseEvent, SwapResult
 
-_FORCE_HELP = "skip one preflight check by id (repeatable), e.g. port.free"
 _WAIT_HELP = "seconds to wait for another servectl that is changing services (default 10)"
 _NO_STAGE_HELP = (
     "do not stage the target before the stop (image pin check, argv parsed in the image, weights read ahead)"
@@ -51,9 +51,7 @@ def swap_command(
             help="profile to run instead; default: the running profile's rollback:", autocompletion=profile_names
         ),
     ] = None,
-    force: Annotated[
-        list[str] | None, typer.Option("--force", metavar="CHECK-ID", help=_FORCE_HELP, autocompletion=check_ids)
-    ] = None,
+    force: ForcedChecks = None,
     wait_s: Annotated[float | None, typer.Option("--wait", metavar="SECONDS", help=_WAIT_HELP)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
     no_stage: Annotated[bool, typer.Option("--no-stage", help=_NO_STAGE_HELP)] = False,
@@ -71,9 +69,7 @@ def swap_command(
 
 
 def rollback_command(
-    force: Annotated[
-        list[str] | None, typer.Option("--force", metavar="CHECK-ID", help=_FORCE_HELP, autocompletion=check_ids)
-    ] = None,
+    force: ForcedChecks = None,
     wait_s: Annotated[float | None, typer.Option("--wait", metavar="SECONDS", help=_WAIT_HELP)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
     no_stage: Annotated[bool, typer.Option("--no-stage", help=_NO_STAGE_HELP)] = False,
