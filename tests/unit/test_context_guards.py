@@ -6,6 +6,9 @@
 * **Adapters.** The real adapters (Docker SDK engine and client, NVML, the psutil probe, the state folder's
   history and lock, declared conflicts, the runtime, the code sandbox, the plan cache) are constructed only where
   the context is built: ``service/context.py``, and ``host/base.py`` (the host's plan cache beside it).
+* **Waits and requests.** ``time.sleep(...)`` and httpx's module functions (``httpx.get``, ``httpx.post``...,
+  each a client of its own per call) are called only by the adapters and the clocks that own them; the core takes
+  the context's ``Clocks.sleep`` and HTTP client, so a fake clock and a fake engine's transport drive it in tests.
 * **Numeric defaults.** A default (a parameter's, a class field's, a module constant) has one home: the same
   number under the same name in two modules is one default written twice (the cards-free deadline 30.0 had four
   homes). Names are compared without a ``default_`` prefix and a ``_s`` suffix, and a name of two words or more
@@ -73,6 +76,19 @@ ADAPTERS_NOT_YET = {
     "service/services.py": "issue 40: passed_gate_ids reads the History of the state folder it is given",
 }
 
+# -- waits and requests ------------------------------------------------------------------------------------------
+HTTPX_FUNCTIONS = frozenset({"get", "post", "put", "patch", "delete", "head", "options", "request", "stream"})
+WAITERS = {
+    "adapters/plain_http.py": "the socket HTTP adapter backs off between connection attempts",
+    "adapters/state.py": "the state lock's adapter polls the lock file",
+}
+WAITS_NOT_YET = {
+    "bench/qualify/gates/routed.py": "the routed gate calls httpx.post/get, not the context's client",
+    "bench/qualify/routed.py": "the routed metrics read calls httpx.get, not the context's client",
+    "cli/service.py": "status --watch sleeps between refreshes with time.sleep",
+    "gateway/container.py": "the gateway container's start polls with time.sleep",
+}
+
 # -- numeric defaults ----------------------------------------------------------------------------------------------
 DEFAULT_TWINS: dict[tuple[str, float], str] = {
     # (name stem, value): why the same number under that name in several modules is not one default
@@ -124,6 +140,23 @@ def adapter_constructions(tree: ast.Module) -> list[tuple[str, int]]:
         ):
             found.append(("docker.from_env", node.lineno))
     return found
+
+
+def waits_and_requests(tree: ast.Module) -> list[tuple[str, int]]:
+    """``(what, line)`` of each ``time.sleep(...)`` and httpx module-function call."""
+    found = []
+    for node in ast.walk(tree):
+        func = node.func if isinstance(node, ast.Call) else None
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+            if (func.value.id, func.attr) == ("time", "sleep"):
+                found.append(("time.sleep", node.lineno))
+            elif func.value.id == "httpx" and func.attr in HTTPX_FUNCTIONS:
+                found.append((f"httpx.{func.attr}", node.lineno))
+    return found
+
+
+def wait_offenders(root: Path) -> dict[str, list[tuple[str, int]]]:
+    return {m: c for m, tree in modules(root) if (c := waits_and_requests(tree)) and m not in WAITERS}
 
 
 def _stem(name: str) -> str:
@@ -213,6 +246,27 @@ def test_only_the_context_module_constructs_adapters() -> None:
     unexpected = {m: found for m, found in offenders.items() if m not in ADAPTERS_NOT_YET}
     assert unexpected == {}, f"take the adapter from the Context instead: {unexpected}"
     assert set(ADAPTERS_NOT_YET) <= set(offenders), f"done: remove from ADAPTERS_NOT_YET: {offenders.keys()}"
+
+
+def test_only_adapters_and_clocks_sleep_or_open_a_client_per_request() -> None:
+    offenders = wait_offenders(SRC)
+    unexpected = {m: found for m, found in offenders.items() if m not in WAITS_NOT_YET}
+    assert unexpected == {}, f"take the context's Clocks.sleep and HTTP client instead: {unexpected}"
+    assert set(WAITS_NOT_YET) <= set(offenders), f"done: remove from WAITS_NOT_YET: {offenders.keys()}"
+    assert {m for m, tree in modules(SRC) if waits_and_requests(tree)} >= set(WAITERS)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import time\n\ndef wait():\n    time.sleep(0.2)\n",
+        "import httpx\n\ndef ask(url):\n    return httpx.post(url, json={})\n",
+        "import httpx\n\ndef load(url):\n    return httpx.get(url).json()\n",
+    ],
+)
+def test_the_waits_guard_fails_on_a_module_sleeping_or_posting_itself(tmp_path: Path, source: str) -> None:
+    root = _package(tmp_path, {"service/bad.py": source, "service/clocks.py": "import time\n\nSLEEP = time.sleep\n"})
+    assert list(wait_offenders(root)) == ["service/bad.py"]
 
 
 def test_a_numeric_default_has_one_home() -> None:

@@ -129,7 +129,7 @@ def prepare_release(ctx: TxContext, current: ServiceInfo, *, host: HostProbe | N
     if StandbyRecord(ctx.state_dir).entry(current.container_id) is not None:  # a second release kills SGLang
         raise ServectlError(f"{current.profile} is on standby already; servectl releases a server once")
     resolved = ctx.resolve(current.profile)
-    engine = EngineClient.of(resolved.plan, ctx.environ)
+    engine = EngineClient.of(resolved.plan, ctx)
     record = StandbyRecord(ctx.state_dir)
     trust = record.trust(current.container_id)
     if trust is None:  # its first release: the fingerprint every resume of this container is held to
@@ -334,7 +334,7 @@ def resume_from_standby(ctx: TxContext, service: ServiceInfo, resolved: Resolved
             f"kills the server ({source}); not resumed"
         )
     began = ctx.clock()
-    engine = EngineClient.of(resolved.plan, ctx.environ)
+    engine = EngineClient.of(resolved.plan, ctx)
     try:
         engine.call("resume", service.profile, timeout_s=RESUME_TIMEOUT_S)
     except EngineGone as gone:
@@ -430,7 +430,7 @@ def prime(ctx: TxContext, started: StartResult, resolved: Resolved) -> StartResu
     began = ctx.clock()
     with ctx.phase("prime-standby", resolved.name) as phase:
         try:
-            engine = EngineClient.of(resolved.plan, ctx.environ)
+            engine = EngineClient.of(resolved.plan, ctx)
             first = engine.fingerprint(resolved.name, ctx.clock)
             record.set_trust(service.container_id, Trust(first.to_list(), cycles=0))
             engine.wait_idle(resolved.name, ctx)

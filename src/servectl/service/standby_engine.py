@@ -2,12 +2,13 @@
 
 Each call is sent once (:meth:`EngineClient.call`): an answer that does not come is :class:`EngineGone`, never a
 reason to send it again (a second release, or a resume of what was not released, kills SGLang's server). Paths,
-body and the load's keys come from SGLang's source through :mod:`servectl.profile.memory_saver`.
+body and the load's keys come from SGLang's source through :mod:`servectl.profile.memory_saver`. The requests go
+through the context's HTTP client and the waits through its clocks (:meth:`EngineClient.of`), so a fake engine's
+transport and a fake clock drive it in tests.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -17,6 +18,8 @@ from servectl.profile.memory_saver import load_memory_saver
 from servectl.service.fingerprint import PROMPTS, Fingerprint, request_body, sample_of
 
 if TYPE_CHECKING:
+    import httpx
+
     from servectl.plan.compile import LaunchPlan
     from servectl.service.transaction.context import TxContext
 
@@ -28,21 +31,48 @@ RELEASE_TAGS = ("weights", "kv_cache")
 IDLE_WAIT_S = 30.0
 IDLE_POLL_S = 0.2
 ANSWER_DEADLINE_S = 60.0
+ANSWER_POLL_S = 0.2
 
 
 @dataclass(frozen=True)
 class EngineClient:
-    """One engine's HTTP side: its URL and key."""
+    """One engine's HTTP side: its URL and key, the context's HTTP client (None: a short-lived one per call)
+    and the pause between polls (the context's clocks)."""
 
     url: str
     headers: Mapping[str, str]
+    http: httpx.Client | None
+    sleep: Callable[[float], None]
 
     @classmethod
-    def of(cls, plan: LaunchPlan, environ: Mapping[str, str]) -> EngineClient:
+    def of(cls, plan: LaunchPlan, ctx: TxContext) -> EngineClient:
+        """The engine of ``plan``, reached through ``ctx``'s HTTP client and clocks, with its API key."""
         from servectl.service.host_files import read_api_key
 
-        key = read_api_key(plan, environ)
-        return cls(plan.url, {"Authorization": f"Bearer {key}"} if key else {})
+        key = read_api_key(plan, ctx.environ)
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        return cls(plan.url, headers, ctx.ctx.http, ctx.sleep)
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        timeout_s: float,
+        json: Any = None,
+        params: Mapping[str, Any] | None = None,
+    ) -> httpx.Response:
+        import httpx
+
+        kwargs: dict[str, Any] = {"headers": dict(self.headers), "timeout": timeout_s}
+        if json is not None:
+            kwargs["json"] = json
+        if params is not None:
+            kwargs["params"] = dict(params)
+        if self.http is not None:
+            return self.http.request(method, self.url + path, **kwargs)
+        with httpx.Client() as client:
+            return client.request(method, self.url + path, **kwargs)
 
     def call(self, which: str, profile: str, timeout_s: float) -> None:
         """``POST`` the memory saver's ``release``/``resume`` route once; a refusal is one line naming it.
@@ -59,9 +89,7 @@ class EngineClient:
 
         path = str(load_memory_saver()["endpoints"][which]["path"])
         try:
-            response = httpx.post(
-                self.url + path, json={"tags": list(RELEASE_TAGS)}, headers=dict(self.headers), timeout=timeout_s
-            )
+            response = self._send("POST", path, json={"tags": list(RELEASE_TAGS)}, timeout_s=timeout_s)
         except httpx.HTTPError as err:
             raise EngineGone(f"{profile}: POST {path} got no answer ({err}); not sent again") from err
         if response.status_code != 200:
@@ -78,7 +106,7 @@ class EngineClient:
         load = load_memory_saver()["load"]
         path = str(load["path"])
         try:
-            response = httpx.get(self.url + path, params=dict(load["query"]), headers=dict(self.headers), timeout=10.0)
+            response = self._send("GET", path, params=dict(load["query"]), timeout_s=10.0)
             ranks = response.json()[str(load["list"])] if response.status_code == 200 else None
             if ranks is None:
                 raise ServectlError(
@@ -108,7 +136,7 @@ class EngineClient:
                     f"server, {rule['source']}): let them finish or stop the clients that call its port, then "
                     "swap again"
                 )
-            ctx.sleep(IDLE_POLL_S)
+            self.sleep(IDLE_POLL_S)
 
     def ask(self, body: Mapping[str, Any], profile: str, deadline_s: float, clock: Callable[[], float]) -> Any:
         """The engine's chat completion of ``body`` as JSON (503 while it warms up is waited out)."""
@@ -117,9 +145,7 @@ class EngineClient:
         until = clock() + deadline_s
         while True:
             try:
-                response = httpx.post(
-                    f"{self.url}/v1/chat/completions", json=dict(body), headers=dict(self.headers), timeout=60.0
-                )
+                response = self._send("POST", "/v1/chat/completions", json=dict(body), timeout_s=60.0)
                 if response.status_code == 200:
                     return response.json()
                 problem = f"answered {response.status_code}: {_message(response)}"
@@ -127,7 +153,7 @@ class EngineClient:
                 problem = f"failed: {err}"
             if clock() >= until or "answered 4" in problem:
                 raise ServectlError(f"{profile}: the gate's chat completion {problem}")
-            time.sleep(0.2)
+            self.sleep(ANSWER_POLL_S)
 
     def fingerprint(self, profile: str, clock: Callable[[], float]) -> Fingerprint:
         """The engine's answers to the fingerprint's prompts (:mod:`servectl.service.fingerprint`)."""
