@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from servectl.adapters.standby import StandbyEntry, StandbyRecord
 from servectl.cli.views.runtime import state_text
@@ -70,3 +71,45 @@ def test_the_journal_keeps_the_standby_step_and_reads_older_journals_without_it(
     assert SwapJournal.from_dict(journal.to_dict()).standby == "released"
     older = {k: v for k, v in journal.to_dict().items() if k != "standby"}
     assert SwapJournal.from_dict(older).standby == ""
+
+
+def warm_host(tmp_path: Path, **swap: object) -> tuple[Any, Path]:
+    """A FakeHost whose profile ``w`` (the stand-in demo) is a warm standby; its chats go to the fake engine."""
+    from servectl.standin.process import free_port
+    from servectl.testing import FakeHost
+    from servectl.testing.docker import write_test_profile
+
+    folder, home = tmp_path / "profiles", tmp_path / "home"
+    write_test_profile(folder, "w", port=free_port(), swap={"standby": "warm", **swap})
+    environ = {"HOME": str(tmp_path), "SERVECTL_HOME": str(home), "SERVECTL_PROFILES": str(folder)}
+    return FakeHost(state_dir=home, environ=environ), home
+
+
+def test_a_warm_service_gets_its_fingerprint_at_its_first_start_before_any_release(tmp_path: Path) -> None:
+    """The first resume has a fingerprint to be held to even when the service was never primed: it is taken
+    right after the first start passed its gate (through the context's HTTP client: the fake engine answers),
+    with the host RAM its CPU copy will take."""
+    from servectl.service.fingerprint import PROMPTS
+
+    host, home = warm_host(tmp_path, standby_retain_backup=True)
+    with host:
+        started = host.up(name="w")
+        trust = StandbyRecord(home).trust(started.service.container_id)
+        assert trust is not None, "no fingerprint after the first start"
+        assert [s["prompt"] for s in trust.fingerprint] == list(PROMPTS)
+        assert [s["tokens"] for s in trust.fingerprint] == [["OK"]] * len(PROMPTS)  # the fake engine's answer
+        assert (trust.cycles, trust.retained, trust.pinned) == (0, True, False)
+        assert StandbyRecord(home).entry(started.service.container_id) is None  # fingerprinted, not released
+
+
+def test_a_service_that_is_not_warm_gets_no_fingerprint(tmp_path: Path) -> None:
+    from servectl.standin.process import free_port
+    from servectl.testing import FakeHost
+    from servectl.testing.docker import write_test_profile
+
+    folder, home = tmp_path / "profiles", tmp_path / "home"
+    write_test_profile(folder, "p", port=free_port())
+    environ = {"HOME": str(tmp_path), "SERVECTL_HOME": str(home), "SERVECTL_PROFILES": str(folder)}
+    with FakeHost(state_dir=home, environ=environ) as host:
+        started = host.up(name="p")
+        assert StandbyRecord(home).trust(started.service.container_id) is None

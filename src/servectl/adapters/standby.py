@@ -5,8 +5,9 @@ serving one, so servectl keeps one small JSON file per such container under ``st
 moment SGLang answers the release and removed when the container resumes or is removed. The last measured
 release and resume of each profile are kept beside it (``standby/resume-<profile>.json``,
 ``standby/release-<profile>.json``), for ``status``, ``rollback-check`` and the gateway's ``Retry-After``; and per
-container its trust (``standby/trust-<id>.json``: the fingerprint taken at its first release and how many
-release/resume cycles it has been through, :mod:`servectl.service.fingerprint`).
+container its trust (``standby/trust-<id>.json``: the fingerprint taken at its first start, how many
+release/resume cycles it has been through, :mod:`servectl.service.fingerprint`, and the host RAM of its CPU copy
+of the weights: how much, whether the pinned buffer is kept for the container's life, whether it is paid yet).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import json
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from servectl.adapters.state import atomic_write_text, read_state_json
 from servectl.errors import StateDamaged
@@ -127,7 +128,7 @@ class StandbyRecord:
             return None
 
     def trust(self, container_id: str) -> Trust | None:
-        """The trust record of ``container_id`` (None: never released, or unreadable)."""
+        """The trust record of ``container_id`` (None: not a warm service's, or unreadable)."""
         if not _ID.match(container_id):
             return None
         try:
@@ -151,16 +152,49 @@ class StandbyRecord:
 @dataclass(frozen=True)
 class Trust:
     """A container's fingerprint (as :meth:`servectl.service.fingerprint.Fingerprint.to_list` writes it),
-    taken at its first release, and the release/resume cycles it has passed since."""
+    taken at its first start, the release/resume cycles it has passed since, and its CPU copy of the weights.
+
+    Attributes:
+        backup_bytes: host RAM the CPU copy of its weights takes (0: no CPU copy).
+        retained: the copy's pinned buffer is kept between cycles (``swap.standby_retain_backup``:
+            ``TMS_RETAIN_CPU_BACKUP=1``), so once paid it stays pinned for as long as the container runs.
+        pinned: the retained buffer is paid (its first release happened): that host RAM is in use now.
+    """
 
     fingerprint: list[dict[str, Any]]
     cycles: int = 0
+    backup_bytes: int = 0
+    retained: bool = False
+    pinned: bool = False
 
     @classmethod
     def from_dict(cls, data: Any) -> Trust:
         if not isinstance(data, dict) or not isinstance(data.get("fingerprint"), list):
             raise ValueError("not a trust record")
-        return cls(fingerprint=list(data["fingerprint"]), cycles=int(data.get("cycles", 0)))
+        return cls(
+            fingerprint=list(data["fingerprint"]),
+            cycles=int(data.get("cycles", 0)),
+            backup_bytes=int(data.get("backup_bytes", 0)),
+            retained=bool(data.get("retained", False)),
+            pinned=bool(data.get("pinned", False)),
+        )
 
 
-__all__ = ["STANDBY_DIR", "StandbyEntry", "StandbyRecord", "Trust"]
+BackupHold = Literal["held", "to-pin", "on-release"]
+"""How a warm container's CPU copy of the weights takes host RAM: ``held`` now (a retained buffer already paid,
+or any copy while the container is released), ``to-pin`` (retained, paid at its first release, then held for as
+long as it runs), ``on-release`` (taken only while it is released, freed at each resume)."""
+
+
+def backup_hold(trust: Trust | None, entry: StandbyEntry | None) -> tuple[int, BackupHold] | None:
+    """The host RAM of a container's CPU copy of the weights and how it takes it (None: no copy known)."""
+    if entry is not None and entry.host_ram_bytes:
+        return entry.host_ram_bytes, "held"
+    if trust is None or not trust.backup_bytes:
+        return None
+    if trust.retained:
+        return trust.backup_bytes, "held" if trust.pinned else "to-pin"
+    return trust.backup_bytes, "on-release"
+
+
+__all__ = ["STANDBY_DIR", "BackupHold", "StandbyEntry", "StandbyRecord", "Trust", "backup_hold"]

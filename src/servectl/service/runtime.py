@@ -55,7 +55,7 @@ from servectl.service.context import DEFAULT_LOCK_TIMEOUT_S, Context, lock_timeo
 from servectl.service.health import GatePassage, Progress
 from servectl.service.journal import SwapJournal, clear_journal, refuse_if_unfinished, write_journal
 from servectl.service.services import ALIVE_STATES, ServiceInfo, running_refs
-from servectl.service.standby import prime
+from servectl.service.standby import first_start
 from servectl.service.transaction.context import TxContext
 from servectl.service.transaction.undo import remove_unproven, undo
 from servectl.signals import Interrupt, SignalGuard, signal_name
@@ -175,7 +175,7 @@ def up(ctx: Context, *, name: str, resolved: Resolved | None = None, opts: UpOpt
         )
         with GatewayHold(ctx.state_dir, profiles=[resolved.name], reason=f"up {resolved.name}"):
             started = _start_recorded(resolved, ctx=tx, on_phase=opts.on_phase, handle_signals=opts.handle_signals)
-            started = prime(tx, started, resolved)  # swap.standby_prime: the first release paid before admission
+            started = first_start(tx, started, resolved)  # a warm one's fingerprint (and prime) before admission
     return UpResult("started", started.service, started.url, started.gate, tuple(removed), tuple(notes))
 
 

@@ -132,11 +132,11 @@ def prepare_release(ctx: TxContext, current: ServiceInfo, *, host: HostProbe | N
     engine = EngineClient.of(resolved.plan, ctx)
     record = StandbyRecord(ctx.state_dir)
     trust = record.trust(current.container_id)
-    if trust is None:  # its first release: the fingerprint every resume of this container is held to
-        trust = Trust(engine.fingerprint(current.profile, ctx.clock).to_list(), cycles=0)
+    if trust is None:  # a container not started by up/swap (the undo's restart): its fingerprint is taken now
+        trust = _first_trust(ctx, resolved, engine.fingerprint(current.profile, ctx.clock), host)
         record.set_trust(current.container_id, trust)
     reference = "".join(Fingerprint.from_list(trust.fingerprint).samples[0].tokens)
-    backup = _host_ram_for_backup(ctx, resolved, current.profile, host)
+    backup = _host_ram_for_backup(ctx, resolved, current.profile, host, paid=trust.pinned)
     engine.wait_idle(current.profile, ctx)
     return ReleasePlan(resolved, engine, reference, backup)
 
@@ -181,6 +181,7 @@ def release_or_stop(
     release_s = ctx.clock() - began
     record.mark(StandbyEntry(current.profile, current.container_id, ctx.wall_clock(), release_s, backup, reference))
     record.note_release(current.profile, release_s, ctx.wall_clock())
+    _paid(record, current.container_id)
     ctx.record(
         {
             "event": "standby",
@@ -229,14 +230,37 @@ class _Ignoring:
         return replace(snap, devices=devices)
 
 
-def _host_ram_for_backup(ctx: TxContext, resolved: Resolved, profile: str, host: HostProbe | None) -> int:
-    """Host RAM the CPU copy of the weights takes (their size on disk), after checking it fits."""
+def backup_bytes(resolved: Resolved, host: HostProbe) -> int:
+    """Host RAM the CPU copy of a plan's weights takes: their size on disk (0 without a CPU copy)."""
     if "--enable-weights-cpu-backup" not in resolved.plan.engine_argv:
         return 0
+    return host.model_dir(resolved.plan.docker.mounts[0].source).weights_bytes
+
+
+def _first_trust(ctx: TxContext, resolved: Resolved, first: Fingerprint, host: HostProbe | None = None) -> Trust:
+    """A container's trust record at its first start: its fingerprint and its CPU copy's host RAM."""
+    retained = resolved.loaded.profile.swap.standby_retain_backup
+    return Trust(first.to_list(), 0, backup_bytes(resolved, host or ctx.ctx.probe), retained=retained)
+
+
+def _paid(record: StandbyRecord, container_id: str) -> None:
+    """A retained container was released: its pinned buffer is allocated now, for as long as it runs."""
+    trust = record.trust(container_id)
+    if trust is not None and trust.retained and not trust.pinned:
+        record.set_trust(container_id, replace(trust, pinned=True))
+
+
+def _host_ram_for_backup(
+    ctx: TxContext, resolved: Resolved, profile: str, host: HostProbe | None, *, paid: bool = False
+) -> int:
+    """Host RAM the CPU copy of the weights takes (their size on disk), after checking it fits (unless ``paid``:
+    a retained buffer is allocated already and takes no more)."""
+    host = host or ctx.ctx.probe
+    weights = backup_bytes(resolved, host)
+    if not weights or paid:
+        return weights
     from servectl.preflight.checks.host import standby_ram_shortfall
 
-    host = host or ctx.ctx.probe
-    weights = host.model_dir(resolved.plan.docker.mounts[0].source).weights_bytes
     short = standby_ram_shortfall(weights, host.memory(), HOST_RAM_KEEP_BYTES)
     if short is not None:
         raise ServectlError(f"{profile} cannot go on standby: {short}; free host RAM or set swap.standby: none")
@@ -357,7 +381,7 @@ def resume_from_standby(ctx: TxContext, service: ServiceInfo, resolved: Resolved
     resume_s = ctx.clock() - began
     record.clear(service.container_id)
     if trust is not None:
-        record.set_trust(service.container_id, Trust(trust.fingerprint, trust.cycles + 1))
+        record.set_trust(service.container_id, replace(trust, cycles=trust.cycles + 1))
     record.note_resume(service.profile, resume_s, ctx.wall_clock())
     back = replace(
         service,
@@ -390,7 +414,7 @@ def resume_or_cold_start(ctx: TxContext, service: ServiceInfo, resolved: Resolve
         ctx.stop(service)
         StandbyRecord(ctx.state_dir).forget(service.container_id)
         mark("")
-        return ctx.runtime.start(resolved=resolved, on_phase=ctx.progress("start-target"))
+        return first_start(ctx, ctx.runtime.start(resolved=resolved, on_phase=ctx.progress("start-target")), resolved)
 
 
 def resume_released(ctx: TxContext, journal: SwapJournal, previous: str | None) -> bool:
@@ -413,26 +437,44 @@ def resume_released(ctx: TxContext, journal: SwapJournal, previous: str | None) 
     return True
 
 
-def prime(ctx: TxContext, started: StartResult, resolved: Resolved) -> StartResult:
-    """``swap.standby_prime``: right after a warm service first passed its gate (before it is admitted), take
-    its fingerprint, release it and resume it once, so the retained pinned buffer is paid for now and not by the
-    first swap away. Any other start is returned as it is.
+def first_start(ctx: TxContext, started: StartResult, resolved: Resolved) -> StartResult:
+    """Right after a warm service's container first passed its gate (before it is admitted): take its
+    fingerprint, the one every resume of this container is held to, and record the host RAM of its CPU copy
+    (``standby/trust-<id>.json``); with ``swap.standby_prime``, then release and resume it once, so the retained
+    pinned buffer is paid for now and not by the first swap away. Any other start is returned as it is.
 
     Raises:
-        ServectlError: the release or resume failed or died, or the fingerprint departs; the new container is
-            removed first (the caller's failure path then runs as for a start that failed its gate).
+        ServectlError: the fingerprint could not be taken, the release or resume failed or died, or the
+            fingerprint departs after it; the new container is removed first (the caller's failure path then runs
+            as for a start that failed its gate).
     """
     swap = resolved.loaded.profile.swap
-    if not (swap.standby == "warm" and swap.standby_retain_backup and swap.standby_prime) or started.resumed:
+    if started.resumed or swap.standby != "warm" or "--enable-memory-saver" not in resolved.plan.engine_argv:
         return started
     service = started.service
+    record = StandbyRecord(ctx.state_dir)
+    with ctx.phase("fingerprint-standby", resolved.name) as phase:
+        try:
+            engine = EngineClient.of(resolved.plan, ctx)
+            first = engine.fingerprint(resolved.name, ctx.clock)
+            record.set_trust(service.container_id, _first_trust(ctx, resolved, first))
+        except ServectlError:
+            phase.failed = True
+            record.forget(service.container_id)
+            ctx.stop(service)
+            raise
+    if swap.standby_retain_backup and swap.standby_prime:
+        _prime(ctx, service, resolved, engine, first)
+    return started
+
+
+def _prime(ctx: TxContext, service: ServiceInfo, resolved: Resolved, engine: EngineClient, first: Fingerprint) -> None:
+    """``swap.standby_prime``: release and resume a new warm container once before it is admitted (see
+    :func:`first_start`)."""
     record = StandbyRecord(ctx.state_dir)
     began = ctx.clock()
     with ctx.phase("prime-standby", resolved.name) as phase:
         try:
-            engine = EngineClient.of(resolved.plan, ctx)
-            first = engine.fingerprint(resolved.name, ctx.clock)
-            record.set_trust(service.container_id, Trust(first.to_list(), cycles=0))
             engine.wait_idle(resolved.name, ctx)
             try:
                 engine.call("release", resolved.name, timeout_s=RESUME_TIMEOUT_S)
@@ -442,6 +484,7 @@ def prime(ctx: TxContext, started: StartResult, resolved: Resolved) -> StartResu
             reference = "".join(first.samples[0].tokens)
             entry = StandbyEntry(resolved.name, service.container_id, ctx.wall_clock(), released - began, 0, reference)
             record.mark(entry)  # released: what allows the resume (and recover's) to send one
+            _paid(record, service.container_id)
             try:
                 engine.call("resume", resolved.name, timeout_s=RESUME_TIMEOUT_S)
             except EngineGone as gone:
@@ -458,7 +501,6 @@ def prime(ctx: TxContext, started: StartResult, resolved: Resolved) -> StartResu
     record.note_release(resolved.name, released - began, ctx.wall_clock())
     record.note_resume(resolved.name, ctx.clock() - released, ctx.wall_clock())
     ctx.record({"event": "standby-primed", "profile": resolved.name, "release_s": round(released - began, 3)})
-    return started
 
 
 def expected_swap_s(
@@ -508,9 +550,10 @@ def drop_resuming_target(ctx: TxContext, journal: SwapJournal) -> list[ServiceIn
 __all__ = [
     "RELEASE_TAGS",
     "ReleasePlan",
+    "backup_bytes",
+    "first_start",
     "keeps_warm",
     "prepare_release",
-    "prime",
     "release_or_stop",
     "resume_from_standby",
     "resume_or_cold_start",

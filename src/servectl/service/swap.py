@@ -50,8 +50,8 @@ from servectl.service.services import ALIVE_STATES, ServiceInfo
 from servectl.service.stage import Stager
 from servectl.service.standby import (
     expected_swap_s,
+    first_start,
     prepare_release,
-    prime,
     release_or_stop,
     resume_or_cold_start,
 )
@@ -336,8 +336,8 @@ def _transact(
             progress = ctx.progress("start-target")
             if waiting is not None:
                 started = resume_or_cold_start(ctx, waiting, resolved, mark=tx.mark_standby)
-            else:  # a warm profile with standby_prime pays its first release now, before it is admitted
-                started = prime(ctx, ctx.runtime.start(resolved=resolved, on_phase=progress), resolved)
+            else:  # a warm profile's fingerprint is taken (and with standby_prime its first release paid) now
+                started = first_start(ctx, ctx.runtime.start(resolved=resolved, on_phase=progress), resolved)
             tx.signals.mode = "defer"  # it passed the gate: finish the bookkeeping whatever arrives now
         up_at = ctx.clock()
     except Exception as err:  # a ServectlError, or a bug: either way the old service must come back
