@@ -898,12 +898,70 @@ def test_a_warm_standby_needs_host_ram_for_the_cpu_copy_of_its_weights() -> None
     assert preflight(probe=probe).check("host.standby_ram").result == "pass"  # no standby, nothing to hold
     check = preflight(request(standby_warm=True), probe=probe).check("host.standby_ram")
     assert check.result == "fail" and check.message == (
-        "the CPU copy of the weights needs 102,400 MiB host RAM (their size on disk) plus 8,192 MiB kept free, "
-        "but 102,400 MiB are available"
+        "the CPU copies of the weights leave less than 8,192 MiB of host RAM free: glm53-393k 102,400 MiB (while "
+        "it is released); 102,400 MiB needed, 102,400 MiB available"
     )
-    assert "swap.standby: none" in (check.fix or "")
+    assert "swap.standby: none" in check.fix and "swap.standby_ram_waiver" in check.fix
     roomy = host(host_memory=HostMemory(512 * GIB, 200 * GIB))
     assert preflight(request(standby_warm=True), probe=roomy).check("host.standby_ram").result == "pass"
     kept = preflight(request(standby_warm=True, standby_retained=True), probe=roomy).check("host.standby_ram")
-    assert kept.result == "pass" and kept.message.endswith("(pinned from its first release for as long as it runs)")
+    assert kept.result == "pass" and "glm53-393k 102,400 MiB (pinned for as long as it runs)" in kept.message
     assert kept.facts["retained"] is True
+
+
+def warm(profile: str, gib: int, hold: Any, cid: str = OTHER_ID) -> ServiceRef:
+    """A running warm service whose CPU copy of the weights takes ``gib`` GiB of host RAM as ``hold`` says."""
+    return ServiceRef(profile, cid, f"servectl-{profile}", backup_bytes=gib * GIB, backup_hold=hold)
+
+
+def test_preflight_counts_the_pinned_copies_of_the_running_retained_services_beside_the_new_one() -> None:
+    """A retained service not paid yet will pin its copy at its first release (counted); one paid already holds
+    it now (in use: named, not counted twice); one that takes its copy only while released is not counted."""
+    services = (
+        warm("a", 50, "to-pin"),
+        warm("b", 30, "held", DS4_ID),
+        warm("c", 70, "on-release", "c" * 64),
+    )
+    req = request(standby_warm=True, standby_retained=True, services=services)
+    fits = preflight(req, probe=host(host_memory=HostMemory(512 * GIB, 200 * GIB))).check("host.standby_ram")
+    assert fits.result == "pass" and fits.facts["copies_mib"] == 150 * 1024
+    check = preflight(req, probe=host(host_memory=HostMemory(512 * GIB, 140 * GIB))).check("host.standby_ram")
+    assert check.result == "fail" and check.message == (
+        "host RAM cannot hold the CPU copies of the weights: glm53-393k 102,400 MiB (pinned for as long as it "
+        "runs); a 51,200 MiB (retained, pinned at its first release); already in use: b holds 30,720 MiB; "
+        "153,600 MiB needed, 143,360 MiB available"
+    )
+    assert check.fix.startswith("stop a warm service, set swap.standby_retain_backup: false")
+    assert "swap.standby_ram_waiver" not in check.fix  # the copies do not fit at all: nothing to waive
+    # the service this swap replaces takes its copy at its release: counted
+    replaced = replace(req, replacing=Replacing(container_id="c" * 12))
+    both = preflight(replaced, probe=host(host_memory=HostMemory(512 * GIB, 200 * GIB))).check("host.standby_ram")
+    assert both.result == "fail" and "c 71,680 MiB (released by this swap)" in both.message
+
+
+def test_a_waiver_lets_the_copies_eat_into_the_host_ram_reserve_but_not_past_it() -> None:
+    req = request(standby_warm=True, standby_ram_waiver="a dedicated box, nothing else runs here")
+    short = host(host_memory=HostMemory(256 * GIB, 104 * GIB))  # 100 GiB of copies + 8 GiB reserve > 104 GiB
+    assert preflight(replace(req, standby_ram_waiver=None), probe=short).check("host.standby_ram").result == "fail"
+    waived = preflight(req, probe=short).check("host.standby_ram")
+    assert waived.result == "pass" and "reserve waived: a dedicated box, nothing else runs here" in waived.message
+    assert waived.facts["waived"] is True
+    assert preflight(req, probe=host(host_memory=HostMemory(256 * GIB, 90 * GIB))).check("host.standby_ram").result == (
+        "fail"
+    )
+
+
+def test_the_engines_memlock_limit_is_a_note_not_a_refusal() -> None:
+    """CUDA's pinned memory is not charged to RLIMIT_MEMLOCK (the NVIDIA driver pins it without): a 64 KiB limit
+    passes, and the message says which limit applies and why it does not bound the copy."""
+    roomy = host(host_memory=HostMemory(512 * GIB, 200 * GIB))
+    low = request(standby_warm=True, memlock=(65536, 65536), memlock_source="container.ulimits")
+    check = preflight(low, probe=roomy).check("host.standby_ram")
+    assert check.result == "pass" and "memlock 64 KiB (container.ulimits) does not bound it: CUDA's pinned" in (
+        check.message
+    )
+    assert check.facts["memlock"] == [65536, 65536]
+    unset = preflight(request(standby_warm=True), probe=roomy).check("host.standby_ram")
+    assert "memlock: the Docker engine's default" in unset.message
+    unlimited = preflight(replace(low, memlock=(-1, -1)), probe=roomy).check("host.standby_ram")
+    assert "memlock unlimited (container.ulimits)" in unlimited.message

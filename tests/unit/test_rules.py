@@ -252,6 +252,12 @@ CASES: list[tuple[str, str, str, str]] = [
     ),
     (
         "swap.standby_engine",
+        "swap: {standby_ram_waiver: 'a box of its own, nothing else runs'}",
+        "takes effect with swap.standby: warm only",
+        "swap: {standby: warm, standby_ram_waiver: 'a box of its own, nothing else runs'}",
+    ),
+    (
+        "swap.standby_engine",
         "swap: {standby: warm, standby_prime: true}",
         "priming pays the pinned buffer at start, which only a retained buffer keeps",
         "swap: {standby: warm, standby_prime: true, standby_retain_backup: true}",

@@ -73,6 +73,27 @@ def test_the_journal_keeps_the_standby_step_and_reads_older_journals_without_it(
     assert SwapJournal.from_dict(older).standby == ""
 
 
+def test_a_warm_services_cpu_copy_reaches_preflight_as_held_or_to_be_pinned(tmp_path: Path) -> None:
+    """The trust record (written at a warm service's first start) says how its CPU copy takes host RAM; the
+    services listing carries it to preflight's ``services`` (running_refs)."""
+    from servectl.adapters.standby import Trust
+    from servectl.service.services import running_refs
+
+    record = StandbyRecord(tmp_path)
+    assert running_refs([on_standby(service(), record)])[0].backup_hold is None  # no record: no copy known
+    record.set_trust(CID, Trust([], backup_bytes=16 * 2**30, retained=True))
+    (ref,) = running_refs([on_standby(service(), record)])
+    assert (ref.backup_bytes, ref.backup_hold) == (16 * 2**30, "to-pin")  # pinned at its first release
+    record.set_trust(CID, Trust([], backup_bytes=16 * 2**30, retained=True, pinned=True))
+    assert running_refs([on_standby(service(), record)])[0].backup_hold == "held"
+    record.set_trust(CID, Trust([], backup_bytes=16 * 2**30))
+    assert on_standby(service(), record).backup_hold == "on-release"  # not retained: only while released
+    record.mark(entry())
+    seen = on_standby(service(), record)
+    assert (seen.state, seen.backup_bytes, seen.backup_hold) == ("standby", 3 * 2**30, "held")
+    assert seen.to_dict()["backup_hold"] == "held"
+
+
 def warm_host(tmp_path: Path, **swap: object) -> tuple[Any, Path]:
     """A FakeHost whose profile ``w`` (the stand-in demo) is a warm standby; its chats go to the fake engine."""
     from servectl.standin.process import free_port
@@ -100,6 +121,8 @@ def test_a_warm_service_gets_its_fingerprint_at_its_first_start_before_any_relea
         assert [s["tokens"] for s in trust.fingerprint] == [["OK"]] * len(PROMPTS)  # the fake engine's answer
         assert (trust.cycles, trust.retained, trust.pinned) == (0, True, False)
         assert StandbyRecord(home).entry(started.service.container_id) is None  # fingerprinted, not released
+        (seen,) = host.status().services
+        assert seen.backup_hold == "to-pin"  # what preflight counts for the next start on this host
 
 
 def test_a_service_that_is_not_warm_gets_no_fingerprint(tmp_path: Path) -> None:
@@ -113,3 +136,4 @@ def test_a_service_that_is_not_warm_gets_no_fingerprint(tmp_path: Path) -> None:
     with FakeHost(state_dir=home, environ=environ) as host:
         started = host.up(name="p")
         assert StandbyRecord(home).trust(started.service.container_id) is None
+        assert host.status().services[0].backup_hold is None

@@ -54,13 +54,17 @@ class Replacing:
 
 @dataclass(frozen=True)
 class ServiceRef:
-    """A running servectl service (or an adopted one) as the command knows it: what its labels say it holds."""
+    """A running servectl service (or an adopted one) as the command knows it: what its labels say it holds,
+    and for a warm one the host RAM of its CPU copy of the weights (``backup_hold``: ``held`` now, ``to-pin`` at
+    its first release and then for as long as it runs, ``on-release`` only while released)."""
 
     profile: str
     container_id: str
     container_name: str
     port: int | None = None
     gpus: tuple[int, ...] = ()
+    backup_bytes: int = 0
+    backup_hold: Literal["held", "to-pin", "on-release"] | None = None
 
 
 @dataclass(frozen=True)
@@ -128,6 +132,11 @@ class PreflightRequest:
         host_memory_extra_bytes: host RAM the engine adds (e.g. a HiCache host pool, all ranks together).
         standby_warm: the profile keeps a warm standby (``swap.standby: warm``): its weights' CPU copy needs RAM.
         standby_retained: it keeps that copy's pinned buffer for as long as it runs (``standby_retain_backup``).
+        standby_ram_waiver: the profile's reason for waiving the host RAM kept free beside the pinned copies
+            (``swap.standby_ram_waiver``), or ``None``.
+        memlock: the engine container's ``RLIMIT_MEMLOCK`` (soft, hard; -1 unlimited), or ``None`` where the plan
+            sets none (the Docker engine's default applies).
+        memlock_source: where ``memlock`` comes from, for messages.
         conflicts: services the profile declares as conflicts.
         stop_conflicts: whether this run stops the conflicts (``swap``, ``up --replace``).
         replacing: the servectl service being replaced, if any.
@@ -173,6 +182,9 @@ class PreflightRequest:
     host_memory_extra_bytes: int = 0
     standby_warm: bool = False
     standby_retained: bool = False
+    standby_ram_waiver: str | None = None
+    memlock: tuple[int, int] | None = None
+    memlock_source: str = ""
     conflicts: tuple[ConflictRef, ...] = ()
     stop_conflicts: bool = False
     replacing: Replacing | None = None

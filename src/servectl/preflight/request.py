@@ -82,6 +82,11 @@ def request_for(resolved: Resolved, context: StartContext = ALONE) -> PreflightR
         image_built_here=p.image.build == "standin",
         standby_warm=p.swap.standby == "warm",
         standby_retained=p.swap.standby == "warm" and p.swap.standby_retain_backup,
+        standby_ram_waiver=p.swap.standby_ram_waiver,
+        memlock=next(((soft, hard) for name, soft, hard in plan.docker.ulimits if name == "memlock"), None),
+        memlock_source="container.ulimits"
+        if p.container.ulimits is not None
+        else "SGLang's ulimits, servectl's default",
         standin_env=tuple((k, v) for k, v in plan.docker.environment if k.startswith("STANDIN_") and v is not None),
         unset_references=resolved.unset_references,
     )

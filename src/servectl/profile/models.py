@@ -45,7 +45,7 @@ MAX_TIMEOUT_S = 7 * 86400
 MAX_GPUS = 1024
 
 #: Text fields that never reach argv, env or a file name: newlines and tabs are fine there.
-_FREE_TEXT_FIELDS = frozenset({"description", "reserve_waiver"})
+_FREE_TEXT_FIELDS = frozenset({"description", "reserve_waiver", "standby_ram_waiver"})
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -326,7 +326,7 @@ class SwapSpec(_Strict):
         default=None,
         ge=1,
         description="after this many release/resume cycles of one container, a swap away stops it and the way "
-        "back is a cold start (every resume is held to the fingerprint of the container's first release either "
+        "back is a cold start (every resume is held to the fingerprint taken at the container's first start either "
         "way); none: no limit",
     )
     standby_retain_backup: bool = Field(
@@ -340,7 +340,14 @@ class SwapSpec(_Strict):
         default=False,
         description="with standby_retain_backup: release and resume once right after the service first passes "
         "its gate, before it is admitted, so the pinned buffer's allocation is paid at start and not by the "
-        "first swap away (its fingerprint is taken then too)",
+        "first swap away",
+    )
+    standby_ram_waiver: str | None = Field(
+        default=None,
+        min_length=10,
+        description="why preflight may leave less than its reserve of host RAM free beside the pinned CPU copies "
+        "of the weights (this service's and those of the running warm services): host.standby_ram then passes "
+        "with this reason when the copies fit but the reserve does not",
     )
 
 

@@ -27,7 +27,7 @@ def standby_engine_problems(p: Profile, settings: Mapping[str, Setting]) -> Iter
     """A warm standby's engine: nothing the memory saver refuses, nothing a release or resume kills
     (``settings``: the engine's settings by dest, :func:`servectl.profile.engine_args.effective_settings`)."""
     if p.swap.standby != "warm":
-        for key in ("standby_retain_backup", "standby_max_cycles", "standby_prime"):
+        for key in ("standby_retain_backup", "standby_max_cycles", "standby_prime", "standby_ram_waiver"):
             if getattr(p.swap, key) not in (False, None):
                 yield ("swap", key), "takes effect with swap.standby: warm only; set standby: warm or remove it"
         return

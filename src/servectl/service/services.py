@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from servectl.adapters.standby import StandbyRecord
+from servectl.adapters.standby import BackupHold, StandbyRecord, backup_hold
 from servectl.adapters.state import GateRecord, History
 from servectl.paths import state_dir as default_state_dir
 from servectl.plan.labels import (
@@ -69,6 +69,8 @@ class ServiceInfo:
     standby_resume_s: float | None = None  # on standby: the last measured resume of its profile
     standby_release_s: float | None = None  # on standby: the last measured release of its profile
     standby_cycles: int | None = None  # on standby: release/resume cycles this container has passed
+    backup_bytes: int | None = None  # a warm service: host RAM of its CPU copy of the weights (its trust record)
+    backup_hold: BackupHold | None = None  # how that copy takes host RAM (adapters.standby.backup_hold)
 
     @property
     def url(self) -> str:
@@ -99,6 +101,8 @@ class ServiceInfo:
             "standby_resume_s": self.standby_resume_s,
             "standby_release_s": self.standby_release_s,
             "standby_cycles": self.standby_cycles,
+            "backup_bytes": self.backup_bytes,
+            "backup_hold": self.backup_hold,
         }
 
 
@@ -108,7 +112,13 @@ def running_refs(current: Sequence[ServiceInfo]) -> tuple[ServiceRef, ...]:
 
     return tuple(
         ServiceRef(
-            profile=s.profile, container_id=s.container_id, container_name=s.container_name, port=s.port, gpus=s.gpus
+            profile=s.profile,
+            container_id=s.container_id,
+            container_name=s.container_name,
+            port=s.port,
+            gpus=s.gpus,
+            backup_bytes=s.backup_bytes or 0,
+            backup_hold=s.backup_hold,
         )
         for s in current
         if s.running
@@ -222,8 +232,13 @@ def service_from_adopted(match: AdoptedMatch, *, now: float, answers_health: boo
 
 
 def on_standby(service: ServiceInfo, record: StandbyRecord) -> ServiceInfo:
-    """``service`` as ``standby`` when a swap released it (its record in the state folder), else unchanged."""
+    """``service`` as ``standby`` when a swap released it (its record in the state folder), else unchanged but
+    for the host RAM of a warm service's CPU copy of the weights (its trust record, for preflight)."""
     entry = record.entry(service.container_id)
+    trust = record.trust(service.container_id)
+    hold = backup_hold(trust, entry)
+    if hold is not None:
+        service = replace(service, backup_bytes=hold[0], backup_hold=hold[1])
     if entry is None:
         return service
     return replace(
@@ -232,13 +247,8 @@ def on_standby(service: ServiceInfo, record: StandbyRecord) -> ServiceInfo:
         standby_host_ram_bytes=entry.host_ram_bytes,
         standby_resume_s=record.last_resume_s(service.profile),
         standby_release_s=record.last_release_s(service.profile),
-        standby_cycles=_cycles(record, service.container_id),
+        standby_cycles=None if trust is None else trust.cycles,
     )
-
-
-def _cycles(record: StandbyRecord, container_id: str) -> int | None:
-    trust = record.trust(container_id)
-    return None if trust is None else trust.cycles
 
 
 def adopted_in(environ: Mapping[str, str] | None = None) -> Sequence[Resolved]:

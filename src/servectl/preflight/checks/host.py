@@ -297,34 +297,110 @@ def standby_ram_shortfall(weights_bytes: int, memory: HostMemory, keep_bytes: in
     )
 
 
+#: Why ``RLIMIT_MEMLOCK`` does not bound the pinned CPU copy: torch_memory_saver 0.0.10 allocates it with
+#: ``cudaMallocHost`` (``csrc/cpu_backup.h`` ``cpu_backuper::allocate``, kind ``PINNED``, the default), and the
+#: NVIDIA driver pins host pages without charging the limit: its kernel module never reads ``RLIMIT_MEMLOCK`` nor
+#: counts ``locked_vm`` (open-gpu-kernel-modules 595.45.04: ``kernel-open/nvidia/nv-vm.c``
+#: ``nv_alloc_system_pages`` allocates the pages itself, ``kernel-open/nvidia/os-mlock.c`` ``os_lock_user_pages``
+#: pins with ``get_user_pages``, neither checks a limit).
+MEMLOCK_WHY = (
+    "CUDA's pinned host memory (cudaMallocHost, torch_memory_saver csrc/cpu_backup.h) is not charged to "
+    "RLIMIT_MEMLOCK by the NVIDIA driver (kernel-open/nvidia/nv-vm.c, os-mlock.c)"
+)
+
+
+def _memlock_words(request: PreflightRequest) -> str:
+    """The engine container's memlock limit and what it means for the pinned copy (a note, never a refusal)."""
+    if request.memlock is None:
+        limit = "memlock: the Docker engine's default (its default-ulimits, else its own limit)"
+    else:
+        soft = request.memlock[0]
+        shown = "unlimited" if soft < 0 else f"{soft // 1024:,} KiB"
+        limit = f"memlock {shown} ({request.memlock_source})"
+    return f"{limit} does not bound it: {MEMLOCK_WHY}"
+
+
+def _copies(request: PreflightRequest, new_bytes: int) -> tuple[int, list[str], list[str]]:
+    """Host RAM the pinned CPU copies will take beyond what is in use now: ``(bytes, what will take it, what
+    holds it already)``. The new service's copy; a running retained one not paid yet (pinned at its first
+    release, then for as long as it runs); the service this start replaces when it takes a copy at its release.
+    A copy held now (a retained buffer already paid, or one on standby) is in use: named, not counted again."""
+    coming: list[str] = []
+    held: list[str] = []
+    total = new_bytes
+    if new_bytes:
+        how = "pinned for as long as it runs" if request.standby_retained else "while it is released"
+        coming.append(f"{request.profile_name} {to_mib(new_bytes):,} MiB ({how})")
+    replacing = request.replacing
+    for s in request.services:
+        if not s.backup_bytes or s.backup_hold is None or s.profile == request.profile_name:
+            continue
+        replaced = replacing is not None and replacing.matches(container_id=s.container_id)
+        if s.backup_hold == "held":
+            held.append(f"{s.profile} holds {to_mib(s.backup_bytes):,} MiB")
+        elif s.backup_hold == "to-pin":
+            total += s.backup_bytes
+            coming.append(f"{s.profile} {to_mib(s.backup_bytes):,} MiB (retained, pinned at its first release)")
+        elif replaced:
+            total += s.backup_bytes
+            coming.append(f"{s.profile} {to_mib(s.backup_bytes):,} MiB (released by this swap)")
+    return total, coming, held
+
+
 def check_standby_ram(request: PreflightRequest, facts: Facts) -> CheckResult:
-    """A warm standby's CPU copy of the weights fits in host RAM (``swap.standby: warm``)."""
+    """The pinned CPU copies of the weights fit in host RAM (``swap.standby: warm``): this service's, the running
+    retained ones not paid yet and the one this swap releases, beside the reserve kept free (waivable with
+    ``swap.standby_ram_waiver``). The engine's memlock limit is a note: it does not bound CUDA's pinned memory."""
     if not request.standby_warm:
         return make_result("host.standby_ram", "pass", "no warm standby (swap.standby: none)")
     mem, model = facts.memory, facts.model
     if mem is None or model is None or not model.exists:
         return make_result("host.standby_ram", "unknown", "cannot read host memory or the model's size on disk")
+    need, coming, held = _copies(request, model.weights_bytes)
+    reserve = request.min_host_memory_available_bytes
+    memlock = _memlock_words(request)
     out = {
         "weights_mib": to_mib(model.weights_bytes),
+        "copies_mib": to_mib(need),
         "available_mib": to_mib(mem.available_bytes),
-        "keep_free_mib": to_mib(request.min_host_memory_available_bytes),
+        "keep_free_mib": to_mib(reserve),
+        "waived": request.standby_ram_waiver is not None,
+        "waiver_reason": request.standby_ram_waiver,
+        "coming": coming,
+        "held": held,
+        "memlock": None if request.memlock is None else list(request.memlock),
+        "memlock_note": memlock,
+        "retained": request.standby_retained,
     }
-    short = standby_ram_shortfall(model.weights_bytes, mem, request.min_host_memory_available_bytes)
-    if short is not None:
+    counted = "; ".join(coming) + (f"; already in use: {', '.join(held)}" if held else "")
+    fix = (
+        f"stop a warm service, set swap.standby_retain_backup: false (the copy is then held only while released) "
+        f"or swap.standby: none in {request.profile_name}'s profile"
+    )
+    if mem.available_bytes < need:
         return make_result(
             "host.standby_ram",
             "fail",
-            short,
-            "free host RAM, or set swap.standby: none in the profile (a swap away then stops it)",
+            f"host RAM cannot hold the CPU copies of the weights: {counted}; {to_mib(need):,} MiB needed, "
+            f"{to_mib(mem.available_bytes):,} MiB available",
+            fix,
             **out,
         )
-    held = "pinned from its first release for as long as it runs" if request.standby_retained else "while released"
+    if mem.available_bytes < need + reserve and request.standby_ram_waiver is None:
+        return make_result(
+            "host.standby_ram",
+            "fail",
+            f"the CPU copies of the weights leave less than {to_mib(reserve):,} MiB of host RAM free: {counted}; "
+            f"{to_mib(need):,} MiB needed, {to_mib(mem.available_bytes):,} MiB available",
+            f"{fix}, or waive the reserve with swap.standby_ram_waiver: <why>",
+            **out,
+        )
+    waived = f"; reserve waived: {request.standby_ram_waiver}" if mem.available_bytes < need + reserve else ""
     return make_result(
         "host.standby_ram",
         "pass",
-        f"CPU copy of the weights {model.weights_bytes / GIB:,.1f} GiB fits in {mem.available_bytes / GIB:,.1f} GiB "
-        f"available ({held})",
-        retained=request.standby_retained,
+        f"CPU copies of the weights {need / GIB:,.1f} GiB fit in {mem.available_bytes / GIB:,.1f} GiB available "
+        f"({counted}){waived}; {memlock}",
         **out,
     )
 
