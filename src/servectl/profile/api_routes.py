@@ -18,15 +18,13 @@ Standard-library only: the stand-in image carries it.
 from __future__ import annotations
 
 import ast
-import json
 from pathlib import Path
 from typing import Any
 
-from servectl.files import read_text_bounded
-from servectl.profile.catalog import DEFAULT_CATALOG, MAX_CATALOG_BYTES
+from servectl.profile.catalog import CATALOG_DIR, DEFAULT_CATALOG, read_shipped_catalog
 
 #: Where the shipped route catalogs live (beside the flag catalogs).
-ROUTES_DIR = Path(__file__).resolve().parent / "catalogs" / "routes"
+ROUTES_DIR = CATALOG_DIR / "routes"
 DEFAULT_ROUTES = DEFAULT_CATALOG  # one route catalog per flag catalog, by the same name
 
 _HTTP = "sglang/srt/entrypoints/http_server.py"
@@ -81,12 +79,7 @@ def load_routes(name: str = DEFAULT_ROUTES) -> dict[str, Any]:
     Raises:
         KeyError: no such catalog (the message lists the shipped ones).
     """
-    path = ROUTES_DIR / f"{name}.json"
-    if not path.is_file():
-        shipped = ", ".join(sorted(p.stem for p in ROUTES_DIR.glob("*.json")))
-        raise KeyError(f"unknown route catalog {name!r}; shipped: {shipped}")
-    data: dict[str, Any] = json.loads(read_text_bounded(path, limit_bytes=MAX_CATALOG_BYTES, what="route catalog"))
-    return data
+    return read_shipped_catalog(ROUTES_DIR.name, name, "route catalog")
 
 
 def route_paths(catalog: dict[str, Any], method: str | None = None) -> set[str]:

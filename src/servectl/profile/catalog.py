@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NoReturn
 
-from servectl.files import read_bounded
+from servectl.files import read_bounded, read_text_bounded
 
 #: A flag catalog is about a MiB; a larger file is not one.
 MAX_CATALOG_BYTES = 64 * 2**20
@@ -30,6 +30,25 @@ MAX_CATALOG_BYTES = 64 * 2**20
 CATALOG_DIR = Path(__file__).resolve().parent / "catalogs"
 #: The catalog a profile (and an adopted container, and the stand-in) reads SGLang flags with when none is named.
 DEFAULT_CATALOG = "sglang-0.5.23"
+
+
+def read_shipped_catalog(kind: str, name: str, what: str) -> dict[str, Any]:
+    """The shipped JSON catalog ``catalogs/<kind>/<name>.json`` (``routes``, ``memory_saver``): the one reader of
+    the catalogs extracted from SGLang's source beside the flag catalogs, bounded like them.
+
+    Raises:
+        KeyError: no such catalog (the message lists the shipped ones of that kind).
+    """
+    folder = CATALOG_DIR / kind
+    path = folder / f"{name}.json"
+    if not path.is_file():
+        shipped = ", ".join(sorted(p.stem for p in folder.glob("*.json")))
+        raise KeyError(f"unknown {what} {name!r}; shipped: {shipped}")
+    data = json.loads(read_text_bounded(path, limit_bytes=MAX_CATALOG_BYTES, what=what))
+    if not isinstance(data, dict):
+        raise KeyError(f"{what} {name!r} ({path}) is not a JSON object; reinstall servectl")
+    return data
+
 
 #: Kinds of options as extracted from argparse actions.
 VALUE = "value"  # takes a value (type, nargs, choices)

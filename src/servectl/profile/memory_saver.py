@@ -18,10 +18,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from servectl.profile.catalog import DEFAULT_CATALOG
+from servectl.profile.catalog import CATALOG_DIR, DEFAULT_CATALOG, read_shipped_catalog
 
 #: Where the shipped memory-saver catalogs live (beside the flag catalogs).
-MEMORY_SAVER_DIR = Path(__file__).resolve().parent / "catalogs" / "memory_saver"
+MEMORY_SAVER_DIR = CATALOG_DIR / "memory_saver"
 DEFAULT_MEMORY_SAVER = DEFAULT_CATALOG  # one memory-saver catalog per flag catalog, by the same name
 
 _HTTP = "sglang/srt/entrypoints/http_server.py"
@@ -52,12 +52,7 @@ def load_memory_saver(name: str = DEFAULT_MEMORY_SAVER) -> dict[str, Any]:
     Raises:
         KeyError: no such catalog (the message lists the shipped ones).
     """
-    path = MEMORY_SAVER_DIR / f"{name}.json"
-    if not path.is_file():
-        shipped = ", ".join(sorted(p.stem for p in MEMORY_SAVER_DIR.glob("*.json")))
-        raise KeyError(f"unknown memory-saver catalog {name!r}; shipped: {shipped}")
-    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    return data
+    return read_shipped_catalog(MEMORY_SAVER_DIR.name, name, "memory-saver catalog")
 
 
 def _tree(root: Path, rel: str) -> ast.Module:
