@@ -44,17 +44,32 @@ class Outcome:
     decided: int = 0
     inconclusive: int = 0
     rejected: int = 0
+    rejected_c4: int = 0
     repeats: int = 0
     variants: int = 0
 
 
 def simulate(
-    decision: Decision, *, gain_pct: float, cv: float, drift_cv: float, variants: int, rng: random.Random
+    decision: Decision,
+    *,
+    gains: dict[str, float],
+    cv: float,
+    drift_cv: float,
+    variants: int,
+    rng: random.Random,
+    outlier_rate: float = 0.0,
+    outlier_pct: float = -30.0,
 ) -> Outcome:
-    """One campaign of ``variants`` variants, each ``gain_pct`` faster than the incumbent at every point."""
-    true = {INCUMBENT: 100.0, **{f"v{i}": 100.0 * (1 + gain_pct / 100) for i in range(variants)}}
+    """One campaign of ``variants`` variants, each ``gains[point]`` percent faster than the incumbent at each
+    point; with probability ``outlier_rate`` a visit (incumbent's or variant's) is an outlier repeat, every
+    point of it ``outlier_pct`` percent off (a hiccup of the host: the whole repeat slow)."""
+    names = [f"v{i}" for i in range(variants)]
+    true = {
+        INCUMBENT: {p: 100.0 for p in POINTS},
+        **{n: {p: 100.0 * (1 + gains[p] / 100) for p in POINTS} for n in names},
+    }
     measured: dict[str, dict[str, list[float]]] = {name: {p: [] for p in POINTS} for name in true}
-    active = [f"v{i}" for i in range(variants)]
+    active = list(names)
     out = Outcome(variants=variants)
     drift = 0.0
     round_index = 0
@@ -62,8 +77,9 @@ def simulate(
         round_index += 1
         for name in round_order(round_index, active):
             drift += rng.gauss(0.0, drift_cv)
+            hiccup = math.log1p(outlier_pct / 100) if rng.random() < outlier_rate else 0.0
             for p in POINTS:
-                measured[name][p].append(true[name] * math.exp(drift + rng.gauss(0.0, cv)))
+                measured[name][p].append(true[name][p] * math.exp(drift + hiccup + rng.gauss(0.0, cv)))
         for name in list(active):
             verdict = decide(
                 decision, variant=name, points=POINTS, measured=measured[name], incumbent=measured[INCUMBENT]
@@ -74,19 +90,31 @@ def simulate(
                 out.accepted += verdict.accepted
                 out.inconclusive += verdict.status == "inconclusive"
                 out.rejected += verdict.status.startswith("rejected-")
+                out.rejected_c4 += verdict.status == "rejected-c4-regression"
     return out
 
 
 def run(
-    decision: Decision, *, campaigns: int, gain_pct: float, cv: float, drift_cv: float, variants: int, seed: int
+    decision: Decision,
+    *,
+    campaigns: int,
+    gains: dict[str, float],
+    cv: float,
+    drift_cv: float,
+    variants: int,
+    seed: int,
+    outlier_rate: float,
 ) -> dict[str, float]:
     total = Outcome()
     rng = random.Random(seed)
     for _ in range(campaigns):
-        o = simulate(decision, gain_pct=gain_pct, cv=cv, drift_cv=drift_cv, variants=variants, rng=rng)
+        o = simulate(
+            decision, gains=gains, cv=cv, drift_cv=drift_cv, variants=variants, rng=rng, outlier_rate=outlier_rate
+        )
         total.accepted += o.accepted
         total.inconclusive += o.inconclusive
         total.rejected += o.rejected
+        total.rejected_c4 += o.rejected_c4
         total.repeats += o.repeats
         total.variants += o.variants
     n = total.variants
@@ -95,8 +123,17 @@ def run(
         "accepted_rate": total.accepted / n,
         "inconclusive_rate": total.inconclusive / n,
         "rejected_rate": total.rejected / n,
+        "rejected_c4_regression_rate": total.rejected_c4 / n,
         "mean_repeats": total.repeats / n,
     }
+
+
+#: The scenarios: per point, the variant's real gain over the incumbent (percent), and which rate is the target.
+SCENARIOS: dict[str, dict[str, float]] = {
+    "null": {"c1": 0.0, "c4": 0.0},  # no real difference: accepted = false accepts
+    "gain": {"c1": 5.0, "c4": 5.0},  # a real +5 % everywhere: accepted = power
+    "dflash2": {"c1": 4.0, "c4": -6.0},  # the seed's DFlash2: rejected-c4-regression is right
+}
 
 
 def main() -> None:
@@ -106,6 +143,8 @@ def main() -> None:
     parser.add_argument("--cv", type=float, default=0.02, help="repeat-to-repeat coefficient of variation")
     parser.add_argument("--drift", type=float, default=0.002, help="random-walk drift per visit (log scale)")
     parser.add_argument("--gain", type=float, default=5.0, help="the real gain of the power run (percent)")
+    parser.add_argument("--outlier-rate", type=float, default=0.0, help="share of visits that are an outlier repeat")
+    parser.add_argument("--method", choices=("yuen-log", "welch-log"), default="yuen-log")
     parser.add_argument("--min-repeats", type=int, default=3)
     parser.add_argument("--max-repeats", type=int, default=8)
     parser.add_argument("--spending", choices=("obrien-fleming", "pocock"), default="obrien-fleming")
@@ -118,53 +157,68 @@ def main() -> None:
         "min_repeats": args.min_repeats,
         "max_repeats": args.max_repeats,
         "regression_tolerance_pct": 3.0,
+        "method": args.method,
     }
-    adaptive = Decision(sequential="alpha-spending", spending=args.spending, **common)
-    fixed = Decision(sequential="fixed", **common)
-    shape = {"campaigns": args.campaigns, "cv": args.cv, "drift_cv": args.drift, "variants": args.variants}
-    results = {
+    designs = {
+        "adaptive": Decision(sequential="alpha-spending", spending=args.spending, **common),
+        "fixed": Decision(sequential="fixed", **common),
+    }
+    shape = {
+        "campaigns": args.campaigns,
+        "cv": args.cv,
+        "drift_cv": args.drift,
+        "variants": args.variants,
+        "outlier_rate": args.outlier_rate,
+    }
+    scenarios = {**SCENARIOS, "gain": {p: args.gain for p in POINTS}}
+    results: dict[str, dict[str, object]] = {
         "settings": {
             **shape,
             "gain_pct": args.gain,
             "seed": args.seed,
             **common,
             "spending": args.spending,
-            "alpha": adaptive.alpha,
-            "method": adaptive.method,
+            "alpha": designs["adaptive"].alpha,
+            "outlier_pct": -30.0,
         },
-        "adaptive_null": run(adaptive, gain_pct=0.0, seed=args.seed, **shape),
-        "adaptive_gain": run(adaptive, gain_pct=args.gain, seed=args.seed + 1, **shape),
-        "fixed_null": run(fixed, gain_pct=0.0, seed=args.seed, **shape),
-        "fixed_gain": run(fixed, gain_pct=args.gain, seed=args.seed + 1, **shape),
     }
-    fa, power = results["adaptive_null"]["accepted_rate"], results["adaptive_gain"]["accepted_rate"]
-    saved_null = 1 - results["adaptive_null"]["mean_repeats"] / args.max_repeats
-    saved_gain = 1 - results["adaptive_gain"]["mean_repeats"] / args.max_repeats
+    for offset, (scenario, gains) in enumerate(scenarios.items()):
+        for design, decision in designs.items():
+            results[f"{design}_{scenario}"] = dict(
+                run(decision, gains=gains, seed=args.seed + offset, **shape)  # type: ignore[arg-type]
+            )
+    r = {k: v for k, v in results.items() if k != "settings"}
+    fa, power = float(r["adaptive_null"]["accepted_rate"]), float(r["adaptive_gain"]["accepted_rate"])
+    dflash = float(r["adaptive_dflash2"]["rejected_c4_regression_rate"])
+    saved = {
+        s: 1 - float(r[f"adaptive_{s}"]["mean_repeats"]) / float(r[f"fixed_{s}"]["mean_repeats"]) for s in scenarios
+    }
     results["summary"] = {
         "false_accept_rate": fa,
         "false_accept_target": 0.05,
         "power": power,
         "power_target": 0.80,
-        "repeats_saved_null": saved_null,
-        "repeats_saved_gain": saved_gain,
+        "dflash2_rejected_c4": dflash,
+        "measurements_saved": saved,
         "passed": fa <= 0.05 and power >= 0.80,
     }
-    s = results["settings"]
     print(
         f"{args.campaigns} campaigns x {args.variants} variants, points {', '.join(POINTS)} (primary c1), "
-        f"cv {args.cv:.1%}, drift {args.drift:.2%}/visit, repeats {args.min_repeats}..{args.max_repeats}, "
-        f"{s['method']} + {args.spending} alpha spending, alpha {s['alpha']}"
+        f"cv {args.cv:.1%}, drift {args.drift:.2%}/visit, outliers {args.outlier_rate:.0%} of visits at -30 %, "
+        f"repeats {args.min_repeats}..{args.max_repeats}, {args.method} + {args.spending} alpha spending, "
+        f"alpha {designs['adaptive'].alpha}"
     )
-    for name in ("adaptive_null", "fixed_null", "adaptive_gain", "fixed_gain"):
-        r = results[name]
+    for name, row in r.items():
         print(
-            f"  {name:14} accepted {r['accepted_rate']:6.1%}  rejected {r['rejected_rate']:6.1%}  "
-            f"inconclusive {r['inconclusive_rate']:6.1%}  mean repeats {r['mean_repeats']:.2f}"
+            f"  {name:16} accepted {row['accepted_rate']:6.1%}  rejected {row['rejected_rate']:6.1%} "
+            f"(c4-regression {row['rejected_c4_regression_rate']:6.1%})  inconclusive {row['inconclusive_rate']:6.1%}"
+            f"  mean repeats {row['mean_repeats']:.2f}"
         )
     print(
         f"false-accept {fa:.1%} (target <= 5 %), power at +{args.gain:g} % {power:.1%} (target >= 80 %), "
-        f"repeats saved vs fixed {args.max_repeats}: {saved_null:.0%} (null), {saved_gain:.0%} (gain) -> "
-        f"{'PASS' if results['summary']['passed'] else 'MISS'}"
+        f"DFlash2 rejected-c4-regression {dflash:.1%}, measurements saved vs fixed {args.max_repeats}: "
+        + ", ".join(f"{v:.0%} ({k})" for k, v in saved.items())
+        + f" -> {'PASS' if results['summary']['passed'] else 'MISS'}"
     )
     if args.out:
         args.out.write_text(json.dumps(results, indent=2) + "\n")

@@ -72,6 +72,32 @@ def test_welch_degrees_of_freedom_and_bounds_match_scipy() -> None:
     assert 2 * min(w.p_above(0.0), w.p_below(0.0)) == pytest.approx(reference.pvalue)
 
 
+def test_yuen_trimmed_welch_matches_scipy_and_is_welch_when_nothing_is_trimmed() -> None:
+    stats = pytest.importorskip("scipy.stats")
+    rng = random.Random(5)
+    for n_variant, n_incumbent in ((3, 4), (5, 8), (8, 8), (10, 7)):
+        a = [math.exp(rng.gauss(0.01, 0.03)) for _ in range(n_variant)]
+        b = [math.exp(rng.gauss(0.0, 0.03)) for _ in range(n_incumbent)]
+        w = log_welch(a, b, trim=0.2)
+        reference = stats.ttest_ind([math.log(x) for x in a], [math.log(x) for x in b], equal_var=False, trim=0.2)
+        assert w.diff / w.se == pytest.approx(reference.statistic)
+        assert w.df == pytest.approx(reference.df)
+        if n_variant < 5 and n_incumbent < 5:  # floor(0.2 n) = 0: nothing trimmed, Welch's t exactly
+            plain = log_welch(a, b)
+            assert (w.diff, w.se, w.df) == (plain.diff, plain.se, plain.df)
+
+
+def test_one_outlier_repeat_moves_yuen_but_not_welch_off_a_settled_interval() -> None:
+    steady = [100.0, 101.0, 99.5, 100.5, 99.0, 100.2, 100.8, 99.7]
+    hiccup = [*steady[:3], 70.0, *steady[4:]]  # one repeat 30 % slow (a hiccup of the host)
+    base = [110.0, 111.0, 109.5, 110.5, 109.0, 110.2, 110.8, 109.7]
+    welch, yuen = log_welch(hiccup, base), log_welch(hiccup, base, trim=0.2)
+    assert welch.se > 3 * yuen.se  # the outlier alone makes Welch's interval several times wider
+    assert yuen.bounds_pct(0.01)[1] < -5 < welch.bounds_pct(0.01)[1]
+    with pytest.raises(ValueError, match="trim"):
+        log_welch(steady, base, trim=0.5)
+
+
 # -- alpha spending ---------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("spending", ["obrien-fleming", "pocock"])
 def test_the_looks_spend_alpha_over_a_random_walk_of_repeats(spending: Spending) -> None:
@@ -129,6 +155,52 @@ def test_a_gain_at_c1_and_a_loss_at_c4_is_rejected_naming_c4() -> None:
     )
     assert verdict.status == "rejected-c4-regression"
     assert "at c4: -5." in verdict.reason and "wholly below the tolerated -3 %" in verdict.reason
+
+
+def run_rounds(
+    decision: Decision, true: dict[str, dict[str, float]], *, cv: float, seed: int, hiccups: set[tuple[str, int]]
+) -> str:
+    """A campaign of one variant on the real schedule, each visit's values ``true x exp(N(0, cv))`` (seeded),
+    the visits in ``hiccups`` ((side, round)) 30 % slow at every point; returns the variant's final status."""
+    rng = random.Random(seed)
+    measured: dict[str, dict[str, list[float]]] = {side: {p: [] for p in POINTS} for side in true}
+    round_index = 0
+    while True:
+        round_index += 1
+        for side in round_order(round_index, ["dflash2"]):
+            slow = 0.7 if (side, round_index) in hiccups else 1.0
+            for p in POINTS:
+                measured[side][p].append(true[side][p] * slow * math.exp(rng.gauss(0, cv)))
+        verdict = decide(
+            decision, variant="dflash2", points=POINTS, measured=measured["dflash2"], incumbent=measured[INCUMBENT]
+        )
+        if verdict.settled:
+            return verdict.status
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("hiccup", [("dflash2", 2), (INCUMBENT, 3), ("dflash2", 6)])
+def test_the_dflash2_case_with_an_outlier_repeat_is_rejected_at_c4_not_inconclusive(
+    seed: int, hiccup: tuple[str, int]
+) -> None:
+    """+4 % at C1, -6 % at C4, 1 % seeded noise and one visit 30 % slow (the variant's or the incumbent's):
+    Yuen's trimmed Welch (the default method) rejects it naming C4; Welch's t on all repeats is left
+    inconclusive by the one outlier (the old rule)."""
+    true = {INCUMBENT: {"c1": 100.0, "c4": 100.0}, "dflash2": {"c1": 104.0, "c4": 94.0}}
+    decision = policy(max_repeats=8)
+    assert decision.method == "yuen-log"
+    assert run_rounds(decision, true, cv=0.01, seed=seed, hiccups={hiccup}) == "rejected-c4-regression"
+    welch = run_rounds(policy(max_repeats=8, method="welch-log"), true, cv=0.01, seed=seed, hiccups={hiccup})
+    assert welch in ("inconclusive", "rejected-c4-regression")
+
+
+def test_welch_on_all_repeats_leaves_the_dflash2_case_inconclusive_after_an_outlier() -> None:
+    true = {INCUMBENT: {"c1": 100.0, "c4": 100.0}, "dflash2": {"c1": 104.0, "c4": 94.0}}
+    statuses = [
+        run_rounds(policy(max_repeats=8, method="welch-log"), true, cv=0.01, seed=s, hiccups={("dflash2", 2)})
+        for s in range(6)
+    ]
+    assert statuses.count("inconclusive") >= 4
 
 
 def test_a_variant_within_noise_is_never_accepted_and_says_what_would_settle_it() -> None:

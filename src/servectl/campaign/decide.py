@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from servectl.campaign.model import HIGHER_IS_BETTER, Decision
+from servectl.campaign.model import HIGHER_IS_BETTER, METHOD_TRIM, Decision
 from servectl.campaign.stats import LogWelch, Spending, log_welch, look_level
 
 #: What each status of a campaign row means (the registry's ``accepted-...``/``rejected-...`` vocabulary).
@@ -174,7 +174,8 @@ def _compare(
     higher = HIGHER_IS_BETTER[decision.metric]
     tolerance = -decision.regression_tolerance_pct
     ordered = [decision.primary_point, *[p for p in points if p != decision.primary_point]]
-    welch = {p: log_welch(measured[p], incumbent[p], higher_is_better=higher) for p in ordered}
+    trim = METHOD_TRIM[decision.method]
+    welch = {p: log_welch(measured[p], incumbent[p], higher_is_better=higher, trim=trim) for p in ordered}
     comparisons: list[PointComparison] = []
     for point in ordered:
         w = welch[point]

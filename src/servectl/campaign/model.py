@@ -36,6 +36,9 @@ ProfileRef = Annotated[str, Field(pattern=r"^_?[a-z0-9][a-z0-9._-]*$", max_lengt
 #: the p50 over a repeat's measured requests; ``output_tok_per_min`` is the repeat's good output tokens over
 #: its wall time (bench's ``output_tok_per_min``).
 Metric = Literal["decode_tok_s", "output_tok_per_min", "prefill_tok_s", "ttft_s"]
+#: The fraction of each side's repeats each decision method trims at each end.
+METHOD_TRIM: dict[str, float] = {"yuen-log": 0.2, "welch-log": 0.0}
+
 HIGHER_IS_BETTER: dict[str, bool] = {
     "decode_tok_s": True,
     "output_tok_per_min": True,
@@ -121,8 +124,10 @@ class Incumbent(_Strict):
 class Decision(_Strict):
     """How a variant is decided against the incumbent.
 
-    Per point, the ratio of the variant's to the incumbent's geometric mean of ``metric`` over the repeats,
-    with a Welch t confidence interval on the log scale (:mod:`servectl.campaign.stats`). Accepted when the
+    Per point, the ratio of the variant's to the incumbent's (trimmed) geometric mean of ``metric`` over the
+    repeats, with a confidence interval on the log scale (:mod:`servectl.campaign.stats`): ``yuen-log``, Yuen's
+    trimmed Welch t (20 % of each side's repeats trimmed at each end, so one outlier repeat in five is left out),
+    or ``welch-log``, Welch's t on all of them. Accepted when the
     primary point's gain is significant (its interval's lower end above ``min_gain_pct``), no other point's
     lower end is below ``-regression_tolerance_pct`` and every gate passed; rejected for a regression when a
     point's interval lies wholly below ``-regression_tolerance_pct``. With ``sequential: alpha-spending`` the
@@ -138,7 +143,11 @@ class Decision(_Strict):
     regression_tolerance_pct: float = Field(
         default=3.0, ge=0, le=100, description="the loss tolerated at any point (percent)"
     )
-    method: Literal["welch-log"] = "welch-log"
+    method: Literal["yuen-log", "welch-log"] = Field(
+        default="yuen-log",
+        description="yuen-log: Yuen's 20 %-trimmed Welch t on log values (an outlier repeat is trimmed); "
+        "welch-log: Welch's t on log values",
+    )
     alpha: float = Field(
         default=0.025,
         gt=0,

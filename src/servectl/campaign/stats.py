@@ -1,4 +1,5 @@
-"""The statistics of a campaign's decision, pure and dependency-free: Welch's t on log values, and alpha spending.
+"""The statistics of a campaign's decision, pure and dependency-free: Yuen's trimmed Welch t on log values, and
+alpha spending.
 
 **The comparison.** Each repeat of a variant at a point gives one value of the campaign's metric (e.g. the p50
 decode tok/s of that repeat's requests). Speeds are compared as ratios, so the values are compared on the log
@@ -7,6 +8,13 @@ where less is better, so that a positive gain is always better), and its confide
 t interval for the difference of the mean logs (unequal variances and sample sizes: the incumbent is measured
 more often than each variant; Welch-Satterthwaite degrees of freedom). Both one-sided bounds are taken at the
 level of the look (below), which makes ``[low, high]`` a two-sided interval of coverage ``1 - 2 * level``.
+
+**Outliers.** A repeat the host hiccuped through (the whole repeat 30 % slow) would widen Welch's interval
+until nothing settles: the DFlash2-style variant (+4 % at C1, -6 % at C4) then ends ``inconclusive`` instead of
+``rejected-c4-regression``. The default method ``yuen-log`` is Yuen's trimmed Welch t (Yuen 1974): each side's
+``floor(0.2 n)`` lowest and highest logs are trimmed from its mean and winsorized in its variance, with
+Welch-Satterthwaite degrees of freedom on the kept counts (exactly Welch's t below five repeats, where nothing
+is trimmed). The benchmark measures it with and without outlier repeats.
 
 **Adaptive repeats.** A variant is looked at after every repeat from ``min_repeats`` on, and stops being
 measured once its decision is settled. Looking often inflates the false-accept rate unless the looks share
@@ -134,8 +142,9 @@ class LogWelch:
     df: float
     n_variant: int
     n_incumbent: int
-    var_variant: float
+    var_variant: float  # the (winsorized, when trimmed) variance of the variant's logs
     var_incumbent: float
+    trim: float = 0.0  # the fraction trimmed from each end of each side (0: Welch's t)
 
     @property
     def gain_pct(self) -> float:
@@ -169,9 +178,10 @@ class LogWelch:
         if distance == 0.0:
             return None
         for more in range(0, cap + 1):
-            nv, ni = self.n_variant + more, self.n_incumbent + more
-            se = math.sqrt(self.var_variant / nv + self.var_incumbent / ni)
-            df = _welch_df(self.var_variant, nv, self.var_incumbent, ni)
+            dv = _share(self.var_variant, self.n_variant + more, self.trim)
+            di = _share(self.var_incumbent, self.n_incumbent + more, self.trim)
+            se = math.sqrt(dv[0] + di[0])
+            df = _yuen_df(dv, di)
             if se == 0.0 or t_ppf(1.0 - level, df) * se < distance:
                 return more
         return None
@@ -185,30 +195,63 @@ def from_pct(pct: float) -> float:
     return math.log1p(pct / 100.0)
 
 
-def log_welch(variant: Sequence[float], incumbent: Sequence[float], *, higher_is_better: bool = True) -> LogWelch:
+def log_welch(
+    variant: Sequence[float], incumbent: Sequence[float], *, higher_is_better: bool = True, trim: float = 0.0
+) -> LogWelch:
     """Welch's comparison of the logs of ``variant``'s and ``incumbent``'s values (each at least two, all > 0).
 
+    ``trim`` > 0 is Yuen's trimmed Welch t (Yuen 1974): each side's ``floor(trim * n)`` lowest and highest
+    logs are left out of its mean, its spread is the winsorized variance (those values pulled in to the nearest
+    kept one), ``d = (n - 1) s_w^2 / (h (h - 1))`` with ``h`` the values kept, and the degrees of freedom are
+    Welch-Satterthwaite's on the ``d``. With nothing trimmed (``trim`` 0, or too few values to trim one) it is
+    exactly Welch's t. One outlier repeat of a side then moves neither the estimate nor the interval once the
+    side has ``1 / trim`` repeats, where it widens Welch's interval until nothing settles.
+
     Raises:
-        ValueError: fewer than two values on a side, or a value that is not positive.
+        ValueError: fewer than two values on a side, a value that is not positive, or ``trim`` outside [0, 0.5).
     """
     if len(variant) < 2 or len(incumbent) < 2:
         raise ValueError(f"need two values a side, have {len(variant)} and {len(incumbent)}")
     if any(v <= 0 or not math.isfinite(v) for v in (*variant, *incumbent)):
         raise ValueError("every value must be a positive finite number")
-    lv, li = [math.log(v) for v in variant], [math.log(v) for v in incumbent]
-    mv, mi = sum(lv) / len(lv), sum(li) / len(li)
-    vv = sum((x - mv) ** 2 for x in lv) / (len(lv) - 1)
-    vi = sum((x - mi) ** 2 for x in li) / (len(li) - 1)
+    if not 0.0 <= trim < 0.5:
+        raise ValueError(f"trim must be in [0, 0.5), not {trim}")
+    mv, vv = trimmed_mean_and_winsorized_var([math.log(v) for v in variant], trim)
+    mi, vi = trimmed_mean_and_winsorized_var([math.log(v) for v in incumbent], trim)
     diff = (mv - mi) if higher_is_better else (mi - mv)
-    se = math.sqrt(vv / len(lv) + vi / len(li))
-    return LogWelch(diff, se, _welch_df(vv, len(lv), vi, len(li)), len(lv), len(li), vv, vi)
+    dv, di = _share(vv, len(variant), trim), _share(vi, len(incumbent), trim)
+    return LogWelch(diff, math.sqrt(dv[0] + di[0]), _yuen_df(dv, di), len(variant), len(incumbent), vv, vi, trim)
 
 
-def _welch_df(var_a: float, n_a: int, var_b: float, n_b: int) -> float:
-    """Welch-Satterthwaite degrees of freedom (``inf`` when both spreads are zero)."""
-    a, b = var_a / n_a, var_b / n_b
-    denominator = (a * a / (n_a - 1) if n_a > 1 else 0.0) + (b * b / (n_b - 1) if n_b > 1 else 0.0)
-    return math.inf if denominator == 0.0 else (a + b) ** 2 / denominator
+def trimmed_count(n: int, trim: float) -> int:
+    """How many values a trim of ``trim`` leaves out at each end of ``n`` values (``floor(trim * n)``, leaving
+    at least two)."""
+    return max(0, min(math.floor(trim * n + 1e-9), (n - 2) // 2))
+
+
+def trimmed_mean_and_winsorized_var(values: Sequence[float], trim: float) -> tuple[float, float]:
+    """The ``trim``-trimmed mean of ``values`` and their ``trim``-winsorized variance (``n - 1`` denominator)."""
+    xs = sorted(values)
+    n = len(xs)
+    g = trimmed_count(n, trim)
+    kept = xs[g : n - g]
+    mean = sum(kept) / len(kept)
+    winsorized = [kept[0]] * g + kept + [kept[-1]] * g
+    wmean = sum(winsorized) / n
+    return mean, sum((x - wmean) ** 2 for x in winsorized) / (n - 1)
+
+
+def _share(var: float, n: int, trim: float) -> tuple[float, int]:
+    """A side's share of the squared standard error, ``(n - 1) s_w^2 / (h (h - 1))``, and its kept count ``h``."""
+    h = n - 2 * trimmed_count(n, trim)
+    return (n - 1) * var / (h * (h - 1)), h
+
+
+def _yuen_df(a: tuple[float, int], b: tuple[float, int]) -> float:
+    """Welch-Satterthwaite degrees of freedom on the sides' shares (``inf`` when both are zero); Yuen's when
+    trimmed, Welch's when not."""
+    denominator = a[0] * a[0] / (a[1] - 1) + b[0] * b[0] / (b[1] - 1)
+    return math.inf if denominator == 0.0 else (a[0] + b[0]) ** 2 / denominator
 
 
 # -- alpha spending -----------------------------------------------------------------------------------------
