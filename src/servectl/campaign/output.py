@@ -83,6 +83,7 @@ def campaign_document(check: CampaignCheck, rows: Sequence[CampaignRow], db: Cam
                 "point": m.point,
                 "value": m.value,
                 "flagged": m.flagged,
+                "measured_at": _iso(m.measured_at),
                 **dict(m.detail),
             }
             for m in db.measurements()
@@ -90,15 +91,24 @@ def campaign_document(check: CampaignCheck, rows: Sequence[CampaignRow], db: Cam
     }
 
 
-def readme_table(check: CampaignCheck, document: dict[str, Any]) -> str:
-    """The README of a campaign folder: one row per variant, one column per point (gain and interval)."""
-    c = check.loaded.campaign
-    points = [p.name for p in c.workload.points]
+def _iso(epoch: float) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(epoch, tz=UTC).isoformat(timespec="seconds")
+
+
+def readme_table(document: dict[str, Any], figures: Sequence[str] = ()) -> str:
+    """The README of a campaign folder from its record (``campaign.json``): one row per variant, one column per
+    point (gain and interval), each variant's startup time, then the figures (file names in the folder; a line
+    saying why, when none). The claim ledger's recount renders it again from the artifacts and compares."""
+    settings = document["settings"]
+    decision = settings["decision"]
+    points = [str(p["name"]) for p in settings["workload"]["points"]]
     lines = [
-        f"# Campaign {c.name}",
+        f"# Campaign {settings['name']}",
         "",
-        f"Base `{c.base}`, incumbent `{document['incumbent']['profile']}` measured in the same run; "
-        f"{c.decision.metric} at {', '.join(points)} (primary {c.decision.primary_point}); each cell is the gain "
+        f"Base `{settings['base']}`, incumbent `{document['incumbent']['profile']}` measured in the same run; "
+        f"{decision['metric']} at {', '.join(points)} (primary {decision['primary_point']}); each cell is the gain "
         "over the incumbent with its interval.",
         "",
         "| variant | status | " + " | ".join(points) + " | startup s | reason |",
@@ -114,6 +124,16 @@ def readme_table(check: CampaignCheck, document: dict[str, Any]) -> str:
             + " | ".join(cells.get(p, "-") for p in points)
             + f" | {startup} | {v['reason'].replace('|', '/')} |"
         )
+    inc = document["incumbent"]
+    if inc.get("startup_s") is not None:
+        lines += ["", f"The incumbent `{inc['profile']}` started in {inc['startup_s']:.1f} s (median of its visits)."]
+    if document.get("winner"):
+        lines += ["", f"Winner: `{document['winner']}` (`winner/` holds its candidate profile)."]
+    lines.append("")
+    if figures:
+        lines += [f"![{Path(f).stem}]({f})" for f in figures]
+    else:
+        lines.append(f"No figures: {document.get('figures_note') or 'nothing to draw'}.")
     return "\n".join(lines) + "\n"
 
 
@@ -136,11 +156,46 @@ def write_outputs(folder: Path, check: CampaignCheck, rows: Sequence[CampaignRow
     document = campaign_document(check, rows, db)
     winner = pick_winner(check, document)
     document["winner"] = winner
+    figures, note = draw_figures(folder, document)
+    document["figures"] = figures
+    document["figures_note"] = note
     atomic_write_text(folder / "campaign.json", json.dumps(document, indent=2) + "\n")
-    atomic_write_text(folder / "README.md", readme_table(check, document))
+    atomic_write_text(folder / "README.md", readme_table(document, figures))
     winner_profile = None
     if winner is not None:
         variant = next(v for v in check.variants if v.name == winner)
         winner_profile = folder / "winner" / f"{variant.profile_name}.yaml"
         atomic_write_text(winner_profile, variant_file(check, variant))
     return CampaignOutcome(folder, check, tuple(rows), winner, winner_profile)
+
+
+def draw_figures(folder: Path, document: dict[str, Any]) -> tuple[list[str], str | None]:
+    """Draw ``taper.png`` and ``pareto.png`` into ``folder`` from the bench artifacts of ``document``'s
+    measurements; returns the files drawn and, when one was not, why."""
+    from servectl.campaign.plot import PARETO_FILE, TAPER_FILE, can_plot, plot_pareto, plot_taper_overlay
+    from servectl.campaign.readings import aggregate, read_readings
+
+    if not can_plot():
+        return [], "the figures need matplotlib: pip install 'servectl[bench]'"
+    aggregates = aggregate(read_readings(folder, document))
+    if not aggregates:
+        return [], "no measurement left bench artifacts"
+    accepted = [v["name"] for v in document["variants"] if str(v["status"]).startswith("accepted-")]
+    title = str(document["campaign"])
+    incumbent = str(document["incumbent"]["profile"])
+    drawn: list[str] = []
+    notes: list[str] = []
+    for name in (TAPER_FILE, PARETO_FILE):
+        try:
+            if name == TAPER_FILE:
+                shown = [INCUMBENT, *accepted]
+                plot_taper_overlay(
+                    aggregates, shown=shown, incumbent_profile=incumbent, title=title, path=folder / name
+                )
+            else:
+                winner = document.get("winner")
+                plot_pareto(aggregates, incumbent_profile=incumbent, winner=winner, title=title, path=folder / name)
+            drawn.append(name)
+        except ValueError as err:
+            notes.append(f"{name}: {err}")
+    return drawn, "; ".join(notes) or None

@@ -87,6 +87,32 @@ def status_command(
         typer.echo(line)
 
 
+@campaign_app.command("export")
+def export_command(
+    folder: Annotated[Path, typer.Argument(help="the campaign folder of `campaign run --out`")],
+    out: Annotated[
+        Path | None, typer.Option("--out", help="the JSON file to write (default: stdout)", show_default=False)
+    ] = None,
+    recipe_id: Annotated[
+        str | None,
+        typer.Option("--recipe-id", help="the registry recipe the sweep belongs to (default: the incumbent's name)"),
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="replace an existing --out file")] = False,
+) -> None:
+    """Export the campaign in FOLDER as a local-ai-registry/v1 speed sweep: one row per variant and point with its
+    status (accepted-..., rejected-...-regression, inconclusive), checked against the schema servectl ships."""
+    from servectl.host import from_env
+
+    with from_env() as host:
+        result = host.export_campaign(folder=folder, out=out, overwrite=force, recipe_id=recipe_id)
+    for note in result.notes:
+        typer.echo(f"note: {note}", err=True)
+    if out is None:
+        typer.echo(result.text, nl=False)
+        return
+    typer.echo(f"wrote {out}: {len(result.document['rows'])} rows (local-ai-registry/v1 speed sweep, schema-checked)")
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``campaign`` command group to ``app``."""
     app.add_typer(campaign_app, name="campaign")

@@ -155,12 +155,17 @@ def _export(
 
 @claims_app.command("verify")
 def verify_command(
-    folder: Annotated[Path, typer.Argument(help="a finding folder (the --out of `servectl report`)")],
+    folder: Annotated[
+        Path, typer.Argument(help="a finding folder (the --out of `servectl report`) or a campaign folder")
+    ],
     fmt: Annotated[
         Format, typer.Option("--format", help="text: what was recounted; short: the one-line post, if it recounts")
     ] = Format.text,
 ) -> None:
-    """Recount every claim from the raw artifacts and check every hash; one line per claim that no longer holds."""
+    """Recount every claim from the raw artifacts and check every hash; one line per claim that no longer holds.
+
+    A campaign folder (`campaign run --out`) has its table recounted: every repeat from its bench artifact, the
+    decision replayed round by round, the README rendered again."""
     from servectl.cli.views.finding import short_post_of
     from servectl.errors import ClaimsFailed
     from servectl.host import from_env
@@ -169,6 +174,14 @@ def verify_command(
         result = host.verify_finding(folder=folder)
     if not result.ok:
         raise ClaimsFailed("\n".join(result.problems))
+    from servectl.campaign.recount import is_campaign_folder
+
+    if is_campaign_folder(folder):
+        typer.echo(
+            f"ok: {result.recounted} claims of the campaign table recounted from the bench artifacts, "
+            f"{result.imported} statuses decided before any measurement (not recounted)"
+        )
+        return
     if fmt is Format.short:
         typer.echo(short_post_of(folder))
         return

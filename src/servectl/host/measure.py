@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from servectl.bench.qualify.profile_run import ProfileQualifyResult
     from servectl.bench.qualify.settings import QualifySettings
     from servectl.bench.settings import BenchSettings
+    from servectl.campaign.export import CampaignExport
 
 
 class MeasureCommands(HostBase):
@@ -137,11 +138,26 @@ class MeasureCommands(HostBase):
         """Recount every claim of the finding in ``folder`` from its artifacts and check every hash.
 
         What ``servectl claims verify`` does (:func:`servectl.bench.finding.verify.verify_finding`); a claim that
-        no longer holds is a line of ``problems``, not an exception.
+        no longer holds is a line of ``problems``, not an exception. A campaign folder (``campaign.json``, no
+        ``claims.json``) has its table recounted from its bench artifacts instead
+        (:func:`servectl.campaign.recount.verify_campaign`).
         """
         from servectl.bench.finding.verify import verify_finding
+        from servectl.campaign.recount import is_campaign_folder, verify_campaign
 
+        if is_campaign_folder(folder):
+            return verify_campaign(folder)
         return verify_finding(folder)
+
+    def export_campaign(
+        self, *, folder: Path, out: Path | None = None, overwrite: bool = False, recipe_id: str | None = None
+    ) -> CampaignExport:
+        """The campaign in ``folder`` as a ``local-ai-registry/v1`` speed sweep with the rows' statuses, validated
+        against the shipped schema and written to ``out`` (None: only returned): ``servectl campaign export``
+        (:func:`servectl.campaign.export.export_campaign`)."""
+        from servectl.campaign.export import export_campaign
+
+        return export_campaign(folder, out=out, overwrite=overwrite, recipe_id=recipe_id)
 
     def export_registry(
         self,
