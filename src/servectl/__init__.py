@@ -46,6 +46,7 @@ _EXPORTS: dict[str, str] = {
     "CardUse": "servectl.service.watch",
     "CatalogError": "servectl.errors",
     "CampaignCheck": "servectl.campaign.variants",
+    "CampaignExport": "servectl.campaign.export",
     "CampaignOutcome": "servectl.campaign.output",
     "CampaignProgress": "servectl.campaign.progress",
     "CampaignRow": "servectl.campaign.run",
@@ -140,6 +141,7 @@ _EXPORTS: dict[str, str] = {
     "doctor": "servectl.api",
     "down": "servectl.api",
     "dry_run": "servectl.api",
+    "export_campaign": "servectl.api",
     "export_registry": "servectl.api",
     "extract_catalog": "servectl.api",
     "flag_catalog": "servectl.api",
@@ -203,6 +205,7 @@ if TYPE_CHECKING:
     from servectl.api import doctor as doctor
     from servectl.api import down as down
     from servectl.api import dry_run as dry_run
+    from servectl.api import export_campaign as export_campaign
     from servectl.api import export_registry as export_registry
     from servectl.api import extract_catalog as extract_catalog
     from servectl.api import flag_catalog as flag_catalog
@@ -251,6 +254,7 @@ if TYPE_CHECKING:
     from servectl.bench.qualify.settings import QualifySettings as QualifySettings
     from servectl.bench.runner import run_bench as run_bench
     from servectl.bench.settings import BenchSettings as BenchSettings
+    from servectl.campaign.export import CampaignExport as CampaignExport
     from servectl.campaign.output import CampaignOutcome as CampaignOutcome
     from servectl.campaign.progress import CampaignProgress as CampaignProgress
     from servectl.campaign.run import CampaignRow as CampaignRow

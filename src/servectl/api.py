@@ -54,6 +54,7 @@ __all__ = [
     "doctor",
     "down",
     "dry_run",
+    "export_campaign",
     "export_registry",
     "extract_catalog",
     "flag_catalog",
@@ -179,6 +180,7 @@ completions = _function(Host.completions)
 build_standin_image = _function(Host.build_standin_image)
 compare_bench = _function(Host.compare_bench)
 export_registry = _function(Host.export_registry)
+export_campaign = _function(Host.export_campaign)
 verify_finding = _function(Host.verify_finding)
 
 

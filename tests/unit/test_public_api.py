@@ -646,6 +646,7 @@ TAKE_NO_PROFILE = {
     "build_standin_image": "builds the stand-in image from servectl's own files",
     "catalogs": "lists the shipped and stored flag catalogs",
     "campaign_status": "reads a campaign folder's database",
+    "export_campaign": "reads a campaign folder's record and bench artifacts",
     "run_campaign": "its profile lookups are check_campaign's and the swaps' (both tested on the host's path)",
     "resume_campaign": "run_campaign on the file a campaign folder names",
     "check_campaign": "its base and variants are looked up on the host's path: test_check_campaign_reads_the_host_...",
@@ -813,3 +814,6 @@ def test_run_resume_and_status_of_a_campaign_on_a_fake_host(host: FakeHost, prof
     progress = host.campaign_status(folder=folder)
     assert isinstance(progress, servectl.CampaignProgress) and progress.finished and progress.settled == 1
     assert servectl.campaign_status(folder=folder).to_dict() == progress.to_dict()
+    exported = host.export_campaign(folder=folder)  # this bench left no artifacts: rows without numbers
+    assert isinstance(exported, servectl.CampaignExport) and exported.path is None
+    assert [r["status"] for r in exported.document["rows"]] == ["measured", "accepted-fast"]

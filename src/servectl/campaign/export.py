@@ -110,22 +110,10 @@ def _row_numbers(readings: Sequence[Reading], folder: Path) -> tuple[dict[str, A
     return out, notes
 
 
-def campaign_sweep(
-    folder: Path, document: Mapping[str, Any], *, recipe_id: str, tool: str
-) -> tuple[dict[str, Any], tuple[str, ...]]:
-    """The speed-sweep record of the campaign ``document`` (``campaign.json``) in ``folder`` (not yet validated),
-    and notes on repeats left out."""
-    from servectl.plan.adopt.recipe import RECIPE_SCHEMA
-
-    settings = document.get("settings") or {}
-    points = (settings.get("workload") or {}).get("points", [])
-    decision = settings.get("decision") or {}
-    readings = read_readings(folder, document)
-    by_side: dict[tuple[str, str], list[Reading]] = {}
-    for r in readings:
-        by_side.setdefault((r.variant, r.point), []).append(r)
+def _sides(document: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The incumbent (status ``measured``) and every variant of the record, in its order."""
     inc = document["incumbent"]
-    sides: list[dict[str, Any]] = [
+    return [
         {
             "name": INCUMBENT,
             "profile": inc["profile"],
@@ -137,9 +125,17 @@ def campaign_sweep(
         },
         *document.get("variants", []),
     ]
+
+
+def _rows(folder: Path, document: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
+    """One row per (side, point), and notes on repeats left out."""
+    points = ((document.get("settings") or {}).get("workload") or {}).get("points", [])
+    by_side: dict[tuple[str, str], list[Reading]] = {}
+    for r in read_readings(folder, document):
+        by_side.setdefault((r.variant, r.point), []).append(r)
     rows: list[dict[str, Any]] = []
     notes: list[str] = []
-    for side in sides:
+    for side in _sides(document):
         comparisons = {c["point"]: c for c in side.get("comparisons") or []}
         for point in points:
             name = str(point["name"])
@@ -167,7 +163,30 @@ def campaign_sweep(
                     "artifact": f"bench/{side['name']}" if measured else None,
                 }
             )
+    return rows, notes
+
+
+def _decision_line(decision: Mapping[str, Any]) -> str:
+    return (
+        f"{decision.get('method', 'yuen-log')} on {decision.get('metric', 'decode_tok_s')}, "
+        f"{decision.get('sequential', 'alpha-spending')} ({decision.get('spending', 'obrien-fleming')}), "
+        f"alpha {decision.get('alpha', 0.025)}, primary {decision.get('primary_point')}, min gain "
+        f"{decision.get('min_gain_pct', 0)} %, regression tolerance {decision.get('regression_tolerance_pct', 3)} "
+        f"%, repeats {decision.get('min_repeats', 3)}..{decision.get('max_repeats', 8)}"
+    )
+
+
+def campaign_sweep(
+    folder: Path, document: Mapping[str, Any], *, recipe_id: str, tool: str
+) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """The speed-sweep record of the campaign ``document`` (``campaign.json``) in ``folder`` (not yet validated),
+    and notes on repeats left out."""
+    from servectl.plan.adopt.recipe import RECIPE_SCHEMA
+
+    settings = document.get("settings") or {}
+    rows, notes = _rows(folder, document)
     measured_rows = [r for r in rows if r["samples"] is not None]
+    inc = document["incumbent"]
     provenance = inc.get("provenance") or {}
     last = max((str(m.get("measured_at", "")) for m in document.get("measurements", [])), default="") or None
 
@@ -192,14 +211,7 @@ def campaign_sweep(
             "image": provenance.get("image"),
             "image_digest": provenance.get("image_digest"),
             "model_revision": provenance.get("model_revision"),
-            "decision": (
-                f"{decision.get('method', 'yuen-log')} on {decision.get('metric', 'decode_tok_s')}, "
-                f"{decision.get('sequential', 'alpha-spending')} ({decision.get('spending', 'obrien-fleming')}), "
-                f"alpha {decision.get('alpha', 0.025)}, primary {decision.get('primary_point')}, min gain "
-                f"{decision.get('min_gain_pct', 0)} %, regression tolerance "
-                f"{decision.get('regression_tolerance_pct', 3)} %, "
-                f"repeats {decision.get('min_repeats', 3)}..{decision.get('max_repeats', 8)}"
-            ),
+            "decision": _decision_line(settings.get("decision") or {}),
             "methodology": METHODOLOGY,
         },
         "metrics": {

@@ -128,7 +128,9 @@ def verify_campaign(folder: Path) -> VerifyResult:
                     )
         v.update(status=verdict.status, reason=verdict.reason, comparisons=recomputed)
     problems += _readme_problems(folder, recounted_doc)
-    return VerifyResult(folder=folder, problems=tuple(problems), recounted=recounted, imported=not_recounted)
+    return VerifyResult(
+        folder=folder, problems=tuple(problems), recounted=recounted, imported=not_recounted, what="campaign"
+    )
 
 
 def _readme_problems(folder: Path, recounted: Mapping[str, Any]) -> list[str]:

@@ -174,9 +174,7 @@ def verify_command(
         result = host.verify_finding(folder=folder)
     if not result.ok:
         raise ClaimsFailed("\n".join(result.problems))
-    from servectl.campaign.recount import is_campaign_folder
-
-    if is_campaign_folder(folder):
+    if result.what == "campaign":
         typer.echo(
             f"ok: {result.recounted} claims of the campaign table recounted from the bench artifacts, "
             f"{result.imported} statuses decided before any measurement (not recounted)"

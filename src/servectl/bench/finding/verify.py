@@ -45,6 +45,7 @@ class VerifyResult:
     problems: tuple[str, ...]
     recounted: int
     imported: int
+    what: str = "finding"  # "campaign": a campaign folder's table (imported: statuses decided before measuring)
 
     @property
     def ok(self) -> bool:
