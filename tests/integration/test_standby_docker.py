@@ -69,6 +69,7 @@ class World:
         warm: bool = False,
         env: dict[str, str] | None = None,
         max_cycles: int | None = None,
+        args: dict[str, str] | None = None,
         **swap: bool,
     ) -> str:
         self.ports[name] = free_port()
@@ -87,6 +88,8 @@ class World:
             },
             "health": {"startup_timeout_s": 30, "stall_timeout_s": 15},
         }
+        if args:
+            doc["engine"]["args"] = args
         if warm:
             doc["swap"] = {
                 "standby": "warm",
@@ -336,6 +339,19 @@ def test_after_its_max_cycles_a_standby_is_stopped_and_the_way_back_is_cold(worl
         world.container("a")
     world.swap("a")  # cold
     assert world.container("a")[0] != a_before[0] and world.answer("a") == right
+
+
+def test_an_engine_with_an_admin_key_is_released_and_resumed_with_that_key(world: World) -> None:
+    """SGLang's release/resume routes take only the admin key when the server has one (ADMIN_OPTIONAL): servectl
+    sends the key the engine's argv carries, so a -> b -> a releases and resumes a (no 401, no cold start)."""
+    world.profile("a", warm=True, args={"admin-api-key": "sk-standby-admin"})
+    world.profile("b")
+    world.swap("a")
+    a_before, right = world.container("a"), world.answer("a")  # chat needs no key: SGLang's NORMAL level
+    away = world.swap("b")
+    assert away.old_released and world.states() == {"a": "standby", "b": "ready"}
+    back = world.swap("a")
+    assert back.target_resumed and world.container("a") == a_before and world.answer("a") == right
 
 
 def test_a_primed_standby_pays_its_first_release_at_start_and_every_later_one_is_fast(world: World) -> None:

@@ -234,12 +234,6 @@ CASES: list[tuple[str, str, str, str]] = [
     ),
     (
         "swap.standby_engine",
-        "swap: {standby: warm}\nengine: {args: {admin-api-key: '${ADMIN}'}}",
-        "--admin-api-key makes the release and resume routes take the admin key",
-        "swap: {standby: none}\nengine: {args: {admin-api-key: '${ADMIN}'}}",
-    ),
-    (
-        "swap.standby_engine",
         "swap: {standby: warm}\nengine: {tp: 2, env: {NCCL_GRAPH_REGISTER: '1'}}\ngpus: {devices: [0, 1]}",
         "NCCL_GRAPH_REGISTER=1 with tp 2: a resumed graph pool keeps its addresses",
         "swap: {standby: warm}\nengine: {tp: 2, env: {NCCL_GRAPH_REGISTER: '0'}}\ngpus: {devices: [0, 1]}",

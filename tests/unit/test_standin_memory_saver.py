@@ -15,6 +15,7 @@ import pytest
 from servectl_ci.sglang_venv import is_built, venv_python
 
 from servectl.adapters.gpu import MIB
+from servectl.errors import ServectlError
 from servectl.profile.memory_saver import extract, load_memory_saver
 from servectl.standin.memory import CONTEXT_BYTES
 from servectl.standin.process import HostStandin
@@ -267,3 +268,51 @@ def test_a_release_with_the_cpu_copy_takes_time_in_proportion_to_the_weights() -
         reported = gpu(client)["last_release_s"]
     assert expected > 0.05
     assert expected <= reported <= took and took < expected + 1.0
+
+
+#: A warm engine with an API key and an admin key.
+KEYED = ("--enable-memory-saver", "--enable-weights-cpu-backup", "--api-key", "sk-user", "--admin-api-key", "sk-adm")
+
+
+@pytest.mark.parametrize("saver_engine", [(KEYED, {})], indirect=True)
+def test_with_an_admin_key_the_memory_saver_routes_take_it_and_not_the_api_key(saver_engine: httpx.Client) -> None:
+    """SGLang marks release/resume ADMIN_OPTIONAL (the catalog cites the decorator and decide_request_auth): with
+    --admin-api-key only that key opens them, while the chat keeps taking the API key."""
+    assert SAVER["endpoints"]["release"]["auth"]["level"] == "admin_optional"
+    assert SAVER["endpoints"]["resume"]["auth"]["rule"].startswith("sglang/srt/utils/auth.py:")
+    user, admin = {"Authorization": "Bearer sk-user"}, {"Authorization": "Bearer sk-adm"}
+    assert saver_engine.post(RELEASE, json=ALL, headers=user).status_code == 401
+    assert saver_engine.post("/v1/chat/completions", json=ASK, headers=admin).status_code == 401
+    assert saver_engine.post("/v1/chat/completions", json=ASK, headers=user).status_code == 200
+    assert saver_engine.post(RELEASE, json=ALL, headers=admin).status_code == 200
+    assert saver_engine.post(RESUME, json=ALL, headers=admin).status_code == 200
+
+
+@pytest.mark.parametrize("saver_engine", [(KEYED, {})], indirect=True)
+def test_servectl_sends_the_admin_key_to_the_memory_saver_and_the_api_key_elsewhere(saver_engine: httpx.Client) -> None:
+    """A warm profile whose engine has --admin-api-key: servectl's engine client releases and resumes with that key
+    (read from the argv the engine got) and reads the load and the fingerprint with the API key."""
+    import time
+
+    from servectl.service.standby_engine import EngineClient, admin_key_of
+
+    argv = ("--model-path", DEMO_MODEL, "--api-key", "sk-user", "--admin-api-key", "sk-adm")
+    assert admin_key_of(argv) == "sk-adm" and admin_key_of(("--admin-api-key=k",)) == "k" and not admin_key_of(())
+    url = str(saver_engine.base_url).rstrip("/")
+    user = {"Authorization": "Bearer sk-user"}
+    engine = EngineClient(url, user, saver_engine, lambda s: None, admin_key_of(argv))
+    before = engine.fingerprint("w", time.monotonic)
+    assert engine.running("w") == 0
+
+    def held() -> int:
+        info = saver_engine.get("/get_server_info", headers=user).json()
+        return int(info["standin"]["gpu_memory"]["held_bytes_per_rank"][0])
+
+    before_bytes = held()
+    engine.call("release", "w", timeout_s=10)
+    assert held() < before_bytes
+    engine.call("resume", "w", timeout_s=10)
+    assert engine.fingerprint("w", time.monotonic) == before
+    plain = EngineClient(url, user, saver_engine, lambda s: None)  # the API key alone: SGLang refuses it there
+    with pytest.raises(ServectlError, match="answered 401"):
+        plain.call("release", "w", timeout_s=10)

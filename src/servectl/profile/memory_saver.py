@@ -25,6 +25,7 @@ MEMORY_SAVER_DIR = CATALOG_DIR / "memory_saver"
 DEFAULT_MEMORY_SAVER = DEFAULT_CATALOG  # one memory-saver catalog per flag catalog, by the same name
 
 _HTTP = "sglang/srt/entrypoints/http_server.py"
+_AUTH = "sglang/srt/utils/auth.py"
 _IO = "sglang/srt/managers/io_struct.py"
 _CONSTANTS = "sglang/srt/constants.py"
 _UPDATER = "sglang/srt/managers/scheduler_components/weight_updater.py"
@@ -69,6 +70,14 @@ def _endpoints(root: Path) -> dict[str, Any]:
             if not (isinstance(deco, ast.Call) and getattr(deco.func, "attr", "") == "api_route" and deco.args):
                 continue
             path = ast.literal_eval(deco.args[0])
+            level = next(
+                (
+                    (d.args[0], d.lineno)
+                    for d in node.decorator_list
+                    if isinstance(d, ast.Call) and ast.unparse(d.func) == "auth_level" and d.args
+                ),
+                None,
+            )
             for key, wanted in _ENDPOINTS.items():
                 if path != wanted:
                     continue
@@ -87,8 +96,29 @@ def _endpoints(root: Path) -> dict[str, Any]:
                     "success": {"status": 200, "body": None} if not returns_on_success else None,
                     "failure": "_create_error_response",
                     "source": f"{_HTTP}:{deco.lineno}",
+                    "auth": None if level is None else _auth_level(root, level[0], f"{_HTTP}:{level[1]}"),
                 }
     return found
+
+
+def _auth_level(root: Path, level: ast.expr, where: str) -> dict[str, Any]:
+    """An endpoint's ``@auth_level(AuthLevel.X)``: the level's value, and for ``ADMIN_OPTIONAL`` the line of
+    ``decide_request_auth`` that decides it (with ``--admin-api-key`` only that key opens the route, else the
+    ``--api-key``, else it is open)."""
+    member = ast.unparse(level).rsplit(".", 1)[-1]
+    tree = _tree(root, _AUTH)
+    enum = next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == "AuthLevel")
+    value = next(
+        ast.literal_eval(a.value)
+        for a in enum.body
+        if isinstance(a, ast.Assign) and any(getattr(t, "id", None) == member for t in a.targets)
+    )
+    decide = next(
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.If) and ast.unparse(n.test) == f"auth_level == AuthLevel.{member}"
+    )
+    return {"level": value, "source": where, "rule": f"{_AUTH}:{decide.lineno} decide_request_auth"}
 
 
 def _error_response(root: Path) -> dict[str, Any]:

@@ -17,7 +17,6 @@ STANDBY_SOURCES = {
     "overlap": "sglang/srt/model_executor/model_runner_components/startup_weight_load.py:379",
     "breakable": "sglang/srt/model_executor/runner_backend/breakable_cuda_graph_backend.py:92 (the prefill "
     "default on CUDA: sglang/srt/model_executor/cuda_graph_config.py:119 default_prefill_backend)",
-    "admin_key": "sglang/srt/entrypoints/http_server.py:1576 @auth_level(AuthLevel.ADMIN_OPTIONAL)",
     "nccl_graph": "sglang/srt/arg_groups/parallel_hook.py:425 _disable_nccl_graph_buffer_registration",
 }
 _GRAPH_ENV_ON = ("true", "1")
@@ -82,14 +81,6 @@ def standby_engine_problems(p: Profile, settings: Mapping[str, Setting]) -> Iter
                 "with the breakable CUDA-graph backend (prefill's default) the engine refuses the memory saver's "
                 f"graph mode at start ({STANDBY_SOURCES['breakable']}); set engine.args.cuda-graph-backend-prefill: "
                 "full (or disabled), or drop the variable"
-            ),
-        )
-    if _value(p, "admin_api_key"):
-        yield (
-            _field(p, "admin_api_key", ("engine", "args")),
-            (
-                "--admin-api-key makes the release and resume routes take the admin key, which servectl does not "
-                f"hold ({STANDBY_SOURCES['admin_key']}); remove it or set swap.standby: none"
             ),
         )
     register = env.get("NCCL_GRAPH_REGISTER")

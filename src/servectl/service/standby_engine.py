@@ -9,7 +9,7 @@ transport and a fake clock drive it in tests.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +43,7 @@ class EngineClient:
     headers: Mapping[str, str]
     http: httpx.Client | None
     sleep: Callable[[float], None]
+    admin_key: str | None = None
 
     @classmethod
     def of(cls, plan: LaunchPlan, ctx: TxContext) -> EngineClient:
@@ -51,7 +52,16 @@ class EngineClient:
 
         key = read_api_key(plan, ctx.environ)
         headers = {"Authorization": f"Bearer {key}"} if key else {}
-        return cls(plan.url, headers, ctx.ctx.http, ctx.sleep)
+        return cls(plan.url, headers, ctx.ctx.http, ctx.sleep, admin_key_of(plan.engine_argv))
+
+    def _headers_for(self, which: str) -> Mapping[str, str]:
+        """The memory saver's route ``which``: SGLang marks it ``ADMIN_OPTIONAL`` (the catalog's ``auth``), so with
+        ``--admin-api-key`` only that key opens it, the API key does not (sglang/srt/utils/auth.py
+        decide_request_auth)."""
+        auth = load_memory_saver()["endpoints"][which].get("auth") or {}
+        if self.admin_key and auth.get("level") == "admin_optional":
+            return {"Authorization": f"Bearer {self.admin_key}"}
+        return self.headers
 
     def _send(
         self,
@@ -61,10 +71,11 @@ class EngineClient:
         timeout_s: float,
         json: Any = None,
         params: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> httpx.Response:
         import httpx
 
-        kwargs: dict[str, Any] = {"headers": dict(self.headers), "timeout": timeout_s}
+        kwargs: dict[str, Any] = {"headers": dict(self.headers if headers is None else headers), "timeout": timeout_s}
         if json is not None:
             kwargs["json"] = json
         if params is not None:
@@ -89,7 +100,9 @@ class EngineClient:
 
         path = str(load_memory_saver()["endpoints"][which]["path"])
         try:
-            response = self._send("POST", path, json={"tags": list(RELEASE_TAGS)}, timeout_s=timeout_s)
+            response = self._send(
+                "POST", path, json={"tags": list(RELEASE_TAGS)}, timeout_s=timeout_s, headers=self._headers_for(which)
+            )
         except httpx.HTTPError as err:
             raise EngineGone(f"{profile}: POST {path} got no answer ({err}); not sent again") from err
         if response.status_code != 200:
@@ -167,6 +180,16 @@ class EngineClient:
         return Fingerprint(tuple(samples))
 
 
+def admin_key_of(argv: Sequence[str]) -> str | None:
+    """The ``--admin-api-key`` the engine was started with (its argv, as SGLang received it), or None."""
+    for i, arg in enumerate(argv):
+        if arg == "--admin-api-key" and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--admin-api-key="):
+            return arg.split("=", 1)[1]
+    return None
+
+
 class EngineGone(ServectlError):
     """A release or resume got no answer: the engine may have died on it (SGLang's scheduler does)."""
 
@@ -184,4 +207,4 @@ def _message(response: Any) -> str:
     return str(response.text)[:200]
 
 
-__all__ = ["ANSWER_DEADLINE_S", "IDLE_WAIT_S", "RELEASE_TAGS", "EngineClient", "EngineGone"]
+__all__ = ["ANSWER_DEADLINE_S", "IDLE_WAIT_S", "RELEASE_TAGS", "EngineClient", "EngineGone", "admin_key_of"]

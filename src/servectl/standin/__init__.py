@@ -93,7 +93,8 @@ plus a per-message overhead of 4; completions are exactly ``max_tokens`` long (1
 ``stop`` when unset), paced at absolute deadlines so that the measured decode rate is the set rate. A prompt
 that does not fit the context length (``--context-length``, else ``max_position_embeddings``) is a 400 error
 worded like SGLang's. With ``--api-key``, every route but ``/health*`` needs ``Authorization: Bearer <key>``
-(else 401).
+(else 401); with ``--admin-api-key`` the memory saver's release and resume routes (SGLang's ``ADMIN_OPTIONAL``
+level, from the memory-saver catalog) take that key and not the API key.
 """
 
 from servectl.standin.engine import READY_LINE, SPARSE_MLA_LINE, main

@@ -46,6 +46,11 @@ _CATALOG = load_memory_saver()
 TAGS: tuple[str, ...] = tuple(_CATALOG["tags"]["all"])
 RELEASE_PATH = str(_CATALOG["endpoints"]["release"]["path"])
 RESUME_PATH = str(_CATALOG["endpoints"]["resume"]["path"])
+#: Routes SGLang marks ``@auth_level(AuthLevel.ADMIN_OPTIONAL)``: with ``--admin-api-key`` only that key opens
+#: them (the ``--api-key`` does not), else the ``--api-key`` (sglang/srt/utils/auth.py decide_request_auth).
+ADMIN_OPTIONAL_PATHS = frozenset(
+    str(e["path"]) for e in _CATALOG["endpoints"].values() if (e.get("auth") or {}).get("level") == "admin_optional"
+)
 LOADS_PATH = str(_CATALOG["load"]["path"])
 ROUTE_METHODS: tuple[str, ...] = tuple(_CATALOG["endpoints"]["release"]["methods"])
 IDLE_MESSAGE = str(_CATALOG["release_requires_idle"]["message"])
@@ -308,6 +313,7 @@ def ledger_for(args: dict[str, Any], weights_gb: float, kv_gb: float, graph_gb: 
 
 
 __all__ = [
+    "ADMIN_OPTIONAL_PATHS",
     "CONTEXT_BYTES",
     "FLUSHED_LINE",
     "IDLE_MESSAGE",

@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 from servectl.profile.api_routes import route_paths
 from servectl.standin.families import ROUTES, FamilyEndpoints, anthropic_error
 from servectl.standin.memory import (
+    ADMIN_OPTIONAL_PATHS,
     LOADS_PATH,
     RELEASE_PATH,
     RESUME_PATH,
@@ -63,6 +64,8 @@ class StandinHandler(FamilyEndpoints):
             self._send_json(405 if allowed else 404, {"detail": "Method Not Allowed" if allowed else "Not Found"})
             return
         key = self.state.api_key
+        if path in ADMIN_OPTIONAL_PATHS:  # the admin key when the server has one, not the API key
+            key = self.state.admin_api_key or key
         if key and not path.startswith("/health") and self.headers.get("Authorization") != f"Bearer {key}":
             self._send_json(401, {"error": "Unauthorized"})
             return

@@ -53,6 +53,11 @@ class EngineState:
         key = self.args.get("api_key")
         return str(key) if key else None
 
+    @property
+    def admin_api_key(self) -> str | None:
+        key = self.args.get("admin_api_key")
+        return str(key) if key else None
+
     def request_started(self) -> int:
         with self._lock:
             self._running += 1
