@@ -436,7 +436,9 @@ def wait_until_serving(
     gate = GateMachine(plan, clock() if started_at is None else started_at, fatal_grace_s, expect_grace_s)
     gate.watcher.secrets = opts.secrets
     gate.last_line_t = clock()  # the stall timeout counts from when the gate starts reading
-    client = httpx.Client(timeout=5.0) if http is None else http
+    from servectl.adapters.tls import verify_for
+
+    client = httpx.Client(timeout=5.0, verify=verify_for(plan.url)) if http is None else http
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
     def report(detail: str | None = None, at: float | None = None) -> None:
