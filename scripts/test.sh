@@ -28,12 +28,13 @@ export SERVECTL_REQUIRE_SGLANG_PARSER=1  # the venv is there: parser parity test
 step "the two real-SGLang test images (~90 s the first time; cached)"
 ci_tool sglang_image
 done_step
-# The real agent clients of the qualify `clients` gate (tests/integration/test_qualify_clients_docker.py): Pi and
-# OpenClaw from npm, Hermes from PyPI, pinned and cached by version under ~/.cache/servectl-ci; OpenClaw needs
-# Node >= 24.16, so its Node 24 comes from npm too (the `node` package, cached as node-<version>; the machine's
-# Node is left alone). Prints each install's time: about 4 min the first time here (OpenClaw and Node 47 s),
-# 0 once cached.
-step "Node 24 and the Pi, OpenClaw and Hermes agent clients (~4 min the first time; cached)"
+# The real agent clients of the qualify `clients` gate (tests/integration/test_qualify_clients_docker.py) and of
+# the gateway's Anthropic family (Claude Code, tests/integration/test_claude_code_gateway_docker.py): Pi, OpenClaw
+# and Claude Code from npm, Hermes from PyPI, pinned and cached by version under ~/.cache/servectl-ci; OpenClaw
+# needs Node >= 24.16 (Claude Code's install script >= 22), so Node 24 comes from npm too (the `node` package,
+# cached as node-<version>; the machine's Node is left alone). Prints each install's time: about 4 min the first
+# time here (OpenClaw and Node 47 s, Claude Code 4 s), 0 once cached.
+step "Node 24 and the Pi, OpenClaw, Hermes and Claude Code agent clients (~4 min the first time; cached)"
 ci_tool agent_clients
 done_step
 export SERVECTL_REQUIRE_CLIENTS=1  # they are installed: the real-client tests must run, never skip

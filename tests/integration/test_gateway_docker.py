@@ -29,6 +29,7 @@ import ollama
 import openai
 import pytest
 import yaml
+from servectl_ci.agent_clients import client_environ
 
 from servectl.standin.process import free_port
 
@@ -160,60 +161,14 @@ def _chat(sdk: openai.OpenAI, *, stream: bool, max_tokens: int = 24) -> str:
     return "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
 
 
-class ChatLoop:
-    """A client asking alias ``chat`` in a loop (streamed every other time) from a thread, for the ``with`` block.
-
-    Each answer must pass ``check``; ``done`` holds when each passing answer came, ``failures`` what went wrong.
-    """
-
-    def __init__(self, sdk: openai.OpenAI, check: Callable[[str], bool] = bool) -> None:
-        self.sdk, self.check = sdk, check
-        self.done: list[float] = []
-        self.failures: list[str] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop)
-
-    def __enter__(self) -> ChatLoop:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(60)
-
-    def _loop(self) -> None:
-        n = 0
-        while not self._stop.is_set():
-            try:
-                text = _chat(self.sdk, stream=n % 2 == 0)
-                assert self.check(text), f"answer {text!r} failed the check"
-                self.done.append(time.monotonic())
-            except Exception as err:
-                self.failures.append(f"{type(err).__name__}: {err}")
-            n += 1
-
-
-def test_clients_keep_their_alias_and_no_request_fails_while_swap_goes_back_and_forth(world: World) -> None:
-    with ChatLoop(world.sdk()) as chat:
-        time.sleep(1.0)
-        swaps = []
-        for target in (world.b, world.a, world.b):
-            swaps.append(world.swap(target)[:2])
-            time.sleep(0.5)
-    assert chat.failures == []
-    assert len(chat.done) > 20
-    assert all(any(t0 <= t <= t1 + 2 for t in chat.done) for t0, t1 in swaps)  # requests went on during each swap
-    metrics = httpx.get(world.url + "/metrics").text
-    assert 'servectl_gateway_swap_events_total{event="hold"} 3' in metrics
-    assert 'servectl_gateway_swap_events_total{event="release"} 3' in metrics
-
-
 class Rounds:
-    """``one(n)`` called in a loop from a thread for the ``with`` block; ``done`` when each passed, ``failures``."""
+    """``one(n)`` called in a loop from a thread for the ``with`` block: ``done`` when each passed (``spans``: when
+    it began and ended), ``failures`` what went wrong."""
 
     def __init__(self, one: Callable[[int], None]) -> None:
         self.one = one
         self.done: list[float] = []
+        self.spans: list[tuple[float, float]] = []
         self.failures: list[str] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop)
@@ -229,12 +184,34 @@ class Rounds:
     def _loop(self) -> None:
         n = 0
         while not self._stop.is_set():
+            began = time.monotonic()
             try:
                 self.one(n)
                 self.done.append(time.monotonic())
+                self.spans.append((began, self.done[-1]))
             except Exception as err:
                 self.failures.append(f"{type(err).__name__}: {err}")
             n += 1
+
+
+def test_clients_keep_their_alias_and_no_request_fails_while_swap_goes_back_and_forth(world: World) -> None:
+    sdk = world.sdk()
+
+    def chat_round(n: int) -> None:
+        assert _chat(sdk, stream=n % 2 == 0), "an empty answer"
+
+    with Rounds(chat_round) as chat:
+        time.sleep(1.0)
+        swaps = []
+        for target in (world.b, world.a, world.b):
+            swaps.append(world.swap(target)[:2])
+            time.sleep(0.5)
+    assert chat.failures == []
+    assert len(chat.done) > 20
+    assert all(any(t0 <= t <= t1 + 2 for t in chat.done) for t0, t1 in swaps)  # requests went on during each swap
+    metrics = httpx.get(world.url + "/metrics").text
+    assert 'servectl_gateway_swap_events_total{event="hold"} 3' in metrics
+    assert 'servectl_gateway_swap_events_total{event="release"} 3' in metrics
 
 
 WEATHER = {
@@ -286,6 +263,88 @@ def test_anthropic_and_ollama_clients_keep_their_alias_and_no_request_fails_acro
     metrics = httpx.get(world.url + "/metrics").text
     assert 'servectl_gateway_family_requests_total{family="anthropic",code="200"}' in metrics
     assert 'servectl_gateway_family_requests_total{family="ollama",code="200"}' in metrics
+
+
+class Trap:
+    """A listener standing for every address but the gateway's (HTTP(S)_PROXY): records who tried to go where."""
+
+    def __init__(self) -> None:
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.server.getsockname()[1]}"
+        self.seen: list[bytes] = []
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+
+    def __enter__(self) -> Trap:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.close()
+
+    def _accept(self) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = self.server.accept()
+                with conn:
+                    conn.settimeout(2)
+                    with contextlib.suppress(OSError):
+                        self.seen.append(conn.recv(200))  # e.g. CONNECT api.anthropic.com:443
+
+
+def test_claude_code_configured_by_gateway_clients_reads_a_nonce_through_its_tool_across_swaps(world: World) -> None:
+    """Claude Code from npm (pinned, cached by servectl_ci.agent_clients) with the settings `servectl gateway
+    clients claude-code` writes: `claude -p` runs in a loop while the alias swaps, each run reads a fresh nonce
+    file with its Bash tool, no run fails, every request it made reached the gateway and none went elsewhere."""
+    found = client_environ().get("SERVECTL_CLIENT_CLAUDE")
+    if found is None:
+        reason = "claude not installed: PYTHONPATH=tests/tools python3 -m servectl_ci.agent_clients"
+        if os.environ.get("CI") or os.environ.get("SERVECTL_REQUIRE_CLIENTS"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    key = world.ok("gateway", "keys", "create", "claude41", "--alias", "chat", "--config", str(world.config)).strip()
+    settings = world.tmp / "claude-settings.json"
+    world.ok("gateway", "clients", "claude-code", "--key-env", "GW_KEY", "--write", str(settings),
+             "--config", str(world.config))  # fmt: skip
+    configured = json.loads(settings.read_text())
+    assert configured["env"]["ANTHROPIC_BASE_URL"] == world.url and configured["env"]["ANTHROPIC_MODEL"] == "chat"
+    assert configured["env"]["CLAUDE_CODE_MAX_CONTEXT_TOKENS"] == "32768"  # the demo profile's window, not 1M
+    home, work = world.tmp / "claude-home", world.tmp / "claude-work"
+    home.mkdir()
+    work.mkdir()
+    time.sleep(1.2)  # the key ring re-reads the file within a second
+
+    def claude_round(n: int, env: dict[str, str]) -> None:
+        nonce = uuid.uuid4().hex[:12]
+        (work / f"nonce-{n}.txt").write_text(nonce + "\n")
+        prompt = f"Read the file {work}/nonce-{n}.txt with cat and tell me the nonce."
+        run = subprocess.run([found, "-p", prompt, "--allowedTools", "Bash", "--settings", str(settings)], env=env,
+                             cwd=work, capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+        said = f"exit {run.returncode}: {run.stdout[-500:]}{run.stderr[-500:]}"
+        assert run.returncode == 0 and nonce in run.stdout, said
+
+    with Trap() as trap:
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "GW_KEY": key, "HTTPS_PROXY": trap.url,
+               "HTTP_PROXY": trap.url, "NO_PROXY": "127.0.0.1"}  # fmt: skip
+        with Rounds(lambda n: claude_round(n, env)) as runs:
+            time.sleep(1.0)
+            swaps = [world.swap(target)[:2] for target in (world.b, world.a)]
+            time.sleep(0.5)
+    assert runs.failures == []
+    assert len(runs.done) >= 3
+    assert all(any(began < t1 and ended > t0 for began, ended in runs.spans) for t0, t1 in swaps)  # runs met swaps
+    assert trap.seen == []  # nothing tried to leave for another address
+    answers = set()  # each answer Claude Code got (its transcripts), against what the gateway counted for its key
+    for transcript in (home / ".claude" / "projects").rglob("*.jsonl"):
+        for line in transcript.read_text().splitlines():
+            entry = json.loads(line)
+            if entry.get("type") == "assistant":
+                answers.add(entry["message"]["id"])
+    metrics = httpx.get(world.url + "/metrics").text
+    counted = {line.split("} ")[0] + "}": float(line.split("} ")[1]) for line in metrics.splitlines()
+               if line.startswith('servectl_gateway_key_requests_total{key="claude41"')}  # fmt: skip
+    assert counted == {'servectl_gateway_key_requests_total{key="claude41",code="200"}': len(answers)}
+    assert len(answers) >= 2 * len(runs.done)  # the tool call and the answer, per run
+    print(f"claude -p: {len(runs.done)} runs across 2 swaps, {len(answers)} requests, all through the gateway")
 
 
 def test_read_only_keys_and_unknown_aliases_are_refused_in_each_familys_shape(world: World) -> None:

@@ -92,7 +92,9 @@ def test_the_key_reaches_the_client_only_as_a_variable_and_never_the_evidence(tm
     config = json.loads(tail.split("\n", 1)[1])
     provider = config["providers"]["servectl"]
     assert provider["apiKey"] == KEY_ENV and provider["baseUrl"] == "http://h:1/v1"
-    assert provider["models"] == [{"id": "m", "contextWindow": 8192, "maxTokens": 4096}]
+    assert provider["models"] == [
+        {"id": "m", "name": "m", "reasoning": False, "input": ["text"], "contextWindow": 8192, "maxTokens": 4096}
+    ]
 
 
 def test_a_suite_naming_an_unknown_client_is_one_line_with_file_and_entry(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""Gateway commands: gateway run, gateway keys create/list/revoke, gateway up/down/status/logs."""
+"""Gateway commands: gateway run, gateway keys create/list/revoke, gateway up/down/status/logs, gateway clients."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ def register(app: typer.Typer) -> None:
     gateway.command("down")(down_command)
     gateway.command("status")(status_command)
     gateway.command("logs")(logs_command)
+    gateway.command("clients")(clients_command)
     keys = typer.Typer(help="Gateway keys (the key file keeps SHA-256 digests, never the keys).")
     keys.command("create")(keys_create_command)
     keys.command("list")(keys_list_command)
@@ -202,3 +203,65 @@ def logs_command(
     with from_env() as host:
         for line in host.gateway_logs(follow=follow, tail=tail):
             typer.echo(line)
+
+
+def clients_command(
+    client: Annotated[
+        str | None,
+        typer.Argument(
+            help="pi, openclaw, hermes, claude-code, llm or openwebui (none: the base URL and the aliases)",
+            show_default=False,
+        ),
+    ] = None,
+    alias: Annotated[
+        str | None, typer.Option("--alias", help="the model a one-model client uses (default: the first chat alias)")
+    ] = None,
+    key_env: Annotated[
+        str | None,
+        typer.Option("--key-env", help="the variable the client reads the key from (default SERVECTL_GATEWAY_KEY)"),
+    ] = None,
+    key_file: Annotated[Path | None, typer.Option("--key-file", help="a file holding the key, read by the client")] = (
+        None
+    ),
+    url: Annotated[
+        str | None, typer.Option("--url", help="the gateway's URL as the client reaches it (default: from listen)")
+    ] = None,
+    write: Annotated[Path | None, typer.Option("--write", help="write the configuration to FILE (mode 0600)")] = None,
+    force: Annotated[bool, typer.Option("--force", help="with --write: replace an existing file")] = False,
+    config: ConfigOption = None,
+) -> None:
+    """Each client's configuration against this gateway: base URL, aliases with their context windows, where the
+    key comes from (a variable's name or a file; no key is printed). The file on stdout, notes on stderr."""
+    from servectl.errors import UsageError
+    from servectl.gateway.clients import CLIENTS
+    from servectl.host import from_env
+
+    if client is not None and client not in CLIENTS:
+        raise UsageError(f"no client {client!r}; clients: {', '.join(CLIENTS)}")
+    with from_env() as host:
+        shown = host.gateway_clients(
+            client=client,  # checked against CLIENTS above
+            config_file=config,
+            url=url,
+            key_env=key_env,
+            key_file=key_file,
+            alias=alias,
+            write_to=write,
+            overwrite=force,
+        )
+    if shown.setup is None:
+        typer.echo(f"gateway {shown.base_url}")
+        for a in shown.aliases:
+            window = f"{a.context_window} tokens" if a.context_window else "window unknown (no engine.context_length)"
+            caps = ", ".join(a.capabilities) or "-"
+            typer.echo(f"  {a.alias:<16} {window:<28} {caps:<32} {', '.join(a.profiles)}")
+        typer.echo(f"clients: {', '.join(CLIENTS)} (servectl gateway clients NAME)")
+        return
+    setup = shown.setup
+    if shown.written is None:
+        typer.echo(setup.text, nl=False)
+        print(f"# {setup.client} reads this at {setup.path}", file=sys.stderr)
+    else:
+        print(f"wrote {shown.written} ({setup.client} reads it at {setup.path})", file=sys.stderr)
+    for note in setup.notes:
+        print(f"# {note}", file=sys.stderr)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from servectl.host.transactions import TransactionCommands
 
 if TYPE_CHECKING:
+    from servectl.gateway.clients import AliasInfo, ClientKind, ClientSetup
     from servectl.gateway.config import GatewayConfig
     from servectl.gateway.container import GatewayContainer
     from servectl.gateway.keys import KeyEntry
@@ -53,6 +54,17 @@ class CreatedKey:
     key: str
     entry: KeyEntry
     keys_file: Path
+
+
+@dataclass(frozen=True)
+class GatewayClients:
+    """What ``servectl gateway clients`` shows: the base URL clients use, the aliases (window, capabilities), and
+    one client's configuration (None: no client asked for) and where it was written (None: not written)."""
+
+    base_url: str
+    aliases: list[AliasInfo]
+    setup: ClientSetup | None = None
+    written: Path | None = None
 
 
 class GatewayCommands(TransactionCommands):
@@ -241,7 +253,82 @@ class GatewayCommands(TransactionCommands):
 
         return revoke_key(self._gateway_config(config_file).keys_path(self.environ), name=key_name)
 
+    def gateway_clients(
+        self,
+        *,
+        client: ClientKind | None = None,
+        config_file: Path | None = None,
+        url: str | None = None,
+        key_env: str | None = None,
+        key_file: Path | None = None,
+        alias: str | None = None,
+        write_to: Path | None = None,
+        overwrite: bool = False,
+    ) -> GatewayClients:
+        """The configuration of ``client`` against the gateway of ``config_file``: its base URL (``url``, else the
+        file's ``listen``, a wildcard address as 127.0.0.1), each alias's context window and capabilities from its
+        profiles, the key from the variable ``key_env`` or the file ``key_file`` (default: the variable
+        :data:`~servectl.gateway.clients.DEFAULT_KEY_ENV`; no key is read or shown); written to ``write_to``
+        (mode 0600) when given.
+
+        Raises:
+            ProfileError: the gateway file is invalid. UsageError: both key sources, an unknown alias, a key
+            source the client cannot read, or ``write_to`` exists (``overwrite`` replaces it).
+        """
+        from servectl.errors import ServectlError, UsageError
+        from servectl.files import FileRefused, write_atomic
+        from servectl.gateway.cards import profile_card
+        from servectl.gateway.clients import DEFAULT_KEY_ENV, KeySource, KeySourceUnsupported, alias_info, client_setup
+        from servectl.gateway.config import ANY_PROFILE
+        from servectl.gateway.serve import alias_table, profile_names
+        from servectl.profile.validate import load_profile
+
+        if key_env and key_file:
+            raise UsageError("the key comes from a variable or a file: give --key-env or --key-file, not both")
+        loaded = self._gateway_config(config_file)
+        table = alias_table(loaded, lambda: profile_names(self.ctx.profile_folders))
+        windows: dict[str, int | None] = {}
+        capabilities: dict[str, list[str]] = {}
+        for profile in {p for a in table.names for p in table.profiles(a) if p != ANY_PROFILE}:
+            try:
+                card = profile_card(load_profile(profile, folders=self.ctx.profile_folders).profile)
+            except ServectlError:
+                continue  # no card: its window is unknown (said per alias)
+            windows[profile], capabilities[profile] = card.context_window, card.capabilities
+        aliases = [alias_info(a, table.profiles(a), windows, capabilities) for a in table.names]
+        base_url = _client_base_url(url, loaded.host, loaded.port)
+        if client is None:
+            return GatewayClients(base_url=base_url, aliases=aliases)
+        key = KeySource(file=key_file) if key_file else KeySource(env=key_env or DEFAULT_KEY_ENV)
+        if alias is not None and alias not in table:
+            raise UsageError(f"no alias {alias!r} in the gateway; aliases: {', '.join(table.names)}")
+        try:
+            setup = client_setup(client, base_url=base_url, aliases=aliases, key=key, alias=alias)
+        except KeySourceUnsupported as err:
+            raise UsageError(str(err)) from None
+        except LookupError as err:
+            raise UsageError(f"{client}: {err}") from None
+        if write_to is not None:
+            if write_to.exists() and not overwrite:
+                raise UsageError(f"{write_to} exists; --force replaces it")
+            try:
+                write_atomic(write_to, setup.text.encode("utf-8"), mode=0o600)
+            except (FileRefused, OSError) as err:
+                raise UsageError(f"cannot write {write_to}: {err}") from None
+        return GatewayClients(base_url=base_url, aliases=aliases, setup=setup, written=write_to)
+
     def _gateway_config(self, config_file: Path | None) -> GatewayConfig:
         from servectl.gateway.config import load_gateway_config
 
         return load_gateway_config(config_file, environ=self.environ)
+
+
+def _client_base_url(url: str | None, host: str, port: int) -> str:
+    """The URL clients use: ``url`` (a trailing ``/`` or ``/v1`` dropped), else ``http://HOST:PORT`` of the
+    gateway's ``listen`` (a wildcard address is this host's loopback)."""
+    if url:
+        url = url.rstrip("/")
+        return url.removesuffix("/v1")
+    if host in ("0.0.0.0", "::", ""):
+        host = "127.0.0.1"
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"

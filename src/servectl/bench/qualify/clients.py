@@ -2,7 +2,8 @@
 
 Each adapter writes the client's configuration into a throwaway home folder (never the user's): the endpoint's
 base URL, the model, and the *name* of the variable that holds the key (the key itself only travels in the
-child's environment). It then runs the client non-interactively with one prompt and returns what it printed.
+child's environment). The documents are :mod:`servectl.gateway.clients`' (what ``servectl gateway clients``
+prints), for one model. It then runs the client non-interactively with one prompt and returns what it printed.
 
 * **Pi** (``@mariozechner/pi-coding-agent`` on npm, ``pi``): ``$PI_CODING_AGENT_DIR/models.json`` declares a
   provider with ``api: openai-completions``, ``baseUrl`` and ``apiKey`` = the variable's name (pi resolves
@@ -34,6 +35,7 @@ from pathlib import Path
 from typing import Literal
 
 from servectl.files import write_atomic
+from servectl.gateway.clients import UNKNOWN_WINDOW, AliasInfo, hermes_config, openclaw_config, pi_models
 
 ClientName = Literal["pi", "openclaw", "hermes"]
 #: The clients servectl has adapters for, in the order a suite lists them by default.
@@ -42,7 +44,7 @@ CLIENT_NAMES: tuple[ClientName, ...] = ("pi", "openclaw", "hermes")
 KEY_ENV = "SERVECTL_CLIENT_API_KEY"
 PROVIDER = "servectl"
 #: The context length told to a client when neither the server nor the profile says (Hermes needs >= 64K).
-UNKNOWN_CONTEXT = 65536
+UNKNOWN_CONTEXT = UNKNOWN_WINDOW
 
 
 @dataclass(frozen=True)
@@ -103,57 +105,24 @@ def _write(path: Path, text: str) -> None:
 
 def _configure_pi(home: Path, endpoint: ClientEndpoint) -> dict[str, str]:
     agent_dir = home / "pi-agent"
-    model = {"id": endpoint.model, "contextWindow": endpoint.context_length or UNKNOWN_CONTEXT, "maxTokens": 4096}
-    provider = {
-        "baseUrl": f"{endpoint.url}/v1",
-        "api": "openai-completions",
-        "apiKey": KEY_ENV,  # pi reads the named variable
-        "compat": {"supportsDeveloperRole": False, "supportsReasoningEffort": False},
-        "models": [model],
-    }
-    _write(agent_dir / "models.json", json.dumps({"providers": {PROVIDER: provider}}, indent=2))
+    document = pi_models(endpoint.url, [_alias(endpoint)], KEY_ENV, max_tokens=4096)  # pi reads the named variable
+    _write(agent_dir / "models.json", json.dumps(document, indent=2))
     return {"PI_CODING_AGENT_DIR": str(agent_dir)}
 
 
 def _configure_hermes(home: Path, endpoint: ClientEndpoint) -> dict[str, str]:
     hermes_home = home / "hermes"
-    config = {
-        # the context is given: hermes would probe /v1/models for it, which a gateway may not report
-        "model": {
-            "provider": PROVIDER,
-            "default": endpoint.model,
-            "context_length": endpoint.context_length or UNKNOWN_CONTEXT,
-        },
-        "providers": {
-            PROVIDER: {"base_url": f"{endpoint.url}/v1", "key_env": KEY_ENV, "default_model": endpoint.model}
-        },
-    }
-    _write(hermes_home / "config.yaml", json.dumps(config, indent=2))  # JSON is YAML
+    # the context is given: hermes would probe /v1/models for it, which a gateway may not report
+    _write(hermes_home / "config.yaml", json.dumps(hermes_config(endpoint.url, _alias(endpoint), KEY_ENV), indent=2))
     return {"HERMES_HOME": str(hermes_home)}
 
 
 def _configure_openclaw(home: Path, endpoint: ClientEndpoint) -> dict[str, str]:
     state = home / "openclaw"
-    model = {
-        "id": endpoint.model,
-        "name": endpoint.model,
-        "input": ["text"],
-        "contextWindow": endpoint.context_length or UNKNOWN_CONTEXT,
-        "maxTokens": 4096,
-    }
-    config = {
-        "models": {
-            "mode": "merge",
-            "providers": {
-                PROVIDER: {
-                    "baseUrl": f"{endpoint.url}/v1",
-                    "api": "openai-completions",
-                    "apiKey": f"${{{KEY_ENV}}}",
-                    "models": [model],
-                }
-            },
-        },
-        "agents": {"defaults": {"model": {"primary": f"{PROVIDER}/{endpoint.model}"}}},
-    }
+    config = openclaw_config(endpoint.url, [_alias(endpoint)], endpoint.model, f"${{{KEY_ENV}}}", max_tokens=4096)
     _write(state / "openclaw.json", json.dumps(config, indent=2))
     return {"OPENCLAW_STATE_DIR": str(state), "OPENCLAW_CONFIG_PATH": str(state / "openclaw.json")}
+
+
+def _alias(endpoint: ClientEndpoint) -> AliasInfo:
+    return AliasInfo(endpoint.model, endpoint.context_length)
