@@ -68,6 +68,7 @@ _EXPORTS: dict[str, str] = {
     "FlagChange": "servectl.profile.catalog_diff",
     "GatewayContainer": "servectl.gateway.container",
     "GatewayFileCheck": "servectl.host",
+    "GatewayClients": "servectl.host",
     "GatewayStatus": "servectl.host",
     "GpuUnavailable": "servectl.errors",
     "Host": "servectl.host",
@@ -146,6 +147,7 @@ _EXPORTS: dict[str, str] = {
     "extract_catalog": "servectl.api",
     "flag_catalog": "servectl.api",
     "from_env": "servectl.host",
+    "gateway_clients": "servectl.api",
     "gateway_down": "servectl.api",
     "gateway_keys": "servectl.api",
     "gateway_logs": "servectl.api",
@@ -209,6 +211,7 @@ if TYPE_CHECKING:
     from servectl.api import export_registry as export_registry
     from servectl.api import extract_catalog as extract_catalog
     from servectl.api import flag_catalog as flag_catalog
+    from servectl.api import gateway_clients as gateway_clients
     from servectl.api import gateway_down as gateway_down
     from servectl.api import gateway_keys as gateway_keys
     from servectl.api import gateway_logs as gateway_logs
@@ -289,6 +292,7 @@ if TYPE_CHECKING:
     from servectl.gateway.keys import KeyEntry as KeyEntry
     from servectl.host import CatalogListing as CatalogListing
     from servectl.host import CreatedKey as CreatedKey
+    from servectl.host import GatewayClients as GatewayClients
     from servectl.host import GatewayFileCheck as GatewayFileCheck
     from servectl.host import GatewayStatus as GatewayStatus
     from servectl.host import Host as Host

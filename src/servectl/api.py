@@ -59,6 +59,7 @@ __all__ = [
     "extract_catalog",
     "flag_catalog",
     "from_env",
+    "gateway_clients",
     "gateway_down",
     "gateway_keys",
     "gateway_logs",
@@ -165,6 +166,7 @@ init_gateway_file = _function(Host.init_gateway_file)
 gateway_logs = _generator(Host.gateway_logs)
 create_gateway_key = _function(Host.create_gateway_key)
 gateway_keys = _function(Host.gateway_keys)
+gateway_clients = _function(Host.gateway_clients)
 revoke_gateway_key = _function(Host.revoke_gateway_key)
 check_gateway_file = _function(Host.check_gateway_file)
 check_campaign = _function(Host.check_campaign)

@@ -718,6 +718,10 @@ def test_every_profile_lookup_of_a_host_reads_the_hosts_search_path(profile_dir:
         with pytest.raises(servectl.UsageError, match="no container 'nothere' on this Docker engine"):
             host.diff_container(name="onlyhere", container="nothere")
         assert host.diff_catalogs(a="onlyhere", b="onlyhere", name="onlyhere")[2] == []  # its catalog, twice
+        gateway_file = tmp_path / "clients-gateway.yaml"
+        gateway_file.write_text("aliases: {x: [onlyhere]}\n")
+        [alias] = host.gateway_clients(config_file=gateway_file).aliases  # its window: read from that path
+        assert (alias.alias, alias.context_window) == ("x", 32768)
         assert host.validate_in_image(name="onlyhere").profile == "onlyhere"
         assert host.preflight(name="onlyhere").profile_name == "onlyhere"
         assert host.up(name="onlyhere").action == "started"

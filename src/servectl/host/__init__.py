@@ -32,7 +32,7 @@ from collections.abc import Mapping
 
 from servectl.host.base import HostBase, ReportHook
 from servectl.host.campaign import CampaignCommands
-from servectl.host.gateway import CreatedKey, GatewayCommands, GatewayFileCheck, GatewayStatus
+from servectl.host.gateway import CreatedKey, GatewayClients, GatewayCommands, GatewayFileCheck, GatewayStatus
 from servectl.host.measure import MeasureCommands
 from servectl.host.profiles import CatalogListing, ProfileCommands, ProfileDiff, ShownProfile
 from servectl.host.services import ServiceCommands, Status
@@ -41,6 +41,7 @@ from servectl.host.transactions import TransactionCommands
 __all__ = [
     "CatalogListing",
     "CreatedKey",
+    "GatewayClients",
     "GatewayFileCheck",
     "GatewayStatus",
     "Host",

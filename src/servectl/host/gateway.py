@@ -65,6 +65,7 @@ class GatewayClients:
     aliases: list[AliasInfo]
     setup: ClientSetup | None = None
     written: Path | None = None
+    clients: tuple[str, ...] = ()  # the clients it knows
 
 
 class GatewayCommands(TransactionCommands):
@@ -272,17 +273,26 @@ class GatewayCommands(TransactionCommands):
         (mode 0600) when given.
 
         Raises:
-            ProfileError: the gateway file is invalid. UsageError: both key sources, an unknown alias, a key
-            source the client cannot read, or ``write_to`` exists (``overwrite`` replaces it).
+            ProfileError: the gateway file is invalid. UsageError: an unknown client, both key sources, an unknown
+            alias, a key source the client cannot read, or ``write_to`` exists (``overwrite`` replaces it).
         """
         from servectl.errors import ServectlError, UsageError
         from servectl.files import FileRefused, write_atomic
         from servectl.gateway.cards import profile_card
-        from servectl.gateway.clients import DEFAULT_KEY_ENV, KeySource, KeySourceUnsupported, alias_info, client_setup
+        from servectl.gateway.clients import (
+            CLIENTS,
+            DEFAULT_KEY_ENV,
+            KeySource,
+            KeySourceUnsupported,
+            alias_info,
+            client_setup,
+        )
         from servectl.gateway.config import ANY_PROFILE
         from servectl.gateway.serve import alias_table, profile_names
         from servectl.profile.validate import load_profile
 
+        if client is not None and client not in CLIENTS:
+            raise UsageError(f"no client {client!r}; clients: {', '.join(CLIENTS)}")
         if key_env and key_file:
             raise UsageError("the key comes from a variable or a file: give --key-env or --key-file, not both")
         loaded = self._gateway_config(config_file)
@@ -298,7 +308,7 @@ class GatewayCommands(TransactionCommands):
         aliases = [alias_info(a, table.profiles(a), windows, capabilities) for a in table.names]
         base_url = _client_base_url(url, loaded.host, loaded.port)
         if client is None:
-            return GatewayClients(base_url=base_url, aliases=aliases)
+            return GatewayClients(base_url=base_url, aliases=aliases, clients=CLIENTS)
         key = KeySource(file=key_file) if key_file else KeySource(env=key_env or DEFAULT_KEY_ENV)
         if alias is not None and alias not in table:
             raise UsageError(f"no alias {alias!r} in the gateway; aliases: {', '.join(table.names)}")
@@ -315,7 +325,7 @@ class GatewayCommands(TransactionCommands):
                 write_atomic(write_to, setup.text.encode("utf-8"), mode=0o600)
             except (FileRefused, OSError) as err:
                 raise UsageError(f"cannot write {write_to}: {err}") from None
-        return GatewayClients(base_url=base_url, aliases=aliases, setup=setup, written=write_to)
+        return GatewayClients(base_url=base_url, aliases=aliases, setup=setup, written=write_to, clients=CLIENTS)
 
     def _gateway_config(self, config_file: Path | None) -> GatewayConfig:
         from servectl.gateway.config import load_gateway_config
