@@ -150,6 +150,19 @@ def test_ollama_client_chat_generate_tags_and_show_through_aliases(world: World)
         f"{world.url}/api/generate", content=b"[1]", headers={"Authorization": f"Bearer {world.keys['full']}"}
     )
     assert bad.status_code == 400 and "must be a JSON object" in bad.json()["error"]
+    ask = {"model": "chat", "messages": HI, "stream": False}
+    for content, status, reason in (  # each bad input: one line in Ollama's {"error"} with the reason header
+        (b"{not json", 400, "bad_request"),
+        (json.dumps({**ask, "model": 3}).encode(), 400, "bad_request"),
+        (json.dumps({**ask, "model": "nope"}).encode(), 404, "unknown_alias"),
+        (json.dumps({**ask, "pad": "x" * 70000}).encode(), 413, "too_large"),
+    ):
+        answer = httpx.post(f"{world.url}/api/chat", content=content,
+                            headers={"Authorization": f"Bearer {world.keys['full']}"})  # fmt: skip
+        assert (answer.status_code, answer.headers["X-Servectl-Reason"]) == (status, reason), answer.text
+        assert list(answer.json()) == ["error"] and "\n" not in answer.json()["error"]
+    with world.ollama() as client:  # and the gateway goes on serving
+        assert client.chat(model="chat", messages=HI, stream=False, options={"num_predict": 2}).model == "chat"
     assert 'servectl_gateway_family_requests_total{family="ollama",code="200"}' in world.metrics()
 
 

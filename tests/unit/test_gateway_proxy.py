@@ -132,6 +132,10 @@ def test_a_body_that_is_not_json_gets_400_naming_the_problem(gateway: tuple[Gate
     assert response.json()["error"]["message"].startswith("the request body is not JSON: Expecting")
     assert "line 1, column" in response.json()["error"]["message"]
     assert _post(gw, key, [1, 2]).json()["error"]["message"] == "the request body must be a JSON object, not list"
+    wrong = _post(gw, key, {**CHAT, "model": 3})  # a wrong type: one line in OpenAI's shape, the gateway serving on
+    assert (wrong.status_code, wrong.headers["X-Servectl-Reason"]) == (400, "bad_request")
+    assert set(wrong.json()["error"]) == {"message", "type", "code"} and "\n" not in wrong.json()["error"]["message"]
+    assert _post(gw, key, CHAT).status_code == 200
 
 
 def test_a_5000_digit_number_in_the_body_gets_400_not_500(tmp_path: Path, engine: HostStandin) -> None:

@@ -91,24 +91,38 @@ class Family:
         return body.get("stream") is True or (self.streams_by_default and body.get("stream", True) is not False)
 
 
-OPENAI = Family(
-    name="openai",
+def _usage(field: str) -> re.Pattern[bytes]:
+    """The pattern of a family's completion-token count (``"FIELD": N``) in an answer or event."""
+    return re.compile(rb'"' + field.encode() + rb'"\s*:\s*(\d+)')
+
+
+def _sse_family(
+    name: str,
+    *,
+    error_body: Callable[[int, str, str], dict[str, Any]],
+    stream_error: Callable[[str, str], bytes],
+    usage_field: str,
+    keepalive: bytes,
+) -> Family:
+    """A family whose streams are server-sent events (each frame ends in a blank line)."""
+    return Family(name=name, error_body=error_body, stream_error=stream_error, stream_types=("text/event-stream",),
+                  separator=b"\n\n", usage_out=_usage(usage_field), keepalive=keepalive)  # fmt: skip
+
+
+OPENAI = _sse_family(
+    "openai",
     error_body=_openai_error,
     stream_error=lambda message, reason: _sse_error(
         {"error": {"message": message, "type": "server_error", "code": reason}}
     ),
-    stream_types=("text/event-stream",),
-    separator=b"\n\n",
-    usage_out=re.compile(rb'"completion_tokens"\s*:\s*(\d+)'),
+    usage_field="completion_tokens",
     keepalive=b": servectl is swapping to serve {alias}\n\n",
 )
-ANTHROPIC = Family(
-    name="anthropic",
+ANTHROPIC = _sse_family(
+    "anthropic",
     error_body=_anthropic_error,
     stream_error=_anthropic_stream_error,
-    stream_types=("text/event-stream",),
-    separator=b"\n\n",
-    usage_out=re.compile(rb'"output_tokens"\s*:\s*(\d+)'),
+    usage_field="output_tokens",
     keepalive=b'event: ping\ndata: {"type": "ping"}\n\n',
 )
 OLLAMA = Family(
@@ -117,7 +131,7 @@ OLLAMA = Family(
     stream_error=lambda message, reason: json.dumps({"error": message}).encode() + b"\n",
     stream_types=("application/x-ndjson",),
     separator=b"\n",
-    usage_out=re.compile(rb'"eval_count"\s*:\s*(\d+)'),
+    usage_out=_usage("eval_count"),
     keepalive=None,
     streams_by_default=True,
 )
