@@ -23,6 +23,7 @@ from servectl_ci.sglang_image import SglangTestImages
 from servectl.adapters.docker import LABEL_ONESHOT, DockerSdkEngine
 from servectl.adapters.engine_image import parse_in_image
 from servectl.plan.resolve import resolve
+from servectl.profile.api_routes import load_routes
 from servectl.profile.catalog import CATALOG_DIR, FlagCatalog
 from servectl.profile.catalog_diff import diff_catalogs
 from servectl.service.catalog import extract_catalog
@@ -71,6 +72,9 @@ def test_extraction_from_the_upstream_image_is_the_shipped_catalog(extracted: di
     assert diff_catalogs(_catalog(shipped, "shipped"), _catalog(result.document, "extracted")) == []
     stored = json.loads(result.stored_at.read_text())
     assert stored["image"]["id"] == result.image.id and stored["image"]["refs"] == [result.image.refs[0]]
+    # the image's route table, read in the image, is the shipped one (every Anthropic and Ollama path with it)
+    (routes,) = result.routes_written
+    assert json.loads(routes.read_text())["routes"] == load_routes()["routes"] and result.routes_error is None
 
 
 def test_diff_of_the_two_images_finds_exactly_the_three_patched_changes(extracted: dict[str, Any]) -> None:

@@ -90,8 +90,9 @@ def test_extract_probes_pythons_until_one_has_sglang_and_stores_by_image_id(tmp_
     engine = FakeDockerEngine(images=[local_image()], oneshot=oneshot)
     out = tmp_path / "project" / "custom.json"
     result = extract_catalog(image=IMAGE, engine=engine, out=out, store_dir=tmp_path / "cache")
-    assert [c[0] for c in oneshot.commands] == ["python3", "/opt/venv/bin/python"]
-    assert oneshot.commands[-1][-1] == "flags" and "def dump_flags" in oneshot.commands[-1][2]
+    assert [c[0] for c in oneshot.commands] == ["python3", "/opt/venv/bin/python", "/opt/venv/bin/python"]
+    assert oneshot.commands[1][-1] == "flags" and "def dump_flags" in oneshot.commands[1][2]
+    assert oneshot.commands[2][-1] == "routes"  # then the route table, with the Python that has SGLang
     assert result.python == "/opt/venv/bin/python" and result.seconds == 2.5
     assert result.stored_at == tmp_path / "cache" / f"{'ab' * 32}.json"
     stored = json.loads(result.stored_at.read_text())
@@ -287,3 +288,84 @@ def test_extract_reads_the_version_from_the_package_when_the_image_has_no_metada
     else:
         assert result.version == "0.5.99rc1"
         assert result.version_source == engine_dump.VERSION_FROM_MODULE
+
+
+# -- the image's route table --------------------------------------------------------------------------------
+_FAKE_HTTP_SERVER = """
+import os
+from fastapi import FastAPI
+
+app = FastAPI()
+
+
+@app.get("/health")
+async def health() -> None: ...
+
+
+@app.post("/v1/chat/completions", dependencies=[Depends(validate_json_request)])
+async def openai_v1_chat_completions(request: ChatCompletionRequest, raw_request: Request): ...
+
+
+@app.api_route("/generate", methods=["POST", "PUT"])
+async def generate_request(obj: GenerateReqInput, request: Request): ...
+"""
+
+
+class BySubcommand:
+    """A ``oneshot`` answering ``engine_dump.py``'s subcommand (its last argument)."""
+
+    def __init__(self, answers: dict[str, OneShotResult]) -> None:
+        self.answers = answers
+
+    def __call__(self, image: str, command: list[str]) -> OneShotResult:
+        return self.answers[command[-1]]
+
+
+def test_extract_keeps_the_images_route_table_and_the_gateway_refuses_a_path_it_lacks(tmp_path: Path) -> None:
+    """An image whose SGLang serves no Anthropic or Ollama paths (the real dumper on its http_server.py): the
+    table is stored beside its catalog, a profile on that catalog finds it, and the gateway answers a path it
+    lacks with 404 unknown_path naming it."""
+    import subprocess
+    import sys
+
+    import httpx
+
+    from servectl.gateway.cards import ProfileCard
+    from servectl.gateway.config import GatewayConfig
+    from servectl.gateway.routes import Upstream
+    from servectl.gateway.serve import route_paths_of
+    from servectl.profile import engine_dump
+    from servectl.profile.catalog_store import extracted_routes, stored_catalogs
+    from servectl.standin.process import free_port
+    from servectl.testing.gateway import GatewayThread
+
+    site = tmp_path / "site"
+    (site / "sglang" / "srt" / "entrypoints").mkdir(parents=True)
+    (site / "sglang" / "srt" / "entrypoints" / "http_server.py").write_text(_FAKE_HTTP_SERVER)
+    dumped = subprocess.run([sys.executable, "-S", engine_dump.__file__, "routes", "--root", str(site)],
+                            capture_output=True, text=True, check=True, env={"PATH": "/usr/bin:/bin"})  # fmt: skip
+    answers = {"flags": dump_answer(shipped_document()), "routes": OneShotResult(0, dumped.stdout, "", 0.1)}
+    engine = FakeDockerEngine(images=[local_image()], oneshot=BySubcommand(answers))
+    cache, out = tmp_path / "cache", tmp_path / "project" / "custom.json"
+    result = extract_catalog(image=IMAGE, engine=engine, out=out, store_dir=cache)
+    assert result.routes_error is None
+    assert result.routes_written == (cache / f"{'ab' * 32}.routes.json", tmp_path / "project" / "custom.routes.json")
+    assert [s.path for s in stored_catalogs(cache)] == [result.stored_at]  # the table is no catalog of the store
+    routes = extracted_routes("image", image_ref=IMAGE, directory=cache)
+    assert routes == result.routes_written[0] and extracted_routes(str(out)) == result.routes_written[1]
+    assert extracted_routes("sglang-0.5.23") is None  # a shipped catalog's table is shipped
+    card = ProfileCard("old", None, False, False, False, False, catalog="image", routes_file=routes)
+    paths = route_paths_of(lambda _profile: card)
+    assert paths("old") == {"/v1/chat/completions", "/generate"}
+    config = GatewayConfig.model_validate({"listen": f"127.0.0.1:{free_port()}", "aliases": {"chat": ["old"]},
+                                           "auth": "none"})  # fmt: skip
+    up = Upstream(profile="old", url="http://127.0.0.1:9", served_name="m", ready=True)  # never reached
+    with GatewayThread(config, upstreams=lambda: [up], state_dir=tmp_path / "gw", engine_paths=paths) as gw:
+        refused = httpx.post(f"{gw.base_url}/v1/messages", json={"model": "chat", "max_tokens": 4, "messages": []})
+    assert (refused.status_code, refused.headers["X-Servectl-Reason"]) == (404, "unknown_path")
+    assert refused.json()["type"] == "error"  # Anthropic's shape, naming the path
+    assert "does not serve POST /v1/messages" in refused.json()["error"]["message"]
+    broken = {**answers, "routes": OneShotResult(1, "", "SyntaxError\n", 0.1)}  # the catalog still comes
+    engine = FakeDockerEngine(images=[local_image()], oneshot=BySubcommand(broken))
+    again = extract_catalog(image=IMAGE, engine=engine, store_dir=tmp_path / "cache2")
+    assert again.routes_written == () and "the route dumper failed" in str(again.routes_error)

@@ -2,10 +2,11 @@
 
 Each program runs in a throwaway container of the image (:meth:`~servectl.adapters.docker.DockerEngine.run_oneshot`:
 no network, no GPU, read-only, removed afterwards, killed at a time limit): :mod:`servectl.profile.engine_dump`
-(the same dumper that made the shipped catalogs) dumps the parser's flags or the logger format strings
-(:func:`dump_flags`, :func:`dump_logs`), :mod:`servectl.adapters.sglang_probe` parses an argv
-(:func:`parse_in_image`). The Python comes from the profile's ``image.entrypoint`` when that is a Python, else
-is probed from :data:`PYTHON_CANDIDATES`. The readers of the containers' output are pure.
+(the same dumper that made the shipped catalogs) dumps the parser's flags, the logger format strings or the HTTP
+server's route table (:func:`dump_flags`, :func:`dump_logs`, :func:`dump_routes`),
+:mod:`servectl.adapters.sglang_probe` parses an argv (:func:`parse_in_image`). The Python comes from the
+profile's ``image.entrypoint`` when that is a Python, else is probed from :data:`PYTHON_CANDIDATES`. The readers of
+the containers' output are pure.
 
 What the commands make of the answers (a stored catalog, a verdict on a profile) is :mod:`servectl.service.catalog`.
 """
@@ -171,6 +172,15 @@ def _read_logs(result: OneShotResult) -> dict[str, Any]:
     return data
 
 
+def _read_routes(result: OneShotResult) -> dict[str, Any]:
+    if result.exit_code != 0:
+        raise ProbeOutputError(f"the route dumper failed (exit {result.exit_code})")
+    data = _json_object(result.stdout[result.stdout.find("{") :])
+    if not isinstance(data.get("routes"), list):
+        raise ProbeOutputError("the route dump has no routes")
+    return data
+
+
 def _read_probe(result: OneShotResult) -> dict[str, Any]:
     data = parse_probe_output(result.stdout)
     if data.get("error") and not data.get("no_sglang"):
@@ -201,6 +211,18 @@ def dump_logs(engine: DockerEngine, image: str, *, python: str, timeout_s: float
     """
     return run_in_image(
         engine, image, source=_source(engine_dump), args=["logs"], read=_read_logs, entrypoint=(python,),
+        timeout_s=timeout_s,
+    )  # fmt: skip
+
+
+def dump_routes(engine: DockerEngine, image: str, *, python: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> ProbeRun:
+    """The route table of the image's SGLang HTTP server (``engine_dump.py routes``), run with ``python``.
+
+    Raises:
+        ImageProbeError: the dumper broke or timed out.
+    """
+    return run_in_image(
+        engine, image, source=_source(engine_dump), args=["routes"], read=_read_routes, entrypoint=(python,),
         timeout_s=timeout_s,
     )  # fmt: skip
 

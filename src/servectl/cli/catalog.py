@@ -88,6 +88,10 @@ def extract_command(
     typer.echo(f"stored   {result.stored_at}")
     if result.written_to is not None:
         typer.echo(f"wrote    {result.written_to}  (use it with engine.catalog: {result.written_to.name})")
+    for path in result.routes_written:
+        typer.echo(f"routes   {path}  (the gateway serves only these paths to its profiles)")
+    if result.routes_error is not None:
+        typer.echo(f"routes   not read ({result.routes_error}); the gateway uses the shipped route table")
     for path in result.logs_written:
         typer.echo(f"logs     {path}")
     typer.echo(f"profiles of image {result.image.refs[0]} can use it with engine.catalog: image")

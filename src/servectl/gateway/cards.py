@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -29,6 +30,7 @@ class ProfileCard:
     vision: bool
     embedding: bool
     catalog: str  # the engine build's flag (and route) catalog
+    routes_file: Path | None = None  # the route table extracted from its image with that catalog (if any)
 
     @property
     def capabilities(self) -> list[str]:
@@ -36,8 +38,8 @@ class ProfileCard:
         return [name for name, on in flags.items() if on]
 
 
-def profile_card(profile: Profile) -> ProfileCard:
-    """The card of a validated profile."""
+def profile_card(profile: Profile, *, routes_file: Path | None = None) -> ProfileCard:
+    """The card of a validated profile (``routes_file``: its image's route table, found by the caller)."""
     args = profile.engine.args
     return ProfileCard(
         profile=profile.name,
@@ -47,6 +49,7 @@ def profile_card(profile: Profile) -> ProfileCard:
         vision=profile.model.multimodal,
         embedding=bool(args.get("is-embedding")),
         catalog=profile.engine.catalog,
+        routes_file=routes_file,
     )
 
 

@@ -28,9 +28,10 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 from typing import Any
 
-from servectl.profile.api_routes import DEFAULT_ROUTES, load_routes, route_paths
+from servectl.profile.api_routes import DEFAULT_ROUTES, load_routes, load_routes_file, route_paths
 
 OPENAI_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
                       404: "not_found_error", 429: "rate_limit_error"}  # fmt: skip
@@ -193,6 +194,15 @@ def engine_paths(catalog: str = DEFAULT_ROUTES) -> frozenset[str]:
     return frozenset(route_paths(load_routes(catalog), "POST"))
 
 
+def file_paths(path: Path) -> frozenset[str]:
+    """The POST paths of a route table extracted from an image (``<catalog>.routes.json``).
+
+    Raises:
+        FileRefused, OSError, ValueError: it cannot be read, or it is no route table.
+    """
+    return frozenset(route_paths(load_routes_file(path), "POST"))
+
+
 def ollama_tags(aliases: list[str], now: str) -> dict[str, Any]:
     """``GET /api/tags`` as SGLang answers it (``ollama/serving.py::get_tags``), one entry per alias."""
     tags = load_routes(DEFAULT_ROUTES)["ollama"]["tags"]
@@ -216,6 +226,7 @@ __all__ = [
     "answers_model_path",
     "engine_paths",
     "family_of",
+    "file_paths",
     "ollama_tags",
     "rewrite_last_model",
 ]  # fmt: skip

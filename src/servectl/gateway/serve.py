@@ -107,6 +107,7 @@ def profile_cards(
 
     from servectl.errors import ServectlError
     from servectl.gateway.cards import profile_card
+    from servectl.profile.catalog_store import extracted_routes
     from servectl.profile.validate import load_profile
 
     seen: dict[str, tuple[float, ProfileCard | None]] = {}
@@ -115,7 +116,10 @@ def profile_cards(
         now = time.monotonic()
         if name not in seen or now - seen[name][0] > ttl_s:
             try:
-                seen[name] = (now, profile_card(load_profile(name, folders=folders()).profile))
+                profile = load_profile(name, folders=folders()).profile
+                routes = extracted_routes(profile.engine.catalog, image_ref=profile.image.ref,
+                                          image_digest=profile.image.digest)  # fmt: skip
+                seen[name] = (now, profile_card(profile, routes_file=routes))
             except ServectlError:
                 seen[name] = (now, None)
         return seen[name][1]
@@ -124,12 +128,19 @@ def profile_cards(
 
 
 def route_paths_of(cards: Callable[[str], ProfileCard | None]) -> Callable[[str], frozenset[str]]:
-    """A profile -> the POST paths its engine serves: the route catalog shipped under its flag catalog's name,
-    else the default one (an image-extracted catalog has no route table of its own yet)."""
-    from servectl.gateway.families import engine_paths
+    """A profile -> the POST paths its engine serves: the route table extracted from its image with its flag
+    catalog (``catalog extract``), else the route catalog shipped under its flag catalog's name, else the
+    default one."""
+    from servectl.files import FileRefused
+    from servectl.gateway.families import engine_paths, file_paths
 
     def paths(profile: str) -> frozenset[str]:
         card = cards(profile)
+        if card is not None and card.routes_file is not None:
+            try:
+                return file_paths(card.routes_file)
+            except (OSError, ValueError, FileRefused):
+                pass  # damaged since it was found: the shipped table
         try:
             return engine_paths(card.catalog if card is not None else DEFAULT_ROUTES)
         except KeyError:

@@ -18,23 +18,25 @@ Standard-library only: the stand-in image carries it.
 from __future__ import annotations
 
 import ast
+import json
 from pathlib import Path
 from typing import Any
 
-from servectl.profile.catalog import CATALOG_DIR, DEFAULT_CATALOG, read_shipped_catalog
+from servectl.files import read_text_bounded
+from servectl.profile.catalog import CATALOG_DIR, DEFAULT_CATALOG, MAX_CATALOG_BYTES, read_shipped_catalog
+from servectl.profile.engine_dump import HTTP_SERVER, route_table
 
 #: Where the shipped route catalogs live (beside the flag catalogs).
 ROUTES_DIR = CATALOG_DIR / "routes"
 DEFAULT_ROUTES = DEFAULT_CATALOG  # one route catalog per flag catalog, by the same name
 
-_HTTP = "sglang/srt/entrypoints/http_server.py"
+_HTTP = HTTP_SERVER
 _A_PROTOCOL = "sglang/srt/entrypoints/anthropic/protocol.py"
 _A_SERVING = "sglang/srt/entrypoints/anthropic/serving.py"
 _O_PROTOCOL = "sglang/srt/entrypoints/ollama/protocol.py"
 _O_SERVING = "sglang/srt/entrypoints/ollama/serving.py"
 _OPENAI = "sglang/srt/entrypoints/openai/protocol.py"
 _EMBEDDING = "sglang/srt/entrypoints/openai/serving_embedding.py"
-_DECORATORS = {"get": "GET", "post": "POST", "put": "PUT", "delete": "DELETE", "head": "HEAD", "websocket": "WEBSOCKET"}
 
 _ANTHROPIC_MODELS = (
     "AnthropicMessagesRequest",
@@ -82,6 +84,18 @@ def load_routes(name: str = DEFAULT_ROUTES) -> dict[str, Any]:
     return read_shipped_catalog(ROUTES_DIR.name, name, "route catalog")
 
 
+def load_routes_file(path: Path) -> dict[str, Any]:
+    """A route catalog extracted from an image (``catalog extract`` writes ``<catalog>.routes.json``).
+
+    Raises:
+        FileRefused, OSError, ValueError: it cannot be read, or it is no route catalog.
+    """
+    data = json.loads(read_text_bounded(path, limit_bytes=MAX_CATALOG_BYTES, what="route catalog"))
+    if not isinstance(data, dict) or not isinstance(data.get("routes"), list):
+        raise ValueError(f"{path} is not a route catalog (no routes list)")
+    return data
+
+
 def route_paths(catalog: dict[str, Any], method: str | None = None) -> set[str]:
     """The paths ``catalog`` serves (with ``method``: only those that answer it)."""
     return {
@@ -103,62 +117,6 @@ def _literal(node: ast.AST | None) -> Any:
 
 
 # -- the route table -------------------------------------------------------------------------------------------
-
-
-def _path_of(arg: ast.expr, names: dict[str, ast.expr]) -> tuple[str | None, str | None]:
-    """``(path, environment variable)`` of a decorator's first argument: a literal, ``os.environ.get(NAME,
-    DEFAULT)``, or a module variable holding one of those."""
-    if isinstance(arg, ast.Name) and arg.id in names:
-        arg = names[arg.id]
-    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
-        return arg.value, None
-    if isinstance(arg, ast.Call) and ast.unparse(arg.func) == "os.environ.get":
-        env = _literal(arg.args[0])
-        default = _literal(arg.args[1]) if len(arg.args) > 1 else None
-        return default, env
-    raise ValueError(f"{_HTTP}:{arg.lineno}: a route path this reader does not know: {ast.unparse(arg)}")
-
-
-def _routes(root: Path) -> list[dict[str, Any]]:
-    tree = _tree(root, _HTTP)
-    names = {
-        n.targets[0].id: n.value for n in tree.body if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Name)
-    }
-    routes: list[dict[str, Any]] = []
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            continue
-        for deco in node.decorator_list:
-            if not (isinstance(deco, ast.Call) and isinstance(deco.func, ast.Attribute) and deco.args):
-                continue
-            if ast.unparse(deco.func.value) != "app":
-                continue
-            kind = deco.func.attr
-            if kind == "api_route":
-                methods = next((_literal(k.value) for k in deco.keywords if k.arg == "methods"), ["GET"])
-            elif kind in _DECORATORS:
-                methods = [_DECORATORS[kind]]
-            else:
-                continue
-            path, env = _path_of(deco.args[0], names)
-            request = next(
-                (ast.unparse(a.annotation) for a in node.args.args if a.annotation is not None and a.arg == "request"),
-                None,
-            )
-            deps = next((ast.unparse(k.value) for k in deco.keywords if k.arg == "dependencies"), "")
-            routes.append(
-                {
-                    "path": path,
-                    "methods": sorted(methods),
-                    "handler": node.name,
-                    "request": request,
-                    "json_only": "validate_json_request" in deps,
-                    "env": env,
-                    "source": f"{_HTTP}:{deco.lineno}",
-                }
-            )
-    routes.sort(key=lambda r: (str(r["path"]), r["methods"]))
-    return routes
 
 
 # -- pydantic models -------------------------------------------------------------------------------------------
@@ -380,11 +338,11 @@ def extract(root: Path, version: str) -> dict[str, Any]:
         "engine": "sglang",
         "version": version,
         "extracted_from": f"sglang {version} source, read with ast by servectl/profile/api_routes.py",
-        "routes": _routes(root),
+        "routes": route_table(root),
         "anthropic": _anthropic(root),
         "ollama": _ollama(root),
         "openai": _openai(root),
     }
 
 
-__all__ = ["DEFAULT_ROUTES", "ROUTES_DIR", "extract", "load_routes", "route_paths"]
+__all__ = ["DEFAULT_ROUTES", "ROUTES_DIR", "extract", "load_routes", "load_routes_file", "route_paths"]

@@ -27,6 +27,8 @@ from servectl.profile.catalog import MAX_CATALOG_BYTES, FlagCatalog
 
 #: ``engine.catalog`` value meaning "the catalog extracted from this profile's image".
 IMAGE = "image"
+#: The suffix of a route table kept beside a catalog extracted from an image.
+ROUTES_SUFFIX = ".routes.json"
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
 
@@ -72,6 +74,27 @@ def is_catalog_file(spec: str) -> bool:
 
 def _stored_path(image_id: str, directory: Path) -> Path:
     return directory / f"{image_id.removeprefix('sha256:')}.json"
+
+
+def routes_beside(catalog: Path) -> Path:
+    """Where the route table extracted with a catalog is kept: ``<catalog>.routes.json`` beside it."""
+    return catalog.with_name(catalog.name.removesuffix(".json") + ROUTES_SUFFIX)
+
+
+def extracted_routes(
+    spec: str, *, image_ref: str | None = None, image_digest: str | None = None, directory: Path | None = None
+) -> Path | None:
+    """The route table extracted from a profile's image with its flag catalog (``engine.catalog`` ``image``, a
+    digest or a catalog file that ``catalog extract`` wrote): its path, None when there is none (a shipped
+    catalog's routes are shipped: :mod:`servectl.profile.api_routes`)."""
+    if not (is_catalog_file(spec) or spec == IMAGE or _DIGEST.fullmatch(spec)):
+        return None
+    try:
+        stored = load_catalog(spec, image_ref=image_ref, image_digest=image_digest, directory=directory)
+    except KeyError:
+        return None
+    beside = routes_beside(stored.path)
+    return beside if beside.is_file() else None
 
 
 def write_catalog(document: Mapping[str, Any], path: Path) -> Path:
@@ -122,7 +145,7 @@ def _parse_stored(path: Path) -> StoredCatalog | None:
 def stored_catalogs(directory: Path | None = None) -> Iterator[StoredCatalog]:
     """Every readable extracted catalog in the cache, newest first."""
     folder = directory or catalog_cache_dir()
-    paths = [p for p in sorted(folder.glob("*.json")) if not p.name.endswith(".logs.json")]
+    paths = [p for p in sorted(folder.glob("*.json")) if not p.name.endswith((".logs.json", ROUTES_SUFFIX))]
     found = [s for p in paths if (s := _read_stored(p)) is not None]
     yield from sorted(found, key=lambda s: -(s.image.extracted_at if s.image else 0.0))
 

@@ -5,6 +5,7 @@ from the wheel, or the python inside an engine image)::
 
     python3 engine_dump.py flags            # the parser, in flag-catalog format (catalogs/<name>.json)
     python3 engine_dump.py logs [--root D]  # every logger format string in sglang/srt (catalogs/logs/<name>.json)
+    python3 engine_dump.py routes [--root D]  # the HTTP server's route table (catalogs/routes/<name>.json's routes)
     python3 engine_dump.py parse            # JSON argv lists on stdin -> the real parser's verdict per line
 
 ``flags`` builds the parser with ``ServerArgs.add_cli_args`` (what ``python -m sglang.launch_server`` uses) and
@@ -310,6 +311,83 @@ def dump_logs(root: Path, *, package: str = "sglang", subdir: str = "srt") -> di
     return {"engine": package, "placeholder": PLACEHOLDER, "lines": lines}
 
 
+# -- routes --------------------------------------------------------------------------------------------------
+HTTP_SERVER = "sglang/srt/entrypoints/http_server.py"
+_ROUTE_DECORATORS = {"get": "GET", "post": "POST", "put": "PUT", "delete": "DELETE", "head": "HEAD",
+                     "websocket": "WEBSOCKET"}  # fmt: skip
+
+
+def _route_literal(node: ast.AST | None) -> Any:
+    try:
+        return ast.literal_eval(node) if node is not None else None
+    except ValueError:
+        return None
+
+
+def _path_of(arg: ast.expr, names: dict[str, ast.expr]) -> tuple[str | None, str | None]:
+    """``(path, environment variable)`` of a decorator's first argument: a literal, ``os.environ.get(NAME,
+    DEFAULT)``, or a module variable holding one of those."""
+    if isinstance(arg, ast.Name) and arg.id in names:
+        arg = names[arg.id]
+    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+        return arg.value, None
+    if isinstance(arg, ast.Call) and ast.unparse(arg.func) == "os.environ.get":
+        env = _route_literal(arg.args[0])
+        default = _route_literal(arg.args[1]) if len(arg.args) > 1 else None
+        return default, env
+    raise ValueError(f"{HTTP_SERVER}:{arg.lineno}: a route path this reader does not know: {ast.unparse(arg)}")
+
+
+def route_table(root: Path) -> list[dict[str, Any]]:
+    """The HTTP server's routes (``@app.get``/``post``/``api_route`` in ``http_server.py``), read with :mod:`ast`:
+    path (an env-overridable one at its default, its variable in ``env``), methods, handler, request type,
+    JSON-only, and the source line; ``root`` holds the ``sglang`` package."""
+    tree = ast.parse((root / HTTP_SERVER).read_text(encoding="utf-8"), filename=HTTP_SERVER)
+    names = {
+        n.targets[0].id: n.value for n in tree.body if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Name)
+    }
+    routes: list[dict[str, Any]] = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        for deco in node.decorator_list:
+            if not (isinstance(deco, ast.Call) and isinstance(deco.func, ast.Attribute) and deco.args):
+                continue
+            if ast.unparse(deco.func.value) != "app":
+                continue
+            kind = deco.func.attr
+            if kind == "api_route":
+                methods = next((_route_literal(k.value) for k in deco.keywords if k.arg == "methods"), ["GET"])
+            elif kind in _ROUTE_DECORATORS:
+                methods = [_ROUTE_DECORATORS[kind]]
+            else:
+                continue
+            path, env = _path_of(deco.args[0], names)
+            request = next(
+                (ast.unparse(a.annotation) for a in node.args.args if a.annotation is not None and a.arg == "request"),
+                None,
+            )
+            deps = next((ast.unparse(k.value) for k in deco.keywords if k.arg == "dependencies"), "")
+            routes.append(
+                {
+                    "path": path,
+                    "methods": sorted(methods),
+                    "handler": node.name,
+                    "request": request,
+                    "json_only": "validate_json_request" in deps,
+                    "env": env,
+                    "source": f"{HTTP_SERVER}:{deco.lineno}",
+                }
+            )
+    routes.sort(key=lambda r: (str(r["path"]), r["methods"]))
+    return routes
+
+
+def dump_routes(root: Path) -> dict[str, Any]:
+    """The route table of the sglang under ``root`` (a route catalog's ``routes``, without the shapes)."""
+    return {"engine": "sglang", "routes": route_table(root)}
+
+
 def package_root(package: str = "sglang") -> Path:
     """The folder holding ``package``, found without importing it."""
     import importlib.util
@@ -322,14 +400,19 @@ def package_root(package: str = "sglang") -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="engine_dump", description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=["flags", "logs", "parse"])
-    parser.add_argument("--root", type=Path, help="folder holding the sglang package (logs; default: importable)")
+    parser.add_argument("what", choices=["flags", "logs", "routes", "parse"])
+    parser.add_argument("--root", type=Path, help="the folder holding the sglang package (default: importable)")
     args = parser.parse_args(argv)
     if args.what == "parse":
         serve_parser(iter(sys.stdin.readline, ""), sys.stdout)
         return 0
     if args.what == "flags":
         data = dump_flags()
+    elif args.what == "routes":
+        data = dump_routes(args.root or package_root())
+        data["version"], version_source = sglang_version()
+        if version_source:
+            data["version_source"] = version_source
     else:
         data = dump_logs(args.root or package_root())
         data["version"], version_source = sglang_version()

@@ -23,11 +23,12 @@ from servectl.adapters.engine_image import (
     ParseVerdict,
     dump_flags,
     dump_logs,
+    dump_routes,
     parse_in_image,
 )
 from servectl.errors import PreflightFailed
 from servectl.profile.catalog import FlagCatalog
-from servectl.profile.catalog_store import ImageSource, store_catalog, write_catalog
+from servectl.profile.catalog_store import ImageSource, routes_beside, store_catalog, write_catalog
 
 if TYPE_CHECKING:
     from servectl.plan.resolve import Resolved
@@ -46,6 +47,8 @@ class ExtractedCatalog:
     python: str
     seconds: float
     logs_written: tuple[Path, ...] = ()
+    routes_written: tuple[Path, ...] = ()  # the image's route table, beside each catalog written
+    routes_error: str | None = None  # why it could not be read (the gateway then uses the shipped table)
 
     @property
     def version(self) -> str:
@@ -73,8 +76,9 @@ def extract_catalog(
 ) -> ExtractedCatalog:
     """Dump the image's own parser into a flag catalog, kept in the user cache by image id (and in ``out``).
 
-    With ``logs``, also the logger format strings of the image's ``sglang/srt`` (``engine_dump.py logs``),
-    written beside the catalog as ``<name>.logs.json``.
+    The image's HTTP route table (``engine_dump.py routes``) is written beside each as ``<name>.routes.json``: the
+    gateway refuses a path that table lacks (404 ``unknown_path``). With ``logs``, also the logger format strings
+    of the image's ``sglang/srt`` (``engine_dump.py logs``), written beside the catalog as ``<name>.logs.json``.
 
     Raises:
         PreflightFailed: the image is not on this host.
@@ -98,13 +102,23 @@ def extract_catalog(
     source = ImageSource(id=info.id, refs=(image,), digests=digests, extracted_at=time.time())
     stored = store_catalog(document, source, directory=store_dir)
     written = write_catalog({**document, "image": source.to_dict()}, out) if out is not None else None
+    routes_written: list[Path] = []
+    routes_error = None
+    try:
+        route_run = dump_routes(engine, image, python=run.python, timeout_s=timeout_s)
+    except ImageProbeError as err:
+        routes_error = str(err)
+    else:
+        routes = {**route_run.data, "extracted_from": f"image {image} ({info.id}): engine_dump.py routes"}
+        routes_written = [write_catalog(routes, routes_beside(p)) for p in (stored, written) if p is not None]
     logs_written: list[Path] = []
     if logs:
         log_run = dump_logs(engine, image, python=run.python, timeout_s=timeout_s)
         for path in (stored, written):
             if path is not None:
                 logs_written.append(write_catalog(log_run.data, path.with_name(path.stem + ".logs.json")))
-    return ExtractedCatalog(document, source, stored, written, run.python, run.seconds, tuple(logs_written))
+    return ExtractedCatalog(document, source, stored, written, run.python, run.seconds, tuple(logs_written),
+                            tuple(routes_written), routes_error)  # fmt: skip
 
 
 @dataclass(frozen=True)
