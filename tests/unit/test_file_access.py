@@ -44,6 +44,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("adapters/engine_image.py", "Path(module.__file__).read_text"): "servectl's own module source, sent into "
     "the image",
     ("profile/engine_dump.py", "path.read_text"): "runs inside the image, on SGLang's own source files",
+    ("profile/engine_dump.py", "server.read_text"): "runs inside the image, on SGLang's own http_server.py",
     ("profile/memory_saver.py", "(root / rel).read_text"): "extraction from the SGLang wheel (scripts/)",
     ("profile/api_routes.py", "(root / rel).read_text"): "extraction from the SGLang wheel (scripts/)",
     ("bench/finding/registry.py", "schema_file.read_text"): "the registry schema shipped in the package",

@@ -342,7 +342,8 @@ def route_table(root: Path) -> list[dict[str, Any]]:
     """The HTTP server's routes (``@app.get``/``post``/``api_route`` in ``http_server.py``), read with :mod:`ast`:
     path (an env-overridable one at its default, its variable in ``env``), methods, handler, request type,
     JSON-only, and the source line; ``root`` holds the ``sglang`` package."""
-    tree = ast.parse((root / HTTP_SERVER).read_text(encoding="utf-8"), filename=HTTP_SERVER)
+    server = root / HTTP_SERVER
+    tree = ast.parse(server.read_text(encoding="utf-8"), filename=HTTP_SERVER)
     names = {
         n.targets[0].id: n.value for n in tree.body if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Name)
     }

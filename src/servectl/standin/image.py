@@ -141,6 +141,8 @@ def _app_files() -> list[tuple[str, bytes]]:
     files.append((f"{APP_DIR}/servectl/profile/memory_saver.py", (pkg / "profile" / "memory_saver.py").read_bytes()))
     # the route table and the Anthropic/Ollama/embeddings shapes, read from SGLang's source (standin/families.py)
     files.append((f"{APP_DIR}/servectl/profile/api_routes.py", (pkg / "profile" / "api_routes.py").read_bytes()))
+    # ... whose route-table reader is the in-image dumper's (stdlib only; the stand-in only loads the catalog)
+    files.append((f"{APP_DIR}/servectl/profile/engine_dump.py", (pkg / "profile" / "engine_dump.py").read_bytes()))
     files += [
         (
             f"{APP_DIR}/servectl/profile/catalogs/{p.relative_to(pkg / 'profile' / 'catalogs').as_posix()}",
