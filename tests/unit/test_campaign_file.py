@@ -113,6 +113,18 @@ def test_a_campaign_without_variants_or_with_repeated_names_is_refused(tmp_path:
     assert f"{twice}:6: variants: variant 'fast' is named twice" in lines
 
 
+def test_incumbent_bench_runs_and_reference_csv_are_refused_until_they_are_built(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        GOOD.replace("workload:", "incumbent:\n  bench_runs: [runs/old]\n  reference_csv: ref.csv\nworkload:"),
+    )
+    lines = problems_of(path)
+    assert len(lines) == 2
+    assert lines[0].startswith(f"{path}:9: incumbent.bench_runs: not supported yet: ")
+    assert lines[1].startswith(f"{path}:10: incumbent.reference_csv: not supported yet: ")
+    assert all("remove it" in line for line in lines)
+
+
 def test_axes_make_their_product_less_the_excluded_combinations(tmp_path: Path) -> None:
     path = write(
         tmp_path,

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ValidationError
 from servectl.campaign.model import AxisValue, Campaign
 from servectl.campaign.schedule import INCUMBENT
 from servectl.errors import Problem, ProfileError
+from servectl.profile.loader import locate_key, model_of
 from servectl.profile.yaml_locations import Location, PathKey, display_path, dotted_path, read_yaml
 
 SCHEMA_REF = "# yaml-language-server: $schema=../schema/campaign.schema.json"
@@ -53,7 +54,7 @@ class LoadedCampaign:
 
     def location(self, path: PathKey) -> Location:
         """File and line of the key at ``path`` (or of its closest written parent)."""
-        return _locate(self.locations, path, self.path)
+        return locate_key(self.locations, path, self.path)
 
     def problem(self, path: PathKey, message: str, rule: str = "campaign") -> Problem:
         """A problem at a field path of the campaign file, located at the closest written key."""
@@ -108,6 +109,15 @@ def _reference_problems(loaded: LoadedCampaign) -> list[Problem]:
                 problems.append(
                     loaded.problem(("exclude", index, key), f"{value!r} is not a value of this axis {c.axes[key]}")
                 )
+    for key in ("bench_runs", "reference_csv"):
+        if getattr(c.incumbent, key):  # in the schema, not built: refused rather than silently ignored
+            problems.append(
+                loaded.problem(
+                    ("incumbent", key),
+                    "not supported yet: a campaign decides only against the incumbent it measures itself; remove "
+                    "it (compare the campaign's rows with `servectl bench compare` instead)",
+                )
+            )
     if not c.variants and not c.axes:
         problems.append(loaded.problem((), "no variants: give `variants` (a list of overrides) or `axes`"))
     seen: set[str] = set()
@@ -129,7 +139,7 @@ def _spell_out(loaded: LoadedCampaign) -> tuple[list[VariantSpec], list[Problem]
             for key, loc in loaded.locations.items()
             if key[: len(prefix)] == prefix and len(key) > len(prefix)
         }
-        own[()] = _locate(loaded.locations, ("variants", index), loaded.path)
+        own[()] = locate_key(loaded.locations, ("variants", index), loaded.path)
         out.append(VariantSpec(variant.name, variant.description, variant.overrides, own))
     keys = list(c.axes)
     combos = itertools.product(*(list(enumerate(c.axes[k])) for k in keys)) if keys else iter(())
@@ -138,11 +148,11 @@ def _spell_out(loaded: LoadedCampaign) -> tuple[list[VariantSpec], list[Problem]
         if any(all(k in values and _same(values[k], v) for k, v in entry.items()) for entry in c.exclude if entry):
             continue
         overrides: dict[str, Any] = {}
-        locations: dict[PathKey, Location] = {(): _locate(loaded.locations, ("axes",), loaded.path)}
+        locations: dict[PathKey, Location] = {(): locate_key(loaded.locations, ("axes",), loaded.path)}
         for key, (value_index, value) in zip(keys, combo, strict=True):
             parts = tuple(key.split("."))
             _set_in(overrides, parts, value)
-            where = _locate(loaded.locations, ("axes", key, value_index), loaded.path)
+            where = locate_key(loaded.locations, ("axes", key, value_index), loaded.path)
             for cut in range(1, len(parts) + 1):
                 locations[parts[:cut]] = where
         description = ", ".join(f"{k}={_show(v)}" for k, v in values.items())
@@ -224,16 +234,8 @@ def _set_in(into: dict[str, Any], parts: tuple[str, ...], value: Any) -> None:
 
 
 # -- locations and pydantic errors ----------------------------------------------------------------------------
-def _locate(locations: Mapping[PathKey, Location], path: PathKey, default: Path) -> Location:
-    for cut in range(len(path), -1, -1):
-        loc = locations.get(path[:cut])
-        if loc is not None and loc[1]:
-            return loc
-    return (default, 1)
-
-
 def _problem(locations: Mapping[PathKey, Location], path: PathKey, default: Path, message: str, rule: str) -> Problem:
-    file, line = _locate(locations, path, default)
+    file, line = locate_key(locations, path, default)
     return Problem(display_path(file), line, dotted_path(path), message, rule)
 
 
@@ -270,17 +272,7 @@ def _fields_at(loc: PathKey) -> list[str]:
             continue
         fields = model.model_fields if isinstance(model, type) and issubclass(model, BaseModel) else {}
         info = fields.get(str(part))
-        model = _model_of(info.annotation) if info else None
+        model = model_of(info.annotation) if info else None
     if isinstance(model, type) and issubclass(model, BaseModel):
         return sorted(model.model_fields)
     return []
-
-
-def _model_of(annotation: Any) -> type[BaseModel] | None:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for arg in getattr(annotation, "__args__", ()) or ():
-        found = _model_of(arg)
-        if found:
-            return found
-    return None

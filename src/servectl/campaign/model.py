@@ -112,13 +112,18 @@ class Gates(_Strict):
 
 
 class Incumbent(_Strict):
-    """What the variants are decided against: a profile measured in this campaign, interleaved with them."""
+    """What the variants are decided against: a profile measured in this campaign, interleaved with them.
+
+    ``bench_runs`` and ``reference_csv`` are reserved for figures shown beside the rows (never deciding); they
+    are not supported yet and the campaign file is refused while either is set."""
 
     profile: ProfileRef | None = Field(default=None, description="default: the base profile")
     bench_runs: list[str] = Field(
-        default_factory=list, description="earlier `bench --out` folders shown beside the rows (never decide)"
+        default_factory=list, description="reserved: earlier `bench --out` folders (not supported yet; refused)"
     )
-    reference_csv: str | None = Field(default=None, description="a typed reference CSV shown beside the rows")
+    reference_csv: str | None = Field(
+        default=None, description="reserved: a typed reference CSV (not supported yet; refused)"
+    )
 
 
 class Decision(_Strict):

@@ -77,7 +77,7 @@ class LoadedProfile:
 
     def location(self, path: PathKey) -> Location:
         """File and line of the key at ``path`` (or of its closest written parent)."""
-        return _locate(self.locations, path, self.file.path)
+        return locate_key(self.locations, path, self.file.path)
 
     def problem(self, path: PathKey, message: str, rule: str = "") -> Problem:
         """A problem at a dotted field path, located in the file that wrote it."""
@@ -187,7 +187,7 @@ def _validated(
     file: ProfileFile, data: dict[str, Any], locations: dict[PathKey, Location], chain: tuple[Path, ...]
 ) -> LoadedProfile:
     if data.get("template") is not None:
-        where, line = _locate(locations, ("template",), file.path)
+        where, line = locate_key(locations, ("template",), file.path)
         raise ProfileTemplate(file.name, " ".join(str(data["template"]).split()), file=display_path(where), line=line)
     problems: list[Problem] = []
     if data.get("name") != file.name:
@@ -251,7 +251,7 @@ def _resolve_document(
     base_name = data.get("extends")
     if base_name is None:
         return data, locations, (file.path,)
-    where = _locate(locations, ("extends",), file.path)
+    where = locate_key(locations, ("extends",), file.path)
     if not isinstance(base_name, str):
         raise ProfileError(
             [Problem(display_path(where[0]), where[1], "extends", "must be a profile name", rule="extends")]
@@ -394,7 +394,7 @@ def _model_at(path: PathKey) -> type[BaseModel] | None:
         if model is None or isinstance(part, int):
             continue
         info = model.model_fields.get(str(part))
-        model = _model_of(info.annotation) if info else None
+        model = model_of(info.annotation) if info else None
     return model
 
 
@@ -408,13 +408,14 @@ def _required_fields_at(path: PathKey) -> list[str]:
     return [name for name, info in model.model_fields.items() if info.is_required()] if model else []
 
 
-def _model_of(annotation: Any) -> type[BaseModel] | None:
+def model_of(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model an annotation holds (``X``, ``X | None``, ``list[X]``...), or None."""
     from pydantic import BaseModel
 
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation
     for arg in getattr(annotation, "__args__", ()) or ():
-        found = _model_of(arg)
+        found = model_of(arg)
         if found:
             return found
     return None
@@ -423,11 +424,12 @@ def _model_of(annotation: Any) -> type[BaseModel] | None:
 def _problem(
     locations: Mapping[PathKey, Location], path: PathKey, default_file: Path, message: str, rule: str = ""
 ) -> Problem:
-    file, line = _locate(locations, path, default_file)
+    file, line = locate_key(locations, path, default_file)
     return Problem(file=display_path(file), line=line, field=dotted_path(path), message=message, rule=rule)
 
 
-def _locate(locations: Mapping[PathKey, Location], path: PathKey, default_file: Path) -> Location:
+def locate_key(locations: Mapping[PathKey, Location], path: PathKey, default_file: Path) -> Location:
+    """File and line of the key at ``path``, or of its closest written parent (``default_file``:1 when none)."""
     for cut in range(len(path), -1, -1):
         loc = locations.get(path[:cut])
         if loc is not None and loc[1]:
