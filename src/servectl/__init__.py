@@ -44,6 +44,7 @@ _EXPORTS: dict[str, str] = {
     "BenchSettings": "servectl.bench.settings",
     "Budget": "servectl.gateway.keys",
     "CardUse": "servectl.service.watch",
+    "CampaignInterrupted": "servectl.errors",
     "CatalogError": "servectl.errors",
     "CampaignCheck": "servectl.campaign.variants",
     "CampaignExport": "servectl.campaign.export",
@@ -264,6 +265,7 @@ if TYPE_CHECKING:
     from servectl.campaign.variants import CampaignCheck as CampaignCheck
     from servectl.campaign.variants import CheckedVariant as CheckedVariant
     from servectl.errors import BenchFailed as BenchFailed
+    from servectl.errors import CampaignInterrupted as CampaignInterrupted
     from servectl.errors import CatalogError as CatalogError
     from servectl.errors import ClaimsFailed as ClaimsFailed
     from servectl.errors import EngineUnavailable as EngineUnavailable

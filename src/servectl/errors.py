@@ -30,6 +30,8 @@ Errors from the Docker SDK, NVML or the OS are wrapped ``from e`` so that the ca
     ├── SwapFailed                  exit 5   swap target failed and the previous service failed too
     ├── UpInterrupted               exit 130 a signal stopped `up` before its service passed the gate; what it
     │                                        started was removed
+    ├── CampaignInterrupted         exit 130 a signal stopped a campaign; what ran before it is back and
+    │                                        `campaign resume` continues it
     └── SwapInterrupted             exit 130 a swap was interrupted where no rollback applied; the message
                                              says what runs now and what to run next
 
@@ -165,6 +167,13 @@ class LockTimeout(ServectlError):
 
 class UpInterrupted(ServectlError):
     """SIGINT/SIGTERM/SIGHUP stopped ``up`` before its service passed the health gate; it was removed."""
+
+    exit_code = 130
+
+
+class CampaignInterrupted(ServectlError):
+    """SIGINT/SIGTERM/SIGHUP stopped a campaign: what ran before it was put back, its measurements are kept and
+    ``servectl campaign resume`` continues it."""
 
     exit_code = 130
 

@@ -38,7 +38,9 @@ class SignalGuard:
 
     ``mode``: ``raise`` (the first signal interrupts), ``abandon`` (restoring: a signal stops the waiting),
     ``defer`` (the outcome is settled: signals are only noted). ``then``: the mode after the first signal
-    (``up`` uses ``defer``: removing what it started must finish, whatever arrives next).
+    (``up`` uses ``defer``: removing what it started must finish, whatever arrives next). Guards nest (a
+    campaign's around each of its swaps): a signal the inner guard only noted is handed to the outer one when
+    the inner exits, so the longer run still stops.
     """
 
     def __init__(self, enabled: bool, *, then: Literal["abandon", "defer"] = "abandon") -> None:
@@ -46,6 +48,7 @@ class SignalGuard:
         self.mode: Literal["raise", "abandon", "defer"] = "raise"
         self.then = then
         self.received: list[int] = []
+        self.deferred: list[int] = []  # received in ``defer`` mode: noted, not acted on
         self._previous: dict[int, Any] = {}
 
     def __enter__(self) -> SignalGuard:
@@ -64,10 +67,14 @@ class SignalGuard:
         if self._previous:
             _STATE.guard = self._outer
         self._previous.clear()
+        outer, self._outer = self._outer, None
+        if outer is not None and self.deferred:  # a longer run around this transaction (a campaign) stops now
+            outer._handle(self.deferred[0], None)
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         self.received.append(signum)
         if self.mode == "defer":
+            self.deferred.append(signum)
             return
         if _STATE.depth:  # inside a call the engine finishes anyway: raise once it returned
             if _STATE.held is None:

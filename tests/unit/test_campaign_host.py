@@ -198,3 +198,69 @@ def test_a_run_killed_with_a_variant_up_is_resumed_and_puts_production_back(
         outcome = host.resume_campaign(folder=folder, bench_point=RateBench())
         assert {r.name: r.status for r in outcome.rows}["fast"] == "accepted-fast"
         assert [(s.profile, s.state) for s in host.services()] == [("demo-rollback", "ready")]
+
+
+def test_a_signal_during_a_variants_swap_ends_the_campaign_with_production_back(campaign: Path, tmp_path: Path) -> None:
+    """The swap's own guard rolled the interrupted swap back and the campaign took it for a failed start
+    (rejected-startup) and ran on; now the campaign stops (exit 130), production back, measurements kept."""
+    import os
+    import signal
+
+    from servectl.adapters.campaign_db import CampaignDb
+    from servectl.errors import CampaignInterrupted
+
+    def ctrl_c_while_fast_starts(spec: DockerRunSpec) -> FakeScript:
+        if ("STANDIN_TOKEN_RATE", "300") in spec.environment:
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while the swap starts the variant
+        return sglang_like_script()
+
+    bench = RateBench()
+    folder = tmp_path / "run"
+    with FakeHost(state_dir=tmp_path / "home") as host:
+        host.engine.script_for = ctrl_c_while_fast_starts
+        host.up(name="demo-rollback")
+        with pytest.raises(CampaignInterrupted) as stopped:
+            host.run_campaign(file=campaign, out_dir=folder, bench_point=bench)
+        running = [(s.profile, s.state) for s in host.services()]
+    assert stopped.value.exit_code == 130
+    assert "interrupted (SIGINT) in round 1 at fast; demo-rollback is back" in str(stopped.value)
+    assert f"servectl campaign resume {folder}" in str(stopped.value)
+    assert running == [("demo-rollback", "ready")]
+    assert bench.calls == [("demo", "r1-c1")]  # the incumbent's first point, then nothing more
+    with CampaignDb(folder, read_only=True) as db:
+        assert [kind for _, kind, _, _ in db.events()][-2:] == ["interrupted", "restored"]
+        assert {row.name: row.status for row in db.variants()}["fast"] == "measuring"  # not rejected-startup
+
+
+def test_a_signal_after_a_swap_settled_still_ends_the_campaign_in_the_cli(
+    campaign: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In the CLI a signal after a transaction settled is only noted (so a finished swap is not cut while it
+    reports); a campaign's swaps are inside its own guard, so a Ctrl-C while a variant is measured stops it."""
+    import os
+    import signal
+
+    from servectl import signals
+    from servectl.errors import CampaignInterrupted
+
+    monkeypatch.setattr(signals._STATE, "note_late", True)  # what the CLI's entry sets
+    handlers = {n: signal.getsignal(n) for n in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+
+    class CtrlC(RateBench):
+        def __call__(self, ctx: Context, profile: str, settings: Any, out: Path) -> PointResult:
+            if profile == "rates.fast":
+                os.kill(os.getpid(), signal.SIGINT)
+            return super().__call__(ctx, profile, settings, out)
+
+    bench = CtrlC()
+    try:
+        with FakeHost(state_dir=tmp_path / "home") as host:
+            host.up(name="demo-rollback")
+            with pytest.raises(CampaignInterrupted):
+                host.run_campaign(file=campaign, out_dir=tmp_path / "run", bench_point=bench)
+            running = [(s.profile, s.state) for s in host.services()]
+    finally:  # the CLI's outermost guard leaves its late-signal note installed
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+    assert running == [("demo-rollback", "ready")]
+    assert bench.calls == [("demo", "r1-c1")]  # the signal came in the variant's first point: nothing after it

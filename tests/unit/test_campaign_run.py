@@ -16,6 +16,7 @@ from servectl.campaign.run import CampaignRow, Measured, Started, run_campaign
 from servectl.campaign.schedule import INCUMBENT
 from servectl.campaign.variants import CampaignCheck, CheckedVariant
 from servectl.errors import StartupFailed
+from servectl.profile.yaml_locations import display_path
 from servectl.service.context import Clocks
 from servectl.testing.host import FakeHost
 
@@ -134,6 +135,32 @@ def test_a_resumed_campaign_measures_nothing_twice_and_ends_with_the_same_table(
     resumed = run(check, tmp_path / "killed", second)
     assert not set(first.calls) & set(second.calls)
     assert [(r.name, r.status, r.reason) for r in resumed] == [(r.name, r.status, r.reason) for r in whole]
+
+
+def test_a_variant_under_the_reserve_is_rejected_unless_the_file_waives_it_and_the_row_says_so(
+    check: CampaignCheck, tmp_path: Path, profile_dir: Path
+) -> None:
+    rows = {r.name: r for r in run(check, tmp_path / "strict", SimLab())}
+    assert rows["hungry"].status == "rejected-vram"
+    assert rows["hungry"].reason == "2,048 MiB free on a card after its measurements, under the 3,072 MiB reserve"
+    path = tmp_path / "waived.yaml"
+    why = "KV cache sized for C64 on purpose; the host runs nothing beside it"
+    path.write_text(
+        CAMPAIGN.replace(
+            "constraints: {vram_reserve_mib: 3072}", f"constraints: {{vram_reserve_mib: 3072, reserve_waiver: {why}}}"
+        )
+    )
+    with FakeHost(state_dir=tmp_path / "home") as host:
+        waived = host.check_campaign(file=path, skip_invalid=True)
+    rows = {r.name: r for r in run(waived, tmp_path / "waived", SimLab())}
+    assert rows["hungry"].status == "accepted-hungry"
+    assert rows["hungry"].reason.endswith(
+        "; 2,048 MiB free on a card after its measurements, under the 3,072 MiB reserve, "
+        f"waived ({display_path(path)}:17: {why})"
+    )
+    with CampaignDb(tmp_path / "waived", read_only=True) as db:
+        detail = next(row.detail for row in db.variants() if row.name == "hungry")
+    assert detail["vram_waiver"].endswith(f"waived ({display_path(path)}:17: {why})")
 
 
 def test_an_incumbent_that_does_not_start_aborts_and_restores(check: CampaignCheck, tmp_path: Path) -> None:

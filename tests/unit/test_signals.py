@@ -33,6 +33,24 @@ def test_a_signal_inside_a_critical_call_is_raised_once_the_call_returned() -> N
     assert caught.value.signum == signal.SIGINT and guard.received == [signal.SIGINT]
 
 
+def test_a_signal_a_nested_guard_only_noted_stops_the_guard_around_it_when_it_exits() -> None:
+    """A campaign's guard around one of its swaps: a Ctrl-C while the swap finished its bookkeeping (defer)
+    is noted there, then handed on, so the campaign stops instead of running on."""
+    steps: list[str] = []
+    with SignalGuard(True) as outer, pytest.raises(Interrupt) as caught:
+        with SignalGuard(True) as inner:
+            inner.mode = "defer"
+            os.kill(os.getpid(), signal.SIGINT)
+            steps.append("the swap finished its bookkeeping")
+        steps.append("not reached")
+    assert steps == ["the swap finished its bookkeeping"]
+    assert caught.value.signum == signal.SIGINT and inner.deferred == [signal.SIGINT] and outer.received
+    with SignalGuard(True) as alone:  # no guard around it: noted only, as before
+        alone.mode = "defer"
+        os.kill(os.getpid(), signal.SIGINT)
+    assert alone.deferred == [signal.SIGINT]
+
+
 def test_outside_a_guard_or_once_settled_a_critical_block_raises_nothing() -> None:
     with critical():
         pass

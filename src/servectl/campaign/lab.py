@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 from servectl.campaign.model import Point
 from servectl.campaign.run import Measured, Started
 from servectl.campaign.variants import CampaignCheck, CheckedVariant
-from servectl.errors import ServectlError, StartupFailed, SwapError
+from servectl.errors import ServectlError, StartupFailed, SwapError, SwapInterrupted
+from servectl.signals import Interrupt
 
 if TYPE_CHECKING:
     from servectl.bench.model import PointResult
@@ -65,6 +66,9 @@ class ServiceLab:
         except StartupFailed as err:
             return Started(None, (str(err), *err.last_log_lines))
         except SwapError as err:
+            signum = _interrupted_by(err)
+            if signum is not None:  # the user's signal, not the variant's failure: the campaign stops
+                raise Interrupt(signum) from None
             failure = getattr(err.result, "target_failure", None)
             lines = tuple(getattr(failure, "last_log_lines", ()) or ())
             return Started(None, (str(err).splitlines()[0], *lines))
@@ -124,13 +128,27 @@ class ServiceLab:
         from servectl.service.runtime import down
         from servectl.service.swap import SwapOptions, swap
 
+        # the campaign's own guard notes signals meanwhile: putting production back is not interrupted
         if self.before:
-            swap(self.ctx, target=self.before[0], opts=SwapOptions())
+            swap(self.ctx, target=self.before[0], opts=SwapOptions(handle_signals=False))
             return
         prefix = self.check.loaded.campaign.name + "."
         for service in self.ctx.runtime.services():
             if service.profile.startswith(prefix):
                 down(self.ctx, name=service.profile)
+
+
+def _interrupted_by(err: SwapError) -> int | None:
+    """The signal that stopped a swap (its guard turned it into a rollback), or None when the target failed."""
+    import re
+    import signal
+
+    if isinstance(err, SwapInterrupted):
+        found = re.search(r"interrupted \((SIG[A-Z]+)\)", str(err))
+        return int(signal.Signals[found.group(1)]) if found else int(signal.SIGINT)
+    failure = getattr(err.result, "target_failure", None)
+    found = re.match(r"interrupted \((SIG[A-Z]+)\) during ", getattr(failure, "message", "") or "")
+    return int(signal.Signals[found.group(1)]) if found else None
 
 
 def gates_suite(check: CampaignCheck) -> LoadedSuite | None:

@@ -22,8 +22,10 @@ from servectl.campaign.decide import Verdict, decide
 from servectl.campaign.model import Point
 from servectl.campaign.schedule import INCUMBENT, round_order
 from servectl.campaign.variants import CampaignCheck, CheckedVariant
-from servectl.errors import StartupFailed, UsageError
+from servectl.errors import CampaignInterrupted, StartupFailed, UsageError
+from servectl.profile.yaml_locations import display_path
 from servectl.service.context import Clocks
+from servectl.signals import Interrupt, SignalGuard, signal_name
 
 
 @dataclass(frozen=True)
@@ -81,14 +83,18 @@ def run_campaign(
     db: CampaignDb,
     lab: Lab,
     clocks: Clocks,
+    handle_signals: bool = True,
 ) -> list[CampaignRow]:
     """Run (or resume) the campaign ``check`` in ``db``; returns one row per variant, in file order.
 
     ``clocks``: the context's (:class:`~servectl.service.context.Clocks`): wall time for the journal, monotonic
     time for the budget (counted from this run's start: a resumed campaign gets the budget again).
+    ``handle_signals``: SIGINT/SIGTERM/SIGHUP (main thread only) end the campaign - also one that arrives during
+    a variant's swap, whose own guard hands it on - with production put back and the measurements kept.
 
     Raises:
         StartupFailed: the incumbent did not start (its log lines attached); production is put back.
+        CampaignInterrupted: a signal stopped it; production is put back (exit 130).
     """
     wall, monotonic = clocks.wall, clocks.monotonic
     c = check.loaded.campaign
@@ -110,36 +116,49 @@ def run_campaign(
         )
         db.event("settled", at=wall(), variant=row.name, detail={"status": row.status})
 
+    def restore() -> None:  # once, however the run ends
+        if not restored:
+            restored.append(True)
+            lab.restore()
+            db.event("restored", at=wall())
+
+    restored: list[bool] = []
+    waived = _waivers(db)
+    guard = SignalGuard(handle_signals)
+    round_index, at = 0, "the start"
     try:
-        round_index = 0
-        while active:
-            round_index += 1
-            if c.budget.wall_time_s is not None and monotonic() - started_at > c.budget.wall_time_s:
+        with guard:
+            while active:
+                round_index += 1
+                if c.budget.wall_time_s is not None and monotonic() - started_at > c.budget.wall_time_s:
+                    for name in list(active):
+                        settle(_out_of_budget(by_name[name], round_index - 1, c.budget.wall_time_s))
+                    break
+                for name in round_order(round_index, active):
+                    at = name
+                    outcome = _visit(check, db, lab, variants[name], round_index, gated, wall)
+                    if outcome is not None:
+                        settle(outcome)
+                _collect(db, measured, round_index)
+                waived = _waivers(db)
                 for name in list(active):
-                    settle(_out_of_budget(by_name[name], round_index - 1, c.budget.wall_time_s))
-                break
-            for name in round_order(round_index, active):
-                outcome = _visit(check, db, lab, variants[name], round_index, gated, wall)
-                if outcome is not None:
-                    settle(outcome)
-            _collect(db, measured, round_index)
-            for name in list(active):
-                verdict = decide(
-                    c.decision, variant=name, points=points, measured=measured[name], incumbent=measured[INCUMBENT]
-                )
-                if verdict.settled:
-                    v = by_name[name]
-                    settle(
-                        CampaignRow(name, v.profile_name, v.plan_hash, verdict.status, verdict.reason, verdict),
-                        {
-                            "comparisons": [x.to_dict() for x in verdict.comparisons],
-                            "repeats": verdict.repeats,
-                            "more_repeats": verdict.more_repeats,
-                        },
+                    verdict = decide(
+                        c.decision, variant=name, points=points, measured=measured[name], incumbent=measured[INCUMBENT]
                     )
+                    if verdict.settled:
+                        settle(_decided(by_name[name], verdict, waived.get(name)), _detail(verdict, waived.get(name)))
+    except Interrupt as intr:
+        guard.mode = "defer"  # putting production back must finish; further signals are only noted
+        detail = {"signal": signal_name(intr.signum), "round": round_index}
+        db.event("interrupted", at=wall(), variant=at, detail=detail)
+        restore()
+        raise CampaignInterrupted(
+            f"campaign {c.name}: interrupted ({signal_name(intr.signum)}) in round {round_index} at {at}; "
+            f"{_restored_text(db)}; every finished measurement is kept: `servectl campaign resume "
+            f"{db.path.parent}` continues it"
+        ) from None
     finally:
-        lab.restore()
-        db.event("restored", at=wall())
+        restore()
     return [rows[v.name] for v in check.variants if v.name in rows]
 
 
@@ -250,16 +269,43 @@ def _visit(
             )
     free = lab.free_vram_mib()
     reserve = c.constraints.vram_reserve_mib
-    under = free and reserve is not None and min(free) < reserve
-    if under and not incumbent and c.constraints.reserve_waiver is None:  # a waiver's reason is in the file
-        return CampaignRow(
-            variant.name,
-            variant.profile_name,
-            variant.plan_hash,
-            "rejected-vram",
-            f"{min(free or [0]):,} MiB free on a card after its measurements, under the {reserve:,} MiB reserve",
-        )
+    if incumbent or not free or reserve is None or min(free) >= reserve:
+        return None
+    under = f"{min(free):,} MiB free on a card after its measurements, under the {reserve:,} MiB reserve"
+    waiver = c.constraints.reserve_waiver
+    if waiver is None:
+        return CampaignRow(variant.name, variant.profile_name, variant.plan_hash, "rejected-vram", under)
+    # the waiver's reason is in the campaign file; the row says it was used, and where
+    where = check.loaded.location(("constraints", "reserve_waiver"))
+    text = f"{under}, waived ({display_path(where[0])}:{where[1]}: {waiver})"
+    db.event("vram-waived", at=wall(), variant=variant.name, detail={"free_mib": free, "reason": text})
     return None
+
+
+def _waivers(db: CampaignDb) -> dict[str, str]:
+    """The variants measured under the VRAM reserve with the campaign's waiver, and the line that says so."""
+    return {v: str(d.get("reason", "")) for _, kind, v, d in db.events() if kind == "vram-waived" and v}
+
+
+def _decided(variant: CheckedVariant, verdict: Verdict, waived: str | None) -> CampaignRow:
+    reason = f"{verdict.reason}; {waived}" if waived else verdict.reason
+    return CampaignRow(variant.name, variant.profile_name, variant.plan_hash, verdict.status, reason, verdict)
+
+
+def _detail(verdict: Verdict, waived: str | None) -> dict[str, Any]:
+    detail: dict[str, Any] = {
+        "comparisons": [x.to_dict() for x in verdict.comparisons],
+        "repeats": verdict.repeats,
+        "more_repeats": verdict.more_repeats,
+    }
+    if waived:
+        detail["vram_waiver"] = waived
+    return detail
+
+
+def _restored_text(db: CampaignDb) -> str:
+    before = json.loads(db.meta().get("production", "[]"))
+    return f"{', '.join(before)} is back" if before else "nothing ran before it and none of its variants runs now"
 
 
 def _collect(db: CampaignDb, measured: dict[str, dict[str, list[float]]], round_index: int) -> None:
