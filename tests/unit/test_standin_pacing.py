@@ -79,3 +79,25 @@ def test_a_taper_sets_the_decode_rate_by_prompt_length_linear_in_log_tokens_betw
     between = 2000 + (500 - 2000) * (math.log(178 / 16) / math.log(2000 / 16))  # 1,252 tok/s
     # 3 %: the precision of the pacing itself is the test above; this one is about which rate applies
     assert rates == [pytest.approx(2000, rel=0.03), pytest.approx(between, rel=0.03), pytest.approx(500, rel=0.03)]
+
+
+def test_batch_rates_set_the_decode_rate_by_the_requests_running_and_noise_scatters_it_seeded() -> None:
+    """The campaign's C1/C4 case: a variant faster alone (208 tok/s) and slower with four running (188)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    env = {"STANDIN_BATCH_RATES": "1:520,4:400"}
+    with HostStandin(["--model-path", DEMO_MODEL], env=env) as engine:
+        engine.wait_ready()
+        alone = measure_decode_rate(engine.host, engine.port, 400)[0]
+        with ThreadPoolExecutor(4) as pool:
+            four = list(pool.map(lambda _: measure_decode_rate(engine.host, engine.port, 400)[0], range(4)))
+    assert alone == pytest.approx(520, rel=0.03)
+    assert statistics.median(four) == pytest.approx(400, rel=0.03)
+    noisy = {"STANDIN_TOKEN_RATE": "500", "STANDIN_RATE_NOISE": "0.2", "STANDIN_RATE_NOISE_SEED": "7"}
+    runs = []
+    for _ in range(2):
+        with HostStandin(["--model-path", DEMO_MODEL], env=noisy) as engine:
+            engine.wait_ready()
+            runs.append([measure_decode_rate(engine.host, engine.port, 200)[0] for _ in range(4)])
+    assert runs[0] == pytest.approx(runs[1], rel=0.04)  # one seed, one sequence of speeds
+    assert max(runs[0]) / min(runs[0]) > 1.15  # scattered, not the set rate each time

@@ -86,6 +86,10 @@ def test_accept_length_defaults_to_the_chunk_size() -> None:
         ("STANDIN_TAPER", "4096:fast", "STANDIN_TAPER='4096:fast': '4096:fast' is not PROMPT_TOKENS:TOK_S"),
         ("STANDIN_TAPER", "4096:0", "STANDIN_TAPER='4096:0': '4096:0' needs tokens >= 1 and tok/s >= 0.001"),
         ("STANDIN_TAPER", "8192:1,4096:2", "STANDIN_TAPER='8192:1,4096:2': prompt tokens must rise from pair to"),
+        ("STANDIN_BATCH_RATES", "4:1,1:2", "STANDIN_BATCH_RATES='4:1,1:2': running requests must rise from pair to"),
+        ("STANDIN_BATCH_RATES", "0:9", "STANDIN_BATCH_RATES='0:9': '0:9' needs running requests >= 1 and tok/s"),
+        ("STANDIN_RATE_NOISE", "1.5", "STANDIN_RATE_NOISE=1.5 must be below 1 (e.g. 0.03 for 3 %)"),
+        ("STANDIN_RATE_NOISE_SEED", "-1", "STANDIN_RATE_NOISE_SEED='-1' must be >= 0"),
     ],
 )
 def test_bad_values_are_errors_naming_the_variable(name: str, value: str, message: str) -> None:
@@ -126,3 +130,11 @@ def test_a_taper_gives_the_decode_rate_per_prompt_length() -> None:
     rates = [settings.decode_rate_for(t) for t in (100, 4096, 16384, 65536, 200000, 10**6)]
     assert rates == pytest.approx([160.0, 160.0, 206.5, 253.0, 160.0, 160.0])  # 16,384: halfway in log tokens
     assert StandinSettings.from_environ({"STANDIN_TOKEN_RATE": "9"}).decode_rate_for(4096) == 9.0
+
+
+def test_batch_rates_give_the_decode_rate_per_running_requests_and_exclude_a_taper() -> None:
+    settings = StandinSettings.from_environ({"STANDIN_BATCH_RATES": "1:208,4:188,16:100", "STANDIN_TOKEN_RATE": "9"})
+    rates = [settings.decode_rate_for(4096, running) for running in (0, 1, 2, 4, 8, 16, 64)]
+    assert rates == pytest.approx([208.0, 208.0, 198.0, 188.0, 144.0, 100.0, 100.0])  # 2, 8: halfway in log
+    with pytest.raises(SettingsError, match="STANDIN_TAPER and STANDIN_BATCH_RATES are both set"):
+        StandinSettings.from_environ({"STANDIN_BATCH_RATES": "1:2", "STANDIN_TAPER": "1:2"})

@@ -149,14 +149,11 @@ def run_campaign(
                         settle(_decided(by_name[name], verdict, waived.get(name)), _detail(verdict, waived.get(name)))
     except Interrupt as intr:
         guard.mode = "defer"  # putting production back must finish; further signals are only noted
-        detail = {"signal": signal_name(intr.signum), "round": round_index}
-        db.event("interrupted", at=wall(), variant=at, detail=detail)
+        db.event(
+            "interrupted", at=wall(), variant=at, detail={"signal": signal_name(intr.signum), "round": round_index}
+        )
         restore()
-        raise CampaignInterrupted(
-            f"campaign {c.name}: interrupted ({signal_name(intr.signum)}) in round {round_index} at {at}; "
-            f"{_restored_text(db)}; every finished measurement is kept: `servectl campaign resume "
-            f"{db.path.parent}` continues it"
-        ) from None
+        raise _interrupted(c.name, db, intr.signum, round_index, at) from None
     finally:
         restore()
     return [rows[v.name] for v in check.variants if v.name in rows]
@@ -303,9 +300,13 @@ def _detail(verdict: Verdict, waived: str | None) -> dict[str, Any]:
     return detail
 
 
-def _restored_text(db: CampaignDb) -> str:
+def _interrupted(name: str, db: CampaignDb, signum: int, round_index: int, at: str) -> CampaignInterrupted:
     before = json.loads(db.meta().get("production", "[]"))
-    return f"{', '.join(before)} is back" if before else "nothing ran before it and none of its variants runs now"
+    back = f"{', '.join(before)} is back" if before else "nothing ran before it and none of its variants runs now"
+    return CampaignInterrupted(
+        f"campaign {name}: interrupted ({signal_name(signum)}) in round {round_index} at {at}; {back}; every "
+        f"finished measurement is kept: `servectl campaign resume {db.path.parent}` continues it"
+    )
 
 
 def _collect(db: CampaignDb, measured: dict[str, dict[str, list[float]]], round_index: int) -> None:

@@ -24,6 +24,14 @@ Behaviour is set with environment variables:
     rising, e.g. ``4096:160,65536:253,200000:160`` (rises, then falls). Between two pairs the rate is linear in
     log(prompt tokens); before the first and after the last it stays flat. Replaces ``STANDIN_TOKEN_RATE`` for
     completions; set it in a profile's ``engine.env`` like any other ``STANDIN_*`` variable.
+``STANDIN_BATCH_RATES``
+    Decode rate that changes with the requests running (SGLang's ``#running-req``, the request itself included):
+    ``RUNNING_REQUESTS:TOK_S`` pairs, e.g. ``1:208,4:188`` (a variant faster alone and slower at 4), linear in
+    log(running requests) between pairs and flat outside, re-read for every chunk. Replaces
+    ``STANDIN_TOKEN_RATE``; not together with ``STANDIN_TAPER``.
+``STANDIN_RATE_NOISE`` / ``STANDIN_RATE_NOISE_SEED``
+    Each request's decode rate times a log-normal factor of this spread (e.g. ``0.03``: about 3 %; default 0),
+    drawn from a generator seeded with the seed (unseeded when unset): a variant whose speed scatters.
 ``STANDIN_CHUNK_TOKENS``
     Tokens per streamed chunk (default 1); more than one looks like speculative decoding.
 ``STANDIN_ACCEPT_LENGTH``

@@ -76,7 +76,8 @@ def paced_chunks(state: EngineState, plan: GenerationPlan) -> Iterator[tuple[int
     """Yield ``(first_token_index, token_count)`` per chunk, each at its absolute deadline.
 
     Sleeps for the prefill first (``STANDIN_PREFILL_RATE``), then paces chunks of ``STANDIN_CHUNK_TOKENS`` at
-    ``STANDIN_TOKEN_RATE``, or the ``STANDIN_TAPER`` rate at this prompt length (see
+    ``STANDIN_TOKEN_RATE``, or the ``STANDIN_TAPER`` rate at this prompt length, or the ``STANDIN_BATCH_RATES``
+    rate at the requests running as each chunk is paced, times this request's ``STANDIN_RATE_NOISE`` factor (see
     :func:`servectl.standin.tokens.chunk_deadlines`). Logs SGLang's prefill and
     decode batch lines. Raises :class:`ConnectionCut` once ``cut_after_tokens`` tokens have been yielded.
     """
@@ -94,11 +95,18 @@ def paced_chunks(state: EngineState, plan: GenerationPlan) -> Iterator[tuple[int
     cut = plan.cut_after_tokens
     if cut is not None and cut < plan.completion_tokens:
         sizes = chunk_sizes(cut, settings.chunk_tokens)
-    rate = settings.decode_rate_for(plan.prompt_tokens)  # STANDIN_TAPER: slower (or faster) with long prompts
+    factor = state.rate_factor()  # STANDIN_RATE_NOISE: this request's own speed
+    # STANDIN_TAPER: slower (or faster) with long prompts; STANDIN_BATCH_RATES: with more requests running
+    rate = settings.decode_rate_for(plan.prompt_tokens, running) * factor
     deadlines = chunk_deadlines(time.perf_counter(), sizes, rate)
     interval = max(1, int(state.args.get("decode_log_interval") or 40))
     emitted = 0
+    due = deadlines[0] if deadlines else 0.0
     for index, (size, deadline) in enumerate(zip(sizes, deadlines, strict=True)):
+        if settings.batch_rates and index:  # the rate follows the requests running now, chunk by chunk
+            rate = settings.decode_rate_for(plan.prompt_tokens, state.running_requests) * factor
+            due += size / rate
+            deadline = due
         _sleep_until(deadline)
         yield emitted, size
         emitted += size

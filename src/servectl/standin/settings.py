@@ -61,6 +61,9 @@ class StandinSettings:
     code_answer: str = "right"
     code_solutions: str | None = None
     taper: tuple[tuple[int, float], ...] = ()
+    batch_rates: tuple[tuple[int, float], ...] = ()
+    rate_noise: float = 0.0
+    noise_seed: int | None = None
     release_s: float = 0.2
     resume_s: float = 0.5
     release_fault: str | None = None
@@ -70,22 +73,19 @@ class StandinSettings:
     retain_backup: bool = False
     read_weights: bool = False
 
-    def decode_rate_for(self, prompt_tokens: int) -> float:
-        """Decode tok/s of a request with ``prompt_tokens``: ``STANDIN_TAPER``, else ``STANDIN_TOKEN_RATE``.
+    def decode_rate_for(self, prompt_tokens: int, running_requests: int = 1) -> float:
+        """Decode tok/s of a request with ``prompt_tokens`` while ``running_requests`` run (itself included):
+        ``STANDIN_TAPER`` by prompt length, ``STANDIN_BATCH_RATES`` by running requests (at most one of the
+        two is set), else ``STANDIN_TOKEN_RATE``.
 
-        Between two taper points the rate is linear in log(prompt tokens); before the first and after the
-        last it stays at that point's rate.
+        Between two points the rate is linear in log(prompt tokens), or log(running requests); before the
+        first and after the last it stays at that point's rate.
         """
-        points = self.taper
-        if not points:
+        if self.batch_rates:
+            return _log_linear(self.batch_rates, max(1, running_requests))
+        if not self.taper:
             return self.token_rate_per_s
-        if prompt_tokens <= points[0][0]:
-            return points[0][1]
-        for (t0, r0), (t1, r1) in itertools.pairwise(points):
-            if prompt_tokens <= t1:
-                share = (math.log(prompt_tokens) - math.log(t0)) / (math.log(t1) - math.log(t0))
-                return r0 + share * (r1 - r0)
-        return points[-1][1]
+        return _log_linear(self.taper, prompt_tokens)
 
     @property
     def reports_accept_length(self) -> bool:
@@ -134,6 +134,9 @@ class StandinSettings:
             code_answer=reader.choice("STANDIN_CODE_ANSWER", ("right", "wrong", "slow", "loop", "none"), "right"),
             code_solutions=reader.text("STANDIN_CODE_SOLUTIONS"),
             taper=reader.taper("STANDIN_TAPER"),
+            batch_rates=reader.taper("STANDIN_BATCH_RATES", what="RUNNING_REQUESTS", example="1:208,4:188"),
+            rate_noise=reader.number("STANDIN_RATE_NOISE", 0.0, minimum=0.0),
+            noise_seed=reader.optional_integer("STANDIN_RATE_NOISE_SEED", minimum=0),
             release_s=reader.number("STANDIN_RELEASE_S", 0.2, minimum=0.0),
             resume_s=reader.number("STANDIN_RESUME_S", 0.5, minimum=0.0),
             release_fault=reader.optional_choice("STANDIN_RELEASE_FAULT", ("keep", "die")),
@@ -143,7 +146,24 @@ class StandinSettings:
             retain_backup=environ.get("TMS_RETAIN_CPU_BACKUP", "") not in ("", "0"),
             read_weights=reader.flag("STANDIN_READ_WEIGHTS"),
         )
+        if settings.taper and settings.batch_rates:
+            raise SettingsError(
+                "STANDIN_TAPER and STANDIN_BATCH_RATES are both set; the decode rate follows one of them: unset one"
+            )
+        if settings.rate_noise >= 1:
+            raise SettingsError(f"STANDIN_RATE_NOISE={settings.rate_noise:g} must be below 1 (e.g. 0.03 for 3 %)")
         return settings
+
+
+def _log_linear(points: tuple[tuple[int, float], ...], at: int) -> float:
+    """The rate at ``at``: linear in log(at) between two points, flat before the first and after the last."""
+    if at <= points[0][0]:
+        return points[0][1]
+    for (t0, r0), (t1, r1) in itertools.pairwise(points):
+        if at <= t1:
+            share = (math.log(at) - math.log(t0)) / (math.log(t1) - math.log(t0))
+            return r0 + share * (r1 - r0)
+    return points[-1][1]
 
 
 def _graph_memory_saver(environ: Mapping[str, str]) -> bool:
@@ -234,23 +254,27 @@ class _Reader:
             return None
         return self.choice(name, choices, "")
 
-    def taper(self, name: str) -> tuple[tuple[int, float], ...]:
-        """``PROMPT_TOKENS:TOK_S`` pairs, comma-separated, prompt tokens strictly increasing."""
+    def taper(
+        self, name: str, *, what: str = "PROMPT_TOKENS", example: str = "4096:160,65536:253,200000:160"
+    ) -> tuple[tuple[int, float], ...]:
+        """``PROMPT_TOKENS:TOK_S`` (``what``) pairs, comma-separated, the first number strictly increasing."""
         raw = self._raw(name)
         if raw is None:
             return ()
-        fix = "give PROMPT_TOKENS:TOK_S pairs with rising prompt tokens, e.g. 4096:160,65536:253,200000:160"
+        rising = what.lower().replace("_", " ")
+        fix = f"give {what}:TOK_S pairs with rising {rising}, e.g. {example}"
         points: list[tuple[int, float]] = []
         for pair in raw.split(","):
             tokens, sep, rate = pair.strip().partition(":")
             try:
                 point = (int(tokens), float(rate))
             except ValueError:
-                raise SettingsError(f"{name}={raw!r}: {pair.strip()!r} is not PROMPT_TOKENS:TOK_S; {fix}") from None
+                raise SettingsError(f"{name}={raw!r}: {pair.strip()!r} is not {what}:TOK_S; {fix}") from None
             if not sep or point[0] < 1 or not (math.isfinite(point[1]) and point[1] >= 1e-3):
-                raise SettingsError(f"{name}={raw!r}: {pair.strip()!r} needs tokens >= 1 and tok/s >= 0.001; {fix}")
+                unit = "tokens" if what == "PROMPT_TOKENS" else rising
+                raise SettingsError(f"{name}={raw!r}: {pair.strip()!r} needs {unit} >= 1 and tok/s >= 0.001; {fix}")
             if points and point[0] <= points[-1][0]:
-                raise SettingsError(f"{name}={raw!r}: prompt tokens must rise from pair to pair; {fix}")
+                raise SettingsError(f"{name}={raw!r}: {rising} must rise from pair to pair; {fix}")
             points.append(point)
         return tuple(points)
 

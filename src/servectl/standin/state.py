@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import random
 import threading
 import time
 from dataclasses import dataclass, field
@@ -34,6 +36,7 @@ class EngineState:
     _running: int = 0
     _generations: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _noise: random.Random | None = None
 
     def die(self, death: EngineDeath) -> None:
         """A call killed the server: the main thread logs SGLang's way down and exits (137); this waits
@@ -72,6 +75,17 @@ class EngineState:
     def request_finished(self) -> None:
         with self._lock:
             self._running -= 1
+
+    def rate_factor(self) -> float:
+        """``STANDIN_RATE_NOISE``: one request's decode-rate factor, log-normal with that spread (1.0 without),
+        drawn from a generator seeded with ``STANDIN_RATE_NOISE_SEED`` (unseeded when unset)."""
+        spread = self.settings.rate_noise
+        if not spread:
+            return 1.0
+        with self._lock:
+            if self._noise is None:
+                self._noise = random.Random(self.settings.noise_seed)
+            return math.exp(self._noise.gauss(0.0, spread))
 
     @property
     def running_requests(self) -> int:

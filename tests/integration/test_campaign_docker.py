@@ -1,0 +1,223 @@
+"""`servectl campaign` on the real Docker engine with the stand-in (issue 42's Done-when): six variants whose
+speeds and faults are set through the stand-in's knobs, production swapped out and put back, kill -9 and
+`campaign resume` with no measurement repeated, SIGINT during a variant's swap putting production back.
+
+The variants: one clearly faster (accepted), one +4 % at C1 and -6 % at C4 (the seed's DFlash2 case, through
+STANDIN_BATCH_RATES: the rate follows the requests running), one with a flag typo (rejected-invalid, no
+container), one whose tool calls are wrong (rejected-gate-tools), one that crashes while loading weights
+(rejected-startup with its log lines), one whose speed scatters around a gain equal to the minimum gain
+(STANDIN_RATE_NOISE: inconclusive, never accepted). The stand-in reports no GPU to the CLI, so rejected-vram
+and its waiver are covered by the unit tests (test_campaign_run.py). Runtime: the stand-in starts in 0.3 s and
+each point asks 64-128 tokens at 200-400 tok/s, so a visit is a swap and about a second of requests.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _helpers import remove_labelled
+
+from servectl.plan.compile import LABEL_PROFILE
+from servectl.standin.process import free_port
+from servectl.testing.docker import TEST_SESSION_LABEL, write_test_profile
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class World:
+    """A base and a production profile on one port, a campaign file over the base, and servectl run on them."""
+
+    def __init__(self, tmp: Path, image: str, session: str) -> None:
+        self.tmp = tmp
+        self.started: list[subprocess.Popen[str]] = []
+        self.profiles = tmp / "profiles"
+        port = free_port()
+        tag = session[-6:].lower()
+        self.base, self.prod = f"t{tag}-base", f"t{tag}-prod"
+        common = {"image": {"ref": image}, "health": {"startup_timeout_s": 60}}
+        write_test_profile(
+            self.profiles,
+            self.base,
+            port=port,
+            session=session,
+            engine={"env": {"STANDIN_STARTUP_DELAY_S": "0.3", "STANDIN_TOKEN_RATE": "200"}},
+            container={"name": f"servectl-{self.base}"},
+            **common,
+        )
+        write_test_profile(
+            self.profiles,
+            self.prod,
+            port=port,
+            session=session,
+            extends=self.base,
+            model={"served_name": "prod"},
+            container={"name": f"servectl-{self.prod}"},
+        )
+        self.env = {
+            "PATH": "/usr/bin:/bin:/usr/local/bin",
+            "HOME": str(tmp),
+            "PYTHONPATH": str(REPO / "src"),
+            "SERVECTL_HOME": str(tmp / "home"),
+            "SERVECTL_PROFILES": str(self.profiles),
+            "COLUMNS": "200",
+        }
+
+    def campaign(self, name: str, variants: str, *, max_repeats: int = 6) -> Path:
+        path = self.tmp / f"{name}.yaml"
+        path.write_text(
+            f"name: {name}\nbase: {self.base}\nvariants:\n{variants}"
+            "workload:\n  points:\n"
+            "    - {name: c1, prompt_tokens: 256, concurrency: 1, max_tokens: 96}\n"
+            "    - {name: c4, prompt_tokens: 256, concurrency: 4, max_tokens: 128}\n"
+            "  warmup: false\n"
+            "gates: {suite: default, only: [smoke, tools]}\n"
+            f"decision: {{primary_point: c1, min_gain_pct: 2, regression_tolerance_pct: 3, min_repeats: 3, "
+            f"max_repeats: {max_repeats}}}\n"
+        )
+        return path
+
+    def run(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "servectl", *args],
+            capture_output=True,
+            text=True,
+            env=self.env,
+            cwd=self.tmp,
+            timeout=timeout,
+        )
+
+    def start(self, *args: str) -> subprocess.Popen[str]:
+        started = subprocess.Popen(
+            [sys.executable, "-m", "servectl", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=self.env,
+            cwd=self.tmp,
+        )
+        self.started.append(started)
+        return started
+
+    def stop(self) -> None:
+        """Kill what the test started and left running (a failed assertion before its own end)."""
+        for process in self.started:
+            if process.poll() is None:
+                process.kill()
+            process.communicate()
+
+    def running(self) -> list[tuple[str, str]]:
+        status = json.loads(self.run("status", "--json").stdout)
+        return [(s["profile"], s["state"]) for s in status["services"]]
+
+
+def measurements(folder: Path) -> list[tuple[str, int, str, float]]:
+    if not (folder / "campaign.sqlite").exists():
+        return []
+    try:
+        with sqlite3.connect(f"file:{folder / 'campaign.sqlite'}?mode=ro", uri=True) as db:
+            return list(db.execute("SELECT variant, round, point, measured_at FROM measurements ORDER BY rowid"))
+    except sqlite3.OperationalError:  # the file is there, its tables not yet
+        return []
+
+
+def created(docker_client: Any, profile: str, since: int) -> int:
+    """How many containers of ``profile`` the engine created since ``since`` (its event log, not what is left)."""
+    events = docker_client.events(
+        since=since,
+        until=int(time.time()) + 1,
+        filters={"type": "container", "event": "create", "label": f"{LABEL_PROFILE}={profile}"},
+        decode=True,
+    )
+    return sum(1 for _ in events)
+
+
+def wait_for(condition: Any, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.2)
+
+
+@pytest.fixture
+def world(docker_client: Any, standin_image: str, test_session_id: str, tmp_path: Path) -> Iterator[World]:
+    made = World(tmp_path, standin_image, test_session_id)
+    yield made
+    made.stop()
+    remove_labelled(docker_client, TEST_SESSION_LABEL, test_session_id)
+
+
+SIX = """\
+  - {name: fast, overrides: {engine: {env: {STANDIN_TOKEN_RATE: "400"}}}}
+  - {name: dflash, overrides: {engine: {env: {STANDIN_BATCH_RATES: "1:208,4:188"}}}}
+  - {name: typo, overrides: {engine: {args: {speculative-num-stepz: 3}}}}
+  - {name: toolfault, overrides: {engine: {env: {STANDIN_TOOL_FAULT: wrong_function}}}}
+  - {name: crash, overrides: {engine: {env: {STANDIN_CRASH_AT: weights}}}}
+  - {name: noise, overrides: {engine: {env: {STANDIN_TOKEN_RATE: "204", STANDIN_RATE_NOISE: "0.05"}}}}
+"""
+
+
+def test_six_variants_killed_and_resumed_decide_as_expected_and_production_comes_back(
+    world: World, docker_client: Any
+) -> None:
+    assert world.run("up", world.prod).returncode == 0
+    since = int(time.time()) - 1
+    campaign = world.campaign("six", SIX)
+    folder = world.tmp / "six"
+    first = world.start("campaign", "run", str(campaign), "--out", str(folder), "--skip-invalid")
+    wait_for(lambda: len(measurements(folder)) >= 7, 300)
+    first.send_signal(signal.SIGKILL)
+    first.communicate()
+    before = measurements(folder)
+    resumed = world.run("campaign", "resume", str(folder))
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    after = measurements(folder)
+    assert set(before) <= set(after)  # every measurement taken before the kill kept as it was, not taken again
+    assert len({(v, r, p) for v, r, p, _ in after}) == len(after)
+    record = json.loads((folder / "campaign.json").read_text())
+    statuses = {v["name"]: v["status"] for v in record["variants"]}
+    assert statuses["fast"] == "accepted-fast"
+    assert statuses["dflash"] == "rejected-c4-regression"
+    assert statuses["typo"] == "rejected-invalid"
+    assert statuses["toolfault"] == "rejected-gate-tools"
+    assert statuses["crash"] == "rejected-startup"
+    assert statuses["noise"] == "inconclusive"  # its +2 % straddles the minimum gain of 2 %: never accepted
+    crash = next(v for v in record["variants"] if v["name"] == "crash")
+    assert "STANDIN_CRASH_AT=weights" in crash["reason"]
+    assert created(docker_client, "six.typo", since) == 0  # no container for the invalid variant
+    assert created(docker_client, "six.crash", since) >= 1  # (the check sees the ones that were created)
+    assert world.running() == [(world.prod, "ready")]  # production back, nothing else
+    status = world.run("campaign", "status", str(folder))
+    assert "5/6 variants settled" not in status.stdout and "6/6 variants settled" in status.stdout
+    assert record["winner"] == "fast" and (folder / "winner" / "six.fast.yaml").is_file()
+
+
+def test_sigint_during_a_variants_swap_ends_the_campaign_with_production_back(world: World, docker_client: Any) -> None:
+    assert world.run("up", world.prod).returncode == 0
+    slow = '  - {name: slow, overrides: {engine: {env: {STANDIN_STARTUP_DELAY_S: "20"}}}}\n'
+    campaign = world.campaign("sig", slow)
+    folder = world.tmp / "sig"
+    run = world.start("campaign", "run", str(campaign), "--out", str(folder))
+
+    def slow_is_starting() -> bool:
+        return any(c.labels.get(LABEL_PROFILE) == "sig.slow" for c in docker_client.containers.list())
+
+    wait_for(slow_is_starting, 120)  # its container is up, its engine still loading: the swap waits on it
+    run.send_signal(signal.SIGINT)
+    out, err = run.communicate(timeout=120)
+    assert run.returncode == 130, out + err
+    assert "error: campaign sig: interrupted (SIGINT) in round 1 at slow;" in err
+    assert f"{world.prod} is back" in err and f"servectl campaign resume {folder}" in err
+    assert world.running() == [(world.prod, "ready")]
+    assert not [c for c in docker_client.containers.list(all=True) if c.labels.get(LABEL_PROFILE) == "sig.slow"]
+    assert [row[:3] for row in measurements(folder)] == [("incumbent", 1, "c1"), ("incumbent", 1, "c4")]
