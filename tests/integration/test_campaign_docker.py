@@ -6,7 +6,8 @@ The variants: one clearly faster (accepted), one +4 % at C1 and -6 % at C4 (the 
 STANDIN_BATCH_RATES: the rate follows the requests running), one with a flag typo (rejected-invalid, no
 container), one whose tool calls are wrong (rejected-gate-tools), one that crashes while loading weights
 (rejected-startup with its log lines), one whose speed scatters around a gain equal to the minimum gain
-(STANDIN_RATE_NOISE: inconclusive, never accepted). The stand-in reports no GPU to the CLI, so rejected-vram
+(STANDIN_RATE_NOISE: inconclusive, never accepted); two objectives each written as an operating-point profile.
+The stand-in reports no GPU to the CLI, so rejected-vram
 and its waiver are covered by the unit tests (test_campaign_run.py). Runtime: the stand-in starts in 0.3 s and
 each point asks 64-128 tokens at 200-400 tok/s, so a visit is a swap and about a second of requests.
 """
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from _helpers import remove_labelled
 
 from servectl.plan.compile import LABEL_PROFILE
@@ -73,7 +75,7 @@ class World:
             "COLUMNS": "200",
         }
 
-    def campaign(self, name: str, variants: str, *, max_repeats: int = 6) -> Path:
+    def campaign(self, name: str, variants: str, *, max_repeats: int = 8) -> Path:
         path = self.tmp / f"{name}.yaml"
         path.write_text(
             f"name: {name}\nbase: {self.base}\nvariants:\n{variants}"
@@ -82,8 +84,11 @@ class World:
             "    - {name: c4, prompt_tokens: 256, concurrency: 4, max_tokens: 128}\n"
             "  warmup: false\n"
             "gates: {suite: default, only: [smoke, tools]}\n"
-            f"decision: {{primary_point: c1, min_gain_pct: 2, regression_tolerance_pct: 3, min_repeats: 3, "
+            f"decision: {{primary_point: c1, min_gain_pct: 2, regression_tolerance_pct: 2, min_repeats: 3, "
             f"max_repeats: {max_repeats}}}\n"
+            "objectives:\n"
+            "  - {name: balanced-latency, kind: lowest_ttft, decode_floor_tok_s: 300}\n"
+            "  - {name: max-output-tpm, kind: max_output_tpm}\n"
         )
         return path
 
@@ -186,12 +191,14 @@ def test_six_variants_killed_and_resumed_decide_as_expected_and_production_comes
     assert len({(v, r, p) for v, r, p, _ in after}) == len(after)
     record = json.loads((folder / "campaign.json").read_text())
     statuses = {v["name"]: v["status"] for v in record["variants"]}
-    assert statuses["fast"] == "accepted-fast"
-    assert statuses["dflash"] == "rejected-c4-regression"
-    assert statuses["typo"] == "rejected-invalid"
-    assert statuses["toolfault"] == "rejected-gate-tools"
-    assert statuses["crash"] == "rejected-startup"
-    assert statuses["noise"] == "inconclusive"  # its +2 % straddles the minimum gain of 2 %: never accepted
+    assert statuses == {
+        "fast": "accepted-fast",
+        "dflash": "rejected-c4-regression",  # -6 % at C4 against a tolerance of 2 %, whatever C1's +4 % says
+        "typo": "rejected-invalid",
+        "toolfault": "rejected-gate-tools",
+        "crash": "rejected-startup",
+        "noise": "inconclusive",  # its +2 % straddles the minimum gain of 2 %: never accepted
+    }, resumed.stdout
     crash = next(v for v in record["variants"] if v["name"] == "crash")
     assert "STANDIN_CRASH_AT=weights" in crash["reason"]
     assert created(docker_client, "six.typo", since) == 0  # no container for the invalid variant
@@ -200,6 +207,18 @@ def test_six_variants_killed_and_resumed_decide_as_expected_and_production_comes
     status = world.run("campaign", "status", str(folder))
     assert "5/6 variants settled" not in status.stdout and "6/6 variants settled" in status.stdout
     assert record["winner"] == "fast" and (folder / "winner" / "six.fast.yaml").is_file()
+    # two objectives, two operating-point profiles: the winner's settings and the chosen point's concurrency
+    objectives = {o["name"]: o for o in json.loads((folder / "objectives.json").read_text())}
+    assert {name: o["status"] for name, o in objectives.items()} == {
+        "balanced-latency": "accepted-balanced-latency-profile",  # only fast decodes at >= 300 tok/s
+        "max-output-tpm": "accepted-max-output-tpm-profile",
+    }
+    for name, concurrency in (("balanced-latency", {1, 4}), ("max-output-tpm", {4})):
+        profile = yaml.safe_load((folder / "winner" / f"six.{name}.yaml").read_text())
+        assert profile["extends"] == world.base and objectives[name]["variant"] == "fast"
+        assert profile["engine"]["env"] == {"STANDIN_TOKEN_RATE": "400"}
+        assert profile["engine"]["max_running_requests"] in concurrency
+    assert "objective max-output-tpm: accepted-max-output-tpm-profile" in resumed.stdout
 
 
 def test_sigint_during_a_variants_swap_ends_the_campaign_with_production_back(world: World, docker_client: Any) -> None:

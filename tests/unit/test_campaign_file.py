@@ -113,6 +113,14 @@ def test_a_campaign_without_variants_or_with_repeated_names_is_refused(tmp_path:
     assert f"{twice}:6: variants: variant 'fast' is named twice" in lines
 
 
+def test_a_warm_prefix_point_is_refused_until_the_bench_sends_a_shared_prefix(tmp_path: Path) -> None:
+    path = write(tmp_path, GOOD.replace("concurrency: 4}", "concurrency: 4, prefix: warm}"))
+    assert problems_of(path) == [
+        f"{path}:11: workload.points[1].prefix: warm-prefix points are not supported yet: the bench sends no shared "
+        "prefix, so the point would be measured cold; remove `prefix: warm`"
+    ]
+
+
 def test_incumbent_bench_runs_and_reference_csv_are_refused_until_they_are_built(tmp_path: Path) -> None:
     path = write(
         tmp_path,
@@ -123,6 +131,21 @@ def test_incumbent_bench_runs_and_reference_csv_are_refused_until_they_are_built
     assert lines[0].startswith(f"{path}:9: incumbent.bench_runs: not supported yet: ")
     assert lines[1].startswith(f"{path}:10: incumbent.reference_csv: not supported yet: ")
     assert all("remove it" in line for line in lines)
+
+
+def test_an_objective_named_like_a_variant_or_too_long_for_a_profile_name_is_refused(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        GOOD.replace("name: demo-speed", "name: " + "c" * 30)
+        + "objectives:\n"
+        + "  - {name: fast, kind: max_output_tpm}\n"
+        + f"  - {{name: {'x' * 40}, kind: max_output_tpm}}\n",
+    )
+    lines = problems_of(path)
+    assert lines[0] == f"{path}:14: objectives[0].name: 'fast' names a variant too; rename one of them"
+    assert lines[1].startswith(f"{path}:15: objectives[1].name: profile name 'cccccccccc")
+    assert lines[1].endswith("is longer than 63 characters; shorten the campaign or objective name")
+    assert len(lines) == 2
 
 
 def test_axes_make_their_product_less_the_excluded_combinations(tmp_path: Path) -> None:

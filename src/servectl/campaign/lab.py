@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from servectl.campaign.model import Point
+from servectl.campaign.model import HIGHER_IS_BETTER, Point
 from servectl.campaign.run import Measured, Started
 from servectl.campaign.variants import CampaignCheck, CheckedVariant
 from servectl.errors import ServectlError, StartupFailed, SwapError, SwapInterrupted
@@ -106,7 +106,8 @@ class ServiceLab:
         result = self.bench_point(self.ctx, variant.profile_name, settings, out)
         flagged = any(r.failure is not None for r in result.requests if r.role == "measure")
         value = metric_value(result, self.check.loaded.campaign.decision.metric)
-        return Measured(value, flagged, {"artifacts": str(out.relative_to(self.folder))})
+        metrics = {name: metric_value(result, name) for name in HIGHER_IS_BETTER}  # what the objectives read
+        return Measured(value, flagged, {"artifacts": str(out.relative_to(self.folder)), "metrics": metrics})
 
     def free_vram_mib(self) -> list[int] | None:
         from servectl.adapters.gpu import MIB, reads_cards

@@ -109,6 +109,15 @@ def _reference_problems(loaded: LoadedCampaign) -> list[Problem]:
                 problems.append(
                     loaded.problem(("exclude", index, key), f"{value!r} is not a value of this axis {c.axes[key]}")
                 )
+    for index, point in enumerate(c.workload.points):
+        if point.prefix == "warm":  # in the schema, not built: a warm point would be measured cold
+            problems.append(
+                loaded.problem(
+                    ("workload", "points", index, "prefix"),
+                    "warm-prefix points are not supported yet: the bench sends no shared prefix, so the point "
+                    "would be measured cold; remove `prefix: warm`",
+                )
+            )
     for key in ("bench_runs", "reference_csv"):
         if getattr(c.incumbent, key):  # in the schema, not built: refused rather than silently ignored
             problems.append(
@@ -121,10 +130,23 @@ def _reference_problems(loaded: LoadedCampaign) -> list[Problem]:
     if not c.variants and not c.axes:
         problems.append(loaded.problem((), "no variants: give `variants` (a list of overrides) or `axes`"))
     seen: set[str] = set()
+    variants = {v.name for v in c.variants}
     for index, objective in enumerate(c.objectives):
+        at: PathKey = ("objectives", index, "name")
         if objective.name in seen:
-            problems.append(loaded.problem(("objectives", index, "name"), f"{objective.name!r} is named twice"))
+            problems.append(loaded.problem(at, f"{objective.name!r} is named twice"))
+        elif objective.name in variants:  # both write the profile <campaign>.<name>
+            problems.append(loaded.problem(at, f"{objective.name!r} names a variant too; rename one of them"))
         seen.add(objective.name)
+        full = loaded.profile_name(objective.name)
+        if len(full) > MAX_PROFILE_NAME:
+            problems.append(
+                loaded.problem(
+                    at,
+                    f"profile name {full!r} is longer than {MAX_PROFILE_NAME} characters; shorten the campaign or "
+                    "objective name",
+                )
+            )
     return problems
 
 

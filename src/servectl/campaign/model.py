@@ -82,7 +82,8 @@ class Point(_Strict):
     concurrency: int = Field(default=1, ge=1, le=4096)
     max_tokens: int = Field(default=256, ge=2, le=1_000_000)
     prefix: Literal["cold", "warm"] = Field(
-        default="cold", description="cold: unique prompts; warm: a shared prefix the engine may cache"
+        default="cold",
+        description="cold: unique prompts; warm: a shared prefix the engine may cache (reserved: refused for now)",
     )
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from servectl.adapters.campaign_db import CampaignDb
+from servectl.campaign.objectives import ObjectiveRow
 from servectl.campaign.run import CampaignRow
 from servectl.campaign.schedule import INCUMBENT
 from servectl.campaign.variants import CampaignCheck, CheckedVariant
@@ -27,6 +28,7 @@ class CampaignOutcome:
     rows: tuple[CampaignRow, ...]
     winner: str | None = None  # the accepted variant with the largest gain at the primary point
     winner_profile: Path | None = None
+    objectives: tuple[ObjectiveRow, ...] = ()  # the operating points (servectl.campaign.objectives)
 
 
 def provenance(variant: CheckedVariant) -> dict[str, Any]:

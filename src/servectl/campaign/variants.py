@@ -130,7 +130,7 @@ def check_campaign(
     )
     if incumbent.problems:
         raise ProfileError(incumbent.problems)
-    variants = tuple(_check_variant(loaded, spec, folders, environ) for spec in loaded.variants)
+    variants = tuple(check_variant(loaded, spec, folders, environ) for spec in loaded.variants)
     bad = [v for v in variants if not v.valid]
     if bad and not skip_invalid:
         raise ProfileError([p for v in bad for p in v.problems])
@@ -149,14 +149,21 @@ def _load_reference(
     return None
 
 
-def _check_variant(
-    loaded: LoadedCampaign, spec: VariantSpec, folders: Sequence[ProfileFolder], environ: Mapping[str, str]
+def check_variant(
+    loaded: LoadedCampaign,
+    spec: VariantSpec,
+    folders: Sequence[ProfileFolder],
+    environ: Mapping[str, str],
+    *,
+    extends: str | None = None,
 ) -> CheckedVariant:
+    """Load, validate and compile ``spec`` as the profile ``<campaign>.<name>`` that extends ``extends`` (default:
+    the base) with its overrides; its problems name the variant and the campaign line that wrote it."""
     name = loaded.profile_name(spec.name)
     where = spec.locations[()]
     document: dict[str, Any] = {
         "name": name,
-        "extends": loaded.campaign.base,
+        "extends": extends or loaded.campaign.base,
         "status": "candidate",
         "evidence": None,  # a base's promotion evidence is not the variant's
         **spec.overrides,

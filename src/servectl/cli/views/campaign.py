@@ -46,6 +46,9 @@ def outcome_lines(outcome: CampaignOutcome) -> list[str]:
         lines.append(f"winner {outcome.winner}: candidate profile {outcome.winner_profile} (qualify, then promote)")
     else:
         lines.append("no variant was accepted: the incumbent stays")
+    for o in outcome.objectives:  # the operating points
+        where = f" -> {outcome.folder / 'winner' / (o.profile + '.yaml')}" if o.profile else ""
+        lines.append(f"objective {o.name}: {o.status}: {o.reason}{where}")
     return lines
 
 
