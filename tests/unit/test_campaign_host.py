@@ -264,3 +264,43 @@ def test_a_signal_after_a_swap_settled_still_ends_the_campaign_in_the_cli(
             signal.signal(signum, handler)
     assert running == [("demo-rollback", "ready")]
     assert bench.calls == [("demo", "r1-c1")]  # the signal came in the variant's first point: nothing after it
+
+
+def test_a_gateway_in_front_of_production_answers_maintenance_with_the_eta_while_the_campaign_runs(
+    campaign: Path, tmp_path: Path
+) -> None:
+    import httpx
+
+    from servectl.adapters.gateway_admin import gateway_status
+    from servectl.gateway.config import GatewayConfig
+    from servectl.gateway.keys import create_key
+    from servectl.standin.process import free_port
+    from servectl.testing.gateway import GatewayThread
+
+    home = tmp_path / "home"
+    config = GatewayConfig.model_validate(
+        {"listen": f"127.0.0.1:{free_port()}", "aliases": {"chat": ["demo-rollback"]}, "swap": {"hold_s": 5}}
+    )
+    key, _ = create_key(config.keys_path({"SERVECTL_HOME": str(home)}), name="client")
+    answers: list[httpx.Response] = []
+
+    class Asking(RateBench):
+        def __call__(self, ctx: Context, profile: str, settings: Any, out: Path) -> PointResult:
+            if not answers:  # a client of production while the campaign measures
+                body = {"model": "chat", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
+                answers.append(httpx.post(f"{gw.base_url}/v1/chat/completions", json=body, headers=auth, timeout=10))
+            return super().__call__(ctx, profile, settings, out)
+
+    auth = {"Authorization": f"Bearer {key}"}
+    with (
+        FakeHost(state_dir=home) as host,
+        GatewayThread(config, upstreams=lambda: [], state_dir=home) as gw,
+    ):
+        host.up(name="demo-rollback")
+        host.run_campaign(file=campaign, out_dir=tmp_path / "run", bench_point=Asking())
+        status = gateway_status(home)
+    (answer,) = answers
+    assert answer.status_code == 503 and answer.headers["X-Servectl-Reason"] == "maintenance"
+    assert f"servectl campaign rates ({tmp_path / 'run'})" in answer.json()["error"]["message"]
+    assert int(answer.headers["Retry-After"]) > 0
+    assert status is not None and status["holds"] == []  # let go once production was back

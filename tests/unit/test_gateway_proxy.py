@@ -14,7 +14,7 @@ import httpx
 import openai
 import pytest
 
-from servectl.adapters.gateway_admin import GatewayHold, gateway_status
+from servectl.adapters.gateway_admin import GatewayHold, GatewayMaintenance, gateway_status
 from servectl.gateway.config import GatewayConfig
 from servectl.gateway.keys import create_key
 from servectl.gateway.routes import Upstream
@@ -224,6 +224,36 @@ def test_a_request_held_past_hold_s_gets_503_with_retry_after(gateway: tuple[Gat
     assert 0.9 < time.monotonic() - t0 < 3
     assert 25 <= int(response.headers["Retry-After"]) <= 30
     assert "held while servectl swap demo -> demo-rollback" in response.json()["error"]["message"]
+
+
+def test_during_a_maintenance_the_aliases_are_answered_503_maintenance_at_once_with_the_eta(
+    gateway: tuple[GatewayThread, str],
+) -> None:
+    """A campaign takes production away for its whole run: clients learn so at once, with when to come back,
+    not after hold_s of waiting and not as a bare upstream_down; the swaps under it take their own holds."""
+    gw, key = gateway
+    with GatewayMaintenance(gw.state_dir, profiles=["demo"], reason="campaign six", eta_s=600) as away:
+        t0 = time.monotonic()
+        response = _post(gw, key, CHAT)
+        assert time.monotonic() - t0 < 0.5  # not held: answered at once
+        assert response.status_code == 503 and response.headers["X-Servectl-Reason"] == "maintenance"
+        assert response.json()["error"]["code"] == "maintenance"
+        assert 595 <= int(response.headers["Retry-After"]) <= 600
+        assert "away for maintenance: servectl campaign six, expected back in about" in response.text
+        status = gateway_status(gw.state_dir)
+        assert status is not None and status["aliases"]["chat"]["state"] == "maintenance"
+        assert status["holds"] == ["campaign six"]
+        with GatewayHold(gw.state_dir, profiles=["demo"], reason="swap demo -> six.fast", expect_s=5):
+            away.update(eta_s=42)  # a new ETA after a visit
+            t0 = time.monotonic()
+            during = _post(gw, key, CHAT)
+            assert time.monotonic() - t0 < 0.5  # the maintenance answers before the swap's hold would wait
+        assert during.headers["X-Servectl-Reason"] == "maintenance"
+        assert 40 <= int(during.headers["Retry-After"]) <= 42
+        assert _post(gw, key, {**CHAT, "model": "other"}).headers["X-Servectl-Reason"] != "maintenance"
+    assert _post(gw, key, CHAT).status_code == 200  # production back: served again
+    status = gateway_status(gw.state_dir)
+    assert status is not None and status["holds"] == []
 
 
 def test_a_stream_still_running_after_the_drain_is_cut_with_an_error_event(

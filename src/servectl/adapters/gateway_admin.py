@@ -8,7 +8,9 @@ so every command behaves as without a gateway. The hold lasts as long as the con
 mid-swap closes it and the gateway lets its requests go on.
 
 Protocol (one JSON object per line): ``{"op": "hold", "profiles": [...], "reason": ..., "expect_s": ...}``
--> ``{"ok": true, "finished": N, "cut": M}``; ``{"op": "release"}`` -> ``{"ok": true}``;
+-> ``{"ok": true, "finished": N, "cut": M}``; ``{"op": "maintenance", "profiles": [...], "reason": ...,
+"eta_s": ...}`` -> ``{"ok": true}`` (:class:`GatewayMaintenance`: answered at once, no drain; sent again with a
+new ETA); ``{"op": "release"}`` -> ``{"ok": true}``;
 ``{"op": "status"}`` -> the gateway's aliases, holds and in-flight counts.
 """
 
@@ -154,6 +156,54 @@ class GatewayHold:
             channel.ask({"op": "release"}, timeout_s=RELEASE_REPLY_TIMEOUT_S)
         except (OSError, ValueError):
             pass  # closing the connection below ends the hold anyway
+        finally:
+            channel.close()
+
+
+class GatewayMaintenance:
+    """``with GatewayMaintenance(state_dir, profiles=[production], reason="campaign c", eta_s=600) as away:``
+    around a long change that takes ``profiles`` away (a campaign): a running gateway answers their aliases 503
+    ``maintenance`` at once, with the ETA as ``Retry-After``, until the block ends; :meth:`update` gives a new
+    ETA. No gateway, or one that fails to answer: a warning on stderr at most, the change goes on. A servectl
+    killed meanwhile closes the connection and the gateway lets the aliases go."""
+
+    def __init__(self, state_dir: Path, *, profiles: Iterable[str | None], reason: str, eta_s: float) -> None:
+        self.state_dir = Path(state_dir)
+        self.profiles = sorted({p for p in profiles if p})
+        self.reason = reason
+        self.eta_s = eta_s
+        self.channel: AdminChannel | None = None
+
+    def __enter__(self) -> GatewayMaintenance:
+        if self.profiles:
+            self.channel = connect(self.state_dir)
+            self.update(self.eta_s)
+        return self
+
+    def update(self, eta_s: float) -> None:
+        """Say the new ETA (seconds from now) to the gateway, if one holds the aliases."""
+        self.eta_s = eta_s
+        channel = self.channel
+        if channel is None:
+            return
+        message = {"op": "maintenance", "profiles": self.profiles, "reason": self.reason, "eta_s": eta_s}
+        try:
+            channel.ask(message, timeout_s=RELEASE_REPLY_TIMEOUT_S)
+        except (OSError, ValueError) as err:
+            self.channel = None
+            channel.close()
+            print(f"servectl: warning: the gateway did not take the maintenance ({err}); going on", file=sys.stderr)
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        channel, self.channel = self.channel, None
+        if channel is None:
+            return
+        try:
+            channel.ask({"op": "release"}, timeout_s=RELEASE_REPLY_TIMEOUT_S)
+        except (OSError, ValueError):
+            pass  # closing the connection below ends it anyway
         finally:
             channel.close()
 

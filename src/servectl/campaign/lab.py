@@ -22,6 +22,7 @@ from servectl.errors import ServectlError, StartupFailed, SwapError, SwapInterru
 from servectl.signals import Interrupt
 
 if TYPE_CHECKING:
+    from servectl.adapters.gateway_admin import GatewayMaintenance
     from servectl.bench.model import PointResult
     from servectl.bench.qualify.suite import LoadedSuite
     from servectl.service.context import Context
@@ -57,9 +58,26 @@ class ServiceLab:
     suite: LoadedSuite | None = None  # the campaign's gates: its suite, cut to the gate ids it names
     before: tuple[str, ...] = field(default=())  # the servectl profiles that ran when the campaign began
     restored: bool = False
+    gateway: GatewayMaintenance | None = None  # production's aliases answered 503 maintenance meanwhile
+
+    def eta_s(self) -> float:
+        """When production is expected back: the campaign's ETA from its measured visits (before any: a visit
+        of 60 s per variant and round at most), plus production's last measured start."""
+        from servectl.adapters.gateway_admin import way_back_s
+        from servectl.campaign.progress import read_progress
+
+        eta = read_progress(self.folder).eta_s
+        if eta is None:
+            decision = self.check.loaded.campaign.decision
+            eta = 60.0 * (len(self.check.valid_variants) + 1) * decision.max_repeats
+        back = way_back_s(self.ctx.state_dir, self.before[0]) if self.before else None
+        return eta + (back or 0.0)
 
     def start(self, variant: CheckedVariant) -> Started:
         from servectl.service.swap import SwapOptions, swap
+
+        if self.gateway is not None:
+            self.gateway.update(self.eta_s())
 
         try:
             result = swap(self.ctx, target=variant.profile_name, opts=SwapOptions())

@@ -103,6 +103,17 @@ async def _answer(gateway: Gateway, message: dict[str, Any], holds: list[Hold]) 
         gateway.metrics.swap_event("hold")
         log.info("hold: %s (%s): %d requests finished, %d cut", reason, ", ".join(sorted(profiles)), finished, cut)
         return {"ok": True, "finished": finished, "cut": cut}
+    if op == "maintenance":  # a campaign: the aliases of these profiles are away until released (or closed)
+        profiles = frozenset(str(p) for p in message["profiles"])
+        reason = str(message.get("reason") or "maintenance")
+        current = next((h for h in holds if h.maintenance), None)
+        hold = gateway.admission.maintain(
+            profiles, reason=reason, eta_s=float(message.get("eta_s") or 0.0), hold=current
+        )
+        if current is None:
+            holds.append(hold)
+            log.info("maintenance: %s (%s), about %d s", reason, ", ".join(sorted(profiles)), hold.left_s())
+        return {"ok": True}
     if op == "release":
         await _release(gateway, holds, "release")
         return {"ok": True}
@@ -130,7 +141,7 @@ async def status_document(gateway: Gateway) -> dict[str, Any]:
         aliases[alias] = {
             "profiles": list(gateway.table.profiles(alias)),
             "profile": route.profile if route else None,
-            "state": "held" if held else ("ready" if route else "down"),
+            "state": ("maintenance" if held.maintenance else "held") if held else ("ready" if route else "down"),
             "in_flight": gateway.admission.in_flight(alias),
             "held": gateway.admission.waiting.get(alias, 0),  # requests waiting for the hold to end
         }

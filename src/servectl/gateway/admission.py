@@ -8,6 +8,10 @@ one swap, up, down or rollback) names the profiles it changes. While a hold is o
 * the requests in flight to those profiles finish (the drain), up to ``drain_s``; the rest are cut (a
   stream ends with an error event).
 
+A *maintenance* hold (``servectl campaign`` while production is away for the campaign's whole run) makes no
+request wait: one for an alias its profiles serve is answered 503 ``maintenance`` at once, with the ETA servectl
+last gave as ``Retry-After``; it comes before any swap hold on the same alias.
+
 A hold ends when servectl says so (the new service passed its health gate) or when its admin connection
 closes, so a servectl killed mid-swap never leaves an alias held.
 """
@@ -46,17 +50,23 @@ class Hold:
     id: int
     profiles: frozenset[str]
     reason: str
-    expect_s: float  # the target's last measured startup time (for Retry-After)
+    expect_s: float  # the target's last measured startup time (for Retry-After); maintenance: the ETA
     started: float = field(default_factory=time.monotonic)
+    maintenance: bool = False  # answer at once (503 maintenance) instead of holding the request
+
+    def left_s(self) -> int:
+        """Seconds until it is expected to end, as last said (at least 1: a Retry-After)."""
+        return max(1, round(self.expect_s - (time.monotonic() - self.started)))
 
 
 class HoldExpired(Exception):
     """A request waited ``hold_s`` for a hold to end."""
 
-    def __init__(self, retry_after_s: int, reason: str) -> None:
+    def __init__(self, retry_after_s: int, reason: str, *, maintenance: bool = False) -> None:
         super().__init__(reason)
         self.retry_after_s = retry_after_s
         self.reason = reason
+        self.maintenance = maintenance  # not waited: the alias is away for servectl's maintenance
 
 
 class Admission:
@@ -77,8 +87,8 @@ class Admission:
         self._changed = asyncio.Event()
 
     def holding(self, alias: str) -> Hold | None:
-        """The hold that keeps ``alias`` waiting now, if any."""
-        for hold in self.holds.values():
+        """The hold that keeps ``alias`` waiting now, if any (a maintenance hold first)."""
+        for hold in sorted(self.holds.values(), key=lambda h: not h.maintenance):
             if self.table.affected(alias, hold.profiles):
                 return hold
         return None
@@ -93,10 +103,11 @@ class Admission:
         self.waiting[alias] = self.waiting.get(alias, 0) + 1
         try:
             while (hold := self.holding(alias)) is not None:
+                if hold.maintenance:
+                    raise HoldExpired(hold.left_s(), hold.reason, maintenance=True)
                 left = self.hold_s - (time.monotonic() - t0)
                 if left <= 0:
-                    remaining = hold.expect_s - (time.monotonic() - hold.started)
-                    raise HoldExpired(max(1, round(remaining)), hold.reason)
+                    raise HoldExpired(hold.left_s(), hold.reason)
                 changed = self._changed
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(changed.wait(), timeout=left)
@@ -144,6 +155,17 @@ class Admission:
             flight.cut()
         del waiting
         return hold, len(draining) - len(left_over), len(left_over)
+
+    def maintain(self, profiles: frozenset[str], *, reason: str, eta_s: float, hold: Hold | None = None) -> Hold:
+        """Start a maintenance hold on ``profiles`` (or give ``hold`` a new ETA); end it with :meth:`release`.
+        Nothing is drained: the change servectl makes under it takes its own swap holds."""
+        if hold is None or hold.id not in self.holds:
+            hold = Hold(id=next(self._ids), profiles=profiles, reason=reason, expect_s=eta_s, maintenance=True)
+            self.holds[hold.id] = hold
+        else:
+            hold.expect_s, hold.started, hold.reason = eta_s, time.monotonic(), reason
+        self._notify()  # requests already waiting on a swap hold of these aliases are answered now
+        return hold
 
     def release(self, hold: Hold) -> float:
         """End a hold (the seconds it lasted); waiting requests go on."""

@@ -406,9 +406,14 @@ class Gateway:
         try:
             waited = await self.admission.admit(alias)
         except HoldExpired as held:
+            retry = {"Retry-After": str(held.retry_after_s)}
+            if held.maintenance:
+                raise Reject(503, f"alias {alias!r} is away for maintenance: servectl {held.reason}, expected back in "
+                             f"about {held.retry_after_s} s; retry then", "unavailable", reason="maintenance",
+                             headers=retry) from None  # fmt: skip
             self.metrics.waited(alias, self.admission.hold_s)
             raise Reject(503, f"alias {alias!r} is held while servectl {held.reason}; retry", "unavailable",
-                         reason="swapping", headers={"Retry-After": str(held.retry_after_s)}) from None  # fmt: skip
+                         reason="swapping", headers=retry) from None  # fmt: skip
         if waited > 0:
             self.metrics.waited(alias, waited)
         early: list[web.StreamResponse] = []  # a stream answered before its engine runs (swap on request)

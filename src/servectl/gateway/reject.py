@@ -12,7 +12,7 @@ from servectl.gateway.families import OPENAI
 
 REASON_HEADER = "X-Servectl-Reason"
 """Every answer the gateway makes itself names why in this header and in the error's ``code``: a 503 is
-``draining``, ``swapping``, ``swap_busy``, ``swap_failed``, ``admission_full``, ``upstream_down`` or
+``draining``, ``swapping``, ``maintenance``, ``swap_busy``, ``swap_failed``, ``admission_full``, ``upstream_down`` or
 ``keys_unreadable``; a 429 is ``rate_limited`` or ``budget_exhausted``; a 403 ``forbidden`` (alias) or
 ``read_only`` (README: 503 reasons)."""
 

@@ -54,10 +54,11 @@ class CampaignCommands(HostBase):
         profile that extends the base with only its overrides, started on the bench port through ``swap``,
         qualified and measured in interleaved rounds; every repeat is committed to ``out_dir/campaign.sqlite``,
         so running it again after ``kill -9`` measures nothing twice. What ran before is put back at the end
-        however the run ends. Each objective of the file then picks its operating point among the incumbent and
-        the accepted variants, and an accepted one is written beside the winner as ``winner/<campaign>.
-        <objective>.yaml`` (``CampaignOutcome.objectives``). ``bench_point`` measures one point (tests pass a
-        fake; default: ``bench``).
+        however the run ends; meanwhile a gateway in front of it answers its aliases 503 ``maintenance`` with
+        the campaign's ETA (``Retry-After``). Each objective of the file then picks its operating point among the
+        incumbent and the accepted variants, and an accepted one is written beside the winner as
+        ``winner/<campaign>.<objective>.yaml`` (``CampaignOutcome.objectives``). ``bench_point`` measures one
+        point (tests pass a fake; default: ``bench``).
 
         Raises:
             ProfileError: the campaign file or a variant is invalid (nothing started).
@@ -66,6 +67,7 @@ class CampaignCommands(HostBase):
         from dataclasses import replace
 
         from servectl.adapters.campaign_db import CampaignDb
+        from servectl.adapters.gateway_admin import GatewayMaintenance
         from servectl.adapters.state import atomic_write_text
         from servectl.campaign.lab import ServiceLab, bench_point_of_profile, gates_suite, variant_file
         from servectl.campaign.objectives import write_objectives
@@ -100,7 +102,11 @@ class CampaignCommands(HostBase):
                 lab = ServiceLab(
                     ctx, check, folder, bench_point or bench_point_of_profile, suite=gates_suite(check), before=before
                 )
-                rows = run_campaign(check, db=db, lab=lab, clocks=ctx.clocks)
+                # production is away until the campaign ends: a gateway in front of it says so (503 maintenance)
+                reason = f"campaign {check.loaded.campaign.name} ({folder})"
+                with GatewayMaintenance(ctx.state_dir, profiles=before, reason=reason, eta_s=0.0) as away:
+                    lab.gateway = away
+                    rows = run_campaign(check, db=db, lab=lab, clocks=ctx.clocks)
                 outcome = write_outputs(folder, check, rows, db)
                 points = write_objectives(folder, check, rows, db, folders=ctx.profile_folders, environ=environ)
                 return replace(outcome, objectives=tuple(points))
