@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tests.unit.cli_run import REPO, run_cli
@@ -253,3 +254,43 @@ def test_campaign_validate_prints_each_variant_and_exits_2_on_bad_input(
     assert err.strip().splitlines() == [
         f"error: {display_path(bad)}:12: decision.primary_point: 'c9' is no workload point; one of: c1, c4"
     ]
+
+
+def test_where_the_image_is_here_each_variant_is_parsed_by_its_own_sglang_and_a_refusal_makes_it_invalid(
+    tmp_path: Path, profile_dir: Path
+) -> None:
+    from servectl.testing.docker import PARSED, FakeDockerEngine, probe_answer
+
+    (profile_dir / "real.yaml").write_text(
+        "name: real\nimage: {ref: example/sglang:1}\nmodel: {path: /models/m, served_name: m}\n"
+        "serve: {port: 8180, role: bench}\n"
+    )
+    asked: list[list[str]] = []
+
+    def sglang(image: str, command: list[str]) -> Any:
+        asked.append(command)
+        if "2048" in command:  # what this image's SGLang (a newer build, say) refuses
+            refused = {"sglang_version": "0.5.24", "parsed": False, "parse_error": "--max-total-tokens: too small"}
+            return probe_answer(refused)
+        return probe_answer(PARSED)
+
+    path = write(
+        tmp_path,
+        GOOD.replace("base: demo", "base: real").replace(
+            "variants:\n",
+            "variants:\n  - {name: small, overrides: {engine: {args: {max-total-tokens: 2048}}}}\n",
+        ),
+    )
+    engine = FakeDockerEngine(images={"example/sglang:1"}, oneshot=sglang)
+    with FakeHost(state_dir=tmp_path / "home", engine=engine) as host:
+        with pytest.raises(ProfileError) as err:
+            host.check_campaign(file=path)
+        assert str(err.value) == (
+            f"{display_path(path)}:4: variant small: SGLang 0.5.24 in image example/sglang:1 rejects its argv: "
+            "--max-total-tokens: too small (servectl validate PROFILE --in-image asks the same)"
+        )
+        check = host.check_campaign(file=path, skip_invalid=True)
+        assert engine.containers == {}  # throwaway parse containers only, nothing started
+    small, fast = check.variants
+    assert not small.valid and small.plan is None and fast.valid
+    assert len(asked) == 4  # the two variants' argv, asked once per check

@@ -22,9 +22,13 @@ from servectl.errors import ServectlError, StartupFailed, SwapError, SwapInterru
 from servectl.signals import Interrupt
 
 if TYPE_CHECKING:
+    from servectl.adapters.docker import DockerEngine
     from servectl.adapters.gateway_admin import GatewayMaintenance
     from servectl.bench.model import PointResult
     from servectl.bench.qualify.suite import LoadedSuite
+    from servectl.campaign.variants import ImageParse
+    from servectl.plan.compile import LaunchPlan
+    from servectl.profile.loader import LoadedProfile
     from servectl.service.context import Context
 
 #: Measures one point of the running variant into a folder: (context, profile, settings, folder) -> the point.
@@ -155,6 +159,40 @@ class ServiceLab:
         for service in self.ctx.runtime.services():
             if service.profile.startswith(prefix):
                 down(self.ctx, name=service.profile)
+
+
+def image_parser(docker_of: Callable[[], DockerEngine]) -> ImageParse:
+    """The image's own SGLang asked of each variant's argv where the image is on this host, as ``swap``'s
+    staging and ``validate --in-image`` ask it (one throwaway container per distinct argv). Not asked: a
+    stand-in image (its parser is servectl's catalog, which the variant passed), an image not here, or no
+    Docker engine; a probe that cannot run (no Python or SGLang in the image) is no verdict on the variant."""
+    from servectl.adapters.engine_image import ParseMemo
+    from servectl.preflight.facts import STANDIN_LABEL
+
+    memo = ParseMemo()
+
+    def parse(loaded: LoadedProfile, plan: LaunchPlan) -> str | None:
+        image = loaded.profile.image
+        if image.build == "standin":
+            return None
+        try:
+            docker = docker_of()  # opened only for an image that may be here
+            info = docker.image(plan.docker.image)
+            if info is None or STANDIN_LABEL in info.labels:
+                return None
+            verdict = memo.parse(
+                image=plan.docker.image, argv=plan.engine_argv, engine=docker, entrypoint=image.entrypoint or None
+            )
+        except ServectlError:
+            return None
+        if verdict.parsed:
+            return None
+        return (
+            f"SGLang {verdict.sglang_version} in image {plan.docker.image} rejects its argv: {verdict.error} "
+            f"(servectl validate PROFILE --in-image asks the same)"
+        )
+
+    return parse
 
 
 def _interrupted_by(err: SwapError) -> int | None:

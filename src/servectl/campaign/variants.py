@@ -10,8 +10,8 @@ and the gates' suite and gate ids are checked. Nothing here starts or reads a co
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from servectl.campaign.load import LoadedCampaign, VariantSpec
@@ -91,12 +91,17 @@ class CampaignCheck:
         }
 
 
+#: The image's own parser asked of a compiled variant: None when it parses, else the one-line refusal.
+ImageParse = Callable[[LoadedProfile, LaunchPlan], "str | None"]
+
+
 def check_campaign(
     loaded: LoadedCampaign,
     *,
     folders: Sequence[ProfileFolder],
     environ: Mapping[str, str],
     skip_invalid: bool = False,
+    parse: ImageParse | None = None,
 ) -> CampaignCheck:
     """Load, validate and compile the base, the incumbent and every variant of ``loaded``.
 
@@ -105,6 +110,8 @@ def check_campaign(
         environ: the environment the plans compile in (``${VAR}`` in host paths, the state folder).
         skip_invalid: keep going past invalid variants (each becomes a ``rejected-invalid`` row) instead of
             refusing the campaign.
+        parse: the image's own parser (the host's, where the image is here): each compiled variant's argv is
+            asked of it, and one it refuses is invalid like one the catalog refuses.
 
     Raises:
         ProfileError: the base, the incumbent or the gates are invalid; or, without ``skip_invalid``, a variant
@@ -130,7 +137,7 @@ def check_campaign(
     )
     if incumbent.problems:
         raise ProfileError(incumbent.problems)
-    variants = tuple(check_variant(loaded, spec, folders, environ) for spec in loaded.variants)
+    variants = tuple(_parsed(check_variant(loaded, spec, folders, environ), parse) for spec in loaded.variants)
     bad = [v for v in variants if not v.valid]
     if bad and not skip_invalid:
         raise ProfileError([p for v in bad for p in v.problems])
@@ -178,6 +185,17 @@ def check_variant(
     except ServectlError as err:
         return CheckedVariant(spec, name, problems=(_at(where, f"variant {spec.name}: {err}"),))
     return _compiled(spec, name, profile, environ, where)
+
+
+def _parsed(variant: CheckedVariant, parse: ImageParse | None) -> CheckedVariant:
+    """``variant`` as its image's own parser sees it (unchanged without a parser or when it did not compile)."""
+    if parse is None or variant.loaded is None or variant.plan is None:
+        return variant
+    refused = parse(variant.loaded, variant.plan)
+    if refused is None:
+        return variant
+    problem = _at(variant.spec.locations[()], f"variant {variant.name}: {refused}")
+    return replace(variant, plan=None, plan_hash=None, problems=(problem,))
 
 
 def _compiled(

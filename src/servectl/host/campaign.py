@@ -21,7 +21,8 @@ class CampaignCommands(HostBase):
 
     def check_campaign(self, *, file: Path | str, skip_invalid: bool = False) -> CampaignCheck:
         """Read campaign ``file`` and load, validate and compile its base, incumbent and every variant, starting
-        nothing (what ``servectl campaign validate`` does, and what a run does before anything starts).
+        nothing (what ``servectl campaign validate`` does, and what a run does before anything starts); where a
+        variant's image is on this host, its argv is parsed by the image's own SGLang too (not a stand-in's).
 
         ``skip_invalid``: an invalid variant is kept as a ``rejected-invalid`` row (``CampaignCheck.
         invalid_variants``) instead of refusing the campaign.
@@ -30,6 +31,7 @@ class CampaignCommands(HostBase):
             ProfileError: every problem of the file, its profiles or (without ``skip_invalid``) its variants,
                 one per line with file and line (exit 2).
         """
+        from servectl.campaign.lab import image_parser
         from servectl.campaign.load import load_campaign
         from servectl.campaign.variants import check_campaign
 
@@ -38,6 +40,7 @@ class CampaignCommands(HostBase):
             folders=self.ctx.profile_folders,
             environ=self.environ,
             skip_invalid=skip_invalid,
+            parse=image_parser(lambda: self.ctx.docker),
         )
 
     def run_campaign(
