@@ -7,14 +7,15 @@ STANDIN_BATCH_RATES: the rate follows the requests running), one with a flag typ
 container), one whose tool calls are wrong (rejected-gate-tools), one that crashes while loading weights
 (rejected-startup with its log lines), one whose speed scatters around a gain equal to the minimum gain
 (STANDIN_RATE_NOISE: inconclusive, never accepted); two objectives each written as an operating-point profile.
-The stand-in reports no GPU to the CLI, so rejected-vram
-and its waiver are covered by the unit tests (test_campaign_run.py). Runtime: the stand-in starts in 0.3 s and
-each point asks 64-128 tokens at 200-400 tok/s, so a visit is a swap and about a second of requests.
+A variant under the campaign's VRAM reserve is rejected-vram, and kept with the file's waiver quoted (a campaign
+run in-process over the stand-ins' memory ledger: the CLI reads no GPU of theirs). Runtime: the stand-in starts
+in 0.3 s and each point asks 64-128 tokens at 200-400 tok/s, so a visit is a swap and about a second of requests.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sqlite3
 import subprocess
@@ -240,3 +241,45 @@ def test_sigint_during_a_variants_swap_ends_the_campaign_with_production_back(wo
     assert world.running() == [(world.prod, "ready")]
     assert not [c for c in docker_client.containers.list(all=True) if c.labels.get(LABEL_PROFILE) == "sig.slow"]
     assert [row[:3] for row in measurements(folder)] == [("incumbent", 1, "c1"), ("incumbent", 1, "c4")]
+
+
+def test_a_variant_under_the_vram_reserve_is_rejected_vram_unless_the_file_waives_it(
+    world: World, docker_client: Any, test_session_id: str
+) -> None:
+    """The CLI reads no GPU of the stand-ins, so this campaign runs in-process through a Host whose inventory is
+    the stand-ins' own memory ledger (StandinGpuInventory): a 96 GB card, and a variant whose
+    --mem-fraction-static 0.95 leaves about 10.5 GiB of it free, under a 12 GiB reserve (the base leaves 16)."""
+    from servectl.adapters.docker import DockerSdkEngine
+    from servectl.host import Host
+    from servectl.profile.yaml_locations import display_path
+    from servectl.testing.standin_gpu import StandinGpuInventory, StandinOnCards
+
+    def engines() -> list[StandinOnCards]:
+        found = docker_client.containers.list(filters={"label": f"{TEST_SESSION_LABEL}={test_session_id}"})
+        return [StandinOnCards(f"http://127.0.0.1:{c.labels['servectl.port']}", (0,)) for c in found]
+
+    hungry = "  - {name: hungry, overrides: {engine: {args: {mem-fraction-static: 0.95}}}}\n"
+    environ = {**os.environ, **world.env}
+    outcomes = {}
+    for name, constraints in (
+        ("strict", "constraints: {vram_reserve_mib: 12288}\n"),
+        ("waived", "constraints: {vram_reserve_mib: 12288, reserve_waiver: 'C64 KV cache on purpose; nothing else'}\n"),
+    ):
+        path = world.tmp / f"{name}.yaml"
+        text = world.campaign(name, hungry, max_repeats=2).read_text().split("gates:")[0]
+        path.write_text(text + constraints + "decision: {primary_point: c1, min_repeats: 2, max_repeats: 2}\n")
+        host = Host(
+            docker=DockerSdkEngine(environ=environ, client=docker_client),
+            gpus=StandinGpuInventory(engines, cards=1),
+            state_dir=Path(world.env["SERVECTL_HOME"]),
+            environ=environ,
+        )
+        with host:
+            outcomes[name] = host.run_campaign(file=path, out_dir=world.tmp / name)
+    (strict,) = outcomes["strict"].rows
+    assert strict.status == "rejected-vram", strict.reason
+    assert strict.reason.endswith("MiB free on a card after its measurements, under the 12,288 MiB reserve")
+    (waived,) = outcomes["waived"].rows
+    assert waived.status != "rejected-vram"
+    assert f"under the 12,288 MiB reserve, waived ({display_path(world.tmp / 'waived.yaml')}:" in waived.reason
+    assert "C64 KV cache on purpose; nothing else)" in waived.reason
