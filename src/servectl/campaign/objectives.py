@@ -1,4 +1,4 @@
-"""Operating points: where to serve, chosen per objective from what the campaign measured, pure.
+"""Operating points: where to serve, chosen per objective from what the campaign measured, and written as profiles.
 
 A campaign's ``objectives`` (:class:`~servectl.campaign.model.Objective`) each pick one (variant, point) among
 the incumbent and the accepted variants, from the medians over the repeats of every metric the lab recorded for
