@@ -21,7 +21,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -283,3 +283,42 @@ def test_a_variant_under_the_vram_reserve_is_rejected_vram_unless_the_file_waive
     assert waived.status != "rejected-vram"
     assert f"under the 12,288 MiB reserve, waived ({display_path(world.tmp / 'waived.yaml')}:" in waived.reason
     assert "C64 KV cache on purpose; nothing else)" in waived.reason
+
+
+def test_production_on_warm_standby_is_released_for_the_campaign_and_resumed_at_its_end(
+    make_world: Callable[[type[Any]], Any],
+) -> None:
+    """Production (swap.standby: warm) on its own port, the campaign's variants on the bench port: the first
+    swap releases production's cards instead of stopping it, and the end resumes that same container (no cold
+    start), through the swap machinery's warm standby."""
+    from test_standby_docker import World as StandbyWorld
+
+    from servectl.host import Host
+
+    w = make_world(StandbyWorld)
+    w.profile("prod", warm=True)
+    w.profile("bench")  # the campaign's base: its own port, the bench port
+    assert w.swap("prod").outcome == "started"
+    before = w.container("prod")
+    path = w.tmp / "warm.yaml"
+    path.write_text(
+        "name: warm\nbase: bench\nvariants:\n"
+        '  - {name: fast, overrides: {engine: {env: {STANDIN_TOKEN_RATE: "4000"}}}}\n'
+        "workload:\n  points:\n    - {name: c1, prompt_tokens: 64, concurrency: 1, max_tokens: 64}\n"
+        "  warmup: false\n"
+        "decision: {primary_point: c1, min_repeats: 2, max_repeats: 2}\n"
+    )
+    seen: list[dict[str, str]] = []
+    from servectl.campaign.lab import bench_point_of_profile
+
+    with Host(docker=w.docker, gpus=w.gpus, scope=w.labels, state_dir=w.home) as host:
+
+        def bench(ctx: Any, profile: str, settings: Any, out: Path) -> Any:
+            seen.append(w.states())
+            return bench_point_of_profile(ctx, profile, settings, out)
+
+        outcome = host.run_campaign(file=path, out_dir=w.tmp / "warm", bench_point=bench)
+    assert [r.name for r in outcome.rows] == ["fast"]
+    assert seen and all(states.get("prod") == "standby" for states in seen)  # released, not stopped
+    assert w.states() == {"prod": "ready"}
+    assert w.container("prod") == before  # the same container, same start: resumed, not started again
