@@ -18,7 +18,7 @@ from servectl.errors import UsageError
 
 
 def test_prompt_has_the_asked_number_of_salad_words_after_its_nonce() -> None:
-    prompt = build_prompt(rng=random.Random(1), words=1000, run_id="abcd", request_number=7)
+    prompt = build_prompt(rng=random.Random(1), words=1000, run_id="abcd", request_number=7, shared_prefix=False)
     assert prompt.startswith("Request abcd-00007: ")
     salad = prompt.split()[2:]
     assert len(salad) == 1000
@@ -26,7 +26,9 @@ def test_prompt_has_the_asked_number_of_salad_words_after_its_nonce() -> None:
 
 
 def test_every_full_pass_of_the_salad_holds_each_word_once() -> None:
-    prompt = build_prompt(rng=random.Random(2), words=3 * len(VOCABULARY), run_id="r", request_number=1)
+    prompt = build_prompt(
+        rng=random.Random(2), words=3 * len(VOCABULARY), run_id="r", request_number=1, shared_prefix=False
+    )
     salad = prompt.split()[2:]
     for k in range(3):
         block = salad[k * len(VOCABULARY) : (k + 1) * len(VOCABULARY)]
@@ -34,15 +36,26 @@ def test_every_full_pass_of_the_salad_holds_each_word_once() -> None:
 
 
 def test_prompts_differ_per_request_and_per_run_but_repeat_for_the_same_seed_and_run() -> None:
-    a1 = build_prompt(rng=random.Random(0), words=50, run_id="run1", request_number=1)
-    a2 = build_prompt(rng=random.Random(0), words=50, run_id="run1", request_number=1)
-    other_run = build_prompt(rng=random.Random(0), words=50, run_id="run2", request_number=1)
+    a1 = build_prompt(rng=random.Random(0), words=50, run_id="run1", request_number=1, shared_prefix=False)
+    a2 = build_prompt(rng=random.Random(0), words=50, run_id="run1", request_number=1, shared_prefix=False)
+    other_run = build_prompt(rng=random.Random(0), words=50, run_id="run2", request_number=1, shared_prefix=False)
     rng = random.Random(0)
-    first = build_prompt(rng=rng, words=50, run_id="run1", request_number=1)
-    second = build_prompt(rng=rng, words=50, run_id="run1", request_number=2)
+    first = build_prompt(rng=rng, words=50, run_id="run1", request_number=1, shared_prefix=False)
+    second = build_prompt(rng=rng, words=50, run_id="run1", request_number=2, shared_prefix=False)
     assert a1 == a2 == first
     assert other_run != a1 and other_run.split()[2:] == a1.split()[2:]  # only the nonce differs
     assert second.split()[0:2] != first.split()[0:2] and second.split()[2:] != first.split()[2:]
+
+
+def test_shared_prefix_prompts_share_all_but_their_nonce_at_the_end_whatever_their_length() -> None:
+    """A warm-prefix point: what one request sent, the next repeats but for its tail, so a prefix cache holds it;
+    a corrected (longer) word count continues the same salad."""
+    first = build_prompt(rng=random.Random(3), words=300, run_id="r", request_number=1, shared_prefix=True)
+    second = build_prompt(rng=random.Random(3), words=300, run_id="r", request_number=2, shared_prefix=True)
+    longer = build_prompt(rng=random.Random(3), words=320, run_id="r", request_number=3, shared_prefix=True)
+    assert first.endswith(" Request r-00001:") and second.endswith(" Request r-00002:")
+    assert first.split()[:300] == second.split()[:300] == longer.split()[:300]
+    assert len(longer.split()) == 322 and first != second
 
 
 def test_two_probes_recover_the_token_line() -> None:

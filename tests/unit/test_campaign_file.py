@@ -114,14 +114,6 @@ def test_a_campaign_without_variants_or_with_repeated_names_is_refused(tmp_path:
     assert f"{twice}:6: variants: variant 'fast' is named twice" in lines
 
 
-def test_a_warm_prefix_point_is_refused_until_the_bench_sends_a_shared_prefix(tmp_path: Path) -> None:
-    path = write(tmp_path, GOOD.replace("concurrency: 4}", "concurrency: 4, prefix: warm}"))
-    assert problems_of(path) == [
-        f"{path}:11: workload.points[1].prefix: warm-prefix points are not supported yet: the bench sends no shared "
-        "prefix, so the point would be measured cold; remove `prefix: warm`"
-    ]
-
-
 def test_incumbent_bench_runs_and_reference_csv_are_refused_until_they_are_built(tmp_path: Path) -> None:
     path = write(
         tmp_path,

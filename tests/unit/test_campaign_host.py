@@ -304,3 +304,27 @@ def test_a_gateway_in_front_of_production_answers_maintenance_with_the_eta_while
     assert f"servectl campaign rates ({tmp_path / 'run'})" in answer.json()["error"]["message"]
     assert int(answer.headers["Retry-After"]) > 0
     assert status is not None and status["holds"] == []  # let go once production was back
+
+
+def test_a_warm_prefix_point_is_measured_with_a_shared_prefix_after_a_warm_up_and_a_cold_one_without(
+    tmp_path: Path, profile_dir: Path
+) -> None:
+    asked: dict[str, tuple[bool, bool]] = {}
+
+    class Recording(RateBench):
+        def __call__(self, ctx: Context, profile: str, settings: Any, out: Path) -> PointResult:
+            asked[out.name.split("-", 1)[1]] = (settings.shared_prefix, settings.warmup)
+            return super().__call__(ctx, profile, settings, out)
+
+    path = tmp_path / "warm.yaml"
+    path.write_text(
+        CAMPAIGN.replace(
+            "    - {name: c1, prompt_tokens: 256, concurrency: 1, max_tokens: 32}\n",
+            "    - {name: c1, prompt_tokens: 256, concurrency: 1, max_tokens: 32}\n"
+            "    - {name: warm, prompt_tokens: 256, concurrency: 1, max_tokens: 32, prefix: warm}\n"
+            "  warmup: false\n",
+        )
+    )
+    with FakeHost(state_dir=tmp_path / "home") as host:
+        host.run_campaign(file=path, out_dir=tmp_path / "run", bench_point=Recording())
+    assert asked == {"c1": (False, False), "warm": (True, True)}

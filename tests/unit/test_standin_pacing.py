@@ -101,3 +101,38 @@ def test_batch_rates_set_the_decode_rate_by_the_requests_running_and_noise_scatt
             runs.append([measure_decode_rate(engine.host, engine.port, 200)[0] for _ in range(4)])
     assert runs[0] == pytest.approx(runs[1], rel=0.04)  # one seed, one sequence of speeds
     assert max(runs[0]) / min(runs[0]) > 1.15  # scattered, not the set rate each time
+
+
+def test_a_prompt_that_repeats_an_earlier_prefix_is_prefilled_only_past_it_unless_the_radix_cache_is_off() -> None:
+    """The warm-prefix point of a campaign: the second prompt shares all but its tail with the first, so its
+    prefill (STANDIN_PREFILL_RATE) covers only the tail and the log's #cached-token says how much was held."""
+    salad = " ".join(["word"] * 1500)
+
+    def ttft(engine: HostStandin, tail: str) -> float:
+        connection = http.client.HTTPConnection(engine.host, engine.port, timeout=60)
+        body = {"messages": [{"role": "user", "content": f"{salad} {tail}"}], "max_tokens": 2, "stream": True}
+        t0 = time.perf_counter()
+        connection.request("POST", "/v1/chat/completions", json.dumps(body), {"Content-Type": "application/json"})
+        response = connection.getresponse()
+        for raw in response:
+            choices = json.loads(raw[6:])["choices"] if raw.startswith(b"data: {") else []
+            if choices and choices[0]["delta"].get("content"):  # the first token, not the role's opening
+                break
+        first = time.perf_counter() - t0
+        response.read()
+        connection.close()
+        return first
+
+    env = {"STANDIN_PREFILL_RATE": "3000", "STANDIN_TOKEN_RATE": "1000"}
+    with HostStandin(["--model-path", DEMO_MODEL], env=env) as engine:
+        engine.wait_ready()
+        cold, warm = ttft(engine, "first"), ttft(engine, "second")
+        engine.wait_for_line("#cached-token: 1502,")
+        lines = "\n".join(engine.lines)
+    assert cold > 0.45 and warm < 0.2  # 1,505 tokens at 3,000/s, then the tail alone
+    assert "#new-token: 1505, #cached-token: 0," in lines
+    assert "#new-token: 3, #cached-token: 1502," in lines  # role, template and salad; the tail word and end new
+    with HostStandin(["--model-path", DEMO_MODEL, "--disable-radix-cache"], env=env) as engine:
+        engine.wait_ready()
+        ttft(engine, "first")
+        assert ttft(engine, "second") > 0.45

@@ -104,6 +104,7 @@ def _header(report: BenchReport) -> dict[str, Any]:
             "concurrency": list(s.concurrency),
             "warmup": s.warmup,
             "seed": s.seed,
+            **({"shared_prefix": True} if s.shared_prefix else {}),  # a warm-prefix run (cold runs say nothing)
             "prompt_tolerance": "max(64 tokens, 1 % of target)",
         },
         "calibration": dataclasses.asdict(report.calibration),

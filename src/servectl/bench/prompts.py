@@ -1,9 +1,11 @@
 """Unique prompts of a calibrated length.
 
 Each prompt starts with a nonce (the run id and the request number), so no two prompts share a prefix beyond
-the chat template and no request hits the server's prefix cache. The body is a word salad drawn from a seeded
-RNG in whole shuffled passes over a fixed vocabulary: every pass holds each word once, so the token count
-per word is nearly the same for every prompt and a linear fit predicts it well.
+the chat template and no request hits the server's prefix cache; with ``shared_prefix`` (a warm-prefix
+point) the nonce comes last and every prompt's salad is the same, so all but the tail is a cache hit. The
+body is a word salad drawn from a seeded RNG in whole shuffled passes over a fixed vocabulary: every pass
+holds each word once, so the token count per word is nearly the same for every prompt and a linear fit
+predicts it well.
 
 Calibration: two ``max_tokens=1`` probes of different sizes give ``tokens = overhead + ratio * words``
 (:func:`fit_calibration`); after each batch at a target the word count is corrected with the measured
@@ -47,16 +49,18 @@ def nonce(*, run_id: str, request_number: int) -> str:
     return f"{_NONCE_PREFIX} {run_id}-{request_number:05d}:"
 
 
-def build_prompt(*, rng: random.Random, words: int, run_id: str, request_number: int) -> str:
-    """A prompt of ``words`` salad words after the request's nonce.
+def build_prompt(*, rng: random.Random, words: int, run_id: str, request_number: int, shared_prefix: bool) -> str:
+    """A prompt of ``words`` salad words after the request's nonce (``shared_prefix``: before it).
 
     Args:
-        rng: The run's seeded RNG (advanced by this call).
+        rng: The run's seeded RNG (advanced by this call); with ``shared_prefix`` a fresh one of the run's
+            seed, so that every prompt's salad is the same (a longer one continues a shorter one).
         words: How many salad words.
         run_id: The run's random id; keeps prompts unique across runs with the same seed.
         request_number: Counts the run's requests; keeps prompts unique within the run.
+        shared_prefix: Put the nonce last: the prompts share everything before it (a warm prefix).
     """
-    parts: list[str] = [nonce(run_id=run_id, request_number=request_number)]
+    parts: list[str] = [] if shared_prefix else [nonce(run_id=run_id, request_number=request_number)]
     vocabulary = list(VOCABULARY)
     remaining = words
     while remaining > 0:
@@ -64,6 +68,8 @@ def build_prompt(*, rng: random.Random, words: int, run_id: str, request_number:
         take = min(remaining, len(vocabulary))
         parts.extend(vocabulary[:take])
         remaining -= take
+    if shared_prefix:
+        parts.append(nonce(run_id=run_id, request_number=request_number))
     return " ".join(parts)
 
 

@@ -231,7 +231,14 @@ class _Runner:
     def _prompt(self, words: int) -> str:
         with self.rng_lock:
             self.request_number += 1
-            return build_prompt(rng=self.rng, words=words, run_id=self.run_id, request_number=self.request_number)
+            shared = self.settings.shared_prefix
+            return build_prompt(
+                rng=random.Random(self.settings.seed) if shared else self.rng,
+                words=words,
+                run_id=self.run_id,
+                request_number=self.request_number,
+                shared_prefix=shared,
+            )
 
     def _body(self, prompt: str, max_tokens: int) -> dict[str, Any]:
         body: dict[str, Any] = {

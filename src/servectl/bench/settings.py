@@ -69,6 +69,9 @@ class BenchSettings:
         warmup: Send one unmeasured request at each prompt length first.
         timeout_s: Read timeout per request (covers the prefill of the longest prompt).
         seed: Seed of the word salad; a per-run nonce still keeps prompts unique across runs.
+        shared_prefix: Every prompt of the run gets the same salad and its nonce at the end, so that all but
+            the tail of a prompt is in the server's prefix cache once one was sent (a warm-prefix point; the
+            warm-up request fills the cache). Default: the nonce first, no prefix shared (cold).
         temperature: Sampling temperature to send; ``None`` leaves the server's default.
         extra_body: Further request fields sent as they are (e.g. ``chat_template_kwargs``); recorded.
     """
@@ -85,6 +88,7 @@ class BenchSettings:
     warmup: bool = True
     timeout_s: float = 900.0
     seed: int = 0
+    shared_prefix: bool = False
     temperature: float | None = None
     extra_body: Mapping[str, Any] = field(default_factory=dict)
 

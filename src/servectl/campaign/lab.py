@@ -120,7 +120,8 @@ class ServiceLab:
             concurrency=(point.concurrency,),
             max_tokens=point.max_tokens,
             repeats=1,
-            warmup=w.warmup,
+            warmup=w.warmup or point.prefix == "warm",  # a warm point's first request fills the cache
+            shared_prefix=point.prefix == "warm",
             fixed_length=w.fixed_length,
             timeout_s=w.timeout_s,
         )

@@ -109,15 +109,6 @@ def _reference_problems(loaded: LoadedCampaign) -> list[Problem]:
                 problems.append(
                     loaded.problem(("exclude", index, key), f"{value!r} is not a value of this axis {c.axes[key]}")
                 )
-    for index, point in enumerate(c.workload.points):
-        if point.prefix == "warm":  # in the schema, not built: a warm point would be measured cold
-            problems.append(
-                loaded.problem(
-                    ("workload", "points", index, "prefix"),
-                    "warm-prefix points are not supported yet: the bench sends no shared prefix, so the point "
-                    "would be measured cold; remove `prefix: warm`",
-                )
-            )
     for key in ("bench_runs", "reference_csv"):
         if getattr(c.incumbent, key):  # in the schema, not built: refused rather than silently ignored
             problems.append(

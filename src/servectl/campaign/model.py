@@ -83,7 +83,8 @@ class Point(_Strict):
     max_tokens: int = Field(default=256, ge=2, le=1_000_000)
     prefix: Literal["cold", "warm"] = Field(
         default="cold",
-        description="cold: unique prompts; warm: a shared prefix the engine may cache (reserved: refused for now)",
+        description="cold: unique prompts; warm: prompts sharing all but their tail (bench's shared_prefix), the "
+        "engine's prefix cache warmed by a first request",
     )
 
 

@@ -12,8 +12,8 @@ that point (``Measured.detail["metrics"]``: decode tok/s, TTFT, output tokens pe
 An objective some point meets is ``accepted-<objective>-profile`` and gets a profile: the base extended with
 the chosen variant's overrides and ``engine.max_running_requests`` set to the point's concurrency (a service
 that admits more requests than it was measured at is not the one measured). One no point meets is
-``rejected-<objective>-unmet``, with the closest point in its reason. Points are measured cold for now
-(``prefix: warm`` is refused by the loader until the bench sends a shared prefix).
+``rejected-<objective>-unmet``, with the closest point in its reason. Cold and warm-prefix points are separate
+points of the workload (``Point.prefix``), so each is chosen, or not, on its own measurements.
 """
 
 from __future__ import annotations

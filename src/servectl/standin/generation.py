@@ -6,13 +6,14 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from servectl.standin.answers import image_parts
 from servectl.standin.behaviour import Reply, pieces, scripted_reply, wants_script
 from servectl.standin.pacing import GenerationPlan, paced_chunks, plan_generation, spec_figures, usage_body
 from servectl.standin.state import RequestError
-from servectl.standin.tokens import count_chat_prompt_tokens, count_text_tokens, generated_text
+from servectl.standin.tokens import chat_prompt_keys, count_chat_prompt_tokens, count_text_tokens, generated_text
 from servectl.standin.transport import HandlerBase
 
 #: ``max_new_tokens`` default of SGLang's native ``/generate``.
@@ -86,7 +87,7 @@ class GenerationEndpoints(HandlerBase):
             )
             self._send_reply(body, reply, prompt_tokens)
             return
-        self._generate_openai(body, prompt_tokens, chat=True)
+        self._generate_openai(body, prompt_tokens, chat=True, cached=self.state.prefix_hit(chat_prompt_keys(messages)))
 
     def _send_reply(self, body: dict[str, Any], reply: Reply, prompt_tokens: int) -> None:
         """Send a scripted reply (see :mod:`servectl.standin.behaviour`), paced like any completion.
@@ -222,7 +223,7 @@ class GenerationEndpoints(HandlerBase):
             raise RequestError(400, "prompt must be a string, a list of strings or a list of token ids")
         self._generate_openai(body, prompt_tokens, chat=False)
 
-    def _generate_openai(self, body: dict[str, Any], prompt_tokens: int, *, chat: bool) -> None:
+    def _generate_openai(self, body: dict[str, Any], prompt_tokens: int, *, chat: bool, cached: int = 0) -> None:
         max_tokens = _int_field(body, "max_completion_tokens", "max_tokens") if chat else _int_field(body, "max_tokens")
         if max_tokens is None and not chat:
             max_tokens = 16  # OpenAI/SGLang completions default
@@ -233,6 +234,7 @@ class GenerationEndpoints(HandlerBase):
             min_tokens=_int_field(body, "min_tokens") or 0,
             ignore_eos=bool(body.get("ignore_eos")),
         )
+        plan = replace(plan, cached_tokens=cached)
         include_usage, continuous = _stream_options(body)
         meta = {
             "id": uuid.uuid4().hex,

@@ -22,6 +22,7 @@ class GenerationPlan:
     completion_tokens: int
     finish_reason: str  # "length" or "stop"
     cut_after_tokens: int | None  # STANDIN_DIE_AFTER_TOKENS: drop the connection after this many
+    cached_tokens: int = 0  # the prompt's leading tokens the prefix cache held (no prefill for them)
 
 
 def plan_generation(
@@ -75,20 +76,22 @@ class ConnectionCut(Exception):
 def paced_chunks(state: EngineState, plan: GenerationPlan) -> Iterator[tuple[int, int]]:
     """Yield ``(first_token_index, token_count)`` per chunk, each at its absolute deadline.
 
-    Sleeps for the prefill first (``STANDIN_PREFILL_RATE``), then paces chunks of ``STANDIN_CHUNK_TOKENS`` at
-    ``STANDIN_TOKEN_RATE``, or the ``STANDIN_TAPER`` rate at this prompt length, or the ``STANDIN_BATCH_RATES``
-    rate at the requests running as each chunk is paced, times this request's ``STANDIN_RATE_NOISE`` factor (see
+    Sleeps for the prefill of the tokens the prefix cache did not hold first (``STANDIN_PREFILL_RATE``;
+    ``plan.cached_tokens``), then paces chunks of ``STANDIN_CHUNK_TOKENS`` at ``STANDIN_TOKEN_RATE``, or the
+    ``STANDIN_TAPER`` rate at this prompt length, or the ``STANDIN_BATCH_RATES`` rate at the requests running as
+    each chunk is paced, times this request's ``STANDIN_RATE_NOISE`` factor (see
     :func:`servectl.standin.tokens.chunk_deadlines`). Logs SGLang's prefill and
     decode batch lines. Raises :class:`ConnectionCut` once ``cut_after_tokens`` tokens have been yielded.
     """
     settings = state.settings
     start = time.perf_counter()
+    new_tokens = plan.prompt_tokens - plan.cached_tokens
     if settings.prefill_rate_per_s > 0:
-        _sleep_until(start + plan.prompt_tokens / settings.prefill_rate_per_s)
+        _sleep_until(start + new_tokens / settings.prefill_rate_per_s)
     running = state.running_requests
     usage = plan.prompt_tokens / max(1, state.kv_tokens)
     state.log.tp(
-        f"Prefill batch, #new-seq: 1, #new-token: {plan.prompt_tokens}, #cached-token: 0, "
+        f"Prefill batch, #new-seq: 1, #new-token: {new_tokens}, #cached-token: {plan.cached_tokens}, "
         f"token usage: {usage:.2f}, #running-req: {running - 1}, #queue-req: 0, #pending-token: 0, "
     )
     sizes = chunk_sizes(plan.completion_tokens, settings.chunk_tokens)

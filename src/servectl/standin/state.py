@@ -6,6 +6,7 @@ import math
 import random
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +38,7 @@ class EngineState:
     _generations: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _noise: random.Random | None = None
+    _prefixes: set[int] = field(default_factory=set)
 
     def die(self, death: EngineDeath) -> None:
         """A call killed the server: the main thread logs SGLang's way down and exits (137); this waits
@@ -75,6 +77,25 @@ class EngineState:
     def request_finished(self) -> None:
         with self._lock:
             self._running -= 1
+
+    def prefix_hit(self, keys: Sequence[str]) -> int:
+        """The prefix cache as a client sees it: how many leading tokens of this prompt an earlier prompt had
+        (never the whole prompt: its last token is computed), and this prompt's prefixes cached in turn; none
+        with ``--disable-radix-cache``. A stand-in's simplification of SGLang's radix cache: token-exact
+        prefixes, everything dropped at once when more are held than the KV pool's tokens."""
+        if self.args.get("disable_radix_cache") or not keys:
+            return 0
+        chain, hit, hashes = 0, 0, []
+        with self._lock:
+            for index, key in enumerate(keys):
+                chain = hash((chain, key))
+                hashes.append(chain)
+                if hit == index and chain in self._prefixes:
+                    hit = index + 1
+            if len(self._prefixes) + len(hashes) > max(self.kv_tokens, len(hashes)):
+                self._prefixes.clear()
+            self._prefixes.update(hashes)
+        return min(hit, len(keys) - 1)
 
     def rate_factor(self) -> float:
         """``STANDIN_RATE_NOISE``: one request's decode-rate factor, log-normal with that spread (1.0 without),

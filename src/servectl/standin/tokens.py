@@ -61,6 +61,17 @@ def count_chat_prompt_tokens(messages: Iterable[Mapping[str, Any]]) -> int:
     return sum(count_text_tokens(content_text(m.get("content"))) + MESSAGE_OVERHEAD_TOKENS for m in messages)
 
 
+def chat_prompt_keys(messages: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The tokens of a chat prompt as the prefix cache compares them (one key per counted token): per message
+    its role, its content's tokens and the rest of the template's overhead, so that two prompts share a prefix
+    exactly as far as their messages and text do."""
+    keys: list[str] = []
+    for m in messages:
+        text = _TOKEN.findall(content_text(m.get("content")))
+        keys += [f"<|{m.get('role')}|>", "<|content|>", *text, "<|end|>", "\n"]
+    return keys
+
+
 def generated_token(index: int) -> str:
     """The text of the ``index``-th generated token (0-based); each is one token under the counting rule."""
     return " " + _WORDS[index % len(_WORDS)]

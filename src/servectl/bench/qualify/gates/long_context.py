@@ -37,7 +37,7 @@ def targets_for(spec: LongContextGate, context_tokens: int | None) -> tuple[list
 
 def needle_prompt(*, rng: random.Random, words: int, run_id: str, number: int, code: str, depth: float) -> str:
     """A calibrated word salad with the needle sentence at ``depth`` (0 = start, 1 = end), then the question."""
-    parts = build_prompt(rng=rng, words=words, run_id=run_id, request_number=number).split(" ")
+    parts = build_prompt(rng=rng, words=words, run_id=run_id, request_number=number, shared_prefix=False).split(" ")
     at = 1 + round(depth * (len(parts) - 1))
     parts.insert(at, f"The secret code is {code}.")
     return " ".join(parts) + "\n\n" + QUESTION
