@@ -123,8 +123,10 @@ class World:
             process.communicate()
 
     def running(self) -> list[tuple[str, str]]:
+        """This world's services (status lists every servectl service on the engine, other tests' too)."""
         status = json.loads(self.run("status", "--json").stdout)
-        return [(s["profile"], s["state"]) for s in status["services"]]
+        mine = (self.base, self.prod, "six.", "sig.")
+        return [(s["profile"], s["state"]) for s in status["services"] if s["profile"].startswith(mine)]
 
 
 def measurements(folder: Path) -> list[tuple[str, int, str, float]]:

@@ -328,3 +328,26 @@ def test_a_warm_prefix_point_is_measured_with_a_shared_prefix_after_a_warm_up_an
     with FakeHost(state_dir=tmp_path / "home") as host:
         host.run_campaign(file=path, out_dir=tmp_path / "run", bench_point=Recording())
     assert asked == {"c1": (False, False), "warm": (True, True)}
+
+
+def test_production_is_what_the_campaigns_profiles_displace_not_every_service_on_the_engine(
+    campaign: Path, tmp_path: Path, profile_dir: Path
+) -> None:
+    """A service on another port and card, not in any variant's way, is not the campaign's to put back: it
+    runs on untouched (a shared engine listed another user's service as production and the restore swapped
+    to it)."""
+    from servectl.adapters.campaign_db import CampaignDb
+
+    (profile_dir / "side.yaml").write_text(
+        "name: side\nextends: demo\nserve: {port: 18999}\ncontainer: {name: servectl-side}\n"
+    )
+    with FakeHost(state_dir=tmp_path / "home") as host:
+        host.up(name="side")
+        side = next(s for s in host.services() if s.profile == "side")
+        host.up(name="demo-rollback")
+        host.run_campaign(file=campaign, out_dir=tmp_path / "run", bench_point=RateBench())
+        running = {s.profile: (s.state, s.container_id) for s in host.services()}
+    with CampaignDb(tmp_path / "run", read_only=True) as db:
+        assert json.loads(db.meta()["production"]) == ["demo-rollback"]
+    assert running["side"] == ("ready", side.container_id)  # never stopped
+    assert running["demo-rollback"][0] == "ready" and set(running) == {"side", "demo-rollback"}

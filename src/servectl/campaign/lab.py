@@ -145,7 +145,8 @@ class ServiceLab:
         return [d.memory_free_bytes // MIB for d in devices if d.memory_free_bytes is not None]
 
     def restore(self) -> None:
-        """Put back what ran before (the first profile that ran), or stop the last variant when nothing ran."""
+        """Put back what ran before (each profile the campaign took away), or stop the last variant when
+        nothing ran."""
         if self.restored:
             return
         self.restored = True
@@ -154,7 +155,8 @@ class ServiceLab:
 
         # the campaign's own guard notes signals meanwhile: putting production back is not interrupted
         if self.before:
-            swap(self.ctx, target=self.before[0], opts=SwapOptions(handle_signals=False))
+            for profile in self.before:  # each comes back in the place a variant took (the first, a variant's)
+                swap(self.ctx, target=profile, opts=SwapOptions(handle_signals=False))
             return
         prefix = self.check.loaded.campaign.name + "."
         for service in self.ctx.runtime.services():

@@ -101,7 +101,7 @@ class CampaignCommands(HostBase):
         try:
             recover(ctx)  # a swap of this campaign killed mid-way (kill -9) is settled before anything else
             with CampaignDb(folder) as db:
-                before = _production(db, ctx)
+                before = _production(db, ctx, check)
                 lab = ServiceLab(
                     ctx, check, folder, bench_point or bench_point_of_profile, suite=gates_suite(check), before=before
                 )
@@ -137,14 +137,24 @@ class CampaignCommands(HostBase):
         return read_progress(Path(folder))
 
 
-def _production(db: CampaignDb, ctx: Context) -> tuple[str, ...]:
-    """What ran before the campaign: read now and recorded by its first run; a resumed run reads the record (a
-    run killed with ``kill -9`` left one of its variants running, which is not what to put back)."""
+def _production(db: CampaignDb, ctx: Context, check: CampaignCheck) -> tuple[str, ...]:
+    """What the campaign takes away: the ready services in the way of its incumbent or a variant (same port,
+    container name or card; the ones its swaps stop), read now and recorded by its first run; a resumed run reads
+    the record (a run killed with ``kill -9`` left one of its variants running, which is not what to put back).
+    Services the campaign's profiles do not touch are not production here: they run on, unnamed."""
     import json
+
+    from servectl.service.swap_preflight import overlaps
 
     stored = db.meta().get("production")
     if stored is not None:
         return tuple(json.loads(stored))
-    ready = tuple(s.profile for s in ctx.runtime.services(probe=False) if s.state == "ready")
+    mine = [check.incumbent, *check.valid_variants]
+    resolved = [ctx.resolve(v.profile_name) for v in mine]
+    ready = tuple(
+        s.profile
+        for s in ctx.runtime.services(probe=False)
+        if s.state == "ready" and any(overlaps(s, r) for r in resolved)
+    )
     db.set_meta("production", json.dumps(ready))
     return ready
