@@ -79,6 +79,7 @@ _EXPORTS: dict[str, str] = {
     "LaunchPlan": "servectl.plan.compile",
     "LoadedProfile": "servectl.profile.loader",
     "LockTimeout": "servectl.errors",
+    "ObjectiveRow": "servectl.campaign.objectives",
     "ParseVerdict": "servectl.adapters.engine_image",
     "PhaseEvent": "servectl.service.transaction.model",
     "PhaseTiming": "servectl.service.transaction.model",
@@ -259,6 +260,7 @@ if TYPE_CHECKING:
     from servectl.bench.runner import run_bench as run_bench
     from servectl.bench.settings import BenchSettings as BenchSettings
     from servectl.campaign.export import CampaignExport as CampaignExport
+    from servectl.campaign.objectives import ObjectiveRow as ObjectiveRow
     from servectl.campaign.output import CampaignOutcome as CampaignOutcome
     from servectl.campaign.progress import CampaignProgress as CampaignProgress
     from servectl.campaign.run import CampaignRow as CampaignRow
