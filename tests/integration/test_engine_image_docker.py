@@ -216,3 +216,24 @@ def test_preflight_fails_a_warm_standby_on_an_image_without_torch_memory_saver(p
     needs = "cannot import torch_memory_saver, which --enable-memory-saver (swap.standby: warm) needs"
     assert needs in check["message"]
     assert "No module named 'torch_memory_saver'" in check["message"]
+
+
+def test_preflight_reads_a_warm_profiles_image_environment(project: Project, tmp_path: Path) -> None:
+    """An image whose own ENV sets PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (torch_memory_saver then turns
+    itself off): image.standby_env fails a warm profile on it, and passes once engine.env overrides the variable."""
+    tag = f"servectl-test-standby-env:{os.getpid()}"
+    dockerfile = f"FROM {project.images.upstream}\nENV PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\n"
+    subprocess.run(["docker", "build", "-q", "-t", tag, "-"], input=dockerfile, text=True, check=True, timeout=120)
+    try:
+        base = {"extends": "demo", "image": {"ref": tag, "build": None, "digest": None}, "swap": {"standby": "warm"}}
+        project.profile("warm-env", base)
+        project.profile("warm-env-fixed", {**base, "engine": {"env": {"PYTORCH_CUDA_ALLOC_CONF": "backend:native"}}})
+        skip = ("--force", "engine.parse")  # the test image lacks torch_memory_saver: engine.parse says so
+        report = json.loads(project.cli("preflight", "warm-env", "--json", *skip).stdout)
+        check = {c["id"]: c for c in report["checks"]}["image.standby_env"]
+        assert check["result"] == "fail", check
+        assert check["message"].startswith("the image sets PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True")
+        fixed = json.loads(project.cli("preflight", "warm-env-fixed", "--json", *skip).stdout)
+        assert {c["id"]: c for c in fixed["checks"]}["image.standby_env"]["result"] == "pass"
+    finally:
+        subprocess.run(["docker", "rmi", "-f", tag], capture_output=True, timeout=60)

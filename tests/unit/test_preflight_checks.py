@@ -965,3 +965,41 @@ def test_the_engines_memlock_limit_is_a_note_not_a_refusal() -> None:
     assert "memlock: the Docker engine's default" in unset.message
     unlimited = preflight(replace(low, memlock=(-1, -1)), probe=roomy).check("host.standby_ram")
     assert "memlock unlimited (container.ulimits)" in unlimited.message
+
+
+def test_a_warm_profiles_image_may_not_set_what_its_memory_saver_refuses_unless_the_profile_overrides_it() -> None:
+    """The image's own environment (its Config.Env) decides PYTORCH_CUDA_ALLOC_CONF, SGLANG_MEMORY_SAVER_CUDA_GRAPH
+    and NCCL_GRAPH_REGISTER unless engine.env sets them: rule swap.standby_engine sees only the profile's."""
+    env = {
+        "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
+        "NCCL_GRAPH_REGISTER": "1",
+        "SGLANG_MEMORY_SAVER_CUDA_GRAPH": "true",
+        "PATH": "/usr/bin",
+    }
+    engine = docker(images=[replace(image(), env=env)])
+    assert preflight(engine=engine).check("image.standby_env").result == "pass"  # not warm: nothing to check
+    warm = request(standby_warm=True, tp=2)
+    check = preflight(warm, engine=engine).check("image.standby_env")
+    assert check.result == "fail" and check.message.startswith(
+        "the image sets PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: expandable_segments:True turns "
+        "torch_memory_saver off (torch_memory_saver/entrypoint.py:397"
+    )
+    assert "the image sets SGLANG_MEMORY_SAVER_CUDA_GRAPH=true: with the breakable" in check.message
+    assert "the image sets NCCL_GRAPH_REGISTER=1: NCCL_GRAPH_REGISTER=1 with tp 2" in check.message
+    assert check.fix.startswith("override PYTORCH_CUDA_ALLOC_CONF, SGLANG_MEMORY_SAVER_CUDA_GRAPH, NCCL_GRAPH_REGISTER")
+    overridden = replace(
+        warm,
+        engine_env_names=frozenset({"PYTORCH_CUDA_ALLOC_CONF", "NCCL_GRAPH_REGISTER"}),
+        standby_breakable_graph=False,  # cuda-graph-backend-prefill: full
+    )
+    passed = preflight(overridden, engine=engine).check("image.standby_env")
+    assert passed.result == "pass" and passed.facts["overridden"] == ["NCCL_GRAPH_REGISTER", "PYTORCH_CUDA_ALLOC_CONF"]
+    assert preflight(warm, engine=docker(images=[])).check("image.standby_env").result == "unknown"
+
+
+def test_the_docker_adapter_reads_an_images_environment() -> None:
+    from servectl.adapters.docker.translate import image_info_from_inspect
+
+    info = image_info_from_inspect({"Id": "sha256:1", "Config": {"Env": ["A=1", "B=x=y", "BROKEN"]}})
+    assert info.env == {"A": "1", "B": "x=y"}
+    assert image_info_from_inspect({"Id": "sha256:1", "Config": {"Env": None}}).env == {}

@@ -137,6 +137,9 @@ class PreflightRequest:
         memlock: the engine container's ``RLIMIT_MEMLOCK`` (soft, hard; -1 unlimited), or ``None`` where the plan
             sets none (the Docker engine's default applies).
         memlock_source: where ``memlock`` comes from, for messages.
+        engine_env_names: the variables the plan sets in the container (they override the image's own).
+        standby_breakable_graph: the engine captures CUDA graphs with the breakable backend (for the image's
+            ``SGLANG_MEMORY_SAVER_CUDA_GRAPH``).
         conflicts: services the profile declares as conflicts.
         stop_conflicts: whether this run stops the conflicts (``swap``, ``up --replace``).
         replacing: the servectl service being replaced, if any.
@@ -185,6 +188,8 @@ class PreflightRequest:
     standby_ram_waiver: str | None = None
     memlock: tuple[int, int] | None = None
     memlock_source: str = ""
+    engine_env_names: frozenset[str] = frozenset()
+    standby_breakable_graph: bool = True
     conflicts: tuple[ConflictRef, ...] = ()
     stop_conflicts: bool = False
     replacing: Replacing | None = None

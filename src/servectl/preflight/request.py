@@ -36,6 +36,17 @@ def parse_size_bytes(text: str | None) -> int | None:
     return int(match.group(1)) * _UNITS[match.group(2).lower()]
 
 
+def _breakable_graph(resolved: Resolved) -> bool:
+    """Whether a warm profile's engine captures CUDA graphs with the breakable backend (False: not warm)."""
+    p = resolved.loaded.profile
+    if p.swap.standby != "warm":
+        return False
+    from servectl.profile.rules import settings
+    from servectl.profile.standby_rules import breakable_graph
+
+    return breakable_graph(p, settings(p))
+
+
 ALONE = StartContext()
 """A start that replaces nothing, stops no conflicts and knows of no other service."""
 
@@ -87,6 +98,8 @@ def request_for(resolved: Resolved, context: StartContext = ALONE) -> PreflightR
         memlock_source="container.ulimits"
         if p.container.ulimits is not None
         else "SGLang's ulimits, servectl's default",
+        engine_env_names=frozenset(name for name, _ in plan.docker.environment),
+        standby_breakable_graph=_breakable_graph(resolved),
         standin_env=tuple((k, v) for k, v in plan.docker.environment if k.startswith("STANDIN_") and v is not None),
         unset_references=resolved.unset_references,
     )

@@ -45,15 +45,6 @@ def standby_engine_problems(p: Profile, settings: Mapping[str, Setting]) -> Iter
         setting = settings.get(dest)
         return fallback if setting is None else setting.field
 
-    env = p.engine.env
-    if "expandable_segments:True" in env.get("PYTORCH_CUDA_ALLOC_CONF", ""):
-        yield (
-            ("engine", "env", "PYTORCH_CUDA_ALLOC_CONF"),
-            (
-                f"expandable_segments:True turns torch_memory_saver off ({STANDBY_SOURCES['alloc_conf']}) and the "
-                "warm standby's release frees nothing; remove it or set swap.standby: none"
-            ),
-        )
     mode = _value(p, "weight_cache_mode", "off")
     if mode not in (None, "off"):
         yield (
@@ -71,28 +62,46 @@ def standby_engine_problems(p: Profile, settings: Mapping[str, Setting]) -> Iter
                 f"({STANDBY_SOURCES['overlap']}); use serial or swap.standby: none"
             ),
         )
-    graph_env = env.get("SGLANG_MEMORY_SAVER_CUDA_GRAPH", "false").lower() in _GRAPH_ENV_ON
-    prefill = _value(p, "cuda_graph_backend_prefill") or "breakable"  # the CUDA default
-    decode = _value(p, "cuda_graph_backend_decode")
-    if graph_env and not _value(p, "disable_cuda_graph") and "breakable" in (prefill, decode):
+    for name, message in standby_env_problems(p.engine.env, tp=p.engine.tp, breakable=breakable_graph(p, settings)):
+        yield ("engine", "env", name), message
+
+
+def breakable_graph(p: Profile, settings: Mapping[str, Setting]) -> bool:
+    """Whether the engine captures CUDA graphs with the breakable backend (prefill's default on CUDA)."""
+
+    def _value(dest: str) -> object:
+        setting = settings.get(dest)
+        return None if setting is None else setting.value
+
+    prefill = _value("cuda_graph_backend_prefill") or "breakable"  # the CUDA default
+    return not _value("disable_cuda_graph") and "breakable" in (prefill, _value("cuda_graph_backend_decode"))
+
+
+def standby_env_problems(env: Mapping[str, str], *, tp: int, breakable: bool) -> Iterator[tuple[str, str]]:
+    """``(variable, problem)`` for each variable of the engine's environment that its memory saver refuses or a
+    release/resume kills: the profile's ``engine.env`` (rule ``swap.standby_engine``) or the image's own
+    (preflight's ``image.standby_env``)."""
+    if "expandable_segments:True" in env.get("PYTORCH_CUDA_ALLOC_CONF", ""):
         yield (
-            ("engine", "env", "SGLANG_MEMORY_SAVER_CUDA_GRAPH"),
-            (
-                "with the breakable CUDA-graph backend (prefill's default) the engine refuses the memory saver's "
-                f"graph mode at start ({STANDBY_SOURCES['breakable']}); set engine.args.cuda-graph-backend-prefill: "
-                "full (or disabled), or drop the variable"
-            ),
+            "PYTORCH_CUDA_ALLOC_CONF",
+            f"expandable_segments:True turns torch_memory_saver off ({STANDBY_SOURCES['alloc_conf']}) and the "
+            "warm standby's release frees nothing; remove it or set swap.standby: none",
+        )
+    if env.get("SGLANG_MEMORY_SAVER_CUDA_GRAPH", "false").lower() in _GRAPH_ENV_ON and breakable:
+        yield (
+            "SGLANG_MEMORY_SAVER_CUDA_GRAPH",
+            "with the breakable CUDA-graph backend (prefill's default) the engine refuses the memory saver's "
+            f"graph mode at start ({STANDBY_SOURCES['breakable']}); set engine.args.cuda-graph-backend-prefill: "
+            "full (or disabled), or drop the variable",
         )
     register = env.get("NCCL_GRAPH_REGISTER")
-    if p.engine.tp > 1 and register is not None and register != "0":
+    if tp > 1 and register is not None and register != "0":
         yield (
-            ("engine", "env", "NCCL_GRAPH_REGISTER"),
-            (
-                f"NCCL_GRAPH_REGISTER={register} with tp {p.engine.tp}: a resumed graph pool keeps its addresses on "
-                "new pages while NCCL's registrations point at the released ones, so replays can hang "
-                f"({STANDBY_SOURCES['nccl_graph']}); remove it (SGLang sets 0)"
-            ),
+            "NCCL_GRAPH_REGISTER",
+            f"NCCL_GRAPH_REGISTER={register} with tp {tp}: a resumed graph pool keeps its addresses on new pages "
+            "while NCCL's registrations point at the released ones, so replays can hang "
+            f"({STANDBY_SOURCES['nccl_graph']}); remove it (SGLang sets 0)",
         )
 
 
-__all__ = ["STANDBY_SOURCES", "standby_engine_problems"]
+__all__ = ["STANDBY_SOURCES", "breakable_graph", "standby_engine_problems", "standby_env_problems"]

@@ -214,6 +214,7 @@ def image_info_from_inspect(data: Mapping[str, Any]) -> ImageInfo:
         tags=tuple(str(t) for t in data.get("RepoTags") or ()),
         size_bytes=int(data["Size"]) if data.get("Size") is not None else None,
         labels={str(k): str(v) for k, v in ((data.get("Config") or {}).get("Labels") or {}).items()},
+        env=dict(str(item).split("=", 1) for item in (data.get("Config") or {}).get("Env") or () if "=" in str(item)),
     )
 
 

@@ -36,6 +36,7 @@ class ImageInfo:
     tags: tuple[str, ...]
     size_bytes: int | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict)  # its Config.Env: what a container gets unless it overrides
 
     def digests(self) -> frozenset[str]:
         """Every ``sha256:...`` this image answers to: its id and the digest part of each repo digest."""

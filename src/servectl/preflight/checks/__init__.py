@@ -17,7 +17,7 @@ from dataclasses import replace
 from servectl.errors import UsageError
 from servectl.preflight.checks.base import TITLES
 from servectl.preflight.checks.docker import check_conflicts, check_docker_engine, check_docker_gpu_runtime
-from servectl.preflight.checks.engine import check_engine_parse
+from servectl.preflight.checks.engine import check_engine_parse, check_image_standby_env
 from servectl.preflight.checks.gpu import (
     check_gpu_arch,
     check_gpu_count,
@@ -68,6 +68,7 @@ CHECKS: tuple[tuple[str, str, CheckFunction], ...] = tuple(
         ("docker.engine", check_docker_engine),
         ("docker.gpu_runtime", check_docker_gpu_runtime),
         ("engine.parse", check_engine_parse),
+        ("image.standby_env", check_image_standby_env),
         ("container.name", check_container_name),
         ("services", check_services),
         ("conflicts", check_conflicts),

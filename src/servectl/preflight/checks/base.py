@@ -30,6 +30,7 @@ TITLES: dict[str, str] = {
     "docker.engine": "Docker engine",
     "docker.gpu_runtime": "NVIDIA container runtime",
     "engine.parse": "Image parses the argv",
+    "image.standby_env": "The image's environment for a warm standby",
     "container.name": "Container name free",
     "services": "No other service on the port or cards",
     "conflicts": "Conflicting services",

@@ -86,3 +86,35 @@ def _standin_settings_problem(env: tuple[tuple[str, str], ...]) -> str | None:
     except SettingsError as err:
         return str(err)
     return None
+
+
+def check_image_standby_env(request: PreflightRequest, facts: Facts) -> CheckResult:
+    """A warm profile's image sets none of the variables its memory saver refuses or a release/resume kills
+    (``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True``, ``SGLANG_MEMORY_SAVER_CUDA_GRAPH`` with the breakable
+    graph backend, ``NCCL_GRAPH_REGISTER`` with tp > 1), unless the profile's ``engine.env`` overrides it: the
+    image decides those defaults, rule ``swap.standby_engine`` sees only the profile's."""
+    from servectl.profile.standby_rules import standby_env_problems
+
+    check = "image.standby_env"
+    if not request.standby_warm:
+        return make_result(check, "pass", "no warm standby (swap.standby: none)")
+    image = facts.image or facts.image_by_digest
+    if image is None:
+        return make_result(check, "unknown", "the image is not on this host: its environment cannot be read")
+    env = {k: v for k, v in image.env.items() if k not in request.engine_env_names}
+    problems = list(standby_env_problems(env, tp=request.tp, breakable=request.standby_breakable_graph))
+    out = {
+        "image_env": {k: env[k] for k, _ in problems},
+        "overridden": sorted(request.engine_env_names & set(image.env)),
+    }
+    if problems:
+        text = "; ".join(f"the image sets {k}={env[k]}: {why}" for k, why in problems)
+        names = ", ".join(k for k, _ in problems)
+        return make_result(
+            check,
+            "fail",
+            text,
+            f"override {names} in the profile's engine.env (its value wins over the image's), or swap.standby: none",
+            **out,
+        )
+    return make_result(check, "pass", "the image sets nothing a warm standby's memory saver refuses", **out)
