@@ -123,9 +123,12 @@ def test_without_artifacts_the_readme_says_why_there_are_no_figures(tmp_path: Pa
 def ran(tmp_path: Path, profile_dir: Path) -> Path:
     """A finished campaign folder whose every repeat left its bench summary."""
     file = tmp_path / "taper.yaml"
-    file.write_text(
-        CAMPAIGN.replace("variants:\n", "variants:\n  - {name: typo, overrides: {engine: {args: {tp-sise: 2}}}}\n")
+    objectives = (
+        "objectives:\n  - {name: most-tokens, kind: max_output_tpm}\n"
+        "  - {name: impossible, kind: lowest_ttft, decode_floor_tok_s: 1000000}\n"
     )
+    typo = "variants:\n  - {name: typo, overrides: {engine: {args: {tp-sise: 2}}}}\n"
+    file.write_text(CAMPAIGN.replace("variants:\n", typo) + objectives)
     with FakeHost(state_dir=tmp_path / "home") as host:
         host.run_campaign(file=file, out_dir=tmp_path / "run", bench_point=ArtifactBench(), skip_invalid=True)
     return tmp_path / "run"
@@ -139,8 +142,15 @@ def test_the_export_is_a_schema_checked_speed_sweep_with_the_rows_statuses(ran: 
     record = json.loads(out.read_text())
     assert record["schema_version"] == "local-ai-registry/v1" and record["source"]["kind"] == "servectl-campaign"
     assert record["source"]["winner"] == "fast" and "yuen-log" in record["source"]["decision"]
-    rows = {(r["variant"], r["point"]): r for r in record["rows"]}
-    assert len(rows) == 4 * 2  # incumbent, typo, fast, wide at c1 and c4
+    rows = {(r["variant"], r["point"]): r for r in record["rows"] if "objective" not in r}
+    assert len(rows) == 4 * 2 and len(record["rows"]) == 4 * 2 + 2  # incumbent, typo, fast, wide; two objectives
+    objectives = {r["objective"]: r for r in record["rows"] if "objective" in r}
+    most = objectives["most-tokens"]  # the highest output tok/min: fast at C4 (wide's 2x chunks are not accepted)
+    assert most["status"] == "accepted-most-tokens-profile" and most["profile"] == "taper.most-tokens"
+    assert (most["variant"], most["point"], most["concurrency"]) == ("fast", "c4", 4)
+    assert most["decode_tok_s"] == rows[("fast", "c4")]["decode_tok_s"]
+    unmet = objectives["impossible"]
+    assert unmet["status"] == "rejected-impossible-unmet" and unmet["samples"] is None and unmet["concurrency"] is None
     assert rows[("incumbent", "c1")]["status"] == "measured"
     assert rows[("fast", "c4")]["status"] == "accepted-fast" and rows[("fast", "c4")]["concurrency"] == 4
     assert (
@@ -169,7 +179,7 @@ def test_campaign_export_on_the_command_line(
     assert code == 0, err
     assert json.loads(out)["rows"][0]["variant"] == "incumbent"
     code, out, err = run_cli(monkeypatch, capsys, "campaign", "export", str(ran), "--out", str(tmp_path / "s.json"))
-    assert code == 0 and out.startswith(f"wrote {tmp_path / 's.json'}: 8 rows")
+    assert code == 0 and out.startswith(f"wrote {tmp_path / 's.json'}: 10 rows")
     code, out, err = run_cli(monkeypatch, capsys, "campaign", "export", str(tmp_path))
     assert code == 2 and "campaign.json: not found" in err and len(err.strip().splitlines()) == 1
 

@@ -3,7 +3,9 @@
 One row per (side, operating point): the incumbent's rows are ``measured`` (the reference it was decided
 against), each variant's carry its campaign status (``accepted-<variant>``, ``rejected-c4-regression``,
 ``inconclusive``, ...) and reason, the gain over the incumbent with its interval, its repeats, plan hash and
-startup time. The numbers of a row are those of the registry's own speed-sweep rows
+startup time; then one row per operating-point objective (``objectives.json``: ``accepted-<objective>-profile``
+with the numbers of the (variant, point) it chose, or ``rejected-<objective>-unmet``), as the registry's recipe
+sweeps list their operating points. The numbers of a row are those of the registry's own speed-sweep rows
 (:func:`servectl.bench.finding.registry.sweep_row`), taken from the bench artifacts of every repeat of the
 point and combined as the median over the repeats (counts summed). A variant never measured (invalid, failed to
 start or failed a gate first) still has its rows, numbers null, as the registry's schema allows. The record is
@@ -166,6 +168,56 @@ def _rows(folder: Path, document: Mapping[str, Any]) -> tuple[list[dict[str, Any
     return rows, notes
 
 
+#: The registry fields of a row that an objective's row takes from the (variant, point) it chose.
+_NUMBERS = (
+    "context_tokens",
+    "output_tokens",
+    "prefill_tok_s",
+    "decode_tok_s",
+    "decode_tok_s_per_stream",
+    "ttft_ms_p50",
+    "peak_vram_gb",
+    "samples",
+    "output_tok_per_min",
+    "output_tokens_total",
+    "prompt_tokens_target",
+)
+OBJECTIVES_FILE = "objectives.json"
+
+
+def _objective_rows(folder: Path, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One row per operating-point objective of ``objectives.json`` (the campaign's), with the registry numbers of
+    the (variant, point) it chose: ``accepted-<objective>-profile`` at its concurrency, or
+    ``rejected-<objective>-unmet`` (no point; numbers null). None when the campaign had no objectives."""
+    try:
+        data = json.loads(read_text_bounded(folder / OBJECTIVES_FILE, limit_bytes=16 * 2**20, what="objectives"))
+    except (FileNotFoundError, FileRefused, ValueError):
+        return []
+    by_side = {(r["variant"], r["point"]): r for r in rows}
+    out: list[dict[str, Any]] = []
+    for o in data if isinstance(data, list) else []:
+        chosen = by_side.get((o.get("variant"), o.get("point")), {})
+        required, extra = _NUMBERS[:8], _NUMBERS[8:]
+        row: dict[str, Any] = {key: chosen.get(key) for key in required} | {k: chosen[k] for k in extra if k in chosen}
+        row.update(
+            concurrency=o.get("concurrency"),
+            status=str(o["status"]),
+            variant=o.get("variant"),
+            point=o.get("point"),
+            objective=str(o["name"]),
+            objective_kind=o.get("kind"),
+            reason=str(o.get("reason") or ""),
+            repeats=chosen.get("repeats", 0),
+            artifact=chosen.get("artifact"),
+        )
+        if o.get("profile"):
+            row["profile"] = str(o["profile"])
+        if o.get("prefix") in ("cold", "warm"):
+            row["prefix"] = o["prefix"]
+        out.append(row)
+    return out
+
+
 def _decision_line(decision: Mapping[str, Any]) -> str:
     return (
         f"{decision.get('method', 'yuen-log')} on {decision.get('metric', 'decode_tok_s')}, "
@@ -186,6 +238,7 @@ def campaign_sweep(
     settings = document.get("settings") or {}
     rows, notes = _rows(folder, document)
     measured_rows = [r for r in rows if r["samples"] is not None]
+    rows += _objective_rows(folder, rows)
     inc = document["incumbent"]
     provenance = inc.get("provenance") or {}
     last = max((str(m.get("measured_at", "")) for m in document.get("measurements", [])), default="") or None
