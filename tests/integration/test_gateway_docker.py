@@ -44,6 +44,7 @@ class World:
 
     def __init__(self, tmp: Path, client: Any, image: str, session: str) -> None:
         self.client = client
+        self.image = image
         self.tid = uuid.uuid4().hex[:8]
         self.labels = {SESSION_LABEL: session, "servectl.test-gateway": self.tid}
         self.port, self.gw_port = free_port(), free_port()
@@ -347,6 +348,55 @@ def test_claude_code_configured_by_gateway_clients_reads_a_nonce_through_its_too
     print(f"claude -p: {len(runs.done)} runs across 2 swaps, {len(answers)} requests, all through the gateway")
 
 
+def test_openai_embeddings_keep_their_alias_and_no_request_fails_across_a_swap(world: World) -> None:
+    """Two stand-in profiles started with --is-embedding on their own port, alias ``embed`` added to the running
+    gateway's file: the openai SDK's embeddings loop while ``servectl swap`` replaces one with the other."""
+    c, d = f"gw{world.tid}-e1", f"gw{world.tid}-e2"
+    port = free_port()
+    for name, other in ((c, d), (d, c)):
+        doc = {
+            "name": name, "extends": "demo", "rollback": other, "image": {"ref": world.image},
+            "model": {"served_name": name}, "serve": {"port": port},
+            "engine": {"args": {"is-embedding": True}, "env": {"STANDIN_STARTUP_DELAY_S": "0.5"}},
+            "container": {"name": f"gwtest-{world.tid}-{name}", "labels": world.labels, "stop_grace_s": 2},
+            "health": {"startup_timeout_s": 60, "stall_timeout_s": 30},
+        }  # fmt: skip
+        (world.profiles / f"{name}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    original = world.config.read_text()
+    try:
+        edited = yaml.safe_load(original)
+        edited["aliases"]["embed"] = [c, d]
+        saved = world.config.with_name(".gateway.yaml.new")
+        saved.write_text(yaml.safe_dump(edited))
+        os.replace(saved, world.config)
+        world.ok("up", c)
+        key = world.ok("gateway", "keys", "create", "embed41", "--alias", "embed", "--config", str(world.config))
+        sdk = world.sdk(key.strip())
+        _until(lambda: [m.id for m in sdk.models.list()] == ["embed"])
+
+        def embed_round(n: int) -> None:
+            answer = sdk.embeddings.create(model="embed", input=["hi", f"round {n}"])
+            assert answer.model == "embed" and len(answer.data) == 2 and answer.data[1].embedding
+
+        with Rounds(embed_round) as rounds:
+            time.sleep(1.0)
+            t0 = time.monotonic()
+            world.ok("swap", d)
+            t1 = time.monotonic()
+            time.sleep(0.5)
+        assert rounds.failures == []
+        assert len(rounds.done) > 8 and any(began < t1 and ended > t0 for began, ended in rounds.spans)
+        assert f"embed -> {d} -> ready" in world.ok("status")
+    finally:
+        world.config.write_text(original)
+        for name in (d, c):
+            world.servectl("down", name)
+            with contextlib.suppress(Exception):
+                world.client.containers.get(f"gwtest-{world.tid}-{name}").remove(force=True)
+            (world.profiles / f"{name}.yaml").unlink(missing_ok=True)
+        _until(lambda: "embed ->" not in world.ok("gateway", "status"))  # the next tests see the file's aliases
+
+
 def test_read_only_keys_and_unknown_aliases_are_refused_in_each_familys_shape(world: World) -> None:
     reader = world.ok("gateway", "keys", "create", "reader41", "--read-only").strip()
     time.sleep(1.2)  # the key ring re-reads the file within a second
@@ -460,7 +510,7 @@ def test_an_edited_gateway_file_is_served_without_a_restart_and_a_bad_edit_is_re
                                                         max_tokens=4)  # fmt: skip
         assert answer.model == "small"
         status = json.loads(world.ok("status", "--json"))
-        (running,) = [s["profile"] for s in status["services"]]
+        (running,) = [s["profile"] for s in status["services"] if s["profile"] in (world.a, world.b)]  # this world's
         assert status["gateway"]["aliases"]["small"] == {"profiles": [world.a, world.b], "profile": running,
                                                          "state": "ready", "in_flight": 0, "held": 0}  # fmt: skip
         world.config.write_text(yaml.safe_dump(doc) + "limts: {}\n")
