@@ -36,7 +36,9 @@ DEMO = str(REPO / "examples" / "demo-model")
 
 # -- the gateway process -------------------------------------------------------------------------------------
 def serve(upstream_file: Path, port: int, home: Path) -> None:
+    from servectl.adapters.gpu import NullGpuInventory
     from servectl.gateway.config import GatewayConfig
+    from servectl.gateway.dashboard import DashboardSources
     from servectl.gateway.routes import AliasTable, Upstream
     from servectl.gateway.serve import serve_gateway
 
@@ -52,8 +54,10 @@ def serve(upstream_file: Path, port: int, home: Path) -> None:
             "upstream": {"pool_size": 512},
         }
     )
+    dashboard = DashboardSources(history=lambda: ([], None), gpus=NullGpuInventory("not measured").snapshot)
     asyncio.run(serve_gateway(config, table=AliasTable({"chat": ["a", "b"]}), upstreams=upstreams,
-                              keys_path=home / "keys.json", admin_path=home / "gateway" / "admin.sock"))  # fmt: skip
+                              keys_path=home / "keys.json", admin_path=home / "gateway" / "admin.sock",
+                              dashboard=dashboard))  # fmt: skip
 
 
 # -- client side ---------------------------------------------------------------------------------------------
@@ -238,6 +242,7 @@ def main() -> int:
         return 0
 
     from servectl.adapters.gateway_admin import GatewayHold
+    from servectl.adapters.state import History
     from servectl.gateway.keys import create_key
     from servectl.standin.process import HostStandin, free_port
 
@@ -342,7 +347,7 @@ def main() -> int:
         extra = []
         for _ in range(3 if args.quick else 5):
             result: list[float] = []
-            with GatewayHold(home, profiles=["a", "b"], reason="swap a -> b", target="b"):
+            with GatewayHold(home, History(home), profiles=["a", "b"], reason="swap a -> b", target="b"):
                 down = time.monotonic()
                 sender = threading.Thread(target=lambda out=result: out.append(stream_once(port, key, 8, "chat")[0]))
                 sent = time.monotonic()

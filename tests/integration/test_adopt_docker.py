@@ -29,6 +29,7 @@ import yaml
 from _helpers import compose_cli, remove_labelled
 
 from servectl.adapters.docker import DockerSdkEngine
+from servectl.adapters.state import History
 from servectl.errors import ProfileTemplate, SwapRolledBack, UsageError
 from servectl.plan.container_match import container_fields, diff_fields
 from servectl.profile.engine_args import catalog_for
@@ -36,7 +37,7 @@ from servectl.profile.validate import load_profile
 from servectl.service.context import Context
 from servectl.service.rollback import rollback
 from servectl.service.runtime import down, up
-from servectl.service.services import adopted_in, services
+from servectl.service.services import ServiceRecords, adopted_in, services
 from servectl.service.swap import swap
 from servectl.standin.process import free_port
 
@@ -163,7 +164,11 @@ class World:
         # the adopted profiles are those of the environment the test's commands run in (issue 40: services()
         # reads no environment of its own)
         adopted = services(
-            docker=self.docker, scope=self.scope(), state_dir=self.home, adopted=lambda: adopted_in(os.environ)
+            docker=self.docker,
+            scope=self.scope(),
+            records=ServiceRecords(self.home, History(self.home)),
+            clock=time.time,
+            adopted=lambda: adopted_in(os.environ),
         )
         return {s.profile: s for s in adopted}
 

@@ -32,13 +32,14 @@ from _helpers import compose_cli
 
 from servectl.adapters.docker import DockerSdkEngine
 from servectl.adapters.plan_cache import PlanCache
+from servectl.adapters.state import History
 from servectl.plan.compile import LABEL_PLAN_HASH, LaunchPlan
 from servectl.plan.resolve import plan_for
 from servectl.profile.loader import ProfileFolder
 from servectl.profile.validate import load_profile
 from servectl.render.files import render_text
 from servectl.service.health import wait_until_serving
-from servectl.service.services import services
+from servectl.service.services import ServiceRecords, services
 from servectl.standin.process import free_port
 
 pytestmark = pytest.mark.integration
@@ -202,7 +203,8 @@ def test_servectl_status_lists_it_ready_without_drift(started: Started, test_ses
     (service,) = services(
         docker=started.engine,
         scope={SESSION_LABEL: test_session_id},
-        state_dir=started.state_dir,
+        records=ServiceRecords(started.state_dir, History(started.state_dir)),
+        clock=time.time,
         plan_hash_of=PlanCache(environ=os.environ).plan_hash,  # drift, as `servectl status` asks it
     )
     assert service.profile == started.plan.profile

@@ -34,7 +34,7 @@ from servectl.service.fingerprint import PROMPTS
 from servectl.service.journal import read_journal
 from servectl.service.recover import recover
 from servectl.service.rollback import rollback
-from servectl.service.services import services
+from servectl.service.services import ServiceRecords, services
 from servectl.service.swap import SwapResult, swap
 from servectl.standin.process import free_port
 from servectl.testing.standin_gpu import StandinGpuInventory, StandinOnCards
@@ -121,7 +121,13 @@ class World:
     def states(self) -> dict[str, str]:
         return {
             s.profile: s.state
-            for s in services(docker=self.docker, state_dir=self.home, scope=self.labels, adopted=None)
+            for s in services(
+                docker=self.docker,
+                records=ServiceRecords(self.home, History(self.home)),
+                clock=time.time,
+                scope=self.labels,
+                adopted=None,
+            )
         }
 
     def answer(self, name: str) -> str:
@@ -168,7 +174,16 @@ def test_a_b_a_with_a_on_warm_standby_comes_back_without_a_container_start(world
 
     again = world.swap("b")  # and away once more: the standby record is written again
     assert again.outcome == "swapped" and world.states() == {"a": "standby", "b": "ready"}
-    (a_seen,) = [s for s in services(docker=world.docker, state_dir=world.home, scope=world.labels) if s.profile == "a"]
+    (a_seen,) = [
+        s
+        for s in services(
+            docker=world.docker,
+            records=ServiceRecords(world.home, History(world.home)),
+            clock=time.time,
+            scope=world.labels,
+        )
+        if s.profile == "a"
+    ]
     assert a_seen.standby_resume_s is not None and a_seen.standby_resume_s == pytest.approx(
         back.target_startup_s, abs=0.05
     )

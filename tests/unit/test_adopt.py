@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from servectl.adapters.state import History
 from servectl.plan.adopt import AdoptError, adopt_container, adoption_yaml, compose_service_inspect, profile_name_for
 from servectl.plan.container_match import container_diff, container_fields, diff_fields, split_engine_command
 from servectl.plan.resolve import plan_for
@@ -361,7 +362,14 @@ def test_the_adopted_services_are_looked_up_on_the_runtimes_search_path(
     engine = FakeDockerEngine()
     engine.documents[data["Id"]] = data
     engine.image_documents[data["Image"]] = image_inspect()
-    runtime = DockerRuntime(docker=engine, http=None, environ=environ, state_dir=tmp_path / "state", clocks=Clocks())
+    runtime = DockerRuntime(
+        docker=engine,
+        http=None,
+        environ=environ,
+        state_dir=tmp_path / "state",
+        history=History(tmp_path / "state"),
+        clocks=Clocks(),
+    )
     listed = runtime.services(probe=False)
     assert [(s.profile, s.adopted) for s in listed] == [("hand", True)]
     docs = FakeDocuments({"sglang-hand": data}, {data["Image"]: image_inspect()})

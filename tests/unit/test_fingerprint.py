@@ -109,7 +109,7 @@ def test_rollback_check_and_the_gateway_hold_read_the_last_measured_release_and_
     )
     assert standby.way_back_words(tmp_path, "a", [_service()]) is None  # running, not on standby
     History(tmp_path).record({"event": "up", "profile": "a", "startup_s": 30.0})
-    ctx = SimpleNamespace(state_dir=tmp_path)
+    ctx = SimpleNamespace(state_dir=tmp_path, history=History(tmp_path))
     assert standby.expected_swap_s(ctx, None, "a", waiting) == 0.4  # type: ignore[arg-type]  # resume, not start
     assert standby.expected_swap_s(ctx, None, "a", None) == 30.0  # type: ignore[arg-type]  # cold: the last start
 
@@ -129,8 +129,10 @@ def test_the_gateways_retry_after_for_a_profile_on_standby_is_its_last_resume(tm
     History(tmp_path).record({"event": "up", "profile": "a", "startup_s": 30.0})
     record = StandbyRecord(tmp_path)
     record.note_resume("a", 0.4, at=2.0)
-    assert way_back_s(tmp_path, "a") == 30.0  # running (no standby record): a swap back would start it
+    assert (
+        way_back_s(tmp_path, History(tmp_path), "a") == 30.0
+    )  # running (no standby record): a swap back would start it
     record.mark(StandbyEntry("a", CID, 10.0, 0.8, 0, "x"))
     assert record.on_standby("a") and not record.on_standby("b")
-    assert way_back_s(tmp_path, "a") == 0.4  # on standby: a resume
-    assert way_back_s(tmp_path, "b") is None
+    assert way_back_s(tmp_path, History(tmp_path), "a") == 0.4  # on standby: a resume
+    assert way_back_s(tmp_path, History(tmp_path), "b") is None

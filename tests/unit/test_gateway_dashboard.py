@@ -11,7 +11,7 @@ import pytest
 
 from servectl.adapters.state import History
 from servectl.gateway.config import GatewayConfig
-from servectl.gateway.dashboard import DashboardSources, state_history
+from servectl.gateway.dashboard import DashboardSources
 from servectl.gateway.keys import create_key
 from servectl.gateway.routes import Upstream
 from servectl.standin.process import HostStandin, free_port
@@ -67,7 +67,9 @@ def _world(tmp_path: Path, engine: HostStandin, gpus: FakeGpuInventory) -> Itera
         ]
 
     up = Upstream(profile="demo", url=engine.base_url, served_name="served-demo", ready=True, api_key=ENGINE_KEY)
-    sources = DashboardSources(history=state_history(tmp_path), gpus=gpus.snapshot, logs=logs)
+    sources = DashboardSources(
+        history=History(tmp_path, warn=lambda _line: None).readable_events, gpus=gpus.snapshot, logs=logs
+    )
     with GatewayThread(config, upstreams=lambda: [up], state_dir=tmp_path, dashboard=sources) as gw:
         yield World(gw, keys, calls)
 
@@ -168,12 +170,18 @@ def test_a_key_scoped_to_an_alias_sees_only_that_alias_and_its_services(world: W
 def test_a_scoped_key_sees_no_hold_of_a_profile_out_of_its_scope(world: World) -> None:
     from servectl.adapters.gateway_admin import GatewayHold
 
-    with GatewayHold(world.gw.state_dir, profiles=["demo"], reason="up demo", expect_s=1.0):
+    with GatewayHold(
+        world.gw.state_dir, History(world.gw.state_dir), profiles=["demo"], reason="up demo", expect_s=1.0
+    ):
         assert world.get("/ui/api/overview").json()["gateway"]["holds"] == ["up demo"]
         assert world.get("/ui/api/overview", key="scoped").json()["gateway"]["holds"] == []
-    with GatewayHold(world.gw.state_dir, profiles=["elsewhere"], reason="up elsewhere", expect_s=1.0):
+    with GatewayHold(
+        world.gw.state_dir, History(world.gw.state_dir), profiles=["elsewhere"], reason="up elsewhere", expect_s=1.0
+    ):
         assert world.get("/ui/api/overview", key="scoped").json()["gateway"]["holds"] == ["up elsewhere"]
-    with GatewayHold(world.gw.state_dir, profiles=["demo", "elsewhere"], reason="swap demo -> elsewhere"):
+    with GatewayHold(
+        world.gw.state_dir, History(world.gw.state_dir), profiles=["demo", "elsewhere"], reason="swap demo -> elsewhere"
+    ):
         assert world.get("/ui/api/overview", key="scoped").json()["gateway"]["holds"] == []
 
 
@@ -198,7 +206,10 @@ def test_the_log_tail_is_redacted_and_bounded(world: World) -> None:
 
 def test_an_open_gateway_serves_the_dashboard_without_a_key(tmp_path: Path, engine: HostStandin) -> None:
     config = GatewayConfig.model_validate({"listen": f"127.0.0.1:{free_port()}", "aliases": ALIASES, "auth": "none"})
-    sources = DashboardSources(history=state_history(tmp_path), gpus=FakeGpuInventory.scenario("no_driver").snapshot)
+    sources = DashboardSources(
+        history=History(tmp_path, warn=lambda _line: None).readable_events,
+        gpus=FakeGpuInventory.scenario("no_driver").snapshot,
+    )
     with GatewayThread(config, upstreams=lambda: [], state_dir=tmp_path, dashboard=sources) as gw:
         o = httpx.get(gw.base_url + "/ui/api/overview", timeout=5).json()
         assert o["key"] is None and o["logs"] is False and o["services"] == []

@@ -236,12 +236,13 @@ def test_a_damaged_usage_file_is_one_line_and_counting_goes_on(tmp_path: Path) -
 
 def test_each_503_names_its_reason_in_the_header_and_the_error_code(tmp_path: Path, engine: HostStandin) -> None:
     from servectl.adapters.gateway_admin import GatewayHold
+    from servectl.adapters.state import History
 
     key, _ = create_key(_keys(tmp_path), name="k")
     with _gateway(tmp_path, engine, drain_s=10, max_concurrency=1) as gw:
         status, reason, message = _error(_post(gw, key, {**CHAT, "model": "other"}))
         assert (status, reason) == (503, "upstream_down") and "elsewhere is not running" in message
-        with GatewayHold(gw.state_dir, profiles=["demo"], reason="swap demo -> b", expect_s=9):
+        with GatewayHold(gw.state_dir, History(gw.state_dir), profiles=["demo"], reason="swap demo -> b", expect_s=9):
             held = _post(gw, key)
         assert _error(held)[:2] == (503, "swapping") and held.headers["Retry-After"]
         long = {**CHAT, "max_tokens": 6000, "stream": True}  # 3 s at 2000 tok/s

@@ -15,6 +15,7 @@ import openai
 import pytest
 
 from servectl.adapters.gateway_admin import GatewayHold, GatewayMaintenance, gateway_status
+from servectl.adapters.state import History
 from servectl.gateway.config import GatewayConfig
 from servectl.gateway.keys import create_key
 from servectl.gateway.routes import Upstream
@@ -203,7 +204,9 @@ def test_nothing_running_for_the_alias_gets_503_with_retry_after(gateway: tuple[
 def test_a_request_during_a_hold_waits_and_then_goes_through(gateway: tuple[GatewayThread, str]) -> None:
     gw, key = gateway
     results: list[httpx.Response] = []
-    with GatewayHold(gw.state_dir, profiles=["demo", "demo-rollback"], reason="swap demo -> demo-rollback"):
+    with GatewayHold(
+        gw.state_dir, History(gw.state_dir), profiles=["demo", "demo-rollback"], reason="swap demo -> demo-rollback"
+    ):
         worker = threading.Thread(target=lambda: results.append(_post(gw, key, CHAT)))
         worker.start()
         time.sleep(0.3)
@@ -217,7 +220,9 @@ def test_a_request_during_a_hold_waits_and_then_goes_through(gateway: tuple[Gate
 
 def test_a_request_held_past_hold_s_gets_503_with_retry_after(gateway: tuple[GatewayThread, str]) -> None:
     gw, key = gateway
-    with GatewayHold(gw.state_dir, profiles=["demo"], reason="swap demo -> demo-rollback", expect_s=30):
+    with GatewayHold(
+        gw.state_dir, History(gw.state_dir), profiles=["demo"], reason="swap demo -> demo-rollback", expect_s=30
+    ):
         t0 = time.monotonic()
         response = _post(gw, key, CHAT)
     assert response.status_code == 503
@@ -243,7 +248,7 @@ def test_during_a_maintenance_the_aliases_are_answered_503_maintenance_at_once_w
         status = gateway_status(gw.state_dir)
         assert status is not None and status["aliases"]["chat"]["state"] == "maintenance"
         assert status["holds"] == ["campaign six"]
-        with GatewayHold(gw.state_dir, profiles=["demo"], reason="swap demo -> six.fast", expect_s=5):
+        with GatewayHold(gw.state_dir, History(gw.state_dir), profiles=["demo"], reason="swap demo -> six.fast", expect_s=5):
             away.update(eta_s=42)  # a new ETA after a visit
             t0 = time.monotonic()
             during = _post(gw, key, CHAT)
@@ -271,7 +276,7 @@ def test_a_stream_still_running_after_the_drain_is_cut_with_an_error_event(
     worker = threading.Thread(target=read)
     worker.start()
     time.sleep(0.3)
-    with GatewayHold(gw.state_dir, profiles=["demo"], reason="down demo") as hold:
+    with GatewayHold(gw.state_dir, History(gw.state_dir), profiles=["demo"], reason="down demo") as hold:
         assert hold.reply == {"ok": True, "finished": 0, "cut": 1}
     worker.join(5)
     assert not worker.is_alive()
@@ -466,7 +471,9 @@ def test_two_on_request_aliases_hammered_at_once_take_turns_of_min_loaded_s(
 
     def start(profile: str) -> None:
         old = [u.profile for u in running]
-        with GatewayHold(tmp_path, profiles=[*old, profile], reason=f"swap -> {profile}", target=profile):
+        with GatewayHold(
+            tmp_path, History(tmp_path), profiles=[*old, profile], reason=f"swap -> {profile}", target=profile
+        ):
             t0 = time.monotonic()
             running.clear()
             time.sleep(0.3)  # the model load

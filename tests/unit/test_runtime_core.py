@@ -26,7 +26,7 @@ from servectl.service.clocks import Clocks
 from servectl.service.container import DockerRuntime
 from servectl.service.context import Context
 from servectl.service.logs import follow_logs
-from servectl.service.services import ServiceInfo, services
+from servectl.service.services import ServiceInfo, ServiceRecords, services
 from servectl.standin.process import free_port
 from servectl.testing.docker import FakeDockerEngine, FakeScript, sglang_like_script, write_test_profile
 from servectl.testing.fakes import FakeGpuInventory, FakeHostProbe, fake_model_dir, make_device
@@ -74,6 +74,7 @@ class Env:
             http=self.http,
             environ=self.environ,
             state_dir=self.home,
+            history=History(self.home),
             clocks=Clocks(),
             build_image=build_image,
         )
@@ -87,7 +88,13 @@ class Env:
 
     def services(self, **kwargs: Any) -> list[ServiceInfo]:
         drift = {"plan_hash_of": PlanCache(environ=self.environ).plan_hash}  # as the host's status asks it
-        return services(docker=self.engine, http=self.http, state_dir=self.home, **{**drift, **kwargs})
+        return services(
+            docker=self.engine,
+            http=self.http,
+            records=ServiceRecords(self.home, History(self.home)),
+            clock=time.time,
+            **{**drift, **kwargs},
+        )
 
     def created(self) -> int:
         return sum(1 for call, _ in self.engine.calls if call == "create_and_start")
@@ -442,13 +449,18 @@ def test_status_tells_unhealthy_from_starting(env: Env) -> None:
     env.profile("a")
     env.up("a")
     sick = httpx.Client(transport=httpx.MockTransport(lambda r: httpx.Response(503)))
-    [svc] = services(docker=env.engine, http=sick, state_dir=env.home)
+    [svc] = services(docker=env.engine, http=sick, records=ServiceRecords(env.home, History(env.home)), clock=time.time)
     assert svc.state == "unhealthy"
     env.engine.script_for = lambda spec: FakeScript()
     env.profile("b")
     GateRecord(env.home).mark_pending(resolve("b").plan.docker.name)  # as runtime.start does before creating
     cid = env.engine.create_and_start(resolve("b").plan.docker, environ={})
-    states = {s.profile: s.state for s in services(docker=env.engine, http=sick, state_dir=env.home)}
+    states = {
+        s.profile: s.state
+        for s in services(
+            docker=env.engine, http=sick, records=ServiceRecords(env.home, History(env.home)), clock=time.time
+        )
+    }
     assert states == {"a": "unhealthy", "b": "starting"}
     assert env.engine.inspect(cid) is not None
 
@@ -460,8 +472,18 @@ def test_status_judges_a_container_servectl_did_not_start_by_its_health(env: Env
     env.engine.create_and_start(resolve("c").plan.docker, environ={})
     healthy = httpx.Client(transport=httpx.MockTransport(lambda r: httpx.Response(200)))
     sick = httpx.Client(transport=httpx.MockTransport(lambda r: httpx.Response(503)))
-    assert [s.state for s in services(docker=env.engine, http=healthy, state_dir=env.home)] == ["ready"]
-    assert [s.state for s in services(docker=env.engine, http=sick, state_dir=env.home)] == ["unhealthy"]
+    assert [
+        s.state
+        for s in services(
+            docker=env.engine, http=healthy, records=ServiceRecords(env.home, History(env.home)), clock=time.time
+        )
+    ] == ["ready"]
+    assert [
+        s.state
+        for s in services(
+            docker=env.engine, http=sick, records=ServiceRecords(env.home, History(env.home)), clock=time.time
+        )
+    ] == ["unhealthy"]
 
 
 def test_status_scope_sees_only_labelled_containers(env: Env) -> None:

@@ -8,6 +8,7 @@ lock file. No other exception may escape, and nothing may hang (hypothesis' dead
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ from servectl.service.context import Context
 from servectl.service.journal import JOURNAL_FILE, SwapJournal, status_notes
 from servectl.service.recover import recover
 from servectl.service.rollback import rollback
-from servectl.service.services import services
+from servectl.service.services import ServiceRecords, services
 from servectl.service.swap import SwapOptions, swap
 from servectl.standin.process import free_port
 from servectl.testing.docker import FakeDockerEngine, sglang_like_script, write_test_profile
@@ -124,8 +125,8 @@ def test_every_command_is_clean_with_any_state_file_content(world: dict[str, Any
         nvml=False,
     )
     opts = SwapOptions(handle_signals=False, preflight=no_preflight)
-    clean(lambda: services(docker=engine, http=http, state_dir=home))
-    notes = status_notes(state_dir=home)  # status never fails on a state file
+    clean(lambda: services(docker=engine, http=http, records=ServiceRecords(home, History(home)), clock=time.time))
+    notes = status_notes(state_dir=home, history=History(home))  # status never fails on a state file
     assert all("\n" not in note for note in notes)
     clean(lambda: runtime.up(host, name="a"))
     clean(lambda: runtime.down(Context(**common), name=None))

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from servectl.adapters.conflicts import STOPPED_CONFLICTS_FILE, StoppedConflict, load_stopped, record_stopped
-from servectl.adapters.state import GateRecord, History, StateLock
+from servectl.adapters.state import GateRecord, History, StateLock, ready_container_ids
 from servectl.errors import StateDamaged
 
 DAMAGE: dict[str, bytes | None] = {
@@ -73,7 +73,7 @@ def test_events_of_the_wrong_shape_are_skipped_or_trimmed(tmp_path: Path) -> Non
     events = history.events()
     assert events == [{"event": "up"}, {"event": "up", "profile": "b", "container_id": "abc"}]
     assert history.last_run() == {"event": "up", "profile": "b", "container_id": "abc"}
-    assert history.ready_container_ids() == {"abc"}
+    assert ready_container_ids(history) == {"abc"}
     assert history.previous_profile() is None
 
 
@@ -165,7 +165,7 @@ def test_any_history_content_reads_cleanly(tmp_path_factory: pytest.TempPathFact
     try:
         history.last_run()
         history.previous_profile()
-        history.ready_container_ids()
+        ready_container_ids(history)
     except StateDamaged as err:
         one_line(err, history.path)
     history.record({"event": "down"})
@@ -200,7 +200,7 @@ def test_history_entries_of_the_wrong_shape_are_warned_about_not_dropped_silentl
         warning
         == f"{history.path}: 3 history entries of the wrong shape (not an event, or a field of a wrong type) ignored"
     )
-    assert f"warning: {warning}" in status_notes(state_dir=tmp_path)
+    assert f"warning: {warning}" in status_notes(state_dir=tmp_path, history=History(tmp_path))
     history.record({"event": "down", "profile": "a"})
     assert warnings == [f"{warning}; rewriting the history without them"]
     assert history.readable_events()[1] is None  # the rewritten history is clean

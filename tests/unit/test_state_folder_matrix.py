@@ -12,6 +12,7 @@ fails. The real engine runs a representative subset in ``tests/integration/test_
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ import httpx
 import pytest
 
 from servectl.adapters.conflicts import STOPPED_CONFLICTS_FILE
-from servectl.adapters.state import GATE_DIR, HISTORY_FILE, LOCK_FILE, PENDING_DIR
+from servectl.adapters.state import GATE_DIR, HISTORY_FILE, LOCK_FILE, PENDING_DIR, History
 from servectl.errors import ServectlError
 from servectl.service import runtime
 from servectl.service.clocks import Clocks
@@ -29,7 +30,7 @@ from servectl.service.context import Context
 from servectl.service.journal import JOURNAL_FILE, status_notes
 from servectl.service.recover import recover
 from servectl.service.rollback import rollback
-from servectl.service.services import services
+from servectl.service.services import ServiceRecords, services
 from servectl.service.swap import SwapOptions, swap
 from servectl.standin.process import free_port
 from servectl.testing.docker import FakeDockerEngine, sglang_like_script, write_test_profile
@@ -127,7 +128,7 @@ def test_a_damaged_state_entry_never_stops_a_healthy_service_nor_shows_a_traceba
     common = {"docker": engine, "state_dir": home, "lock_timeout_s": 1, "nvml": False}
     up_ctx = Context(http=http, environ=environ, **common)  # as the host builds it: every part on the engine
     # the transactions: the real runtime with the fake engine's HTTP transport bound in, conflicts in memory
-    rt = DockerRuntime(docker=engine, http=http, environ={}, state_dir=home, clocks=Clocks())
+    rt = DockerRuntime(docker=engine, http=http, environ={}, state_dir=home, history=History(home), clocks=Clocks())
     tx_ctx = Context(runtime=rt, conflicts=FakeConflicts([]), **common)
     tx = SwapOptions(preflight=no_preflight, handle_signals=False)
     runtime.up(up_ctx, name="b")
@@ -140,8 +141,11 @@ def test_a_damaged_state_entry_never_stops_a_healthy_service_nor_shows_a_traceba
     assert serving() == {"a"}
     seen = [entry, how]
     # status never fails: a note per damaged file, what Docker says for the rest
-    assert all("\n" not in note for note in status_notes(state_dir=home))
-    assert {s.profile for s in services(docker=engine, http=http, state_dir=home)} == {"a"}
+    assert all("\n" not in note for note in status_notes(state_dir=home, history=History(home)))
+    assert {
+        s.profile
+        for s in services(docker=engine, http=http, records=ServiceRecords(home, History(home)), clock=time.time)
+    } == {"a"}
     for name, command in (
         ("up", lambda: runtime.up(up_ctx, name="c")),
         ("swap", lambda: swap(tx_ctx, target="b", opts=tx)),

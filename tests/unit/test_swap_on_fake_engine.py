@@ -7,6 +7,7 @@ transaction's own branches are covered with lighter fakes in test_swap.py.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from servectl.plan.resolve import Resolved, resolve
 from servectl.service.clocks import Clocks
 from servectl.service.container import DockerRuntime
 from servectl.service.context import Context
-from servectl.service.services import services
+from servectl.service.services import ServiceRecords, services
 from servectl.service.swap import PhaseEvent, SwapOptions, profile_preflight, swap
 from servectl.testing.docker import FakeDockerEngine, FakeScript, sglang_like_script
 from servectl.testing.fakes import FakeGpuInventory, FakeHostProbe, fake_model_dir
@@ -36,7 +37,9 @@ def on_engine(engine: FakeDockerEngine) -> Context:
     """A context on the fake engine: the real runtime with the engine's HTTP transport bound in (the gate probes
     through it), with environment {} for the engine, and conflicts in memory."""
     http = httpx.Client(transport=engine.http_transport())
-    rt = DockerRuntime(docker=engine, http=http, environ={}, state_dir=state_dir(), clocks=Clocks())
+    rt = DockerRuntime(
+        docker=engine, http=http, environ={}, state_dir=state_dir(), history=History(state_dir()), clocks=Clocks()
+    )
     return Context(docker=engine, http=http, runtime=rt, conflicts=FakeConflicts(), nvml=False)
 
 
@@ -91,7 +94,9 @@ def test_a_swap_through_the_runtime_leaves_the_target_ready_in_the_runtimes_eyes
     engine, result = started({})
     assert result.outcome == "swapped"
     assert names(engine) == ["fake-beta"]
-    [service] = services(docker=engine, probe=False, plan_hash_of=None, state_dir=home)
+    [service] = services(
+        docker=engine, probe=False, plan_hash_of=None, records=ServiceRecords(home, History(home)), clock=time.time
+    )
     assert (service.profile, service.state) == ("beta", "ready")  # the history says it passed the gate
     assert History(home).previous_profile() == "alpha"
     assert result.downtime_s is not None and result.downtime_s >= result.target_startup_s
@@ -106,7 +111,9 @@ def test_a_crashing_target_through_the_runtime_brings_alpha_back_with_the_crash_
     assert "the container was removed" not in err.message  # said once, by swap: "beta was removed"
     assert "    Scheduler hit an exception: RuntimeError: injected" in err.message.splitlines()
     assert names(engine) == ["fake-alpha"]
-    [service] = services(docker=engine, probe=False, plan_hash_of=None, state_dir=home)
+    [service] = services(
+        docker=engine, probe=False, plan_hash_of=None, records=ServiceRecords(home, History(home)), clock=time.time
+    )
     assert (service.profile, service.state) == ("alpha", "ready")
 
 
@@ -222,7 +229,14 @@ def test_the_target_is_recorded_as_passed_before_ready_is_announced(home: Path) 
     def at_announcement(event: PhaseEvent) -> None:
         if event.phase == "start-target" and event.kind == "progress" and event.step == "ready":
             # what `servectl status` / `recover` would read if servectl died this instant
-            now = services(docker=engine, probe=False, plan_hash_of=None, state_dir=home, adopted=None)
+            now = services(
+                docker=engine,
+                probe=False,
+                plan_hash_of=None,
+                records=ServiceRecords(home, History(home)),
+                clock=time.time,
+                adopted=None,
+            )
             seen.extend(f"{s.profile}:{s.state}" for s in now)
 
     swap(rt, target="beta", opts=SwapOptions(preflight=no_preflight, on_phase=at_announcement))

@@ -25,7 +25,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from servectl.adapters.state import History
+from servectl.adapters.state import HistoryLog
 from servectl.errors import ServectlError
 
 ADMIN_SOCKET = "admin.sock"
@@ -38,10 +38,10 @@ def admin_socket_path(state_dir: Path) -> Path:
     return Path(state_dir) / "gateway" / ADMIN_SOCKET
 
 
-def last_startup_s(state_dir: Path, profile: str) -> float | None:
-    """The last measured startup time of ``profile`` (servectl records it at every up and swap)."""
+def last_startup_s(history: HistoryLog, profile: str) -> float | None:
+    """The last measured startup time of ``profile`` in ``history`` (servectl records it at every up and swap)."""
     try:
-        events = History(state_dir, warn=lambda _line: None).events()
+        events = history.events()
     except ServectlError:
         return None
     for event in reversed(events):
@@ -50,7 +50,7 @@ def last_startup_s(state_dir: Path, profile: str) -> float | None:
     return None
 
 
-def way_back_s(state_dir: Path, profile: str) -> float | None:
+def way_back_s(state_dir: Path, history: HistoryLog, profile: str) -> float | None:
     """How long bringing ``profile`` back takes, as last measured: its last resume while it is on warm standby
     (a swap back resumes it, no container starts), else its last start. For the gateway's ``Retry-After``."""
     from servectl.adapters.standby import StandbyRecord
@@ -60,7 +60,7 @@ def way_back_s(state_dir: Path, profile: str) -> float | None:
         resume = record.last_resume_s(profile)
         if resume is not None:
             return resume
-    return last_startup_s(state_dir, profile)
+    return last_startup_s(history, profile)
 
 
 class AdminChannel:
@@ -103,7 +103,8 @@ def connect(state_dir: Path) -> AdminChannel | None:
 
 
 class GatewayHold:
-    """``with GatewayHold(state_dir, profiles=[old, new], reason="swap a -> b", target=new):`` around a change.
+    """``with GatewayHold(state_dir, history, profiles=[old, new], reason="swap a -> b", target=new):`` around a
+    change (``history`` tells the last startup times when ``expect_s`` is not given).
 
     Entering asks a running gateway to hold and drain the aliases of ``profiles`` (and waits until it did);
     leaving lets them go. No gateway, or a gateway that fails to answer: a warning on stderr at most, and
@@ -113,6 +114,7 @@ class GatewayHold:
     def __init__(
         self,
         state_dir: Path,
+        history: HistoryLog,
         *,
         profiles: Iterable[str | None],
         reason: str,
@@ -120,6 +122,7 @@ class GatewayHold:
         expect_s: float | None = None,
     ) -> None:
         self.state_dir = Path(state_dir)
+        self.history = history
         self.target = target
         self.profiles = sorted({p for p in profiles if p})
         self.reason = reason
@@ -136,7 +139,7 @@ class GatewayHold:
         expect = self.expect_s
         if expect is None:  # the target's last startup, else the longest of the profiles changed
             wanted = [self.target] if self.target else self.profiles
-            expect = max((last_startup_s(self.state_dir, p) or 0.0) for p in wanted)
+            expect = max((last_startup_s(self.history, p) or 0.0) for p in wanted)
         message = {"op": "hold", "profiles": self.profiles, "reason": self.reason, "expect_s": expect}
         try:
             self.reply = channel.ask(message, timeout_s=HOLD_REPLY_TIMEOUT_S)

@@ -316,6 +316,10 @@ class HistoryLog(Protocol):
 
     def events(self) -> Sequence[Mapping[str, Any]]: ...
 
+    def readable_events(self) -> tuple[Sequence[Mapping[str, Any]], str | None]:
+        """The events and None, or no events and the one-line warning of why they cannot be read."""
+        ...
+
 
 class History:
     """The record of what ran: one JSON list of events, oldest first, replaced atomically on each write.
@@ -409,12 +413,6 @@ class History:
         events = self.events()
         last = next((e for e in reversed(events) if e.get("event") in RUN_EVENTS and e.get("profile")), None)
         return None if last is None else previous_profile(events, str(last["profile"]))
-
-    def ready_container_ids(self) -> set[str]:
-        """Ids of containers that passed the health gate (so a later failing probe means "unhealthy"); a
-        damaged history counts as no events (read-only callers show its warning elsewhere)."""
-        events, _ = self.readable_events()
-        return {str(e["container_id"]) for e in events if e.get("event") in RUN_EVENTS and e.get("container_id")}
 
     def readable_events(self) -> tuple[list[dict[str, Any]], str | None]:
         """The events and None, or no events and the one-line warning of why the history is unreadable.
@@ -569,3 +567,10 @@ def _unlink(path: Path | None) -> None:
     if path is not None:
         with contextlib.suppress(OSError):
             path.unlink()
+
+
+def ready_container_ids(history: HistoryLog) -> set[str]:
+    """Ids of containers that passed the health gate by ``history`` (so a later failing probe means
+    "unhealthy"); a damaged history counts as no events (read-only callers show its warning elsewhere)."""
+    events, _ = history.readable_events()
+    return {str(e["container_id"]) for e in events if e.get("event") in RUN_EVENTS and e.get("container_id")}

@@ -21,7 +21,6 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -38,6 +37,7 @@ if TYPE_CHECKING:
     from servectl.adapters.gpu import GpuSnapshot
     from servectl.gateway.keys import KeyEntry
     from servectl.gateway.proxy import Gateway
+    from servectl.service.context import Context
 
 UI_DIR = DATA_DIR / "ui"
 GPU_TTL_S = 5.0  # NVML is asked at most this often, however many dashboards poll
@@ -64,19 +64,19 @@ class DashboardSources:
     """Where the dashboard reads what the gateway itself does not know (each blocking; run in a thread).
 
     Attributes:
-        history: the state folder's events and a warning when it is unreadable (:func:`state_history`).
-        gpus: a GPU snapshot; raises ServectlError (GpuUnavailable) when no driver answers (:func:`nvml_gpus`).
+        history: the state folder's events and a warning when it is unreadable (``HistoryLog.readable_events``).
+        gpus: a GPU snapshot; raises ServectlError (GpuUnavailable) when no driver answers (``GpuInventory.snapshot``).
         logs: an engine's log tail; None where the gateway cannot read engine logs (fixed endpoints).
     """
 
-    history: Callable[[], tuple[list[dict[str, Any]], str | None]]
+    history: Callable[[], tuple[Sequence[Mapping[str, Any]], str | None]]
     gpus: Callable[[], GpuSnapshot]
     logs: LogTail | None = None
 
     @classmethod
-    def of_state(cls, state_dir: Path, *, logs: LogTail | None = None) -> DashboardSources:
-        """The history of ``state_dir``, the cards from NVML, and ``logs``."""
-        return cls(history=state_history(state_dir), gpus=nvml_gpus(), logs=logs)
+    def of_context(cls, ctx: Context, *, logs: LogTail | None = None) -> DashboardSources:
+        """The history and the GPU inventory of ``ctx`` (NVML opened at the first snapshot), and ``logs``."""
+        return cls(history=ctx.history.readable_events, gpus=lambda: ctx.gpus.snapshot(), logs=logs)
 
 
 class Dashboard:
@@ -285,22 +285,6 @@ def gpu_document(gpus: Callable[[], GpuSnapshot]) -> dict[str, Any]:
         for d in snapshot.devices
     ]
     return {"available": True, "problem": None, "driver_version": snapshot.driver_version, "devices": devices}
-
-
-def nvml_gpus() -> Callable[[], GpuSnapshot]:
-    """Snapshots from NVML, initialised once and kept (the gateway polls it for its whole life)."""
-    from servectl.adapters.gpu import NvmlInventory
-
-    inventory = NvmlInventory()
-    return inventory.snapshot
-
-
-def state_history(state_dir: Path) -> Callable[[], tuple[list[dict[str, Any]], str | None]]:
-    """The history of ``state_dir`` as the dashboard reads it (a damaged file: no events and its warning)."""
-    from servectl.adapters.state import History
-
-    history = History(state_dir, warn=lambda _line: None)
-    return history.readable_events
 
 
 def docker_log_tail(docker: DockerEngine) -> LogTail:

@@ -167,7 +167,7 @@ def run_gateway(
     on_listening: Callable[[str], None] | None = None,
     start: Callable[[str], object] | None = None,
     watch: ConfigWatcher | None = None,
-    dashboard: DashboardSources | None = None,
+    dashboard: DashboardSources,
     replaced_by: Callable[[str], Collection[str]] | None = None,
     cards: Callable[[str], ProfileCard | None] | None = None,
 ) -> None:
@@ -208,18 +208,18 @@ async def serve_gateway(
     stop: asyncio.Event | None = None,
     start: Callable[[str], object] | None = None,
     watch: ConfigWatcher | None = None,
-    dashboard: DashboardSources | None = None,
+    dashboard: DashboardSources,
     replaced_by: Callable[[str], Collection[str]] | None = None,
     engine_paths: Callable[[str], frozenset[str]] | None = None,
     cards: Callable[[str], ProfileCard | None] | None = None,
 ) -> None:
     """:func:`run_gateway` on the running event loop; set ``stop`` to end it (SIGTERM/SIGINT set it too when
-    this runs in the main thread). ``dashboard``: what ``/ui`` reads besides the gateway (default: the
-    history of the state folder holding ``admin_path``, the cards from NVML, no engine logs)."""
+    this runs in the main thread). ``dashboard``: what ``/ui`` reads besides the gateway (the
+    context's history and cards: :meth:`DashboardSources.of_context`)."""
     from aiohttp import web
 
     from servectl.gateway.admin import serve_admin
-    from servectl.gateway.dashboard import Dashboard, DashboardSources
+    from servectl.gateway.dashboard import Dashboard
     from servectl.gateway.keys import KeyRing
     from servectl.gateway.proxy import Gateway
 
@@ -229,7 +229,7 @@ async def serve_gateway(
     gateway.replaced_by = replaced_by
     gateway.watcher = watch
     app = gateway.app()
-    Dashboard(gateway, dashboard or DashboardSources.of_state(admin_path.parent.parent)).add_routes(app)
+    Dashboard(gateway, dashboard).add_routes(app)
     runner = web.AppRunner(
         app,
         handle_signals=False,
@@ -352,12 +352,12 @@ def run_from_file(
         upstreams=fixed_upstreams(config.endpoints) if config.endpoints is not None else service_upstreams(ctx),
         keys_path=None if config.auth == "none" else config.keys_path(environ),
         admin_path=admin_socket_path(state),
-        startup_s=lambda profile: way_back_s(state, profile),  # a standby's last resume, else its last start
+        startup_s=lambda profile: way_back_s(state, ctx.history, profile),  # a standby's last resume, else start
         on_listening=on_listening,
         start=start,
         replaced_by=replaced_by if start is not None else None,
-        dashboard=DashboardSources.of_state(
-            state, logs=None if config.endpoints is not None else docker_log_tail(ctx.docker)
+        dashboard=DashboardSources.of_context(
+            ctx, logs=None if config.endpoints is not None else docker_log_tail(ctx.docker)
         ),
         cards=profile_cards(lambda: ctx.profile_folders),
     )

@@ -147,7 +147,7 @@ class ServiceCommands(HostBase):
         from servectl.gateway.container import gateway_live
         from servectl.service.journal import status_notes
 
-        found, notes = self.services(), status_notes(state_dir=self.state_dir)
+        found, notes = self.services(), status_notes(state_dir=self.state_dir, history=self.ctx.history)
         return Status(services=found, notes=notes, gateway=gateway_live(state_dir=self.state_dir))
 
     def watch(self) -> Callable[[], WatchView]:

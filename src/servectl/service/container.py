@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from servectl.adapters.state import GateRecord
+from servectl.adapters.state import GateRecord, HistoryLog
 from servectl.errors import ServectlError, StartupFailed
 from servectl.service.clocks import Clocks
 from servectl.service.host_files import discard_key_file, read_api_key, remove_key_file, write_plan_files
 from servectl.service.image import ImageBuilder, ensure_image
-from servectl.service.services import ServiceInfo, adopted_in, service_from_container, services
+from servectl.service.services import ServiceInfo, ServiceRecords, adopted_in, service_from_container, services
 from servectl.signals import critical
 
 if TYPE_CHECKING:
@@ -282,6 +282,7 @@ class DockerRuntime:
         http: the client of the health gate and of ``/health`` probes (None: a short-lived one per call).
         environ: the environment (API keys, pass-through variables).
         state_dir: the state folder (gate records, key files).
+        history: the history (which containers passed the gate before gate records existed).
         clocks: time as the gate, the stops and the listing read it (the context's).
         scope: only containers with these labels are servectl's (tests use a session label).
         build_image: builds the stand-in image (default :func:`servectl.service.image.build_standin`).
@@ -294,6 +295,7 @@ class DockerRuntime:
         http: httpx.Client | None,
         environ: Mapping[str, str],
         state_dir: Path,
+        history: HistoryLog,
         clocks: Clocks,
         scope: Mapping[str, str] | None = None,
         build_image: ImageBuilder | None = None,
@@ -302,6 +304,7 @@ class DockerRuntime:
         self.http = http
         self.environ = environ
         self.state_dir = state_dir
+        self.history = history
         self.clocks = clocks
         self.scope = scope
         self.build_image = build_image
@@ -315,7 +318,7 @@ class DockerRuntime:
             http=self.http,
             probe=probe,
             plan_hash_of=plan_hash_of,
-            state_dir=self.state_dir,
+            records=ServiceRecords(self.state_dir, self.history),
             scope=self.scope,
             clock=self.clocks.wall,
             adopted=lambda: adopted_in(self.environ),

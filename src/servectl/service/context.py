@@ -278,6 +278,7 @@ class Context:
                 http=self._http,
                 environ=self._environ,
                 state_dir=self.state_dir,
+                history=self.history,
                 clocks=self._clocks,
                 scope=self._scope,
             )

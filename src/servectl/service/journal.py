@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from servectl.adapters.conflicts import StoppedConflict, load_stopped
-from servectl.adapters.state import History, atomic_write_text, read_state_json
+from servectl.adapters.state import HistoryLog, atomic_write_text, read_state_json
 from servectl.errors import StateDamaged, UnfinishedTransaction
 
 JOURNAL_FILE = "swap-journal.json"
@@ -188,7 +188,7 @@ def clear_journal(state_dir: Path) -> None:
     (state_dir / JOURNAL_FILE).unlink(missing_ok=True)
 
 
-def status_notes(*, state_dir: Path) -> list[str]:
+def status_notes(*, state_dir: Path, history: HistoryLog) -> list[str]:
     """Lines for ``servectl status``: an unfinished transaction (its journal), conflicts servectl keeps
     stopped, and a warning for each damaged state file (status goes on with what Docker says).
     """
@@ -207,7 +207,7 @@ def status_notes(*, state_dir: Path) -> list[str]:
             )
     except StateDamaged as err:
         notes.append(f"warning: {err.message}")
-    _, damaged = History(state_dir).readable_events()
+    _, damaged = history.readable_events()
     if damaged:
         notes.append(f"warning: {damaged}")
     return notes

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from servectl.errors import UsageError
 from servectl.files import FileRefused, read_text_bounded
+from servectl.plan.labels import LABEL_PROFILE
 from servectl.redact import MIN_SECRET_LEN, SECRET_NAME, redact
 from servectl.service.services import find_services
 
@@ -56,11 +57,11 @@ def follow_logs(
     if not targets:
         raise UsageError(f"no servectl service named {name}; servectl status lists the services")
     running = [t for t in targets if t.running] or targets
-    hidden = list(secrets(running[0].profile)) if secrets is not None else []
+    hidden = list(secrets(running[0].labels.get(LABEL_PROFILE, ""))) if secrets is not None else []
     # The values the container itself was given (what a gateway, without the host's environment, can know too)
-    state = docker.inspect(running[0].container_id)
+    state = docker.inspect(running[0].id)
     hidden += state.secret_env_values if state is not None else ()
-    stream = docker.logs(running[0].container_id, follow=follow, tail=tail)
+    stream = docker.logs(running[0].id, follow=follow, tail=tail)
     try:
         for line in stream:
             yield redact(line, hidden)

@@ -173,7 +173,7 @@ def up(ctx: Context, *, name: str, resolved: Resolved | None = None, opts: UpOpt
             history=ctx.history,
             on_report=opts.on_report,
         )
-        with GatewayHold(ctx.state_dir, profiles=[resolved.name], reason=f"up {resolved.name}"):
+        with GatewayHold(ctx.state_dir, ctx.history, profiles=[resolved.name], reason=f"up {resolved.name}"):
             started = _start_recorded(resolved, ctx=tx, on_phase=opts.on_phase, handle_signals=opts.handle_signals)
             started = first_start(tx, started, resolved)  # a warm one's fingerprint (and prime) before admission
     return UpResult("started", started.service, started.url, started.gate, tuple(removed), tuple(notes))
@@ -336,7 +336,10 @@ def down(ctx: Context, *, name: str | None, opts: DownOptions | None = None) -> 
             _require_known_profile(name, ctx.profile_folders)
             return DownResult(stopped=())
         with GatewayHold(
-            state, profiles=[s.profile for s in targets], reason=f"down {name or ', '.join(s.profile for s in targets)}"
+            state,
+            ctx.history,
+            profiles=[s.profile for s in targets],
+            reason=f"down {name or ', '.join(s.profile for s in targets)}",
         ):
             results = [
                 ctx.runtime.stop(service=svc, gpus=gpus, free_deadline_s=opts.free_deadline_s) for svc in targets

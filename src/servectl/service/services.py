@@ -8,15 +8,13 @@ and they are listed under their profile, marked ``adopted``.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from servectl.adapters.standby import BackupHold, StandbyRecord, backup_hold
-from servectl.adapters.state import GateRecord, History
-from servectl.paths import state_dir as default_state_dir
+from servectl.adapters.state import GateRecord, ready_container_ids
 from servectl.plan.labels import (
     LABEL_GPUS,
     LABEL_HOST,
@@ -31,6 +29,7 @@ if TYPE_CHECKING:
     import httpx
 
     from servectl.adapters.docker import ContainerState, DockerEngine
+    from servectl.adapters.state import HistoryLog
     from servectl.plan.resolve import Resolved
     from servectl.preflight.model import ServiceRef
     from servectl.service.adopted import AdoptedMatch
@@ -251,7 +250,7 @@ def on_standby(service: ServiceInfo, record: StandbyRecord) -> ServiceInfo:
     )
 
 
-def adopted_in(environ: Mapping[str, str] | None = None) -> Sequence[Resolved]:
+def adopted_in(environ: Mapping[str, str]) -> Sequence[Resolved]:
     """The adopted profiles of ``environ``'s search path (see :func:`servectl.service.adopted.adopted_profiles`)."""
     from servectl.service.adopted import adopted_profiles
 
@@ -285,15 +284,24 @@ def _answers_health_plainly(url: str) -> bool:
         return False
 
 
+@dataclass(frozen=True)
+class ServiceRecords:
+    """What the state folder says of the services: the gate records and the standby record under
+    ``state_dir``, and ``history`` (which containers passed the gate before gate records existed)."""
+
+    state_dir: Path
+    history: HistoryLog
+
+
 def services(
     *,
     docker: DockerEngine,
     http: httpx.Client | None = None,
     probe: bool = True,
     plan_hash_of: Callable[[str], str | None] | None = None,
-    state_dir: Path | None = None,
+    records: ServiceRecords,
     scope: Mapping[str, str] | None = None,
-    clock: Callable[[], float] = time.time,
+    clock: Callable[[], float],
     adopted: Callable[[], Sequence[Resolved]] | None = None,
 ) -> list[ServiceInfo]:
     """Every servectl service, derived from labelled containers (Docker is the source of truth).
@@ -304,19 +312,17 @@ def services(
         probe: probe ``/health`` to tell ready from starting/unhealthy; without it a running service that
             passed the gate counts as ready.
         plan_hash_of: profile name -> its plan hash now, for drift; None skips drift (reported as None).
-        state_dir: state folder (history says which containers passed the gate).
+        records: the state folder's gate and standby records and the history.
         scope: only containers that also carry these labels (tests use a per-session label).
-        clock: epoch seconds.
+        clock: epoch seconds (the context's wall clock).
         adopted: the adopted profiles whose containers to look for (None: none).
     """
     containers = docker.list_managed(scope)
-    passed = (
-        passed_gate_ids(state_dir or default_state_dir(), [(c.id, c.name) for c in containers]) if containers else set()
-    )
+    passed = passed_gate_ids(records, [(c.id, c.name) for c in containers]) if containers else set()
     answers_health = _answers_health_plainly if http is None else lambda url: _answers_health(http, url)
     hashes: dict[str, str | None] = {}
     out: list[ServiceInfo] = []
-    standby = StandbyRecord(state_dir or default_state_dir())
+    standby = StandbyRecord(records.state_dir)
     for c in sorted(containers, key=lambda c: (c.labels.get(LABEL_PROFILE, ""), c.name)):
         profile = c.labels.get(LABEL_PROFILE, "")
         if plan_hash_of is not None and profile not in hashes:
@@ -346,29 +352,25 @@ def _bracket(host: str) -> str:
 
 
 def find_services(
-    name: str | None,
-    *,
-    docker: DockerEngine,
-    scope: Mapping[str, str] | None = None,
-    state_dir: Path | None = None,
-) -> list[ServiceInfo]:
-    """The services of profile (or container) ``name``; all of them when ``name`` is None."""
-    all_services = services(docker=docker, probe=False, plan_hash_of=None, scope=scope, state_dir=state_dir)
+    name: str | None, *, docker: DockerEngine, scope: Mapping[str, str] | None = None
+) -> list[ContainerState]:
+    """The containers of the services of profile (or container) ``name``; all of them when ``name`` is None."""
+    containers = docker.list_managed(scope)
     if name is None:
-        return all_services
-    return [s for s in all_services if name in (s.profile, s.container_name)]
+        return containers
+    return [c for c in containers if name in (c.labels.get(LABEL_PROFILE, ""), c.name)]
 
 
-def passed_gate_ids(state_dir: Path, containers: Sequence[tuple[str, str]]) -> set[str]:
+def passed_gate_ids(records: ServiceRecords, containers: Sequence[tuple[str, str]]) -> set[str]:
     """Which of ``container_ids`` passed the health gate: their gate record, or a run event in the history.
 
     A damaged history counts as no events (``status`` says so in a note), so reading never fails here.
     """
     container_ids = [cid for cid, _ in containers]
-    gate = GateRecord(state_dir)
+    gate = GateRecord(records.state_dir)
     # Never passed = servectl started it and its gate has not passed; a container servectl did not start
     # (`docker compose up` of a rendered file) has no record and is judged by its health probe.
     passed = {cid for cid, name in containers if gate.passed(cid) or not gate.pending(name)}
     if len(passed) < len(container_ids):  # older services, started before gate records existed
-        passed |= History(state_dir).ready_container_ids()
+        passed |= ready_container_ids(records.history)
     return passed & set(container_ids)

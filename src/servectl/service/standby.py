@@ -515,7 +515,7 @@ def expected_swap_s(
     release = record.last_release_s(current.profile) if current is not None and keeps_warm(ctx, current) else None
     back = record.last_resume_s(target) if waiting is not None else None
     if back is None:
-        back = last_startup_s(ctx.state_dir, target)
+        back = last_startup_s(ctx.history, target)
     if release is None and back is None:
         return None
     return (release or 0.0) + (back or 0.0)

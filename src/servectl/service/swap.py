@@ -221,7 +221,9 @@ def _run_locked(tx: SwapTx, check: Preflight, target: str | None, stage: Stager 
     changed = [resolved.name, *(s.profile for s in (current, *leftovers) if s is not None)]
     reason = f"{tx.kind} {current.profile if current else 'nothing'} -> {resolved.name}"
     expect = expected_swap_s(ctx, current, resolved.name, waiting)  # release + resume, measured, for Retry-After
-    with GatewayHold(ctx.state_dir, profiles=changed, reason=reason, target=resolved.name, expect_s=expect):
+    with GatewayHold(
+        ctx.state_dir, ctx.history, profiles=changed, reason=reason, target=resolved.name, expect_s=expect
+    ):
         return _transact(tx, resolved, current, leftovers, waiting)
 
 

@@ -14,6 +14,8 @@ from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from types import TracebackType
 
+from servectl.adapters.gpu import NullGpuInventory
+from servectl.adapters.state import History
 from servectl.gateway.cards import ProfileCard
 from servectl.gateway.config import GatewayConfig
 from servectl.gateway.dashboard import DashboardSources
@@ -41,7 +43,10 @@ class GatewayThread:
     ) -> None:
         self.config = config
         self.replaced_by = replaced_by
-        self.dashboard = dashboard
+        self.dashboard = dashboard or DashboardSources(  # the state folder's history, no cards
+            history=History(Path(state_dir), warn=lambda _line: None).readable_events,
+            gpus=NullGpuInventory("a test's gateway thread reads no GPUs").snapshot,
+        )
         self.engine_paths = engine_paths
         self.cards = cards
         self.table = AliasTable(aliases if aliases is not None else (config.aliases or {}))

@@ -259,6 +259,9 @@ class FakeHistory:
     def events(self) -> list[dict[str, Any]]:
         return list(self._events)
 
+    def readable_events(self) -> tuple[list[dict[str, Any]], str | None]:
+        return self.events(), None
+
 
 class FakeLock:
     """The state lock: ``held_by`` set means another process holds it (entering raises LockTimeout)."""
