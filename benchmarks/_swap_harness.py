@@ -96,7 +96,7 @@ def baseline_argv(profile: str, session: str, port: int) -> list[str]:
     from servectl.plan.resolve import resolve
     from servectl.testing.docker import TEST_SESSION_LABEL
 
-    spec = resolve(profile).plan.docker
+    spec = resolve(profile, environ=os.environ).plan.docker
     spec = replace(
         spec,
         name=f"bench-baseline-{profile}-{uuid.uuid4().hex[:6]}",

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -87,7 +88,7 @@ def main() -> None:
     from servectl.plan.compile import docker_run_argv
     from servectl.plan.resolve import resolve
 
-    plan = resolve("glm53-393k").plan
+    plan = resolve("glm53-393k", environ=os.environ).plan
     manifest = work / "serves.toml"
     manifest.write_text(
         MANIFEST.format(

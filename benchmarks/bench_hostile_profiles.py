@@ -20,6 +20,7 @@ from pathlib import Path
 from servectl.errors import ProfileError
 from servectl.plan.inventory import validate_profiles
 from servectl.profile import loader
+from servectl.profile.loader import search_path
 
 HEAD = """name: big
 image: {ref: "example/sglang:1"}
@@ -37,7 +38,7 @@ def env(n: int, value: str) -> str:
 
 def measure(folder: Path, name: str) -> tuple[float, str]:
     start = time.process_time()
-    result = validate_profiles([name])[name]
+    result = validate_profiles([name], folders=search_path(environ=os.environ))[name]
     elapsed = time.process_time() - start
     return elapsed, "ok" if result is None else result.lines()[0][:90]
 

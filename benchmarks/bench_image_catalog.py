@@ -46,7 +46,7 @@ def main() -> int:
     images = build_test_images()
     build_s = time.perf_counter() - t0
     engine = DockerSdkEngine(environ=os.environ)
-    argv = list(resolve(args.profile).plan.engine_argv)
+    argv = list(resolve(args.profile, environ=os.environ).plan.engine_argv)
     floor_code = "import sys; from sglang.srt.server_args import prepare_server_args; prepare_server_args(sys.argv[1:])"
     times: dict[str, list[float]] = {"start": [], "start+parse": [], "parse in image": [], "extract": []}
     with tempfile.TemporaryDirectory() as store:

@@ -80,7 +80,7 @@ def baseline_once(old: str, new: str, session: str) -> Run:
 
 
 def servectl_once(old: str, new: str, session: str, home: Path, engine: DockerSdkEngine, *, cli: bool) -> Run:
-    port = resolve(old).loaded.profile.serve.port
+    port = resolve(old, environ=os.environ).loaded.profile.serve.port
     scope = {TEST_SESSION_LABEL: session}
     ctx = Context(docker=engine, scope=scope, state_dir=home, nvml=False)
     opts = SwapOptions(handle_signals=False, stage=stager(ctx.probe))  # as `servectl swap` does (stage before the stop)

@@ -32,12 +32,12 @@ def source_checkout_dir() -> Path | None:
     return None
 
 
-def state_dir(environ: Mapping[str, str] | None = None) -> Path:
+def state_dir(environ: Mapping[str, str]) -> Path:
     """The state folder: history, lock, generated files. ``SERVECTL_HOME`` overrides the platform default."""
     return _folder(environ, "user_state_dir")
 
 
-def user_profiles_dir(environ: Mapping[str, str] | None = None) -> Path:
+def user_profiles_dir(environ: Mapping[str, str]) -> Path:
     """The user's own profile folder (last on the search path)."""
     return _folder(environ, "user_config_dir") / "profiles"
 

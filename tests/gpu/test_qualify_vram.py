@@ -6,6 +6,7 @@ the run. A holder process (tests/gpu/holder.py) takes memory on card 0 so that t
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -31,7 +32,7 @@ def _qualify(inventory: NvmlInventory, reserve_mib: int) -> QualifyReport:
     )
     with HostStandin(["--model-path", DEMO_MODEL], env={"STANDIN_STARTUP_DELAY_S": "0"}) as engine:
         engine.wait_ready()
-        return run_qualify(settings=QualifySettings(url=engine.base_url, suite=suite), facts=facts)
+        return run_qualify(settings=QualifySettings(url=engine.base_url, suite=suite), facts=facts, environ=os.environ)
 
 
 def test_vram_gate_passes_above_the_reserve_and_fails_when_another_process_takes_the_memory(

@@ -33,6 +33,7 @@ from servectl.adapters.state import History
 from servectl.errors import ProfileTemplate, SwapRolledBack, UsageError
 from servectl.plan.container_match import container_fields, diff_fields
 from servectl.profile.engine_args import catalog_for
+from servectl.profile.loader import search_path
 from servectl.profile.validate import load_profile
 from servectl.service.context import Context
 from servectl.service.rollback import rollback
@@ -151,7 +152,9 @@ class World:
         return dict(self.client.api.inspect_container(name_or_id))
 
     def fields(self, document: dict[str, Any], profile: str) -> dict[str, Any]:
-        return container_fields(document, catalog_for(load_profile(profile).profile))
+        return container_fields(
+            document, catalog_for(load_profile(profile, folders=search_path(environ=os.environ)).profile)
+        )
 
     def scope(self) -> dict[str, str]:
         return {TEST_LABEL: self.tid}
@@ -213,7 +216,7 @@ def test_adopted_docker_run_round_trips_to_a_servectl_container(world: World, ne
     assert "--dflash-window, --exl3-fast" in done.stdout  # unknown flags reported
     assert "export SERVECTL_API_KEY HF_TOKEN" in done.stdout
     assert world.cli("validate", f"svc-{network}").returncode == 0
-    profile = load_profile(f"svc-{network}").profile
+    profile = load_profile(f"svc-{network}", folders=search_path(environ=os.environ)).profile
     assert (profile.serve.network, profile.serve.port, profile.serve.api_key_env) == (network, port, "SERVECTL_API_KEY")
     assert profile.engine.env["HF_TOKEN"] == "${HF_TOKEN}" and profile.container.restart == "unless-stopped"
     assert profile.engine.catalog_extend is not None and len(profile.engine.catalog_extend.options) == 2
@@ -262,7 +265,7 @@ def test_adopted_compose_service_round_trips(world: World) -> None:
         )
         assert done.returncode == 0, done.stderr
         assert f"matches container {project}-deepseek-1" in done.stdout
-        profile = load_profile("ds4").profile
+        profile = load_profile("ds4", folders=search_path(environ=os.environ)).profile
         assert profile.adopted is not None and profile.adopted.compose_service == "deepseek"
         assert profile.container.ulimits == {"nofile": [4096, 8192]} and profile.container.stop_grace_s == 7
         assert_round_trip(world, "ds4", original)
@@ -376,7 +379,7 @@ def test_bad_input_is_refused_in_one_line_with_exit_2_and_nothing_written(world:
     forced = world.adopt(taken.name, "--name", "taken", "--force")
     assert forced.returncode == 0, forced.stderr
     assert (world.profiles / "taken.yaml.bak").read_text().startswith("name: taken")
-    assert load_profile("taken").profile.adopted is not None
+    assert load_profile("taken", folders=search_path(environ=os.environ)).profile.adopted is not None
 
 
 def test_a_failed_swap_from_an_adopted_service_brings_it_back_from_its_profile(world: World) -> None:

@@ -7,6 +7,7 @@ what it managed; the assertions read that output, the exit status and the engine
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -140,7 +141,9 @@ def qualify_coding(sandbox: DockerSandbox, tmp_path: Path, gate: dict[str, Any],
         ["--model-path", DEMO_MODEL], env={**settings, "STANDIN_CODE_SOLUTIONS": str(solutions), **env}
     ) as e:
         e.wait_ready()
-        report = run_qualify(settings=QualifySettings(url=e.base_url, suite=loaded), sandbox=sandbox)
+        report = run_qualify(
+            settings=QualifySettings(url=e.base_url, suite=loaded), sandbox=sandbox, environ=os.environ
+        )
     (result,) = report.gates
     return result
 

@@ -104,7 +104,7 @@ def test_the_shipped_profiles_argv_parses_in_the_image_that_runs_it(
     monkeypatch.setenv("RUNTIME_ASSETS", "/assets")
     image = getattr(images, variant)
     for name in names:
-        verdict = parse_in_image(image=image, argv=resolve(name).plan.engine_argv, engine=engine)
+        verdict = parse_in_image(image=image, argv=resolve(name, environ=os.environ).plan.engine_argv, engine=engine)
         assert verdict.parsed, f"{name}: {verdict.error}"
         assert verdict.sglang_version == "0.5.23"
 

@@ -79,7 +79,7 @@ def through_gateway(
             status=lambda: gateway_status(tmp_path),
         )
         settings = QualifySettings(url=gw.base_url, suite=loaded, model="chat", api_key=ApiKey(key), route=route)
-        return run_qualify(settings=settings, facts=ServiceFacts(known=True, context_length=131072))
+        return run_qualify(settings=settings, facts=ServiceFacts(known=True, context_length=131072), environ=os.environ)
 
 
 def test_the_routed_gate_fails_when_keys_are_not_checked_or_a_fallback_answers(

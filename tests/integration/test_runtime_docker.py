@@ -345,7 +345,7 @@ def _comparable(inspect: dict[str, Any]) -> dict[str, Any]:
 
 def test_sdk_container_equals_the_one_docker_run_argv_creates(rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_TOKEN", "hf_pass_through")
-    glm = resolve("glm53-393k").plan.docker
+    glm = resolve("glm53-393k", environ=os.environ).plan.docker
     base = replace(
         glm,
         image=rt.image,
@@ -376,7 +376,7 @@ def test_bench_by_profile_name_records_the_running_plan_and_refuses_a_drifted_on
     assert result.returncode == 0, result.stderr
     summary = json.loads((out / "summary.json").read_text())
     assert summary["provenance"]["profile"] == name
-    assert summary["provenance"]["plan_hash"] == resolve(name).plan.plan_hash
+    assert summary["provenance"]["plan_hash"] == resolve(name, environ=os.environ).plan.plan_hash
     assert summary["points"][0]["requests_ok"] == 1
     # the profile changes under the running service: its results would no longer describe the profile
     rt.profile("bench", env={"STANDIN_TOKEN_RATE": "300"})

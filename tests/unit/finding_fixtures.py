@@ -6,6 +6,7 @@ cards and their free VRAM, and are written by the real writers (so they have the
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from servectl.bench.qualify.model import ClientOverhead, QualifyReport
 from servectl.bench.runner import run_bench
 from servectl.bench.settings import BenchSettings
 from servectl.plan.resolve import plan_for
+from servectl.profile.loader import search_path
 from servectl.profile.validate import load_profile
 from servectl.testing.fakes import FakeGpuInventory, make_device
 
@@ -42,11 +44,11 @@ engine: {{tp: 2, context_length: 32768, kv_cache_dtype: fp8_e4m3}}
 
 
 def context(free_mib: tuple[int, int]) -> BenchContext:
-    loaded = load_profile("f")
+    loaded = load_profile("f", folders=search_path(environ=os.environ))
     gpus = FakeGpuInventory.of(make_device(0), make_device(1, power_limit_w=250.0))
     return BenchContext(
         profile_name="f",
-        plan_hash=plan_for(loaded).plan_hash,
+        plan_hash=plan_for(loaded, environ=os.environ).plan_hash,
         image_digest=DIGEST,
         model_revision=REVISION,
         free_vram_after=lambda: [CardFreeMemory(i, m * MIB) for i, m in enumerate(free_mib)],

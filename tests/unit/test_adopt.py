@@ -7,6 +7,7 @@ matches the container on every field servectl controls.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from servectl.plan.container_match import container_diff, container_fields, diff
 from servectl.plan.resolve import plan_for
 from servectl.profile.catalog import FlagCatalog
 from servectl.profile.engine_args import catalog_for
-from servectl.profile.loader import LoadedProfile, ProfileFolder
+from servectl.profile.loader import LoadedProfile, ProfileFolder, search_path
 from servectl.profile.validate import load_profile
 from servectl.testing.inspect import container_inspect, image_inspect
 
@@ -318,7 +319,10 @@ def test_adopt_writes_a_validated_file_and_refuses_a_taken_name_unless_forced(tm
             opts=AdoptOptions(folders=folders, environ={}),
         )
     named_by_file = adopt(
-        docker=docs, container="sglang-hand", out=tmp_path / "elsewhere.yaml", opts=AdoptOptions(folders=folders)
+        docker=docs,
+        container="sglang-hand",
+        out=tmp_path / "elsewhere.yaml",
+        opts=AdoptOptions(folders=folders, environ=os.environ),
     )
     assert named_by_file.adoption.name == "elsewhere" and named_by_file.problems == ()
 
@@ -358,7 +362,9 @@ def test_the_adopted_services_are_looked_up_on_the_runtimes_search_path(
     write_and_load(tmp_path / "elsewhere", data, image_inspect(), name="hand")
     environ = {"HOME": "/home/u", "SERVECTL_PROFILES": str(tmp_path / "elsewhere" / "profiles")}
     assert [r.name for r in adopted_profiles(environ)] == ["hand"]
-    assert "hand" not in [r.name for r in adopted_profiles()]  # os.environ's search path does not have it
+    assert "hand" not in [
+        r.name for r in adopted_profiles(environ=os.environ)
+    ]  # os.environ's search path does not have it
     engine = FakeDockerEngine()
     engine.documents[data["Id"]] = data
     engine.image_documents[data["Image"]] = image_inspect()
@@ -374,7 +380,12 @@ def test_the_adopted_services_are_looked_up_on_the_runtimes_search_path(
     assert [(s.profile, s.adopted) for s in listed] == [("hand", True)]
     docs = FakeDocuments({"sglang-hand": data}, {data["Image"]: image_inspect()})
     with pytest.raises(AdoptError, match="profile hand already exists"):  # the name is taken on that path too
-        adopt(docker=docs, container="sglang-hand", name="hand", opts=AdoptOptions(dry_run=True, environ=environ))
+        adopt(
+            docker=docs,
+            container="sglang-hand",
+            name="hand",
+            opts=AdoptOptions(dry_run=True, environ=environ, folders=search_path(environ=environ)),
+        )
 
 
 GPU_RESERVATION = {"driver": "nvidia", "device_ids": ["0", "1"], "capabilities": ["gpu"]}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -18,7 +19,7 @@ from typing import Any
 import pytest
 
 from servectl.plan.adopt import AdoptError, adopt_recipe, adoption_yaml, read_recipe
-from servectl.profile.loader import ProfileFolder
+from servectl.profile.loader import ProfileFolder, search_path
 from servectl.profile.validate import load_profile
 from servectl.service.adopt import AdoptOptions, adopt
 
@@ -207,7 +208,12 @@ def test_adopt_recipe_writes_the_profile_and_never_loses_a_file(tmp_path: Path) 
     recipe = tmp_path / "recipe.json"
     recipe.write_text(SEED.read_text(encoding="utf-8"), encoding="utf-8")
     opts = AdoptOptions(folders=[ProfileFolder(folder, "./profiles")], environ={})
-    dry = adopt(docker=NoDocker(), recipe=recipe, name="glm", opts=AdoptOptions(dry_run=True, folders=opts.folders))
+    dry = adopt(
+        docker=NoDocker(),
+        recipe=recipe,
+        name="glm",
+        opts=AdoptOptions(dry_run=True, folders=opts.folders, environ=os.environ),
+    )
     assert not dry.written and list(folder.iterdir()) == [] and dry.problems == ()
     assert len(dry.adoption.problems) == 4
     written = adopt(docker=NoDocker(), recipe=recipe, name="glm", opts=opts)
@@ -220,13 +226,23 @@ def test_adopt_recipe_writes_the_profile_and_never_loses_a_file(tmp_path: Path) 
         adopt(docker=NoDocker(), recipe=recipe, name="glm", opts=opts)
     recipe.write_text('{"schema_version": "local-ai-registry/v1", "id": "x",', encoding="utf-8")
     with pytest.raises(AdoptError) as broken:
-        adopt(docker=NoDocker(), recipe=recipe, name="glm", opts=AdoptOptions(force=True, folders=opts.folders))
+        adopt(
+            docker=NoDocker(),
+            recipe=recipe,
+            name="glm",
+            opts=AdoptOptions(force=True, folders=opts.folders, environ=os.environ),
+        )
     assert broken.value.message == f"{recipe}:1:54: not JSON: Expecting property name enclosed in double quotes"
     with pytest.raises(AdoptError, match=f"recipe file {tmp_path / 'gone.json'} does not exist"):
         adopt(docker=NoDocker(), recipe=tmp_path / "gone.json", opts=opts)
     assert written.path.read_bytes() == before and sorted(p.name for p in folder.iterdir()) == ["glm.yaml"]
     recipe.write_text(SEED.read_text(encoding="utf-8"), encoding="utf-8")
-    forced = adopt(docker=NoDocker(), recipe=recipe, name="glm", opts=AdoptOptions(force=True, folders=opts.folders))
+    forced = adopt(
+        docker=NoDocker(),
+        recipe=recipe,
+        name="glm",
+        opts=AdoptOptions(force=True, folders=opts.folders, environ=os.environ),
+    )
     assert forced.backup == folder / "glm.yaml.bak" and forced.backup.read_bytes() == before
 
 
@@ -244,12 +260,22 @@ def test_an_image_on_this_host_is_asked_with_its_own_parser(tmp_path: Path) -> N
     ref = "glm53-flash-sglang-exl3:stage-20260827-r6"
     docker = NoDocker({ref: image_inspect(repo_digests=[])})
     result = adopt(
-        docker=docker, recipe=recipe, out=tmp_path / "p.yaml", opts=AdoptOptions(dry_run=True, engine_parser=parser)
+        docker=docker,
+        recipe=recipe,
+        out=tmp_path / "p.yaml",
+        opts=AdoptOptions(
+            dry_run=True, engine_parser=parser, environ=os.environ, folders=search_path(environ=os.environ)
+        ),
     )
     assert asked == [(ref, seed()["launch"]["arguments"])]
     assert not any("--quantization" in p for p in result.adoption.problems)
     assert any("own SGLang 0.5.23+exl3 parses the argv" in n for n in result.adoption.notes)
-    absent = adopt(docker=NoDocker(), recipe=recipe, out=tmp_path / "p.yaml", opts=AdoptOptions(dry_run=True))
+    absent = adopt(
+        docker=NoDocker(),
+        recipe=recipe,
+        out=tmp_path / "p.yaml",
+        opts=AdoptOptions(dry_run=True, environ=os.environ, folders=search_path(environ=os.environ)),
+    )
     assert any("--quantization exl3" in p for p in absent.adoption.problems)
 
 

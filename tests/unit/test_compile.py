@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from servectl.plan.compile import (
 )
 from servectl.plan.script import dry_run_text
 from servectl.profile.catalog import FlagCatalog
+from servectl.profile.loader import search_path
 from servectl.profile.validate import load_profile
 
 REPO = Path(__file__).resolve().parents[2]
@@ -84,7 +86,7 @@ def in_repo(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def plan_of(name: str, state: Path = Path("/state")):  # type: ignore[no-untyped-def]
-    loaded = load_profile(name)
+    loaded = load_profile(name, folders=search_path(environ=os.environ))
     return compile_plan(
         loaded.profile, source=f"profiles/{name}.yaml", state_dir=state, home=Path("/home/u"), environ=ENV
     )
@@ -175,7 +177,7 @@ def test_api_key_is_a_reference_and_never_in_the_command(tmp_path: Path, monkeyp
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("SECRET_API_KEY", "sk-very-secret")
     plan = compile_plan(
-        load_profile("k").profile,
+        load_profile("k", folders=search_path(environ=os.environ)).profile,
         source="k",
         state_dir=Path("/s"),
         home=Path("/h"),
@@ -245,7 +247,7 @@ def test_docker_run_snapshot_of_demo() -> None:
 def test_unset_path_variable_is_one_clear_error() -> None:
     from servectl.errors import ProfileError
 
-    loaded = load_profile("glm53-exl3-q4-tp4")
+    loaded = load_profile("glm53-exl3-q4-tp4", folders=search_path(environ=os.environ))
     with pytest.raises(ProfileError, match=r"model.path: .*\$\{MODEL_ROOT\}, which is not set; export MODEL_ROOT="):
         compile_plan(loaded.profile, source="x", state_dir=Path("/s"), home=Path("/h"), environ={})
 
@@ -279,7 +281,13 @@ def test_warm_standby_compiles_to_the_memory_saver_and_cpu_backup_flags(
     monkeypatch.chdir(tmp_path)
 
     def argv(name: str) -> tuple[str, ...]:
-        plan = compile_plan(load_profile(name).profile, source=name, state_dir=Path("/s"), home=Path("/h"), environ={})
+        plan = compile_plan(
+            load_profile(name, folders=search_path(environ=os.environ)).profile,
+            source=name,
+            state_dir=Path("/s"),
+            home=Path("/h"),
+            environ={},
+        )
         return plan.engine_argv
 
     assert argv("w")[-2:] == ("--enable-memory-saver", "--enable-weights-cpu-backup")

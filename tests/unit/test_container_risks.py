@@ -7,6 +7,7 @@ its problem line, or - when a profile cannot carry it - the recipe is refused in
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from servectl.errors import ProfileError
 from servectl.plan.adopt import AdoptError, adopt_recipe, read_recipe
 from servectl.plan.inventory import validations
 from servectl.profile.container_risks import UNCARRIED
-from servectl.profile.loader import ProfileFolder
+from servectl.profile.loader import ProfileFolder, search_path
 from servectl.profile.validate import load_profile
 from servectl.service.adopt import AdoptOptions, adopt
 
@@ -46,7 +47,7 @@ def test_a_risky_setting_is_a_validate_warning_with_its_reason(
     if not extra.startswith("serve"):
         text += "serve: {port: 8180, role: bench}\n"
     write_profile("p", text)
-    [result] = validations(["p"])
+    [result] = validations(["p"], folders=search_path(environ=os.environ))
     assert result.error is None
     assert [(w.rule, w.field) for w in result.warnings] == [("container.risk", field)]
     assert reason in result.warnings[0].message
@@ -68,7 +69,7 @@ def test_the_docker_socket_or_a_writable_system_folder_is_a_validate_error(
 ) -> None:
     write_profile("p", minimal("p") + f"container: {{mounts: [{mount}]}}\n")
     with pytest.raises(ProfileError) as err:
-        load_profile("p")
+        load_profile("p", folders=search_path(environ=os.environ))
     [problem] = err.value.problems
     assert (problem.rule, problem.field) == ("container.escape", "container.mounts[0]")
     assert said in problem.message and "\n" not in problem.message
@@ -82,7 +83,7 @@ def test_read_only_system_folders_and_ordinary_mounts_are_fine(
         " {source: /var/lib/docker/volumes/scratch/_data, target: /scratch}]"
     )
     write_profile("p", minimal("p") + f"container: {{mounts: {mounts}}}\n")
-    [result] = validations(["p"])
+    [result] = validations(["p"], folders=search_path(environ=os.environ))
     assert result.error is None and result.warnings == ()
 
 
@@ -142,7 +143,10 @@ def test_a_recipe_s_risky_settings_are_carried_with_their_problem_lines(tmp_path
     folder = tmp_path / "profiles"
     folder.mkdir()
     written = adopt(
-        docker=_NoDocker(), recipe=recipe, name="g", opts=AdoptOptions(folders=[ProfileFolder(folder, "t")])
+        docker=_NoDocker(),
+        recipe=recipe,
+        name="g",
+        opts=AdoptOptions(folders=[ProfileFolder(folder, "t")], environ=os.environ),
     )
     escapes = [p for p in written.problems if "Docker engine's socket" in p or "writable mount of /" in p]
     assert len(escapes) == 2, written.problems
@@ -173,7 +177,12 @@ def test_a_hostile_recipe_file_is_refused_in_one_line(tmp_path: Path, text: str,
     recipe = tmp_path / "r.json"
     recipe.write_text(text, encoding="utf-8")
     with pytest.raises(AdoptError) as err:
-        adopt(docker=_NoDocker(), recipe=recipe, out=tmp_path / "p.yaml", opts=AdoptOptions(dry_run=True))
+        adopt(
+            docker=_NoDocker(),
+            recipe=recipe,
+            out=tmp_path / "p.yaml",
+            opts=AdoptOptions(dry_run=True, environ=os.environ, folders=search_path(environ=os.environ)),
+        )
     assert err.value.message == f"{recipe}: {said}; a recipe is a small JSON record"
 
 
@@ -206,7 +215,7 @@ def test_adopt_out_onto_a_fifo_or_a_folder_is_refused_and_writes_nothing(tmp_pat
         os.mkfifo(out)
     else:
         out.mkdir()
-    opts = AdoptOptions(force=True, folders=[ProfileFolder(tmp_path, "t")])
+    opts = AdoptOptions(force=True, folders=[ProfileFolder(tmp_path, "t")], environ=os.environ)
     with pytest.raises(AdoptError) as err:
         adopt(docker=_NoDocker(), recipe=recipe, out=out, opts=opts)
     what = "a FIFO (named pipe)" if kind == "fifo" else "a folder"

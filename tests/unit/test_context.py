@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -82,7 +83,7 @@ def test_a_profile_without_gpus_reads_no_card_even_where_nvml_answers(real_adapt
     from servectl.plan.resolve import resolve
 
     ctx = Context(docker=FakeDockerEngine(), state_dir=tmp_path)
-    no_cards = ctx.gpus_for(resolve("demo"))  # the stand-in demo: gpus.devices []
+    no_cards = ctx.gpus_for(resolve("demo", environ=os.environ))  # the stand-in demo: gpus.devices []
     assert not reads_cards(no_cards) and real_adapters == []  # NVML not even opened
     with pytest.raises(GpuUnavailable, match="profile demo uses no GPUs"):
         no_cards.snapshot()

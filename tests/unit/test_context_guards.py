@@ -3,6 +3,10 @@
 * **Environment reads.** Only the module that builds the :class:`~servectl.service.context.Context`
   (``service/context.py``) and ``paths.py`` read the process's environment (``os.environ``, ``os.getenv``,
   ``from os import environ``); everything else gets the context's ``environ``.
+* **Environment defaults.** Below ``host/`` no parameter or field named ``environ`` has a default: a caller that
+  forgets to pass the host's environment is a type error, not a silent read of the process's (the bug of
+  ``bench``, ``qualify`` and ``diff_container`` on a profile only the host's ``SERVECTL_PROFILES`` names).
+  ``Host``, ``from_env``, ``api.py`` and ``Context`` itself build from ``os.environ`` when given none.
 * **Adapters.** The real adapters (Docker SDK engine and client, NVML, the psutil probe, the state folder's
   history and lock, declared conflicts, the runtime, the code sandbox, the plan cache) are constructed only where
   the context is built: ``service/context.py``, and ``host/base.py`` (the host's plan cache beside it).
@@ -42,12 +46,18 @@ ENV_READERS = {
     "cli/service.py": "bold table headers unless TERM=dumb, as rich decides for its own tables (display only)",
     "adapters/host.py": "which tools this process can run (shutil.which) is a fact of its own PATH",
 }
-ENV_NOT_YET = {
-    "bench/finding/report.py": "issue 40: write_report defaults environ",
-    "bench/qualify/gates/clients.py": "issue 40: the agent clients' environment defaults to os.environ",
-    "plan/resolve.py": "issue 40: resolve(name, environ=None)",
-    "profile/loader.py": "issue 40: search_path(environ=None)",
-    "service/adopt.py": "issue 40: adopt defaults environ",
+ENV_NOT_YET: dict[str, str] = {
+    # module -> what issue 40 still has to take from the Context's environ
+}
+
+# -- environment defaults -------------------------------------------------------------------------------------
+ABOVE_THE_CONTEXT = ("host/", "cli/", "api.py")
+ENV_DEFAULTS = {
+    "service/context.py": "Context(environ=None) is the process's environment: the one place it is read",
+}
+ENV_DEFAULTS_NOT_YET = {
+    "paths.py": "issue 40: catalog_cache_dir(environ=None): the flag-catalog store (read by the validator's "
+    "catalog_for) defaults to the process's cache folder",
 }
 
 # -- adapter construction --------------------------------------------------------------------------------------
@@ -116,6 +126,30 @@ def environ_reads(tree: ast.Module) -> list[int]:
         if isinstance(node, ast.ImportFrom) and node.module == "os":
             found += [node.lineno for a in node.names if a.name in {"environ", "environb", "getenv", "getenvb"}]
     return found
+
+
+def _defaults(node: ast.AST) -> Iterator[tuple[str, ast.expr]]:
+    """``(name, default)`` of each parameter of a function, or each field of a class, that has a default."""
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+        args = node.args
+        positional = args.posonlyargs + args.args
+        defaulted = positional[len(positional) - len(args.defaults) :]
+        yield from ((a.arg, d) for a, d in zip(defaulted, args.defaults, strict=True))
+        yield from ((a.arg, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None)
+    elif isinstance(node, ast.ClassDef):
+        for item in node.body:
+            if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name) and item.value is not None:
+                yield item.target.id, item.value
+
+
+def environ_defaults(tree: ast.Module) -> list[tuple[str, int]]:
+    """``(name, line)`` of each parameter or field named ``environ`` (or ``*_environ``) given a default."""
+    return [
+        (name, default.lineno)
+        for node in ast.walk(tree)
+        for name, default in _defaults(node)
+        if name == "environ" or name.endswith("_environ")
+    ]
 
 
 def adapter_constructions(tree: ast.Module) -> list[tuple[str, int]]:
@@ -221,6 +255,14 @@ def environ_offenders(root: Path) -> dict[str, list[int]]:
     return {m: lines for m, tree in modules(root) if (lines := environ_reads(tree)) and m not in ENV_READERS}
 
 
+def environ_default_offenders(root: Path) -> dict[str, list[tuple[str, int]]]:
+    return {
+        m: found
+        for m, tree in modules(root)
+        if not m.startswith(ABOVE_THE_CONTEXT) and (found := environ_defaults(tree)) and m not in ENV_DEFAULTS
+    }
+
+
 def adapter_offenders(root: Path) -> dict[str, list[tuple[str, int]]]:
     return {m: c for m, tree in modules(root) if (c := adapter_constructions(tree)) and m not in CONTEXT_BUILDERS}
 
@@ -236,6 +278,14 @@ def test_only_the_context_and_paths_modules_read_the_environment() -> None:
     assert unexpected == {}, f"read the Context's environ instead of os.environ: {unexpected}"
     assert set(ENV_NOT_YET) <= set(offenders), f"done: remove from ENV_NOT_YET: {set(ENV_NOT_YET) - set(offenders)}"
     assert {m for m, _ in modules(SRC) if environ_reads(_tree(m))} >= set(ENV_READERS) - {"service/context.py"}
+
+
+def test_below_the_host_no_environ_has_a_default() -> None:
+    offenders = environ_default_offenders(SRC)
+    unexpected = {m: found for m, found in offenders.items() if m not in ENV_DEFAULTS_NOT_YET}
+    assert unexpected == {}, f"take the environment without a default (the host passes its own): {unexpected}"
+    assert set(ENV_DEFAULTS_NOT_YET) <= set(offenders), f"done: remove from ENV_DEFAULTS_NOT_YET: {offenders}"
+    assert all(environ_defaults(_tree(m)) for m in ENV_DEFAULTS), "an exception that no longer applies"
 
 
 def test_only_the_context_module_constructs_adapters() -> None:
@@ -300,6 +350,21 @@ def _package(tmp_path: Path, files: dict[str, str]) -> Path:
 def test_the_environment_guard_fails_on_a_module_reading_os_environ(tmp_path: Path, source: str) -> None:
     root = _package(tmp_path, {"service/context.py": "import os\nENV = os.environ\n", "plan/bad.py": source})
     assert list(environ_offenders(root)) == ["plan/bad.py"]
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "def resolve(name, *, environ=None):\n    ...\n",
+        "def search_path(environ={}):\n    ...\n",
+        "from dataclasses import dataclass\n\n@dataclass\nclass Options:\n    environ: dict | None = None\n",
+        "class Runner:\n    def __init__(self, *, child_environ=None) -> None: ...\n",
+    ],
+)
+def test_the_environ_default_guard_fails_on_a_defaulted_environ_below_the_host(tmp_path: Path, source: str) -> None:
+    host = "def from_env(*, environ=None):\n    ...\n"  # above the Context: builds it from os.environ
+    root = _package(tmp_path, {"host/__init__.py": host, "api.py": host, "plan/bad.py": source})
+    assert list(environ_default_offenders(root)) == ["plan/bad.py"]
 
 
 @pytest.mark.parametrize(

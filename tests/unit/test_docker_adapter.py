@@ -94,7 +94,7 @@ def _synthetic_spec() -> DockerRunSpec:
 def shipped_plans(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[DockerRunSpec]:
     monkeypatch.setenv("SERVECTL_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("SERVECTL_PROFILES", raising=False)
-    return [resolve(name).plan.docker for name in ("demo", "glm53-393k")]
+    return [resolve(name, environ=os.environ).plan.docker for name in ("demo", "glm53-393k")]
 
 
 def test_run_kwargs_make_the_same_container_as_the_printed_docker_run(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +19,7 @@ from servectl.bench.finding.render import render_readme, render_short
 from servectl.bench.finding.report import ReportResult, write_report
 from servectl.bench.finding.verify import verify_finding
 from servectl.errors import UsageError
+from servectl.profile.loader import search_path
 from servectl.redact import Publication
 
 #: The sections of the promotion seed's finding (000_c6e6fc36dd901bef), in its order.
@@ -40,7 +42,12 @@ ALL_GATES = "tools 20/20, needle 2/2, endurance 60/60, smoke 1/1, json 6/6, reas
 def finding(tmp_path: Path, write_profile: Callable[[str, str], Path]) -> ReportResult:
     bench, qualify = evidence(tmp_path, write_profile)
     return write_report(
-        name="f", evidence_dir=bench, qualification_dir=qualify, out_dir=tmp_path / "finding", publication=Publication()
+        name="f",
+        evidence_dir=bench,
+        qualification_dir=qualify,
+        out_dir=tmp_path / "finding",
+        publication=Publication(),
+        environ=os.environ,
     )
 
 
@@ -158,6 +165,7 @@ def test_a_correction_writes_new_files_and_keeps_the_old_claims_as_superseded(
         qualification_dir=tmp_path / "qualify",
         out_dir=finding.folder,
         publication=Publication(),
+        environ=os.environ,
     )
     assert corrected.edition == 2 and "decode.c1.p4096#1" in corrected.superseded
     assert (finding.folder / "editions/1/README.md").read_text() == first
@@ -183,6 +191,7 @@ def test_size_limits_refuse_before_writing_anything(tmp_path: Path, write_profil
             out_dir=out,
             publication=Publication(),
             limits=FindingLimits(max_file_bytes=4000),
+            environ=os.environ,
         )
     assert re.search(
         r"report: artifacts/e1/bench/c1-p4096-r3\.json would be 0\.\d MiB, over the per-file limit", str(err.value)
@@ -195,6 +204,7 @@ def test_size_limits_refuse_before_writing_anything(tmp_path: Path, write_profil
             out_dir=out,
             publication=Publication(),
             limits=FindingLimits(max_bundle_bytes=30_000),
+            environ=os.environ,
         )
     assert not out.exists()
 
@@ -205,7 +215,9 @@ def test_report_refuses_evidence_changed_since_it_was_written(
     bench, qualify = evidence(tmp_path, write_profile)
     edit_json(bench / "summary.json", lambda d: d.update(run_id="edited"))
     with pytest.raises(UsageError, match=r"summary\.json: changed since artifact-manifest\.json was written"):
-        write_report(name="f", evidence_dir=bench, qualification_dir=qualify, out_dir=tmp_path / "x")
+        write_report(
+            name="f", evidence_dir=bench, qualification_dir=qualify, out_dir=tmp_path / "x", environ=os.environ
+        )
 
 
 def test_a_folder_that_is_not_a_finding_is_never_written_into(
@@ -213,7 +225,7 @@ def test_a_folder_that_is_not_a_finding_is_never_written_into(
 ) -> None:
     bench, qualify = evidence(tmp_path, write_profile)
     with pytest.raises(UsageError, match="the folder is not empty and holds no finding"):
-        write_report(name="f", evidence_dir=bench, qualification_dir=qualify, out_dir=bench)
+        write_report(name="f", evidence_dir=bench, qualification_dir=qualify, out_dir=bench, environ=os.environ)
 
 
 def test_qualify_in_the_bench_folder_is_found_and_a_failed_gate_is_reported(
@@ -223,7 +235,9 @@ def test_qualify_in_the_bench_folder_is_found_and_a_failed_gate_is_reported(
 
     bench, _ = evidence(tmp_path, write_profile)
     qualify_folder(bench, gates=(gate("tools", 19, 20), gate("coding", 15, 15)))
-    result = write_report(name="f", evidence_dir=bench, out_dir=tmp_path / "fin", publication=Publication())
+    result = write_report(
+        name="f", evidence_dir=bench, out_dir=tmp_path / "fin", publication=Publication(), environ=os.environ
+    )
     readme = (result.folder / "README.md").read_text()
     assert "- not eligible for promotion: tools 19/20 (fail)" in readme and "- coding 15/15: pass" in readme
     assert verify_finding(result.folder).ok
@@ -268,7 +282,12 @@ def test_redaction_leaves_no_planted_secret_hostname_user_or_home_path_in_the_fi
         homes=(PLANTED["home path"],),
     )
     result = write_report(
-        name="f", evidence_dir=bench, qualification_dir=qualify, out_dir=tmp_path / "pub", publication=publication
+        name="f",
+        evidence_dir=bench,
+        qualification_dir=qualify,
+        out_dir=tmp_path / "pub",
+        publication=publication,
+        environ=os.environ,
     )
     everything = "\n".join(p.read_text() for p in sorted(result.folder.rglob("*")) if p.is_file())
     survived = [what for what, value in PLANTED.items() if value in everything]
@@ -306,7 +325,7 @@ def test_this_hosts_publication_names_its_hostname_user_home_and_secret_variable
 def test_promote_recounts_a_finding_and_promotes_on_its_copies(finding: ReportResult, profile_dir: Path) -> None:
     from servectl.bench.promote import promote
 
-    record = promote(name="f", evidence_dir=finding.folder)
+    record = promote(name="f", evidence_dir=finding.folder, environ=os.environ)
     assert record.gate_counts == ALL_GATES
     assert record.source_dir.endswith("artifacts/e1/bench")
     assert "status: promoted" in (profile_dir / "f.yaml").read_text()
@@ -320,7 +339,7 @@ def test_promote_refuses_a_finding_that_no_longer_recounts(finding: ReportResult
         finding.folder / "artifacts/e1/qualify/qualify.json", lambda d: d["gates"][0]["cases"][3].update(ok=False)
     )
     with pytest.raises(ProfileError) as err:
-        promote(name="f", evidence_dir=finding.folder)
+        promote(name="f", evidence_dir=finding.folder, environ=os.environ)
     lines = str(err.value).splitlines()
     assert any(
         "cannot promote: claims verify: claim gate.tools.passed (20 cases): different value: "
@@ -339,7 +358,7 @@ def test_promote_refuses_a_run_folder_with_a_file_changed_since_its_manifest(
     bench, qualify = evidence(tmp_path, write_profile)
     edit_json(bench / "summary.json", lambda d: d["points"][0]["decode_tok_s"].update(p50=150.0))
     with pytest.raises(ProfileError, match=r"cannot promote: evidence recount: .*summary\.json: changed since"):
-        promote(name="f", evidence_dir=bench, qualification_dir=qualify)
+        promote(name="f", evidence_dir=bench, qualification_dir=qualify, environ=os.environ)
 
 
 IMPORTED = {
@@ -378,7 +397,7 @@ def test_imported_figures_stay_labelled_and_never_count_as_servectls_evidence(
         "imported": [IMPORTED],
     }
     (profile_dir / "f.evidence.json").write_text(json.dumps(imported_only))
-    loaded = load_profile("f")
+    loaded = load_profile("f", folders=search_path(environ=os.environ))
     record = load_record(loaded)
     assert record is not None and not record.measured
     assert headline(record, current_plan_hash="x") == "imported: 112.07 tok/s"  # never marked as a measurement
@@ -389,7 +408,12 @@ def test_imported_figures_stay_labelled_and_never_count_as_servectls_evidence(
     )
 
     result = write_report(
-        name="f", evidence_dir=bench, qualification_dir=qualify, out_dir=tmp_path / "fin", publication=Publication()
+        name="f",
+        evidence_dir=bench,
+        qualification_dir=qualify,
+        out_dir=tmp_path / "fin",
+        publication=Publication(),
+        environ=os.environ,
     )
     imported = [c for c in result.ledger["claims"] if c["origin"] == "imported"]
     assert [(c["text"], c["source"]["url"]) for c in imported] == [("112.07", "https://example.org/finding/")]
@@ -397,7 +421,7 @@ def test_imported_figures_stay_labelled_and_never_count_as_servectls_evidence(
     check = verify_finding(result.folder)
     assert check.ok and check.imported == 1 and check.recounted == len(result.ledger["claims"]) - 1
 
-    promoted = promote(name="f", evidence_dir=bench, qualification_dir=qualify)
+    promoted = promote(name="f", evidence_dir=bench, qualification_dir=qualify, environ=os.environ)
     assert promoted.measured and promoted.imported == record.imported  # kept, labelled, apart from the points
     assert all(pt.decode_tok_s_p50 != 112.07 for pt in promoted.points)
 
@@ -445,7 +469,9 @@ def test_report_refuses_evidence_of_another_plan(tmp_path: Path, write_profile: 
     bench, qualify = evidence(tmp_path, write_profile)
     write_profile("f", PROFILE.replace("context_length: 32768", "context_length: 16384"))  # changed after the run
     with pytest.raises(UsageError) as err:
-        write_report(name="f", evidence_dir=bench, qualification_dir=qualify, out_dir=tmp_path / "x")
+        write_report(
+            name="f", evidence_dir=bench, qualification_dir=qualify, out_dir=tmp_path / "x", environ=os.environ
+        )
     lines = str(err.value).splitlines()
     assert len(lines) == 2 and all(
         "measure it again (the finding's facts would not describe the run)" in x for x in lines

@@ -3,6 +3,7 @@ with made-up times; no thread, no clock, no engine."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 
 import pytest
@@ -16,7 +17,9 @@ from servectl.service.health import READY, READY_LINE, GateMachine
 
 @pytest.fixture
 def plan() -> LaunchPlan:
-    return replace(resolve("demo").plan, startup_timeout_s=100.0, stall_timeout_s=10.0, expect_log=())
+    return replace(
+        resolve("demo", environ=os.environ).plan, startup_timeout_s=100.0, stall_timeout_s=10.0, expect_log=()
+    )
 
 
 def all_probes_pass(gate: GateMachine) -> None:

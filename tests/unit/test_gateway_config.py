@@ -22,6 +22,7 @@ from servectl.gateway.config import (
 from servectl.gateway.keys import KEY_PREFIX, KeyRing, create_key, digest, parse_duration, read_keys, revoke_key
 from servectl.gateway.ratelimit import RateLimiter
 from servectl.gateway.routes import AliasTable, Upstream
+from servectl.profile.loader import search_path
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "gateway.yaml"
@@ -37,7 +38,7 @@ def load_error(path: Path, text: str) -> str:
     """The ProfileError that loading a gateway file of ``text`` at ``path`` raises, its folder left out."""
     path.write_text(text)
     with pytest.raises(ProfileError) as err:
-        load_gateway_config(path)
+        load_gateway_config(path, environ=os.environ)
     return str(err.value).replace(str(path.parent) + "/", "")
 
 
@@ -48,7 +49,7 @@ def test_the_shipped_schema_is_current_and_the_example_validates_against_it() ->
     assert json.loads(GATEWAY_SCHEMA_FILE.read_text()) == gateway_json_schema(), "regenerate gateway.schema.json"
     assert EXAMPLE.read_text().splitlines()[0] == "# yaml-language-server: $schema=../schema/gateway.schema.json"
     jsonschema.validate(yaml.safe_load(EXAMPLE.read_text()), gateway_json_schema())
-    config = load_gateway_config(EXAMPLE)
+    config = load_gateway_config(EXAMPLE, environ=os.environ)
     assert config.aliases == {"chat": ["demo", "demo-rollback"], "default": ["*"]}
     assert (config.host, config.port) == ("127.0.0.1", 8080)
 
@@ -224,7 +225,7 @@ def test_templates_and_bases_are_no_default_aliases(tmp_path: Path, monkeypatch:
     (tmp_path / "todo.yaml").write_text("template: fill me in with servectl adopt\n")
     monkeypatch.setenv("SERVECTL_PROFILES", str(tmp_path))
     monkeypatch.setenv("SERVECTL_HOME", str(tmp_path / "home"))
-    names = profile_names()
+    names = profile_names(search_path(environ=os.environ))
     assert "mine" in names and "demo" in names
     assert "_base" not in names and "todo" not in names
 

@@ -10,6 +10,7 @@ import pytest
 from servectl.errors import UsageError
 from servectl.gateway.container import NONROOT_ID, gateway_spec
 from servectl.plan.compile import docker_run_argv
+from servectl.profile.loader import search_path
 
 
 def _world(tmp_path: Path) -> dict[str, str]:
@@ -66,7 +67,13 @@ def test_engine_plans_keep_their_json_and_hash_without_the_new_fields() -> None:
     from servectl.plan.compile import compile_plan
     from servectl.profile.loader import read_profile
 
-    plan = compile_plan(read_profile("demo").profile, source="demo.yaml", state_dir=Path("/s"), home=Path("/h"))
+    plan = compile_plan(
+        read_profile("demo", folders=search_path(environ=os.environ)).profile,
+        source="demo.yaml",
+        state_dir=Path("/s"),
+        home=Path("/h"),
+        environ={},
+    )
     assert "user" not in plan.to_dict()["docker"] and "group_add" not in plan.to_dict()["docker"]
 
 

@@ -5,6 +5,7 @@ family's own error shape with the X-Servectl-Reason code."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from servectl.gateway.cards import ProfileCard
 from servectl.gateway.config import GatewayConfig
 from servectl.gateway.keys import create_key
 from servectl.gateway.routes import Upstream
+from servectl.profile.loader import search_path
 from servectl.standin.process import HostStandin, free_port
 from servectl.testing.gateway import GatewayThread
 
@@ -223,5 +225,7 @@ def test_a_profile_card_reads_the_window_and_capabilities_off_the_profile() -> N
     from servectl.gateway.cards import profile_card
     from servectl.profile.validate import load_profile
 
-    card = profile_card(load_profile("demo").profile)  # the shipped demo: 32768, GLM's tool and reasoning parsers
+    card = profile_card(
+        load_profile("demo", folders=search_path(environ=os.environ)).profile
+    )  # the shipped demo: 32768, GLM's tool and reasoning parsers
     assert (card.context_window, card.capabilities) == (32768, ["tools", "reasoning"])

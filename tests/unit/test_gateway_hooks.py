@@ -6,6 +6,7 @@ A recording admin socket stands in for the gateway; the transaction runs on the 
 from __future__ import annotations
 
 import json
+import os
 import socket
 import threading
 from collections.abc import Iterator
@@ -75,7 +76,7 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[dic
         lock=FakeLock(),
         state_dir=tmp_path / "home",
     )
-    runtime.run(resolve("alpha"), state="ready")
+    runtime.run(resolve("alpha", environ=os.environ), state="ready")
     gateway = RecordingGateway(admin_socket_path(tmp_path / "home"), lambda: list(runtime.calls))
     try:
         yield (ctx, runtime), gateway

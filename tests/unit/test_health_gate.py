@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from dataclasses import replace
@@ -35,7 +36,7 @@ SPARSE_MLA = "DSA decode backend: flashinfer_sparse_mla (sparse MLA decode path 
 @pytest.fixture
 def demo_plan(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> LaunchPlan:
     monkeypatch.setenv("SERVECTL_HOME", str(tmp_path))
-    plan = resolve("demo").plan
+    plan = resolve("demo", environ=os.environ).plan
     return replace(plan, startup_timeout_s=5.0, stall_timeout_s=2.0)
 
 

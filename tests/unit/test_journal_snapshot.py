@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from servectl.errors import ProfileError
+from servectl.profile.loader import search_path
 from servectl.profile.validate import load_profile
 from servectl.service.journal import PreviousService
 from servectl.service.transaction.snapshot import resolved_from_snapshot
 
 
 def snapshot(**changes: object) -> PreviousService:
-    loaded = load_profile("demo")
+    loaded = load_profile("demo", folders=search_path(environ=os.environ))
     data = {**loaded.data, **changes}
     return PreviousService(profile="demo", source=str(loaded.file.path), data=data, plan_hash="")
 

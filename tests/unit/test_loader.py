@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,13 +18,13 @@ Minimal = Callable[[str], str]
 
 def problems_of(name: str) -> list[str]:
     with pytest.raises(ProfileError) as info:
-        load_profile(name)
+        load_profile(name, folders=search_path(environ=os.environ))
     return info.value.lines()
 
 
 def test_minimal_profile_loads_with_defaults(write_profile: Write, minimal: Minimal) -> None:
     write_profile("p", minimal("p"))
-    loaded = load_profile("p")
+    loaded = load_profile("p", folders=search_path(environ=os.environ))
     assert loaded.profile.engine.tp == 1
     assert loaded.profile.gpus.vram_reserve_mib == 3072
     assert loaded.profile.serve.network == "bridge"
@@ -71,7 +72,7 @@ def test_extends_merges_maps_and_replaces_lists(write_profile: Write, minimal: M
         minimal("_base") + "gpus: {devices: [0, 1], arch: sm120}\nengine: {tp: 2, args: {chunked-prefill-size: 256}}\n",
     )
     write_profile("child", "name: child\nextends: _base\ngpus: {devices: [2, 3]}\nengine: {context_length: 4096}\n")
-    p = load_profile("child").profile
+    p = load_profile("child", folders=search_path(environ=os.environ)).profile
     assert p.gpus.devices == [2, 3]
     assert p.gpus.arch == "sm120"  # map merged
     assert p.engine.tp == 2 and p.engine.context_length == 4096
@@ -100,7 +101,7 @@ def test_unknown_base_is_an_error(write_profile: Write) -> None:
 def test_unknown_profile_suggests_close_names(write_profile: Write, minimal: Minimal) -> None:
     write_profile("glm-fast", minimal("glm-fast"))
     with pytest.raises(UsageError, match="did you mean glm-fast"):
-        load_profile("glm-fsat")
+        load_profile("glm-fsat", folders=search_path(environ=os.environ))
 
 
 def test_first_folder_on_the_search_path_wins(
@@ -112,12 +113,12 @@ def test_first_folder_on_the_search_path_wins(
     (extra / "p.yaml").write_text(minimal("p").replace("8180", "9000"))
     (extra / "q.yaml").write_text(minimal("q") + "extends: p\n")
     monkeypatch.setenv("SERVECTL_PROFILES", str(extra))
-    files = discover()
+    files = discover(folders=search_path(environ=os.environ))
     assert files["p"].origin == "./profiles" and files["p"].shadows == (extra / "p.yaml",)
-    assert load_profile("p").profile.serve.port == 8180
+    assert load_profile("p", folders=search_path(environ=os.environ)).profile.serve.port == 8180
     # a user's profile in another folder can extend one found earlier on the path
-    assert load_profile("q").profile.serve.port == 8180
-    origins = [f.origin for f in search_path()]
+    assert load_profile("q", folders=search_path(environ=os.environ)).profile.serve.port == 8180
+    origins = [f.origin for f in search_path(environ=os.environ)]
     assert origins == ["./profiles", "SERVECTL_PROFILES", "user", "shipped"]
 
 
@@ -125,4 +126,6 @@ def test_relative_model_path_resolves_against_the_profile_file(
     write_profile: Write, minimal: Minimal, profile_dir: Path
 ) -> None:
     write_profile("p", minimal("p").replace("/models/m", "../weights/m"))
-    assert load_profile("p").profile.model.path == str(profile_dir.parent / "weights" / "m")
+    assert load_profile("p", folders=search_path(environ=os.environ)).profile.model.path == str(
+        profile_dir.parent / "weights" / "m"
+    )

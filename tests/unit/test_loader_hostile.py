@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 from servectl.errors import ProfileError
 from servectl.plan.inventory import list_profiles, validate_profiles
 from servectl.profile import loader, yaml_locations
+from servectl.profile.loader import search_path
 from servectl.profile.validate import load_profile
 
 Write = Callable[[str, str], Path]
@@ -25,7 +27,7 @@ ALIAS_BOMB = "name: bomb\na: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n"
 
 def only_problem(name: str) -> str:
     with pytest.raises(ProfileError) as info:
-        load_profile(name)
+        load_profile(name, folders=search_path(environ=os.environ))
     lines = info.value.lines()
     assert len(lines) == 1, lines
     return lines[0]
@@ -95,7 +97,7 @@ def test_a_slow_file_on_the_search_path_affects_only_its_own_row(
     monkeypatch.setattr(yaml_locations, "READ_BUDGET_S", 0.25)
     write_profile("good", minimal("good"))
     write_profile("slow", minimal("slow") + "engine:\n  env:\n" + "".join(f"    K{i}: v{i}\n" for i in range(150_000)))
-    results = validate_profiles(None)
+    results = validate_profiles(None, folders=search_path(environ=os.environ))
     assert results["good"] is None
     assert "took more than 0.25 s to read" in str(results["slow"])
 
@@ -108,7 +110,7 @@ def test_merge_is_linear_in_the_number_of_keys(write_profile: Write, minimal: Mi
 
     write_profile("_base", "name: _base\n" + env(20_000, "b"))
     write_profile("p", minimal("p") + "extends: _base\n" + env(20_000, "v"))
-    loaded = load_profile("p")
+    loaded = load_profile("p", folders=search_path(environ=os.environ))
     assert len(loaded.profile.engine.env) == 20_000
     assert loaded.profile.engine.env["K7"] == "v7"
     assert loaded.location(("engine", "env", "K7")) == (Path.cwd() / "profiles/p.yaml", 15)
@@ -118,7 +120,7 @@ def test_merge_keeps_locations_of_the_winning_value(write_profile: Write, minima
     flag = "disable-shared-experts-fusion"
     write_profile("_base", f"name: _base\nengine:\n  args: {{{flag}: [1, 2, 3]}}\n  tp: 1\n")
     write_profile("p", minimal("p") + f"extends: _base\nengine:\n  args:\n    {flag}: true\n")
-    loaded = load_profile("p")
+    loaded = load_profile("p", folders=search_path(environ=os.environ))
     assert loaded.profile.engine.args == {flag: True}
     assert ("engine", "args", flag, 0) not in loaded.locations  # the base's list items are gone
     assert loaded.location(("engine", "args", flag))[1] == 8
@@ -146,7 +148,7 @@ def test_numbers_docker_or_sglang_cannot_take_are_refused(
 ) -> None:
     write_profile("p", minimal("p") + extra)
     with pytest.raises(ProfileError) as info:
-        load_profile("p")
+        load_profile("p", folders=search_path(environ=os.environ))
     assert any(f": {field}: " in line and message in line for line in info.value.lines()), info.value.lines()
 
 
@@ -167,14 +169,14 @@ def test_control_characters_in_argv_strings_are_refused(write_profile: Write, mi
     text = "\n".join(line for line in text.splitlines() if not line.startswith(f"{key}:")) + "\n" + extra
     write_profile("p", text)
     with pytest.raises(ProfileError) as info:
-        load_profile("p")
+        load_profile("p", folders=search_path(environ=os.environ))
     assert any("control character" in line for line in info.value.lines()), info.value.lines()
     assert all("\n" not in line and "\0" not in line for line in info.value.lines())
 
 
 def test_description_may_span_lines(write_profile: Write, minimal: Minimal) -> None:
     write_profile("p", minimal("p") + "description: |\n  first line\n  second line\n")
-    assert load_profile("p").profile.description == "first line\nsecond line\n"
+    assert load_profile("p", folders=search_path(environ=os.environ)).profile.description == "first line\nsecond line\n"
 
 
 def test_broken_files_affect_only_their_own_rows(
@@ -185,10 +187,10 @@ def test_broken_files_affect_only_their_own_rows(
     write_profile("bomb", ALIAS_BOMB)
     (profile_dir / "bin.yaml").write_bytes(b"\xff\xfe" * 100)
     write_profile("deep", "name: deep\nx: " + "[" * 100_000 + "]" * 100_000 + "\n")
-    results = validate_profiles(None)
+    results = validate_profiles(None, folders=search_path(environ=os.environ))
     assert results["good"] is None
     assert {n for n, e in results.items() if e is not None} == {"bomb", "bin", "deep"}
-    rows = {r.name: r for r in list_profiles()}
+    rows = {r.name: r for r in list_profiles(environ=os.environ)}
     assert rows["good"].error is None and rows["good"].port == 8180
     assert all(rows[n].error for n in ("bomb", "bin", "deep"))
 
@@ -261,9 +263,9 @@ def test_special_files_named_yaml_are_refused_at_once_and_fail_only_their_own_ro
     done: dict[str, object] = {}
 
     def run() -> None:
-        done["validate"] = validate_profiles(None)
-        done["rows"] = {r.name: r for r in list_profiles()}
-        done["adopted"] = adopted_profiles()
+        done["validate"] = validate_profiles(None, folders=search_path(environ=os.environ))
+        done["rows"] = {r.name: r for r in list_profiles(environ=os.environ)}
+        done["adopted"] = adopted_profiles(environ=os.environ)
 
     worker = threading.Thread(target=run, daemon=True)
     worker.start()

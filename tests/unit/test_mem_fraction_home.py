@@ -6,12 +6,14 @@ target and preflight's estimate read the typed field only and assumed SGLang's d
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from servectl.profile.engine_args import mem_fraction_static
+from servectl.profile.loader import search_path
 from servectl.profile.validate import load_profile
 
 Write = Callable[[str, str], Path]
@@ -32,7 +34,7 @@ def test_the_fraction_is_what_the_engine_gets_wherever_it_is_written(
 ) -> None:
     write_profile("_min", minimal("_min"))
     write_profile("p", f"name: p\nextends: _min\n{extra}\n")
-    profile = load_profile("p").profile
+    profile = load_profile("p", folders=search_path(environ=os.environ)).profile
     assert mem_fraction_static(profile) == expected
 
 

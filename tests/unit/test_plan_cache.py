@@ -21,7 +21,7 @@ from servectl.errors import ProfileError
 from servectl.plan.compile import LaunchPlan
 from servectl.plan.resolve import resolve
 from servectl.profile.catalog import CATALOG_DIR
-from servectl.profile.loader import discover
+from servectl.profile.loader import discover, search_path
 
 WriteProfile = Callable[[str, str], Path]
 
@@ -65,7 +65,7 @@ def test_a_second_lookup_compiles_nothing_and_gives_the_same_plan(
     first = _plan("p")
     second = _plan("p")
     assert compiles == ["p"]
-    assert second == first == resolve("p").plan
+    assert second == first == resolve("p", environ=os.environ).plan
     assert second.to_json() == first.to_json()
     assert _cache().plan_hash("p") == first.plan_hash and compiles == ["p"]
 
@@ -185,7 +185,7 @@ def test_a_state_folder_that_cannot_be_written_only_means_no_cache(
     blocker.write_text("", encoding="utf-8")
     monkeypatch.setenv("SERVECTL_HOME", str(blocker))
     write_profile("p", _profile("p"))
-    assert _plan("p") == resolve("p").plan
+    assert _plan("p") == resolve("p", environ=os.environ).plan
 
 
 def test_the_off_switch_compiles_every_time(
@@ -200,10 +200,10 @@ def test_the_off_switch_compiles_every_time(
 
 def test_every_shipped_plan_survives_the_round_trip_through_json() -> None:
     checked = 0
-    for name, file in discover().items():
+    for name, file in discover(folders=search_path(environ=os.environ)).items():
         if file.is_base or "template:" in file.path.read_text(encoding="utf-8"):
             continue
-        plan = resolve(name, keep_unset=True).plan
+        plan = resolve(name, keep_unset=True, environ=os.environ).plan
         again = LaunchPlan.from_dict(json.loads(plan.to_json()))
         assert again == plan and again.to_json() == plan.to_json(), name
         checked += 1
@@ -226,7 +226,7 @@ def test_no_profile_of_that_name_is_remembered_until_one_appears(
     assert compiles == []  # no file could be it: nothing to compile
     assert len(list(_cache().folder.glob("*.json"))) == 1  # its absence, remembered
     write_profile("elsewhere", _profile("elsewhere"))
-    assert _cache().plan_hash("elsewhere") == resolve("elsewhere").plan.plan_hash
+    assert _cache().plan_hash("elsewhere") == resolve("elsewhere", environ=os.environ).plan.plan_hash
 
 
 def test_status_drift_follows_an_edit_of_the_running_profile(write_profile: WriteProfile) -> None:
@@ -234,9 +234,9 @@ def test_status_drift_follows_an_edit_of_the_running_profile(write_profile: Writ
 
     path = write_profile("p", _profile("p", port=8180))
     started = current_plan_hash("p")
-    assert started == resolve("p").plan.plan_hash == current_plan_hash("p")
+    assert started == resolve("p", environ=os.environ).plan.plan_hash == current_plan_hash("p")
     path.write_text(_profile("p", port=8181), encoding="utf-8")
-    assert current_plan_hash("p") == resolve("p").plan.plan_hash != started
+    assert current_plan_hash("p") == resolve("p", environ=os.environ).plan.plan_hash != started
 
 
 def test_a_hit_prints_what_the_compiler_prints_for_every_shipped_profile(
@@ -245,9 +245,13 @@ def test_a_hit_prints_what_the_compiler_prints_for_every_shipped_profile(
     from servectl.plan.script import dry_run_text
 
     monkeypatch.setenv("SERVECTL_HOME", str(tmp_path / "home"))
-    names = [n for n, f in discover().items() if not f.is_base and "template:" not in f.path.read_text("utf-8")]
+    names = [
+        n
+        for n, f in discover(folders=search_path(environ=os.environ)).items()
+        if not f.is_base and "template:" not in f.path.read_text("utf-8")
+    ]
     for name in names:
-        plan = resolve(name, keep_unset=True).plan
+        plan = resolve(name, keep_unset=True, environ=os.environ).plan
         miss, hit = _cache().dry_run(name, keep_unset=True), _cache().dry_run(name, keep_unset=True)
         assert hit.resolved is None and miss.resolved is not None
         for shown in (miss, hit):

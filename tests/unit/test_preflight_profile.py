@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,7 @@ def in_repo(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 
 def test_393k_request_matches_the_profile_and_plan() -> None:
-    request = request_for(resolve("glm53-393k"))
+    request = request_for(resolve("glm53-393k", environ=os.environ))
     assert request.gpu_indices == (0, 1) and request.arch == "sm120" and request.tp == 2
     assert request.vram_reserve_mib == 3072 and request.vram_reserve_waiver
     assert request.mem_fraction == 0.99 and request.ipc_host
@@ -42,7 +43,7 @@ def test_the_request_carries_the_engine_containers_memlock_limit_and_where_it_co
 
 
 def test_demo_requests_no_gpu_and_passes_on_a_gpu_less_box_with_fakes() -> None:
-    request = request_for(resolve("demo"))
+    request = request_for(resolve("demo", environ=os.environ))
     assert not request.gpus_requested
     report = run_preflight(
         request=request,
@@ -54,7 +55,7 @@ def test_demo_requests_no_gpu_and_passes_on_a_gpu_less_box_with_fakes() -> None:
 
 
 def test_foreign_process_on_a_card_fails_exclusivity_with_its_pid() -> None:
-    request = request_for(resolve("glm53-393k"))
+    request = request_for(resolve("glm53-393k", environ=os.environ))
     gpus = FakeGpuInventory.scenario("foreign_pid")
     report = run_preflight(request=request, gpus=gpus, host=FakeHostProbe(), docker=FakeDockerEngine())
     check = report.check("gpu.exclusive")
@@ -74,7 +75,7 @@ def test_check_start_raises_on_a_failed_check_and_records_forced_skips(tmp_path:
     from servectl.preflight.request import check_start
     from servectl.testing.docker import FakeDockerEngine
 
-    resolved = resolve("glm53-393k")
+    resolved = resolve("glm53-393k", environ=os.environ)
     gpus, host = FakeGpuInventory.scenario("foreign_pid"), FakeHostProbe()
     engine = FakeDockerEngine(images=[resolved.plan.docker.image])
     with pytest.raises(PreflightFailed, match=r"preflight gpu\.exclusive"):

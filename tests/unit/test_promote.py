@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from servectl.bench.qualify.model import ClientOverhead, QualifyReport
 from servectl.errors import ProfileError
 from servectl.plan.inventory import evidence_headline, evidence_lines
 from servectl.plan.resolve import plan_for
+from servectl.profile.loader import search_path
 from servectl.profile.validate import load_profile
 
 DIGEST = "sha256:" + "c" * 64
@@ -109,7 +111,7 @@ def evidence(tmp_path: Path, write_profile: Callable[[str, str], Path]) -> Calla
     def make(*, qualify: dict[str, object] | None = None, with_qualify: bool = True, **provenance: str) -> Path:
         folder = tmp_path / "ev"
         folder.mkdir(exist_ok=True)
-        plan_hash = plan_for(load_profile("q")).plan_hash
+        plan_hash = plan_for(load_profile("q", folders=search_path(environ=os.environ)), environ=os.environ).plan_hash
         (folder / "summary.json").write_text(json.dumps(summary(provenance.pop("plan_hash", plan_hash), **provenance)))
         if with_qualify:
             (folder / "qualify.json").write_text(json.dumps(qualify or qualification(plan_hash)))
@@ -122,20 +124,23 @@ def evidence(tmp_path: Path, write_profile: Callable[[str, str], Path]) -> Calla
 def test_matching_evidence_promotes_keeps_comments_and_records_the_headline(
     evidence: Callable[..., Path], profile_dir: Path
 ) -> None:
-    record = promote(name="q", evidence_dir=evidence())
+    record = promote(name="q", evidence_dir=evidence(), environ=os.environ)
     text = (profile_dir / "q.yaml").read_text()
     assert "status: promoted  # bench first" in text and "evidence: q.evidence.json" in text
     assert text.startswith("# yaml-language-server")
-    loaded = load_profile("q")
+    loaded = load_profile("q", folders=search_path(environ=os.environ))
     assert loaded.profile.status == "promoted"
     assert record.points[0].decode_tok_s_p50 == 112.07
-    assert evidence_headline(loaded) == "112.07 @ 2,969 tok/s (C1, p50); tools 20/20, needle 2/2, endurance 60/60"
-    assert record.qualification_run_id == "q1" and record.qualification_suite == "default"
-    assert evidence_lines(loaded)[0].startswith("# evidence: q.evidence.json (run ")
-    assert "#   qualification: tools 20/20, needle 2/2, endurance 60/60 (run q1, suite default)" in evidence_lines(
-        loaded
+    assert (
+        evidence_headline(loaded, environ=os.environ)
+        == "112.07 @ 2,969 tok/s (C1, p50); tools 20/20, needle 2/2, endurance 60/60"
     )
-    assert not any("STALE" in line for line in evidence_lines(loaded))
+    assert record.qualification_run_id == "q1" and record.qualification_suite == "default"
+    assert evidence_lines(loaded, environ=os.environ)[0].startswith("# evidence: q.evidence.json (run ")
+    assert "#   qualification: tools 20/20, needle 2/2, endurance 60/60 (run q1, suite default)" in evidence_lines(
+        loaded, environ=os.environ
+    )
+    assert not any("STALE" in line for line in evidence_lines(loaded, environ=os.environ))
 
 
 @pytest.mark.parametrize(
@@ -153,7 +158,7 @@ def test_mismatched_evidence_is_refused_and_the_profile_is_untouched(
     folder = evidence(**provenance)
     before = (profile_dir / "q.yaml").read_text()
     with pytest.raises(ProfileError, match=reason):
-        promote(name="q", evidence_dir=folder)
+        promote(name="q", evidence_dir=folder, environ=os.environ)
     assert (profile_dir / "q.yaml").read_text() == before
     assert not (profile_dir / "q.evidence.json").exists()
 
@@ -161,24 +166,27 @@ def test_mismatched_evidence_is_refused_and_the_profile_is_untouched(
 def test_changing_the_profile_after_promotion_marks_the_headline_stale(
     evidence: Callable[..., Path], profile_dir: Path
 ) -> None:
-    promote(name="q", evidence_dir=evidence())
+    promote(name="q", evidence_dir=evidence(), environ=os.environ)
     path = profile_dir / "q.yaml"
     path.write_text(path.read_text() + "engine: {context_length: 8192}\n")
-    loaded = load_profile("q")
-    assert (evidence_headline(loaded) or "").endswith("[stale: plan changed]")
-    assert evidence_lines(loaded)[-1] == "#   STALE: the profile's plan changed since this evidence was measured"
+    loaded = load_profile("q", folders=search_path(environ=os.environ))
+    assert (evidence_headline(loaded, environ=os.environ) or "").endswith("[stale: plan changed]")
+    assert (
+        evidence_lines(loaded, environ=os.environ)[-1]
+        == "#   STALE: the profile's plan changed since this evidence was measured"
+    )
 
 
 def test_promotion_is_refused_without_qualification_evidence(evidence: Callable[..., Path], profile_dir: Path) -> None:
     from servectl.errors import UsageError
 
     with pytest.raises(UsageError, match=r"qualify.json: not found; run `servectl qualify NAME --out"):
-        promote(name="q", evidence_dir=evidence(with_qualify=False))
+        promote(name="q", evidence_dir=evidence(with_qualify=False), environ=os.environ)
     assert "status: candidate" in (profile_dir / "q.yaml").read_text()
 
 
 def _plan() -> str:
-    return plan_for(load_profile("q")).plan_hash
+    return plan_for(load_profile("q", folders=search_path(environ=os.environ)), environ=os.environ).plan_hash
 
 
 @pytest.mark.parametrize(
@@ -198,7 +206,7 @@ def test_promotion_is_refused_on_failed_or_stale_qualification(
 ) -> None:
     folder = evidence(qualify=make_qualification())
     with pytest.raises(ProfileError, match=reason):
-        promote(name="q", evidence_dir=folder)
+        promote(name="q", evidence_dir=folder, environ=os.environ)
     assert "status: candidate" in (profile_dir / "q.yaml").read_text()
     assert not (profile_dir / "q.evidence.json").exists()
 
@@ -217,7 +225,7 @@ def test_promotion_needs_every_gate_of_the_suite_and_a_measured_clients_and_rout
     )
     document["suite"] = {**document["suite"], "sha256": load_suite(suite).sha256}  # type: ignore[dict-item]
     with pytest.raises(ProfileError) as err:
-        promote(name="q", evidence_dir=evidence(qualify=document))
+        promote(name="q", evidence_dir=evidence(qualify=document), environ=os.environ)
     lines = [line.split("cannot promote: ")[1] for line in err.value.lines()]
     assert lines == [
         "qualification lacks gate routed of the profile's suite; qualify again",
@@ -227,7 +235,7 @@ def test_promotion_needs_every_gate_of_the_suite_and_a_measured_clients_and_rout
                gate("clients", 1, 1))  # fmt: skip
     document = qualification(_plan(), gates=passing)
     document["suite"] = {**document["suite"], "sha256": load_suite(suite).sha256}  # type: ignore[dict-item]
-    record = promote(name="q", evidence_dir=evidence(qualify=document))
+    record = promote(name="q", evidence_dir=evidence(qualify=document), environ=os.environ)
     assert record.gate_counts == "tools 20/20, routed 6/6, coding 16/16, image/OCR 13/13, clients 1/1"
 
 
@@ -238,7 +246,7 @@ def test_promotion_needs_the_suite_the_profile_names(evidence: Callable[..., Pat
     path.write_text(path.read_text() + "qualify: vision.yaml\n")
     folder = evidence()  # the plan does not depend on the suite: same evidence, other suite
     with pytest.raises(ProfileError, match=r"qualification ran suite 'default' .* not the profile's suite 'vision'"):
-        promote(name="q", evidence_dir=folder)
+        promote(name="q", evidence_dir=folder, environ=os.environ)
 
 
 def test_a_hosts_promote_and_its_listings_compile_the_plan_in_the_hosts_environment(
@@ -251,8 +259,8 @@ def test_a_hosts_promote_and_its_listings_compile_the_plan_in_the_hosts_environm
     monkeypatch.delenv("MODELS", raising=False)
     environ = {**__import__("os").environ, "MODELS": "/host"}
     with pytest.raises(ProfileError, match="MODELS"):
-        plan_for(load_profile("q"))
-    plan_hash = plan_for(load_profile("q"), environ=environ).plan_hash
+        plan_for(load_profile("q", folders=search_path(environ=os.environ)), environ=os.environ)
+    plan_hash = plan_for(load_profile("q", folders=search_path(environ=os.environ)), environ=environ).plan_hash
     folder = tmp_path / "ev"
     folder.mkdir()
     (folder / "summary.json").write_text(json.dumps(summary(plan_hash)))
@@ -281,9 +289,9 @@ def test_promotion_records_whether_the_pinned_revision_was_verified_in_the_model
     evidence: Callable[..., Path], profile_dir: Path
 ) -> None:
     """Promotion took a revision preflight could not verify and recorded nothing of it (issue 44)."""
-    record = promote(name="q", evidence_dir=evidence(), model_dir=_folder(REVISION))
+    record = promote(name="q", evidence_dir=evidence(), model_dir=_folder(REVISION), environ=os.environ)
     assert record.model_revision_check == f"verified ({REVISION[:12]} in /models/m)"
-    record = promote(name="q", evidence_dir=evidence(), model_dir=_folder(None))
+    record = promote(name="q", evidence_dir=evidence(), model_dir=_folder(None), environ=os.environ)
     assert (
         record.model_revision_check == "unverified: cannot tell the revision of /models/m (not a Hugging Face snapshot)"
     )
@@ -298,5 +306,5 @@ def test_a_model_folder_at_another_revision_refuses_the_promotion(
     with pytest.raises(
         ProfileError, match=r"cannot promote: model\.revision: /models/m is ffffffffffff, the profile pins"
     ):
-        promote(name="q", evidence_dir=evidence(), model_dir=_folder("f" * 40))
+        promote(name="q", evidence_dir=evidence(), model_dir=_folder("f" * 40), environ=os.environ)
     assert (profile_dir / "q.yaml").read_text() == before and not (profile_dir / "q.evidence.json").exists()

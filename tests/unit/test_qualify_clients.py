@@ -28,8 +28,8 @@ class _Client:
     url, model, api_key = "http://127.0.0.1:9", "demo", None
 
 
-def gate_run() -> GateRun:
-    return GateRun(client=_Client(), facts=ServiceFacts(), run_id="r", max_model_len=4096, seed=0)  # type: ignore[arg-type]
+def gate_run(environ: dict[str, str]) -> GateRun:
+    return GateRun(client=_Client(), facts=ServiceFacts(), run_id="r", max_model_len=4096, seed=0, environ=environ)  # type: ignore[arg-type]
 
 
 def script(tmp_path: Path, name: str, body: str) -> str:
@@ -41,14 +41,14 @@ def script(tmp_path: Path, name: str, body: str) -> str:
 
 def test_a_client_that_reads_the_nonce_passes(tmp_path: Path) -> None:
     env = {"PATH": "/usr/bin:/bin", "SERVECTL_CLIENT_PI": script(tmp_path, "pi", READS_THE_FILE)}
-    result = clients.run(gate_run(), ClientsGate(clients=["pi"], timeout_s=20), environ=env)
+    result = clients.run(gate_run(env), ClientsGate(clients=["pi"], timeout_s=20))
     assert result.verdict == "pass" and result.count == "1/1", result.cases[0].message
     assert result.cases[0].detail["output_tail"].startswith("nonce-")
 
 
 def test_a_client_that_answers_something_else_fails_with_its_output(tmp_path: Path) -> None:
     env = {"PATH": "/usr/bin:/bin", "SERVECTL_CLIENT_PI": script(tmp_path, "pi", "#!/bin/sh\necho I guess 42\n")}
-    result = clients.run(gate_run(), ClientsGate(clients=["pi"], timeout_s=20), environ=env)
+    result = clients.run(gate_run(env), ClientsGate(clients=["pi"], timeout_s=20))
     assert result.verdict == "fail"
     assert result.cases[0].message == "clients pi: the nonce did not come back (exit code 0): 'I guess 42'"
 
@@ -57,7 +57,7 @@ def test_a_hanging_client_is_killed_at_its_limit_and_its_last_output_kept(tmp_pa
     body = "#!/bin/sh\necho thinking hard\nsleep 600 &\nsleep 600\n"  # a child in the group sleeps too
     env = {"PATH": "/usr/bin:/bin", "SERVECTL_CLIENT_HERMES": script(tmp_path, "hermes", body)}
     started = time.perf_counter()
-    result = clients.run(gate_run(), ClientsGate(clients=["hermes"], timeout_s=1.5), environ=env)
+    result = clients.run(gate_run(env), ClientsGate(clients=["hermes"], timeout_s=1.5))
     assert time.perf_counter() - started < 10
     (case,) = result.cases
     assert result.verdict == "fail" and not case.ok
@@ -67,7 +67,7 @@ def test_a_hanging_client_is_killed_at_its_limit_and_its_last_output_kept(tmp_pa
 
 def test_a_missing_client_is_skipped_with_its_install_command_never_passed(tmp_path: Path) -> None:
     env = {"PATH": str(tmp_path), "SERVECTL_CLIENT_PI": script(tmp_path, "pi", READS_THE_FILE)}
-    result = clients.run(gate_run(), ClientsGate(clients=["pi", "openclaw"], timeout_s=20), environ=env)
+    result = clients.run(gate_run(env), ClientsGate(clients=["pi", "openclaw"], timeout_s=20))
     assert result.verdict == "skipped" and result.count == "skipped"
     assert result.passed == 1 and result.total == 2
     missing = result.cases[1]

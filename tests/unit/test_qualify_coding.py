@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -62,7 +63,7 @@ def test_a_bad_case_file_stops_the_run_before_any_request(tmp_path: Path) -> Non
     loaded = LoadedSuite(suite, source=str(suite_file), sha256="0" * 64)
     # nothing listens on port 9: a request would fail with BenchFailed, not a ProfileError on the case file
     with pytest.raises(ProfileError, match=r"mine\.yaml:6: cases\.0\.tests"):
-        run_qualify(settings=QualifySettings(url="http://127.0.0.1:9", suite=loaded))
+        run_qualify(settings=QualifySettings(url="http://127.0.0.1:9", suite=loaded), environ=os.environ)
 
 
 def test_a_coding_gate_without_a_sandbox_is_refused_before_any_request(tmp_path: Path) -> None:
@@ -72,7 +73,7 @@ def test_a_coding_gate_without_a_sandbox_is_refused_before_any_request(tmp_path:
     suite = Suite.model_validate({"name": "t", "gates": {"smoke": {}, "coding": {"cases": "mine.yaml"}}})
     loaded = LoadedSuite(suite, source=str(tmp_path / "suite.yaml"), sha256="0" * 64)
     with pytest.raises(UsageError, match=r"suite t has a coding gate and this run has no code sandbox .* sandbox="):
-        run_qualify(settings=QualifySettings(url="http://127.0.0.1:9", suite=loaded))
+        run_qualify(settings=QualifySettings(url="http://127.0.0.1:9", suite=loaded), environ=os.environ)
 
 
 @pytest.mark.parametrize(
@@ -182,7 +183,9 @@ def _coding(sandbox: _FakeSandbox, **gate: object) -> tuple[object, _RightAnswer
     from servectl.bench.qualify.suite import CodingGate
 
     client = _RightAnswers()
-    run = GateRun(client=client, facts=ServiceFacts(), run_id="r", max_model_len=None, seed=0, code_sandbox=sandbox)  # type: ignore[arg-type]
+    run = GateRun(
+        client=client, facts=ServiceFacts(), run_id="r", max_model_len=None, seed=0, environ={}, code_sandbox=sandbox
+    )  # type: ignore[arg-type]
     spec = CodingGate.model_validate({"limit": 3, **gate})
     return coding.run(run, spec, load_cases(SHIPPED_CASES)), client
 

@@ -7,6 +7,7 @@ fast; `servectl qualify demo` runs the shipped default suite (tests/integration/
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -39,7 +40,7 @@ def qualify(gates: dict[str, dict[str, Any]], *, flags: list[str] = PARSERS, **e
     argv = ["--model-path", DEMO_MODEL, "--context-length", "8192", *flags]
     with HostStandin(argv, env={**FAST, **env}) as engine:
         engine.wait_ready()
-        return run_qualify(settings=QualifySettings(url=engine.base_url, suite=suite(**gates)))
+        return run_qualify(settings=QualifySettings(url=engine.base_url, suite=suite(**gates)), environ=os.environ)
 
 
 @pytest.fixture(scope="module")
@@ -132,6 +133,7 @@ def test_reasoning_is_skipped_for_a_profile_without_a_reasoning_parser() -> None
         report = run_qualify(
             settings=QualifySettings(url=engine.base_url, suite=suite(reasoning={})),
             facts=ServiceFacts(known=True, reasoning_parser=None),
+            environ=os.environ,
         )
     assert report.gates[0].verdict == "skipped" and "reasoning-parser" in report.gates[0].note
     assert report.passed and report.counts == ""
@@ -161,7 +163,7 @@ def _endurance(latencies: list[float | None], **spec: Any) -> Any:
     from servectl.bench.qualify.gates import GateRun, endurance
     from servectl.bench.qualify.suite import EnduranceGate
 
-    run = GateRun(client=_Scripted(latencies), facts=ServiceFacts(), run_id="r", max_model_len=None, seed=0)  # type: ignore[arg-type]
+    run = GateRun(client=_Scripted(latencies), facts=ServiceFacts(), run_id="r", max_model_len=None, seed=0, environ={})  # type: ignore[arg-type]
     return endurance.run(run, EnduranceGate(requests=len(latencies), **spec))
 
 
@@ -190,7 +192,11 @@ def test_vram_gate_reads_the_cards_after_the_run_and_fails_below_the_reserve() -
     with HostStandin(["--model-path", DEMO_MODEL], env=FAST) as engine:
         engine.wait_ready()
         facts = ServiceFacts(known=True, vram_reserve_mib=3072, free_vram=free_vram)
-        report = run_qualify(settings=QualifySettings(url=engine.base_url, suite=suite(smoke={}, vram={})), facts=facts)
+        report = run_qualify(
+            settings=QualifySettings(url=engine.base_url, suite=suite(smoke={}, vram={})),
+            facts=facts,
+            environ=os.environ,
+        )
     assert reads == [1]
     smoke_gate, vram_gate = report.gates
     assert smoke_gate.verdict == "pass" and vram_gate.verdict == "fail" and vram_gate.count == "1/2"
@@ -207,7 +213,11 @@ def test_a_failed_vram_read_fails_the_vram_gate_and_keeps_the_other_gates() -> N
     with HostStandin(["--model-path", DEMO_MODEL], env=FAST) as engine:
         engine.wait_ready()
         facts = ServiceFacts(known=True, vram_reserve_mib=3072, free_vram=free_vram)  # type: ignore[arg-type]
-        report = run_qualify(settings=QualifySettings(url=engine.base_url, suite=suite(smoke={}, vram={})), facts=facts)
+        report = run_qualify(
+            settings=QualifySettings(url=engine.base_url, suite=suite(smoke={}, vram={})),
+            facts=facts,
+            environ=os.environ,
+        )
     smoke_gate, vram_gate = report.gates
     assert smoke_gate.verdict == "pass" and vram_gate.verdict == "fail"
     assert vram_gate.note == "free VRAM after the run could not be read: NVML_ERROR_GPU_IS_LOST"

@@ -7,6 +7,7 @@ in their metadata (:mod:`servectl.standin.answers`).
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -27,7 +28,7 @@ def qualify_images(*, multimodal: bool, facts: ServiceFacts | None = None, **env
     argv = ["--model-path", DEMO_MODEL, *(["--enable-multimodal"] if multimodal else [])]
     with HostStandin(argv, env={**FAST, **env}) as engine:
         engine.wait_ready()
-        return run_qualify(settings=QualifySettings(url=engine.base_url, suite=loaded), facts=facts)
+        return run_qualify(settings=QualifySettings(url=engine.base_url, suite=loaded), facts=facts, environ=os.environ)
 
 
 def test_the_image_gate_passes_every_image_on_a_multimodal_stand_in() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -56,7 +57,7 @@ def promoted(tmp_path: Path, write_profile: Callable[[str, str], Path]) -> Path:
     """Profile ``f`` promoted on a bench run with peak VRAM; returns its bench folder."""
     write_profile("f", PROFILE)
     bench = bench_run(tmp_path / "bench")
-    promote(name="f", evidence_dir=bench, qualification_dir=qualify_folder(tmp_path / "qualify"))
+    promote(name="f", evidence_dir=bench, qualification_dir=qualify_folder(tmp_path / "qualify"), environ=os.environ)
     return bench
 
 
@@ -66,7 +67,7 @@ def summary_points(bench: Path) -> list[dict[str, Any]]:
 
 
 def test_a_promoted_profile_exports_one_row_per_point_valid_against_the_shipped_schema(promoted: Path) -> None:
-    result = export_registry(name="f")
+    result = export_registry(name="f", environ=os.environ)
     doc = result.document
     jsonschema.Draft202012Validator(json.loads(SWEEP_SCHEMA_FILE.read_text())).validate(doc)
     assert result.path is None and json.loads(result.text) == doc and result.notes == () and result.omitted == ()
@@ -114,15 +115,17 @@ def test_a_promoted_profile_exports_one_row_per_point_valid_against_the_shipped_
 
 def test_the_record_is_written_to_out_and_an_existing_file_needs_overwrite(promoted: Path, tmp_path: Path) -> None:
     out = tmp_path / "registry" / "f-sweep.json"
-    result = export_registry(name="f", out=out, recipe_id="glm53-flash-exl3-q4-rtxpro6000-sglang-tp4")
+    result = export_registry(
+        name="f", out=out, recipe_id="glm53-flash-exl3-q4-rtxpro6000-sglang-tp4", environ=os.environ
+    )
     assert result.path == out and json.loads(out.read_text()) == result.document
     assert result.document["id"] == "glm53-flash-exl3-q4-rtxpro6000-sglang-tp4-sweep"
     out.write_text("mine\n")
     with pytest.raises(UsageError) as err:
-        export_registry(name="f", out=out)
+        export_registry(name="f", out=out, environ=os.environ)
     assert str(err.value) == f"report --out {out}: the file exists; pass --force to replace it, or pick another file"
     assert out.read_text() == "mine\n"
-    export_registry(name="f", out=out, overwrite=True)
+    export_registry(name="f", out=out, overwrite=True, environ=os.environ)
     assert json.loads(out.read_text())["recipe_id"] == "f"
 
 
@@ -133,7 +136,7 @@ def test_an_unpromoted_profile_is_refused_in_one_line_and_nothing_is_written(
     bench = bench_run(tmp_path / "bench")
     out = tmp_path / "f-sweep.json"
     with pytest.raises(UsageError) as err:
-        export_registry(name="f", evidence_dir=bench, out=out)
+        export_registry(name="f", evidence_dir=bench, out=out, environ=os.environ)
     assert str(err.value) == (
         f"{path}: status: candidate, not promoted; the registry takes measured, qualified profiles only: "
         "`servectl promote f --evidence DIR` first; nothing written"
@@ -146,8 +149,8 @@ def test_without_nvml_peak_vram_is_null_which_the_schema_allows_with_one_note_pe
 ) -> None:
     write_profile("f", PROFILE)
     bench = bench_run(tmp_path / "bench", cards=False)
-    promote(name="f", evidence_dir=bench, qualification_dir=qualify_folder(tmp_path / "qualify"))
-    result = export_registry(name="f")
+    promote(name="f", evidence_dir=bench, qualification_dir=qualify_folder(tmp_path / "qualify"), environ=os.environ)
+    result = export_registry(name="f", environ=os.environ)
     assert [r["peak_vram_gb"] for r in result.document["rows"]] == [None] * 4
     assert [r["peak_vram_gb_per_card"] for r in result.document["rows"]] == [None] * 4
     assert result.document["metrics"]["peak_memory_bytes"] is None
@@ -162,16 +165,16 @@ def test_evidence_changed_since_its_manifest_or_of_another_run_is_refused(
 ) -> None:
     other = bench_run(tmp_path / "other")
     with pytest.raises(UsageError, match=r"summary.json: run \S+, but the profile was promoted on run \S+ \(") as err:
-        export_registry(name="f", evidence_dir=other)
+        export_registry(name="f", evidence_dir=other, environ=os.environ)
     assert "pass that folder as --evidence" in str(err.value) and len(str(err.value).splitlines()) == 1
     point = promoted / "c1-p2048-r3.json"
     point.write_text(point.read_text().replace('"concurrency": 1', '"concurrency": 3', 1))
     with pytest.raises(UsageError) as err:
-        export_registry(name="f")
+        export_registry(name="f", environ=os.environ)
     assert str(err.value).startswith(f"report: evidence recount: {point}: changed since artifact-manifest.json")
     point.unlink()
     with pytest.raises(UsageError, match=r"listed in artifact-manifest\.json but missing"):
-        export_registry(name="f")
+        export_registry(name="f", environ=os.environ)
 
 
 def test_a_v1_summary_without_output_tokens_or_peak_vram_is_refused_naming_the_file(promoted: Path) -> None:
@@ -185,7 +188,7 @@ def test_a_v1_summary_without_output_tokens_or_peak_vram_is_refused_naming_the_f
     summary.write_text(json.dumps(doc, indent=2) + "\n")
     write_manifest(promoted, run=RunEntry(command="bench", run_id=doc["run_id"], provenance={}), written=[summary])
     with pytest.raises(UsageError) as err:
-        export_registry(name="f")
+        export_registry(name="f", environ=os.environ)
     assert str(err.value) == (
         f"{summary}: schema servectl.bench/v1 records no output tokens or peak VRAM per point; bench the profile "
         "again with this servectl and promote it on that run; nothing written"
@@ -196,7 +199,7 @@ def test_a_profile_changed_since_its_promotion_is_refused(promoted: Path, profil
     path = profile_dir / "f.yaml"
     path.write_text(path.read_text().replace("context_length: 32768", "context_length: 16384"))
     with pytest.raises(UsageError, match=r"f.yaml: evidence: promoted on plan \S+, but f compiles to \S+ now"):
-        export_registry(name="f")
+        export_registry(name="f", environ=os.environ)
 
 
 def source() -> SweepSource:
@@ -281,7 +284,7 @@ def test_cli_prints_the_record_writes_it_with_out_and_refuses_in_one_line(
 
     code, stdout, stderr = run_cli(monkeypatch, capsys, "report", "f", "--format", "local-ai-registry")
     assert code == 0 and stderr == ""
-    assert json.loads(stdout) == export_registry(name="f").document
+    assert json.loads(stdout) == export_registry(name="f", environ=os.environ).document
     out = tmp_path / "f-sweep.json"
     args = ("report", "f", "--format", "local-ai-registry", "--out", str(out), "--recipe-id", "r1")
     code, stdout, _ = run_cli(monkeypatch, capsys, *args)

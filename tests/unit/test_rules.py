@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from servectl.errors import ProfileError
+from servectl.profile.loader import search_path
 from servectl.profile.rules import RULES
 from servectl.profile.validate import load_profile
 
@@ -24,7 +26,7 @@ def check(write_profile: Write, minimal: Callable[[str], str]) -> Callable[[str]
     def run(extra: str) -> list[str]:
         write_profile("p", "name: p\nextends: _min\n" + extra + "\n")
         try:
-            load_profile("p")
+            load_profile("p", folders=search_path(environ=os.environ))
         except ProfileError as err:
             return err.lines()
         return []
@@ -372,8 +374,8 @@ def test_adaptive_with_two_batch_overlap_is_a_warning_not_an_error(
         "engine:\n  speculative: {algorithm: EAGLE, adaptive_steps: [3, 5]}\n  args: {enable-two-batch-overlap: true}"
     )
     write_profile("p", "name: p\nextends: _min\n" + extra + "\n")
-    load_profile("p")  # no error
-    (warning,) = [str(w) for w in profile_warnings(read_profile("p"))]
+    load_profile("p", folders=search_path(environ=os.environ))  # no error
+    (warning,) = [str(w) for w in profile_warnings(read_profile("p", folders=search_path(environ=os.environ)))]
     assert "SGLang disables adaptive speculative decoding with two-batch overlap" in warning
     # validate --json carries the warning with its location and rule (the profile stays valid)
     from typer.testing import CliRunner

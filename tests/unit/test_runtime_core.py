@@ -50,7 +50,7 @@ class Env:
 
     def host_for(self, name: str) -> FakeHostProbe:
         """A roomy, idle host that has the profile's model folder (preflight's model checks pass)."""
-        model = resolve(name).plan.docker.mounts[0].source
+        model = resolve(name, environ=os.environ).plan.docker.mounts[0].source
         return FakeHostProbe(models={model: fake_model_dir(model, weights_bytes=10**6, weight_files=1)})
 
     def context(self, **given: Any) -> Context:
@@ -453,8 +453,10 @@ def test_status_tells_unhealthy_from_starting(env: Env) -> None:
     assert svc.state == "unhealthy"
     env.engine.script_for = lambda spec: FakeScript()
     env.profile("b")
-    GateRecord(env.home).mark_pending(resolve("b").plan.docker.name)  # as runtime.start does before creating
-    cid = env.engine.create_and_start(resolve("b").plan.docker, environ={})
+    GateRecord(env.home).mark_pending(
+        resolve("b", environ=os.environ).plan.docker.name
+    )  # as runtime.start does before creating
+    cid = env.engine.create_and_start(resolve("b", environ=os.environ).plan.docker, environ={})
     states = {
         s.profile: s.state
         for s in services(
@@ -469,7 +471,7 @@ def test_status_judges_a_container_servectl_did_not_start_by_its_health(env: Env
     """`docker compose up` of a rendered file: servectl labels, no gate record either way."""
     env.engine.script_for = lambda spec: FakeScript()
     env.profile("c")
-    env.engine.create_and_start(resolve("c").plan.docker, environ={})
+    env.engine.create_and_start(resolve("c", environ=os.environ).plan.docker, environ={})
     healthy = httpx.Client(transport=httpx.MockTransport(lambda r: httpx.Response(200)))
     sick = httpx.Client(transport=httpx.MockTransport(lambda r: httpx.Response(503)))
     assert [

@@ -79,7 +79,7 @@ def test_sigint_while_docker_creates_the_container_removes_it(tmp_path: Path, mo
     engine = SignalledEngine(
         images={"servectl-standin:latest"}, script_for=lambda s: sglang_like_script(0.1), sleep=lambda s: None
     )
-    model = resolve("a").plan.docker.mounts[0].source
+    model = resolve("a", environ=os.environ).plan.docker.mounts[0].source
     host = FakeHostProbe(models={model: fake_model_dir(model, weights_bytes=10**6, weight_files=1)})
     with httpx.Client(transport=engine.http_transport()) as http, pytest.raises(UpInterrupted):
         ctx = Context(

@@ -59,7 +59,7 @@ def profile(folder: Path, name: str, image: str, *, digest: str | None = None, b
         f"  name: stagetest-{name}",
     ]
     (folder / f"{name}.yaml").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return resolve(name)
+    return resolve(name, environ=os.environ)
 
 
 def host(available: int = 64 * GIB, total: int = 128 * GIB) -> FakeHostProbe:

@@ -118,7 +118,7 @@ class World:
         return swap(self.context(), target=target, opts=self.opts())
 
     def run(self, name: str, state: str = "ready") -> None:
-        service = self.runtime.run(resolve(name), state=state)
+        service = self.runtime.run(resolve(name, environ=os.environ), state=state)
         if state == "starting":  # servectl created it and its gate has not passed, as runtime.start records
             GateRecord(self.state_dir).mark_pending(service.container_name)
 
@@ -631,7 +631,7 @@ def test_kill_9_during_a_swap_recovers_to_the_previous_service_as_it_ran(world: 
     # alpha's file changes after the swap began: recovery must restore what ran, not today's file
     alpha_file = env / "profiles-under-test" / "alpha.yaml"
     alpha_file.write_text(alpha_file.read_text() + "engine:\n  max_running_requests: 2\n")
-    assert resolve("alpha").plan.plan_hash != ran_hash
+    assert resolve("alpha", environ=os.environ).plan.plan_hash != ran_hash
     with pytest.raises(UnfinishedTransaction, match="servectl recover"):
         world.swap("alpha")  # every command that changes services refuses until it is settled
     cards = FakeGpuInventory.scenario("two_free_sm120")
@@ -746,7 +746,7 @@ def test_a_failed_swap_and_a_killed_swap_restore_the_same_snapshot(world: World,
     world.runtime.script("beta", hook=edit_alpha, failure="beta exited during startup", times=1)
     with pytest.raises(SwapRolledBack):
         world.swap("beta")
-    assert resolve("alpha").plan.plan_hash != ran_hash  # today's file compiles to another plan
+    assert resolve("alpha", environ=os.environ).plan.plan_hash != ran_hash  # today's file compiles to another plan
     after_failure = world.runtime.running["swaptest-alpha"].plan_hash
 
     alpha_file.write_text(original)

@@ -7,6 +7,7 @@ transaction's own branches are covered with lighter fakes in test_swap.py.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,7 +39,12 @@ def on_engine(engine: FakeDockerEngine) -> Context:
     through it), with environment {} for the engine, and conflicts in memory."""
     http = httpx.Client(transport=engine.http_transport())
     rt = DockerRuntime(
-        docker=engine, http=http, environ={}, state_dir=state_dir(), history=History(state_dir()), clocks=Clocks()
+        docker=engine,
+        http=http,
+        environ={},
+        state_dir=state_dir(environ=os.environ),
+        history=History(state_dir(environ=os.environ)),
+        clocks=Clocks(),
     )
     return Context(docker=engine, http=http, runtime=rt, conflicts=FakeConflicts(), nvml=False)
 
@@ -162,7 +168,7 @@ def on_port(name: str, container_id: str, port: int, **labels: str) -> Container
 
 @pytest.fixture
 def resolved(home: Path) -> Resolved:
-    return resolve("beta")
+    return resolve("beta", environ=os.environ)
 
 
 def run_check(resolved: Resolved, adapters: Any, *, replacing: Any = None, skip: frozenset[str] = frozenset()) -> Any:

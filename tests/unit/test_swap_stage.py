@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -81,7 +82,7 @@ class World:
 @pytest.fixture
 def world(env: Path) -> World:
     w = World(env / "home")
-    w.runtime.run(resolve("alpha"))
+    w.runtime.run(resolve("alpha", environ=os.environ))
     return w
 
 

@@ -7,6 +7,7 @@ must parse to exactly the profile the adoption described, with every header line
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +73,7 @@ def test_every_recipe_string_field_stays_a_value_of_the_written_profile(tmp_path
     file.write_text(json.dumps(hostile_recipe()), encoding="utf-8")
     folder = tmp_path / "profiles"
     folder.mkdir()
-    opts = AdoptOptions(folders=[ProfileFolder(folder, "t")], force=True)
+    opts = AdoptOptions(folders=[ProfileFolder(folder, "t")], force=True, environ=os.environ)
     written = adopt(docker=_NoDocker(), recipe=file, name="glm", opts=opts)
     assert yaml.safe_load(written.path.read_text(encoding="utf-8")) == written.adoption.data
     assert written.problems and all("control character" in p for p in written.problems)

@@ -187,7 +187,7 @@ def promote(
     name: str,
     evidence_dir: Path,
     qualification_dir: Path | None = None,
-    environ: Mapping[str, str] | None = None,
+    environ: Mapping[str, str],
     model_dir: Callable[[str], ModelDirInfo] | None = None,
 ) -> EvidenceRecord:
     """Promote profile ``name`` on the bench results in ``evidence_dir`` and its qualification evidence.

@@ -37,7 +37,7 @@ ANY_PROFILE = "*"
 """The profile list of an alias that any running servectl service serves (the ``default`` alias)."""
 
 
-def default_config_file(environ: Mapping[str, str] | None = None) -> Path:
+def default_config_file(environ: Mapping[str, str]) -> Path:
     """``gateway.yaml`` beside the user's profile folder (``~/.config/servectl/gateway.yaml``)."""
     return user_profiles_dir(environ).parent / "gateway.yaml"
 
@@ -68,7 +68,7 @@ def write_example_config(path: Path, *, overwrite: bool = False) -> Path:
     return path
 
 
-def gateway_state_dir(environ: Mapping[str, str] | None = None) -> Path:
+def gateway_state_dir(environ: Mapping[str, str]) -> Path:
     """Where the gateway keeps its key file and admin socket: ``<state>/gateway``."""
     return state_dir(environ) / "gateway"
 
@@ -206,7 +206,7 @@ class GatewayConfig(_Strict):
     def port(self) -> int:
         return split_listen(self.listen)[1]
 
-    def keys_path(self, environ: Mapping[str, str] | None = None) -> Path:
+    def keys_path(self, environ: Mapping[str, str]) -> Path:
         return Path(self.keys_file).expanduser() if self.keys_file else gateway_state_dir(environ) / "keys.json"
 
 
@@ -249,7 +249,7 @@ def gateway_json_schema() -> dict[str, Any]:
     return schema
 
 
-def load_gateway_config(path: Path | None = None, *, environ: Mapping[str, str] | None = None) -> GatewayConfig:
+def load_gateway_config(path: Path | None = None, *, environ: Mapping[str, str]) -> GatewayConfig:
     """Read and check the gateway file (default :func:`default_config_file`; no file there: the defaults).
 
     The file may not be what it should (replaced by a link to a password or ``.env`` file): a problem names the

@@ -149,8 +149,8 @@ def route_paths_of(cards: Callable[[str], ProfileCard | None]) -> Callable[[str]
     return paths
 
 
-def profile_names(folders: Sequence[ProfileFolder] | None = None) -> list[str]:
-    """The runnable profiles on ``folders`` (default: the usual search path; no templates, no ``_`` bases)."""
+def profile_names(folders: Sequence[ProfileFolder]) -> list[str]:
+    """The runnable profiles on ``folders`` (the host's search path; no templates, no ``_`` bases)."""
     from servectl.profile.loader import discover, is_template_file
 
     return [name for name, file in discover(folders).items() if not file.is_base and not is_template_file(file.path)]

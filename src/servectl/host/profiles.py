@@ -34,8 +34,8 @@ class ShownProfile:
 
     loaded: LoadedProfile
     data: dict[str, Any]
-    #: the environment its plan is compiled in to tell stale evidence (default ``os.environ``)
-    environ: Mapping[str, str] | None = field(default=None, repr=False, compare=False)
+    #: the environment its plan is compiled in to tell stale evidence (the host's)
+    environ: Mapping[str, str] = field(repr=False, compare=False)
 
     @property
     def name(self) -> str:
@@ -267,6 +267,7 @@ class ProfileCommands(HostBase):
 
     def catalogs(self) -> list[CatalogListing]:
         """The shipped flag catalogs, then those extracted from images (``catalog extract``)."""
+        from servectl.paths import catalog_cache_dir
         from servectl.profile.catalog import FlagCatalog
         from servectl.profile.catalog_store import stored_catalogs
 
@@ -274,7 +275,7 @@ class ProfileCommands(HostBase):
         for name in FlagCatalog.available():
             cat = FlagCatalog.load(name)
             found.append(CatalogListing(name, cat.engine, cat.version, len(cat.options), "shipped"))
-        for stored in stored_catalogs():
+        for stored in stored_catalogs(catalog_cache_dir(self.environ)):
             image, cat = stored.image, stored.catalog
             name, refs = (image.id, ", ".join(image.refs)) if image else (str(stored.path), "")
             found.append(CatalogListing(name, cat.engine, cat.version, len(cat.options), refs))
@@ -393,6 +394,7 @@ class ProfileCommands(HostBase):
             opts=AdoptOptions(
                 dry_run=dry_run,
                 force=overwrite,
+                folders=self.ctx.profile_folders,
                 environ=self.environ,
                 compose_config=compose_config,
                 engine_parser=image_parser(self.docker) if recipe is not None else None,

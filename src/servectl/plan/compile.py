@@ -193,7 +193,7 @@ def compile_plan(
     source: str,
     state_dir: Path,
     home: Path,
-    environ: Mapping[str, str] | None = None,
+    environ: Mapping[str, str],
     project_dir: Path | None = None,
 ) -> LaunchPlan:
     """Compile a validated profile into its launch plan. Pure: reads nothing, writes nothing.
@@ -203,14 +203,14 @@ def compile_plan(
         source: the profile file (recorded in a label).
         state_dir: servectl's state folder (where generated files will be written at start).
         home: the user's home folder, for ``~`` in host paths.
-        environ: variables for ``${VAR}`` in host paths (none when omitted).
+        environ: variables for ``${VAR}`` in host paths (``{}``: none).
         project_dir: the profile's project folder (:func:`project_dir_of`); paths inside it are hashed
             relative to it, so the plan hash does not depend on where the project is checked out.
 
     Raises:
         ProfileError: a host path names a variable that ``environ`` lacks.
     """
-    env: Mapping[str, str] = {} if environ is None else environ
+    env = environ
 
     def host_path(raw: str, field: str) -> str:
         return _host_path(raw, home, env, where=f"{source}: {field}")

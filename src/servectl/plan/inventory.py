@@ -41,7 +41,7 @@ def natural_key(name: str) -> tuple[tuple[int, int | str], ...]:
     return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", name) if part)
 
 
-def list_profiles(environ: Mapping[str, str] | None = None) -> list[ProfileRow]:
+def list_profiles(environ: Mapping[str, str]) -> list[ProfileRow]:
     """Every runnable profile on the search path of ``environ`` (default ``os.environ``; bases excluded) with its
     key settings, or why it does not load; its evidence headline compares plans compiled in that environment."""
     folders = search_path(environ=environ)
@@ -112,10 +112,10 @@ def _problems(error: ServectlError | None) -> list[dict[str, Any]]:
 
 
 def validations(
-    names: list[str] | None, *, with_warnings: bool = True, folders: Sequence[ProfileFolder] | None = None
+    names: list[str] | None, *, with_warnings: bool = True, folders: Sequence[ProfileFolder]
 ) -> list[Validation]:
-    """Validate the named profiles (all runnable ones when None) on ``folders`` (default: the usual search
-    path), each file read once; never raises for one.
+    """Validate the named profiles (all runnable ones when None) on ``folders`` (the host's search path), each
+    file read once; never raises for one.
 
     ``with_warnings``: also run the warning rules on each valid profile (what SGLang would change silently).
 
@@ -148,21 +148,21 @@ def validations(
     return results
 
 
-def validate_profiles(names: list[str] | None) -> dict[str, ServectlError | None]:
+def validate_profiles(names: list[str] | None, *, folders: Sequence[ProfileFolder]) -> dict[str, ServectlError | None]:
     """:func:`validations` as name -> error or None (no warnings)."""
-    return {v.name: v.error for v in validations(names, with_warnings=False)}
+    return {v.name: v.error for v in validations(names, with_warnings=False, folders=folders)}
 
 
-def evidence_headline(loaded: LoadedProfile, environ: Mapping[str, str] | None = None) -> str | None:
-    """The profile's evidence headline, marked stale when its plan (compiled in ``environ``, default
-    ``os.environ``) changed since the measurement."""
+def evidence_headline(loaded: LoadedProfile, environ: Mapping[str, str]) -> str | None:
+    """The profile's evidence headline, marked stale when its plan (compiled in ``environ``) changed since the
+    measurement."""
     record = load_record(loaded)
     if record is None:
         return None
     return headline(record, current_plan_hash=_current_plan_hash(loaded, environ))
 
 
-def evidence_lines(loaded: LoadedProfile, environ: Mapping[str, str] | None = None) -> list[str]:
+def evidence_lines(loaded: LoadedProfile, environ: Mapping[str, str]) -> list[str]:
     """The lines `servectl show` prints about the profile's evidence (none when it has none); stale as in
     :func:`evidence_headline`."""
     if not loaded.profile.evidence:
@@ -170,7 +170,7 @@ def evidence_lines(loaded: LoadedProfile, environ: Mapping[str, str] | None = No
     return evidence_summary_lines(loaded, current_plan_hash=_current_plan_hash(loaded, environ))
 
 
-def _current_plan_hash(loaded: LoadedProfile, environ: Mapping[str, str] | None) -> str | None:
+def _current_plan_hash(loaded: LoadedProfile, environ: Mapping[str, str]) -> str | None:
     try:
         return plan_for(loaded, environ=environ).plan_hash
     except ProfileError:

@@ -6,7 +6,6 @@ too), so a profile compiles the same way whoever asks.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,14 +38,14 @@ class Resolved:
 def plan_for(
     loaded: LoadedProfile,
     *,
-    environ: Mapping[str, str] | None = None,
+    environ: Mapping[str, str],
     variables: Mapping[str, str] | None = None,
 ) -> LaunchPlan:
     """Compile ``loaded`` with this host's state folder, home and environment.
 
     ``variables`` answers ``${VAR}`` in host paths (default: the environment itself).
     """
-    env = os.environ if environ is None else environ
+    env = environ
     return compile_plan(
         loaded.profile,
         source=str(loaded.file.path),
@@ -57,11 +56,11 @@ def plan_for(
     )
 
 
-def resolve(name: str, *, environ: Mapping[str, str] | None = None, keep_unset: bool = False) -> Resolved:
+def resolve(name: str, *, environ: Mapping[str, str], keep_unset: bool = False) -> Resolved:
     """Load, validate and compile profile ``name`` (found on the search path ``environ`` gives).
 
     Args:
-        environ: the environment (default ``os.environ``): the search path, the state folder, home and the
+        environ: the environment: the search path, the state folder, home and the
             ``${VAR}`` references in host paths.
         keep_unset: leave an unset ``${VAR}`` in host paths as it is and name it in ``Resolved.unset``
             (a plan to show, never to run); without it an unset variable is an error.
@@ -69,7 +68,7 @@ def resolve(name: str, *, environ: Mapping[str, str] | None = None, keep_unset: 
     Raises:
         UsageError: unknown profile. ProfileError: any problem in the profile, all at once.
     """
-    env = os.environ if environ is None else environ
+    env = environ
     loaded = load_profile(name, folders=search_path(environ=env))
     keeping = UnsetKeptLiteral(env) if keep_unset else None
     variables = _Recording(env if keeping is None else keeping)

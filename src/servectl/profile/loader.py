@@ -85,9 +85,9 @@ class LoadedProfile:
         return Problem(file=display_path(file), line=line, field=dotted_path(path), message=message, rule=rule)
 
 
-def search_path(*, cwd: Path | None = None, environ: Mapping[str, str] | None = None) -> list[ProfileFolder]:
+def search_path(*, cwd: Path | None = None, environ: Mapping[str, str]) -> list[ProfileFolder]:
     """The profile folders in search order."""
-    env = os.environ if environ is None else environ
+    env = environ
     base = Path.cwd() if cwd is None else cwd
     folders = [ProfileFolder(base / "profiles", "./profiles")]
     for entry in (env.get("SERVECTL_PROFILES") or "").split(":"):
@@ -107,10 +107,10 @@ def search_path(*, cwd: Path | None = None, environ: Mapping[str, str] | None = 
     return unique
 
 
-def discover(folders: Sequence[ProfileFolder] | None = None) -> dict[str, ProfileFile]:
+def discover(folders: Sequence[ProfileFolder]) -> dict[str, ProfileFile]:
     """All profile files on the search path by name; the first folder that has a name wins."""
     found: dict[str, ProfileFile] = {}
-    for folder in search_path() if folders is None else folders:
+    for folder in folders:
         if not folder.path.is_dir():
             continue
         for path in sorted(folder.path.glob("*.yaml")):
@@ -123,7 +123,7 @@ def discover(folders: Sequence[ProfileFolder] | None = None) -> dict[str, Profil
     return found
 
 
-def find_profile(name: str, folders: Sequence[ProfileFolder] | None = None) -> ProfileFile:
+def find_profile(name: str, folders: Sequence[ProfileFolder]) -> ProfileFile:
     """The file of profile ``name``.
 
     Raises:
@@ -137,11 +137,11 @@ def find_profile(name: str, folders: Sequence[ProfileFolder] | None = None) -> P
         return files[name]
     close = difflib.get_close_matches(name, [n for n in files if not n.startswith("_")], n=3)
     hint = f"; did you mean {', '.join(close)}?" if close else "; `servectl profiles` lists them"
-    searched = ", ".join(str(f.path) for f in (search_path() if folders is None else folders))
+    searched = ", ".join(str(f.path) for f in (folders))
     raise UsageError(f"profile {name!r} not found in {searched}{hint}")
 
 
-def read_profile(name: str, *, folders: Sequence[ProfileFolder] | None = None) -> LoadedProfile:
+def read_profile(name: str, *, folders: Sequence[ProfileFolder]) -> LoadedProfile:
     """Find, merge and schema-validate profile ``name`` (no cross-field rules; see ``profile.validate``).
 
     Raises:
@@ -152,7 +152,7 @@ def read_profile(name: str, *, folders: Sequence[ProfileFolder] | None = None) -
     return read_profile_file(file, folders=folders)
 
 
-def read_profile_file(file: ProfileFile, *, folders: Sequence[ProfileFolder] | None = None) -> LoadedProfile:
+def read_profile_file(file: ProfileFile, *, folders: Sequence[ProfileFolder]) -> LoadedProfile:
     """Merge and schema-validate the profile in ``file`` (see :func:`read_profile`).
 
     Raises:
@@ -167,7 +167,7 @@ def read_profile_document(
     data: Mapping[str, Any],
     locations: Mapping[PathKey, Location],
     *,
-    folders: Sequence[ProfileFolder] | None = None,
+    folders: Sequence[ProfileFolder],
 ) -> LoadedProfile:
     """Merge and schema-validate a profile that exists only as a document (``data``), such as a campaign's
     variant: ``extends`` resolves on ``folders`` as a file's would, and each problem is located through
@@ -235,7 +235,7 @@ def is_template_file(path: Path) -> bool:
 
 # -- extends ------------------------------------------------------------------------------------------
 def _resolve(
-    file: ProfileFile, folders: Sequence[ProfileFolder] | None, stack: tuple[str, ...]
+    file: ProfileFile, folders: Sequence[ProfileFolder], stack: tuple[str, ...]
 ) -> tuple[dict[str, Any], dict[PathKey, Location], tuple[Path, ...]]:
     data, locations = read_yaml(file.path)
     return _resolve_document(file, data, locations, folders, stack)
@@ -245,7 +245,7 @@ def _resolve_document(
     file: ProfileFile,
     data: dict[str, Any],
     locations: dict[PathKey, Location],
-    folders: Sequence[ProfileFolder] | None,
+    folders: Sequence[ProfileFolder],
     stack: tuple[str, ...],
 ) -> tuple[dict[str, Any], dict[PathKey, Location], tuple[Path, ...]]:
     base_name = data.get("extends")

@@ -16,7 +16,7 @@ from servectl.profile.loader import LoadedProfile, ProfileFile, ProfileFolder, r
 from servectl.profile.rules import check_profile
 
 
-def load_profile(name: str, *, folders: Sequence[ProfileFolder] | None = None) -> LoadedProfile:
+def load_profile(name: str, *, folders: Sequence[ProfileFolder]) -> LoadedProfile:
     """Find, merge and validate profile ``name`` (schema and cross-field rules).
 
     Raises:
@@ -26,7 +26,7 @@ def load_profile(name: str, *, folders: Sequence[ProfileFolder] | None = None) -
     return checked(read_profile(name, folders=folders))
 
 
-def load_profile_file(file: ProfileFile, *, folders: Sequence[ProfileFolder] | None = None) -> LoadedProfile:
+def load_profile_file(file: ProfileFile, *, folders: Sequence[ProfileFolder]) -> LoadedProfile:
     """Merge and validate the profile in ``file`` (see :func:`load_profile`)."""
     return checked(read_profile_file(file, folders=folders))
 

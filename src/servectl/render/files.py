@@ -133,7 +133,7 @@ def render_profile(
     target: Target,
     out: str | None = None,
     cwd: Path | None = None,
-    folders: Sequence[ProfileFolder] | None = None,
+    folders: Sequence[ProfileFolder],
     extend: Extension | None = None,
     flag: str = "",
 ) -> RenderedFile:
@@ -144,7 +144,7 @@ def render_profile(
         target: ``compose`` or ``k8s``.
         out: file to write; ``-`` for standard output; default ``<target dir>/<name>.yaml`` under ``cwd``.
         cwd: the folder a relative ``out`` starts from (default: the current folder).
-        folders: the profile search path (default: the usual one).
+        folders: the profile search path (the host's).
         extend: adds a higher layer's objects (see :data:`Extension`); ``flag`` goes in the regenerate command.
 
     Raises:

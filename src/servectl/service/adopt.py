@@ -12,7 +12,6 @@ host (:attr:`AdoptOptions.engine_parser`); what the recipe gets wrong is in ``ad
 
 from __future__ import annotations
 
-import os
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -26,7 +25,7 @@ from servectl.plan.adopt import AdoptError, Adoption, adopt_container, adoption_
 from servectl.plan.container_match import container_diff
 from servectl.plan.resolve import plan_for
 from servectl.profile.engine_args import catalog_for
-from servectl.profile.loader import MAX_PROFILE_BYTES, ProfileFolder, discover, is_template_file, search_path
+from servectl.profile.loader import MAX_PROFILE_BYTES, ProfileFolder, discover, is_template_file
 from servectl.profile.validate import load_profile
 
 if TYPE_CHECKING:
@@ -75,23 +74,23 @@ class AdoptResult:
     problems: tuple[str, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class AdoptOptions:
-    """How ``adopt`` writes (every default is servectl's own).
+    """How ``adopt`` writes, and where (the host's search path and environment; no default of their own).
 
     Attributes:
+        folders: the profile search path (the host's).
+        environ: environment for the plan check (the host's).
         dry_run: translate and check, write nothing.
         force: replace a profile of the same name (a backup of the old file is kept).
-        folders: the profile search path (default: servectl's).
-        environ: environment for the plan check (default: ``os.environ``).
         compose_config: ``compose_file`` -> its ``docker compose config --format json``.
         engine_parser: parses a recipe's argv with its image's own SGLang (None: the flag catalog only).
     """
 
+    folders: Sequence[ProfileFolder]
+    environ: Mapping[str, str]
     dry_run: bool = False
     force: bool = False
-    folders: list[ProfileFolder] | None = None
-    environ: Mapping[str, str] | None = None
     compose_config: ComposeConfig | None = None
     engine_parser: EngineParser | None = None
 
@@ -105,7 +104,7 @@ def adopt(
     recipe: Path | None = None,
     name: str | None = None,
     out: Path | None = None,
-    opts: AdoptOptions | None = None,
+    opts: AdoptOptions,
 ) -> AdoptResult:
     """Write a profile that reproduces a running (or stopped) container, a compose service, or a registry recipe.
 
@@ -122,11 +121,8 @@ def adopt(
     Raises:
         AdoptError: no such container, not SGLang, already servectl's, name taken - nothing is written.
     """
-    opts = opts or AdoptOptions()
-    folders, environ, dry_run, force = opts.folders, opts.environ, opts.dry_run, opts.force
+    path_folders, env, dry_run, force = opts.folders, opts.environ, opts.dry_run, opts.force
     compose_config = opts.compose_config
-    env = os.environ if environ is None else environ
-    path_folders = search_path(environ=env) if folders is None else folders
     if out is not None:
         stem = out.name.removesuffix(".yaml")
         if not out.name.endswith(".yaml"):
@@ -277,7 +273,7 @@ def image_parser(engine: DockerEngine) -> EngineParser:
     return parse
 
 
-def _default_folder(folders: list[ProfileFolder]) -> Path:
+def _default_folder(folders: Sequence[ProfileFolder]) -> Path:
     """./profiles when it exists, else the user's profile folder."""
     for folder in folders:
         if folder.origin == "./profiles" and folder.path.is_dir():
@@ -288,7 +284,7 @@ def _default_folder(folders: list[ProfileFolder]) -> Path:
     return folders[0].path
 
 
-def _refuse_clash(name: str, target: Path, folders: list[ProfileFolder], *, force: bool) -> None:
+def _refuse_clash(name: str, target: Path, folders: Sequence[ProfileFolder], *, force: bool) -> None:
     existing = discover(folders).get(name)
     clash = target if target.exists() else (existing.path if existing is not None else None)
     if clash is None or force or is_template_file(clash):

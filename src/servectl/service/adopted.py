@@ -38,7 +38,7 @@ class AdoptedMatch:
     document: Mapping[str, Any]  # its docker inspect
 
 
-def adopted_profiles(environ: Mapping[str, str] | None = None) -> list[Resolved]:
+def adopted_profiles(environ: Mapping[str, str]) -> list[Resolved]:
     """The profiles on the search path of ``environ`` (default ``os.environ``) that ``servectl adopt`` wrote (an
     ``adopted:`` key), resolved in that environment.
 

@@ -135,8 +135,8 @@ def looks_like_image_ref(name: str) -> bool:
     return any(c in name for c in ":/@")
 
 
-def image_target(name: str, *, folders: Sequence[ProfileFolder] | None = None) -> ImageTarget:
-    """``name`` as a profile on ``folders`` (its image and entrypoint; default: the usual search path) when such
+def image_target(name: str, *, folders: Sequence[ProfileFolder]) -> ImageTarget:
+    """``name`` as a profile on ``folders`` (its image and entrypoint; the host's search path) when such
     a profile exists, else as an image reference.
 
     Raises:
@@ -158,7 +158,7 @@ def image_target(name: str, *, folders: Sequence[ProfileFolder] | None = None) -
 
 
 def load_catalog_target(
-    name: str, *, engine: DockerEngine | None = None, folders: Sequence[ProfileFolder] | None = None
+    name: str, *, engine: DockerEngine | None = None, folders: Sequence[ProfileFolder]
 ) -> tuple[str, FlagCatalog]:
     """A catalog for ``catalog diff``: a catalog spec (shipped name, ``sha256:...``, ``.json`` file), a
     profile on ``folders`` (its catalog), or an image (its extracted catalog; extracted now when there is none

@@ -278,7 +278,7 @@ def _bench_folder(evidence_dir: Path) -> tuple[Path, list[str]]:
     return bench, problems
 
 
-def _promoted(name: str, environ: Mapping[str, str] | None) -> tuple[Any, Any, str]:
+def _promoted(name: str, environ: Mapping[str, str]) -> tuple[Any, Any, str]:
     """The loaded profile, its evidence record and its plan hash now (on the search path and state folder of
     ``environ``), or a one-line refusal."""
     from servectl.plan.resolve import plan_for
@@ -336,7 +336,7 @@ def export_registry(
     overwrite: bool = False,
     recipe_id: str | None = None,
     omit_failed: bool = False,
-    environ: Mapping[str, str] | None = None,
+    environ: Mapping[str, str],
 ) -> RegistryExport:
     """Build the ``local-ai-registry/v1`` speed sweep of promoted profile ``name``, validate it, write it.
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -241,7 +240,7 @@ def write_report(
     out_dir: Path | None = None,
     publication: Publication | None = None,
     limits: FindingLimits | None = None,
-    environ: Mapping[str, str] | None = None,
+    environ: Mapping[str, str],
 ) -> ReportResult:
     """Write (or correct) the finding of profile ``name`` from its bench and qualification evidence.
 
@@ -253,7 +252,7 @@ def write_report(
         out_dir: The finding folder (default: :func:`default_out`); one holding a finding gets a correction.
         publication: What redaction takes out (default: this host's names, user, home and secrets).
         limits: Per-file and per-bundle size limits (default: :class:`FindingLimits`).
-        environ: Environment for the state folder and the secrets to redact (default: ``os.environ``).
+        environ: Environment for the state folder and the secrets to redact.
 
     Raises:
         UsageError: unreadable evidence, evidence changed since its manifest was written or measured on another
@@ -263,7 +262,7 @@ def write_report(
     from servectl.profile.loader import search_path
     from servectl.profile.validate import load_profile
 
-    env = os.environ if environ is None else environ
+    env = environ
     loaded = load_profile(name, folders=search_path(environ=env))
     if qualification_dir is None and (evidence_dir / "qualify.json").is_file():
         qualification_dir = evidence_dir

@@ -3,7 +3,7 @@
 Library entry points (keyword-only, typed)::
 
     suite = load_suite(suite_path("default"))
-    report = run_qualify(settings=QualifySettings(url="http://127.0.0.1:8180", suite=suite))
+    report = run_qualify(settings=QualifySettings(url="http://127.0.0.1:8180", suite=suite), environ=os.environ)
     write_evidence(report, Path("evidence"))
 
 Gates (each with a count and a verdict; see :mod:`servectl.bench.qualify.gates`): smoke, structured output,

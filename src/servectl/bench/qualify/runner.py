@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as _dt
 import platform
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from importlib import metadata
 from typing import Any
 
@@ -123,6 +123,7 @@ def run_qualify(
     facts: ServiceFacts | None = None,
     progress: ProgressCallback | None = None,
     sandbox: CodeSandbox | None = None,
+    environ: Mapping[str, str],
 ) -> QualifyReport:
     """Run every gate of ``settings.suite`` against the server and return the verdicts.
 
@@ -133,6 +134,7 @@ def run_qualify(
         progress: Called after each case.
         sandbox: Where the coding gate runs answers (a suite with a coding gate needs one: the host's
             ``Context.code_sandbox``, a :class:`~servectl.adapters.sandbox.DockerSandbox` on the stand-in image).
+        environ: the host's environment (the clients gate's agent clients inherit from it).
 
     Raises:
         UsageError: ``settings`` name no server or no suite.
@@ -164,6 +166,7 @@ def run_qualify(
             run_id=secrets.token_hex(4),
             max_model_len=max_model_len,
             seed=settings.seed,
+            environ=environ,
             progress=progress,
             code_sandbox=sandbox,
             route=settings.route,

@@ -99,9 +99,9 @@ def _run(argv: list[str], *, cwd: Path, env: dict[str, str], timeout_s: float) -
         return out.decode("utf-8", "replace"), None, True
 
 
-def run(run: GateRun, spec: ClientsGate, *, environ: Mapping[str, str] | None = None) -> GateResult:
+def run(run: GateRun, spec: ClientsGate) -> GateResult:
     """Each client of ``spec.clients``, one after the other."""
-    env = os.environ if environ is None else environ
+    env = run.environ
     context = run.max_model_len or run.facts.context_length  # a gateway's /v1/models may not report it
     endpoint = ClientEndpoint(url=run.client.url, model=run.client.model, context_length=context)
     key = run.client.api_key.reveal() if run.client.api_key is not None else NO_KEY

@@ -27,6 +27,7 @@ class GateRun:
     run_id: str
     max_model_len: int | None
     seed: int  # QualifySettings.seed (its one home)
+    environ: Mapping[str, str]  # the host's: what the agent clients inherit (PATH, HOME, TMPDIR, ...)
     progress: Callable[[QualifyProgressEvent], None] | None = None
     code_sandbox: CodeSandbox | None = None
     route: RouteWatch | None = None
