@@ -41,6 +41,7 @@ def serve(upstream_file: Path, port: int, home: Path) -> None:
     from servectl.gateway.dashboard import DashboardSources
     from servectl.gateway.routes import AliasTable, Upstream
     from servectl.gateway.serve import serve_gateway
+    from servectl.service.clocks import Clocks
 
     def upstreams() -> list[Upstream]:
         return [Upstream(**u) for u in json.loads(upstream_file.read_text())]
@@ -57,7 +58,7 @@ def serve(upstream_file: Path, port: int, home: Path) -> None:
     dashboard = DashboardSources(history=lambda: ([], None), gpus=NullGpuInventory("not measured").snapshot)
     asyncio.run(serve_gateway(config, table=AliasTable({"chat": ["a", "b"]}), upstreams=upstreams,
                               keys_path=home / "keys.json", admin_path=home / "gateway" / "admin.sock",
-                              dashboard=dashboard))  # fmt: skip
+                              dashboard=dashboard, clocks=Clocks()))  # fmt: skip
 
 
 # -- client side ---------------------------------------------------------------------------------------------
@@ -254,7 +255,7 @@ def main() -> int:
         lines.append(text)
 
     home = Path(tempfile.mkdtemp(prefix="gwbench-"))
-    key, _ = create_key(home / "keys.json", name="bench")
+    key, _ = create_key(home / "keys.json", name="bench", clock=time.time)
     upstream_file = home / "upstreams.json"
     flags = ["--model-path", DEMO, "--served-model-name", "served"]
 
@@ -347,7 +348,9 @@ def main() -> int:
         extra = []
         for _ in range(3 if args.quick else 5):
             result: list[float] = []
-            with GatewayHold(home, History(home), profiles=["a", "b"], reason="swap a -> b", target="b"):
+            with GatewayHold(
+                home, History(home, clock=time.time), profiles=["a", "b"], reason="swap a -> b", target="b"
+            ):
                 down = time.monotonic()
                 sender = threading.Thread(target=lambda out=result: out.append(stream_once(port, key, 8, "chat")[0]))
                 sent = time.monotonic()

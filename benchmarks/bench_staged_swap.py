@@ -88,7 +88,7 @@ def load_seconds(engine: DockerSdkEngine, container: str) -> float:
 def once(mode: str, setup: Setup) -> Run:
     def run_swap(target: str, staged: bool) -> SwapResult:
         ctx = Context(docker=setup.engine, scope={TEST_SESSION_LABEL: setup.session}, state_dir=setup.home, nvml=False)
-        opts = SwapOptions(handle_signals=False, stage=stager(ctx.probe) if staged else None)
+        opts = SwapOptions(handle_signals=False, stage=stager(ctx.probe, clock=time.monotonic) if staged else None)
         return swap(ctx, target=target, opts=opts)
 
     run_swap(setup.old, False)

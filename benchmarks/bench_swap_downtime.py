@@ -83,7 +83,9 @@ def servectl_once(old: str, new: str, session: str, home: Path, engine: DockerSd
     port = resolve(old, environ=os.environ).loaded.profile.serve.port
     scope = {TEST_SESSION_LABEL: session}
     ctx = Context(docker=engine, scope=scope, state_dir=home, nvml=False)
-    opts = SwapOptions(handle_signals=False, stage=stager(ctx.probe))  # as `servectl swap` does (stage before the stop)
+    opts = SwapOptions(
+        handle_signals=False, stage=stager(ctx.probe, clock=time.monotonic)
+    )  # as `servectl swap` does (stage before the stop)
     swap(ctx, target=old, opts=opts)
     wait_serving(port, old)
     with Prober(port) as prober:

@@ -7,6 +7,7 @@ Set ``SERVECTL_GPU_NUMBERS=path`` to have the compared numbers appended there as
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -181,10 +182,14 @@ def test_wait_until_free_names_the_pid_then_sees_the_card_empty(
     for other in snapshot.devices[:-1]:
         already |= {p.pid for p in other.processes or ()}
     extra = holder_factory(card, 1.0)
-    held = wait_until_free(inventory, cards, deadline_s=1.0, ignore_pids=already)
+    held = wait_until_free(
+        inventory, cards, deadline_s=1.0, ignore_pids=already, clock=time.monotonic, sleep=time.sleep
+    )
     assert not held.free and held.leaked_pids == (extra.pid,)
     assert {h.card_index for h in held.held} == {card}, "the leaked pid is named on its own card"
     extra.stop()
-    freed = wait_until_free(inventory, cards, deadline_s=60.0, ignore_pids=already)
+    freed = wait_until_free(
+        inventory, cards, deadline_s=60.0, ignore_pids=already, clock=time.monotonic, sleep=time.sleep
+    )
     record("wait_until_free", card=card, pid=extra.pid, waited_s=round(freed.waited_seconds, 3))
     assert freed.free, f"card {card} still held: {freed}"

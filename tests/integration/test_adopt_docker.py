@@ -169,7 +169,7 @@ class World:
         adopted = services(
             docker=self.docker,
             scope=self.scope(),
-            records=ServiceRecords(self.home, History(self.home)),
+            records=ServiceRecords(self.home, History(self.home, clock=time.time)),
             clock=time.time,
             adopted=lambda: adopted_in(os.environ),
         )

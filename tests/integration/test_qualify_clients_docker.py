@@ -65,7 +65,7 @@ def through_gateway(
     engine: HostStandin, tmp_path: Path, gates: dict[str, Any], *, auth: str = "keys", profile: str = "demo"
 ) -> QualifyReport:
     config = GatewayConfig.model_validate({"listen": f"127.0.0.1:{free_port()}", "aliases": ALIASES, "auth": auth})
-    key, _ = create_key(config.keys_path({"SERVECTL_HOME": str(tmp_path)}), name="qualify")
+    key, _ = create_key(config.keys_path({"SERVECTL_HOME": str(tmp_path)}), name="qualify", clock=time.time)
     up = Upstream(profile="demo", url=engine.base_url, served_name="served-demo", ready=True)
     loaded = LoadedSuite(Suite.model_validate({"name": "t", "gates": gates}), source="test", sha256="0" * 64)
     with GatewayThread(config, upstreams=lambda: [up], state_dir=tmp_path) as gw:

@@ -38,7 +38,7 @@ from servectl.plan.resolve import plan_for
 from servectl.profile.loader import ProfileFolder
 from servectl.profile.validate import load_profile
 from servectl.render.files import render_text
-from servectl.service.health import wait_until_serving
+from servectl.service.health import GateOptions, wait_until_serving
 from servectl.service.services import ServiceRecords, services
 from servectl.standin.process import free_port
 
@@ -172,7 +172,11 @@ def started(
 
 def test_the_rendered_demo_passes_servectls_health_gate(started: Started) -> None:
     gate = wait_until_serving(
-        plan=started.plan, container_id=started.container.id, docker=started.engine, api_key=started.api_key
+        plan=started.plan,
+        container_id=started.container.id,
+        docker=started.engine,
+        api_key=started.api_key,
+        opts=GateOptions(clock=time.monotonic, sleep=time.sleep),
     )
     assert gate.startup_s < started.plan.startup_timeout_s
 
@@ -180,7 +184,11 @@ def test_the_rendered_demo_passes_servectls_health_gate(started: Started) -> Non
 def test_it_answers_health_models_and_a_chat_completion(started: Started) -> None:
     headers = {"Authorization": f"Bearer {started.api_key}"} if started.api_key else {}
     wait_until_serving(
-        plan=started.plan, container_id=started.container.id, docker=started.engine, api_key=started.api_key
+        plan=started.plan,
+        container_id=started.container.id,
+        docker=started.engine,
+        api_key=started.api_key,
+        opts=GateOptions(clock=time.monotonic, sleep=time.sleep),
     )
     with httpx.Client(base_url=started.plan.url, timeout=10) as client:
         assert client.get("/health").status_code == 200
@@ -198,12 +206,16 @@ def test_it_answers_health_models_and_a_chat_completion(started: Started) -> Non
 
 def test_servectl_status_lists_it_ready_without_drift(started: Started, test_session_id: str) -> None:
     wait_until_serving(
-        plan=started.plan, container_id=started.container.id, docker=started.engine, api_key=started.api_key
+        plan=started.plan,
+        container_id=started.container.id,
+        docker=started.engine,
+        api_key=started.api_key,
+        opts=GateOptions(clock=time.monotonic, sleep=time.sleep),
     )
     (service,) = services(
         docker=started.engine,
         scope={SESSION_LABEL: test_session_id},
-        records=ServiceRecords(started.state_dir, History(started.state_dir)),
+        records=ServiceRecords(started.state_dir, History(started.state_dir, clock=time.time)),
         clock=time.time,
         plan_hash_of=PlanCache(environ=os.environ).plan_hash,  # drift, as `servectl status` asks it
     )

@@ -113,7 +113,7 @@ def test_soak_swaps_with_random_faults_leave_one_service_and_agreeing_state(
         assert now == expect, "\n".join(log[-3:])
         assert read_journal(bench.home) is None, log
         assert bench.serves(now), log
-        last = next(e for e in reversed(History(bench.home).events()) if e.get("event") in RUN_EVENTS)
+        last = next(e for e in reversed(History(bench.home, clock=time.time).events()) if e.get("event") in RUN_EVENTS)
         assert last["profile"] == now, (log, last)
         assert settled(bench.containers) == {bench.container_name(now): "running"}, log
     elapsed = time.monotonic() - started

@@ -123,7 +123,7 @@ class World:
             s.profile: s.state
             for s in services(
                 docker=self.docker,
-                records=ServiceRecords(self.home, History(self.home)),
+                records=ServiceRecords(self.home, History(self.home, clock=time.time)),
                 clock=time.time,
                 scope=self.labels,
                 adopted=None,
@@ -160,7 +160,7 @@ def test_a_b_a_with_a_on_warm_standby_comes_back_without_a_container_start(world
     assert world.states() == {"a": "standby", "b": "ready"}
     assert "!" not in world.answer("b") and world.gpus.used_mib(0) > 0
     assert any(p.phase == "stop-old" for p in away.phases)
-    (released,) = [e for e in History(world.home).events() if e.get("event") == "standby"]
+    (released,) = [e for e in History(world.home, clock=time.time).events() if e.get("event") == "standby"]
     assert 0 < released["kept_mib"]["0"] < full_mib  # what a keeps on card 0, measured, not the whole
 
     back = rollback(world.context())
@@ -178,7 +178,7 @@ def test_a_b_a_with_a_on_warm_standby_comes_back_without_a_container_start(world
         s
         for s in services(
             docker=world.docker,
-            records=ServiceRecords(world.home, History(world.home)),
+            records=ServiceRecords(world.home, History(world.home, clock=time.time)),
             clock=time.time,
             scope=world.labels,
         )
@@ -206,7 +206,7 @@ def test_a_resume_that_fails_or_answers_wrong_falls_back_to_a_cold_start_of_the_
     a_after = world.container("a")
     assert a_after[0] != a_before[0] and a_after[1] == "running"  # started cold, in the same transaction
     assert world.states() == {"a": "ready"} and world.answer("a") == right
-    failed = [e for e in History(world.home).events() if e.get("event") == "standby-resume-failed"]
+    failed = [e for e in History(world.home, clock=time.time).events() if e.get("event") == "standby-resume-failed"]
     assert len(failed) == 1 and failed[0]["profile"] == "a"
     expected = {
         "fail": "a: POST /resume_memory_occupation answered 400: resume_memory_occupation failed",
@@ -331,7 +331,7 @@ def test_a_server_that_dies_on_the_call_is_a_crash_started_again_never_a_second_
         world.swap("b")
         back = world.swap("a")  # the resume kills it: the same transaction starts a cold
         assert back.outcome == "swapped"
-        failed = [e for e in History(world.home).events() if e.get("event") == "standby-resume-failed"]
+        failed = [e for e in History(world.home, clock=time.time).events() if e.get("event") == "standby-resume-failed"]
         assert "a's server died (exit status 137)" in failed[0]["reason"], failed
     a_after = world.container("a")
     assert a_after[0] != a_before[0] and a_after[1] == "running"  # started again from its plan
@@ -376,7 +376,7 @@ def test_a_primed_standby_pays_its_first_release_at_start_and_every_later_one_is
     world.profile("b")
     started = world.swap("a")
     assert [p.phase for p in started.phases if p.phase == "prime-standby"] == ["prime-standby"]
-    (primed,) = [e for e in History(world.home).events() if e.get("event") == "standby-primed"]
+    (primed,) = [e for e in History(world.home, clock=time.time).events() if e.get("event") == "standby-primed"]
     assert primed["release_s"] >= 2.0  # the pinned buffer, paid before a was admitted
     trust = StandbyRecord(world.home).trust(world.container("a")[0])
     assert trust is not None and trust.cycles == 0  # its fingerprint, taken at its first start
@@ -385,5 +385,5 @@ def test_a_primed_standby_pays_its_first_release_at_start_and_every_later_one_is
     assert (held.backup_hold, held.backup_bytes) == ("held", trust.backup_bytes)  # what preflight counts as in use
     away = world.swap("b")
     assert away.old_released and away.old_stop_s is not None and away.old_stop_s < 1.5
-    released = [e for e in History(world.home).events() if e.get("event") == "standby"][-1]
+    released = [e for e in History(world.home, clock=time.time).events() if e.get("event") == "standby"][-1]
     assert released["release_s"] < 1.0

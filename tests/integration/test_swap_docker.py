@@ -364,7 +364,7 @@ def test_a_compose_conflict_is_brought_down_and_up_again(alpha_running: Bench) -
         COMPOSE.up(str(compose_file))
         assert wait(lambda: len(b.running()) == 2), b.containers()
         b.profile("beta", env={"STANDIN_CRASH_AT": "weights"}, conflicts=[{"compose_file": str(compose_file)}])
-        handler = DockerConflicts(docker=b.docker, compose=COMPOSE)
+        handler = DockerConflicts(docker=b.docker, compose=COMPOSE, clock=time.time)
         with pytest.raises(SwapRolledBack, match=r"restored compose file .*compose\.yml"):
             b.swap("beta", conflicts=handler)
         assert wait(lambda: len(b.running()) == 2), b.containers()  # alpha and the recreated daily

@@ -10,6 +10,7 @@ Every container carries this test's label and is removed at the end, passed or f
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -136,7 +137,7 @@ def test_an_argv_the_target_image_rejects_fails_at_staging_and_the_old_service_k
 
     ctx = Context(docker=world.docker, scope=world.labels, state_dir=world.home, nvml=False)
     with pytest.raises(PreflightFailed) as caught:
-        swap(ctx, target="bad", opts=SwapOptions(preflight=no_preflight, stage=stager(ctx.probe)))
+        swap(ctx, target="bad", opts=SwapOptions(preflight=no_preflight, stage=stager(ctx.probe, clock=time.monotonic)))
     line = caught.value.message
     assert "\n" not in line and "engine.args: staging bad: SGLang 0.5.23 in the image rejects the argv" in line
     assert "invalid choice: 'exl3'" in line and "nothing was stopped" in line

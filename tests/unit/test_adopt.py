@@ -8,6 +8,7 @@ matches the container on every field servectl controls.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -373,7 +374,7 @@ def test_the_adopted_services_are_looked_up_on_the_runtimes_search_path(
         http=None,
         environ=environ,
         state_dir=tmp_path / "state",
-        history=History(tmp_path / "state"),
+        history=History(tmp_path / "state", clock=time.time),
         clocks=Clocks(),
     )
     listed = runtime.services(probe=False)

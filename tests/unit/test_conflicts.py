@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -80,8 +81,14 @@ def test_a_running_conflict_container_is_stopped_and_started_again() -> None:
 
 def test_a_conflict_container_that_is_not_running_is_left_alone() -> None:
     docker = engine(("id1", "daily", "exited"))
-    assert DockerConflicts(docker=docker, compose=False).stop(container_spec("daily"), stopped_by="x") is None
-    assert DockerConflicts(docker=docker, compose=False).stop(container_spec("absent"), stopped_by="x") is None
+    assert (
+        DockerConflicts(docker=docker, compose=False, clock=time.time).stop(container_spec("daily"), stopped_by="x")
+        is None
+    )
+    assert (
+        DockerConflicts(docker=docker, compose=False, clock=time.time).stop(container_spec("absent"), stopped_by="x")
+        is None
+    )
     assert changes(docker) == []
 
 
@@ -91,7 +98,7 @@ def test_a_running_compose_file_is_brought_down_and_up_again(tmp_path: Path) -> 
     compose_file.write_text("services: {}\n", encoding="utf-8")
     runner = Runner({"ps -q -a": (0, "id1\nid2\n", "")})
     docker = engine(("id1", "daily-1", "running"), ("id2", "daily-2", "exited"))
-    handler = DockerConflicts(docker=docker, compose=SubprocessCompose(("docker", "compose"), runner))
+    handler = DockerConflicts(docker=docker, compose=SubprocessCompose(("docker", "compose"), runner), clock=time.time)
 
     stopped = handler.stop(compose_spec(compose_file), stopped_by="glm")
 
@@ -110,13 +117,15 @@ def test_a_compose_file_with_nothing_running_is_not_brought_down(tmp_path: Path)
     compose_file = tmp_path / "daily.yml"
     compose_file.write_text("services: {}\n", encoding="utf-8")
     runner = Runner({"ps -q -a": (0, "", "")})
-    handler = DockerConflicts(docker=engine(), compose=SubprocessCompose(("docker-compose",), runner))
+    handler = DockerConflicts(docker=engine(), compose=SubprocessCompose(("docker-compose",), runner), clock=time.time)
     assert handler.stop(compose_spec(compose_file), stopped_by="glm") is None
     assert [c[-1] for c in runner.calls] == ["-a"]
 
 
 def test_a_missing_compose_file_is_named(tmp_path: Path) -> None:
-    handler = DockerConflicts(docker=engine(), compose=SubprocessCompose(("docker", "compose"), Runner()))
+    handler = DockerConflicts(
+        docker=engine(), compose=SubprocessCompose(("docker", "compose"), Runner()), clock=time.time
+    )
     with pytest.raises(ServectlError, match=r"daily\.yml does not exist; fix conflicts\[\]\.compose_file"):
         handler.stop(compose_spec(tmp_path / "daily.yml"), stopped_by="glm")
 
@@ -126,13 +135,13 @@ def test_a_failing_compose_command_says_which_command_and_why(tmp_path: Path) ->
     compose_file.write_text("services: {}\n", encoding="utf-8")
     runner = Runner({"ps -q -a": (0, "id1\n", ""), "down": (1, "", "line1\nError: network in use\n")})
     docker = engine(("id1", "daily-1", "running"))
-    handler = DockerConflicts(docker=docker, compose=SubprocessCompose(("docker", "compose"), runner))
+    handler = DockerConflicts(docker=docker, compose=SubprocessCompose(("docker", "compose"), runner), clock=time.time)
     with pytest.raises(ServectlError, match=r"`docker compose -f .*daily\.yml down` failed \(exit 1\): .*network"):
         handler.stop(compose_spec(compose_file), stopped_by="glm")
 
 
 def test_without_a_compose_cli_the_check_names_what_to_install(tmp_path: Path) -> None:
-    handler = DockerConflicts(docker=engine(), compose=False)
+    handler = DockerConflicts(docker=engine(), compose=False, clock=time.time)
     handler.check_available([container_spec("daily")])  # containers need no compose
     with pytest.raises(EngineUnavailable, match=r"no compose CLI.*docker-compose-plugin.*Nothing was stopped"):
         handler.check_available([compose_spec(tmp_path / "daily.yml")])
@@ -142,7 +151,9 @@ def test_compose_paths_expand_the_home_folder(monkeypatch: pytest.MonkeyPatch, t
     monkeypatch.setenv("HOME", str(tmp_path))
     (tmp_path / "daily.yml").write_text("services: {}\n", encoding="utf-8")
     runner = Runner({"ps -q -a": (0, "", "")})
-    handler = DockerConflicts(docker=engine(), compose=SubprocessCompose(("docker", "compose"), runner))
+    handler = DockerConflicts(
+        docker=engine(), compose=SubprocessCompose(("docker", "compose"), runner), clock=time.time
+    )
     handler.stop(ConflictSpec(compose_file="~/daily.yml"), stopped_by="x")
     assert runner.calls[0][3] == str(tmp_path / "daily.yml")
 

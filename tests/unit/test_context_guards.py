@@ -7,6 +7,10 @@
   forgets to pass the host's environment is a type error, not a silent read of the process's (the bug of
   ``bench``, ``qualify`` and ``diff_container`` on a profile only the host's ``SERVECTL_PROFILES`` names).
   ``Host``, ``from_env``, ``api.py`` and ``Context`` itself build from ``os.environ`` when given none.
+* **Clocks.** Below ``host/`` no parameter or field defaults to a clock or a pause (``time.time``,
+  ``time.monotonic``, ``time.perf_counter``, ``time.sleep``): the Context's :class:`Clocks` reach every wait,
+  deadline and timestamp (``DockerRuntime.start`` dropped ``ctx.clocks``: the gate ran on the real clock under a
+  fake one). ``service/clocks.py`` is the real clocks' one home.
 * **Adapters.** The real adapters (Docker SDK engine and client, NVML, the psutil probe, the state folder's
   history and lock, declared conflicts, the runtime, the code sandbox, the plan cache) are constructed only where
   the context is built: ``service/context.py``, and ``host/base.py`` (the host's plan cache beside it).
@@ -58,6 +62,17 @@ ENV_DEFAULTS = {
 ENV_DEFAULTS_NOT_YET = {
     "paths.py": "issue 40: catalog_cache_dir(environ=None): the flag-catalog store (read by the validator's "
     "catalog_for) defaults to the process's cache folder",
+}
+
+# -- clock defaults -------------------------------------------------------------------------------------------
+CLOCK_FUNCTIONS = frozenset({"time", "monotonic", "perf_counter", "sleep", "time_ns", "monotonic_ns"})
+CLOCK_HOMES = {
+    "service/clocks.py": "Clocks: the real wall and monotonic clocks and sleep, the one home of their defaults",
+    "bench/runner.py": "run_bench times a live server's tokens with time.perf_counter (a measurement, not the "
+    "context's time: servectl.run_bench needs no host; tests over a mock transport pass a fake one)",
+}
+CLOCKS_NOT_YET: dict[str, str] = {
+    # module -> what issue 40 still has to take from the Context's clocks
 }
 
 # -- adapter construction --------------------------------------------------------------------------------------
@@ -150,6 +165,17 @@ def environ_defaults(tree: ast.Module) -> list[tuple[str, int]]:
         for name, default in _defaults(node)
         if name == "environ" or name.endswith("_environ")
     ]
+
+
+def clock_defaults(tree: ast.Module) -> list[tuple[str, int]]:
+    """``(name, line)`` of each parameter or field whose default is a clock or a pause of the time module."""
+    found = []
+    for node in ast.walk(tree):
+        for name, default in _defaults(node):
+            attr = isinstance(default, ast.Attribute) and isinstance(default.value, ast.Name)
+            if attr and default.value.id == "time" and default.attr in CLOCK_FUNCTIONS:  # type: ignore[attr-defined]
+                found.append((name, default.lineno))
+    return found
 
 
 def adapter_constructions(tree: ast.Module) -> list[tuple[str, int]]:
@@ -263,6 +289,14 @@ def environ_default_offenders(root: Path) -> dict[str, list[tuple[str, int]]]:
     }
 
 
+def clock_offenders(root: Path) -> dict[str, list[tuple[str, int]]]:
+    return {
+        m: found
+        for m, tree in modules(root)
+        if not m.startswith(ABOVE_THE_CONTEXT) and (found := clock_defaults(tree)) and m not in CLOCK_HOMES
+    }
+
+
 def adapter_offenders(root: Path) -> dict[str, list[tuple[str, int]]]:
     return {m: c for m, tree in modules(root) if (c := adapter_constructions(tree)) and m not in CONTEXT_BUILDERS}
 
@@ -286,6 +320,14 @@ def test_below_the_host_no_environ_has_a_default() -> None:
     assert unexpected == {}, f"take the environment without a default (the host passes its own): {unexpected}"
     assert set(ENV_DEFAULTS_NOT_YET) <= set(offenders), f"done: remove from ENV_DEFAULTS_NOT_YET: {offenders}"
     assert all(environ_defaults(_tree(m)) for m in ENV_DEFAULTS), "an exception that no longer applies"
+
+
+def test_below_the_host_no_clock_or_pause_has_a_default() -> None:
+    offenders = clock_offenders(SRC)
+    unexpected = {m: found for m, found in offenders.items() if m not in CLOCKS_NOT_YET}
+    assert unexpected == {}, f"take the clock from the Context's Clocks (no default): {unexpected}"
+    assert set(CLOCKS_NOT_YET) <= set(offenders), f"done: remove from CLOCKS_NOT_YET: {offenders}"
+    assert all(clock_defaults(_tree(m)) for m in CLOCK_HOMES), "an exception that no longer applies"
 
 
 def test_only_the_context_module_constructs_adapters() -> None:
@@ -365,6 +407,24 @@ def test_the_environ_default_guard_fails_on_a_defaulted_environ_below_the_host(t
     host = "def from_env(*, environ=None):\n    ...\n"  # above the Context: builds it from os.environ
     root = _package(tmp_path, {"host/__init__.py": host, "api.py": host, "plan/bad.py": source})
     assert list(environ_default_offenders(root)) == ["plan/bad.py"]
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import time\n\ndef wait(*, clock=time.monotonic):\n    ...\n",
+        "import time\n\ndef poll(deadline_s, sleep=time.sleep):\n    ...\n",
+        "import time\nfrom dataclasses import dataclass\n\n@dataclass\nclass Gate:\n    clock: object = time.time\n",
+        "import time\n\nclass Ring:\n    def __init__(self, *, now=time.perf_counter) -> None: ...\n",
+    ],
+)
+def test_the_clock_guard_fails_on_a_defaulted_clock_below_the_host(tmp_path: Path, source: str) -> None:
+    clocks = (
+        "import time\nfrom dataclasses import dataclass\n\n@dataclass\nclass Clocks:\n    wall: object = time.time\n"
+    )
+    host = "import time\n\ndef sleep_between(*, sleep=time.sleep):\n    ...\n"  # above the Context
+    root = _package(tmp_path, {"service/clocks.py": clocks, "host/watch.py": host, "service/bad.py": source})
+    assert list(clock_offenders(root)) == ["service/bad.py"]
 
 
 @pytest.mark.parametrize(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -108,8 +109,8 @@ def test_rollback_check_and_the_gateway_hold_read_the_last_measured_release_and_
         "a is on warm standby: the way back is a resume (last 0.4 s, 2 cycle(s) behind it), no container start"
     )
     assert standby.way_back_words(tmp_path, "a", [_service()]) is None  # running, not on standby
-    History(tmp_path).record({"event": "up", "profile": "a", "startup_s": 30.0})
-    ctx = SimpleNamespace(state_dir=tmp_path, history=History(tmp_path))
+    History(tmp_path, clock=time.time).record({"event": "up", "profile": "a", "startup_s": 30.0})
+    ctx = SimpleNamespace(state_dir=tmp_path, history=History(tmp_path, clock=time.time))
     assert standby.expected_swap_s(ctx, None, "a", waiting) == 0.4  # type: ignore[arg-type]  # resume, not start
     assert standby.expected_swap_s(ctx, None, "a", None) == 30.0  # type: ignore[arg-type]  # cold: the last start
 
@@ -126,13 +127,13 @@ def test_the_gateways_retry_after_for_a_profile_on_standby_is_its_last_resume(tm
     from servectl.adapters.gateway_admin import way_back_s
     from servectl.adapters.state import History
 
-    History(tmp_path).record({"event": "up", "profile": "a", "startup_s": 30.0})
+    History(tmp_path, clock=time.time).record({"event": "up", "profile": "a", "startup_s": 30.0})
     record = StandbyRecord(tmp_path)
     record.note_resume("a", 0.4, at=2.0)
     assert (
-        way_back_s(tmp_path, History(tmp_path), "a") == 30.0
+        way_back_s(tmp_path, History(tmp_path, clock=time.time), "a") == 30.0
     )  # running (no standby record): a swap back would start it
     record.mark(StandbyEntry("a", CID, 10.0, 0.8, 0, "x"))
     assert record.on_standby("a") and not record.on_standby("b")
-    assert way_back_s(tmp_path, History(tmp_path), "a") == 0.4  # on standby: a resume
-    assert way_back_s(tmp_path, History(tmp_path), "b") is None
+    assert way_back_s(tmp_path, History(tmp_path, clock=time.time), "a") == 0.4  # on standby: a resume
+    assert way_back_s(tmp_path, History(tmp_path, clock=time.time), "b") is None

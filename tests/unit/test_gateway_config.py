@@ -7,6 +7,7 @@ import os
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -116,9 +117,9 @@ def test_keys_create_prints_the_key_alone_and_stores_only_its_digest(tmp_path: P
 
 def test_a_revoked_key_stops_counting_at_the_next_reread(tmp_path: Path) -> None:
     path = tmp_path / "keys.json"
-    ring = KeyRing(path, recheck_s=0)
-    key, _ = create_key(path, name="a")
-    other, _ = create_key(path, name="b")
+    ring = KeyRing(path, recheck_s=0, clock=time.time)
+    key, _ = create_key(path, name="a", clock=time.time)
+    other, _ = create_key(path, name="b", clock=time.time)
     assert ring.check(key) is not None and ring.check(other) is not None
     assert ring.check(key[:-1]) is None
     revoke_key(path, name="a")
@@ -130,18 +131,18 @@ def test_a_revoked_key_stops_counting_at_the_next_reread(tmp_path: Path) -> None
 def test_a_key_made_a_moment_ago_is_honoured_on_its_first_request(tmp_path: Path) -> None:
     """The ring re-reads at most every ``recheck_s`` on hits; an unknown key makes it look at the file at once."""
     path = tmp_path / "keys.json"
-    first, _ = create_key(path, name="a")
-    ring = KeyRing(path, recheck_s=3600)
+    first, _ = create_key(path, name="a", clock=time.time)
+    ring = KeyRing(path, recheck_s=3600, clock=time.time)
     assert ring.check(first) is not None  # read now; the next scheduled re-read is an hour away
-    fresh, _ = create_key(path, name="b")
+    fresh, _ = create_key(path, name="b", clock=time.time)
     assert ring.check(fresh) is not None
     assert ring.check(fresh[:-1]) is None and ring.check(first) is not None
 
 
 def test_a_damaged_key_file_keeps_the_last_good_keys_and_says_why(tmp_path: Path) -> None:
     path = tmp_path / "keys.json"
-    ring = KeyRing(path, recheck_s=0)
-    key, _ = create_key(path, name="a")
+    ring = KeyRing(path, recheck_s=0, clock=time.time)
+    key, _ = create_key(path, name="a", clock=time.time)
     assert ring.check(key) is not None
     path.write_text("{not json")
     assert ring.check(key) is not None
@@ -209,7 +210,10 @@ def test_keys_created_at_once_all_land(tmp_path: Path) -> None:
     import threading
 
     path = tmp_path / "keys.json"
-    workers = [threading.Thread(target=create_key, args=(path,), kwargs={"name": f"k{i}"}) for i in range(8)]
+    workers = [
+        threading.Thread(target=create_key, args=(path,), kwargs={"name": f"k{i}", "clock": time.time})
+        for i in range(8)
+    ]
     for w in workers:
         w.start()
     for w in workers:

@@ -3,6 +3,7 @@ reads (aliases, services, cards, recent requests without prompt text, history, r
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -50,12 +51,16 @@ def _world(tmp_path: Path, engine: HostStandin, gpus: FakeGpuInventory) -> Itera
     config = GatewayConfig.model_validate({"listen": f"127.0.0.1:{free_port()}", "aliases": ALIASES})
     env = {"SERVECTL_HOME": str(tmp_path)}
     keys = {
-        "admin": create_key(config.keys_path(env), name="admin")[0],
-        "scoped": create_key(config.keys_path(env), name="scoped", aliases=["other"])[0],
-        "watch": create_key(config.keys_path(env), name="watch", read_only=True)[0],
+        "admin": create_key(config.keys_path(env), name="admin", clock=time.time)[0],
+        "scoped": create_key(config.keys_path(env), name="scoped", aliases=["other"], clock=time.time)[0],
+        "watch": create_key(config.keys_path(env), name="watch", read_only=True, clock=time.time)[0],
     }
-    History(tmp_path).record({"event": "up", "profile": "demo", "startup_s": 12.5, "container_id": "c1"})
-    History(tmp_path).record({"event": "swap", "profile": "elsewhere", "replaced": "demo", "startup_s": 3.0})
+    History(tmp_path, clock=time.time).record(
+        {"event": "up", "profile": "demo", "startup_s": 12.5, "container_id": "c1"}
+    )
+    History(tmp_path, clock=time.time).record(
+        {"event": "swap", "profile": "elsewhere", "replaced": "demo", "startup_s": 3.0}
+    )
     calls: list[tuple[str, int]] = []
 
     def logs(profile: str, tail: int) -> list[str]:
@@ -68,7 +73,9 @@ def _world(tmp_path: Path, engine: HostStandin, gpus: FakeGpuInventory) -> Itera
 
     up = Upstream(profile="demo", url=engine.base_url, served_name="served-demo", ready=True, api_key=ENGINE_KEY)
     sources = DashboardSources(
-        history=History(tmp_path, warn=lambda _line: None).readable_events, gpus=gpus.snapshot, logs=logs
+        history=History(tmp_path, warn=lambda _line: None, clock=time.time).readable_events,
+        gpus=gpus.snapshot,
+        logs=logs,
     )
     with GatewayThread(config, upstreams=lambda: [up], state_dir=tmp_path, dashboard=sources) as gw:
         yield World(gw, keys, calls)
@@ -171,16 +178,27 @@ def test_a_scoped_key_sees_no_hold_of_a_profile_out_of_its_scope(world: World) -
     from servectl.adapters.gateway_admin import GatewayHold
 
     with GatewayHold(
-        world.gw.state_dir, History(world.gw.state_dir), profiles=["demo"], reason="up demo", expect_s=1.0
+        world.gw.state_dir,
+        History(world.gw.state_dir, clock=time.time),
+        profiles=["demo"],
+        reason="up demo",
+        expect_s=1.0,
     ):
         assert world.get("/ui/api/overview").json()["gateway"]["holds"] == ["up demo"]
         assert world.get("/ui/api/overview", key="scoped").json()["gateway"]["holds"] == []
     with GatewayHold(
-        world.gw.state_dir, History(world.gw.state_dir), profiles=["elsewhere"], reason="up elsewhere", expect_s=1.0
+        world.gw.state_dir,
+        History(world.gw.state_dir, clock=time.time),
+        profiles=["elsewhere"],
+        reason="up elsewhere",
+        expect_s=1.0,
     ):
         assert world.get("/ui/api/overview", key="scoped").json()["gateway"]["holds"] == ["up elsewhere"]
     with GatewayHold(
-        world.gw.state_dir, History(world.gw.state_dir), profiles=["demo", "elsewhere"], reason="swap demo -> elsewhere"
+        world.gw.state_dir,
+        History(world.gw.state_dir, clock=time.time),
+        profiles=["demo", "elsewhere"],
+        reason="swap demo -> elsewhere",
     ):
         assert world.get("/ui/api/overview", key="scoped").json()["gateway"]["holds"] == []
 
@@ -207,7 +225,7 @@ def test_the_log_tail_is_redacted_and_bounded(world: World) -> None:
 def test_an_open_gateway_serves_the_dashboard_without_a_key(tmp_path: Path, engine: HostStandin) -> None:
     config = GatewayConfig.model_validate({"listen": f"127.0.0.1:{free_port()}", "aliases": ALIASES, "auth": "none"})
     sources = DashboardSources(
-        history=History(tmp_path, warn=lambda _line: None).readable_events,
+        history=History(tmp_path, warn=lambda _line: None, clock=time.time).readable_events,
         gpus=FakeGpuInventory.scenario("no_driver").snapshot,
     )
     with GatewayThread(config, upstreams=lambda: [], state_dir=tmp_path, dashboard=sources) as gw:

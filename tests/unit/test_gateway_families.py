@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -75,9 +76,9 @@ def world(tmp_path: Path, engines: tuple[HostStandin, HostStandin]) -> Iterator[
     ]
     path = config.keys_path({"SERVECTL_HOME": str(tmp_path)})
     keys = {
-        "full": create_key(path, name="full")[0],
-        "scoped": create_key(path, name="scoped", aliases=["other"])[0],
-        "reader": create_key(path, name="reader", read_only=True)[0],
+        "full": create_key(path, name="full", clock=time.time)[0],
+        "scoped": create_key(path, name="scoped", aliases=["other"], clock=time.time)[0],
+        "reader": create_key(path, name="reader", read_only=True, clock=time.time)[0],
     }
     with GatewayThread(config, upstreams=lambda: ups, state_dir=tmp_path) as gw:
         yield World(gw, keys)

@@ -9,6 +9,7 @@ import json
 import os
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -111,16 +112,16 @@ def test_a_failed_swap_releases_the_hold_once_the_old_service_is_back(
 
 
 def test_without_a_gateway_the_hold_does_nothing(tmp_path: Path) -> None:
-    with GatewayHold(tmp_path, History(tmp_path), profiles=["a"], reason="swap") as hold:
+    with GatewayHold(tmp_path, History(tmp_path, clock=time.time), profiles=["a"], reason="swap") as hold:
         assert hold.channel is None and hold.reply == {}
     (tmp_path / "gateway").mkdir()
     admin_socket_path(tmp_path).write_text("")  # a stale file where the socket was: nobody answers
-    with GatewayHold(tmp_path, History(tmp_path), profiles=["a"], reason="swap") as hold:
+    with GatewayHold(tmp_path, History(tmp_path, clock=time.time), profiles=["a"], reason="swap") as hold:
         assert hold.channel is None
 
 
 def test_retry_after_comes_from_the_targets_last_measured_startup(tmp_path: Path) -> None:
-    History(tmp_path).record({"event": "up", "profile": "beta", "startup_s": 41.5})
-    History(tmp_path).record({"event": "swap", "profile": "alpha", "startup_s": 3.0})
-    assert last_startup_s(History(tmp_path), "beta") == 41.5
-    assert last_startup_s(History(tmp_path), "gamma") is None
+    History(tmp_path, clock=time.time).record({"event": "up", "profile": "beta", "startup_s": 41.5})
+    History(tmp_path, clock=time.time).record({"event": "swap", "profile": "alpha", "startup_s": 3.0})
+    assert last_startup_s(History(tmp_path, clock=time.time), "beta") == 41.5
+    assert last_startup_s(History(tmp_path, clock=time.time), "gamma") is None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -56,8 +57,8 @@ def test_a_damaged_key_file_is_said_once_and_only_the_keys_read_before_pass(
     tmp_path: Path, damage: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     path = tmp_path / "keys.json"
-    key, _ = create_key(path, name="a")
-    ring = KeyRing(path, recheck_s=0)
+    key, _ = create_key(path, name="a", clock=time.time)
+    ring = KeyRing(path, recheck_s=0, clock=time.time)
     assert ring.check(key) is not None
     spoil, said = DAMAGE[damage]
     spoil(path)
@@ -74,7 +75,7 @@ def test_a_gateway_whose_key_file_is_damaged_answers_503_in_its_own_shape_and_sa
     tmp_path: Path, damage: str
 ) -> None:
     keys = tmp_path / "keys.json"
-    key, _ = create_key(keys, name="a")
+    key, _ = create_key(keys, name="a", clock=time.time)
     DAMAGE[damage][0](keys)
     config = GatewayConfig.model_validate(
         {"listen": f"127.0.0.1:{free_port()}", "aliases": {"chat": ["demo"]}, "keys_file": str(keys)}

@@ -65,7 +65,7 @@ def _error(response: httpx.Response) -> tuple[int, str, str]:
 
 
 def test_a_read_only_key_lists_models_and_is_refused_completions(tmp_path: Path, engine: HostStandin) -> None:
-    watcher, _ = create_key(_keys(tmp_path), name="watcher", read_only=True)
+    watcher, _ = create_key(_keys(tmp_path), name="watcher", read_only=True, clock=time.time)
     with _gateway(tmp_path, engine) as gw:
         models = httpx.get(gw.base_url + "/v1/models", headers={"Authorization": f"Bearer {watcher}"})
         assert models.status_code == 200 and [m["id"] for m in models.json()["data"]] == ["chat", "other"]
@@ -75,7 +75,7 @@ def test_a_read_only_key_lists_models_and_is_refused_completions(tmp_path: Path,
 
 
 def test_an_alias_scoped_key_gets_403_naming_what_it_may_use(tmp_path: Path, engine: HostStandin) -> None:
-    key, _ = create_key(_keys(tmp_path), name="other-only", aliases=["other"])
+    key, _ = create_key(_keys(tmp_path), name="other-only", aliases=["other"], clock=time.time)
     with _gateway(tmp_path, engine) as gw:
         status, reason, message = _error(_post(gw, key))
         models = httpx.get(gw.base_url + "/v1/models", headers={"Authorization": f"Bearer {key}"}).json()
@@ -87,8 +87,8 @@ def test_an_alias_scoped_key_gets_403_naming_what_it_may_use(tmp_path: Path, eng
 def test_a_budget_refuses_with_429_budget_exhausted_distinct_from_the_rate_limit(
     tmp_path: Path, engine: HostStandin
 ) -> None:
-    budgeted, _ = create_key(_keys(tmp_path), name="ci", budget=Budget(2, "day"))
-    rated, _ = create_key(_keys(tmp_path), name="bursty", rate_per_minute=1)
+    budgeted, _ = create_key(_keys(tmp_path), name="ci", budget=Budget(2, "day"), clock=time.time)
+    rated, _ = create_key(_keys(tmp_path), name="bursty", rate_per_minute=1, clock=time.time)
     with _gateway(tmp_path, engine) as gw:
         assert [_post(gw, budgeted).status_code for _ in range(2)] == [200, 200]
         over = _post(gw, budgeted)
@@ -111,14 +111,14 @@ def test_a_budget_refuses_with_429_budget_exhausted_distinct_from_the_rate_limit
 
 
 def test_usage_is_kept_beside_the_key_file_and_survives_a_restart(tmp_path: Path, engine: HostStandin) -> None:
-    key, entry = create_key(_keys(tmp_path), name="ci", budget=Budget(3, "day"))
+    key, entry = create_key(_keys(tmp_path), name="ci", budget=Budget(3, "day"), clock=time.time)
     with _gateway(tmp_path, engine) as gw:
         assert [_post(gw, key).status_code for _ in range(2)] == [200, 200]
     text = usage_path(_keys(tmp_path)).read_text()
     assert key not in text and entry.sha256 not in text
     with _gateway(tmp_path, engine) as gw:  # a restart goes on counting the period where it stopped
         assert [_post(gw, key).status_code for _ in range(2)] == [200, 429]
-    (row,) = usage_rows(_keys(tmp_path), read_keys(_keys(tmp_path)))
+    (row,) = usage_rows(_keys(tmp_path), read_keys(_keys(tmp_path)), now=time.time())
     assert (row["budget_used"], row["requests_total"], row["tokens_out_total"]) == (
         3,
         3,
@@ -162,13 +162,13 @@ def test_keys_create_and_list_on_the_command_line(tmp_path: Path) -> None:
 
 def test_a_key_file_from_before_scopes_still_works(tmp_path: Path) -> None:
     path = tmp_path / "keys.json"
-    key, entry = create_key(path, name="old")
+    key, entry = create_key(path, name="old", clock=time.time)
     old = {"keys": [{"name": "old", "sha256": entry.sha256, "aliases": None, "expires_at": None,
                      "created_at": entry.created_at, "rate_per_minute": None}]}  # fmt: skip
     path.write_text(json.dumps(old))
-    found = KeyRing(path, recheck_s=0).check(key)
+    found = KeyRing(path, recheck_s=0, clock=time.time).check(key)
     assert found is not None and not found.read_only and found.budget is None and found.allows_method("POST")
-    create_key(path, name="new", read_only=True)  # rewritten in the new shape, the old key kept
+    create_key(path, name="new", read_only=True, clock=time.time)  # rewritten in the new shape, the old key kept
     assert [(e.name, e.read_only) for e in read_keys(path)] == [("old", False), ("new", True)]
 
 
@@ -189,7 +189,7 @@ def test_bad_budgets_are_refused_in_one_line(text: str) -> None:
 @pytest.mark.parametrize("rate", [0, -1, 10**6 + 1, 10**28])
 def test_bad_rates_are_refused_in_one_line_and_no_key_is_made(tmp_path: Path, rate: int) -> None:
     with pytest.raises(UsageError, match=r"^--rate -?\d+: write requests per minute from 1 to 1,000,000$"):
-        create_key(_keys(tmp_path), name="typo", rate_per_minute=rate)
+        create_key(_keys(tmp_path), name="typo", rate_per_minute=rate, clock=time.time)
     assert read_keys(_keys(tmp_path)) == []
 
 
@@ -208,7 +208,7 @@ def test_periods_are_utc_calendar_ones() -> None:
 def test_the_budget_starts_again_in_the_next_period_and_a_recreated_key_from_zero(tmp_path: Path) -> None:
     now = [datetime(2026, 2, 18, 23, 59, tzinfo=UTC).timestamp()]
     path = tmp_path / "keys.json"
-    _, entry = create_key(path, name="ci", budget=Budget(1, "day"))
+    _, entry = create_key(path, name="ci", budget=Budget(1, "day"), clock=time.time)
     book = UsageBook(usage_path(path), clock=lambda: now[0])
     assert book.over_budget(entry) == 0
     book.charge(entry)
@@ -227,9 +227,9 @@ def test_the_budget_starts_again_in_the_next_period_and_a_recreated_key_from_zer
 def test_a_damaged_usage_file_is_one_line_and_counting_goes_on(tmp_path: Path) -> None:
     path = tmp_path / "usage.json"
     path.write_text("{nope")
-    book = UsageBook(path)
+    book = UsageBook(path, clock=time.time)
     assert book.error is not None and str(path) in book.error and "\n" not in book.error
-    _, entry = create_key(tmp_path / "keys.json", name="a", budget=Budget(1, "day"))
+    _, entry = create_key(tmp_path / "keys.json", name="a", budget=Budget(1, "day"), clock=time.time)
     book.charge(entry)
     assert book.over_budget(entry) > 0
 
@@ -238,11 +238,13 @@ def test_each_503_names_its_reason_in_the_header_and_the_error_code(tmp_path: Pa
     from servectl.adapters.gateway_admin import GatewayHold
     from servectl.adapters.state import History
 
-    key, _ = create_key(_keys(tmp_path), name="k")
+    key, _ = create_key(_keys(tmp_path), name="k", clock=time.time)
     with _gateway(tmp_path, engine, drain_s=10, max_concurrency=1) as gw:
         status, reason, message = _error(_post(gw, key, {**CHAT, "model": "other"}))
         assert (status, reason) == (503, "upstream_down") and "elsewhere is not running" in message
-        with GatewayHold(gw.state_dir, History(gw.state_dir), profiles=["demo"], reason="swap demo -> b", expect_s=9):
+        with GatewayHold(
+            gw.state_dir, History(gw.state_dir, clock=time.time), profiles=["demo"], reason="swap demo -> b", expect_s=9
+        ):
             held = _post(gw, key)
         assert _error(held)[:2] == (503, "swapping") and held.headers["Retry-After"]
         long = {**CHAT, "max_tokens": 6000, "stream": True}  # 3 s at 2000 tok/s

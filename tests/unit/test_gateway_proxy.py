@@ -54,8 +54,8 @@ def gateway(tmp_path: Path, engine: HostStandin) -> Iterator[tuple[GatewayThread
     config = _config(rate_per_minute=600, max_body_bytes=4096, body_timeout_s=0.5, header_timeout_s=0.5)
     up = Upstream(profile="demo", url=engine.base_url, served_name="served-demo", ready=True)
     env = {"SERVECTL_HOME": str(tmp_path)}
-    key, _ = create_key(config.keys_path(env), name="laptop")
-    create_key(config.keys_path(env), name="only-other", aliases=["other"])
+    key, _ = create_key(config.keys_path(env), name="laptop", clock=time.time)
+    create_key(config.keys_path(env), name="only-other", aliases=["other"], clock=time.time)
     with GatewayThread(config, upstreams=lambda: [up], state_dir=tmp_path, startup_s=lambda _p: 7.0) as gw:
         yield gw, key
 
@@ -112,7 +112,7 @@ def test_keys_are_checked_bearer_and_x_api_key(gateway: tuple[GatewayThread, str
 
 def test_a_key_without_the_alias_gets_403(gateway: tuple[GatewayThread, str], tmp_path: Path) -> None:
     gw, _ = gateway
-    other, _ = create_key(gw.keys_path or tmp_path, name="chat-denied", aliases=["other"])
+    other, _ = create_key(gw.keys_path or tmp_path, name="chat-denied", aliases=["other"], clock=time.time)
     time.sleep(1.1)  # the key ring re-reads the file at most once a second
     response = _post(gw, other, CHAT)
     assert response.status_code == 403
@@ -142,7 +142,7 @@ def test_a_body_that_is_not_json_gets_400_naming_the_problem(gateway: tuple[Gate
 def test_a_5000_digit_number_in_the_body_gets_400_not_500(tmp_path: Path, engine: HostStandin) -> None:
     config = _config(max_body_bytes=65536)
     up = Upstream(profile="demo", url=engine.base_url, served_name="served-demo", ready=True)
-    key, _ = create_key(config.keys_path({"SERVECTL_HOME": str(tmp_path)}), name="k")
+    key, _ = create_key(config.keys_path({"SERVECTL_HOME": str(tmp_path)}), name="k", clock=time.time)
     with GatewayThread(config, upstreams=lambda: [up], state_dir=tmp_path) as gw:
         raw = b'{"model": "chat", "max_tokens": ' + b"9" * 5000 + b', "messages": []}'
         response = _post(gw, key, None, raw=raw)
@@ -159,7 +159,7 @@ def test_a_body_over_the_limit_gets_413(gateway: tuple[GatewayThread, str]) -> N
 def test_a_key_over_its_rate_gets_429_with_retry_after(tmp_path: Path, engine: HostStandin) -> None:
     config = _config(rate_per_minute=3)
     up = Upstream(profile="demo", url=engine.base_url, served_name="served-demo", ready=True)
-    key, _ = create_key(config.keys_path({"SERVECTL_HOME": str(tmp_path)}), name="slow")
+    key, _ = create_key(config.keys_path({"SERVECTL_HOME": str(tmp_path)}), name="slow", clock=time.time)
     with GatewayThread(config, upstreams=lambda: [up], state_dir=tmp_path) as gw:
         codes = [_post(gw, key, CHAT) for _ in range(4)]
     assert [r.status_code for r in codes] == [200, 200, 200, 429]
@@ -205,7 +205,10 @@ def test_a_request_during_a_hold_waits_and_then_goes_through(gateway: tuple[Gate
     gw, key = gateway
     results: list[httpx.Response] = []
     with GatewayHold(
-        gw.state_dir, History(gw.state_dir), profiles=["demo", "demo-rollback"], reason="swap demo -> demo-rollback"
+        gw.state_dir,
+        History(gw.state_dir, clock=time.time),
+        profiles=["demo", "demo-rollback"],
+        reason="swap demo -> demo-rollback",
     ):
         worker = threading.Thread(target=lambda: results.append(_post(gw, key, CHAT)))
         worker.start()
@@ -221,7 +224,11 @@ def test_a_request_during_a_hold_waits_and_then_goes_through(gateway: tuple[Gate
 def test_a_request_held_past_hold_s_gets_503_with_retry_after(gateway: tuple[GatewayThread, str]) -> None:
     gw, key = gateway
     with GatewayHold(
-        gw.state_dir, History(gw.state_dir), profiles=["demo"], reason="swap demo -> demo-rollback", expect_s=30
+        gw.state_dir,
+        History(gw.state_dir, clock=time.time),
+        profiles=["demo"],
+        reason="swap demo -> demo-rollback",
+        expect_s=30,
     ):
         t0 = time.monotonic()
         response = _post(gw, key, CHAT)
@@ -276,7 +283,9 @@ def test_a_stream_still_running_after_the_drain_is_cut_with_an_error_event(
     worker = threading.Thread(target=read)
     worker.start()
     time.sleep(0.3)
-    with GatewayHold(gw.state_dir, History(gw.state_dir), profiles=["demo"], reason="down demo") as hold:
+    with GatewayHold(
+        gw.state_dir, History(gw.state_dir, clock=time.time), profiles=["demo"], reason="down demo"
+    ) as hold:
         assert hold.reply == {"ok": True, "finished": 0, "cut": 1}
     worker.join(5)
     assert not worker.is_alive()
@@ -472,7 +481,11 @@ def test_two_on_request_aliases_hammered_at_once_take_turns_of_min_loaded_s(
     def start(profile: str) -> None:
         old = [u.profile for u in running]
         with GatewayHold(
-            tmp_path, History(tmp_path), profiles=[*old, profile], reason=f"swap -> {profile}", target=profile
+            tmp_path,
+            History(tmp_path, clock=time.time),
+            profiles=[*old, profile],
+            reason=f"swap -> {profile}",
+            target=profile,
         ):
             t0 = time.monotonic()
             running.clear()

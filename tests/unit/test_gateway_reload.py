@@ -40,6 +40,7 @@ def _watcher(file: Path, folder: Path) -> ConfigWatcher:
         load=lambda: load_gateway_config(file, environ=os.environ),
         table_of=lambda c: alias_table(c, names),
         folders=lambda: [folder],
+        clock=time.time,
     )
 
 
@@ -106,7 +107,7 @@ def test_a_running_gateway_serves_a_new_alias_without_a_restart_and_reports_a_ba
     folder.mkdir()
     file.write_text(f"listen: 127.0.0.1:{free_port()}\naliases: {{chat: demo}}\n")
     config = load_gateway_config(file, environ=os.environ)
-    key, _ = create_key(config.keys_path({"SERVECTL_HOME": str(tmp_path)}), name="all")
+    key, _ = create_key(config.keys_path({"SERVECTL_HOME": str(tmp_path)}), name="all", clock=time.time)
     up = Upstream(profile="demo", url=engine.base_url, served_name="served-demo", ready=True)
     headers = {"Authorization": f"Bearer {key}"}
     body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}

@@ -3,6 +3,7 @@ the fake inventory's scenarios."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -293,17 +294,19 @@ def test_wait_until_free_names_leaked_pids_at_the_deadline() -> None:
 
 def test_wait_until_free_ignores_the_given_pids_and_cards_not_asked_for() -> None:
     inventory = FakeGpuInventory.scenario("foreign_pid", pid=4242, card=1)
-    assert wait_until_free(inventory, [0], 0.0).free
-    assert wait_until_free(inventory, [1], 0.0, ignore_pids=[4242]).free
+    assert wait_until_free(inventory, [0], 0.0, clock=time.monotonic, sleep=time.sleep).free
+    assert wait_until_free(inventory, [1], 0.0, ignore_pids=[4242], clock=time.monotonic, sleep=time.sleep).free
 
 
 def test_wait_until_free_reports_cards_it_cannot_judge() -> None:
-    lost = wait_until_free(FakeGpuInventory.scenario("gpu_lost", card=1), [0, 1], 0.0)
+    lost = wait_until_free(
+        FakeGpuInventory.scenario("gpu_lost", card=1), [0, 1], 0.0, clock=time.monotonic, sleep=time.sleep
+    )
     assert not lost.free and lost.unknown_cards == (1,)
     busy_unlisted = FakeGpuInventory.of(make_device(0, processes=None, extra_used_mib=4096))
-    assert wait_until_free(busy_unlisted, [0], 0.0).unknown_cards == (0,)
+    assert wait_until_free(busy_unlisted, [0], 0.0, clock=time.monotonic, sleep=time.sleep).unknown_cards == (0,)
     idle_unlisted = FakeGpuInventory.of(make_device(0, processes=None, extra_used_mib=100))
-    assert wait_until_free(idle_unlisted, [0], 0.0).free
+    assert wait_until_free(idle_unlisted, [0], 0.0, clock=time.monotonic, sleep=time.sleep).free
 
 
 def test_fake_scenarios_describe_what_their_names_say() -> None:

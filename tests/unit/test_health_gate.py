@@ -54,7 +54,7 @@ def _run(
             http=http,
             on_phase=seen.append,
             api_key=api_key,
-            opts=GateOptions(**kwargs),  # the pace given (fatal/expect grace), servectl's for the rest
+            opts=GateOptions(**{"clock": time.monotonic, "sleep": time.sleep, **kwargs}),  # the pace given, real time
         )
     return engine, seen, cid
 
@@ -86,7 +86,13 @@ def test_gate_result_lists_phase_start_times(demo_plan: LaunchPlan) -> None:
     engine = FakeDockerEngine(images={demo_plan.docker.image}, script_for=lambda s: sglang_like_script(0.2))
     cid = engine.create_and_start(demo_plan.docker, environ={})
     with httpx.Client(transport=engine.http_transport()) as http:
-        result = wait_until_serving(plan=demo_plan, container_id=cid, docker=engine, http=http)
+        result = wait_until_serving(
+            plan=demo_plan,
+            container_id=cid,
+            docker=engine,
+            http=http,
+            opts=GateOptions(clock=time.monotonic, sleep=time.sleep),
+        )
     names = [name for name, _ in result.phases]
     assert names[0] == STARTING and names[-1] == READY
     times = [t for _, t in result.phases]
@@ -104,7 +110,14 @@ def test_gate_sends_the_api_key_to_the_openai_endpoints_only(demo_plan: LaunchPl
 
     cid = engine.create_and_start(demo_plan.docker, environ={})
     with httpx.Client(transport=httpx.MockTransport(handler)) as http:
-        wait_until_serving(plan=demo_plan, container_id=cid, docker=engine, http=http, api_key="sk-test")
+        wait_until_serving(
+            plan=demo_plan,
+            container_id=cid,
+            docker=engine,
+            http=http,
+            api_key="sk-test",
+            opts=GateOptions(clock=time.monotonic, sleep=time.sleep),
+        )
     assert auth == {"/health": None, "/v1/models": "Bearer sk-test", "/v1/chat/completions": "Bearer sk-test"}
 
 
@@ -129,7 +142,13 @@ def test_gate_keeps_one_probe_in_flight_and_polls_at_most_every_quarter_second(d
     plan = replace(demo_plan, startup_timeout_s=1.0, stall_timeout_s=10.0)
     cid = engine.create_and_start(plan.docker, environ={})
     with httpx.Client(transport=httpx.MockTransport(handler)) as http, pytest.raises(StartupFailed):
-        wait_until_serving(plan=plan, container_id=cid, docker=engine, http=http)
+        wait_until_serving(
+            plan=plan,
+            container_id=cid,
+            docker=engine,
+            http=http,
+            opts=GateOptions(clock=time.monotonic, sleep=time.sleep),
+        )
     assert state["max"] == 1
     assert 2 <= state["health"] <= 6  # 1 s at one probe per 0.25 s (plus the first)
 
@@ -233,7 +252,13 @@ def test_container_removed_behind_our_back_fails_at_once(demo_plan: LaunchPlan) 
     cid = engine.create_and_start(demo_plan.docker, environ={})
     threading.Timer(0.3, engine.remove_behind_back, args=(cid,)).start()
     with httpx.Client(transport=engine.http_transport()) as http, pytest.raises(StartupFailed) as info:
-        wait_until_serving(plan=demo_plan, container_id=cid, docker=engine, http=http)
+        wait_until_serving(
+            plan=demo_plan,
+            container_id=cid,
+            docker=engine,
+            http=http,
+            opts=GateOptions(clock=time.monotonic, sleep=time.sleep),
+        )
     assert "the container was removed while loading weights" in info.value.message
 
 

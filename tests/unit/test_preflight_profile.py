@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -79,14 +80,14 @@ def test_check_start_raises_on_a_failed_check_and_records_forced_skips(tmp_path:
     gpus, host = FakeGpuInventory.scenario("foreign_pid"), FakeHostProbe()
     engine = FakeDockerEngine(images=[resolved.plan.docker.image])
     with pytest.raises(PreflightFailed, match=r"preflight gpu\.exclusive"):
-        check_start(resolved, docker=engine, gpus=gpus, host=host, history=History(tmp_path))
+        check_start(resolved, docker=engine, gpus=gpus, host=host, history=History(tmp_path, clock=time.time))
     seen = []
     check_start(
         resolved,
         docker=engine,
         gpus=gpus,
         host=host,
-        history=History(tmp_path),
+        history=History(tmp_path, clock=time.time),
         skip={
             "gpu.exclusive",
             "gpu.vram_reserve",
@@ -101,5 +102,5 @@ def test_check_start_raises_on_a_failed_check_and_records_forced_skips(tmp_path:
     )
     (report,) = seen
     assert report.check("gpu.exclusive").result == "skipped"
-    forced = [e for e in History(tmp_path).events() if e.get("event") == "preflight-forced"]
+    forced = [e for e in History(tmp_path, clock=time.time).events() if e.get("event") == "preflight-forced"]
     assert forced and forced[-1]["checks"]["gpu.exclusive"] == "fail"

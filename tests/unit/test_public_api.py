@@ -311,7 +311,7 @@ def test_up_services_status_logs_watch_and_down_on_a_fake_host(host: FakeHost) -
     assert (service.profile, service.state, service.port) == ("demo", "ready", 8190)
     assert [s.container_id for s in host.status().services] == [service.container_id]
     assert any("The server is fired up and ready to roll!" in line for line in host.logs(name="demo"))
-    view = host.watch()()
+    view = next(host.watch(interval_s=1.0))
     assert [s.profile for s in view.services] == ["demo"] and len(view.cards) == 2
     assert host.up(name="demo").action == "already-running"
     assert [s.profile for s in host.down(name="demo").stopped] == ["demo"]
@@ -671,6 +671,18 @@ TAKE_NO_PROFILE = {
     "verify_finding": "reads a finding folder",
     "watch": "follows the services (status's rows, once a second)",
 }
+
+
+def test_watch_pauses_between_refreshes_on_the_hosts_clock(tmp_path: Path) -> None:
+    """status --watch slept with time.sleep in the CLI: the pause is the host's clock's now (issue 40)."""
+    from servectl.service.clocks import Clocks
+    from servectl.testing.swap import FakeClock
+
+    clock = FakeClock()
+    with FakeHost(state_dir=tmp_path, clocks=Clocks(monotonic=clock, wall=clock, sleep=clock.advance)) as host:
+        views = host.watch(interval_s=5.0)
+        first, second, third = next(views), next(views), next(views)
+    assert (first.taken_at, second.taken_at, third.taken_at) == (1000.0, 1005.0, 1010.0)  # no real second passed
 
 
 def test_every_profile_lookup_of_a_host_reads_the_hosts_search_path(profile_dir: Path, tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -193,7 +194,7 @@ def test_an_engine_401_through_the_gateway_is_the_gateway_s_own_error_with_its_r
     from servectl.testing.gateway import GatewayThread
 
     config = GatewayConfig.model_validate({"listen": f"127.0.0.1:{free_port()}", "aliases": {"chat": ["keyed"]}})
-    key, _ = create_key(config.keys_path({"SERVECTL_HOME": str(tmp_path)}), name="laptop")
+    key, _ = create_key(config.keys_path({"SERVECTL_HOME": str(tmp_path)}), name="laptop", clock=time.time)
     flags = ["--model-path", str(DEMO_MODEL_DIR), "--served-model-name", "keyed", "--api-key", "engine-secret"]
     with HostStandin(flags) as engine:
         engine.wait_ready()
@@ -259,9 +260,8 @@ def test_a_preflight_fix_is_never_cut_even_in_a_narrow_table() -> None:
 def test_status_watch_on_a_pipe_prints_each_refresh(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import time
-
     from servectl.cli import service as service_cli
+    from servectl.service.clocks import Clocks
 
     slept: list[float] = []
 
@@ -270,10 +270,9 @@ def test_status_watch_on_a_pipe_prints_each_refresh(
         if len(slept) == 3:
             raise KeyboardInterrupt
 
-    with FakeHost(state_dir=tmp_path / "state") as host:
+    with FakeHost(state_dir=tmp_path / "state", clocks=Clocks(sleep=sleep)) as host:  # the CLI pauses on it
         host.up(name="demo")
         monkeypatch.setattr("servectl.host.from_env", lambda: host)
-        monkeypatch.setattr(time, "sleep", sleep)
         service_cli._watch_status(0.5)  # stdout is captured: a pipe, not a terminal
     out = capsys.readouterr().out
     refreshes = re.findall(r"^servectl status --watch  \d\d:\d\d:\d\d  \(Ctrl-C to stop\)$", out, flags=re.M)
@@ -302,7 +301,9 @@ def test_a_404_for_a_key_granted_none_of_the_gateway_s_aliases_says_so_instead_o
 
     config = GatewayConfig.model_validate({"listen": f"127.0.0.1:{free_port()}", "aliases": {"small": ["demo"]}})
     # made while the gateway file had `chat`; the file has changed since
-    key, _ = create_key(config.keys_path({"SERVECTL_HOME": str(tmp_path)}), name="laptop", aliases=["chat"])
+    key, _ = create_key(
+        config.keys_path({"SERVECTL_HOME": str(tmp_path)}), name="laptop", aliases=["chat"], clock=time.time
+    )
     with GatewayThread(config, upstreams=lambda: [], state_dir=tmp_path) as gw:
         chat = {"model": "chat", "messages": [{"role": "user", "content": "hi"}]}
         answer = httpx.post(gw.base_url + "/v1/chat/completions", json=chat,

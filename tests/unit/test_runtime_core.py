@@ -74,7 +74,7 @@ class Env:
             http=self.http,
             environ=self.environ,
             state_dir=self.home,
-            history=History(self.home),
+            history=History(self.home, clock=time.time),
             clocks=Clocks(),
             build_image=build_image,
         )
@@ -91,7 +91,7 @@ class Env:
         return services(
             docker=self.engine,
             http=self.http,
-            records=ServiceRecords(self.home, History(self.home)),
+            records=ServiceRecords(self.home, History(self.home, clock=time.time)),
             clock=time.time,
             **{**drift, **kwargs},
         )
@@ -122,7 +122,7 @@ def test_up_starts_the_service_and_records_it_in_the_history(env: Env) -> None:
     assert result.startup_s is not None and result.startup_s >= 0.1
     [svc] = env.services()
     assert (svc.profile, svc.state, svc.port, svc.drift) == ("a", "ready", port, False)
-    [event] = History(env.home).events()
+    [event] = History(env.home, clock=time.time).events()
     assert event["event"] == "up" and event["profile"] == "a" and event["container_id"] == svc.container_id
 
 
@@ -213,7 +213,7 @@ def test_failed_start_removes_the_container_and_records_the_failure(env: Env) ->
     with pytest.raises(StartupFailed, match=r"exited with code 1 .*; the container was removed"):
         env.up("a")
     assert env.engine.containers == {}
-    assert History(env.home).events()[-1]["event"] == "failed"
+    assert History(env.home, clock=time.time).events()[-1]["event"] == "failed"
 
 
 def test_up_builds_the_standin_image_when_it_is_missing(env: Env) -> None:
@@ -262,7 +262,7 @@ def test_a_forced_check_is_skipped_and_recorded_and_the_report_is_handed_over(en
     reports: list[Any] = []
     assert env.up("a", host=host, force=["port.free"], on_report=reports.append).action == "started"
     assert reports[0].check("port.free").forced
-    assert any(e.get("event") == "preflight-forced" for e in History(env.home).events())
+    assert any(e.get("event") == "preflight-forced" for e in History(env.home, clock=time.time).events())
     with pytest.raises(UsageError, match=r"--force port\.fre: no such preflight check; did you mean port\.free"):
         env.up("a", force=["port.fre"])
 
@@ -284,7 +284,7 @@ def test_up_and_down_start_and_stop_through_the_contexts_runtime(env: Env) -> No
     assert result.action == "started" and fake.profiles() == ["a"]
     assert fake.calls == [("ensure_image", "a"), ("start", "a")]
     assert env.created() == 0  # the engine was only asked (preflight), never told to start anything
-    assert History(env.home).events()[-1]["event"] == "up"
+    assert History(env.home, clock=time.time).events()[-1]["event"] == "up"
     [stopped] = runtime.down(ctx, name="a").stopped
     assert stopped.profile == "a" and fake.calls[-1] == ("stop", "a") and fake.profiles() == []
     assert fake.stop_gpus == [ctx.gpus]  # the stop waited on the context's cards
@@ -320,7 +320,7 @@ def test_api_key_from_env_is_written_0600_mounted_and_removed_on_down(env: Env) 
     assert key_file.read_text() == "sk-very-secret\n" and key_file.stat().st_mode & 0o777 == 0o600
     [container] = env.engine.containers.values()
     assert (str(key_file), "/run/secrets/servectl-api-key") in [(m.source, m.target) for m in container.spec.mounts]
-    assert "sk-very-secret" not in json.dumps(History(env.home).events())
+    assert "sk-very-secret" not in json.dumps(History(env.home, clock=time.time).events())
     assert "sk-very-secret" not in repr(container.spec) + repr(container.environment)
     env.down("a")
     assert not key_file.exists()
@@ -353,7 +353,7 @@ def test_down_stops_gracefully_removes_and_records(env: Env) -> None:
     [result] = env.down("a")
     assert (result.profile, result.forced, result.exit_code, result.gpus_checked) == ("a", False, 0, False)
     assert env.engine.containers == {} and env.services() == []
-    assert History(env.home).events()[-1]["event"] == "down"
+    assert History(env.home, clock=time.time).events()[-1]["event"] == "down"
 
 
 def test_down_kills_an_engine_that_ignores_sigterm_after_the_grace_period(env: Env) -> None:
@@ -424,7 +424,7 @@ def test_down_names_a_card_it_cannot_read_instead_of_calling_it_free(env: Env) -
     env.up("a")
     [result] = env.down("a", gpus=FakeGpuInventory.scenario("gpu_lost", card=1), free_deadline_s=0.3)
     assert result.gpus_checked and result.leaked_pids == () and result.unknown_cards == (1,)
-    assert History(env.home).events()[-1]["unknown_cards"] == [1]
+    assert History(env.home, clock=time.time).events()[-1]["unknown_cards"] == [1]
 
 
 # -- status -------------------------------------------------------------------------------------------
@@ -449,7 +449,12 @@ def test_status_tells_unhealthy_from_starting(env: Env) -> None:
     env.profile("a")
     env.up("a")
     sick = httpx.Client(transport=httpx.MockTransport(lambda r: httpx.Response(503)))
-    [svc] = services(docker=env.engine, http=sick, records=ServiceRecords(env.home, History(env.home)), clock=time.time)
+    [svc] = services(
+        docker=env.engine,
+        http=sick,
+        records=ServiceRecords(env.home, History(env.home, clock=time.time)),
+        clock=time.time,
+    )
     assert svc.state == "unhealthy"
     env.engine.script_for = lambda spec: FakeScript()
     env.profile("b")
@@ -460,7 +465,10 @@ def test_status_tells_unhealthy_from_starting(env: Env) -> None:
     states = {
         s.profile: s.state
         for s in services(
-            docker=env.engine, http=sick, records=ServiceRecords(env.home, History(env.home)), clock=time.time
+            docker=env.engine,
+            http=sick,
+            records=ServiceRecords(env.home, History(env.home, clock=time.time)),
+            clock=time.time,
         )
     }
     assert states == {"a": "unhealthy", "b": "starting"}
@@ -477,13 +485,19 @@ def test_status_judges_a_container_servectl_did_not_start_by_its_health(env: Env
     assert [
         s.state
         for s in services(
-            docker=env.engine, http=healthy, records=ServiceRecords(env.home, History(env.home)), clock=time.time
+            docker=env.engine,
+            http=healthy,
+            records=ServiceRecords(env.home, History(env.home, clock=time.time)),
+            clock=time.time,
         )
     ] == ["ready"]
     assert [
         s.state
         for s in services(
-            docker=env.engine, http=sick, records=ServiceRecords(env.home, History(env.home)), clock=time.time
+            docker=env.engine,
+            http=sick,
+            records=ServiceRecords(env.home, History(env.home, clock=time.time)),
+            clock=time.time,
         )
     ] == ["unhealthy"]
 

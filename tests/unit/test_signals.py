@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -94,7 +95,7 @@ def test_sigint_while_docker_creates_the_container_removes_it(tmp_path: Path, mo
         runtime.up(ctx, name="a")
     assert [call for call, _ in engine.calls].count("create_and_start") == 1
     assert engine.containers == {}, "the container created during the signal was left behind"
-    assert not any(e.get("event") == "up" for e in History(home).events())
+    assert not any(e.get("event") == "up" for e in History(home, clock=time.time).events())
 
 
 LATE = """

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -99,7 +100,7 @@ def test_read_ahead_reads_every_byte_and_tells_progress_up_to_the_total(tmp_path
 
 def test_read_ahead_stops_at_the_budget_inside_a_file(tmp_path: Path) -> None:
     write_weights(tmp_path, {"a.safetensors": 4 * MIB, "b.safetensors": 4 * MIB, "c.safetensors": 4 * MIB})
-    done = read_ahead(weight_files(str(tmp_path)), budget_bytes=6 * MIB)
+    done = read_ahead(weight_files(str(tmp_path)), budget_bytes=6 * MIB, clock=time.monotonic)
     assert (done.bytes_read, done.files_read, done.bytes_total) == (6 * MIB, 2, 12 * MIB)
     assert done.bounded
 
@@ -107,7 +108,7 @@ def test_read_ahead_stops_at_the_budget_inside_a_file(tmp_path: Path) -> None:
 def test_read_ahead_of_a_file_that_vanished_names_it(tmp_path: Path) -> None:
     missing = str(tmp_path / "gone.safetensors")
     with pytest.raises(ServectlError, match=r"reading .*gone\.safetensors ahead: .*--no-stage"):
-        read_ahead([WeightFile(missing, 10)], budget_bytes=GIB)
+        read_ahead([WeightFile(missing, 10)], budget_bytes=GIB, clock=time.monotonic)
 
 
 def test_headroom_is_a_tenth_of_ram_and_at_least_two_gib() -> None:
@@ -120,7 +121,11 @@ def test_staging_a_standin_target_checks_its_image_and_reads_all_its_weights(pro
     resolved = profile(profiles, "alpha", "servectl-standin:latest", build="standin")
     events: list[Progress] = []
     report = stage_target(
-        resolved, docker=FakeDockerEngine(images={"servectl-standin:latest"}), host=host(), on_progress=events.append
+        resolved,
+        docker=FakeDockerEngine(images={"servectl-standin:latest"}),
+        host=host(),
+        on_progress=events.append,
+        clock=time.monotonic,
     )
     assert report.read_ahead is not None and report.read_ahead.bytes_read == 5 * MIB
     assert "stand-in image parses" in report.parse_note and report.parse is None
@@ -133,7 +138,9 @@ def test_staging_a_standin_target_checks_its_image_and_reads_all_its_weights(pro
 def test_staging_reads_no_more_than_free_ram_less_the_headroom(profiles: Path) -> None:
     resolved = profile(profiles, "alpha", "servectl-standin:latest", build="standin")
     probe = host(available=MIN_HEADROOM_BYTES + 1 * MIB, total=4 * GIB)
-    report = stage_target(resolved, docker=FakeDockerEngine(images={"servectl-standin:latest"}), host=probe)
+    report = stage_target(
+        resolved, docker=FakeDockerEngine(images={"servectl-standin:latest"}), host=probe, clock=time.monotonic
+    )
     assert report.read_ahead is not None and report.read_ahead.bytes_read == 1 * MIB
     assert "free host RAM bounds it" in report.weights_note
 
@@ -141,7 +148,11 @@ def test_staging_reads_no_more_than_free_ram_less_the_headroom(profiles: Path) -
 def test_staging_skips_the_weights_when_asked(profiles: Path) -> None:
     resolved = profile(profiles, "alpha", "servectl-standin:latest", build="standin")
     report = stage_target(
-        resolved, docker=FakeDockerEngine(images={"servectl-standin:latest"}), host=host(), read_weights=False
+        resolved,
+        docker=FakeDockerEngine(images={"servectl-standin:latest"}),
+        host=host(),
+        read_weights=False,
+        clock=time.monotonic,
     )
     assert report.read_ahead is None and report.weights_note == "weights not read"
 
@@ -149,7 +160,7 @@ def test_staging_skips_the_weights_when_asked(profiles: Path) -> None:
 def test_a_missing_image_fails_staging_in_one_line_naming_the_field(profiles: Path) -> None:
     resolved = profile(profiles, "beta", "lmsysorg/sglang:v0.5.23")
     with pytest.raises(PreflightFailed) as caught:
-        stage_target(resolved, docker=FakeDockerEngine(), host=host())
+        stage_target(resolved, docker=FakeDockerEngine(), host=host(), clock=time.monotonic)
     line = caught.value.message
     assert "\n" not in line
     assert line.startswith(f"{resolved.plan.source}: image.ref: staging beta: image lmsysorg/sglang:v0.5.23")
@@ -165,7 +176,7 @@ def test_an_image_that_is_not_the_pinned_one_fails_staging(profiles: Path) -> No
         match=r"image\.digest: staging beta: the pinned image sha256:aaaaaaaaaaaa is not on this host and "
         r"lmsysorg/sglang:v0\.5\.23 is sha256:bbbbbbbbbbbb",
     ):
-        stage_target(resolved, docker=docker, host=host())
+        stage_target(resolved, docker=docker, host=host(), clock=time.monotonic)
 
 
 def test_the_pinned_image_found_by_repo_digest_passes_and_its_argv_is_parsed_in_it(profiles: Path) -> None:
@@ -177,7 +188,9 @@ def test_the_pinned_image_found_by_repo_digest_passes_and_its_argv_is_parsed_in_
         asked.append((image, command))
         return probe_answer({"sglang_version": "0.5.23", "parsed": True, "resolved": False, "resolve_error": "no GPU"})
 
-    report = stage_target(resolved, docker=FakeDockerEngine(images=[pinned], oneshot=oneshot), host=host())
+    report = stage_target(
+        resolved, docker=FakeDockerEngine(images=[pinned], oneshot=oneshot), host=host(), clock=time.monotonic
+    )
     assert report.image_id == OTHER and report.parse is not None and report.parse.parsed
     assert "argv parsed by SGLang 0.5.23 in the image" in report.parse_note
     [(image, command)] = asked
@@ -191,11 +204,11 @@ def test_an_argv_the_image_rejects_fails_staging_with_sglangs_message(profiles: 
     rejected = {"sglang_version": "0.5.23", "parsed": False, "parse_error": "error: unrecognized arguments: --x"}
     docker = FakeDockerEngine(images={"lmsysorg/sglang:v0.5.23"}, oneshot=lambda i, c: probe_answer(rejected))
     with pytest.raises(PreflightFailed) as caught:
-        stage_target(resolved, docker=docker, host=host())
+        stage_target(resolved, docker=docker, host=host(), clock=time.monotonic)
     assert "engine.args: staging beta: SGLang 0.5.23 in the image rejects the argv: error: unrecognized" in str(
         caught.value
     )
-    forced = stage_target(resolved, docker=docker, host=host(), skip=frozenset({"engine.parse"}))
+    forced = stage_target(resolved, docker=docker, host=host(), skip=frozenset({"engine.parse"}), clock=time.monotonic)
     assert "--force engine.parse" in forced.parse_note
 
 
@@ -206,7 +219,9 @@ def test_a_weight_file_that_cannot_be_read_fails_staging_naming_the_model_path(
     gone = WeightFile(str(profiles.parent / "model" / "gone.safetensors"), 10)
     monkeypatch.setattr("servectl.adapters.host.weight_files", lambda folder: (gone,))
     with pytest.raises(PreflightFailed, match=r"model\.path: staging alpha: reading .*gone\.safetensors ahead"):
-        stage_target(resolved, docker=FakeDockerEngine(images={"servectl-standin:latest"}), host=host())
+        stage_target(
+            resolved, docker=FakeDockerEngine(images={"servectl-standin:latest"}), host=host(), clock=time.monotonic
+        )
 
 
 def test_preflight_and_staging_of_one_swap_ask_the_image_to_parse_the_argv_once(profiles: Path) -> None:
@@ -232,8 +247,10 @@ def test_preflight_and_staging_of_one_swap_ask_the_image_to_parse_the_argv_once(
     )
     parse_check = next(c for c in report.checks if c.id == "engine.parse")
     assert "parsed" in parse_check.message and len(asked) == 1, parse_check
-    staged = stage_target(resolved, docker=docker, host=host(), parses=memo)
+    staged = stage_target(resolved, docker=docker, host=host(), parses=memo, clock=time.monotonic)
     assert staged.parse is not None and staged.parse.parsed
     assert len(asked) == 1 and memo.asked == 1
-    stage_target(resolved, docker=docker, host=host())  # without the swap's memo the image is asked again
+    stage_target(
+        resolved, docker=docker, host=host(), clock=time.monotonic
+    )  # without the swap's memo the image is asked again
     assert len(asked) == 2

@@ -102,7 +102,7 @@ def test_history_records_events_in_order_with_a_time(tmp_path: Path) -> None:
 
 
 def test_previous_profile_is_the_last_other_profile_that_ran(tmp_path: Path) -> None:
-    history = History(tmp_path)
+    history = History(tmp_path, clock=time.time)
     assert history.previous_profile() is None and history.last_run() is None
     for event in [("up", "a"), ("down", "a"), ("up", "b"), ("failed", "c"), ("up", "b")]:
         history.record({"event": event[0], "profile": event[1]})
@@ -115,7 +115,7 @@ def test_previous_profile_is_the_last_other_profile_that_ran(tmp_path: Path) -> 
 
 
 def test_history_rejects_events_that_are_not_json_before_touching_the_file(tmp_path: Path) -> None:
-    history = History(tmp_path)
+    history = History(tmp_path, clock=time.time)
     history.record({"event": "up", "profile": "a"})
     with pytest.raises(TypeError):
         history.record({"event": "up", "profile": object()})
@@ -125,7 +125,7 @@ def test_history_rejects_events_that_are_not_json_before_touching_the_file(tmp_p
 def test_corrupt_history_is_an_error_naming_the_file(tmp_path: Path) -> None:
     (tmp_path / "history.json").write_text("[{")
     with pytest.raises(ServectlError, match=r"history\.json: the history is not valid JSON"):
-        History(tmp_path).events()
+        History(tmp_path, clock=time.time).events()
 
 
 def test_atomic_write_leaves_no_temporary_files_and_sets_the_mode(tmp_path: Path) -> None:
@@ -151,5 +151,5 @@ def test_concurrent_history_writers_lose_no_event(tmp_path: Path) -> None:
     procs = [subprocess.Popen([sys.executable, "-c", code, tag]) for tag in ("a", "b")]
     for proc in procs:
         assert proc.wait() == 0
-    profiles = {e["profile"] for e in History(tmp_path).events()}
+    profiles = {e["profile"] for e in History(tmp_path, clock=time.time).events()}
     assert profiles == {f"{tag}{i}" for tag in "ab" for i in range(20)}

@@ -125,8 +125,12 @@ def test_every_command_is_clean_with_any_state_file_content(world: dict[str, Any
         nvml=False,
     )
     opts = SwapOptions(handle_signals=False, preflight=no_preflight)
-    clean(lambda: services(docker=engine, http=http, records=ServiceRecords(home, History(home)), clock=time.time))
-    notes = status_notes(state_dir=home, history=History(home))  # status never fails on a state file
+    clean(
+        lambda: services(
+            docker=engine, http=http, records=ServiceRecords(home, History(home, clock=time.time)), clock=time.time
+        )
+    )
+    notes = status_notes(state_dir=home, history=History(home, clock=time.time))  # status never fails on a state file
     assert all("\n" not in note for note in notes)
     clean(lambda: runtime.up(host, name="a"))
     clean(lambda: runtime.down(Context(**common), name=None))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -39,7 +40,7 @@ def one_line(err: StateDamaged, path: Path) -> str:
 
 @pytest.mark.parametrize("kind", DAMAGE)
 def test_damaged_history_read_is_one_line_naming_the_file_and_the_fix(tmp_path: Path, kind: str) -> None:
-    history = History(tmp_path)
+    history = History(tmp_path, clock=time.time)
     damage(history.path, DAMAGE[kind])
     with pytest.raises(StateDamaged) as info:
         history.events()
@@ -61,7 +62,7 @@ def test_writing_to_a_damaged_history_sets_it_aside_and_starts_anew(tmp_path: Pa
 
 
 def test_events_of_the_wrong_shape_are_skipped_or_trimmed(tmp_path: Path) -> None:
-    history = History(tmp_path)
+    history = History(tmp_path, clock=time.time)
     entries = [
         {"event": ["up"], "profile": "a"},  # unhashable event: skipped
         {"event": "up", "profile": ["a"], "container_id": {"x": 1}},  # wrong types: keys dropped
@@ -160,7 +161,7 @@ CONTENT = (
 @given(content=CONTENT)
 def test_any_history_content_reads_cleanly(tmp_path_factory: pytest.TempPathFactory, content: bytes) -> None:
     state = tmp_path_factory.mktemp("state")
-    history = History(state, warn=lambda line: None)
+    history = History(state, warn=lambda line: None, clock=time.time)
     history.path.write_bytes(content)
     try:
         history.last_run()
@@ -200,7 +201,7 @@ def test_history_entries_of_the_wrong_shape_are_warned_about_not_dropped_silentl
         warning
         == f"{history.path}: 3 history entries of the wrong shape (not an event, or a field of a wrong type) ignored"
     )
-    assert f"warning: {warning}" in status_notes(state_dir=tmp_path, history=History(tmp_path))
+    assert f"warning: {warning}" in status_notes(state_dir=tmp_path, history=History(tmp_path, clock=time.time))
     history.record({"event": "down", "profile": "a"})
     assert warnings == [f"{warning}; rewriting the history without them"]
     assert history.readable_events()[1] is None  # the rewritten history is clean

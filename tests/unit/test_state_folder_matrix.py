@@ -128,7 +128,9 @@ def test_a_damaged_state_entry_never_stops_a_healthy_service_nor_shows_a_traceba
     common = {"docker": engine, "state_dir": home, "lock_timeout_s": 1, "nvml": False}
     up_ctx = Context(http=http, environ=environ, **common)  # as the host builds it: every part on the engine
     # the transactions: the real runtime with the fake engine's HTTP transport bound in, conflicts in memory
-    rt = DockerRuntime(docker=engine, http=http, environ={}, state_dir=home, history=History(home), clocks=Clocks())
+    rt = DockerRuntime(
+        docker=engine, http=http, environ={}, state_dir=home, history=History(home, clock=time.time), clocks=Clocks()
+    )
     tx_ctx = Context(runtime=rt, conflicts=FakeConflicts([]), **common)
     tx = SwapOptions(preflight=no_preflight, handle_signals=False)
     runtime.up(up_ctx, name="b")
@@ -141,10 +143,12 @@ def test_a_damaged_state_entry_never_stops_a_healthy_service_nor_shows_a_traceba
     assert serving() == {"a"}
     seen = [entry, how]
     # status never fails: a note per damaged file, what Docker says for the rest
-    assert all("\n" not in note for note in status_notes(state_dir=home, history=History(home)))
+    assert all("\n" not in note for note in status_notes(state_dir=home, history=History(home, clock=time.time)))
     assert {
         s.profile
-        for s in services(docker=engine, http=http, records=ServiceRecords(home, History(home)), clock=time.time)
+        for s in services(
+            docker=engine, http=http, records=ServiceRecords(home, History(home, clock=time.time)), clock=time.time
+        )
     } == {"a"}
     for name, command in (
         ("up", lambda: runtime.up(up_ctx, name="c")),

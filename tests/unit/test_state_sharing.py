@@ -11,6 +11,7 @@ import os
 import shutil
 import stat
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -59,7 +60,7 @@ def _as_gateway(action: Callable[[], str]) -> str:
 def _swap_steps(state: Path) -> Callable[[], str]:
     def steps() -> str:
         with StateLock(state, 1, purpose="gateway swap"):
-            History(state).record({"event": "swap", "profile": "b"})
+            History(state, clock=time.time).record({"event": "swap", "profile": "b"})
             atomic_write_text(state / "standby" / "b.json", "{}\n")
         return "ok"
 
@@ -69,7 +70,7 @@ def _swap_steps(state: Path) -> Callable[[], str]:
 def test_the_gateways_user_cannot_take_a_root_made_lock_and_the_message_says_whose_it_is(state: Path) -> None:
     with StateLock(state, 1):
         pass
-    History(state).record({"event": "up", "profile": "a"})
+    History(state, clock=time.time).record({"event": "up", "profile": "a"})
     out = _as_gateway(_swap_steps(state))
     assert out.startswith("error: StateAccessDenied: "), out
     assert f"{state / 'servectl.lock'}: the lock file is owned by uid 0, gid 0, -rw-r--r--" in out
@@ -83,7 +84,7 @@ def test_a_shared_state_folder_lets_the_gateway_swap_and_stays_shared_for_what_r
 ) -> None:
     with StateLock(state, 1):
         pass
-    History(state).record({"event": "up", "profile": "a"})
+    History(state, clock=time.time).record({"event": "up", "profile": "a"})
     (state / "profiles").mkdir()
     (state / "profiles" / "a.yaml").write_text("name: a\n")
     share_state_folder(state, keep=[state / "profiles"])
@@ -92,13 +93,13 @@ def test_a_shared_state_folder_lets_the_gateway_swap_and_stays_shared_for_what_r
     assert stat.S_IMODE((state / "profiles" / "a.yaml").stat().st_mode) & 0o020 == 0
 
     make_folder(state / "gate-passed" / "pending")  # root's CLI, after the share
-    History(state).record({"event": "up", "profile": "a"})
+    History(state, clock=time.time).record({"event": "up", "profile": "a"})
     for folder in (state / "gate-passed", state / "gate-passed" / "pending"):
         assert folder.stat().st_gid == SHARED_GID and stat.S_IMODE(folder.stat().st_mode) & 0o2070 == 0o2070
     assert stat.S_IMODE((state / "history.json.lock").stat().st_mode) & 0o060 == 0o060
 
     assert _as_gateway(_swap_steps(state)) == "ok"
-    events = History(state).events()
+    events = History(state, clock=time.time).events()
     assert [e["event"] for e in events] == ["up", "up", "swap"]
     assert json.loads((state / "standby" / "b.json").read_text()) == {}
     with StateLock(state, 1):  # root takes the lock file the gateway wrote its note in

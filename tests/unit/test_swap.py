@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -793,7 +794,7 @@ def test_rollback_over_history_entries_of_the_wrong_shape_says_so_and_how_to_nam
     history = [{"event": "up", "profile": 5}, {"event": "swap", "profile": "alpha", "replaced": ["beta"]}]
     (world.state_dir / "history.json").write_text(json.dumps(history), encoding="utf-8")
     with pytest.raises(UsageError) as info:
-        rollback(world.context(history=History(world.state_dir)), opts=world.opts())
+        rollback(world.context(history=History(world.state_dir, clock=time.time)), opts=world.opts())
     assert info.value.message.startswith(
         "the history has no profile that ran before alpha (2 entries of the wrong shape were ignored); "
         "name the target with `servectl swap NAME`"

@@ -43,7 +43,7 @@ def on_engine(engine: FakeDockerEngine) -> Context:
         http=http,
         environ={},
         state_dir=state_dir(environ=os.environ),
-        history=History(state_dir(environ=os.environ)),
+        history=History(state_dir(environ=os.environ), clock=time.time),
         clocks=Clocks(),
     )
     return Context(docker=engine, http=http, runtime=rt, conflicts=FakeConflicts(), nvml=False)
@@ -101,10 +101,14 @@ def test_a_swap_through_the_runtime_leaves_the_target_ready_in_the_runtimes_eyes
     assert result.outcome == "swapped"
     assert names(engine) == ["fake-beta"]
     [service] = services(
-        docker=engine, probe=False, plan_hash_of=None, records=ServiceRecords(home, History(home)), clock=time.time
+        docker=engine,
+        probe=False,
+        plan_hash_of=None,
+        records=ServiceRecords(home, History(home, clock=time.time)),
+        clock=time.time,
     )
     assert (service.profile, service.state) == ("beta", "ready")  # the history says it passed the gate
-    assert History(home).previous_profile() == "alpha"
+    assert History(home, clock=time.time).previous_profile() == "alpha"
     assert result.downtime_s is not None and result.downtime_s >= result.target_startup_s
 
 
@@ -118,7 +122,11 @@ def test_a_crashing_target_through_the_runtime_brings_alpha_back_with_the_crash_
     assert "    Scheduler hit an exception: RuntimeError: injected" in err.message.splitlines()
     assert names(engine) == ["fake-alpha"]
     [service] = services(
-        docker=engine, probe=False, plan_hash_of=None, records=ServiceRecords(home, History(home)), clock=time.time
+        docker=engine,
+        probe=False,
+        plan_hash_of=None,
+        records=ServiceRecords(home, History(home, clock=time.time)),
+        clock=time.time,
     )
     assert (service.profile, service.state) == ("alpha", "ready")
 
@@ -239,7 +247,7 @@ def test_the_target_is_recorded_as_passed_before_ready_is_announced(home: Path) 
                 docker=engine,
                 probe=False,
                 plan_hash_of=None,
-                records=ServiceRecords(home, History(home)),
+                records=ServiceRecords(home, History(home, clock=time.time)),
                 clock=time.time,
                 adopted=None,
             )

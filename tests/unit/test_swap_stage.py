@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -91,7 +92,7 @@ def probe() -> FakeHostProbe:
 
 
 def test_the_target_is_staged_after_preflight_while_the_old_service_still_runs(world: World) -> None:
-    result = world.swap("beta", world.recording(stager(probe())))
+    result = world.swap("beta", world.recording(stager(probe(), clock=time.monotonic)))
     assert result.outcome == "swapped"
     assert world.order == ["preflight beta", "stage beta (running: alpha)"]
     assert [p.phase for p in result.phases] == [
@@ -137,7 +138,7 @@ def test_rollback_is_staged_too(world: World) -> None:
         seen.append(kwargs["resolved"].name)
         on_progress: Callable[[Progress], None] = kwargs["on_progress"]
         on_progress(Progress("image", "x"))
-        return stager(probe())(**kwargs)
+        return stager(probe(), clock=time.monotonic)(**kwargs)
 
     result = rollback(world.context(), opts=SwapOptions(preflight=world.preflight, stage=stage))
     assert (result.to_profile, seen) == ("alpha", ["alpha"])
@@ -155,7 +156,9 @@ def test_a_swap_hands_its_preflight_and_its_staging_one_parse_memo(env: Path) ->
 
     def stage(**kwargs: Any) -> StageReport:
         got.append(kwargs["parses"])
-        return stager(FakeHostProbe(host_memory=HostMemory(total_bytes=2**40, available_bytes=2**39)))(**kwargs)
+        return stager(
+            FakeHostProbe(host_memory=HostMemory(total_bytes=2**40, available_bytes=2**39)), clock=time.monotonic
+        )(**kwargs)
 
     swap(world.context(), target="alpha", opts=SwapOptions(preflight=preflight, stage=stage))
     swap(world.context(), target="beta", opts=SwapOptions(preflight=preflight, stage=stage))

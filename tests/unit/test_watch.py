@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import time
 from collections.abc import Iterator
 
 from rich.console import Console
@@ -89,6 +90,7 @@ def test_watch_view_reads_the_log_of_starting_services_only_and_the_cards() -> N
         docker=docker,  # type: ignore[arg-type]
         gpus=FakeGpuInventory.scenario("no_driver"),
         list_services=lambda: [],
+        clock=time.time,
     )
     assert no_driver.cards == [] and no_driver.cards_problem
 

@@ -19,7 +19,6 @@ import json
 import os
 import shutil
 import subprocess
-import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -221,7 +220,7 @@ class DockerConflicts:
         docker: DockerEngine,
         compose: ComposeCli | Literal[False] | None = None,
         stop_timeout_s: int = 30,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float],
     ) -> None:
         self._docker = docker
         self._compose: ComposeCli | Literal[False] | None = compose

@@ -458,8 +458,8 @@ def wait_until_free(
     poll_s: float = 0.5,
     ignore_pids: Iterable[int] = (),
     idle_used_bytes: int = IDLE_USED_BYTES,
-    clock: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float],
+    sleep: Callable[[float], None],
 ) -> WaitResult:
     """Wait until the given cards hold no process, or ``deadline_s`` seconds have passed.
 

@@ -11,7 +11,6 @@ host RAM: more than that would only push the first files out of the cache again.
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -50,7 +49,7 @@ def read_ahead(
     *,
     budget_bytes: int,
     on_progress: Callable[[int, int], None] | None = None,
-    clock: Callable[[], float] = time.monotonic,
+    clock: Callable[[], float],
     chunk_bytes: int = CHUNK_BYTES,
 ) -> ReadAhead:
     """Read ``files`` in order, at most ``budget_bytes`` in all, so that the page cache holds them.

@@ -136,7 +136,7 @@ def _dangling(path: Path) -> NoReturn:
     raise StateDamaged(f"{path}: is a symbolic link to nothing; nothing was changed: remove it", path=path)
 
 
-def set_aside(path: Path, *, clock: Callable[[], float] = time.time) -> Path:
+def set_aside(path: Path, *, clock: Callable[[], float]) -> Path:
     """Move a damaged state file out of the way (``<name>.damaged-<time>``) and return where it went."""
     target = path.with_name(f"{path.name}.damaged-{int(clock())}")
     n = 0
@@ -337,7 +337,7 @@ class History:
         self,
         state_dir: Path,
         *,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float],
         warn: Callable[[str], None] | None = None,
     ) -> None:
         self.path = Path(state_dir) / HISTORY_FILE

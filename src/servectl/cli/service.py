@@ -183,8 +183,6 @@ def status_command(
 
 
 def _watch_status(interval_s: float) -> None:
-    import time
-
     from rich.console import Console
     from rich.live import Live
 
@@ -194,10 +192,10 @@ def _watch_status(interval_s: float) -> None:
 
     console = Console(highlight=False, width=output_width())
     with from_env() as host:
-        refresh = host.watch()
+        views = host.watch(interval_s=interval_s)  # paused between refreshes on the host's clock
 
         def view() -> RenderableType:
-            return watch_renderable(refresh(), width=console.width)
+            return watch_renderable(next(views), width=console.width)
 
         try:
             if not console.is_terminal:  # a pipe or a file: Live would print nothing; print each refresh
@@ -205,10 +203,8 @@ def _watch_status(interval_s: float) -> None:
                     console.print(view())
                     console.print()
                     console.file.flush()
-                    time.sleep(interval_s)
             with Live(view(), console=console, auto_refresh=False) as live:
                 while True:
-                    time.sleep(interval_s)
                     live.update(view(), refresh=True)
         except KeyboardInterrupt:
             return

@@ -87,9 +87,7 @@ class Dashboard:
         sources: the history, the cards and the engine logs.
     """
 
-    def __init__(
-        self, gateway: Gateway, sources: DashboardSources, *, clock: Callable[[], float] = time.monotonic
-    ) -> None:
+    def __init__(self, gateway: Gateway, sources: DashboardSources, *, clock: Callable[[], float]) -> None:
         self.gateway = gateway
         self._history = sources.history
         self._gpus = sources.gpus

@@ -183,7 +183,7 @@ def create_key(
     known_aliases: Sequence[str] | None = None,
     aliases_from: str = "the gateway file's aliases",
     alias_fix: str = "",
-    clock: Callable[[], float] = time.time,
+    clock: Callable[[], float],
 ) -> tuple[str, KeyEntry]:
     """Make a new key, store its digest under ``name`` and return ``(key, entry)``; the key is never stored.
 
@@ -239,7 +239,7 @@ def revoke_key(path: Path, *, name: str) -> KeyEntry:
 class KeyRing:
     """The key file as the gateway checks it: re-read when its modification time or size changes."""
 
-    def __init__(self, path: Path, *, clock: Callable[[], float] = time.time, recheck_s: float = 1.0) -> None:
+    def __init__(self, path: Path, *, clock: Callable[[], float], recheck_s: float = 1.0) -> None:
         self.path = path
         self._clock = clock
         self._recheck_s = recheck_s

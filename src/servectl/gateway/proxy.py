@@ -57,6 +57,7 @@ from servectl.gateway.usage import UsageBook, usage_path
 if TYPE_CHECKING:
     from servectl.gateway.keys import KeyEntry, KeyRing
     from servectl.gateway.reload import ConfigWatcher
+    from servectl.service.clocks import Clocks
 
 log = logging.getLogger("servectl.gateway")
 
@@ -110,6 +111,7 @@ class Gateway:
         engine_paths: a profile -> the POST paths its engine serves (its SGLang route table; default the shipped
             catalog's); a family path outside it is refused 404 naming it.
         cards: a profile -> its :class:`~servectl.gateway.cards.ProfileCard` (context window, capabilities).
+        clocks: time as the turns, the rate limits and the usage counters read it (the context's).
     """
 
     def __init__(
@@ -123,19 +125,22 @@ class Gateway:
         start: Callable[[str], object] | None = None,
         engine_paths: Callable[[str], frozenset[str]] | None = None,
         cards: Callable[[str], ProfileCard | None] | None = None,
+        clocks: Clocks,
     ) -> None:
         self.config = config
         self.start = start  # swaps to a profile (blocking; raises ServectlError): swap.on_request
         # the profiles a swap to a profile would stop (blocking; set by serve_gateway): anti-thrash counts those
         self.replaced_by: Callable[[str], Collection[str]] | None = None
-        self.turns = SwapTurns(min_loaded_s=config.swap.min_loaded_s, when_busy=config.swap.when_busy)
+        self.turns = SwapTurns(
+            min_loaded_s=config.swap.min_loaded_s, when_busy=config.swap.when_busy, clock=clocks.monotonic
+        )
         self.table = table
         self.keys = keys
         self._list_upstreams = upstreams
         self.startup_s = startup_s
         self.admission = Admission(table, hold_s=config.swap.hold_s, drain_s=config.swap.drain_s)
         self.metrics = Metrics()
-        self.limiter = RateLimiter()
+        self.limiter = RateLimiter(clock=clocks.monotonic)
         self.recent = RecentRequests()  # the dashboard's recent requests (no prompt, no key)
         self.upstreams: list[Upstream] = []
         self.upstreams_error: str | None = None
@@ -144,7 +149,7 @@ class Gateway:
         self._active = 0
         self.session: ClientSession | None = None
         self.draining = False  # set when the gateway stops: new requests get 503 draining
-        self.usage = UsageBook(usage_path(keys.path) if keys is not None else None)
+        self.usage = UsageBook(usage_path(keys.path) if keys is not None else None, clock=clocks.wall)
         self._flusher: asyncio.Task[None] | None = None
         self.watcher: ConfigWatcher | None = None  # set by serve_gateway when it watches the sources
         self.on_request = SwapOnRequest(self)

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable
 
 
 class RateLimiter:
     """``take(key, per_minute)`` -> 0 when the request may go, else the seconds until it may (Retry-After)."""
 
-    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, *, clock: Callable[[], float]) -> None:
         self._clock = clock
         self._buckets: dict[str, tuple[float, float]] = {}  # key -> (tokens, when counted)
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,7 +102,7 @@ class ConfigWatcher:
         load: Callable[[], GatewayConfig],
         table_of: Callable[[GatewayConfig], AliasTable],
         folders: Callable[[], Sequence[Path]],
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float],
     ) -> None:
         self.config_file = config_file
         self.running = running

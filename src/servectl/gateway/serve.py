@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from servectl.gateway.proxy import Gateway
     from servectl.gateway.reload import ConfigWatcher
     from servectl.profile.loader import ProfileFolder
+    from servectl.service.clocks import Clocks
     from servectl.service.context import Context
 
 log = logging.getLogger("servectl.gateway")
@@ -168,6 +169,7 @@ def run_gateway(
     start: Callable[[str], object] | None = None,
     watch: ConfigWatcher | None = None,
     dashboard: DashboardSources,
+    clocks: Clocks,
     replaced_by: Callable[[str], Collection[str]] | None = None,
     cards: Callable[[str], ProfileCard | None] | None = None,
 ) -> None:
@@ -189,6 +191,7 @@ def run_gateway(
             start=start,
             watch=watch,
             dashboard=dashboard,
+            clocks=clocks,
             replaced_by=replaced_by,
             cards=cards,
             engine_paths=None if cards is None else route_paths_of(cards),
@@ -209,6 +212,7 @@ async def serve_gateway(
     start: Callable[[str], object] | None = None,
     watch: ConfigWatcher | None = None,
     dashboard: DashboardSources,
+    clocks: Clocks,
     replaced_by: Callable[[str], Collection[str]] | None = None,
     engine_paths: Callable[[str], frozenset[str]] | None = None,
     cards: Callable[[str], ProfileCard | None] | None = None,
@@ -223,13 +227,13 @@ async def serve_gateway(
     from servectl.gateway.keys import KeyRing
     from servectl.gateway.proxy import Gateway
 
-    keys = KeyRing(keys_path) if keys_path is not None else None
+    keys = KeyRing(keys_path, clock=clocks.wall) if keys_path is not None else None
     gateway = Gateway(config, table=table, keys=keys, upstreams=upstreams, startup_s=startup_s, start=start,
-                      engine_paths=engine_paths, cards=cards)  # fmt: skip
+                      engine_paths=engine_paths, cards=cards, clocks=clocks)  # fmt: skip
     gateway.replaced_by = replaced_by
     gateway.watcher = watch
     app = gateway.app()
-    Dashboard(gateway, dashboard).add_routes(app)
+    Dashboard(gateway, dashboard, clock=clocks.monotonic).add_routes(app)
     runner = web.AppRunner(
         app,
         handle_signals=False,
@@ -344,6 +348,7 @@ def run_from_file(
         load=load,
         table_of=lambda c: alias_table(c, names),
         folders=lambda: [f.path for f in ctx.profile_folders],
+        clock=ctx.clocks.wall,
     )
     run_gateway(
         config,
@@ -356,6 +361,7 @@ def run_from_file(
         on_listening=on_listening,
         start=start,
         replaced_by=replaced_by if start is not None else None,
+        clocks=ctx.clocks,
         dashboard=DashboardSources.of_context(
             ctx, logs=None if config.endpoints is not None else docker_log_tail(ctx.docker)
         ),

@@ -22,7 +22,6 @@ requests in flight (503 ``swap_busy``): what runs keeps serving, as that setting
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
@@ -55,7 +54,7 @@ class SwapTurns:
         *,
         min_loaded_s: float,
         when_busy: Literal["wait", "refuse"] = "wait",
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float],
     ) -> None:
         self.min_loaded_s = min_loaded_s
         self.when_busy = when_busy

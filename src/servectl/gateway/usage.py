@@ -15,7 +15,6 @@ from __future__ import annotations
 import calendar
 import json
 import logging
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
@@ -91,7 +90,7 @@ def read_usage(path: Path) -> dict[str, KeyUsage]:
 class UsageBook:
     """The counters of every key, as the running gateway keeps them; :meth:`flush` writes them out."""
 
-    def __init__(self, path: Path | None, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, path: Path | None, *, clock: Callable[[], float]) -> None:
         self.path = path
         self._clock = clock
         self._rows: dict[str, KeyUsage] = {}
@@ -157,13 +156,12 @@ class UsageBook:
         self._dirty, self.error = False, None
 
 
-def usage_rows(keys_path: Path, entries: Iterable[KeyEntry], *, now: float | None = None) -> list[dict[str, Any]]:
+def usage_rows(keys_path: Path, entries: Iterable[KeyEntry], *, now: float) -> list[dict[str, Any]]:
     """What ``gateway keys list`` prints: each key's scope and its counters from ``usage.json``.
 
     Raises:
         StateDamaged: the usage file is damaged.
     """
-    now = time.time() if now is None else now
     stored = read_usage(usage_path(keys_path))
     out = []
     for entry in entries:

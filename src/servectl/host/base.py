@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from servectl.adapters.plan_cache import PlanCache
     from servectl.plan.resolve import Resolved
     from servectl.preflight.model import PreflightReport
+    from servectl.service.clocks import Clocks
 
 ReportHook = Callable[["PreflightReport"], None]
 """Gets the preflight report (warnings, checks skipped with ``force``) before anything starts."""
@@ -39,6 +40,7 @@ class HostBase:
         environ: Mapping[str, str] | None = None,
         lock_timeout_s: float | None = None,
         scope: Mapping[str, str] | None = None,
+        clocks: Clocks | None = None,
     ) -> None:
         from servectl.service.context import Context
 
@@ -52,6 +54,7 @@ class HostBase:
             environ=environ,
             lock_timeout_s=lock_timeout_s,
             scope=scope,
+            clocks=clocks,
         )
         self._plan_cache: PlanCache | None = None
 

@@ -209,6 +209,7 @@ class GatewayCommands(TransactionCommands):
             known_aliases=known,
             aliases_from=aliases_from,
             alias_fix=alias_fix,
+            clock=self.ctx.clocks.wall,
         )
         return CreatedKey(key=key, entry=entry, keys_file=path)
 
@@ -242,7 +243,7 @@ class GatewayCommands(TransactionCommands):
         from servectl.gateway.usage import usage_rows
 
         path = self._gateway_config(config_file).keys_path(self.environ)
-        return usage_rows(path, read_keys(path))
+        return usage_rows(path, read_keys(path), now=self.ctx.clocks.wall())
 
     def revoke_gateway_key(self, *, key_name: str, config_file: Path | None = None) -> KeyEntry:
         """Remove the key ``key_name``; a running gateway refuses it within a second.

@@ -150,17 +150,16 @@ class ServiceCommands(HostBase):
         found, notes = self.services(), status_notes(state_dir=self.state_dir, history=self.ctx.history)
         return Status(services=found, notes=notes, gateway=gateway_live(state_dir=self.state_dir))
 
-    def watch(self) -> Callable[[], WatchView]:
-        """For ``status --watch``: a function that takes one refresh (the services, the startup phase of each
-        starting one, each card's memory and utilisation), through this host's adapters."""
+    def watch(self, *, interval_s: float) -> Iterator[WatchView]:
+        """For ``status --watch``: one refresh now (the services, the startup phase of each starting one, each
+        card's memory and utilisation), then one every ``interval_s`` seconds paused on the context's clock,
+        for as long as the caller iterates."""
         from servectl.service.watch import watch_view
 
-        docker, gpus = self.docker, self.ctx.gpus
-
-        def refresh() -> WatchView:
-            return watch_view(docker=docker, gpus=gpus, list_services=self.services)
-
-        return refresh
+        docker, gpus, clocks = self.docker, self.ctx.gpus, self.ctx.clocks
+        while True:
+            yield watch_view(docker=docker, gpus=gpus, list_services=self.services, clock=clocks.wall)
+            clocks.sleep(interval_s)
 
     def logs(self, *, name: str, follow: bool = False, tail: int | None = None) -> Iterator[str]:
         """The log lines of profile (or container) ``name``'s service, secrets redacted; ``follow`` keeps reading.

@@ -85,7 +85,7 @@ class TransactionCommands(HostBase):
             on_phase=on_phase,
             on_report=on_report,
             lock_timeout_s=lock_timeout_s,
-            stage=stager(self.ctx.probe) if stage else None,
+            stage=stager(self.ctx.probe, clock=self.ctx.clocks.monotonic) if stage else None,
         )
 
     def rollback_check(self, *, names: Sequence[str] | None = None) -> list[RollbackCheck]:

@@ -254,7 +254,7 @@ class Context:
         if self._conflicts is None:
             from servectl.adapters.conflicts import DockerConflicts
 
-            self._conflicts = DockerConflicts(docker=self.docker)
+            self._conflicts = DockerConflicts(docker=self.docker, clock=self._clocks.wall)
         return self._conflicts
 
     @property
@@ -263,7 +263,7 @@ class Context:
         if self._history is None:
             from servectl.adapters.state import History
 
-            self._history = History(self.state_dir)
+            self._history = History(self.state_dir, clock=self._clocks.wall)
         return self._history
 
     @property

@@ -395,8 +395,8 @@ class GateOptions:
         secrets: the secret values the profile references, taken out of the last lines a failure shows.
     """
 
-    clock: Callable[[], float] = time.monotonic
-    sleep: Callable[[float], None] = time.sleep
+    clock: Callable[[], float]
+    sleep: Callable[[float], None]
     poll_s: float = 0.25
     inspect_every_s: float = 1.0
     fatal_grace_s: float = 0.5
@@ -413,7 +413,7 @@ def wait_until_serving(
     on_phase: Callable[[Progress], None] | None = None,
     api_key: str | None = None,
     started_at: float | None = None,
-    opts: GateOptions | None = None,
+    opts: GateOptions,
 ) -> GatePassage:
     """Wait until the container of ``plan`` serves, or fail fast (the decisions: :class:`GateMachine`).
 
@@ -428,7 +428,6 @@ def wait_until_serving(
         StartupFailed: with the last log lines, the container's exit code and OOM flag where it exited.
             The container is left as it is; the caller removes it.
     """
-    opts = opts or GateOptions()
     clock, sleep, poll_s, inspect_every_s = opts.clock, opts.sleep, opts.poll_s, opts.inspect_every_s
     fatal_grace_s, expect_grace_s = opts.fatal_grace_s, opts.expect_grace_s
     import httpx

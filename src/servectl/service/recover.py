@@ -18,7 +18,6 @@ removes only services that never passed their gate, sets the journal aside and s
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
@@ -141,7 +140,7 @@ def settle(journal: SwapJournal, ctx: TxContext) -> RecoverResult:
 def _clear_damaged(err: StateDamaged, ctx: TxContext) -> RecoverResult:
     """A damaged journal cannot say what ran before: remove what never passed its gate, set the journal aside."""
     removed = [s.container_name for s in remove_unproven(ctx, profile=None)]
-    moved = set_aside(ctx.state_dir / JOURNAL_FILE, clock=time.time)
+    moved = set_aside(ctx.state_dir / JOURNAL_FILE, clock=ctx.wall_clock)
     alive = [s.profile for s in ctx.services(probe=False) if is_proven(s)]
     message = (
         f"{err.message.split(';')[0]}; it cannot say what ran before, so: "

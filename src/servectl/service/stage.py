@@ -18,7 +18,6 @@ nothing changes when staging fails. ``swap --no-stage`` skips staging.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
@@ -89,7 +88,7 @@ def stage_target(
     skip: frozenset[str] = frozenset(),
     on_progress: Callable[[Progress], None] | None = None,
     read_weights: bool = True,
-    clock: Callable[[], float] = time.monotonic,
+    clock: Callable[[], float],
     parses: ParseMemo | None = None,
 ) -> StageReport:
     """Check the target's image and argv in the image, and read its weights ahead (see the module docstring).
@@ -128,8 +127,9 @@ def stage_target(
     )
 
 
-def stager(host: HostProbe, *, read_weights: bool = True) -> Stager:
-    """:func:`stage_target` as a swap's :class:`Stager`, with ``host`` (the context's probe) for free RAM."""
+def stager(host: HostProbe, *, clock: Callable[[], float], read_weights: bool = True) -> Stager:
+    """:func:`stage_target` as a swap's :class:`Stager`, with ``host`` (the context's probe) for free RAM and
+    ``clock`` (the context's monotonic clock) for the read-ahead's pace."""
 
     def stage(
         *,
@@ -146,6 +146,7 @@ def stager(host: HostProbe, *, read_weights: bool = True) -> Stager:
             skip=skip,
             on_progress=on_progress,
             read_weights=read_weights,
+            clock=clock,
             parses=parses,
         )
 

@@ -7,7 +7,6 @@ that is still loading after ``up`` was interrupted - shows the same phases as th
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -104,7 +103,7 @@ def watch_view(
     docker: DockerEngine,
     gpus: GpuInventory,
     list_services: Callable[[], Sequence[ServiceInfo]],
-    clock: Callable[[], float] = time.time,
+    clock: Callable[[], float],
 ) -> WatchView:
     """One refresh: the services, the phase of each that is starting, and the cards."""
     found = list(list_services())

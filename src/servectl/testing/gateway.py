@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -21,6 +22,7 @@ from servectl.gateway.config import GatewayConfig
 from servectl.gateway.dashboard import DashboardSources
 from servectl.gateway.reload import ConfigWatcher
 from servectl.gateway.routes import AliasTable, Upstream
+from servectl.service.clocks import Clocks
 
 
 class GatewayThread:
@@ -40,11 +42,13 @@ class GatewayThread:
         replaced_by: Callable[[str], Collection[str]] | None = None,
         engine_paths: Callable[[str], frozenset[str]] | None = None,
         cards: Callable[[str], ProfileCard | None] | None = None,
+        clocks: Clocks | None = None,
     ) -> None:
         self.config = config
+        self.clocks = clocks or Clocks()
         self.replaced_by = replaced_by
         self.dashboard = dashboard or DashboardSources(  # the state folder's history, no cards
-            history=History(Path(state_dir), warn=lambda _line: None).readable_events,
+            history=History(Path(state_dir), clock=time.time, warn=lambda _line: None).readable_events,
             gpus=NullGpuInventory("a test's gateway thread reads no GPUs").snapshot,
         )
         self.engine_paths = engine_paths
@@ -85,6 +89,7 @@ class GatewayThread:
                 start=self.start,
                 watch=self.watch,
                 dashboard=self.dashboard,
+                clocks=self.clocks,
                 replaced_by=self.replaced_by,
                 engine_paths=self.engine_paths,
                 cards=self.cards,

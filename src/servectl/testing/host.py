@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from servectl.adapters.conflicts import ConflictHandler
     from servectl.adapters.gpu import GpuInventory
     from servectl.adapters.host import HostProbe
+    from servectl.service.clocks import Clocks
 
 #: The image the shipped stand-in profiles (``demo``, ``demo-rollback``) run.
 STANDIN_IMAGE = "servectl-standin:latest"
@@ -63,6 +64,7 @@ class FakeHost(Host):
         conflicts: ConflictHandler | None = None,
         environ: Mapping[str, str] | None = None,
         lock_timeout_s: float = 5.0,
+        clocks: Clocks | None = None,
     ) -> None:
         import httpx
 
@@ -79,6 +81,7 @@ class FakeHost(Host):
             conflicts=conflicts or FakeConflicts(),
             environ=environ,
             lock_timeout_s=lock_timeout_s,
+            clocks=clocks,
         )
 
     def close(self) -> None:
