@@ -381,7 +381,16 @@ def test_a_primed_standby_pays_its_first_release_at_start_and_every_later_one_is
     trust = StandbyRecord(world.home).trust(world.container("a")[0])
     assert trust is not None and trust.cycles == 0  # its fingerprint, taken at its first start
     assert trust.retained and trust.pinned and trust.backup_bytes > 0  # the prime paid the pinned buffer
-    (held,) = [s for s in services(docker=world.docker, state_dir=world.home, scope=world.labels) if s.profile == "a"]
+    (held,) = [
+        s
+        for s in services(
+            docker=world.docker,
+            records=ServiceRecords(world.home, History(world.home, clock=time.time)),
+            clock=time.time,
+            scope=world.labels,
+        )
+        if s.profile == "a"
+    ]
     assert (held.backup_hold, held.backup_bytes) == ("held", trust.backup_bytes)  # what preflight counts as in use
     away = world.swap("b")
     assert away.old_released and away.old_stop_s is not None and away.old_stop_s < 1.5

@@ -38,9 +38,11 @@ def test_393k_request_matches_the_profile_and_plan() -> None:
 
 
 def test_the_request_carries_the_engine_containers_memlock_limit_and_where_it_comes_from() -> None:
-    sglang = request_for(resolve("glm53-393k"))  # no container.ulimits: servectl gives SGLang's own
+    sglang = request_for(resolve("glm53-393k", environ=os.environ))  # no container.ulimits: servectl gives SGLang's own
     assert (sglang.memlock, sglang.memlock_source) == ((-1, -1), "SGLang's ulimits, servectl's default")
-    assert request_for(resolve("demo")).memlock is None  # the stand-in gets none: the Docker engine's default
+    assert (
+        request_for(resolve("demo", environ=os.environ)).memlock is None
+    )  # the stand-in gets none: the Docker engine's default
 
 
 def test_demo_requests_no_gpu_and_passes_on_a_gpu_less_box_with_fakes() -> None:
