@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from servectl.adapters.campaign_db import CampaignDb
-from servectl.campaign.model import Budget, Point
+from servectl.campaign.model import CampaignBudget, Point
 from servectl.campaign.run import CampaignRow, Measured, Started, run_campaign
 from servectl.campaign.schedule import INCUMBENT
 from servectl.campaign.variants import CampaignCheck, CheckedVariant
@@ -227,7 +227,7 @@ def test_rows_committed_before_a_kill_9_are_all_there(tmp_path: Path) -> None:
 
 
 def test_the_budget_ends_the_campaign_with_the_open_variants_inconclusive(check: CampaignCheck, tmp_path: Path) -> None:
-    limited = check.loaded.campaign.model_copy(update={"budget": Budget(wall_time_s=5.0)})
+    limited = check.loaded.campaign.model_copy(update={"budget": CampaignBudget(wall_time_s=5.0)})
     budgeted = replace(check, loaded=replace(check.loaded, campaign=limited))
     times = iter([0.0, 1.0, 100.0, 100.0, 100.0])
     clocks = Clocks(monotonic=lambda: next(times), wall=lambda: 0.0, sleep=lambda s: None)

@@ -106,7 +106,7 @@ class Workload(_Strict):
         return value
 
 
-class Gates(_Strict):
+class CampaignGates(_Strict):
     """The qualification a variant passes before it is measured (a failed gate: ``rejected-gate-<id>``)."""
 
     suite: str | None = Field(default=None, description="a shipped suite name or a suite file (null: no gates)")
@@ -187,7 +187,7 @@ class Constraints(_Strict):
     no_flagged_requests: bool = Field(default=True, description="a flagged (failed) request rejects the variant")
 
 
-class Budget(_Strict):
+class CampaignBudget(_Strict):
     """How long the campaign may run; variants not reached by then are recorded as not measured."""
 
     wall_time_s: float | None = Field(default=None, gt=0, le=30 * 86400)
@@ -233,10 +233,10 @@ class Campaign(_Strict):
         default_factory=list, description="axis combinations left out (a subset of axis keys each)"
     )
     workload: Workload
-    gates: Gates = Field(default_factory=Gates)
+    gates: CampaignGates = Field(default_factory=CampaignGates)
     decision: Decision
     constraints: Constraints = Field(default_factory=Constraints)
-    budget: Budget = Field(default_factory=Budget)
+    budget: CampaignBudget = Field(default_factory=CampaignBudget)
     objectives: list[Objective] = Field(default_factory=list)
 
     @field_validator("axes")
