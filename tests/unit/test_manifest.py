@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from servectl.adapters.gpu import NullGpuInventory
 from servectl.bench.manifest import (
     MANIFEST_FILE,
     RunEntry,
@@ -39,7 +40,10 @@ def test_host_facts_record_driver_cards_and_power_cap_of_the_profiles_cards_only
         "source": "unknown",
         "reason": "NVML unavailable: no driver",
     }
-    assert host_facts(None)["source"] == "unknown"
+    assert host_facts(NullGpuInventory("profile p uses no GPUs")) == {
+        "source": "unknown",
+        "reason": "profile p uses no GPUs",
+    }  # the null inventory's own reason, where None said "no GPU inventory (no NVIDIA driver, or ...)"
 
 
 def test_the_manifest_lists_every_file_with_hash_size_schema_and_the_runs_provenance(tmp_path: Path) -> None:

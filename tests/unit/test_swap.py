@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from servectl.adapters.conflicts import load_stopped
+from servectl.adapters.gpu import NullGpuInventory
 from servectl.adapters.state import GateRecord, previous_profile
 from servectl.errors import (
     EngineUnavailable,
@@ -751,7 +752,7 @@ def test_a_failed_swap_and_a_killed_swap_restore_the_same_snapshot(world: World,
     after_failure = world.runtime.running["swaptest-alpha"].plan_hash
 
     alpha_file.write_text(original)
-    world.runtime.stop(service=world.runtime.running["swaptest-alpha"])
+    world.runtime.stop(service=world.runtime.running["swaptest-alpha"], gpus=NullGpuInventory("a test stop"))
     world.run("alpha")
     kill_swap_during_start(world, env, "beta")
     edit_alpha()

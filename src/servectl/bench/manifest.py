@@ -76,21 +76,18 @@ def _file_schema(path: Path) -> dict[str, Any] | None:
     return split_schema(data.get("schema")) if isinstance(data, dict) else None
 
 
-def host_facts(gpus: GpuInventory | None, devices: Sequence[int] | None = None) -> dict[str, Any]:
+def host_facts(gpus: GpuInventory, devices: Sequence[int] | None = None) -> dict[str, Any]:
     """The host a run measured on, as NVML tells it: driver, and per card name, memory and power cap.
 
     Args:
-        gpus: The GPU inventory; None records the host as unknown.
+        gpus: The GPU inventory; a null one records the host as unknown, with its reason.
         devices: The card indexes the service uses (None: every card).
 
-    Every field NVML cannot give is None; without an inventory or a driver, ``source`` is ``unknown``.
+    Every field NVML cannot give is None; with a null inventory or no driver, ``source`` is ``unknown``.
     Nothing that names the host or its user is recorded (no hostname, no card serial or UUID).
     """
-    from servectl.adapters.gpu import reads_cards
     from servectl.errors import GpuUnavailable
 
-    if gpus is None or not reads_cards(gpus):
-        return {"source": "unknown", "reason": "no GPU inventory (no NVIDIA driver, or the profile uses no GPU)"}
     try:
         snapshot = gpus.snapshot()
     except GpuUnavailable as err:

@@ -204,7 +204,7 @@ def stop(
     *,
     service: ServiceInfo,
     docker: DockerEngine,
-    gpus: GpuInventory | None,
+    gpus: GpuInventory,
     free_deadline_s: float,
     state_dir: Path,
     clock: Callable[[], float],
@@ -213,9 +213,10 @@ def stop(
     """Stop a service gracefully and make sure it is gone.
 
     SIGTERM, the service's grace period (its ``servectl.stop-grace-s`` label), then SIGKILL; remove the
-    container and confirm Docker no longer has it; delete the API-key file servectl wrote for it. With a
-    GPU inventory, wait until its cards are free (:func:`servectl.adapters.gpu.wait_until_free`), or name
-    the pids left behind and the cards that could not be read.
+    container and confirm Docker no longer has it; delete the API-key file servectl wrote for it. With an
+    inventory that reads cards (not a null one), wait until its cards are free
+    (:func:`servectl.adapters.gpu.wait_until_free`), or name the pids left behind and the cards that could not
+    be read.
 
     Raises:
         ServectlError: the container is still there after removal.
@@ -238,8 +239,8 @@ def stop(
     unknown: tuple[int, ...] = ()
     from servectl.adapters.gpu import reads_cards
 
-    checked = gpus is not None and reads_cards(gpus) and bool(service.gpus)
-    if gpus is not None and checked:
+    checked = reads_cards(gpus) and bool(service.gpus)
+    if checked:
         from servectl.adapters.gpu import wait_until_free
 
         cards = wait_until_free(gpus, service.gpus, free_deadline_s, poll_s=CARDS_POLL_S, clock=clock, sleep=sleep)
@@ -267,9 +268,7 @@ class ServiceRuntime(Protocol):
 
     def start(self, *, resolved: Resolved, on_phase: Callable[[Progress], None] | None = ...) -> StartResult: ...
 
-    def stop(
-        self, *, service: ServiceInfo, gpus: GpuInventory | None = ..., free_deadline_s: float = ...
-    ) -> StopResult: ...
+    def stop(self, *, service: ServiceInfo, gpus: GpuInventory, free_deadline_s: float = ...) -> StopResult: ...
 
     def ensure_image(self, resolved: Resolved, *, on_phase: Callable[[Progress], None] | None = ...) -> None: ...
 
@@ -338,9 +337,10 @@ class DockerRuntime:
         )
 
     def stop(
-        self, *, service: ServiceInfo, gpus: GpuInventory | None = None, free_deadline_s: float = CARDS_FREE_DEADLINE_S
+        self, *, service: ServiceInfo, gpus: GpuInventory, free_deadline_s: float = CARDS_FREE_DEADLINE_S
     ) -> StopResult:
-        """Stop ``service`` and make sure it is gone, waiting for its cards on ``gpus`` (see :func:`stop`)."""
+        """Stop ``service`` and make sure it is gone, waiting for its cards on ``gpus`` (a null inventory: no
+        wait; see :func:`stop`)."""
         return stop(
             service=service,
             docker=self.docker,

@@ -107,7 +107,7 @@ class FakeRuntime:
         self.image_error: dict[str, ServectlError] = {}
         self.stop_hook: Callable[[FakeRuntime, ServiceInfo], None] | None = None
         self.calls: list[tuple[str, str]] = []
-        self.stop_gpus: list[GpuInventory | None] = []
+        self.stop_gpus: list[GpuInventory] = []
         self._ids = itertools.count(1)
 
     # -- set-up
@@ -187,10 +187,10 @@ class FakeRuntime:
         return StartResult(service=ready, gate=gate, url=f"http://{ready.host}:{ready.port}")
 
     def stop(
-        self, *, service: ServiceInfo, gpus: GpuInventory | None = None, free_deadline_s: float = CARDS_FREE_DEADLINE_S
+        self, *, service: ServiceInfo, gpus: GpuInventory, free_deadline_s: float = CARDS_FREE_DEADLINE_S
     ) -> StopResult:
         self.calls.append(("stop", service.profile))
-        self.stop_gpus.append(gpus)  # what the stop waited on for the cards (None: no wait)
+        self.stop_gpus.append(gpus)  # what the stop waited on for the cards (a null inventory: no wait)
         if service.profile in self.stop_error:
             raise self.stop_error[service.profile]
         if self.stop_hook is not None:
