@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import time
 from pathlib import Path
 from typing import Any
 
@@ -281,7 +282,7 @@ def test_a_gateway_in_front_of_production_answers_maintenance_with_the_eta_while
     config = GatewayConfig.model_validate(
         {"listen": f"127.0.0.1:{free_port()}", "aliases": {"chat": ["demo-rollback"]}, "swap": {"hold_s": 5}}
     )
-    key, _ = create_key(config.keys_path({"SERVECTL_HOME": str(home)}), name="client")
+    key, _ = create_key(config.keys_path({"SERVECTL_HOME": str(home)}), name="client", clock=time.time)
     answers: list[httpx.Response] = []
 
     class Asking(RateBench):

@@ -255,7 +255,13 @@ def test_during_a_maintenance_the_aliases_are_answered_503_maintenance_at_once_w
         status = gateway_status(gw.state_dir)
         assert status is not None and status["aliases"]["chat"]["state"] == "maintenance"
         assert status["holds"] == ["campaign six"]
-        with GatewayHold(gw.state_dir, History(gw.state_dir), profiles=["demo"], reason="swap demo -> six.fast", expect_s=5):
+        with GatewayHold(
+            gw.state_dir,
+            History(gw.state_dir, clock=time.time),
+            profiles=["demo"],
+            reason="swap demo -> six.fast",
+            expect_s=5,
+        ):
             away.update(eta_s=42)  # a new ETA after a visit
             t0 = time.monotonic()
             during = _post(gw, key, CHAT)

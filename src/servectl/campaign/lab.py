@@ -74,7 +74,7 @@ class ServiceLab:
         if eta is None:
             decision = self.check.loaded.campaign.decision
             eta = 60.0 * (len(self.check.valid_variants) + 1) * decision.max_repeats
-        back = way_back_s(self.ctx.state_dir, self.before[0]) if self.before else None
+        back = way_back_s(self.ctx.state_dir, self.ctx.history, self.before[0]) if self.before else None
         return eta + (back or 0.0)
 
     def start(self, variant: CheckedVariant) -> Started:
