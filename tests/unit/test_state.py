@@ -143,7 +143,7 @@ def test_concurrent_history_writers_lose_no_event(tmp_path: Path) -> None:
         import sys
         sys.path.insert(0, {SRC!r})
         from servectl.adapters.state import History
-        h = History(__import__('pathlib').Path({str(tmp_path)!r}))
+        h = History(__import__('pathlib').Path({str(tmp_path)!r}), clock=__import__('time').time)
         for i in range(20):
             h.record({{"event": "up", "profile": sys.argv[1] + str(i)}})
         """
