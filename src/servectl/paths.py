@@ -42,8 +42,17 @@ def user_profiles_dir(environ: Mapping[str, str]) -> Path:
     return _folder(environ, "user_config_dir") / "profiles"
 
 
+#: The variable that names the catalog cache folder itself (see :func:`catalog_cache_dir`).
+CATALOG_CACHE_VAR = "SERVECTL_CATALOG_CACHE"
+
+
 def catalog_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
-    """Flag catalogs extracted from engine images, keyed by image id (``servectl catalog extract``)."""
+    """Flag catalogs extracted from engine images, keyed by image id (``servectl catalog extract``), with their
+    route tables. ``SERVECTL_CATALOG_CACHE`` names the folder itself: the gateway container is given the host's,
+    mounted read-only at its host path, since its ``SERVECTL_HOME`` is the state folder alone."""
+    env = os.environ if environ is None else environ
+    if env.get(CATALOG_CACHE_VAR):
+        return Path(env[CATALOG_CACHE_VAR]).expanduser()
     return _folder(environ, "user_cache_dir") / "catalogs"
 
 

@@ -106,3 +106,30 @@ def test_the_gateway_image_holds_servectl_at_its_host_path() -> None:
     assert files[(package_dir() / "paths.py").as_posix()] == package_dir() / "paths.py"
     demo = package_dir() / "data" / "examples" / "demo-model" / "config.json"
     assert files[demo.as_posix()] == demo
+
+
+def test_the_catalog_cache_with_the_route_tables_of_images_is_mounted_read_only(tmp_path: Path) -> None:
+    # issue 41: a gateway in its container serves the paths the route table read from the image lists
+    # (catalog extract writes it beside the catalog, in the user's cache, outside the state folder)
+    env = _world(tmp_path)
+    cache = tmp_path / "cache" / "catalogs"
+    cache.mkdir(parents=True)
+    (tmp_path / "cache").chmod(0o755)
+    cache.chmod(0o755)
+    env["SERVECTL_CATALOG_CACHE"] = str(cache)
+    spec = gateway_spec(image="img:1", config_file=tmp_path / "gw.yaml", environ=env)
+    mounts = {m.source: m for m in spec.mounts}
+    assert mounts[str(cache)].target == str(cache) and mounts[str(cache)].read_only
+    assert dict(spec.environment)["SERVECTL_CATALOG_CACHE"] == str(cache)
+    from servectl.paths import catalog_cache_dir
+
+    inside = {k: v for k, v in spec.environment if v is not None}
+    assert catalog_cache_dir(inside) == cache  # the container finds the tables where the host keeps them
+
+
+def test_a_catalog_cache_inside_the_state_folder_is_not_mounted_twice(tmp_path: Path) -> None:
+    env = _world(tmp_path)  # SERVECTL_HOME: the cache is <home>/catalogs, inside the mounted state folder
+    (Path(env["SERVECTL_HOME"]) / "catalogs").mkdir(parents=True)
+    spec = gateway_spec(image="img:1", config_file=tmp_path / "gw.yaml", environ=env)
+    assert "SERVECTL_CATALOG_CACHE" not in dict(spec.environment)
+    assert sum(1 for m in spec.mounts if "catalogs" in m.source) == 0

@@ -95,7 +95,7 @@ def gateway_spec(
 ) -> Any:
     """The ``DockerRunSpec`` of the gateway container. Reads the file system (what exists), starts nothing."""
     from servectl.gateway.config import default_config_file, load_gateway_config
-    from servectl.paths import state_dir, user_profiles_dir
+    from servectl.paths import CATALOG_CACHE_VAR, catalog_cache_dir, state_dir, user_profiles_dir
     from servectl.plan.compile import DockerRunSpec, MountPlan
 
     config = load_gateway_config(config_file, environ=environ)
@@ -113,6 +113,10 @@ def gateway_spec(
     if extra:  # profile folders named for this servectl: the same, read-only, at the same paths
         mounts += [MountPlan(str(p), str(p), True) for p in extra if p.is_dir()]
         environment.append(("SERVECTL_PROFILES", os.pathsep.join(str(p) for p in extra)))
+    cache = catalog_cache_dir(environ).resolve()
+    if cache.is_dir() and not cache.is_relative_to(state):  # route tables read from images (catalog extract)
+        mounts.append(MountPlan(str(cache), str(cache), True))
+        environment.append((CATALOG_CACHE_VAR, str(cache)))
     command = ["gateway", "run"]
     file = config_file or default_config_file(environ)
     if file.exists():
