@@ -107,7 +107,6 @@ WAITERS = {
 WAITS_NOT_YET = {
     "bench/qualify/gates/routed.py": "the routed gate calls httpx.post/get, not the context's client",
     "bench/qualify/routed.py": "the routed metrics read calls httpx.get, not the context's client",
-    "gateway/container.py": "the gateway container's start polls with time.sleep",
 }
 
 # -- numeric defaults ----------------------------------------------------------------------------------------------

@@ -673,6 +673,23 @@ TAKE_NO_PROFILE = {
 }
 
 
+def test_gateway_up_polls_on_the_hosts_clock(tmp_path: Path) -> None:
+    """gateway up waited for the container with time.sleep/time.monotonic: now on the host's clock (issue 40)."""
+    from servectl.service.clocks import Clocks
+    from servectl.testing.swap import FakeClock
+
+    clock = FakeClock()
+    tmp_path.chmod(0o755)  # the gateway container's uid reads the folders (root owns them here)
+    (tmp_path / "gateway.yaml").write_text("listen: 127.0.0.1:18089\naliases:\n  chat: [demo]\nauth: none\n")
+    clocks = Clocks(monotonic=clock, wall=clock, sleep=clock.advance)
+    with (
+        FakeHost(state_dir=tmp_path / "home", clocks=clocks) as h,
+        pytest.raises(servectl.ServectlError, match="did not start"),
+    ):
+        h.gateway_up(config_file=tmp_path / "gateway.yaml", timeout_s=3.0)
+    assert clock.now > 1003.0  # it polled past its deadline on the fake clock, with no real wait
+
+
 def test_watch_pauses_between_refreshes_on_the_hosts_clock(tmp_path: Path) -> None:
     """status --watch slept with time.sleep in the CLI: the pause is the host's clock's now (issue 40)."""
     from servectl.service.clocks import Clocks

@@ -22,7 +22,6 @@ environment to the container's: never written to a file, never printed.
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +32,7 @@ from servectl.errors import ServectlError, StartupFailed, UsageError
 
 if TYPE_CHECKING:
     from servectl.adapters.docker import ContainerState, DockerEngine
+    from servectl.service.clocks import Clocks
 
 CONTAINER_NAME = "servectl-gateway"
 LABEL_GATEWAY = "servectl.gateway"
@@ -257,8 +257,10 @@ def gateway_up(
     scope: Mapping[str, str] | None = None,
     image: str | None = None,
     wait_s: float = UP_WAIT_S,
+    clocks: Clocks,
 ) -> GatewayContainer:
-    """Start the gateway container (building its image when needed) and wait until it answers.
+    """Start the gateway container (building its image when needed) and wait until it answers (polled on
+    ``clocks``, the context's).
 
     Replaces a stopped gateway container; a running one stays (``gateway down`` first to change it).
 
@@ -279,31 +281,31 @@ def gateway_up(
 
         spec = replace(spec, image=build_gateway_image(docker=docker))
     container_id = docker.create_and_start(spec, environ=env)
-    return _wait_answering(docker, container_id, env, wait_s)
+    return _wait_answering(docker, container_id, env, wait_s, clocks)
 
 
 def _wait_answering(
-    docker: DockerEngine, container_id: str, environ: Mapping[str, str], wait_s: float
+    docker: DockerEngine, container_id: str, environ: Mapping[str, str], wait_s: float, clocks: Clocks
 ) -> GatewayContainer:
     """Wait until the gateway answers on its admin socket; a container that exits or restarts is removed and
     its last log line says why."""
     from servectl.adapters.gateway_admin import gateway_status as ask
     from servectl.paths import state_dir
 
-    deadline = time.monotonic() + wait_s
+    deadline = clocks.monotonic() + wait_s
     while True:
         state = docker.inspect(container_id)
         failed = state is None or not state.running or state.status == "restarting"
         if not failed and (live := ask(state_dir(environ))) is not None:
             assert state is not None
             return _describe(state, live)
-        if failed or time.monotonic() > deadline:
+        if failed or clocks.monotonic() > deadline:
             lines = [ln.strip() for ln in docker.logs(container_id, follow=False, tail=20)] if state else []
             errors = [ln for ln in lines if ln.startswith("error:")] or lines
             docker.remove(container_id, force=True)
             why = errors[-1] if errors else ("no output" if failed else f"no answer within {wait_s:g} s")
             raise StartupFailed(f"the gateway container did not start: {why}")
-        time.sleep(0.2)
+        clocks.sleep(0.2)
 
 
 def _describe(state: ContainerState, live: dict[str, Any] | None) -> GatewayContainer:

@@ -112,7 +112,9 @@ class GatewayCommands(TransactionCommands):
         from servectl.gateway.container import UP_WAIT_S, gateway_up
 
         wait_s = UP_WAIT_S if timeout_s is None else timeout_s
-        return gateway_up(docker=self.docker, config_file=config_file, environ=self.environ, wait_s=wait_s)
+        return gateway_up(
+            docker=self.docker, config_file=config_file, environ=self.environ, wait_s=wait_s, clocks=self.ctx.clocks
+        )
 
     def gateway_down(self) -> GatewayContainer | None:
         """Stop the gateway container (requests in flight drain first) and remove it; None when there is none."""
