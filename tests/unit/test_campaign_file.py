@@ -114,16 +114,21 @@ def test_a_campaign_without_variants_or_with_repeated_names_is_refused(tmp_path:
     assert f"{twice}:6: variants: variant 'fast' is named twice" in lines
 
 
-def test_incumbent_bench_runs_and_reference_csv_are_refused_until_they_are_built(tmp_path: Path) -> None:
+def test_incumbent_bench_runs_and_reference_csv_that_cannot_be_read_are_one_line_each(
+    tmp_path: Path, profile_dir: Path
+) -> None:
+    (tmp_path / "ref.csv").write_text("prompt_tokens,decode_tok_s\n1024,fast\n")
     path = write(
         tmp_path,
         GOOD.replace("workload:", "incumbent:\n  bench_runs: [runs/old]\n  reference_csv: ref.csv\nworkload:"),
     )
-    lines = problems_of(path)
+    with FakeHost(state_dir=tmp_path / "home") as host, pytest.raises(ProfileError) as err:
+        host.check_campaign(file=path)
+    lines = str(err.value).splitlines()
     assert len(lines) == 2
-    assert lines[0].startswith(f"{path}:9: incumbent.bench_runs: not supported yet: ")
-    assert lines[1].startswith(f"{path}:10: incumbent.reference_csv: not supported yet: ")
-    assert all("remove it" in line for line in lines)
+    shown = display_path(path)
+    assert lines[0].startswith(f"{shown}:9: incumbent.bench_runs[0]: {tmp_path / 'runs' / 'old'}: no such folder")
+    assert lines[1].startswith(f"{shown}:10: incumbent.reference_csv: {tmp_path / 'ref.csv'}:2: ")
 
 
 def test_an_objective_named_like_a_variant_or_too_long_for_a_profile_name_is_refused(tmp_path: Path) -> None:

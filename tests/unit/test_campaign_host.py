@@ -352,3 +352,25 @@ def test_production_is_what_the_campaigns_profiles_displace_not_every_service_on
         assert json.loads(db.meta()["production"]) == ["demo-rollback"]
     assert running["side"] == ("ready", side.container_id)  # never stopped
     assert running["demo-rollback"][0] == "ready" and set(running) == {"side", "demo-rollback"}
+
+
+def test_the_incumbents_earlier_figures_are_shown_beside_it_and_decide_nothing(campaign: Path, tmp_path: Path) -> None:
+    from servectl.cli.views.campaign import outcome_lines
+
+    (tmp_path / "ref.csv").write_text(
+        "# name: published\nprompt_tokens,decode_tok_s,concurrency\n250,180,1\n4096,150,1\n"
+    )
+    with_refs = tmp_path / "refs.yaml"
+    with_refs.write_text(CAMPAIGN.replace("workload:", "incumbent: {reference_csv: ref.csv}\nworkload:"))
+    with FakeHost(state_dir=tmp_path / "home") as host:
+        host.engine.script_for = crashing
+        plain = host.run_campaign(file=campaign, out_dir=tmp_path / "plain", bench_point=RateBench())
+        shown = host.run_campaign(file=with_refs, out_dir=tmp_path / "refs", bench_point=RateBench())
+    assert [(r.name, r.status, r.reason) for r in shown.rows] == [(r.name, r.status, r.reason) for r in plain.rows]
+    (ref,) = shown.references
+    assert (ref.label, ref.kind) == ("published", "reference")
+    assert ref.points["c1"] is not None and ref.points["c1"]["decode_tok_s"] == 180.0  # 250 tokens: within 64
+    record = json.loads((tmp_path / "refs" / "campaign.json").read_text())
+    assert record["incumbent"]["references"][0]["points"]["c1"]["decode_tok_s"] == 180.0
+    line = next(x for x in outcome_lines(shown) if x.startswith("incumbent's earlier reference published"))
+    assert "c1 180.0 (measured here 20" in line and line.endswith("(shown, never decides)")

@@ -109,15 +109,6 @@ def _reference_problems(loaded: LoadedCampaign) -> list[Problem]:
                 problems.append(
                     loaded.problem(("exclude", index, key), f"{value!r} is not a value of this axis {c.axes[key]}")
                 )
-    for key in ("bench_runs", "reference_csv"):
-        if getattr(c.incumbent, key):  # in the schema, not built: refused rather than silently ignored
-            problems.append(
-                loaded.problem(
-                    ("incumbent", key),
-                    "not supported yet: a campaign decides only against the incumbent it measures itself; remove "
-                    "it (compare the campaign's rows with `servectl bench compare` instead)",
-                )
-            )
     if not c.variants and not c.axes:
         problems.append(loaded.problem((), "no variants: give `variants` (a list of overrides) or `axes`"))
     seen: set[str] = set()

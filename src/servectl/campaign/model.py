@@ -116,15 +116,16 @@ class CampaignGates(_Strict):
 class Incumbent(_Strict):
     """What the variants are decided against: a profile measured in this campaign, interleaved with them.
 
-    ``bench_runs`` and ``reference_csv`` are reserved for figures shown beside the rows (never deciding); they
-    are not supported yet and the campaign file is refused while either is set."""
+    ``bench_runs`` and ``reference_csv`` are earlier figures of it (read as ``bench compare`` reads them, paths
+    relative to the campaign file), shown beside the incumbent measured here and never deciding
+    (:mod:`servectl.campaign.references`)."""
 
     profile: ProfileRef | None = Field(default=None, description="default: the base profile")
     bench_runs: list[str] = Field(
-        default_factory=list, description="reserved: earlier `bench --out` folders (not supported yet; refused)"
+        default_factory=list, description="earlier `bench --out` folders of it, shown beside the rows (never decide)"
     )
     reference_csv: str | None = Field(
-        default=None, description="reserved: a typed reference CSV (not supported yet; refused)"
+        default=None, description="a typed reference CSV (bench compare's), shown beside the rows (never decides)"
     )
 
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 import statistics
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from servectl.adapters.campaign_db import CampaignDb
 from servectl.campaign.objectives import ObjectiveRow
+from servectl.campaign.references import IncumbentReference, incumbent_references
 from servectl.campaign.run import CampaignRow
 from servectl.campaign.schedule import INCUMBENT
 from servectl.campaign.variants import CampaignCheck, CheckedVariant
@@ -29,6 +30,8 @@ class CampaignOutcome:
     winner: str | None = None  # the accepted variant with the largest gain at the primary point
     winner_profile: Path | None = None
     objectives: tuple[ObjectiveRow, ...] = ()  # the operating points (servectl.campaign.objectives)
+    references: tuple[IncumbentReference, ...] = ()  # earlier figures of the incumbent, shown beside it
+    incumbent_decode: Mapping[str, float | None] = field(default_factory=dict)  # its median decode per point
 
 
 def provenance(variant: CheckedVariant) -> dict[str, Any]:
@@ -76,6 +79,7 @@ def campaign_document(check: CampaignCheck, rows: Sequence[CampaignRow], db: Cam
             "profile": inc.profile_name,
             "startup_s": statistics.median(times) if times else None,
             "provenance": provenance(inc),
+            "references": [r.to_dict() for r in incumbent_references(check.loaded)],  # shown, never deciding
         },
         "variants": variants,
         "measurements": [

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from servectl.campaign.load import LoadedCampaign, VariantSpec
+from servectl.campaign.references import read_references
 from servectl.errors import Problem, ProfileError, ServectlError
 from servectl.plan.compile import LaunchPlan, plan_hash
 from servectl.plan.resolve import plan_for
@@ -126,6 +127,7 @@ def check_campaign(
     if incumbent_loaded is None:
         incumbent_loaded = _load_reference(loaded, incumbent_name, incumbent_at, folders, problems)
     problems.extend(_gate_problems(loaded))
+    problems.extend(read_references(loaded)[1])  # the incumbent's earlier figures: each must read
     if base is None or incumbent_loaded is None or problems:
         raise ProfileError(problems)
     incumbent = _compiled(

@@ -75,6 +75,7 @@ class CampaignCommands(HostBase):
         from servectl.campaign.lab import ServiceLab, bench_point_of_profile, gates_suite, variant_file
         from servectl.campaign.objectives import write_objectives
         from servectl.campaign.output import write_outputs
+        from servectl.campaign.references import incumbent_references
         from servectl.campaign.run import run_campaign
         from servectl.service.context import Context
         from servectl.service.recover import recover
@@ -112,7 +113,10 @@ class CampaignCommands(HostBase):
                     rows = run_campaign(check, db=db, lab=lab, clocks=ctx.clocks)
                 outcome = write_outputs(folder, check, rows, db)
                 points = write_objectives(folder, check, rows, db, folders=ctx.profile_folders, environ=environ)
-                return replace(outcome, objectives=tuple(points))
+                references = tuple(incumbent_references(check.loaded))
+                return replace(
+                    outcome, objectives=tuple(points), references=references, incumbent_decode=_incumbent_decode(db)
+                )
         finally:
             ctx.close()
 
@@ -158,3 +162,17 @@ def _production(db: CampaignDb, ctx: Context, check: CampaignCheck) -> tuple[str
     )
     db.set_meta("production", json.dumps(ready))
     return ready
+
+
+def _incumbent_decode(db: CampaignDb) -> dict[str, float | None]:
+    """The incumbent's median decode tok/s per point over the campaign's repeats (beside its earlier figures)."""
+    import statistics
+
+    from servectl.campaign.schedule import INCUMBENT
+
+    values: dict[str, list[float]] = {}
+    for m in db.measurements():
+        decode = (m.detail.get("metrics") or {}).get("decode_tok_s") if m.variant == INCUMBENT else None
+        if decode is not None:
+            values.setdefault(m.point, []).append(float(decode))
+    return {point: statistics.median(v) for point, v in values.items()}

@@ -46,6 +46,10 @@ def outcome_lines(outcome: CampaignOutcome) -> list[str]:
         lines.append(f"winner {outcome.winner}: candidate profile {outcome.winner_profile} (qualify, then promote)")
     else:
         lines.append("no variant was accepted: the incumbent stays")
+    if outcome.references:  # earlier figures of the incumbent, beside the one measured here
+        from servectl.campaign.references import reference_lines
+
+        lines += reference_lines(outcome.references, dict(outcome.incumbent_decode))
     for o in outcome.objectives:  # the operating points
         where = f" -> {outcome.folder / 'winner' / (o.profile + '.yaml')}" if o.profile else ""
         lines.append(f"objective {o.name}: {o.status}: {o.reason}{where}")
