@@ -5,11 +5,13 @@ speeds and faults are set through the stand-in's knobs, production swapped out a
 The variants: one clearly faster (accepted), one +4 % at C1 and -6 % at C4 (the seed's DFlash2 case, through
 STANDIN_BATCH_RATES: the rate follows the requests running), one with a flag typo (rejected-invalid, no
 container), one whose tool calls are wrong (rejected-gate-tools), one that crashes while loading weights
-(rejected-startup with its log lines), one whose speed scatters around a gain equal to the minimum gain
-(STANDIN_RATE_NOISE: inconclusive, never accepted); two objectives each written as an operating-point profile.
-A variant under the campaign's VRAM reserve is rejected-vram, and kept with the file's waiver quoted (a campaign
-run in-process over the stand-ins' memory ledger: the CLI reads no GPU of theirs). Runtime: the stand-in starts
-in 0.3 s and each point asks 64-128 tokens at 200-400 tok/s, so a visit is a swap and about a second of requests.
+(rejected-startup with its log lines), one with no real gain whose speed scatters by 15 % per request
+(STANDIN_RATE_NOISE: never accepted, mostly inconclusive; at a true gain equal to the minimum gain, 5 % noise
+accepted it about once in 20-40 runs, the alpha the rule allows there); two objectives each written as an
+operating-point profile. A variant under the campaign's VRAM reserve is rejected-vram, and kept with the file's
+waiver quoted (a campaign run in-process over the stand-ins' memory ledger: the CLI reads no GPU of theirs).
+Runtime: the stand-in starts in 0.3 s and each point asks 64-128 tokens at 200-400 tok/s, so a visit is a swap
+and about a second of requests.
 """
 
 from __future__ import annotations
@@ -171,7 +173,7 @@ SIX = """\
   - {name: typo, overrides: {engine: {args: {speculative-num-stepz: 3}}}}
   - {name: toolfault, overrides: {engine: {env: {STANDIN_TOOL_FAULT: wrong_function}}}}
   - {name: crash, overrides: {engine: {env: {STANDIN_CRASH_AT: weights}}}}
-  - {name: noise, overrides: {engine: {env: {STANDIN_TOKEN_RATE: "204", STANDIN_RATE_NOISE: "0.05"}}}}
+  - {name: noise, overrides: {engine: {env: {STANDIN_TOKEN_RATE: "200", STANDIN_RATE_NOISE: "0.15"}}}}
 """
 
 
@@ -194,13 +196,17 @@ def test_six_variants_killed_and_resumed_decide_as_expected_and_production_comes
     assert len({(v, r, p) for v, r, p, _ in after}) == len(after)
     record = json.loads((folder / "campaign.json").read_text())
     statuses = {v["name"]: v["status"] for v in record["variants"]}
+    # no real gain, its speed scattering 15 %: never accepted. Mostly inconclusive (the interval straddles +2 %),
+    # sometimes settled below the minimum gain; no sequential rule can make inconclusive certain - at a true gain
+    # equal to the minimum each side settles with about alpha - so the unit tests pin that status (SimLab)
+    noise = statuses.pop("noise")
+    assert noise in ("inconclusive", "rejected-no-gain"), resumed.stdout
     assert statuses == {
         "fast": "accepted-fast",
         "dflash": "rejected-c4-regression",  # -6 % at C4 against a tolerance of 2 %, whatever C1's +4 % says
         "typo": "rejected-invalid",
         "toolfault": "rejected-gate-tools",
         "crash": "rejected-startup",
-        "noise": "inconclusive",  # its +2 % straddles the minimum gain of 2 %: never accepted
     }, resumed.stdout
     crash = next(v for v in record["variants"] if v["name"] == "crash")
     assert "STANDIN_CRASH_AT=weights" in crash["reason"]
