@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import yaml
-from test_gateway_docker import ChatLoop, World
+from test_gateway_docker import Rounds, World, _chat
 
 from servectl.standin.process import free_port
 
@@ -42,7 +42,13 @@ def pair(tmp_path_factory: pytest.TempPathFactory, docker_client: Any, standin_i
 
 def test_no_request_fails_while_a_warm_standby_is_released_and_resumed_behind_the_gateway(pair: World) -> None:
     a_id = pair.client.containers.get(f"gwtest-{pair.tid}-{pair.a}").id
-    with ChatLoop(pair.sdk(), check=lambda text: "!" not in text) as chat:  # never an answer of released weights
+    sdk = pair.sdk()
+
+    def chat_round(n: int) -> None:
+        text = _chat(sdk, stream=n % 2 == 0)
+        assert "!" not in text, f"answer {text!r}: released weights answered"  # never an answer of released weights
+
+    with Rounds(chat_round) as chat:
         time.sleep(1.0)
         for target, a_state in ((pair.b, "standby"), (pair.a, "ready"), (pair.b, "standby")):
             status = pair.swap(target)[2]
