@@ -50,18 +50,22 @@ def catalog_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
     """Flag catalogs extracted from engine images, keyed by image id (``servectl catalog extract``), with their
     route tables. ``SERVECTL_CATALOG_CACHE`` names the folder itself: the gateway container is given the host's,
     mounted read-only at its host path, since its ``SERVECTL_HOME`` is the state folder alone."""
-    env = os.environ if environ is None else environ
-    if env.get(CATALOG_CACHE_VAR):
-        return Path(env[CATALOG_CACHE_VAR]).expanduser()
-    return _folder(environ, "user_cache_dir") / "catalogs"
+    named = _environ(environ).get(CATALOG_CACHE_VAR)
+    return Path(named).expanduser() if named else _folder(environ, "user_cache_dir") / "catalogs"
 
 
 def _folder(environ: Mapping[str, str] | None, platform_dir: str) -> Path:
     """``$SERVECTL_HOME`` (everything under one folder), else the platform's folder of that kind
     (``platform_dir`` names the platformdirs function)."""
-    env = os.environ if environ is None else environ
+    env = _environ(environ)
     if env.get("SERVECTL_HOME"):
         return Path(env["SERVECTL_HOME"]).expanduser()
     import platformdirs
 
     return Path(getattr(platformdirs, platform_dir)(APP_NAME))
+
+
+def _environ(environ: Mapping[str, str] | None) -> Mapping[str, str]:
+    """``environ``, or the process's environment where none is given (catalog_cache_dir's caller in the
+    validator; the one default the context guard still lists)."""
+    return os.environ if environ is None else environ
