@@ -153,14 +153,20 @@ class GatewayHold:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         channel, self.channel = self.channel, None
-        if channel is None:
-            return
-        try:
-            channel.ask({"op": "release"}, timeout_s=RELEASE_REPLY_TIMEOUT_S)
-        except (OSError, ValueError):
-            pass  # closing the connection below ends the hold anyway
-        finally:
-            channel.close()
+        _release(channel)
+
+
+def _release(channel: AdminChannel | None) -> None:
+    """End what ``channel`` holds (a hold or a maintenance): ask the gateway to let go, then close it - closing
+    alone ends it too, so a gateway that does not answer changes nothing."""
+    if channel is None:
+        return
+    try:
+        channel.ask({"op": "release"}, timeout_s=RELEASE_REPLY_TIMEOUT_S)
+    except (OSError, ValueError):
+        pass
+    finally:
+        channel.close()
 
 
 class GatewayMaintenance:
@@ -201,14 +207,7 @@ class GatewayMaintenance:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         channel, self.channel = self.channel, None
-        if channel is None:
-            return
-        try:
-            channel.ask({"op": "release"}, timeout_s=RELEASE_REPLY_TIMEOUT_S)
-        except (OSError, ValueError):
-            pass  # closing the connection below ends it anyway
-        finally:
-            channel.close()
+        _release(channel)
 
 
 def gateway_status(state_dir: Path) -> dict[str, Any] | None:
