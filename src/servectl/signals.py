@@ -4,6 +4,11 @@ The first signal interrupts (:class:`Interrupt`); one while restoring stops the 
 once the outcome is settled, signals are only noted. Inside :func:`critical` (a Docker call the engine finishes
 whether or not servectl waits: creating a container) a signal is held until the call returned. Standard
 library only, below every stage: the Docker adapter marks its critical calls, ``up`` and ``swap`` own the guard.
+
+Python drops an exception raised inside a weakref callback or a ``__del__`` (it prints "Exception ignored in"
+and goes on): a Ctrl-C that lands there, in importlib's module-lock callback say, would be lost and the swap
+would run on. While a guard is in force, :func:`_unraisable` catches such a dropped :class:`Interrupt` or
+:class:`Abandon` and sends the same signal to the main thread again, so it lands in the transaction's own code.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ from __future__ import annotations
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 from typing import Any, Literal
@@ -57,6 +62,8 @@ class SignalGuard:
                 self._previous[signum] = signal.signal(signum, self._handle)
             self._outer = _STATE.guard
             _STATE.guard = self
+            if self._outer is None:
+                _STATE.unraisable, sys.unraisablehook = sys.unraisablehook, _unraisable
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -66,6 +73,8 @@ class SignalGuard:
             signal.signal(signum, _note_late if late else handler)
         if self._previous:
             _STATE.guard = self._outer
+            if self._outer is None and _STATE.unraisable is not None:
+                sys.unraisablehook, _STATE.unraisable = _STATE.unraisable, None
         self._previous.clear()
         outer, self._outer = self._outer, None
         if outer is not None and self.deferred:  # a longer run around this transaction (a campaign) stops now
@@ -99,9 +108,35 @@ class _GuardState:
         self.depth = 0
         self.held: int | None = None
         self.note_late = False
+        self.unraisable: Callable[[Any], object] | None = None  # the hook the outermost guard replaced
 
 
 _STATE = _GuardState()
+
+REDELIVER_AFTER_S = 0.01  # long enough for the interpreter to leave the callback that dropped the exception
+
+
+def _unraisable(unraisable: Any) -> None:
+    """``sys.unraisablehook`` while a guard is in force: a dropped Interrupt/Abandon is delivered again.
+
+    The exception never reached the transaction, so the guard goes back to the mode it was in, the signal is
+    not counted twice, and a timer thread sends it to the main thread once the callback is over (a blocking
+    call there is interrupted as by the first one). Anything else goes to the hook the guard replaced.
+    """
+    exc, guard = unraisable.exc_value, _STATE.guard
+    if not isinstance(exc, Interrupt | Abandon) or guard is None:
+        previous = _STATE.unraisable or sys.__unraisablehook__
+        previous(unraisable)
+        return
+    if isinstance(exc, Interrupt) and guard.mode == guard.then:
+        guard.mode = "raise"
+    if guard.received and guard.received[-1] == exc.signum:
+        guard.received.pop()
+    main = threading.main_thread().ident
+    if main is not None:
+        timer = threading.Timer(REDELIVER_AFTER_S, signal.pthread_kill, (main, exc.signum))
+        timer.daemon = True
+        timer.start()
 
 
 def note_late_signals() -> None:

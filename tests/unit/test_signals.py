@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from servectl import signals
 from servectl.adapters.state import History
 from servectl.errors import UpInterrupted
 from servectl.plan.resolve import resolve
@@ -200,3 +203,54 @@ def test_the_tests_run_with_pythons_own_signal_handling() -> None:
     """tests/conftest.py sets it, also when the runner started with SIGINT ignored (a background job)."""
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+
+
+class _Watched:
+    """An object whose weakref callback is where the signal lands, as in importlib's module-lock callback."""
+
+
+def test_a_signal_python_drops_inside_a_weakref_callback_still_interrupts(capsys: pytest.CaptureFixture[str]) -> None:
+    """The swap soak once lost a Ctrl-C this way: the Interrupt raised in importlib's ``_ModuleLock`` weakref
+    callback was printed as "Exception ignored in" with a traceback, and the swap ran on to the end."""
+    landed: list[str] = []
+
+    def callback(_ref: object) -> None:
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(1000):  # the handler runs here, inside the callback, where Python drops what it raises
+            pass
+        landed.append("the callback ended")
+
+    watched = _Watched()
+    ref = weakref.ref(watched, callback)
+    steps: list[str] = []
+    with SignalGuard(True) as guard, pytest.raises(Interrupt) as caught:
+        del watched  # the callback runs now
+        steps.append("after the callback")
+        deadline = time.monotonic() + 5.0
+        while time.monotonic() < deadline:
+            time.sleep(0.005)
+        steps.append("not reached: the signal came again and interrupted the wait")
+    assert ref() is None and landed == []  # the Interrupt did stop the callback, and Python dropped it
+    assert steps == ["after the callback"]
+    assert caught.value.signum == signal.SIGINT and guard.received == [signal.SIGINT]
+    assert "Exception ignored" not in capsys.readouterr().err
+    assert sys.unraisablehook is not signals._unraisable  # the guard gave the hook back
+
+
+def test_the_guard_leaves_other_dropped_exceptions_to_the_hook_it_replaced() -> None:
+    seen: list[BaseException | None] = []
+    previous = sys.unraisablehook
+    sys.unraisablehook = lambda unraisable: seen.append(unraisable.exc_value)
+    try:
+
+        def callback(_ref: object) -> None:
+            raise ValueError("a bug in a callback, not a signal")
+
+        watched = _Watched()
+        ref = weakref.ref(watched, callback)
+        with SignalGuard(True):
+            del watched
+        assert ref() is None
+        assert len(seen) == 1 and isinstance(seen[0], ValueError)
+    finally:
+        sys.unraisablehook = previous
