@@ -80,6 +80,9 @@ def test_a_campaign_folder_has_its_figures_startups_and_provenance(tmp_path: Pat
     file.write_text(CAMPAIGN)
     with FakeHost(state_dir=tmp_path / "home") as host:
         outcome = host.run_campaign(file=file, out_dir=tmp_path / "run", bench_point=ArtifactBench())
+        image = host.ctx.docker.image(host.ctx.resolve("demo").plan.docker.image)
+        assert image is not None and image.id.startswith("sha256:")
+        image_id = image.id
     folder = tmp_path / "run"
     record = json.loads((folder / "campaign.json").read_text())
     statuses = {v["name"]: v["status"] for v in record["variants"]}
@@ -92,7 +95,11 @@ def test_a_campaign_folder_has_its_figures_startups_and_provenance(tmp_path: Pat
     assert "| startup s |" in readme and "The incumbent `demo` started in" in readme
     for v in record["variants"]:
         assert v["startup_s"] is not None and v["provenance"]["plan_hash"]
-        assert set(v["provenance"]) == {"plan_hash", "image", "image_digest", "model_revision"}
+        assert set(v["provenance"]) == {"plan_hash", "image", "image_digest", "image_ids", "model_revision"}
+        assert v["provenance"]["image_digest"] is None  # the stand-in's tag is not pinned: the id it ran says which
+        assert v["provenance"]["image_ids"] == [image_id]
+    assert record["incumbent"]["provenance"]["image_ids"] == [image_id]
+    assert "ran on" not in readme  # one image throughout: no warning
     # the readings are the artifacts' numbers, the same values the decision compared
     readings = read_readings(folder, record)
     assert len(readings) == len(record["measurements"])

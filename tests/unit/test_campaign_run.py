@@ -3,6 +3,7 @@ back however the run ends, and a resumed run that measures nothing twice and end
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from dataclasses import replace
@@ -12,6 +13,7 @@ import pytest
 
 from servectl.adapters.campaign_db import CampaignDb
 from servectl.campaign.model import CampaignBudget, Point
+from servectl.campaign.output import write_outputs
 from servectl.campaign.run import CampaignRow, Measured, Started, run_campaign
 from servectl.campaign.schedule import INCUMBENT
 from servectl.campaign.variants import CampaignCheck, CheckedVariant
@@ -239,3 +241,36 @@ def test_the_budget_ends_the_campaign_with_the_open_variants_inconclusive(check:
     assert rows["typo"].status == "rejected-invalid" and stored["noise"] == "inconclusive"
     assert {name for name, _, _ in lab.calls} <= {INCUMBENT, "fast", "dflash", "noise", "hungry"}
     assert lab.restored == 1
+
+
+class RebuiltLab(SimLab):
+    """A lab whose tag ``fast`` runs is rebuilt after its second visit: the same tag, another image."""
+
+    def start(self, variant: CheckedVariant) -> Started:
+        started = super().start(variant)
+        if started.failure:
+            return started
+        visits = self.started.count(variant.name)
+        rebuilt = variant.name == "fast" and visits > 2
+        return replace(started, image_id="sha256:" + ("b" if rebuilt else "a") * 64)
+
+
+def test_the_record_names_the_images_each_side_ran_and_warns_when_a_tag_was_rebuilt_midway(
+    check: CampaignCheck, tmp_path: Path
+) -> None:
+    folder = tmp_path / "out"
+    rows = run(check, folder, RebuiltLab())
+    with CampaignDb(folder) as db:
+        outcome = write_outputs(folder, check, rows, db)
+    record = json.loads((folder / "campaign.json").read_text())
+    ids = {v["name"]: v["provenance"]["image_ids"] for v in record["variants"]}
+    assert ids["fast"] == ["sha256:" + "a" * 64, "sha256:" + "b" * 64]  # in the order first seen
+    assert ids["noise"] == ["sha256:" + "a" * 64] and ids["nostart"] == [] and ids["typo"] == []
+    assert record["incumbent"]["provenance"]["image_ids"] == ["sha256:" + "a" * 64]
+    readme = (folder / "README.md").read_text()
+    warnings = [line for line in readme.splitlines() if line.startswith("Warning:")]
+    assert warnings == [
+        "Warning: `fast` ran on 2 different images (aaaaaaaaaaaa, bbbbbbbbbbbb): its image changed during the "
+        "campaign, so its rounds mix builds; pin image.digest and run it again."
+    ]
+    assert outcome.folder == folder

@@ -185,6 +185,15 @@ class CampaignDb:
             out.setdefault(variant, []).append(startup)
         return out
 
+    def image_ids(self) -> dict[str, list[str]]:
+        """The image ids each variant's started containers ran, distinct, in the order first seen."""
+        out: dict[str, list[str]] = {}
+        for variant, detail in self._db.execute("SELECT variant, detail FROM visits ORDER BY at").fetchall():
+            image = json.loads(detail or "{}").get("image_id")
+            if image and image not in out.setdefault(variant, []):
+                out[variant].append(image)
+        return out
+
     def event(self, kind: str, *, at: float, variant: str | None = None, detail: Any = None) -> None:
         with self._db:
             self._db.execute(

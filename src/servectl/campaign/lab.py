@@ -96,7 +96,20 @@ class ServiceLab:
             return Started(None, (str(err).splitlines()[0], *lines))
         except ServectlError as err:  # refused before anything started (preflight, a conflict, the lock)
             return Started(None, (str(err).splitlines()[0],))
-        return Started(result.target_startup_s or 0.0)
+        return Started(result.target_startup_s or 0.0, image_id=self._image_id(variant.profile_name))
+
+    def _image_id(self, profile: str) -> str | None:
+        """The image id of ``profile``'s running container (what its measurements ran on, pinned or not)."""
+        from servectl.plan.compile import LABEL_PROFILE
+
+        for container in self.ctx.docker.list_managed({LABEL_PROFILE: profile}):
+            if container.status == "running":
+                image = (self.ctx.docker.container_document(container.id) or {}).get("Image")
+                if image:  # the container's own image, whatever its tag points at now
+                    return str(image)
+                info = self.ctx.docker.image(container.image)
+                return info.id if info is not None else None
+        return None
 
     def qualify(self, variant: CheckedVariant) -> str | None:
         from servectl.bench.qualify.profile_run import run_profile_qualify

@@ -34,13 +34,15 @@ class CampaignOutcome:
     incumbent_decode: Mapping[str, float | None] = field(default_factory=dict)  # its median decode per point
 
 
-def provenance(variant: CheckedVariant) -> dict[str, Any]:
-    """What identifies a variant's service: plan hash, image (and its pinned digest), model revision."""
+def provenance(variant: CheckedVariant, image_ids: Sequence[str] = ()) -> dict[str, Any]:
+    """What identifies a variant's service: plan hash, image (its pinned digest, and the image ids its containers
+    really ran: an unpinned tag has no digest, and a tag rebuilt mid-campaign shows as two ids), model revision."""
     profile = variant.loaded.profile if variant.loaded is not None else None
     return {
         "plan_hash": variant.plan_hash,
         "image": profile.image.ref if profile else None,
         "image_digest": profile.image.digest if profile else None,
+        "image_ids": list(image_ids),
         "model_revision": profile.model.revision if profile else None,
     }
 
@@ -49,6 +51,7 @@ def campaign_document(check: CampaignCheck, rows: Sequence[CampaignRow], db: Cam
     """``campaign.json``: the settings, each variant's row with its comparisons and provenance, every measurement."""
     stored = {r.name: r for r in db.variants()}
     startups = db.startups()
+    images = db.image_ids()
     by_name = {v.name: v for v in check.variants}
     variants = []
     for row in rows:
@@ -65,7 +68,7 @@ def campaign_document(check: CampaignCheck, rows: Sequence[CampaignRow], db: Cam
                 "repeats": detail.get("repeats"),
                 "more_repeats": detail.get("more_repeats"),
                 "startup_s": statistics.median(times) if times else None,
-                "provenance": provenance(by_name[row.name]),
+                "provenance": provenance(by_name[row.name], images.get(row.name, ())),
             }
         )
     inc = check.incumbent
@@ -78,7 +81,7 @@ def campaign_document(check: CampaignCheck, rows: Sequence[CampaignRow], db: Cam
         "incumbent": {
             "profile": inc.profile_name,
             "startup_s": statistics.median(times) if times else None,
-            "provenance": provenance(inc),
+            "provenance": provenance(inc, images.get(INCUMBENT, ())),
             "references": [r.to_dict() for r in incumbent_references(check.loaded)],  # shown, never deciding
         },
         "variants": variants,
@@ -133,6 +136,18 @@ def readme_table(document: dict[str, Any], figures: Sequence[str] = ()) -> str:
     inc = document["incumbent"]
     if inc.get("startup_s") is not None:
         lines += ["", f"The incumbent `{inc['profile']}` started in {inc['startup_s']:.1f} s (median of its visits)."]
+    mixed = [
+        (side.get("name") or side.get("profile"), ids)
+        for side in (inc, *document["variants"])
+        if len(ids := (side.get("provenance") or {}).get("image_ids") or []) > 1
+    ]
+    for name, ids in mixed:
+        short = ", ".join(i.removeprefix("sha256:")[:12] for i in ids)
+        lines += [
+            "",
+            f"Warning: `{name}` ran on {len(ids)} different images ({short}): "
+            "its image changed during the campaign, so its rounds mix builds; pin image.digest and run it again.",
+        ]
     if document.get("winner"):
         lines += ["", f"Winner: `{document['winner']}` (`winner/` holds its candidate profile)."]
     lines.append("")

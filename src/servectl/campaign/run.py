@@ -34,6 +34,7 @@ class Started:
 
     startup_s: float | None
     failure: tuple[str, ...] = ()
+    image_id: str | None = None  # the image the started container runs (``sha256:...``), when the lab knows it
 
 
 @dataclass(frozen=True)
@@ -221,7 +222,11 @@ def _visit(
         return None
     started = lab.start(variant)
     db.record_visit(
-        variant.name, round_index, startup_s=started.startup_s, at=wall(), detail={"failure": list(started.failure)}
+        variant.name,
+        round_index,
+        startup_s=started.startup_s,
+        at=wall(),
+        detail={"failure": list(started.failure), "image_id": started.image_id},
     )
     incumbent = variant.name == INCUMBENT
     if started.failure:
