@@ -172,3 +172,20 @@ def test_the_command_prints_the_file_on_stdout_and_notes_on_stderr(
     assert code == 2 and err.strip().splitlines()[-1].endswith(
         "no client 'cursor'; clients: pi, openclaw, hermes, claude-code, llm, openwebui"
     )
+
+
+def test_the_default_alias_tells_the_smallest_window_of_the_chat_profiles_it_may_serve(tmp_path: Path) -> None:
+    """With no ``aliases:``, ``default`` is any running service: a client told its window must fit whichever
+    chat profile serves (the embedding profile's 512 is not a chat window). It once said "window unknown"."""
+    environ = write_world(tmp_path)
+    (tmp_path / "gateway.yaml").write_text("listen: 127.0.0.1:8181\n")
+    with FakeHost(state_dir=tmp_path / "home", environ=environ) as host:
+        listing = host.gateway_clients(config_file=tmp_path / "gateway.yaml")
+        by_alias = {a.alias: a for a in listing.aliases}
+        windows = {name: a.context_window for name, a in by_alias.items() if name != "default"}
+        chat_windows = [w for name, w in windows.items() if w is not None and name != "e"]
+        assert by_alias["default"].context_window == min(chat_windows) == 8192  # a's, not e's 512
+        assert by_alias["default"].profiles == ("*",)
+        assert "vision" not in by_alias["default"].capabilities  # only b has it: not every profile does
+        setup = host.gateway_clients(client="hermes", config_file=tmp_path / "gateway.yaml", alias="default").setup
+        assert setup is not None and yaml.safe_load(setup.text)["model"]["context_length"] == 8192

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -300,15 +300,26 @@ class GatewayCommands(TransactionCommands):
             raise UsageError("the key comes from a variable or a file: give --key-env or --key-file, not both")
         loaded = self._gateway_config(config_file)
         table = alias_table(loaded, lambda: profile_names(self.ctx.profile_folders))
+        everyone = any(ANY_PROFILE in table.profiles(a) for a in table.names)
+        named = {p for a in table.names for p in table.profiles(a) if p != ANY_PROFILE}
         windows: dict[str, int | None] = {}
         capabilities: dict[str, list[str]] = {}
-        for profile in {p for a in table.names for p in table.profiles(a) if p != ANY_PROFILE}:
+        for profile in named | (set(profile_names(self.ctx.profile_folders)) if everyone else set()):
             try:
                 card = profile_card(load_profile(profile, folders=self.ctx.profile_folders).profile)
             except ServectlError:
                 continue  # no card: its window is unknown (said per alias)
             windows[profile], capabilities[profile] = card.context_window, card.capabilities
-        aliases = [alias_info(a, table.profiles(a), windows, capabilities) for a in table.names]
+        # '*' (``default`` with no aliases: any running service) may be any chat profile on the search path: its
+        # window is the smallest of theirs, so a client told it never asks for more than the one serving holds
+        chat = sorted(p for p, caps in capabilities.items() if "embedding" not in caps)
+        aliases = [
+            replace(
+                alias_info(a, _expand(table.profiles(a), chat), windows, capabilities),
+                profiles=tuple(table.profiles(a)),
+            )
+            for a in table.names
+        ]
         base_url = _client_base_url(url, loaded.host, loaded.port)
         if client is None:
             return GatewayClients(base_url=base_url, aliases=aliases, clients=CLIENTS)
@@ -334,6 +345,13 @@ class GatewayCommands(TransactionCommands):
         from servectl.gateway.config import load_gateway_config
 
         return load_gateway_config(config_file, environ=self.environ)
+
+
+def _expand(profiles: Sequence[str], chat: Sequence[str]) -> list[str]:
+    """An alias's profiles with ``*`` standing for every chat profile on the search path."""
+    from servectl.gateway.config import ANY_PROFILE
+
+    return [q for p in profiles for q in (chat if p == ANY_PROFILE else (p,))]
 
 
 def _client_base_url(url: str | None, host: str, port: int) -> str:
