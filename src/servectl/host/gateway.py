@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from servectl.gateway.config import GatewayConfig
     from servectl.gateway.container import GatewayContainer
     from servectl.gateway.keys import KeyEntry
+    from servectl.gateway.routes import AliasTable
 
 
 @dataclass(frozen=True)
@@ -279,20 +280,16 @@ class GatewayCommands(TransactionCommands):
             ProfileError: the gateway file is invalid. UsageError: an unknown client, both key sources, an unknown
             alias, a key source the client cannot read, or ``write_to`` exists (``overwrite`` replaces it).
         """
-        from servectl.errors import ServectlError, UsageError
+        from servectl.errors import UsageError
         from servectl.files import FileRefused, write_atomic
-        from servectl.gateway.cards import profile_card
         from servectl.gateway.clients import (
             CLIENTS,
             DEFAULT_KEY_ENV,
             KeySource,
             KeySourceUnsupported,
-            alias_info,
             client_setup,
         )
-        from servectl.gateway.config import ANY_PROFILE
         from servectl.gateway.serve import alias_table, profile_names
-        from servectl.profile.validate import load_profile
 
         if client is not None and client not in CLIENTS:
             raise UsageError(f"no client {client!r}; clients: {', '.join(CLIENTS)}")
@@ -300,26 +297,7 @@ class GatewayCommands(TransactionCommands):
             raise UsageError("the key comes from a variable or a file: give --key-env or --key-file, not both")
         loaded = self._gateway_config(config_file)
         table = alias_table(loaded, lambda: profile_names(self.ctx.profile_folders))
-        everyone = any(ANY_PROFILE in table.profiles(a) for a in table.names)
-        named = {p for a in table.names for p in table.profiles(a) if p != ANY_PROFILE}
-        windows: dict[str, int | None] = {}
-        capabilities: dict[str, list[str]] = {}
-        for profile in named | (set(profile_names(self.ctx.profile_folders)) if everyone else set()):
-            try:
-                card = profile_card(load_profile(profile, folders=self.ctx.profile_folders).profile)
-            except ServectlError:
-                continue  # no card: its window is unknown (said per alias)
-            windows[profile], capabilities[profile] = card.context_window, card.capabilities
-        # '*' (``default`` with no aliases: any running service) may be any chat profile on the search path: its
-        # window is the smallest of theirs, so a client told it never asks for more than the one serving holds
-        chat = sorted(p for p, caps in capabilities.items() if "embedding" not in caps)
-        aliases = [
-            replace(
-                alias_info(a, _expand(table.profiles(a), chat), windows, capabilities),
-                profiles=tuple(table.profiles(a)),
-            )
-            for a in table.names
-        ]
+        aliases = self._alias_infos(table)
         base_url = _client_base_url(url, loaded.host, loaded.port)
         if client is None:
             return GatewayClients(base_url=base_url, aliases=aliases, clients=CLIENTS)
@@ -340,6 +318,36 @@ class GatewayCommands(TransactionCommands):
             except (FileRefused, OSError) as err:
                 raise UsageError(f"cannot write {write_to}: {err}") from None
         return GatewayClients(base_url=base_url, aliases=aliases, setup=setup, written=write_to, clients=CLIENTS)
+
+    def _alias_infos(self, table: AliasTable) -> list[AliasInfo]:
+        """Each alias's window and capabilities from its profiles' cards. ``*`` (``default`` with no aliases: any
+        running service) may be any chat profile on the search path: its window is the smallest of theirs, so a
+        client told it never asks for more than the one serving holds."""
+        from servectl.errors import ServectlError
+        from servectl.gateway.cards import profile_card
+        from servectl.gateway.clients import alias_info
+        from servectl.gateway.config import ANY_PROFILE
+        from servectl.gateway.serve import profile_names
+        from servectl.profile.validate import load_profile
+
+        everyone = any(ANY_PROFILE in table.profiles(a) for a in table.names)
+        named = {p for a in table.names for p in table.profiles(a) if p != ANY_PROFILE}
+        windows: dict[str, int | None] = {}
+        capabilities: dict[str, list[str]] = {}
+        for profile in named | (set(profile_names(self.ctx.profile_folders)) if everyone else set()):
+            try:
+                card = profile_card(load_profile(profile, folders=self.ctx.profile_folders).profile)
+            except ServectlError:
+                continue  # no card: its window is unknown (said per alias)
+            windows[profile], capabilities[profile] = card.context_window, card.capabilities
+        chat = sorted(p for p, caps in capabilities.items() if "embedding" not in caps)
+        return [
+            replace(
+                alias_info(a, _expand(table.profiles(a), chat), windows, capabilities),
+                profiles=tuple(table.profiles(a)),
+            )
+            for a in table.names
+        ]
 
     def _gateway_config(self, config_file: Path | None) -> GatewayConfig:
         from servectl.gateway.config import load_gateway_config
