@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -53,9 +52,12 @@ def test_nothing_opens_until_used_each_part_is_kept_and_close_closes_what_it_ope
     runtime = ctx.runtime
     assert isinstance(runtime, DockerRuntime) and runtime.docker is ctx.docker and runtime.state_dir == tmp_path
     assert ctx.runtime is runtime and real_adapters == ["open docker"]  # built once
-    cards = ctx.gpus  # NVML does not answer here: a null inventory saying why, which stops wait on no card of
-    assert isinstance(cards, NullGpuInventory) and not reads_cards(cards) and cards.reason == "no driver (test)"
-    assert ctx.gpus is cards and real_adapters == ["open docker", "open nvml"]  # asked once
+    cards = ctx.gpus  # the one door: NVML is opened at the first read, not here
+    assert ctx.gpus is cards and real_adapters == ["open docker"]
+    assert not reads_cards(cards) and real_adapters == ["open docker", "open nvml"]  # no driver: no wait on a card
+    with pytest.raises(GpuUnavailable, match=r"no driver \(test\)"):  # NVML's reason, each read; asked once
+        cards.snapshot()
+    assert real_adapters == ["open docker", "open nvml"]
     ctx.close()
     assert real_adapters == ["open docker", "open nvml", "close docker", "close nvml"]
     with pytest.raises(UsageError, match="closed"):
@@ -74,19 +76,23 @@ def test_given_adapters_are_used_as_they_are_and_stay_open(real_adapters: list[s
 
 def test_without_nvml_the_inventory_is_a_null_one_that_reads_no_card(tmp_path: Path) -> None:
     ctx = Context(docker=FakeDockerEngine(), nvml=False, state_dir=tmp_path)
-    assert ctx.gpus is ctx.gpus and not reads_cards(ctx.gpus)  # always an inventory, never None
+    assert isinstance(ctx.gpus, NullGpuInventory) and ctx.gpus is ctx.gpus and not reads_cards(ctx.gpus)
     with pytest.raises(GpuUnavailable, match="reads no GPUs"):
         ctx.gpus.snapshot()
 
 
-def test_a_profile_without_gpus_reads_no_card_even_where_nvml_answers(real_adapters: list[str], tmp_path: Path) -> None:
-    from servectl.plan.resolve import resolve
+def test_the_inventory_opens_nvml_at_its_first_read_and_asks_a_driver_that_answers_again(
+    real_adapters: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import servectl.adapters.gpu as gpu_adapter
 
+    monkeypatch.setattr(gpu_adapter, "NvmlInventory", lambda: Opened("nvml"))
     ctx = Context(docker=FakeDockerEngine(), state_dir=tmp_path)
-    no_cards = ctx.gpus_for(resolve("demo", environ=os.environ))  # the stand-in demo: gpus.devices []
-    assert not reads_cards(no_cards) and real_adapters == []  # NVML not even opened
-    with pytest.raises(GpuUnavailable, match="profile demo uses no GPUs"):
-        no_cards.snapshot()
+    cards = ctx.gpus
+    assert real_adapters == [] and reads_cards(cards) and real_adapters == ["open nvml"]
+    assert cards.snapshot() == () and cards.snapshot() == () and real_adapters == ["open nvml"]  # opened once
+    ctx.close()
+    assert real_adapters == ["open nvml", "close nvml"]
 
 
 def test_the_lock_waits_the_given_time_else_the_environments(tmp_path: Path) -> None:

@@ -17,6 +17,9 @@
 * **Waits and requests.** ``time.sleep(...)`` and httpx's module functions (``httpx.get``, ``httpx.post``...,
   each a client of its own per call) are called only by the adapters and the clocks that own them; the core takes
   the context's ``Clocks.sleep`` and HTTP client, so a fake clock and a fake engine's transport drive it in tests.
+* **The GPU inventory is never None.** Below ``host/`` no parameter or field is typed an optional GPU inventory
+  (``GpuInventory | None``): ``None`` meant four things (open NVML here, no GPUs, no wait, unknown). The
+  Context's :attr:`gpus` is the one door, and a :class:`NullGpuInventory` is the inventory that reads no card.
 * **Numeric defaults.** A default (a parameter's, a class field's, a module constant) has one home: the same
   number under the same name in two modules is one default written twice (the cards-free deadline 30.0 had four
   homes). Names are compared without a ``default_`` prefix and a ``_s`` suffix, and a name of two words or more
@@ -107,6 +110,13 @@ WAITERS = {
 WAITS_NOT_YET = {
     "bench/qualify/gates/routed.py": "the routed gate calls httpx.post/get, not the context's client",
     "bench/qualify/routed.py": "the routed metrics read calls httpx.get, not the context's client",
+}
+
+# -- optional GPU inventories ----------------------------------------------------------------------------------------
+INVENTORY_PROTOCOL = "GpuInventory"
+OPTIONAL_INVENTORY = {
+    "service/context.py": "Context(gpus=None) is the Context's own NVML, opened at its first read: the one place "
+    "an inventory is built where none is given",
 }
 
 # -- numeric defaults ----------------------------------------------------------------------------------------------
@@ -212,6 +222,66 @@ def waits_and_requests(tree: ast.Module) -> list[tuple[str, int]]:
 
 def wait_offenders(root: Path) -> dict[str, list[tuple[str, int]]]:
     return {m: c for m, tree in modules(root) if (c := waits_and_requests(tree)) and m not in WAITERS}
+
+
+def _union_arms(annotation: ast.expr) -> list[ast.expr]:
+    """The types of ``A | B | None`` or ``Optional[A]`` (a quoted annotation parsed first), else ``[annotation]``."""
+    if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+        annotation = ast.parse(annotation.value, mode="eval").body
+    if isinstance(annotation, ast.BinOp) and isinstance(annotation.op, ast.BitOr):
+        return _union_arms(annotation.left) + _union_arms(annotation.right)
+    if isinstance(annotation, ast.Subscript) and ast.unparse(annotation.value) in {"Optional", "typing.Optional"}:
+        return [*_union_arms(annotation.slice), ast.Constant(None)]
+    return [annotation]
+
+
+def annotated(tree: ast.Module) -> Iterator[tuple[str, ast.expr, ast.expr | None, int]]:
+    """``(name, annotation, default or None, line)`` of each annotated parameter and class field."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            args = node.args
+            positional = args.posonlyargs + args.args
+            defaults: list[ast.expr | None] = [None] * (len(positional) - len(args.defaults))
+            pairs = list(zip(positional, [*defaults, *args.defaults], strict=True))
+            pairs += list(zip(args.kwonlyargs, args.kw_defaults, strict=True))
+            yield from ((a.arg, a.annotation, d, a.lineno) for a, d in pairs if a.annotation is not None)
+        elif isinstance(node, ast.ClassDef):
+            for item in node.body:
+                if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+                    yield item.target.id, item.annotation, item.value, item.lineno
+
+
+def optional_of(tree: ast.Module, types: frozenset[str]) -> list[tuple[str, int]]:
+    """``(name, line)`` of each parameter or field typed one of ``types`` or None."""
+    found = []
+    for name, annotation, _default, line in annotated(tree):
+        arms = [ast.unparse(arm) for arm in _union_arms(annotation)]
+        if "None" in arms and types & set(arms):
+            found.append((name, line))
+    return found
+
+
+def inventory_types(root: Path) -> frozenset[str]:
+    """The GPU inventory protocol and every class of ``adapters/gpu.py`` that answers ``snapshot()``."""
+    tree = ast.parse((root / "adapters" / "gpu.py").read_text(encoding="utf-8"))
+    return frozenset(
+        {INVENTORY_PROTOCOL}
+        | {
+            c.name
+            for c in tree.body
+            if isinstance(c, ast.ClassDef)
+            and any(isinstance(f, ast.FunctionDef) and f.name == "snapshot" for f in c.body)
+        }
+    )
+
+
+def optional_inventory_offenders(root: Path) -> dict[str, list[tuple[str, int]]]:
+    types = inventory_types(root)
+    return {
+        m: found
+        for m, tree in modules(root)
+        if not m.startswith(ABOVE_THE_CONTEXT) and (found := optional_of(tree, types)) and m not in OPTIONAL_INVENTORY
+    }
 
 
 def _stem(name: str) -> str:
@@ -356,6 +426,13 @@ def test_the_waits_guard_fails_on_a_module_sleeping_or_posting_itself(tmp_path: 
     assert list(wait_offenders(root)) == ["service/bad.py"]
 
 
+def test_below_the_host_no_gpu_inventory_is_optional() -> None:
+    offenders = optional_inventory_offenders(SRC)
+    assert offenders == {}, f"take a GpuInventory (a NullGpuInventory reads no card), never None: {offenders}"
+    assert {"GpuInventory", "NvmlInventory", "NullGpuInventory"} <= inventory_types(SRC)
+    assert all(optional_of(_tree(m), inventory_types(SRC)) for m in OPTIONAL_INVENTORY), "no longer applies"
+
+
 def test_a_numeric_default_has_one_home() -> None:
     offenders = default_offenders(SRC)
     unexpected = {k: sorted(v) for k, v in offenders.items() if k not in DEFAULTS_NOT_YET}
@@ -438,6 +515,25 @@ def test_the_adapter_guard_fails_on_a_module_constructing_one(tmp_path: Path, so
     context = "from servectl.adapters.gpu import NvmlInventory\n\ndef gpus():\n    return NvmlInventory()\n"
     root = _package(tmp_path, {"service/context.py": context, "preflight/bad.py": source})
     assert list(adapter_offenders(root)) == ["preflight/bad.py"]
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "def stop(service, *, gpus: GpuInventory | None = None) -> None: ...\n",
+        "from typing import Optional\n\ndef host_facts(gpus: Optional[GpuInventory]) -> dict: ...\n",
+        "from dataclasses import dataclass\n\n@dataclass\nclass Tx:\n    gpus: 'NvmlInventory | None' = None\n",
+        "class Runtime:\n    def stop(self, *, cards: None | NullGpuInventory) -> None: ...\n",
+    ],
+)
+def test_the_inventory_guard_fails_on_an_optional_gpu_inventory_below_the_host(tmp_path: Path, source: str) -> None:
+    gpu = "class GpuInventory:\n    def snapshot(self): ...\n\nclass NvmlInventory:\n    def snapshot(self): ...\n"
+    gpu += "\nclass NullGpuInventory:\n    def snapshot(self): ...\n"
+    context = "class Context:\n    def __init__(self, *, gpus: GpuInventory | None = None) -> None: ...\n"
+    fine = "def stop(service, *, gpus: GpuInventory, deadline_s: float | None = None) -> None: ...\n"
+    files = {"adapters/gpu.py": gpu, "service/context.py": context, "service/ok.py": fine, "service/bad.py": source}
+    root = _package(tmp_path, {**files, "host/base.py": context.replace("Context", "HostBase")})
+    assert list(optional_inventory_offenders(root)) == ["service/bad.py"]
 
 
 def test_the_defaults_guard_fails_on_one_number_under_one_name_in_two_modules(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from servectl.adapters.docker import ContainerState, EngineInfo, GpuRequest, ImageInfo, OneShotResult, PublishedPort
-from servectl.adapters.gpu import MIB, GpuProcess
+from servectl.adapters.gpu import MIB, GpuProcess, NullGpuInventory
 from servectl.adapters.host import DiskSpace, HostMemory, Listener, ShmInfo
 from servectl.errors import PreflightFailed, ServiceConflict, UsageError
 from servectl.preflight.checks import CHECK_IDS
@@ -207,6 +207,19 @@ def test_no_driver_is_one_clear_line_and_the_other_gpu_checks_are_unknown() -> N
     assert "\n" not in present.message
     for check_id in ("gpu.arch", "gpu.mig", "gpu.exclusive", "gpu.vram_reserve"):
         assert report.check(check_id).result == "unknown"
+
+
+def test_a_null_inventory_reads_no_card_and_its_checks_are_unknown_not_failed() -> None:
+    """Issue 40: where no card is read by choice (a context built without NVML), preflight says so: the gpu
+    checks are unknown with the reason, none fails, and no driver is asked (it failed with the driver's fix)."""
+    report = preflight(gpus=NullGpuInventory("this servectl context reads no GPUs (built with nvml=False)"))
+    present = report.check("gpu.present")
+    assert present.result == "unknown" and present.fix == ""
+    assert present.message == "the cards were not read: this servectl context reads no GPUs (built with nvml=False)"
+    for check_id in ("gpu.arch", "gpu.mig", "gpu.exclusive", "gpu.vram_reserve"):
+        check = report.check(check_id)
+        assert (check.result, check.message) == ("unknown", "the cards were not read, see gpu.present"), check_id
+    assert not any(c.result == "fail" and c.id.startswith("gpu.") for c in report.checks)
 
 
 def test_a_lost_card_fails_gpu_present_with_a_reset_hint() -> None:

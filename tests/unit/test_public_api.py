@@ -244,7 +244,10 @@ def test_a_host_opens_nothing_until_a_command_needs_it_and_closes_only_what_it_o
         assert opened == []  # compiling needs no adapter
         assert host.services() == []
         assert opened == ["docker"]
-        host.down()  # nothing runs; asks NVML whether to wait for cards
+        host.down()  # nothing runs: no card to wait on, no driver opened
+        assert opened == ["docker"]
+        with pytest.raises(servectl.GpuUnavailable, match="no driver"):
+            host.gpus.snapshot()  # the first read opens NVML
     assert sorted(opened) == sorted(closed) == ["docker", "nvml"]
     with pytest.raises(servectl.UsageError, match="closed"):
         host.services()
@@ -284,7 +287,49 @@ def test_the_module_functions_open_and_close_the_real_adapters(
     assert servectl.down(name="demo").stopped == ()
     with pytest.raises(servectl.UsageError, match="no servectl service named demo"):
         list(servectl.logs(name="demo"))
-    assert events == ["open", "close", "open", "close", "open", "close", "close nvml", "open", "close"]
+    assert events == ["open", "close"] * 4  # down of a profile that does not run reads no card: NVML unopened
+
+
+def test_a_host_opens_no_driver_for_profiles_without_gpus(profile_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 40: the GPU inventory has one door, opened at its first read; preflight, up, swap and down of the
+    demo profiles (no GPUs) read no card, so NVML is never opened (preflight, swap and down opened it)."""
+    import httpx
+
+    import servectl.adapters.gpu as gpu_adapter
+    from servectl.testing import FakeConflicts, FakeHostProbe
+    from servectl.testing.host import STANDIN_IMAGE
+
+    opened: list[str] = []
+
+    class Nvml:
+        def __init__(self) -> None:
+            opened.append("nvml")
+
+        def snapshot(self) -> Any:
+            raise AssertionError("no card is read")
+
+    monkeypatch.setattr(gpu_adapter, "NvmlInventory", Nvml)
+    engine = FakeDockerEngine(
+        images={STANDIN_IMAGE}, script_for=lambda _: sglang_like_script(0.1), sleep=lambda _: None
+    )
+    with (
+        httpx.Client(transport=engine.http_transport()) as http,
+        Host(
+            docker=engine,
+            host_probe=FakeHostProbe(model_folders_from_disk=True),
+            state_dir=profile_dir.parent / "home",
+            http=http,
+            conflicts=FakeConflicts(),
+            environ=os.environ,
+        ) as host,
+    ):
+        report = host.preflight(name="demo")
+        gpu_present = next(c for c in report.checks if c.id == "gpu.present")
+        assert (report.exit_code, gpu_present.result) == (0, "skipped")
+        assert host.up(name="demo").action == "started"
+        assert host.swap(name="demo-rollback").outcome == "swapped"
+        assert [s.profile for s in host.down(name="demo-rollback").stopped] == ["demo-rollback"]
+    assert opened == []
 
 
 # -- every method on fakes ----------------------------------------------------------------------------------

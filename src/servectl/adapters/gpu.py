@@ -116,9 +116,10 @@ class GpuInventory(Protocol):
 
 
 class NullGpuInventory:
-    """The inventory where no card is read: a profile that needs none, a host whose driver does not answer, a
+    """The inventory that reads no card, by choice: a profile that needs none, a command that reads none, a
     context built without NVML. Every figure is unknown: :meth:`snapshot` raises
-    :class:`~servectl.errors.GpuUnavailable` saying why; stops do not wait on it (:func:`reads_cards`)."""
+    :class:`~servectl.errors.GpuUnavailable` saying why; preflight reports the cards' checks unknown (not failed:
+    nothing was asked of a driver) and stops do not wait on it (:func:`reads_cards`)."""
 
     def __init__(self, reason: str) -> None:
         self.reason = reason
@@ -130,8 +131,58 @@ class NullGpuInventory:
         return f"NullGpuInventory({self.reason!r})"
 
 
+class OpenedWhenRead:
+    """An inventory opened at its first read and asked once then (the Context's own NVML): a command that reads
+    no card opens no driver. When that first read raises :class:`~servectl.errors.GpuUnavailable` (no driver
+    here), every later read raises it again and :func:`reads_cards` is false; :meth:`close` closes what was
+    opened.
+
+    Args:
+        open_inventory: builds the inventory (``NvmlInventory``), called at most once.
+    """
+
+    def __init__(self, open_inventory: Callable[[], GpuInventory]) -> None:
+        self._open = open_inventory
+        self._opened: GpuInventory | None = None
+        self._unavailable: str | None = None
+        self._answered = False
+
+    def answers(self) -> bool:
+        """Whether a driver answers here (asks it now, once, if nothing has been read yet)."""
+        if not self._answered and self._unavailable is None:
+            with contextlib.suppress(GpuUnavailable):
+                self.snapshot()
+        return self._answered
+
+    def snapshot(self) -> GpuSnapshot:
+        if self._unavailable is not None:
+            raise GpuUnavailable(self._unavailable)
+        if self._opened is None:
+            self._opened = self._open()
+        try:
+            snapshot = self._opened.snapshot()
+        except GpuUnavailable as err:
+            if not self._answered:  # never answered: no driver here, not asked again
+                self._unavailable = err.message
+            raise
+        self._answered = True
+        return snapshot
+
+    def close(self) -> None:
+        close = getattr(self._opened, "close", None)
+        if close is not None:
+            close()
+
+    def __repr__(self) -> str:
+        return f"OpenedWhenRead({self._opened!r})"
+
+
 def reads_cards(gpus: GpuInventory) -> bool:
-    """Whether ``gpus`` reads cards (every inventory but :class:`NullGpuInventory`): what stops wait on."""
+    """Whether ``gpus`` reads cards: every inventory but :class:`NullGpuInventory` and an :class:`OpenedWhenRead`
+    whose driver does not answer (asked now if it was not yet). What stops wait on: ask it only for a service
+    that holds cards, so that one on none opens no driver."""
+    if isinstance(gpus, OpenedWhenRead):
+        return gpus.answers()
     return not isinstance(gpus, NullGpuInventory)
 
 

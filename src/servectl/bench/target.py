@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from servectl.errors import UsageError
 
 if TYPE_CHECKING:
+    from servectl.adapters.gpu import GpuInventory
     from servectl.bench.model import BenchContext
     from servectl.service.context import Context
 
@@ -28,7 +29,8 @@ def bench_target(ctx: Context, *, name: str, command: str = "bench", read_cards:
     pins its results will carry.
 
     ``command`` (``bench``, ``qualify``) opens the error messages; ``read_cards`` False reads no GPU inventory
-    (the free VRAM after and the peak while it runs stay unknown).
+    (the free VRAM after and the peak while it runs stay unknown), nor does a profile without GPUs (its host is
+    recorded as unknown, with that reason).
 
     Raises:
         UsageError: the profile does not run, is not ready, or runs another plan than the profile now has
@@ -40,7 +42,12 @@ def bench_target(ctx: Context, *, name: str, command: str = "bench", read_cards:
 
     resolved = ctx.resolve(name)
     profile = resolved.loaded.profile
-    gpus = ctx.gpus_for(resolved) if read_cards else NullGpuInventory(f"{command} reads no cards of {name}")
+    if not read_cards:
+        gpus: GpuInventory = NullGpuInventory(f"{command} reads no cards of {name}")
+    elif not profile.gpus.devices:  # nothing of the host to record, no driver to open
+        gpus = NullGpuInventory(f"profile {name} uses no GPUs")
+    else:
+        gpus = ctx.gpus
     reads = reads_cards(gpus)
     listed = [s for s in ctx.runtime.services() if s.running]
     running = [s for s in listed if s.profile == name]

@@ -86,7 +86,8 @@ class HostBase:
 
     @property
     def gpus(self) -> GpuInventory:
-        """The GPU inventory (NVML unless one was given; a null one saying why where no driver answers)."""
+        """The context's GPU inventory (:attr:`~servectl.service.context.Context.gpus`: NVML, opened at its first
+        read, unless one was given)."""
         return self.ctx.gpus
 
     @property

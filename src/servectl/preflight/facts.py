@@ -19,7 +19,7 @@ from servectl.adapters.docker import (
     EngineInfo,
     ImageInfo,
 )
-from servectl.adapters.gpu import MIB, GpuInventory, GpuSnapshot
+from servectl.adapters.gpu import MIB, GpuInventory, GpuSnapshot, NullGpuInventory
 from servectl.adapters.host import DiskSpace, HostMemory, HostProbe, Listener, ModelDirInfo, ShmInfo
 from servectl.errors import EngineUnavailable, GpuUnavailable, PreflightFailed
 from servectl.preflight.model import ConflictRef, PreflightRequest
@@ -72,6 +72,7 @@ class Facts:
     gpu: GpuSnapshot | None = None
     gpu_error: str | None = None
     gpu_seconds: float | None = None
+    gpu_not_read: bool = False  # a null inventory: no card was asked for (gpu_error says why), none failed
     engine: EngineInfo | None = None
     engine_error: str | None = None
     containers: tuple[ContainerState, ...] = ()
@@ -194,7 +195,9 @@ def gather_facts(
     snapshot: GpuSnapshot | None = None
     gpu_error: str | None = None
     gpu_seconds: float | None = None
-    if request.gpus_requested:
+    if isinstance(gpus, NullGpuInventory):  # no card is read here by choice: nothing to ask a driver
+        gpu_error = gpus.reason if request.gpus_requested else None
+    elif request.gpus_requested:
         gpu_started = time.perf_counter()
         try:
             snapshot = gpus.snapshot()
@@ -233,6 +236,7 @@ def gather_facts(
         gpu=snapshot,
         gpu_error=gpu_error,
         gpu_seconds=gpu_seconds,
+        gpu_not_read=isinstance(gpus, NullGpuInventory),
         engine=engine,
         engine_error=engine_error,
         containers=containers,

@@ -239,7 +239,7 @@ def stop(
     unknown: tuple[int, ...] = ()
     from servectl.adapters.gpu import reads_cards
 
-    checked = reads_cards(gpus) and bool(service.gpus)
+    checked = bool(service.gpus) and reads_cards(gpus)  # a service on no card opens no driver
     if checked:
         from servectl.adapters.gpu import wait_until_free
 

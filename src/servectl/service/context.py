@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
     from servectl.adapters.conflicts import ConflictHandler
     from servectl.adapters.docker import DockerEngine, DockerSdkEngine
-    from servectl.adapters.gpu import GpuInventory, NvmlInventory
+    from servectl.adapters.gpu import GpuInventory, OpenedWhenRead
     from servectl.adapters.host import HostProbe
     from servectl.adapters.sandbox import CodeSandbox
     from servectl.adapters.state import HistoryLog
@@ -65,8 +65,8 @@ class Context:
     Each adapter is the one given, else servectl's own, built on first use (and then kept):
 
     * ``docker``: the Docker SDK engine of the environment (``DOCKER_HOST``), closed by :meth:`close`;
-    * ``gpus``: NVML when it answers, closed by :meth:`close` (else, and with ``nvml=False``, a null inventory,
-      which reads no card);
+    * ``gpus``: NVML, opened at its first read and closed by :meth:`close` (with ``nvml=False``, a null
+      inventory, which reads no card);
     * ``probe``: the host probe on psutil and ``/proc``;
     * ``http``: the client of the health gate and of ``/health`` probes (None: a short-lived one per call);
     * ``conflicts``: stops and restores declared conflicts through Docker and the compose CLI;
@@ -109,7 +109,6 @@ class Context:
         self._state_dir = state_dir
         self._docker = docker
         self._gpus = gpus
-        self._gpus_given = gpus is not None
         self._nvml = nvml
         self._probe = probe
         self._http = http
@@ -123,7 +122,7 @@ class Context:
         self._clocks = clocks or Clocks()
         self._code_sandbox = code_sandbox
         self._docker_owned: DockerSdkEngine | None = None
-        self._gpus_owned: NvmlInventory | None = None
+        self._gpus_owned: OpenedWhenRead | None = None
         self._closed = False
 
     # -- plain values ----------------------------------------------------------------------------------------
@@ -208,35 +207,20 @@ class Context:
 
     @property
     def gpus(self) -> GpuInventory:
-        """The GPU inventory, the one door to the cards: the one given, else NVML when it answers (opened and
-        asked once, now), else a :class:`~servectl.adapters.gpu.NullGpuInventory` saying why (NVML's own
-        reason, or a context built with ``nvml=False``); stops wait on no card of a null one."""
+        """The GPU inventory, the one door to the cards: the one given, else NVML opened at its first read (a
+        command that reads no card, such as ``up`` of a profile without GPUs, opens no driver; where none
+        answers, every read raises :class:`~servectl.errors.GpuUnavailable` with NVML's reason and stops wait on
+        no card), else with ``nvml=False`` a :class:`~servectl.adapters.gpu.NullGpuInventory`, which reads none."""
         self._check_open()
         if self._gpus is None:
-            from servectl.adapters.gpu import NullGpuInventory
+            from servectl.adapters.gpu import NullGpuInventory, NvmlInventory, OpenedWhenRead
 
             if not self._nvml:
                 self._gpus = NullGpuInventory("this servectl context reads no GPUs (built with nvml=False)")
-                return self._gpus
-            from servectl.adapters.gpu import NvmlInventory
-            from servectl.errors import GpuUnavailable
-
-            self._gpus_owned = NvmlInventory()
-            try:
-                self._gpus_owned.snapshot()
+            else:
+                self._gpus_owned = OpenedWhenRead(NvmlInventory)
                 self._gpus = self._gpus_owned
-            except GpuUnavailable as err:
-                self._gpus = NullGpuInventory(err.message)
         return self._gpus
-
-    def gpus_for(self, resolved: Resolved) -> GpuInventory:
-        """:attr:`gpus` for a profile that uses GPUs; a profile without any reads none (a
-        :class:`~servectl.adapters.gpu.NullGpuInventory`, unless an inventory was given): NVML is not opened."""
-        if not self._gpus_given and not resolved.loaded.profile.gpus.devices:
-            from servectl.adapters.gpu import NullGpuInventory
-
-            return NullGpuInventory(f"profile {resolved.name} uses no GPUs")
-        return self.gpus
 
     @property
     def probe(self) -> HostProbe:

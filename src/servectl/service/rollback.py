@@ -156,7 +156,7 @@ def rollback_check(
     preflight must pass counting the service the target would replace as stopped.
 
     Args:
-        ctx: the adapters and state; preflight reads :attr:`~servectl.service.context.Context.cards`.
+        ctx: the adapters and state; preflight reads :attr:`~servectl.service.context.Context.gpus`.
         names: the profiles whose target to check.
         preflight: the check (default :func:`profile_preflight` on the context's state folder and probe).
         path_is_dir: whether a model folder exists (tests).

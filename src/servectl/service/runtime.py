@@ -133,8 +133,8 @@ def up(ctx: Context, *, name: str, resolved: Resolved | None = None, opts: UpOpt
     """Start profile ``name`` unless it already runs; refuse when another service holds its GPUs or port.
 
     Args:
-        ctx: the adapters and state; preflight reads :meth:`~servectl.service.context.Context.gpus_for` the
-            profile and the context's host probe; the start goes through the context's runtime.
+        ctx: the adapters and state; preflight reads :attr:`~servectl.service.context.Context.gpus` (a profile
+            without GPUs opens no driver) and the context's host probe; the start goes through its runtime.
         name: the profile.
         resolved: the profile already resolved (else ``ctx.resolve(name)``).
         opts: :class:`UpOptions`.
@@ -147,8 +147,7 @@ def up(ctx: Context, *, name: str, resolved: Resolved | None = None, opts: UpOpt
     opts = opts or UpOptions()
     resolved = resolved or ctx.resolve(name)
     skip = validate_skip(opts.force)  # an unknown check id is a usage error before anything happens
-    gpus = ctx.gpus_for(resolved)
-    tx = TxContext(ctx=ctx, gpus=gpus, lock_timeout_s=opts.lock_timeout_s)
+    tx = TxContext.of(ctx, lock_timeout_s=opts.lock_timeout_s)
     with tx.lock(f"up {resolved.name}"):
         # A journal of another transaction must be settled first; one of an `up` of this profile that was
         # killed is settled here: its container never passed the gate and is replaced below.
@@ -166,7 +165,7 @@ def up(ctx: Context, *, name: str, resolved: Resolved | None = None, opts: UpOpt
         check_start(
             resolved,
             docker=ctx.docker,
-            gpus=gpus,
+            gpus=ctx.gpus,
             host=ctx.probe,
             context=StartContext(services=running_refs(current)),  # none may hold the port or a card
             skip=skip,
@@ -323,7 +322,6 @@ def down(ctx: Context, *, name: str | None, opts: DownOptions | None = None) -> 
     """
     opts = opts or DownOptions()
     state = ctx.state_dir
-    gpus = ctx.gpus  # asked before the lock, as every transaction does: whether NVML answers here
     with ctx.lock(f"down {name or ''}".strip(), timeout_s=opts.lock_timeout_s):
         found = ctx.runtime.services(probe=False)
         targets = found if name is None else [s for s in found if name in (s.profile, s.container_name)]
@@ -342,7 +340,7 @@ def down(ctx: Context, *, name: str | None, opts: DownOptions | None = None) -> 
             reason=f"down {name or ', '.join(s.profile for s in targets)}",
         ):
             results = [
-                ctx.runtime.stop(service=svc, gpus=gpus, free_deadline_s=opts.free_deadline_s) for svc in targets
+                ctx.runtime.stop(service=svc, gpus=ctx.gpus, free_deadline_s=opts.free_deadline_s) for svc in targets
             ]
         for result in results:
             ctx.history.record(

@@ -196,7 +196,7 @@ def release_or_stop(
 
 def _stop_beside_standbys(ctx: TxContext, service: ServiceInfo, host: HostProbe | None) -> StopResult:
     """Stop ``service``; the wait for its cards to come free ignores the warm standbys that stay on them."""
-    if not reads_cards(ctx.gpus) or not service.gpus:
+    if not service.gpus or not reads_cards(ctx.gpus):
         return ctx.stop(service)
     waiting = {
         s.container_id for s in ctx.services(probe=False) if s.state == "standby" and set(s.gpus) & set(service.gpus)
@@ -273,7 +273,7 @@ def _verify_released(ctx: TxContext, current: ServiceInfo, target: Resolved) -> 
     own processes still hold on each of its cards (measured: CUDA context, graphs, buffers outside the
     memory saver's regions - 712 MiB a card on an H100 in benchmarks/results/gpu-h100-issue38)."""
     cards = sorted(set(current.gpus) & _cards(target.plan))
-    if not reads_cards(ctx.gpus):
+    if not current.gpus or not reads_cards(ctx.gpus):  # a service on no card keeps nothing, opens no driver
         return {}
     if not cards:
         return _kept_by(ctx, current, ctx.gpus.snapshot())

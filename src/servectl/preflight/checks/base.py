@@ -47,7 +47,8 @@ def no_gpus(check_id: str) -> CheckResult:
 
 
 def gpu_unreachable(check_id: str, facts: Facts) -> CheckResult:
-    return make_result(check_id, "unknown", "NVML unavailable, see gpu.present", nvml_error=facts.gpu_error)
+    why = "the cards were not read" if facts.gpu_not_read else "NVML unavailable"
+    return make_result(check_id, "unknown", f"{why}, see gpu.present", nvml_error=facts.gpu_error)
 
 
 def requested_devices(request: PreflightRequest, facts: Facts) -> list[tuple[int, GpuDevice | None]]:

@@ -17,6 +17,10 @@ def check_gpu_present(request: PreflightRequest, facts: Facts) -> CheckResult:
     """NVML answers and every card the profile names exists and is healthy."""
     if not request.gpus_requested:
         return no_gpus("gpu.present")
+    if facts.gpu is None and facts.gpu_not_read:  # nothing asked of a driver: unknown, not failed
+        return make_result(
+            "gpu.present", "unknown", f"the cards were not read: {facts.gpu_error}", reason=facts.gpu_error
+        )
     if facts.gpu is None:
         return make_result(
             "gpu.present",

@@ -35,26 +35,21 @@ __all__ = ["DEFAULT_LOCK_TIMEOUT_S", "GENERATED_DIR", "Lock", "TxContext", "lock
 GENERATED_DIR = "generated"
 
 
-def _no_cards() -> GpuInventory:
-    from servectl.adapters.gpu import NullGpuInventory
-
-    return NullGpuInventory("this transaction reads no GPUs")
-
-
 @dataclass
 class TxContext:
     """One transaction over the host's :class:`~servectl.service.context.Context`.
 
     Attributes:
         ctx: the adapters and state (shared by every transaction of the host).
-        gpus: the inventory this transaction's stops wait on until the cards are free (a null one: no wait).
+        gpus: the inventory this transaction's stops wait on until the cards are free: :attr:`Context.gpus`
+            (:meth:`of`), the warm standbys' processes left out for one stop (``service.standby``).
         lock_timeout_s: how long :meth:`lock` waits for another servectl (None: the context's default).
         on_phase: hears of each phase as it begins, progresses and ends.
         phases: the timing of each phase run through :meth:`phase`.
     """
 
     ctx: Context
-    gpus: GpuInventory = field(default_factory=lambda: _no_cards())
+    gpus: GpuInventory
     lock_timeout_s: float | None = None
     on_phase: Callable[[PhaseEvent], None] | None = None
     phases: list[PhaseTiming] = field(default_factory=list)

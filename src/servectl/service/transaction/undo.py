@@ -207,7 +207,7 @@ def _remove_previous(ctx: TxContext, previous: str) -> list[ServiceInfo]:
 def _wait_for_cards(ctx: TxContext, devices: Iterable[int]) -> str:
     """With a GPU inventory: wait until the transaction's cards run nothing; the words for the message."""
     cards = sorted(set(devices))
-    if not reads_cards(ctx.gpus) or not cards:
+    if not cards or not reads_cards(ctx.gpus):
         return ""
     with ctx.phase("verify-cards", ",".join(map(str, cards))):
         free = wait_until_free(
