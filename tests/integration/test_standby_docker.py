@@ -10,6 +10,7 @@ test's label; the teardown removes them, passed or failed.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -70,6 +71,7 @@ class World:
         env: dict[str, str] | None = None,
         max_cycles: int | None = None,
         args: dict[str, str] | None = None,
+        serve: dict[str, str] | None = None,
         **swap: bool,
     ) -> str:
         self.ports[name] = free_port()
@@ -79,7 +81,7 @@ class World:
             "rollback": None,
             "image": {"ref": self.image},
             "model": {"served_name": name},
-            "serve": {"port": self.ports[name]},
+            "serve": {"port": self.ports[name], **(serve or {})},
             "engine": {"env": {"STANDIN_STARTUP_DELAY_S": "0.6", "STANDIN_TOKEN_RATE": "2000", **(env or {})}},
             "container": {
                 "name": f"standby-{self.tid}-{name}",
@@ -356,12 +358,20 @@ def test_after_its_max_cycles_a_standby_is_stopped_and_the_way_back_is_cold(worl
     assert world.container("a")[0] != a_before[0] and world.answer("a") == right
 
 
-def test_an_engine_with_an_admin_key_is_released_and_resumed_with_that_key(world: World) -> None:
+def test_an_engine_with_an_admin_key_is_released_and_resumed_with_that_key(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """SGLang's release/resume routes take only the admin key when the server has one (ADMIN_OPTIONAL): servectl
-    sends the key the engine's argv carries, so a -> b -> a releases and resumes a (no 401, no cold start)."""
-    world.profile("a", warm=True, args={"admin-api-key": "sk-standby-admin"})
+    passes the key serve.admin_api_key_env names to the engine through a 0600 file (never in argv or env) and
+    sends it on release and resume, so a -> b -> a releases and resumes a (no 401, no cold start)."""
+    monkeypatch.setenv("STANDBY_ADMIN_KEY", "sk-standby-admin")
+    world.profile("a", warm=True, serve={"admin_api_key_env": "STANDBY_ADMIN_KEY"})
     world.profile("b")
     world.swap("a")
+    inspected = world.client.containers.get(f"standby-{world.tid}-a").attrs
+    assert "sk-standby-admin" not in json.dumps(inspected)  # not in its command, environment or labels
+    release = httpx.post(f"http://127.0.0.1:{world.ports['a']}/release_memory_occupation", json={}, timeout=10)
+    assert release.status_code == 401  # the engine did get an admin key: without it the route is shut
     a_before, right = world.container("a"), world.answer("a")  # chat needs no key: SGLang's NORMAL level
     away = world.swap("b")
     assert away.old_released and world.states() == {"a": "standby", "b": "ready"}

@@ -301,6 +301,12 @@ CASES: list[tuple[str, str, str, str]] = [
         "engine: {}",
     ),
     (
+        "engine.admin_api_key_flag",
+        "engine: {args: {admin-api-key: sk-admin}}",
+        "the admin key is never written in a profile; use serve.admin_api_key_env",
+        "serve: {admin_api_key_env: ADMIN_KEY}",
+    ),
+    (
         "engine.catalog",
         "engine: {quantization: exl3}",
         "invalid choice: 'exl3'",

@@ -291,16 +291,15 @@ def test_with_an_admin_key_the_memory_saver_routes_take_it_and_not_the_api_key(s
 @pytest.mark.parametrize("saver_engine", [(KEYED, {})], indirect=True)
 def test_servectl_sends_the_admin_key_to_the_memory_saver_and_the_api_key_elsewhere(saver_engine: httpx.Client) -> None:
     """A warm profile whose engine has --admin-api-key: servectl's engine client releases and resumes with that key
-    (read from the argv the engine got) and reads the load and the fingerprint with the API key."""
+    (serve.admin_api_key_env, read by EngineClient.of: tests/unit/test_admin_key.py) and reads the load and the
+    fingerprint with the API key."""
     import time
 
-    from servectl.service.standby_engine import EngineClient, admin_key_of
+    from servectl.service.standby_engine import EngineClient
 
-    argv = ("--model-path", DEMO_MODEL, "--api-key", "sk-user", "--admin-api-key", "sk-adm")
-    assert admin_key_of(argv) == "sk-adm" and admin_key_of(("--admin-api-key=k",)) == "k" and not admin_key_of(())
     url = str(saver_engine.base_url).rstrip("/")
     user = {"Authorization": "Bearer sk-user"}
-    engine = EngineClient(url, user, saver_engine, lambda s: None, admin_key_of(argv))
+    engine = EngineClient(url, user, saver_engine, lambda s: None, "sk-adm")
     before = engine.fingerprint("w", time.monotonic)
     assert engine.running("w") == 0
 

@@ -13,7 +13,7 @@ import hashlib
 import json
 import re
 import shlex
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,19 +41,31 @@ LABEL_STOP_GRACE = _labels.LABEL_STOP_GRACE
 
 
 API_KEY_CONTAINER_PATH = "/run/secrets/servectl-api-key"
+ADMIN_KEY_CONTAINER_PATH = "/run/secrets/servectl-admin-api-key"
+#: The engine flag each mounted key file becomes (SGLang's ``--api-key`` and ``--admin-api-key``).
+KEY_FLAGS = {API_KEY_CONTAINER_PATH: "--api-key", ADMIN_KEY_CONTAINER_PATH: "--admin-api-key"}
 REDACTED = "***"
 
 #: SGLang's own Docker instructions: unlimited locked memory, 64 MiB stack.
 SGLANG_ULIMITS: tuple[tuple[str, int, int], ...] = (("memlock", -1, -1), ("stack", 67108864, 67108864))
 
-#: Reads the API key from the mounted secret file and appends it to argv *inside* the process, so the key
-#: shows neither in ``docker inspect`` nor in the host's process list (/proc/<pid>/cmdline keeps ``-c``).
-_API_KEY_WRAPPER = (
+#: Reads the keys from the mounted secret files and appends them to argv *inside* the process, so no key shows
+#: in ``docker inspect`` nor in the host's process list (/proc/<pid>/cmdline keeps ``-c``). With the API key
+#: alone it is the text it always was (the plan hashes of running services stay as they were).
+_KEY_WRAPPER = (
     "import runpy,sys;"
-    "k=open({path!r}).read().strip();"
-    "sys.argv=[{module!r},*sys.argv[1:],'--api-key',k];"
+    "{reads}"
+    "sys.argv=[{module!r},*sys.argv[1:],{flags}];"
     "runpy.run_module({module!r},run_name='__main__',alter_sys=True)"
 )
+_KEY_VARIABLES = {API_KEY_CONTAINER_PATH: "k", ADMIN_KEY_CONTAINER_PATH: "a"}
+
+
+def key_wrapper(container_paths: Sequence[str], module: str) -> str:
+    """The ``python -c`` text that reads each key file into its flag, then runs ``module`` as ``__main__``."""
+    reads = "".join(f"{_KEY_VARIABLES[p]}=open({p!r}).read().strip();" for p in container_paths)
+    flags = ",".join(f"{KEY_FLAGS[p]!r},{_KEY_VARIABLES[p]}" for p in container_paths)
+    return _KEY_WRAPPER.format(reads=reads, module=module, flags=flags)
 
 
 @dataclass(frozen=True)
@@ -80,12 +92,23 @@ class GeneratedFile:
 
 @dataclass(frozen=True)
 class SecretRef:
-    """Where the API key comes from; never the key itself."""
+    """Where a key comes from (the API key, or the admin key by its ``container_path``); never the key itself."""
 
     source: str  # "env" or "file"
     name: str  # env var name or host file path
     host_path: str  # the file mounted into the container (written from the env var at start)
     container_path: str = API_KEY_CONTAINER_PATH
+
+    @property
+    def flag(self) -> str:
+        """The engine flag the key becomes: ``--api-key`` or ``--admin-api-key``."""
+        return KEY_FLAGS[self.container_path]
+
+    @property
+    def setting(self) -> str:
+        """The profile field that names it: ``serve.api_key_env``, ``serve.admin_api_key_file``..."""
+        kind = "admin_api_key" if self.container_path == ADMIN_KEY_CONTAINER_PATH else "api_key"
+        return f"serve.{kind}_{self.source}"
 
 
 @dataclass(frozen=True)
@@ -127,10 +150,18 @@ class LaunchPlan:
     stall_timeout_s: float
     expect_log: tuple[str, ...]
     plan_hash: str = field(default="")
+    admin_secret: SecretRef | None = None  # serve.admin_api_key_env/file: where the admin key comes from
+
+    @property
+    def secrets(self) -> tuple[SecretRef, ...]:
+        """The keys the container reads from mounted files: the API key, then the admin key (each if any)."""
+        return tuple(s for s in (self.secret, self.admin_secret) if s is not None)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (secrets are references only)."""
         data = asdict(self)
+        if self.admin_secret is None:  # absent, so plans (and hashes) from before the field stay as they were
+            del data["admin_secret"]
         data["docker"]["labels"] = dict(self.docker.labels)
         if self.docker.restart_policy is None:  # absent, so plans (and hashes) from before the field stay as they were
             del data["docker"]["restart_policy"]
@@ -169,7 +200,7 @@ class LaunchPlan:
             user=d.get("user"),
             group_add=tuple(d.get("group_add") or ()),
         )
-        secret = data["secret"]
+        secret, admin = data["secret"], data.get("admin_secret")
         return cls(
             profile=data["profile"],
             source=data["source"],
@@ -183,6 +214,7 @@ class LaunchPlan:
             stall_timeout_s=data["stall_timeout_s"],
             expect_log=tuple(data["expect_log"]),
             plan_hash=data["plan_hash"],
+            admin_secret=None if admin is None else SecretRef(**admin),
         )
 
 
@@ -219,9 +251,10 @@ def compile_plan(
     argv = tuple(token for arg in engine_args(profile, catalog) for token in arg.tokens)
     gen_dir = state_dir / "generated" / profile.name
     mounts, files = _mounts_and_files(profile, host_path, gen_dir)
-    secret, command = _secret_and_command(profile, argv, host_path, gen_dir)
-    if secret is not None:
-        mounts.append(MountPlan(secret.host_path, secret.container_path, True))
+    secret, admin_secret, command = _secrets_and_command(profile, argv, host_path, gen_dir)
+    for ref in (secret, admin_secret):
+        if ref is not None:
+            mounts.append(MountPlan(ref.host_path, ref.container_path, True))
     labels = _container_labels(profile, source)
     docker = _docker_spec(profile, command, labels, mounts)
     host_for_url = "127.0.0.1" if profile.serve.host in ("0.0.0.0", "::") else profile.serve.host
@@ -234,6 +267,7 @@ def compile_plan(
         docker=docker,
         files=tuple(files),
         secret=secret,
+        admin_secret=admin_secret,
         startup_timeout_s=profile.health.startup_timeout_s,
         stall_timeout_s=profile.health.stall_timeout_s,
         expect_log=tuple(profile.health.expect_log),
@@ -267,21 +301,30 @@ def _mounts_and_files(
     return mounts, files
 
 
-def _secret_and_command(
+def _secrets_and_command(
     profile: Profile, argv: tuple[str, ...], host_path: Callable[[str, str], str], gen_dir: Path
-) -> tuple[SecretRef | None, tuple[str, ...]]:
-    """Where the API key comes from (if the profile has one) and the container's command: the entry point and
-    argv, or, with a key, a wrapper that reads the key file into ``--api-key`` (never in argv or env)."""
-    if not (profile.serve.api_key_env or profile.serve.api_key_file):
-        return None, (*profile.image.entrypoint, *argv)
-    if profile.serve.api_key_file:
-        key_file = host_path(profile.serve.api_key_file, "serve.api_key_file")
-        secret = SecretRef("file", key_file, key_file)
-    else:
-        secret = SecretRef("env", str(profile.serve.api_key_env), str(gen_dir / "api-key"))
+) -> tuple[SecretRef | None, SecretRef | None, tuple[str, ...]]:
+    """Where the API key and the admin key come from (each if the profile names one) and the container's
+    command: the entry point and argv, or, with a key, a wrapper that reads each key file into its flag
+    (``--api-key``, ``--admin-api-key``; never in argv or env)."""
+    serve = profile.serve
+
+    def ref(env: str | None, file: str | None, kind: str, container_path: str) -> SecretRef | None:
+        if file:
+            path = host_path(file, f"serve.{kind}_file")
+            return SecretRef("file", path, path, container_path)
+        if env:
+            return SecretRef("env", env, str(gen_dir / kind.replace("_", "-")), container_path)
+        return None
+
+    secret = ref(serve.api_key_env, serve.api_key_file, "api_key", API_KEY_CONTAINER_PATH)
+    admin = ref(serve.admin_api_key_env, serve.admin_api_key_file, "admin_api_key", ADMIN_KEY_CONTAINER_PATH)
+    refs = [r for r in (secret, admin) if r is not None]
+    if not refs:
+        return None, None, (*profile.image.entrypoint, *argv)
     python, module = _python_module_entrypoint(profile.image.entrypoint)
-    wrapper = _API_KEY_WRAPPER.format(path=secret.container_path, module=module)
-    return secret, (python, "-c", wrapper, *argv)
+    wrapper = key_wrapper([r.container_path for r in refs], module)
+    return secret, admin, (python, "-c", wrapper, *argv)
 
 
 def _container_labels(profile: Profile, source: str) -> dict[str, str]:
@@ -422,12 +465,15 @@ def _anchor_host_paths(profile: Profile, project_dir: Path) -> Profile:
         return "${" + PROJECT_DIR_VAR + "}" + ("" if rest == "." else "/" + rest)
 
     serve, model, container = profile.serve, profile.model, profile.container
-    key_file = serve.api_key_file
+    key_files = {
+        name: anchor(path) if path else path
+        for name, path in (("api_key_file", serve.api_key_file), ("admin_api_key_file", serve.admin_api_key_file))
+    }
     mounts = [m.model_copy(update={"source": anchor(m.source)}) for m in container.mounts]
     return profile.model_copy(
         update={
             "model": model.model_copy(update={"path": anchor(model.path)}),
-            "serve": serve.model_copy(update={"api_key_file": anchor(key_file) if key_file else key_file}),
+            "serve": serve.model_copy(update=key_files),
             "container": container.model_copy(update={"mounts": mounts}),
         }
     )
@@ -456,7 +502,7 @@ def adaptive_ladder_json(profile: Profile) -> str:
 def _python_module_entrypoint(entrypoint: list[str]) -> tuple[str, str]:
     if len(entrypoint) == 3 and entrypoint[1] == "-m" and "python" in Path(entrypoint[0]).name:
         return entrypoint[0], entrypoint[2]
-    raise ValueError("an API key needs an entrypoint of the form [python3, -m, module]")
+    raise ValueError("an API or admin key needs an entrypoint of the form [python3, -m, module]")
 
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from servectl.plan.compile import (
-    API_KEY_CONTAINER_PATH,
+    KEY_FLAGS,
     LABEL_GPUS,
     LABEL_HOST,
     LABEL_MANAGED,
@@ -81,13 +81,15 @@ class EngineCommand:
         prefix: what runs before the entry point (an image entrypoint script such as ``nvidia_entrypoint.sh``).
         entrypoint: ``(python, "-m", module)``; servectl's API-key wrapper reads back as the module it runs.
         args: the engine's flags and their values, as written.
-        wrapped: the command was servectl's API-key wrapper (the key is appended inside the container).
+        wrapped: the command was servectl's key wrapper (the keys are appended inside the container).
+        keys: the settings the wrapper appends (``api_key``, ``admin_api_key``), by the key files it reads.
     """
 
     prefix: tuple[str, ...]
     entrypoint: tuple[str, ...]
     args: tuple[str, ...]
     wrapped: bool = False
+    keys: tuple[str, ...] = ()
 
 
 def split_engine_command(argv: Sequence[str]) -> EngineCommand | None:
@@ -99,8 +101,9 @@ def split_engine_command(argv: Sequence[str]) -> EngineCommand | None:
         if switch == "-m" and target.rsplit(".", 1)[-1] == "launch_server":
             return EngineCommand(tuple(argv[:i]), (python, "-m", target), tuple(argv[i + 3 :]))
         wrapped = _WRAPPED_MODULE.search(target) if switch == "-c" else None
-        if wrapped and API_KEY_CONTAINER_PATH in target:
-            return EngineCommand(tuple(argv[:i]), (python, "-m", wrapped.group(1)), tuple(argv[i + 3 :]), True)
+        keys = tuple(flag[2:].replace("-", "_") for path, flag in KEY_FLAGS.items() if path in target)
+        if wrapped and keys:
+            return EngineCommand(tuple(argv[:i]), (python, "-m", wrapped.group(1)), tuple(argv[i + 3 :]), True, keys)
     return None
 
 
@@ -170,8 +173,9 @@ def engine_settings(uses: Sequence[FlagUse], catalog: FlagCatalog) -> dict[str, 
             out[opt.dest] = converted[0] if converted else opt.default
         else:
             out[opt.dest] = converted
-    if "api_key" in out:
-        out["api_key"] = REDACTED
+    for secret in ("api_key", "admin_api_key"):
+        if secret in out:
+            out[secret] = REDACTED
     defaults = {opt.dest: opt.default for opt in catalog.options}
     settled = {k: v for k, v in out.items() if not (k in defaults and _same(v, defaults[k]))}
     if settled.get("served_model_name") is None and out.get("model_path") is not None:
@@ -226,8 +230,8 @@ def container_fields(
         engine = engine_settings(uses, catalog)
         if stray:
             engine["(stray)"] = stray
-        if command.wrapped:
-            engine["api_key"] = REDACTED
+        for secret in command.keys:
+            engine[secret] = REDACTED
         entrypoint = list(command.entrypoint)
     gpu_request = gpu_request_from_inspect(data, default_runtime=default_runtime)
     devices = list(gpu_request.ids) if gpu_request is not None else []
@@ -283,8 +287,8 @@ def plan_fields(plan: LaunchPlan, catalog: FlagCatalog) -> dict[str, Any]:
         uses, _ = scan_engine_args(command.args, catalog)
         engine = engine_settings(uses, catalog)
         entrypoint = list(command.entrypoint)
-    if plan.secret is not None:
-        engine["api_key"] = REDACTED
+    for ref in plan.secrets:
+        engine[ref.flag[2:].replace("-", "_")] = REDACTED
     ipc = spec.ipc_mode or ENGINE_DEFAULT
     return {
         "name": spec.name,
@@ -394,7 +398,7 @@ def _mount_strings(mounts: Sequence[tuple[str, str, bool]]) -> list[str]:
     provides (a model folder inside a mounted cache folder, at the same place)."""
     kept: list[tuple[str, str, bool]] = []
     for source, target, read_only in mounts:
-        if target in (API_KEY_CONTAINER_PATH, ADAPTIVE_CONFIG_CONTAINER_PATH):
+        if target in KEY_FLAGS or target == ADAPTIVE_CONFIG_CONTAINER_PATH:
             continue
         kept.append((source.rstrip("/") or "/", target.rstrip("/") or "/", read_only))
     out: list[str] = []

@@ -95,6 +95,8 @@ def unset_references(loaded: LoadedProfile, environ: Mapping[str, str]) -> tuple
     ]
     if profile.serve.api_key_env:
         wanted.append(("serve.api_key_env", profile.serve.api_key_env))
+    if profile.serve.admin_api_key_env:
+        wanted.append(("serve.admin_api_key_env", profile.serve.admin_api_key_env))
     return tuple((where, var) for where, var in wanted if var not in environ)
 
 

@@ -223,6 +223,12 @@ def policy_flag_problems(profile: Profile, catalog: FlagCatalog) -> Iterator[tup
         if opt.dest == "api_key":
             message = "the API key is never written in a profile; use serve.api_key_env or serve.api_key_file"
             yield "engine.api_key_flag", arg.field, message
+        elif opt.dest == "admin_api_key":
+            message = (
+                "the admin key is never written in a profile; use serve.admin_api_key_env or "
+                "serve.admin_api_key_file (servectl passes it to the engine and sends it on release and resume)"
+            )
+            yield "engine.admin_api_key_flag", arg.field, message
 
 
 __all__ = [

@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # PyYAML, pydantic and the models load on first read: finding
 _RELATIVE_PATH_FIELDS: tuple[PathKey, ...] = (
     ("model", "path"),
     ("serve", "api_key_file"),
+    ("serve", "admin_api_key_file"),
 )
 _RELATIVE_PATH_LIST_FIELDS: tuple[tuple[PathKey, str], ...] = (
     (("container", "mounts"), "source"),

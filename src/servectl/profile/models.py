@@ -159,11 +159,17 @@ class ServeSpec(_Strict):
     )
     api_key_env: EnvName | None = Field(default=None, description="env var holding the API key (not the key)")
     api_key_file: str | None = Field(default=None, description="file holding the API key (not the key)")
+    admin_api_key_env: EnvName | None = Field(
+        default=None, description="env var holding SGLang's --admin-api-key (not the key): release/resume need it"
+    )
+    admin_api_key_file: str | None = Field(default=None, description="file holding the admin key (not the key)")
 
     @model_validator(mode="after")
     def _one_key_source(self) -> ServeSpec:
         if self.api_key_env and self.api_key_file:
             raise ValueError("set either api_key_env or api_key_file, not both")
+        if self.admin_api_key_env and self.admin_api_key_file:
+            raise ValueError("set either admin_api_key_env or admin_api_key_file, not both")
         return self
 
 

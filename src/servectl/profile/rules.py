@@ -46,6 +46,7 @@ WARNINGS: dict[str, Rule] = {}
 POLICY_RULES: dict[str, str] = {
     "engine.duplicate_flag": "SGLang takes the last of two spellings; a profile sets each flag in one place",
     "engine.api_key_flag": "a key on the command line shows in docker inspect and ps; it comes from a file",
+    "engine.admin_api_key_flag": "the admin key, as the API key: never written in a profile, read from a file",
     "serve.role_port": "bench profiles stay off the production port clients use",
     "serve.api_key": "a server reachable from other machines needs an API key",
     "engine.env_secrets": "secrets are passed by reference, never written in a profile",
@@ -433,8 +434,9 @@ def non_loopback_needs_key(p: Profile) -> RuleResult:
             ("serve", "host"),
             (f"{s.host} is reachable from other machines; set serve.api_key_env (or api_key_file) or bind 127.0.0.1"),
         )
-    if (s.api_key_env or s.api_key_file) and not (len(p.image.entrypoint) == 3 and p.image.entrypoint[1] == "-m"):
-        yield ("image", "entrypoint"), "an API key needs an entrypoint of the form [python3, -m, module]"
+    keys = s.api_key_env or s.api_key_file or s.admin_api_key_env or s.admin_api_key_file
+    if keys and not (len(p.image.entrypoint) == 3 and p.image.entrypoint[1] == "-m"):
+        yield ("image", "entrypoint"), "an API or admin key needs an entrypoint of the form [python3, -m, module]"
 
 
 @rule("engine.hicache")
@@ -533,6 +535,7 @@ def _policy_flags(name: str) -> Rule:
 
 rule("engine.duplicate_flag")(_policy_flags("engine.duplicate_flag"))
 rule("engine.api_key_flag")(_policy_flags("engine.api_key_flag"))
+rule("engine.admin_api_key_flag")(_policy_flags("engine.admin_api_key_flag"))
 
 
 def _risks(p: Profile) -> Iterator[Risk]:

@@ -33,29 +33,28 @@ class PlanParts:
     generated: tuple[tuple[GeneratedFile, MountPlan], ...]  # files servectl writes -> config objects
     api_key: MountPlan | None  # the API key file -> a secret object
     host: tuple[MountPlan, ...]  # everything else: bind mounts / hostPath volumes
+    admin_key: MountPlan | None = None  # the admin key file -> a secret object
 
 
 def split_mounts(plan: LaunchPlan) -> PlanParts:
-    """Sort the plan's mounts into generated files, the API key and plain host paths."""
+    """Sort the plan's mounts into generated files, the API and admin keys and plain host paths."""
     by_path = {f.host_path: f for f in plan.files}
     generated: list[tuple[GeneratedFile, MountPlan]] = []
-    api_key: MountPlan | None = None
+    keys: dict[str, MountPlan] = {}  # by the secret's container path
     host: list[MountPlan] = []
     for mount in plan.docker.mounts:
         if mount.source in by_path:
             generated.append((by_path[mount.source], mount))
-        elif (
-            plan.secret is not None
-            and mount.source == plan.secret.host_path
-            and mount.target == plan.secret.container_path
-        ):
-            api_key = mount
+        elif any(mount.source == s.host_path and mount.target == s.container_path for s in plan.secrets):
+            keys[mount.target] = mount
         else:
             host.append(mount)
     unmounted = set(by_path) - {f.host_path for f, _ in generated}
     if unmounted:  # the compiler always mounts what it generates; a plan that does not is a bug
         raise ValueError(f"generated files not mounted in the plan: {sorted(unmounted)}")
-    return PlanParts(tuple(generated), api_key, tuple(host))
+    api = keys.get(plan.secret.container_path) if plan.secret is not None else None
+    admin = keys.get(plan.admin_secret.container_path) if plan.admin_secret is not None else None
+    return PlanParts(tuple(generated), api, tuple(host), admin)
 
 
 def flag_value(argv: tuple[str, ...], flag: str) -> str | None:

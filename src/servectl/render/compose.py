@@ -38,6 +38,7 @@ from servectl.render.common import (
 )
 
 API_KEY_SECRET = "servectl-api-key"
+ADMIN_KEY_SECRET = "servectl-admin-api-key"
 _DOLLAR_NOT_VAR = re.compile(r"\$(?!\{[A-Za-z_][A-Za-z0-9_]*\})")
 
 
@@ -124,13 +125,18 @@ def _add_files(
             configs[key] = {"content": _literal(generated.content)}
             service["configs"].append({"source": key, "target": mount.target})
         document["configs"] = configs
-    if plan.secret is not None and parts.api_key is not None:
-        if plan.secret.source == "env":
-            source: dict[str, str] = {"environment": plan.secret.name}
+    for name, ref, key_mount in (
+        (API_KEY_SECRET, plan.secret, parts.api_key),
+        (ADMIN_KEY_SECRET, plan.admin_secret, parts.admin_key),
+    ):
+        if ref is None or key_mount is None:
+            continue
+        if ref.source == "env":
+            source: dict[str, str] = {"environment": ref.name}
         else:
-            source = {"file": _host_path(plan.secret.name, project_dir=project_dir)}
-        document["secrets"] = {API_KEY_SECRET: source}
-        service["secrets"] = [{"source": API_KEY_SECRET, "target": parts.api_key.target}]
+            source = {"file": _host_path(ref.name, project_dir=project_dir)}
+        document.setdefault("secrets", {})[name] = source
+        service.setdefault("secrets", []).append({"source": name, "target": key_mount.target})
 
 
 def _add_lifecycle(service: dict[str, Any], plan: LaunchPlan) -> None:
@@ -158,11 +164,13 @@ def compose_notes(plan: LaunchPlan, profile: Profile, document: dict[str, Any]) 
             f"image {plan.docker.image} is built by servectl (image.build: {profile.image.build}): "
             f"run `servectl up {plan.profile}` once, or build it, before `docker compose up`"
         )
-    if plan.secret is not None:
-        if plan.secret.source == "env":
-            notes.append(f"API key: compose reads it from ${plan.secret.name} in your shell (export it first)")
+    for what, ref in (("API key", plan.secret), ("admin key", plan.admin_secret)):
+        if ref is None:
+            continue
+        if ref.source == "env":
+            notes.append(f"{what}: compose reads it from ${ref.name} in your shell (export it first)")
         else:
-            notes.append(f"API key: compose reads it from the file {plan.secret.name}")
+            notes.append(f"{what}: compose reads it from the file {ref.name}")
     passed = [name for name, value in plan.docker.environment if value is None]
     if passed:
         notes.append("passed through from your shell: " + ", ".join(passed))

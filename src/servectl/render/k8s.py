@@ -44,6 +44,7 @@ from servectl.render.common import (
 LWS_API_VERSION = "leaderworkerset.x-k8s.io/v1"
 LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
 API_KEY_SECRET_KEY = "api-key"
+ADMIN_KEY_SECRET_KEY = "admin-api-key"
 CONTAINER_NAME = "sglang"
 _SHM_UNITS = {"b": "", "k": "Ki", "m": "Mi", "g": "Gi"}
 
@@ -130,14 +131,12 @@ def _storage(
             "metadata": {"name": f"{name}-files", "labels": labels},
             "data": data,
         }
-    if parts.api_key is not None:
-        items = [{"key": API_KEY_SECRET_KEY, "path": API_KEY_SECRET_KEY}]
-        volumes.append(
-            {"name": "api-key", "secret": {"secretName": secret_name(plan), "items": items, "defaultMode": 0o400}}
-        )
-        mounts.append(
-            {"name": "api-key", "mountPath": parts.api_key.target, "subPath": API_KEY_SECRET_KEY, "readOnly": True}
-        )
+    for key, key_mount in ((API_KEY_SECRET_KEY, parts.api_key), (ADMIN_KEY_SECRET_KEY, parts.admin_key)):
+        if key_mount is None:
+            continue
+        items = [{"key": key, "path": key}]
+        volumes.append({"name": key, "secret": {"secretName": secret_name(plan), "items": items, "defaultMode": 0o400}})
+        mounts.append({"name": key, "mountPath": key_mount.target, "subPath": key, "readOnly": True})
     return volumes, mounts, config_map
 
 
@@ -224,11 +223,13 @@ def k8s_notes(plan: LaunchPlan, profile: Profile, manifests: list[dict[str, Any]
     notes: list[str] = []
     spec = plan.docker
     secret_args = []
-    if plan.secret is not None:
-        if plan.secret.source == "env":
-            secret_args.append(f'--from-literal={API_KEY_SECRET_KEY}="${plan.secret.name}"')
+    for key, ref in ((API_KEY_SECRET_KEY, plan.secret), (ADMIN_KEY_SECRET_KEY, plan.admin_secret)):
+        if ref is None:
+            continue
+        if ref.source == "env":
+            secret_args.append(f'--from-literal={key}="${ref.name}"')
         else:
-            secret_args.append(f"--from-file={API_KEY_SECRET_KEY}={plan.secret.name}")
+            secret_args.append(f"--from-file={key}={ref.name}")
     secret_args += [f'--from-literal={n}="${n}"' for n, value in spec.environment if value is None]
     if secret_args:
         notes.append(

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Protocol
 from servectl.adapters.state import GateRecord, HistoryLog
 from servectl.errors import ServectlError, StartupFailed
 from servectl.service.clocks import Clocks
-from servectl.service.host_files import discard_key_file, read_api_key, remove_key_file, write_plan_files
+from servectl.service.host_files import discard_key_file, read_plan_keys, remove_key_file, write_plan_files
 from servectl.service.image import ImageBuilder, ensure_image
 from servectl.service.services import ServiceInfo, ServiceRecords, adopted_in, service_from_container, services
 from servectl.signals import critical
@@ -102,8 +102,9 @@ def start(
 
     plan = resolved.plan
     env = environ
-    api_key = read_api_key(plan, env)
-    write_plan_files(plan, api_key=api_key)
+    keys = read_plan_keys(plan, env)
+    api_key = None if plan.secret is None else keys[plan.secret.container_path]
+    write_plan_files(plan, keys=keys)
     t0 = clock()
     container_id: str | None = None
     gates = GateRecord(state_dir)

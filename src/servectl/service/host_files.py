@@ -1,7 +1,8 @@
-"""What a service needs on the host besides its container: the plan's generated files and the API-key file.
+"""What a service needs on the host besides its container: the plan's generated files and its key files.
 
-The key comes from the variable or file the profile names; servectl writes an env-sourced key to a 0600
-file under the state folder and deletes that file (never a user's own) when the service stops.
+Each key (the API key, the admin key) comes from the variable or file the profile names; servectl writes an
+env-sourced key to a 0600 file under the state folder and deletes that file (never a user's own) when the
+service stops.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from servectl.errors import UsageError
 from servectl.files import FileRefused, read_text_bounded
 
 if TYPE_CHECKING:
-    from servectl.plan.compile import LaunchPlan
+    from servectl.plan.compile import LaunchPlan, SecretRef
 
 
 #: An API key file is a line of text; anything larger is the wrong file.
@@ -56,43 +57,61 @@ def read_api_key(plan: LaunchPlan, environ: Mapping[str, str]) -> str | None:
     Raises:
         UsageError: the variable is not set or the file cannot be read.
     """
-    secret = plan.secret
-    if secret is None:
-        return None
-    return read_key(
-        secret.source,
-        secret.name,
-        environ,
-        setting=f"{plan.source}: serve.api_key_{secret.source}",
-        then=f" before servectl up {plan.profile}",
-    )
+    return None if plan.secret is None else read_secret(plan, plan.secret, environ)
 
 
-def write_plan_files(plan: LaunchPlan, *, api_key: str | None) -> list[Path]:
-    """Write the plan's generated files and, for an env-sourced key, the 0600 key file; return their paths."""
+def read_admin_key(plan: LaunchPlan, environ: Mapping[str, str]) -> str | None:
+    """The service's admin key (``serve.admin_api_key_env``/``_file``), or None if it has none.
+
+    Raises:
+        UsageError: the variable is not set or the file cannot be read.
+    """
+    return None if plan.admin_secret is None else read_secret(plan, plan.admin_secret, environ)
+
+
+def read_secret(plan: LaunchPlan, ref: SecretRef, environ: Mapping[str, str]) -> str:
+    """The key ``ref`` names, read for ``plan``'s service (errors name the profile's setting)."""
+    then = f" before servectl up {plan.profile}"
+    return read_key(ref.source, ref.name, environ, setting=f"{plan.source}: {ref.setting}", then=then)
+
+
+def read_plan_keys(plan: LaunchPlan, environ: Mapping[str, str]) -> dict[str, str]:
+    """Every key the plan's container reads, by its path in the container (read before anything starts).
+
+    Raises:
+        UsageError: a variable is not set or a file cannot be read.
+    """
+    return {ref.container_path: read_secret(plan, ref, environ) for ref in plan.secrets}
+
+
+def write_plan_files(plan: LaunchPlan, *, keys: Mapping[str, str]) -> list[Path]:
+    """Write the plan's generated files and, for each env-sourced key in ``keys`` (by container path), its 0600
+    key file; return their paths."""
     written: list[Path] = []
     for generated in plan.files:
         path = Path(generated.host_path)
         atomic_write_text(path, generated.content)
         written.append(path)
-    if plan.secret is not None and plan.secret.source == "env" and api_key is not None:
-        path = Path(plan.secret.host_path)
-        make_folder(path.parent, mode=0o700)
-        atomic_write_text(path, api_key + "\n", mode=0o600)
-        written.append(path)
+    for ref in plan.secrets:
+        value = keys.get(ref.container_path)
+        if ref.source == "env" and value is not None:
+            path = Path(ref.host_path)
+            make_folder(path.parent, mode=0o700)
+            atomic_write_text(path, value + "\n", mode=0o600)
+            written.append(path)
     return written
 
 
 def remove_key_file(mounts: Sequence[tuple[str, str]], state_dir: Path) -> None:
-    """Delete the key file servectl wrote for a container (never a user's own key file)."""
-    from servectl.plan.compile import API_KEY_CONTAINER_PATH  # the compiler is heavy; ``status`` never stops
+    """Delete the key files servectl wrote for a container (never a user's own key file)."""
+    from servectl.plan.compile import KEY_FLAGS  # the compiler is heavy; ``status`` never stops
 
     try:
         generated = (state_dir / "generated").resolve()
     except (OSError, RuntimeError):  # a symbolic link loop: nothing servectl wrote can be under it
         return
     for source, destination in mounts:
-        if destination != API_KEY_CONTAINER_PATH or not source:
+        if destination not in KEY_FLAGS or not source:
             continue
         path = Path(source)
         with contextlib.suppress(OSError, RuntimeError):
@@ -101,6 +120,8 @@ def remove_key_file(mounts: Sequence[tuple[str, str]], state_dir: Path) -> None:
 
 
 def discard_key_file(plan: LaunchPlan) -> None:
-    if plan.secret is not None and plan.secret.source == "env":
-        with contextlib.suppress(OSError):
-            Path(plan.secret.host_path).unlink(missing_ok=True)
+    """Delete the key files servectl wrote for ``plan`` (a start that failed before its container ran)."""
+    for ref in plan.secrets:
+        if ref.source == "env":
+            with contextlib.suppress(OSError):
+                Path(ref.host_path).unlink(missing_ok=True)

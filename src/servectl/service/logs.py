@@ -22,14 +22,15 @@ MAX_KEY_FILE_BYTES = 64 * 2**10
 
 
 def referenced_secrets(plan: LaunchPlan, environ: Mapping[str, str]) -> list[str]:
-    """The secret values ``plan`` references: its API key (from its variable or file) and the value of every
+    """The secret values ``plan`` references: its API and admin keys (from a variable or file) and the value of every
     engine variable named like a secret (``HF_TOKEN``, ``*_KEY``...), passed by reference or written."""
     values: list[str | None] = []
-    if plan.secret is not None and plan.secret.source == "env":
-        values.append(environ.get(plan.secret.name))
-    elif plan.secret is not None:
+    for ref in plan.secrets:
+        if ref.source == "env":
+            values.append(environ.get(ref.name))
+            continue
         with contextlib.suppress(OSError, FileRefused):  # unreadable here: the shapes are still redacted
-            values.append(read_text_bounded(Path(plan.secret.name), limit_bytes=MAX_KEY_FILE_BYTES).strip())
+            values.append(read_text_bounded(Path(ref.name), limit_bytes=MAX_KEY_FILE_BYTES).strip())
     for name, value in plan.docker.environment:
         if SECRET_NAME.search(name):
             values.append(environ.get(name) if value is None else value)

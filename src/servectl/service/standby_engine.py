@@ -9,7 +9,7 @@ transport and a fake clock drive it in tests.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -48,11 +48,11 @@ class EngineClient:
     @classmethod
     def of(cls, plan: LaunchPlan, ctx: TxContext) -> EngineClient:
         """The engine of ``plan``, reached through ``ctx``'s HTTP client and clocks, with its API key."""
-        from servectl.service.host_files import read_api_key
+        from servectl.service.host_files import read_admin_key, read_api_key
 
         key = read_api_key(plan, ctx.environ)
         headers = {"Authorization": f"Bearer {key}"} if key else {}
-        return cls(plan.url, headers, ctx.ctx.http, ctx.sleep, admin_key_of(plan.engine_argv))
+        return cls(plan.url, headers, ctx.ctx.http, ctx.sleep, read_admin_key(plan, ctx.environ))
 
     def _headers_for(self, which: str) -> Mapping[str, str]:
         """The memory saver's route ``which``: SGLang marks it ``ADMIN_OPTIONAL`` (the catalog's ``auth``), so with
@@ -180,16 +180,6 @@ class EngineClient:
         return Fingerprint(tuple(samples))
 
 
-def admin_key_of(argv: Sequence[str]) -> str | None:
-    """The ``--admin-api-key`` the engine was started with (its argv, as SGLang received it), or None."""
-    for i, arg in enumerate(argv):
-        if arg == "--admin-api-key" and i + 1 < len(argv):
-            return argv[i + 1]
-        if arg.startswith("--admin-api-key="):
-            return arg.split("=", 1)[1]
-    return None
-
-
 class EngineGone(ServectlError):
     """A release or resume got no answer: the engine may have died on it (SGLang's scheduler does)."""
 
@@ -207,4 +197,4 @@ def _message(response: Any) -> str:
     return str(response.text)[:200]
 
 
-__all__ = ["ANSWER_DEADLINE_S", "IDLE_WAIT_S", "RELEASE_TAGS", "EngineClient", "EngineGone", "admin_key_of"]
+__all__ = ["ANSWER_DEADLINE_S", "IDLE_WAIT_S", "RELEASE_TAGS", "EngineClient", "EngineGone"]

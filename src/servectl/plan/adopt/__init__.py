@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 from servectl.lazy import lazy_exports
 
 _EXPORTS: dict[str, str] = {
+    "ADMIN_KEY_ENV": "servectl.plan.adopt.draft",
     "API_KEY_ENV": "servectl.plan.adopt.draft",
     "AdoptError": "servectl.plan.adopt.draft",
     "Adoption": "servectl.plan.adopt.draft",
@@ -57,6 +58,7 @@ __all__ = [*_EXPORTS]
 if TYPE_CHECKING:
     from servectl.plan.adopt.compose import compose_service_inspect as compose_service_inspect
     from servectl.plan.adopt.container import adopt_container as adopt_container
+    from servectl.plan.adopt.draft import ADMIN_KEY_ENV as ADMIN_KEY_ENV
     from servectl.plan.adopt.draft import API_KEY_ENV as API_KEY_ENV
     from servectl.plan.adopt.draft import SGLANG_DEFAULT_HOST as SGLANG_DEFAULT_HOST
     from servectl.plan.adopt.draft import SGLANG_DEFAULT_PORT as SGLANG_DEFAULT_PORT

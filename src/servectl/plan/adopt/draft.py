@@ -10,6 +10,8 @@ from servectl.errors import UsageError
 
 #: The variable an adopted ``--api-key`` is read from (the key itself is never written).
 API_KEY_ENV = "SERVECTL_API_KEY"
+#: The variable an adopted ``--admin-api-key`` is read from (the key itself is never written either).
+ADMIN_KEY_ENV = "SERVECTL_ADMIN_API_KEY"
 #: SGLang's defaults for what the argv may leave out.
 SGLANG_DEFAULT_HOST = "127.0.0.1"
 SGLANG_DEFAULT_PORT = 30000

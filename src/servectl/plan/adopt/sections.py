@@ -10,7 +10,14 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from servectl.plan.adopt.draft import API_KEY_ENV, SGLANG_DEFAULT_HOST, SGLANG_DEFAULT_PORT, AdoptError, Draft
+from servectl.plan.adopt.draft import (
+    ADMIN_KEY_ENV,
+    API_KEY_ENV,
+    SGLANG_DEFAULT_HOST,
+    SGLANG_DEFAULT_PORT,
+    AdoptError,
+    Draft,
+)
 from servectl.plan.container_match import (
     DOCKER_DEFAULT_SHM_BYTES,
     DOCKER_DEFAULT_STOP_TIMEOUT_S,
@@ -81,8 +88,8 @@ def read_flags(
                 options.append(new)
             args[key] = True if not use.values else (use.values[0] if len(use.values) == 1 else list(use.values))
             continue
-        if opt.dest == "api_key":
-            settings["api_key"] = True
+        if opt.dest in ("api_key", "admin_api_key"):  # a key is never written: serve_section names a variable
+            settings[opt.dest] = True
             continue
         if not opt.takes_value:
             on = use.flag != "--no-" + opt.flags[0][2:]
@@ -321,6 +328,13 @@ def serve_section(host: Mapping[str, Any], settings: Mapping[str, Any], draft: D
             f"the API key (--api-key) is not written: export {API_KEY_ENV} with the key the container uses"
         )
         draft.source("serve.api_key_env", "argv --api-key (the key itself is never written)")
+    if settings.get("admin_api_key"):
+        serve["admin_api_key_env"] = ADMIN_KEY_ENV
+        draft.exports.append(ADMIN_KEY_ENV)
+        draft.notes.append(
+            f"the admin key (--admin-api-key) is not written: export {ADMIN_KEY_ENV} with the key the container uses"
+        )
+        draft.source("serve.admin_api_key_env", "argv --admin-api-key (the key itself is never written)")
     return serve
 
 

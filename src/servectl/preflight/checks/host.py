@@ -93,8 +93,9 @@ def check_env_set(request: PreflightRequest, facts: Facts) -> CheckResult:
     if not missing:
         return make_result("env.set", "pass", "every variable the profile passes from the environment is set")
     names = list(dict.fromkeys(var for _, var in missing))
+    names_it = ("serve.api_key_env", "serve.admin_api_key_env")
     where = "; ".join(
-        f"{field} names it" if field == "serve.api_key_env" else f"{field} passes ${{{var}}}" for field, var in missing
+        f"{field} names it" if field in names_it else f"{field} passes ${{{var}}}" for field, var in missing
     )
     return make_result(
         "env.set",
