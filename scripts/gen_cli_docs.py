@@ -1,20 +1,72 @@
-"""Write docs/cli.md from the CLI's own --help, so the reference cannot drift (a test checks it).
+"""Write the CLI's command table and docs/cli.md from the command modules, so neither can drift (a test checks).
 
-python scripts/gen_cli_docs.py          # rewrite docs/cli.md
-python scripts/gen_cli_docs.py --check  # exit 1 when docs/cli.md is stale
+``COMMANDS`` in src/servectl/cli/app.py (which module defines each command, so that a run imports only that
+one) is written from what each module of ``servectl.cli`` with a ``register(app)`` registers; docs/cli.md from
+the CLI's own --help.
+
+python scripts/gen_cli_docs.py          # rewrite them
+python scripts/gen_cli_docs.py --check  # exit 1 when one is stale
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
+import importlib
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gen_api import replace_block  # a script beside this one
+
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "cli.md"
+CLI = REPO / "src" / "servectl" / "cli"
+APP = CLI / "app.py"
+
+
+def command_modules(folder: Path = CLI) -> list[str]:
+    """The modules of ``servectl.cli`` that define a top-level ``register(app)``, in name order."""
+    return [
+        path.stem
+        for path in sorted(folder.glob("*.py"))
+        if any(
+            isinstance(node, ast.FunctionDef) and node.name == "register"
+            for node in ast.parse(path.read_text(encoding="utf-8")).body
+        )
+    ]
+
+
+def command_table(modules: list[str], load: Callable[[str], Any] | None = None) -> dict[str, str]:
+    """Each command and group the ``modules`` register -> its module: the commands, then the groups, as
+    ``servectl --help`` lists them (typer's order), each in module order."""
+    sys.path.insert(0, str(REPO / "src"))
+    import typer
+    from typer.main import get_command_name
+
+    load = load or (lambda name: importlib.import_module(f"servectl.cli.{name}"))
+    commands: dict[str, str] = {}
+    groups: dict[str, str] = {}
+    for module in modules:
+        app = typer.Typer()
+        load(module).register(app)
+        for command in app.registered_commands:
+            commands[command.name or get_command_name(command.callback.__name__)] = module
+        for group in app.registered_groups:
+            groups[str(group.name)] = module
+    return {**commands, **groups}
+
+
+def app_text() -> str:
+    """src/servectl/cli/app.py with ``COMMANDS`` as the modules register them."""
+    table = command_table(command_modules())
+    body = "\n".join(f'    "{name}": "{module}",' for name, module in table.items())
+    text = APP.read_text(encoding="utf-8")
+    return replace_block(text, "commands", body, where="src/servectl/cli/app.py", script="gen_cli_docs.py")
 
 
 def help_text(*args: str) -> str:
@@ -98,12 +150,18 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--check", action="store_true")
     args = parser.parse_args()
-    text = render()
+    app = app_text()
     if args.check:
-        if not DOC.exists() or DOC.read_text() != text:
-            print(f"{DOC} is stale: run python scripts/gen_cli_docs.py", file=sys.stderr)
-            sys.exit(1)
-        return
+        stale = [APP] if APP.read_text(encoding="utf-8") != app else []
+        stale += [DOC] if not stale and (not DOC.exists() or DOC.read_text() != render()) else []
+        for path in stale:
+            print(f"{path.relative_to(REPO)} is stale: run python scripts/gen_cli_docs.py", file=sys.stderr)
+        sys.exit(1 if stale else 0)
+    if APP.read_text(encoding="utf-8") != app:
+        APP.write_text(app, encoding="utf-8")
+        print(f"wrote {APP.relative_to(REPO)}")
+        os.execv(sys.executable, [sys.executable, *sys.argv])  # render the help of the table just written
+    text = render()
     DOC.parent.mkdir(exist_ok=True)
     DOC.write_text(text)
     print(f"wrote {DOC}")

@@ -1,8 +1,10 @@
-"""The module functions, the export table, its typing mirror and docs/api.md follow from the ``Host``'s methods.
+"""What a command needs besides its CLI module and its ``Host`` method is generated, and a test fails when stale.
 
-``scripts/gen_api.py`` writes them from the public methods of ``servectl.host.Host``; this runs it in check mode
-(docs/cli.md, written from the commands' ``--help`` by ``scripts/gen_cli_docs.py``, is checked by
-``test_docs.py``). A command added as one ``Host`` method, without running the script, fails here.
+``scripts/gen_api.py`` writes the module functions, the export table's entries, its typing mirror and
+docs/api.md from the public methods of ``servectl.host.Host``; this runs it in check mode. A command added as
+one ``Host`` method, without running the script, fails here. ``scripts/gen_cli_docs.py`` writes the CLI's lazy
+command table (``COMMANDS`` in cli/app.py) from what the command modules register, and docs/cli.md from
+their ``--help``: ``test_docs.py`` runs it in check mode; here, that a new command lands in the table.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 from typing import TYPE_CHECKING
 
 import pytest
@@ -24,16 +26,17 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def load_generator() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gen_api", ROOT / "scripts" / "gen_api.py")
+def load_script(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    sys.modules["gen_api"] = module
+    sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
 
 
-gen_api = load_generator()
+gen_api = load_script("gen_api")
+gen_cli_docs = load_script("gen_cli_docs")
 
 
 def test_api_py_init_py_and_docs_api_md_are_what_the_host_says() -> None:
@@ -87,3 +90,34 @@ def test_a_stale_entry_of_apis_tables_is_refused() -> None:
     source = gen_api.API.read_text(encoding="utf-8").replace('"watch": ', '"watch_gone": ')
     with pytest.raises(gen_api.GenerationError, match="names watch_gone, which Host no longer has"):
         gen_api.commands(Host, source)
+
+
+def test_the_lazy_command_table_is_what_the_command_modules_register() -> None:
+    from servectl.cli.app import COMMANDS
+
+    modules = gen_cli_docs.command_modules()
+    assert {"adopt", "service", "swap", "gateway", "campaign"} <= set(modules) and "app" not in modules
+    assert gen_cli_docs.command_table(modules) == COMMANDS
+    assert list(COMMANDS).index("swap") < list(COMMANDS).index("bench")  # commands first, then groups
+
+
+def test_a_command_added_to_a_module_lands_in_the_table() -> None:
+    import typer
+
+    def register(app: typer.Typer) -> None:
+        def frob_it() -> None:
+            """Frobnicate."""
+
+        app.command()(frob_it)  # named from its function, as typer does
+        app.add_typer(typer.Typer(), name="frobs")
+
+    loaded = {"service": importlib.import_module("servectl.cli.service"), "zz": SimpleNamespace(register=register)}
+    table = gen_cli_docs.command_table(["service", "zz"], load=loaded.__getitem__)
+    assert list(table.items()) == [
+        ("up", "service"),
+        ("down", "service"),
+        ("status", "service"),
+        ("logs", "service"),
+        ("frob-it", "zz"),
+        ("frobs", "zz"),
+    ]
