@@ -291,3 +291,21 @@ def test_where_the_image_is_here_each_variant_is_parsed_by_its_own_sglang_and_a_
     small, fast = check.variants
     assert not small.valid and small.plan is None and fast.valid
     assert len(asked) == 4  # the two variants' argv, asked once per check
+
+
+def test_a_base_on_a_production_port_is_said_by_validate(
+    tmp_path: Path, profile_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every variant takes its base's port: on production's, what serves there must stop for each variant (a
+    released engine still holds the port, so it cannot wait warm) and clients reach the variants."""
+    (profile_dir / "prod.yaml").write_text(
+        "name: prod\nextends: demo\nrollback: null\nserve: {role: production, port: 8080}\n", encoding="utf-8"
+    )
+    code, out, err = run_cli(monkeypatch, capsys, "campaign", "validate", str(write(tmp_path, GOOD)))
+    assert code == 0 and "note:" not in out  # demo is a bench profile on 8190
+    prod = write(tmp_path, GOOD.replace("base: demo", "base: prod"), "prod-campaign.yaml")
+    code, out, err = run_cli(monkeypatch, capsys, "campaign", "validate", str(prod))
+    assert code == 0, err
+    assert out.splitlines()[-1].startswith("note: base prod serves on production port 8080: every variant takes it")
+    data = json.loads(run_cli(monkeypatch, capsys, "campaign", "validate", str(prod), "--json")[1])
+    assert len(data["notes"]) == 1 and "cannot wait warm" in data["notes"][0]

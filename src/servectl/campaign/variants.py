@@ -78,6 +78,19 @@ class CampaignCheck:
     def invalid_variants(self) -> tuple[CheckedVariant, ...]:
         return tuple(v for v in self.variants if not v.valid)
 
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """What the campaign will do that its author may not expect (said by ``validate`` and ``run``)."""
+        serve = self.base.profile.serve
+        if serve.port not in serve.production_ports:
+            return ()
+        return (
+            f"base {self.loaded.campaign.base} serves on production port {serve.port}: every variant takes it, so "
+            "what runs there now must stop for each (it cannot wait warm: a released engine still holds the port) "
+            "and clients on it reach the variants; base the campaign on a bench profile (serve.role: bench, "
+            "another port)",
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """Plain data for ``campaign validate --json``."""
         c = self.loaded.campaign
@@ -86,6 +99,7 @@ class CampaignCheck:
             "file": str(self.loaded.path),
             "base": c.base,
             "incumbent": {"profile": self.incumbent.profile_name, "plan_hash": self.incumbent.plan_hash},
+            "notes": list(self.notes),
             "points": [p.model_dump() for p in c.workload.points],
             "decision": c.decision.model_dump(),
             "variants": [v.to_dict() for v in self.variants],

@@ -33,6 +33,7 @@ def check_lines(check: CampaignCheck) -> list[str]:
     for v in check.variants:
         shown = f"plan {v.plan_hash}  {v.spec.description}".rstrip() if v.valid else f"rejected-invalid: {v.reason()}"
         lines.append(f"  {v.name:<{width}}  {shown}")
+    lines += [f"note: {note}" for note in check.notes]
     return lines
 
 
@@ -53,6 +54,7 @@ def outcome_lines(outcome: CampaignOutcome) -> list[str]:
     for o in outcome.objectives:  # the operating points
         where = f" -> {outcome.folder / 'winner' / (o.profile + '.yaml')}" if o.profile else ""
         lines.append(f"objective {o.name}: {o.status}: {o.reason}{where}")
+    lines += [f"note: {note}" for note in outcome.check.notes]
     return lines
 
 
