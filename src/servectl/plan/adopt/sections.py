@@ -321,20 +321,14 @@ def serve_section(host: Mapping[str, Any], settings: Mapping[str, Any], draft: D
     if network == "host":
         serve["network"] = "host"
     draft.source("serve.role", "an adopted service already serves clients; change to bench if it does not")
-    if settings.get("api_key"):
-        serve["api_key_env"] = API_KEY_ENV
-        draft.exports.append(API_KEY_ENV)
-        draft.notes.append(
-            f"the API key (--api-key) is not written: export {API_KEY_ENV} with the key the container uses"
-        )
-        draft.source("serve.api_key_env", "argv --api-key (the key itself is never written)")
-    if settings.get("admin_api_key"):
-        serve["admin_api_key_env"] = ADMIN_KEY_ENV
-        draft.exports.append(ADMIN_KEY_ENV)
-        draft.notes.append(
-            f"the admin key (--admin-api-key) is not written: export {ADMIN_KEY_ENV} with the key the container uses"
-        )
-        draft.source("serve.admin_api_key_env", "argv --admin-api-key (the key itself is never written)")
+    for setting, variable, what in (("api_key", API_KEY_ENV, "API key"), ("admin_api_key", ADMIN_KEY_ENV, "admin key")):
+        if not settings.get(setting):
+            continue
+        flag = "--" + setting.replace("_", "-")
+        serve[f"{setting}_env"] = variable
+        draft.exports.append(variable)
+        draft.notes.append(f"the {what} ({flag}) is not written: export {variable} with the key the container uses")
+        draft.source(f"serve.{setting}_env", f"argv {flag} (the key itself is never written)")
     return serve
 
 
