@@ -76,8 +76,8 @@ def bypasses(cli: Path, exceptions: dict[str, str]) -> list[str]:
                 excused_and_needed.add(relative)
                 continue
             problems.append(
-                f"cli/{relative}:{line}: imports {module}; call one Host method instead (add it in host/, "
-                "its function in api.py, its row in docs/api.md)"
+                f"cli/{relative}:{line}: imports {module}; call one Host method instead (add it in host/, then "
+                "run python scripts/gen_api.py)"
             )
     problems.extend(
         f"cli/{name}: listed in EXCEPTIONS but imports nothing beyond the host; drop it"
@@ -107,10 +107,10 @@ def test_the_check_fails_on_a_command_that_bypasses_the_host(tmp_path: Path) -> 
     for name, text in files.items():
         (tmp_path / name).write_text(text)
     assert bypasses(tmp_path, {"excused.py": "a reason", "stale.py": "a reason"}) == [
-        "cli/fat.py:2: imports servectl.gateway.container; call one Host method instead (add it in host/, its "
-        "function in api.py, its row in docs/api.md)",
+        "cli/fat.py:2: imports servectl.gateway.container; call one Host method instead (add it in host/, then "
+        "run python scripts/gen_api.py)",
         "cli/views/acts.py:1: a view imports servectl.host; views render, commands act",
-        "cli/whole.py:1: imports servectl.plan.resolve; call one Host method instead (add it in host/, its "
-        "function in api.py, its row in docs/api.md)",
+        "cli/whole.py:1: imports servectl.plan.resolve; call one Host method instead (add it in host/, then "
+        "run python scripts/gen_api.py)",
         "cli/stale.py: listed in EXCEPTIONS but imports nothing beyond the host; drop it",
     ]
