@@ -20,6 +20,10 @@
 * **The GPU inventory is never None.** Below ``host/`` no parameter or field is typed an optional GPU inventory
   (``GpuInventory | None``): ``None`` meant four things (open NVML here, no GPUs, no wait, unknown). The
   Context's :attr:`gpus` is the one door, and a :class:`NullGpuInventory` is the inventory that reads no card.
+* **Adapter defaults.** Below ``host/`` no parameter or field typed an adapter (an interface or class the
+  Context holds, a ``Protocol`` of ``adapters/``, a real adapter class) defaults to ``None``: a callee that builds
+  its own, or reads "none given" as a meaning of its own, is how the context was bypassed. The types come from
+  the code: the Context's constructor, the protocols under ``adapters/``, :data:`ADAPTER_CLASSES`.
 * **Numeric defaults.** A default (a parameter's, a class field's, a module constant) has one home: the same
   number under the same name in two modules is one default written twice (the cards-free deadline 30.0 had four
   homes). Names are compared without a ``default_`` prefix and a ``_s`` suffix, and a name of two words or more
@@ -117,6 +121,23 @@ INVENTORY_PROTOCOL = "GpuInventory"
 OPTIONAL_INVENTORY = {
     "service/context.py": "Context(gpus=None) is the Context's own NVML, opened at its first read: the one place "
     "an inventory is built where none is given",
+}
+
+# -- adapter defaults -------------------------------------------------------------------------------------------------
+PLAIN_VALUES = frozenset({"Path", "bool", "float", "int", "str"})
+ADAPTER_DEFAULTS = {
+    "service/context.py": "Context(...=None) builds its own adapter where none is given: the one place they are built",
+    "adapters/conflicts.py": "DockerConflicts(compose=None) detects the compose CLI on first need: the adapter that "
+    "owns it (False: there is none)",
+    "bench/qualify/runner.py": "run_qualify(sandbox=None) is a public entry point for a server at a URL, with no "
+    "host: without a sandbox a suite with a coding gate is refused in one line before anything runs",
+}
+ADAPTER_DEFAULTS_NOT_YET = {
+    "service/health.py": "issue 40: wait_until_serving(http=None) opens a short-lived client per gate (httpx, with "
+    "the plan URL's TLS verification); the Context's http is None unless given, so the Context needs an HTTP "
+    "adapter that is never None first",
+    "service/services.py": "issue 40: services(http=None) probes /health with the standard library's socket client "
+    "(status must not import httpx); as service/health.py, the Context's http is None unless given",
 }
 
 # -- numeric defaults ----------------------------------------------------------------------------------------------
@@ -284,6 +305,57 @@ def optional_inventory_offenders(root: Path) -> dict[str, list[tuple[str, int]]]
     }
 
 
+def adapter_types(root: Path) -> frozenset[str]:
+    """The adapter types, from the code: each type the Context's constructor takes that is not a plain value
+    (``DockerEngine``, ``GpuInventory``, ``httpx.Client``, ``HistoryLog``, ``Lock``, ``Clocks``...), every
+    ``Protocol`` under ``adapters/``, the real adapter classes and the GPU inventories."""
+    context = ast.parse((root / "service" / "context.py").read_text(encoding="utf-8"))
+    init = next(
+        f
+        for c in context.body
+        if isinstance(c, ast.ClassDef) and c.name == "Context"
+        for f in c.body
+        if isinstance(f, ast.FunctionDef) and f.name == "__init__"
+    )
+    taken = {
+        ast.unparse(arm)
+        for a in init.args.kwonlyargs
+        if a.annotation is not None
+        for arm in _union_arms(a.annotation)
+        if isinstance(arm, ast.Name | ast.Attribute)
+    }
+    protocols = {
+        c.name
+        for m, tree in modules(root)
+        if m.startswith("adapters/")
+        for c in ast.walk(tree)
+        if isinstance(c, ast.ClassDef) and any(ast.unparse(b) == "Protocol" for b in c.bases)
+    }
+    return frozenset((taken - PLAIN_VALUES - {"None"}) | protocols | ADAPTER_CLASSES | inventory_types(root))
+
+
+def adapter_defaults(tree: ast.Module, types: frozenset[str]) -> list[tuple[str, int]]:
+    """``(name, line)`` of each parameter or field typed one of ``types`` (or None) that defaults to None."""
+    return [
+        (name, line)
+        for name, annotation, default, line in annotated(tree)
+        if isinstance(default, ast.Constant)
+        and default.value is None
+        and types & {ast.unparse(arm) for arm in _union_arms(annotation)}
+    ]
+
+
+def adapter_default_offenders(root: Path) -> dict[str, list[tuple[str, int]]]:
+    types = adapter_types(root)
+    return {
+        m: found
+        for m, tree in modules(root)
+        if not m.startswith(ABOVE_THE_CONTEXT)
+        and (found := adapter_defaults(tree, types))
+        and m not in ADAPTER_DEFAULTS
+    }
+
+
 def _stem(name: str) -> str:
     stem = name.lower().removeprefix("default_")
     return stem.removesuffix("_s")
@@ -433,6 +505,17 @@ def test_below_the_host_no_gpu_inventory_is_optional() -> None:
     assert all(optional_of(_tree(m), inventory_types(SRC)) for m in OPTIONAL_INVENTORY), "no longer applies"
 
 
+def test_below_the_host_no_adapter_defaults_to_none() -> None:
+    offenders = adapter_default_offenders(SRC)
+    unexpected = {m: found for m, found in offenders.items() if m not in ADAPTER_DEFAULTS_NOT_YET}
+    assert unexpected == {}, f"take the Context's adapter (no None default): {unexpected}"
+    assert set(ADAPTER_DEFAULTS_NOT_YET) <= set(offenders), f"done: remove from ADAPTER_DEFAULTS_NOT_YET: {offenders}"
+    types = adapter_types(SRC)
+    assert all(adapter_defaults(_tree(m), types) for m in ADAPTER_DEFAULTS), "an exception that no longer applies"
+    expected = {"DockerEngine", "GpuInventory", "HostProbe", "httpx.Client", "HistoryLog", "Lock", "Clocks"}
+    assert expected | {"ComposeCli", "CodeSandbox", "StateLock", "ServiceRuntime"} <= types
+
+
 def test_a_numeric_default_has_one_home() -> None:
     offenders = default_offenders(SRC)
     unexpected = {k: sorted(v) for k, v in offenders.items() if k not in DEFAULTS_NOT_YET}
@@ -534,6 +617,35 @@ def test_the_inventory_guard_fails_on_an_optional_gpu_inventory_below_the_host(t
     files = {"adapters/gpu.py": gpu, "service/context.py": context, "service/ok.py": fine, "service/bad.py": source}
     root = _package(tmp_path, {**files, "host/base.py": context.replace("Context", "HostBase")})
     assert list(optional_inventory_offenders(root)) == ["service/bad.py"]
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "def stop(*, host: HostProbe | None = None) -> None: ...\n",
+        "import httpx\n\ndef probe(url, http: httpx.Client | None = None) -> None: ...\n",
+        "from dataclasses import dataclass\n\n@dataclass\nclass Run:\n    history: 'HistoryLog | None' = None\n",
+        "from typing import Optional\n\nclass Gate:\n    def __init__(self, lock: Optional[Lock] = None): ...\n",
+        "def compose_of(*, compose: ComposeCli | None = None) -> None: ...\n",  # a protocol of adapters/
+        "def stop(*, engine: DockerSdkEngine | None = None) -> None: ...\n",  # a real adapter class
+    ],
+)
+def test_the_adapter_default_guard_fails_on_an_adapter_defaulting_to_none(tmp_path: Path, source: str) -> None:
+    context = textwrap.dedent(
+        """\
+        class Context:
+            def __init__(self, *, environ: Mapping | None = None, state_dir: Path | None = None,
+                         docker: DockerEngine | None = None, probe: HostProbe | None = None,
+                         http: httpx.Client | None = None, history: HistoryLog | None = None,
+                         lock: Lock | None = None, lock_timeout_s: float | None = None) -> None: ...
+        """
+    )
+    gpu = "from typing import Protocol\n\nclass GpuInventory(Protocol):\n    def snapshot(self): ...\n"
+    fine = "def up(*, docker: DockerEngine, state_dir: Path | None = None, timeout_s: float | None = None): ...\n"
+    files = {"service/context.py": context, "adapters/gpu.py": gpu, "service/ok.py": fine, "service/bad.py": source}
+    files["adapters/conflicts.py"] = "from typing import Protocol\n\nclass ComposeCli(Protocol): ...\n"
+    root = _package(tmp_path, {**files, "host/base.py": "def build(*, docker: DockerEngine | None = None): ...\n"})
+    assert list(adapter_default_offenders(root)) == ["service/bad.py"]
 
 
 def test_the_defaults_guard_fails_on_one_number_under_one_name_in_two_modules(tmp_path: Path) -> None:

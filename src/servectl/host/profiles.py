@@ -263,7 +263,7 @@ class ProfileCommands(HostBase):
         """
         from servectl.service.catalog import load_catalog_target
 
-        return load_catalog_target(name, folders=self.ctx.profile_folders)[1]
+        return load_catalog_target(name, engine=None, folders=self.ctx.profile_folders)[1]  # a lookup: no extraction
 
     def catalogs(self) -> list[CatalogListing]:
         """The shipped flag catalogs, then those extracted from images (``catalog extract``)."""

@@ -158,11 +158,11 @@ def image_target(name: str, *, folders: Sequence[ProfileFolder]) -> ImageTarget:
 
 
 def load_catalog_target(
-    name: str, *, engine: DockerEngine | None = None, folders: Sequence[ProfileFolder]
+    name: str, *, engine: DockerEngine | None, folders: Sequence[ProfileFolder]
 ) -> tuple[str, FlagCatalog]:
     """A catalog for ``catalog diff``: a catalog spec (shipped name, ``sha256:...``, ``.json`` file), a
     profile on ``folders`` (its catalog), or an image (its extracted catalog; extracted now when there is none
-    yet and ``engine`` is given). Returns ``(label, FlagCatalog)``.
+    yet and an ``engine`` is given: None, a lookup that extracts nothing). Returns ``(label, FlagCatalog)``.
 
     Raises:
         UsageError: nothing by that name. ImageProbeError / PreflightFailed: extracting failed.

@@ -115,7 +115,7 @@ class ReleasePlan:
     backup_bytes: int
 
 
-def prepare_release(ctx: TxContext, current: ServiceInfo, *, host: HostProbe | None = None) -> ReleasePlan | None:
+def prepare_release(ctx: TxContext, current: ServiceInfo) -> ReleasePlan | None:
     """Before the swap's first change: for a warm ``current``, its greedy answer, the host RAM for its CPU copy,
     and the wait until the engine itself runs no request (SGLang kills a server released while busy). None:
     ``current`` is stopped, not released.
@@ -133,10 +133,10 @@ def prepare_release(ctx: TxContext, current: ServiceInfo, *, host: HostProbe | N
     record = StandbyRecord(ctx.state_dir)
     trust = record.trust(current.container_id)
     if trust is None:  # a container not started by up/swap (the undo's restart): its fingerprint is taken now
-        trust = _first_trust(ctx, resolved, engine.fingerprint(current.profile, ctx.clock), host)
+        trust = _first_trust(ctx, resolved, engine.fingerprint(current.profile, ctx.clock))
         record.set_trust(current.container_id, trust)
     reference = "".join(Fingerprint.from_list(trust.fingerprint).samples[0].tokens)
-    backup = _host_ram_for_backup(ctx, resolved, current.profile, host, paid=trust.pinned)
+    backup = _host_ram_for_backup(ctx, resolved, current.profile, paid=trust.pinned)
     engine.wait_idle(current.profile, ctx)
     return ReleasePlan(resolved, engine, reference, backup)
 
@@ -148,7 +148,6 @@ def release_or_stop(
     *,
     mark: JournalMark,
     prepared: ReleasePlan | None,
-    host: HostProbe | None = None,
 ) -> StopResult:
     """swap's ``stop-old``: release a warm ``current`` to standby (see the module docstring and
     :func:`prepare_release`, which ``prepared`` came from), else stop it.
@@ -158,7 +157,7 @@ def release_or_stop(
             server died: handled as a crash by the undo), or the cards did not come free (the undo resumes it).
     """
     if prepared is None:
-        stopped = _stop_beside_standbys(ctx, current, host)
+        stopped = _stop_beside_standbys(ctx, current)
         StandbyRecord(ctx.state_dir).forget(current.container_id)  # its trust (a spent standby's) goes with it
         return stopped
     began = ctx.clock()
@@ -194,7 +193,7 @@ def release_or_stop(
     return StopResult(current.profile, current.container_name, release_s, forced=False, released=True)
 
 
-def _stop_beside_standbys(ctx: TxContext, service: ServiceInfo, host: HostProbe | None) -> StopResult:
+def _stop_beside_standbys(ctx: TxContext, service: ServiceInfo) -> StopResult:
     """Stop ``service``; the wait for its cards to come free ignores the warm standbys that stay on them."""
     if not service.gpus or not reads_cards(ctx.gpus):
         return ctx.stop(service)
@@ -203,7 +202,7 @@ def _stop_beside_standbys(ctx: TxContext, service: ServiceInfo, host: HostProbe 
     }
     if not waiting:
         return ctx.stop(service)
-    host = host or ctx.ctx.probe
+    host = ctx.ctx.probe
     theirs = {
         p.pid
         for d in ctx.gpus.snapshot().devices
@@ -237,10 +236,10 @@ def backup_bytes(resolved: Resolved, host: HostProbe) -> int:
     return host.model_dir(resolved.plan.docker.mounts[0].source).weights_bytes
 
 
-def _first_trust(ctx: TxContext, resolved: Resolved, first: Fingerprint, host: HostProbe | None = None) -> Trust:
+def _first_trust(ctx: TxContext, resolved: Resolved, first: Fingerprint) -> Trust:
     """A container's trust record at its first start: its fingerprint and its CPU copy's host RAM."""
     retained = resolved.loaded.profile.swap.standby_retain_backup
-    return Trust(first.to_list(), 0, backup_bytes(resolved, host or ctx.ctx.probe), retained=retained)
+    return Trust(first.to_list(), 0, backup_bytes(resolved, ctx.ctx.probe), retained=retained)
 
 
 def _paid(record: StandbyRecord, container_id: str) -> None:
@@ -250,12 +249,10 @@ def _paid(record: StandbyRecord, container_id: str) -> None:
         record.set_trust(container_id, replace(trust, pinned=True))
 
 
-def _host_ram_for_backup(
-    ctx: TxContext, resolved: Resolved, profile: str, host: HostProbe | None, *, paid: bool = False
-) -> int:
+def _host_ram_for_backup(ctx: TxContext, resolved: Resolved, profile: str, *, paid: bool = False) -> int:
     """Host RAM the CPU copy of the weights takes (their size on disk), after checking it fits (unless ``paid``:
     a retained buffer is allocated already and takes no more)."""
-    host = host or ctx.ctx.probe
+    host = ctx.ctx.probe
     weights = backup_bytes(resolved, host)
     if not weights or paid:
         return weights

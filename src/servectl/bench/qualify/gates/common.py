@@ -28,8 +28,8 @@ class GateRun:
     max_model_len: int | None
     seed: int  # QualifySettings.seed (its one home)
     environ: Mapping[str, str]  # the host's: what the agent clients inherit (PATH, HOME, TMPDIR, ...)
+    code_sandbox: CodeSandbox | None  # the run's (None: its suite has no coding gate, checked before it starts)
     progress: Callable[[QualifyProgressEvent], None] | None = None
-    code_sandbox: CodeSandbox | None = None
     route: RouteWatch | None = None
 
     def sandbox(self) -> CodeSandbox:
