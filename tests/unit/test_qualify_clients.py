@@ -29,7 +29,15 @@ class _Client:
 
 
 def gate_run(environ: dict[str, str]) -> GateRun:
-    return GateRun(client=_Client(), facts=ServiceFacts(), run_id="r", max_model_len=4096, seed=0, environ=environ, code_sandbox=None)  # type: ignore[arg-type]
+    return GateRun(
+        client=_Client(),  # type: ignore[arg-type]
+        facts=ServiceFacts(),
+        run_id="r",
+        max_model_len=4096,
+        seed=0,
+        environ=environ,
+        code_sandbox=None,
+    )
 
 
 def script(tmp_path: Path, name: str, body: str) -> str:

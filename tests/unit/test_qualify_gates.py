@@ -163,7 +163,15 @@ def _endurance(latencies: list[float | None], **spec: Any) -> Any:
     from servectl.bench.qualify.gates import GateRun, endurance
     from servectl.bench.qualify.suite import EnduranceGate
 
-    run = GateRun(client=_Scripted(latencies), facts=ServiceFacts(), run_id="r", max_model_len=None, seed=0, environ={}, code_sandbox=None)  # type: ignore[arg-type]
+    run = GateRun(
+        client=_Scripted(latencies),  # type: ignore[arg-type]
+        facts=ServiceFacts(),
+        run_id="r",
+        max_model_len=None,
+        seed=0,
+        environ={},
+        code_sandbox=None,
+    )
     return endurance.run(run, EnduranceGate(requests=len(latencies), **spec))
 
 

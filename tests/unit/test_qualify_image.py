@@ -75,7 +75,15 @@ def test_normalize_folds_case_and_punctuation() -> None:
 
 
 def test_a_text_only_profile_skips_the_gate_and_says_so() -> None:
-    run = GateRun(client=None, facts=ServiceFacts(known=True), run_id="r", max_model_len=None, seed=0, environ={}, code_sandbox=None)  # type: ignore[arg-type]
+    run = GateRun(
+        client=None,  # type: ignore[arg-type]
+        facts=ServiceFacts(known=True),
+        run_id="r",
+        max_model_len=None,
+        seed=0,
+        environ={},
+        code_sandbox=None,
+    )
     result = image.run(run, ImageGate(), load_corpus(SHIPPED_CORPUS))
     assert result.verdict == "skipped" and result.count == "skipped"
     assert "text-only" in result.note and "model.multimodal" in result.note
