@@ -14,8 +14,8 @@ from tests.unit.cli_run import run_cli
 
 from servectl.bench.artifacts import SUMMARY_FILE, point_summary
 from servectl.bench.model import PointResult, RequestMeasurement, Stat
-from servectl.campaign.plot import pareto_frontier
-from servectl.campaign.readings import aggregate, read_readings
+from servectl.campaign.plot import pareto_frontier, plot_taper_overlay, point_series, side_lines
+from servectl.campaign.readings import PointAggregate, aggregate, read_readings
 from servectl.service.context import Context
 from servectl.testing.host import FakeHost
 
@@ -219,3 +219,32 @@ def test_claims_verify_recounts_the_campaign_table_from_the_artifacts(
     assert (
         "variant fast: the artifacts leave it unsettled, the record says accepted-fast" in verify_campaign(ran).problems
     )
+
+
+def test_a_cold_and_a_warm_prefix_point_at_one_concurrency_are_two_lines_not_a_zig_zag(tmp_path: Path) -> None:
+    points = [
+        {"name": "c1", "prompt_tokens": 512, "concurrency": 1, "prefix": "cold"},
+        {"name": "c4", "prompt_tokens": 512, "concurrency": 4, "prefix": "cold"},
+        {"name": "w1", "prompt_tokens": 512, "concurrency": 1, "prefix": "warm"},
+        {"name": "w4", "prompt_tokens": 512, "concurrency": 4, "prefix": "warm"},
+    ]
+    series = point_series(points)
+    assert series == {"c1": "512 tok cold", "c4": "512 tok cold", "w1": "512 tok warm", "w4": "512 tok warm"}
+    assert point_series(points[:2]) == {}  # one kind of point: one line per side, unnamed
+    speed = {"c1": 100.0, "c4": 80.0, "w1": 300.0, "w4": 250.0}
+    aggregates = [
+        PointAggregate(side, p["name"], p["concurrency"], 3, speed[p["name"]] * gain, 1000.0 * gain, 0.1)
+        for side, gain in (("incumbent", 1.0), ("fast", 1.2))
+        for p in points
+    ]
+    lines = side_lines(aggregates, "fast", series)
+    assert [(kind, [(a.concurrency, a.decode_tok_s) for a in run]) for kind, run in lines] == [
+        ("512 tok cold", [(1, 120.0), (4, 96.0)]),
+        ("512 tok warm", [(1, 360.0), (4, 300.0)]),
+    ]  # on one line the cold C1, the warm C1, the cold C4... would alternate 120, 360, 96, 300
+    pytest.importorskip("matplotlib")
+    path = plot_taper_overlay(
+        aggregates, shown=["incumbent", "fast"], incumbent_profile="demo", title="t", path=tmp_path / "t.png",
+        series=series,
+    )  # fmt: skip
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

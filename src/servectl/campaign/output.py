@@ -193,7 +193,14 @@ def write_outputs(folder: Path, check: CampaignCheck, rows: Sequence[CampaignRow
 def draw_figures(folder: Path, document: dict[str, Any]) -> tuple[list[str], str | None]:
     """Draw ``taper.png`` and ``pareto.png`` into ``folder`` from the bench artifacts of ``document``'s
     measurements; returns the files drawn and, when one was not, why."""
-    from servectl.campaign.plot import PARETO_FILE, TAPER_FILE, can_plot, plot_pareto, plot_taper_overlay
+    from servectl.campaign.plot import (
+        PARETO_FILE,
+        TAPER_FILE,
+        can_plot,
+        plot_pareto,
+        plot_taper_overlay,
+        point_series,
+    )
     from servectl.campaign.readings import aggregate, read_readings
 
     if not can_plot():
@@ -204,6 +211,7 @@ def draw_figures(folder: Path, document: dict[str, Any]) -> tuple[list[str], str
     accepted = [v["name"] for v in document["variants"] if str(v["status"]).startswith("accepted-")]
     title = str(document["campaign"])
     incumbent = str(document["incumbent"]["profile"])
+    series = point_series(document["settings"]["workload"]["points"])
     drawn: list[str] = []
     notes: list[str] = []
     for name in (TAPER_FILE, PARETO_FILE):
@@ -211,11 +219,18 @@ def draw_figures(folder: Path, document: dict[str, Any]) -> tuple[list[str], str
             if name == TAPER_FILE:
                 shown = [INCUMBENT, *accepted]
                 plot_taper_overlay(
-                    aggregates, shown=shown, incumbent_profile=incumbent, title=title, path=folder / name
+                    aggregates, shown=shown, incumbent_profile=incumbent, title=title, path=folder / name, series=series
                 )
             else:
                 winner = document.get("winner")
-                plot_pareto(aggregates, incumbent_profile=incumbent, winner=winner, title=title, path=folder / name)
+                plot_pareto(
+                    aggregates,
+                    incumbent_profile=incumbent,
+                    winner=winner,
+                    title=title,
+                    path=folder / name,
+                    series=series,
+                )
             drawn.append(name)
         except ValueError as err:
             notes.append(f"{name}: {err}")

@@ -1,7 +1,9 @@
 """A campaign's two figures, drawn from its bench artifacts (:mod:`servectl.campaign.readings`).
 
 * ``taper.png``: the overlay taper - per-request decode speed (tok/s per request) against concurrency, one line
-  per side: the incumbent and each accepted variant (geometric mean of the repeats, a marker per point).
+  per side: the incumbent and each accepted variant (geometric mean of the repeats, a marker per point); where
+  the workload has points of several prompt sizes or prefixes, one line per side and kind of point (a cold and a
+  warm-prefix point at the same concurrency are two lines, not a zig-zag of one).
 * ``pareto.png``: per-request decode speed against total output throughput (tok/s, all streams) for every
   variant at every concurrency; the Pareto frontier (no other (variant, point) is faster per request *and* in
   total) drawn as a line through its points, the incumbent and the winner named.
@@ -13,8 +15,9 @@ matplotlib is the bench extra's (``servectl[bench]``), imported here only and dr
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from servectl.campaign.readings import PointAggregate
 from servectl.campaign.schedule import INCUMBENT
@@ -43,11 +46,38 @@ def _label(variant: str, incumbent_profile: str) -> str:
     return f"incumbent ({incumbent_profile})" if variant == INCUMBENT else variant
 
 
+def point_series(points: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """Each workload point's kind (``512 tok cold``...), by point name: the points of one kind are one line
+    against concurrency. All of one kind: no name (one line per side, as before)."""
+    kinds = {str(p["name"]): f"{p['prompt_tokens']} tok {p.get('prefix', 'cold')}" for p in points}
+    return kinds if len(set(kinds.values())) > 1 else {}
+
+
+def side_lines(
+    aggregates: Sequence[PointAggregate], variant: str, series: Mapping[str, str]
+) -> list[tuple[str, list[PointAggregate]]]:
+    """``variant``'s points as lines: one per kind of point (``series``), each in order of concurrency."""
+    lines: dict[str, list[PointAggregate]] = {}
+    for a in aggregates:
+        if a.variant == variant:
+            lines.setdefault(series.get(a.point, ""), []).append(a)
+    return [(kind, sorted(mine, key=lambda a: a.concurrency)) for kind, mine in lines.items()]
+
+
+_STYLES = ("-", "--", ":", "-.")
+
+
 def plot_taper_overlay(
-    aggregates: Sequence[PointAggregate], *, shown: Sequence[str], incumbent_profile: str, title: str, path: Path
+    aggregates: Sequence[PointAggregate],
+    *,
+    shown: Sequence[str],
+    incumbent_profile: str,
+    title: str,
+    path: Path,
+    series: Mapping[str, str] | None = None,
 ) -> Path:
     """Per-request decode speed against concurrency for the sides in ``shown`` (the incumbent and the accepted
-    variants), into ``path``.
+    variants), into ``path``; ``series`` (:func:`point_series`) splits a side's points into one line per kind.
 
     Raises:
         ValueError: none of them has a decode measurement.
@@ -59,22 +89,23 @@ def plot_taper_overlay(
     FigureCanvasAgg(fig)
     ax = fig.subplots()
     drawn = 0
+    kinds = sorted(set((series or {}).values()))
+    measured = [a for a in aggregates if a.decode_tok_s is not None]
     for variant in shown:
-        series = sorted(
-            (a.concurrency, a.decode_tok_s) for a in aggregates if a.variant == variant and a.decode_tok_s is not None
-        )
-        if not series:
-            continue
-        drawn += 1
         incumbent = variant == INCUMBENT
-        ax.plot(
-            [c for c, _ in series],
-            [v for _, v in series],
-            marker="o",
-            linewidth=2.5 if incumbent else 1.5,
-            color="black" if incumbent else None,
-            label=_label(variant, incumbent_profile),
-        )
+        color: Any = "black" if incumbent else None
+        for kind, mine in side_lines(measured, variant, series or {}):
+            drawn += 1
+            (line,) = ax.plot(
+                [a.concurrency for a in mine],
+                [a.decode_tok_s or 0.0 for a in mine],
+                marker="o",
+                linestyle=_STYLES[kinds.index(kind) % len(_STYLES)] if kind in kinds else "-",
+                linewidth=2.5 if incumbent else 1.5,
+                color=color,
+                label=_label(variant, incumbent_profile) + (f", {kind}" if kind else ""),
+            )
+            color = line.get_color()  # a side keeps its colour over its kinds of point
     if not drawn:
         raise ValueError("no decode measurement of the incumbent or an accepted variant; nothing to plot")
     ax.set_xscale("log", base=2)
@@ -90,7 +121,13 @@ def plot_taper_overlay(
 
 
 def plot_pareto(
-    aggregates: Sequence[PointAggregate], *, incumbent_profile: str, winner: str | None, title: str, path: Path
+    aggregates: Sequence[PointAggregate],
+    *,
+    incumbent_profile: str,
+    winner: str | None,
+    title: str,
+    path: Path,
+    series: Mapping[str, str] | None = None,
 ) -> Path:
     """Per-request decode speed against total throughput for every (variant, point), the frontier marked and
     the incumbent and ``winner`` named, into ``path``.
@@ -109,18 +146,23 @@ def plot_pareto(
     FigureCanvasAgg(fig)
     ax = fig.subplots()
     for variant in dict.fromkeys(a.variant for a in usable):
-        mine = sorted((a for a in usable if a.variant == variant), key=lambda a: a.concurrency)
         named = variant in (INCUMBENT, winner)
-        ax.plot(
-            [a.output_tok_s or 0.0 for a in mine],
-            [a.decode_tok_s or 0.0 for a in mine],
-            marker="o",
-            linestyle="-" if named else ":",
-            linewidth=2.0 if named else 1.0,
-            alpha=1.0 if named else 0.6,
-            color="black" if variant == INCUMBENT else None,
-            label=_label(variant, incumbent_profile) + (" (winner)" if variant == winner else ""),
-        )
+        color: Any = "black" if variant == INCUMBENT else None
+        runs = side_lines(usable, variant, series or {})
+        label = _label(variant, incumbent_profile) + (" (winner)" if variant == winner else "")
+        for i, (_kind, run) in enumerate(runs):  # a line per kind of point; the side's label once
+            (line,) = ax.plot(
+                [a.output_tok_s or 0.0 for a in run],
+                [a.decode_tok_s or 0.0 for a in run],
+                marker="o",
+                linestyle="-" if named else ":",
+                linewidth=2.0 if named else 1.0,
+                alpha=1.0 if named else 0.6,
+                color=color,
+                label=label if i == 0 else None,
+            )
+            color = line.get_color()
+        mine = [a for _, run in runs for a in run]
         if named:
             for a in mine:
                 ax.annotate(
