@@ -148,6 +148,7 @@ def up(ctx: Context, *, name: str, resolved: Resolved | None = None, opts: UpOpt
     resolved = resolved or ctx.resolve(name)
     skip = validate_skip(opts.force)  # an unknown check id is a usage error before anything happens
     tx = TxContext.of(ctx, lock_timeout_s=opts.lock_timeout_s)
+    tx.knows(resolved)  # the one resolution of this transaction: every step reads this plan
     with tx.lock(f"up {resolved.name}"):
         # A journal of another transaction must be settled first; one of an `up` of this profile that was
         # killed is settled here: its container never passed the gate and is replaced below.

@@ -1,5 +1,5 @@
 """One transaction's view of the :class:`~servectl.service.context.Context`: the cards its stops wait on, the
-wait for the lock, the phases it times and the one who hears of them.
+wait for the lock, the phases it times and the one who hears of them, and each profile as it resolved it.
 
 ``swap``, ``rollback``, ``recover``, ``up`` and ``down`` take the host's ``Context`` and open a
 :class:`TxContext` over it with :meth:`TxContext.of`; the wiring itself (state folder, lock, history,
@@ -46,6 +46,7 @@ class TxContext:
         lock_timeout_s: how long :meth:`lock` waits for another servectl (None: the context's default).
         on_phase: hears of each phase as it begins, progresses and ends.
         phases: the timing of each phase run through :meth:`phase`.
+        resolved: each profile as this transaction resolved it (:meth:`resolve`), or why it did not resolve.
     """
 
     ctx: Context
@@ -53,6 +54,7 @@ class TxContext:
     lock_timeout_s: float | None = None
     on_phase: Callable[[PhaseEvent], None] | None = None
     phases: list[PhaseTiming] = field(default_factory=list)
+    resolved: dict[str, Resolved | ServectlError] = field(default_factory=dict)
 
     @classmethod
     def of(
@@ -95,7 +97,26 @@ class TxContext:
         return self.ctx.scope
 
     def resolve(self, name: str) -> Resolved:
-        return self.ctx.resolve(name)
+        """Profile ``name`` as this transaction sees it: resolved once (:meth:`Context.resolve`), then the same
+        plan for every step (the snapshot, the warm checks, the release), even if its file changes meanwhile.
+
+        Raises:
+            ServectlError: the profile does not resolve (the same error each time it is asked for).
+        """
+        if name not in self.resolved:
+            try:
+                self.resolved[name] = self.ctx.resolve(name)
+            except ServectlError as err:
+                self.resolved[name] = err
+                raise
+        known = self.resolved[name]
+        if isinstance(known, ServectlError):
+            raise known
+        return known
+
+    def knows(self, resolved: Resolved) -> None:
+        """Take ``resolved`` (resolved by the caller for this transaction) as its profile's plan."""
+        self.resolved[resolved.name] = resolved
 
     def clock(self) -> float:
         return self.ctx.clocks.monotonic()

@@ -1,0 +1,73 @@
+"""One transaction resolves each profile once (issue 40): a swap loaded and compiled the profile it replaced up
+to three times (the journal's snapshot, the gateway hold's expected downtime and the release's warm check each
+asked for it again), so a profile file edited meanwhile could give one swap two plans of one profile.
+
+The count is taken where every resolution goes through (:func:`servectl.plan.resolve.resolve`), on a
+:class:`~servectl.testing.FakeHost`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import servectl.plan.resolve as plan_resolve
+from servectl.standin.process import free_port
+from servectl.testing import FakeHost
+from servectl.testing.docker import write_test_profile
+
+
+@pytest.fixture
+def resolutions(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """Profile name -> how many times it was resolved (loaded, validated and compiled) since the fixture."""
+    counts: Counter[str] = Counter()
+    real = plan_resolve.resolve
+
+    def counting(name: str, **kwargs: Any) -> plan_resolve.Resolved:
+        counts[name] += 1
+        return real(name, **kwargs)
+
+    monkeypatch.setattr(plan_resolve, "resolve", counting)
+    return counts
+
+
+def _host(tmp_path: Path) -> Iterator[FakeHost]:
+    folder, home = tmp_path / "profiles", tmp_path / "home"
+    port = free_port()  # both on one port: each replaces the other
+    write_test_profile(folder, "a", port=port)
+    b = write_test_profile(folder, "b", port=port)
+    b.write_text(b.read_text(encoding="utf-8") + "rollback: a\n", encoding="utf-8")
+    environ = {"HOME": str(tmp_path), "SERVECTL_HOME": str(home), "SERVECTL_PROFILES": str(folder)}
+    with FakeHost(state_dir=home, environ=environ) as host:
+        yield host
+
+
+def test_a_swap_resolves_the_target_and_the_replaced_profile_once_each(
+    tmp_path: Path, resolutions: Counter[str]
+) -> None:
+    for host in _host(tmp_path):
+        host.up(name="a")
+        resolutions.clear()
+        result = host.swap(name="b", stage=False)
+        assert (result.outcome, result.from_profile) == ("swapped", "a")
+        assert dict(resolutions) == {"a": 1, "b": 1}
+
+
+def test_a_rollback_without_a_name_resolves_the_running_profile_once(tmp_path: Path, resolutions: Counter[str]) -> None:
+    """``swap`` with no target reads the running profile's ``rollback:``: that resolution serves the whole swap."""
+    for host in _host(tmp_path):
+        host.up(name="b")
+        resolutions.clear()
+        result = host.swap(stage=False)  # b's rollback: a
+        assert (result.from_profile, result.to_profile) == ("b", "a")
+        assert dict(resolutions) == {"a": 1, "b": 1}
+
+
+def test_up_resolves_its_profile_once(tmp_path: Path, resolutions: Counter[str]) -> None:
+    for host in _host(tmp_path):
+        assert host.up(name="a").action == "started"
+        assert dict(resolutions) == {"a": 1}
