@@ -148,8 +148,7 @@ def run_campaign(
                     )
                     if verdict.settled:
                         settle(_decided(by_name[name], verdict, waived.get(name)), _detail(verdict, waived.get(name)))
-    except Interrupt as intr:
-        guard.mode = "defer"  # putting production back must finish; further signals are only noted
+    except Interrupt as intr:  # the guard has exited: a signal while production is put back is the CLI's late note
         db.event(
             "interrupted", at=wall(), variant=at, detail={"signal": signal_name(intr.signum), "round": round_index}
         )

@@ -147,7 +147,9 @@ def up(ctx: Context, *, name: str, resolved: Resolved | None = None, opts: UpOpt
     opts = opts or UpOptions()
     resolved = resolved or ctx.resolve(name)
     skip = validate_skip(opts.force)  # an unknown check id is a usage error before anything happens
-    tx = TxContext.of(ctx, lock_timeout_s=opts.lock_timeout_s)
+    # a signal while it starts undoes the start, and whatever arrives then is only noted: removing it must finish
+    guard = SignalGuard(opts.handle_signals, then="defer")
+    tx = TxContext.of(ctx, lock_timeout_s=opts.lock_timeout_s, signals=guard)
     tx.knows(resolved)  # the one resolution of this transaction: every step reads this plan
     with tx.lock(f"up {resolved.name}"):
         # A journal of another transaction must be settled first; one of an `up` of this profile that was
@@ -174,7 +176,7 @@ def up(ctx: Context, *, name: str, resolved: Resolved | None = None, opts: UpOpt
             on_report=opts.on_report,
         )
         with GatewayHold(ctx.state_dir, ctx.history, profiles=[resolved.name], reason=f"up {resolved.name}"):
-            started = _start_recorded(resolved, ctx=tx, on_phase=opts.on_phase, handle_signals=opts.handle_signals)
+            started = _start_recorded(resolved, ctx=tx, on_phase=opts.on_phase)
             started = first_start(tx, started, resolved)  # a warm one's fingerprint (and prime) before admission
     return UpResult("started", started.service, started.url, started.gate, tuple(removed), tuple(notes))
 
@@ -212,7 +214,6 @@ def _start_recorded(
     *,
     ctx: TxContext,
     on_phase: Callable[[Progress], None] | None,
-    handle_signals: bool,
 ) -> StartResult:
     """``up``'s start, all-or-nothing: the service passes the gate *and* is recorded, or nothing is left.
 
@@ -234,10 +235,10 @@ def _start_recorded(
     )
     write_journal(ctx.state_dir, journal)
     started: StartResult | None = None
-    with SignalGuard(handle_signals, then="defer") as guard:
+    with ctx.signals:
         try:
             started = ctx.runtime.start(resolved=resolved, on_phase=on_phase)
-            guard.mode = "defer"  # it passed the gate: finish the bookkeeping whatever arrives now
+            ctx.settle()  # it passed the gate: finish the bookkeeping whatever arrives now
             ctx.history.record(
                 {
                     "event": "up",
@@ -255,7 +256,7 @@ def _start_recorded(
             )
             raise
         except Interrupt as intr:
-            guard.mode = "defer"
+            ctx.settle()  # the undo of the start must finish
             gone, outcome = _undo_up(journal, ctx, started)
             outcome = "what it started was removed; nothing of it runs" if gone else outcome
             ctx.record({"event": "interrupted", "profile": resolved.name, "signal": signal_name(intr.signum)})
@@ -265,7 +266,7 @@ def _start_recorded(
         except BaseException as err:
             # servectl itself failed (a bug, a failed state write, the engine gone) after or while starting:
             # remove what runs unrecorded, keep nothing half-done, say what is known.
-            guard.mode = "defer"
+            ctx.settle()
             gone, outcome = _undo_up(journal, ctx, started)
             outcome = "it was removed, nothing of it runs" if gone else outcome
             if not isinstance(err, Exception) or (started is None and gone and isinstance(err, ServectlError)):

@@ -144,15 +144,16 @@ def swap(ctx: Context, *, target: str | None, opts: SwapOptions | None = None) -
 
 def run_swap(ctx: Context, *, target: str | None, opts: SwapOptions, kind: str) -> SwapResult:
     """:func:`swap`, recorded in the history as ``kind`` (``swap`` or ``rollback``)."""
-    tx = TxContext.of(ctx, on_phase=opts.on_phase, lock_timeout_s=opts.lock_timeout_s)
+    guard = SignalGuard(opts.handle_signals)
+    tx = TxContext.of(ctx, on_phase=opts.on_phase, lock_timeout_s=opts.lock_timeout_s, signals=guard)
     check = opts.preflight or profile_preflight(history=ctx.history, host=ctx.probe, on_report=opts.on_report)
-    swap_tx = SwapTx(ctx=tx, kind=kind, skip=frozenset(opts.force), signals=SignalGuard(opts.handle_signals))
+    swap_tx = SwapTx(ctx=tx, kind=kind, skip=frozenset(opts.force))
     return _guarded(swap_tx, check, target, opts.stage)
 
 
 def _guarded(tx: SwapTx, check: Preflight, target: str | None, stage: Stager | None) -> SwapResult:
     """Run the swap under the signal guard and the state lock."""
-    with tx.signals:
+    with tx.ctx.signals:
         try:
             with tx.ctx.phase("lock"):  # the wait for another servectl, if any
                 held = tx.ctx.lock(f"{tx.kind} {target or '(rollback target)'}")
@@ -340,10 +341,10 @@ def _transact(
                 started = resume_or_cold_start(ctx, waiting, resolved, mark=tx.mark_standby)
             else:  # a warm profile's fingerprint is taken (and with standby_prime its first release paid) now
                 started = first_start(ctx, ctx.runtime.start(resolved=resolved, on_phase=progress), resolved)
-            tx.signals.mode = "defer"  # it passed the gate: finish the bookkeeping whatever arrives now
+            ctx.settle()  # it passed the gate: finish the bookkeeping whatever arrives now
         up_at = ctx.clock()
     except Exception as err:  # a ServectlError, or a bug: either way the old service must come back
-        tx.signals.mode = "abandon"
+        ctx.enter_restore()
         failure = failure_of(resolved.name, err)
         if step != "start-target":
             what = {
@@ -357,7 +358,7 @@ def _transact(
         fail_back(tx, resolved, current, failure, t, None, err)
     except Interrupt as intr:
         if step == "begin":  # nothing was touched yet
-            tx.signals.mode = "defer"
+            ctx.settle()
             clear_journal(ctx.state_dir)
             raise SwapInterrupted(
                 f"interrupted ({signal_name(intr.signum)}) before anything changed; "

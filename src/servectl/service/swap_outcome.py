@@ -19,7 +19,7 @@ from servectl.service.services import ServiceInfo
 from servectl.service.transaction.context import TxContext
 from servectl.service.transaction.model import SwapResult, TargetFailure, log_tail
 from servectl.service.transaction.undo import Undone, undo
-from servectl.signals import Abandon, SignalGuard, signal_name
+from servectl.signals import Abandon, signal_name
 
 if TYPE_CHECKING:
     from servectl.plan.resolve import Resolved
@@ -28,12 +28,12 @@ if TYPE_CHECKING:
 
 @dataclass
 class SwapTx:
-    """One swap's bookkeeping: its context, the journal as last written, the conflicts it stopped."""
+    """One swap's bookkeeping: its context (and through it the signal mode), the journal as last written, the
+    conflicts it stopped."""
 
     ctx: TxContext
     kind: str  # "swap" or "rollback", for the history
     skip: frozenset[str]
-    signals: SignalGuard
     stopped: list[StoppedConflict] = field(default_factory=list)
     journal: SwapJournal | None = None
     untouched: tuple[str, ...] = ()  # servectl services that run beside the swap (it never touches them)
@@ -147,7 +147,7 @@ def fail_back(
 ) -> NoReturn:
     """The target failed or the user interrupted: undo (the one way back), then say how it ended."""
     assert tx.journal is not None
-    tx.signals.mode = "abandon"
+    tx.ctx.enter_restore()
     if interrupted_by is not None or failure.message.startswith("stopping "):
         why = failure.describe()
     else:
@@ -159,7 +159,7 @@ def fail_back(
     except (ServectlError, OSError) as err:  # the engine (or the disk) failed us: say what is known, keep the journal
         reason = err.message if isinstance(err, ServectlError) else f"{err.strerror or err}"
         abandon_swap(tx, resolved, failure, f"cleanup failed: {reason}", SwapFailed)
-    tx.signals.mode = "defer"
+    tx.ctx.settle()
     downtime = got.restored_at - t.down_since if got.restored_at is not None and t.down_since is not None else None
     result = tx.result(
         from_profile=current.profile if current is not None else None,
@@ -245,7 +245,7 @@ def abandon_swap(
     error: type[SwapInterrupted] | type[SwapFailed] = SwapInterrupted,
 ) -> NoReturn:
     """Stop undoing (a signal, or the engine failed): say what runs and what to do; keep the journal."""
-    tx.signals.mode = "defer"
+    tx.ctx.settle()
     previous = tx.journal.from_profile if tx.journal is not None else None
     previous = previous if previous != resolved.name else None
     try:

@@ -1,5 +1,10 @@
 """One transaction's view of the :class:`~servectl.service.context.Context`: the cards its stops wait on, the
-wait for the lock, the phases it times and the one who hears of them, and each profile as it resolved it.
+wait for the lock, the phases it times and the one who hears of them, each profile as it resolved it, and what
+a signal does at each step of it.
+
+A transaction's signal guard (:class:`~servectl.signals.SignalGuard`) changes mode only here, by two named
+transitions: :meth:`TxContext.enter_restore` (undoing: a signal stops the waiting) and :meth:`TxContext.settle`
+(the outcome is settled: signals are only noted); a test fails on a ``.mode =`` anywhere else.
 
 ``swap``, ``rollback``, ``recover``, ``up`` and ``down`` take the host's ``Context`` and open a
 :class:`TxContext` over it with :meth:`TxContext.of`; the wiring itself (state folder, lock, history,
@@ -23,6 +28,7 @@ from servectl.service.health import Progress
 from servectl.service.journal import JOURNAL_FILE, SwapJournal, write_journal
 from servectl.service.services import ServiceInfo
 from servectl.service.transaction.model import PhaseEvent, PhaseMark, PhaseTiming
+from servectl.signals import SignalGuard
 
 if TYPE_CHECKING:
     from servectl.adapters.docker import DockerEngine
@@ -47,6 +53,7 @@ class TxContext:
         on_phase: hears of each phase as it begins, progresses and ends.
         phases: the timing of each phase run through :meth:`phase`.
         resolved: each profile as this transaction resolved it (:meth:`resolve`), or why it did not resolve.
+        signals: what SIGINT/SIGTERM/SIGHUP do during it (entered by the command; default: nothing is caught).
     """
 
     ctx: Context
@@ -55,6 +62,7 @@ class TxContext:
     on_phase: Callable[[PhaseEvent], None] | None = None
     phases: list[PhaseTiming] = field(default_factory=list)
     resolved: dict[str, Resolved | ServectlError] = field(default_factory=dict)
+    signals: SignalGuard = field(default_factory=lambda: SignalGuard(False))
 
     @classmethod
     def of(
@@ -63,9 +71,22 @@ class TxContext:
         *,
         on_phase: Callable[[PhaseEvent], None] | None = None,
         lock_timeout_s: float | None = None,
+        signals: SignalGuard | None = None,
     ) -> TxContext:
         """A transaction over ``ctx`` whose stops wait on the context's cards (:attr:`Context.gpus`)."""
-        return cls(ctx=ctx, gpus=ctx.gpus, lock_timeout_s=lock_timeout_s, on_phase=on_phase)
+        guard = signals if signals is not None else SignalGuard(False)
+        return cls(ctx=ctx, gpus=ctx.gpus, lock_timeout_s=lock_timeout_s, on_phase=on_phase, signals=guard)
+
+    # -- what a signal does now (the guard's mode has this one home) ----------------------------------------
+    def enter_restore(self) -> None:
+        """The way back begins: a signal now stops the waiting (:class:`~servectl.signals.Abandon`) and leaves
+        the journal for ``recover``, instead of interrupting the undo itself."""
+        self.signals.mode = "abandon"
+
+    def settle(self) -> None:
+        """The outcome is settled (the target passed its gate, the undo ended, or nothing was touched): the
+        bookkeeping finishes whatever arrives; signals are only noted (a campaign around it still stops)."""
+        self.signals.mode = "defer"
 
     # -- the context's parts, as the transaction code reads them -------------------------------------------
     @property
@@ -91,10 +112,6 @@ class TxContext:
     @property
     def environ(self) -> Mapping[str, str]:
         return self.ctx.environ
-
-    @property
-    def scope(self) -> Mapping[str, str] | None:
-        return self.ctx.scope
 
     def resolve(self, name: str) -> Resolved:
         """Profile ``name`` as this transaction sees it: resolved once (:meth:`Context.resolve`), then the same
