@@ -57,6 +57,17 @@ def test_a_swap_resolves_the_target_and_the_replaced_profile_once_each(
         assert dict(resolutions) == {"a": 1, "b": 1}
 
 
+def test_a_rollback_resolves_the_profile_it_goes_back_to_once(tmp_path: Path, resolutions: Counter[str]) -> None:
+    """``rollback``'s note on a changed profile file reads the plan the swap itself starts."""
+    for host in _host(tmp_path):
+        host.up(name="a")
+        host.swap(name="b", stage=False)
+        resolutions.clear()
+        result = host.rollback(stage=False)  # the history: a ran before b
+        assert (result.from_profile, result.to_profile) == ("b", "a")
+        assert dict(resolutions) == {"a": 1, "b": 1}
+
+
 def test_a_rollback_without_a_name_resolves_the_running_profile_once(tmp_path: Path, resolutions: Counter[str]) -> None:
     """``swap`` with no target reads the running profile's ``rollback:``: that resolution serves the whole swap."""
     for host in _host(tmp_path):

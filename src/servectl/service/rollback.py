@@ -14,7 +14,7 @@ from servectl.errors import PreflightFailed, ServectlError, ServiceConflict, Usa
 from servectl.service.context import Context
 from servectl.service.journal import SwapJournal, read_journal
 from servectl.service.services import ALIVE_STATES, ServiceInfo
-from servectl.service.swap import SwapOptions, run_swap
+from servectl.service.swap import SwapOptions, open_swap, run_swap
 from servectl.service.swap_preflight import Preflight, overlaps, profile_preflight
 from servectl.service.transaction.model import SwapResult
 
@@ -77,8 +77,9 @@ def rollback(ctx: Context, *, opts: SwapOptions | None = None) -> SwapResult:
             return done
         settled = done + "; then "
     before, events = _history_target(ctx)
-    drift = _drift_note(before, events, ctx.resolve)
-    result = run_swap(ctx, target=before, opts=opts, kind="rollback")
+    tx = open_swap(ctx, opts, kind="rollback")
+    drift = _drift_note(before, events, tx.ctx.resolve)  # the swap starts the plan this resolution gives
+    result = run_swap(tx, target=before, opts=opts)
     return replace(result, message=settled + result.message + drift) if settled or drift else result
 
 

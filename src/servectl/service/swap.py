@@ -23,9 +23,12 @@ service is being stopped, the target (if any) is removed and the previous servic
 target passed the gate does not undo the swap (:mod:`servectl.signals`). ``rollback`` and
 ``rollback-check`` live in :mod:`servectl.service.rollback`.
 
-This module is the forward path. The way back is the transaction core's one undo
-(:func:`servectl.service.transaction.undo.undo`, shared with ``recover``, ``rollback`` and ``up``), worded by
-:mod:`servectl.service.swap_outcome`; the check before anything stops is :mod:`servectl.service.swap_preflight`.
+This module only sequences the steps. They are methods of the swap's one transaction object,
+:class:`~servectl.service.swap_tx.SwapTx` (its journal, its phases, the conflicts it stopped, what a signal does
+at each step, each profile resolved once), of the warm standby (:mod:`servectl.service.standby`) and of the
+runtime. The way back is the transaction core's one undo (:func:`servectl.service.transaction.undo.undo`, shared
+with ``recover``, ``rollback`` and ``up``), reached through :meth:`SwapTx.fail_back`; the check before anything
+stops is :mod:`servectl.service.swap_preflight`.
 Side effects come in through the small interfaces of the host's
 :class:`~servectl.service.context.Context` (the runtime, conflicts, the lock, the history), which the swap opens
 a :class:`~servectl.service.transaction.context.TxContext` over, and through the preflight of its
@@ -35,7 +38,6 @@ engine.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -45,7 +47,7 @@ from servectl.adapters.gateway_admin import GatewayHold
 from servectl.errors import ProfileTemplate, ServectlError, SwapInterrupted, UsageError
 from servectl.service.context import Context
 from servectl.service.health import Progress
-from servectl.service.journal import SwapJournal, clear_journal, refuse_if_unfinished
+from servectl.service.journal import refuse_if_unfinished
 from servectl.service.services import ALIVE_STATES, ServiceInfo
 from servectl.service.stage import Stager
 from servectl.service.standby import (
@@ -55,8 +57,8 @@ from servectl.service.standby import (
     release_or_stop,
     resume_or_cold_start,
 )
-from servectl.service.swap_outcome import SwapTx, Timings, abandon_swap, fail_back, finish_swapped
-from servectl.service.swap_preflight import Preflight, overlap_reason, overlaps, profile_preflight, replacing_of
+from servectl.service.swap_preflight import Preflight, overlaps, profile_preflight, replacing_of
+from servectl.service.swap_tx import SwapTx, Timings
 from servectl.service.transaction.context import TxContext
 from servectl.service.transaction.model import (
     LOG_LINE_CHARS,
@@ -68,13 +70,13 @@ from servectl.service.transaction.model import (
     TargetFailure,
     failure_of,
 )
-from servectl.service.transaction.snapshot import take_snapshot
 from servectl.signals import Abandon, Interrupt, SignalGuard, signal_name
 
 if TYPE_CHECKING:
     from servectl.adapters.engine_image import ParseMemo
     from servectl.plan.resolve import Resolved
     from servectl.preflight.model import PreflightReport
+    from servectl.service.container import StartResult
 
 __all__ = [  # the swap's public names; the types live in servectl.service.transaction.model
     "LOG_LINE_CHARS",
@@ -139,16 +141,22 @@ def swap(ctx: Context, *, target: str | None, opts: SwapOptions | None = None) -
         SwapFailed: the target failed and so did the previous service; nothing runs.
         SwapInterrupted: interrupted before anything changed, or a signal stopped the restoring.
     """
-    return run_swap(ctx, target=target, opts=opts or SwapOptions(), kind="swap")
+    opts = opts or SwapOptions()
+    return run_swap(open_swap(ctx, opts, kind="swap"), target=target, opts=opts)
 
 
-def run_swap(ctx: Context, *, target: str | None, opts: SwapOptions, kind: str) -> SwapResult:
-    """:func:`swap`, recorded in the history as ``kind`` (``swap`` or ``rollback``)."""
+def open_swap(ctx: Context, opts: SwapOptions, *, kind: str) -> SwapTx:
+    """The transaction of one :func:`swap` (``kind`` ``swap``) or ``rollback`` over ``ctx``: run it with
+    :func:`run_swap`; a profile it resolves before (``rollback``'s drift note) is resolved once for both."""
     guard = SignalGuard(opts.handle_signals)
     tx = TxContext.of(ctx, on_phase=opts.on_phase, lock_timeout_s=opts.lock_timeout_s, signals=guard)
-    check = opts.preflight or profile_preflight(history=ctx.history, host=ctx.probe, on_report=opts.on_report)
-    swap_tx = SwapTx(ctx=tx, kind=kind, skip=frozenset(opts.force))
-    return _guarded(swap_tx, check, target, opts.stage)
+    return SwapTx(ctx=tx, kind=kind, skip=frozenset(opts.force))
+
+
+def run_swap(tx: SwapTx, *, target: str | None, opts: SwapOptions) -> SwapResult:
+    """:func:`swap` on the transaction ``tx`` (:func:`open_swap`), under its signal guard and the state lock."""
+    check = opts.preflight or profile_preflight(history=tx.ctx.history, host=tx.ctx.ctx.probe, on_report=opts.on_report)
+    return _guarded(tx, check, target, opts.stage)
 
 
 def _guarded(tx: SwapTx, check: Preflight, target: str | None, stage: Stager | None) -> SwapResult:
@@ -169,63 +177,86 @@ def _guarded(tx: SwapTx, check: Preflight, target: str | None, stage: Stager | N
             ) from None
 
 
+@dataclass(frozen=True)
+class _Found:
+    """What the validate step found under the lock: the target, what runs, what the target replaces, the stopped
+    containers in its way, and the target itself when it waits on warm standby (resumed, not started)."""
+
+    resolved: Resolved
+    running: list[ServiceInfo]
+    current: ServiceInfo | None
+    leftovers: list[ServiceInfo]
+    waiting: ServiceInfo | None
+
+    def beside(self) -> list[str]:
+        """The servectl services that run beside the swap (it never touches them)."""
+        skip = [*self.leftovers, self.current]
+        return [s.profile for s in self.running if s.state in ALIVE_STATES and s not in skip]
+
+
 def _run_locked(tx: SwapTx, check: Preflight, target: str | None, stage: Stager | None) -> SwapResult:
-    ctx = tx.ctx
+    """The steps under the lock: nothing changes before :meth:`SwapTx.begin`; after it, :func:`_transact`."""
     # We hold the lock, so a journal left here belongs to a transaction that is gone: it is settled by
     # `servectl recover` (which knows what ran before), never silently dropped.
-    refuse_if_unfinished(ctx.state_dir)
-    with ctx.phase("validate"):
-        running = ctx.services(probe=True)
+    refuse_if_unfinished(tx.ctx.state_dir)
+    found = _validate(tx, target)
+    if isinstance(found, SwapResult):
+        return found  # the target already runs
+    with tx.ctx.phase("image", found.resolved.plan.docker.image):
+        # Before anything stops: building the stand-in (or finding the image missing) costs no downtime.
+        tx.ctx.runtime.ensure_image(found.resolved, on_phase=tx.ctx.progress("image"))
+    from servectl.adapters.engine_image import ParseMemo
+
+    parses = ParseMemo()  # preflight's engine.parse and the staging ask the image once between them
+    _preflight(tx, found, check, parses)
+    if stage is not None and found.waiting is None:  # a standby target is resumed: nothing to read from disk
+        _stage(tx, found.resolved, stage, parses)
+    tx.begin(found.resolved, found.current, untouched=found.beside())
+    with _gateway_hold(tx, found):
+        return _transact(tx, found.leftovers, found.waiting)
+
+
+def _validate(tx: SwapTx, target: str | None) -> _Found | SwapResult:
+    """The target resolved (the running profile's ``rollback:`` when none is named) and what stands in its way;
+    the ``noop`` result when it already runs."""
+    with tx.ctx.phase("validate"):
+        running = tx.ctx.services(probe=True)
         if target is None:
-            target = _default_target(running, ctx.resolve)
-        resolved = _resolve_target(target, ctx.resolve)
+            target = _default_target(running, tx.ctx.resolve)
+        resolved = _resolve_target(target, tx.ctx.resolve)
         current, leftovers = _in_the_way(resolved, running)
         # Only a service that passed its gate counts as running: one still "starting" under our lock was left
         # by a servectl that is gone, and is replaced.
         if current is not None and current.profile == resolved.name and current.state == "ready":
             return _noop(tx, resolved, current)
-    with ctx.phase("image", resolved.plan.docker.image):
-        # Before anything stops: building the stand-in (or finding the image missing) costs no downtime.
-        ctx.runtime.ensure_image(resolved, on_phase=ctx.progress("image"))
-    from servectl.adapters.engine_image import ParseMemo
+    waiting = next((s for s in running if s.profile == resolved.name and s.state == "standby"), None)
+    return _Found(resolved, running, current, leftovers, waiting)
 
-    parses = ParseMemo()  # preflight's engine.parse and the staging ask the image once between them
+
+def _preflight(tx: SwapTx, found: _Found, check: Preflight, parses: ParseMemo) -> None:
+    """Before anything stops: the state folder takes every write the swap (and its undo) needs, the conflicts
+    can be stopped, and the target could start with the service it replaces counted as gone."""
+    ctx, resolved, current = tx.ctx, found.resolved, found.current
     with ctx.phase("preflight"):
         load_stopped(ctx.state_dir)  # a damaged record of stopped conflicts stops the swap before any change
         # every state write the transaction (and its undo) needs is possible before the old service stops
         ctx.prove_state_writable(profiles=[resolved.name, *([current.profile] if current is not None else [])])
         ctx.conflicts.check_available(resolved.loaded.profile.conflicts)
-        waiting = next((s for s in running if s.profile == resolved.name and s.state == "standby"), None)
-        if waiting is None:  # a standby target already holds its name, port and cards: it is resumed, not started
-            check(resolved=resolved, replacing=current, skip=tx.skip, docker=ctx.docker, gpus=ctx.gpus, running=running,
-                  parses=parses)  # fmt: skip
-    if stage is not None and waiting is None:  # a standby target is resumed: nothing to read from disk
-        _stage(tx, resolved, stage, parses)
-    tx.untouched = tuple(
-        s.profile for s in running if s.state in ALIVE_STATES and s not in leftovers and s is not current
-    )
-    tx.replaced_why = overlap_reason(current, resolved) if current is not None else ""
-    plan = resolved.plan
-    tx.journal = SwapJournal(
-        pid=os.getpid(),
-        from_profile=current.profile if current is not None else None,
-        to_profile=resolved.name,
-        phase="begin",
-        started_at=ctx.wall_clock(),
-        kind=tx.kind,
-        previous=take_snapshot(current, ctx.resolve) if current is not None else None,
-        target_container=plan.docker.name,
-        devices=tuple(
-            sorted({int(d) for d in plan.docker.device_ids if d.isdigit()} | set(current.gpus if current else ()))
-        ),
-    )
-    changed = [resolved.name, *(s.profile for s in (current, *leftovers) if s is not None)]
+        if found.waiting is None:  # a standby target already holds its name, port and cards: resumed, not started
+            check(resolved=resolved, replacing=current, skip=tx.skip, docker=ctx.docker, gpus=ctx.gpus,
+                  running=found.running, parses=parses)  # fmt: skip
+
+
+def _gateway_hold(tx: SwapTx, found: _Found) -> GatewayHold:
+    """The running gateway holds the requests for every profile the swap changes, expecting the measured
+    release + resume (or start) as its ``Retry-After``."""
+    resolved, current = found.resolved, found.current
+    changed = [resolved.name, *(s.profile for s in (current, *found.leftovers) if s is not None)]
     reason = f"{tx.kind} {current.profile if current else 'nothing'} -> {resolved.name}"
-    expect = expected_swap_s(ctx, current, resolved.name, waiting)  # release + resume, measured, for Retry-After
-    with GatewayHold(
-        ctx.state_dir, ctx.history, profiles=changed, reason=reason, target=resolved.name, expect_s=expect
-    ):
-        return _transact(tx, resolved, current, leftovers, waiting)
+    expect = expected_swap_s(tx.ctx, current, resolved.name, found.waiting)
+    return GatewayHold(
+        tx.ctx.state_dir, tx.ctx.history, profiles=changed, reason=reason, target=resolved.name, expect_s=expect
+    )
 
 
 def _stage(tx: SwapTx, resolved: Resolved, stage: Stager, parses: ParseMemo) -> None:
@@ -297,29 +328,21 @@ def _default_target(running: Sequence[ServiceInfo], resolve: Callable[[str], Res
     return current.loaded.profile.rollback
 
 
-def _transact(
-    tx: SwapTx,
-    resolved: Resolved,
-    current: ServiceInfo | None,
-    leftovers: Sequence[ServiceInfo],
-    waiting: ServiceInfo | None = None,
-) -> SwapResult:
+def _transact(tx: SwapTx, leftovers: Sequence[ServiceInfo], waiting: ServiceInfo | None) -> SwapResult:
     """Stop (or release, :mod:`servectl.service.standby`) the current service, stop conflicts, start (or
     resume, when ``waiting`` is the target on standby) the target; on any failure, undo."""
-    ctx = tx.ctx
-    from_profile = current.profile if current is not None else None
-    t = Timings()
+    ctx, resolved, current = tx.ctx, tx.resolved_target(), tx.current
     step = "begin"
     try:
         # A warm standby's answer and idle engine, before anything changes: a refusal here leaves it serving.
         prepared = prepare_release(ctx, current) if current is not None else None
-        tx.set_journal("stop-old")
+        tx.at("stop-old")
         if current is not None:
             with ctx.phase("stop-old", current.container_name):
                 step = "stop-old"
-                t = Timings(down_since=ctx.clock())
+                tx.timings = Timings(down_since=ctx.clock())
                 stopped = release_or_stop(ctx, current, resolved, mark=tx.mark_standby, prepared=prepared)
-            t = Timings(t.down_since, stopped.stop_s, stopped.forced, stopped.released)
+            tx.timings = Timings(tx.timings.down_since, stopped.stop_s, stopped.forced, stopped.released)
             if stopped.leaked_pids:
                 pids = ", ".join(str(p) for p in stopped.leaked_pids)
                 raise ServectlError(f"the cards are still in use after {current.profile} stopped (pids {pids})")
@@ -329,44 +352,50 @@ def _transact(
                 for leftover in leftovers:
                     ctx.stop(leftover)
         if resolved.loaded.profile.conflicts:
-            tx.set_journal("stop-conflicts")
+            tx.at("stop-conflicts")
             with ctx.phase("stop-conflicts"):
                 step = "stop-conflicts"
-                tx.stop_conflicts(resolved)
-        tx.set_journal("start-target")
+                tx.stop_conflicts()
+        tx.at("start-target")
         with ctx.phase("start-target", resolved.name):
             step = "start-target"
-            progress = ctx.progress("start-target")
-            if waiting is not None:
-                started = resume_or_cold_start(ctx, waiting, resolved, mark=tx.mark_standby)
-            else:  # a warm profile's fingerprint is taken (and with standby_prime its first release paid) now
-                started = first_start(ctx, ctx.runtime.start(resolved=resolved, on_phase=progress), resolved)
+            started = _start_target(tx, waiting)
             ctx.settle()  # it passed the gate: finish the bookkeeping whatever arrives now
         up_at = ctx.clock()
     except Exception as err:  # a ServectlError, or a bug: either way the old service must come back
         ctx.enter_restore()
-        failure = failure_of(resolved.name, err)
-        if step != "start-target":
-            what = {
-                "begin": f"preparing the release of {from_profile}",
-                "stop-old": f"stopping {from_profile}",
-                "remove-leftovers": "removing the stopped containers in its way",
-            }.get(step, f"stopping the conflicts of {resolved.name}")
-            failure = TargetFailure(
-                resolved.name, f"{what} failed, so {resolved.name} was not started: {failure.message}"
-            )
-        fail_back(tx, resolved, current, failure, t, None, err)
+        tx.fail_back(_failure_during(step, tx, err), None, err)
     except Interrupt as intr:
         if step == "begin":  # nothing was touched yet
-            ctx.settle()
-            clear_journal(ctx.state_dir)
-            raise SwapInterrupted(
-                f"interrupted ({signal_name(intr.signum)}) before anything changed; "
-                + (f"{from_profile} still runs" if from_profile else "nothing was started")
-            ) from None
-        failure = TargetFailure(resolved.name, f"interrupted ({signal_name(intr.signum)}) during {step}")
-        fail_back(tx, resolved, current, failure, t, intr.signum)
+            tx.untouched_interrupt(intr.signum)
+        tx.fail_back(
+            TargetFailure(resolved.name, f"interrupted ({signal_name(intr.signum)}) during {step}"), intr.signum
+        )
     except Abandon as abandon:  # a second signal while the runtime was cleaning up the target
         failure = TargetFailure(resolved.name, f"interrupted ({signal_name(abandon.signum)}) during {step}")
-        abandon_swap(tx, resolved, failure, f"stopped waiting after {signal_name(abandon.signum)}")
-    return finish_swapped(tx, resolved, from_profile, started, up_at, t)
+        tx.abandon(failure, f"stopped waiting after {signal_name(abandon.signum)}")
+    return tx.finish(started, up_at)
+
+
+def _start_target(tx: SwapTx, waiting: ServiceInfo | None) -> StartResult:
+    """Resume the target from its warm standby, or start it (a warm profile's fingerprint is taken, and with
+    ``standby_prime`` its first release paid, now)."""
+    ctx, resolved = tx.ctx, tx.resolved_target()
+    if waiting is not None:
+        return resume_or_cold_start(ctx, waiting, resolved, mark=tx.mark_standby)
+    return first_start(ctx, ctx.runtime.start(resolved=resolved, on_phase=ctx.progress("start-target")), resolved)
+
+
+def _failure_during(step: str, tx: SwapTx, err: Exception) -> TargetFailure:
+    """The target's failure, or (before its start) the step that failed, so it was not started."""
+    resolved = tx.resolved_target()
+    failure = failure_of(resolved.name, err)
+    if step == "start-target":
+        return failure
+    from_profile = tx.current.profile if tx.current is not None else None
+    what = {
+        "begin": f"preparing the release of {from_profile}",
+        "stop-old": f"stopping {from_profile}",
+        "remove-leftovers": "removing the stopped containers in its way",
+    }.get(step, f"stopping the conflicts of {resolved.name}")
+    return TargetFailure(resolved.name, f"{what} failed, so {resolved.name} was not started: {failure.message}")
