@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from servectl.bench.qualify.clients import ADAPTERS, KEY_ENV, ClientEndpoint
@@ -37,6 +38,7 @@ def gate_run(environ: dict[str, str]) -> GateRun:
         seed=0,
         environ=environ,
         code_sandbox=None,
+        http=httpx.Client(),
     )
 
 

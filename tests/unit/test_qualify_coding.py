@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import httpx
 import pytest
 
 from servectl.adapters.sandbox import SandboxLimits, SandboxRun, container_kwargs
@@ -184,7 +185,14 @@ def _coding(sandbox: _FakeSandbox, **gate: object) -> tuple[object, _RightAnswer
 
     client = _RightAnswers()
     run = GateRun(
-        client=client, facts=ServiceFacts(), run_id="r", max_model_len=None, seed=0, environ={}, code_sandbox=sandbox
+        client=client,
+        facts=ServiceFacts(),
+        run_id="r",
+        max_model_len=None,
+        seed=0,
+        environ={},
+        code_sandbox=sandbox,
+        http=httpx.Client(),
     )  # type: ignore[arg-type]
     spec = CodingGate.model_validate({"limit": 3, **gate})
     return coding.run(run, spec, load_cases(SHIPPED_CASES)), client

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from servectl.bench.qualify import QualifyReport, QualifySettings, ServiceFacts, run_qualify
@@ -171,6 +172,7 @@ def _endurance(latencies: list[float | None], **spec: Any) -> Any:
         seed=0,
         environ={},
         code_sandbox=None,
+        http=httpx.Client(),
     )
     return endurance.run(run, EnduranceGate(requests=len(latencies), **spec))
 

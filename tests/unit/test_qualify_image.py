@@ -6,6 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
+import httpx
 import pytest
 
 from servectl.bench.qualify.gates import GateRun, image
@@ -83,6 +84,7 @@ def test_a_text_only_profile_skips_the_gate_and_says_so() -> None:
         seed=0,
         environ={},
         code_sandbox=None,
+        http=httpx.Client(),
     )
     result = image.run(run, ImageGate(), load_corpus(SHIPPED_CORPUS))
     assert result.verdict == "skipped" and result.count == "skipped"

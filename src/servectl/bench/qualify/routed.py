@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import httpx
+
     from servectl.service.context import Context
 
 _REQUESTS = re.compile(r'^servectl_gateway_requests_total\{alias="(?P<alias>[^"]*)",code="\d+"\} (?P<n>\d+)$', re.M)
@@ -55,13 +57,11 @@ class RouteTarget:
             return self.served_name
         return self.alias
 
-    def requests_seen(self) -> int:
-        """The gateway's count of requests answered on the alias (0 without a metrics URL)."""
+    def requests_seen(self, http: httpx.Client) -> int:
+        """The gateway's count of requests answered on the alias (0 without a metrics URL), read with ``http``."""
         if self.metrics_url is None:
             return 0
-        import httpx
-
-        text = httpx.get(self.metrics_url, timeout=10).text
+        text = http.get(self.metrics_url, timeout=10).text
         return sum(int(m["n"]) for m in _REQUESTS.finditer(text) if m["alias"] == self.alias)
 
     def __str__(self) -> str:

@@ -15,7 +15,7 @@ from importlib import metadata
 from typing import Any
 
 from servectl.adapters.sandbox import CodeSandbox
-from servectl.bench.model import BenchContext, pick_model, read_free_vram
+from servectl.bench.model import BenchContext, CardFreeMemory, pick_model, read_free_vram
 from servectl.bench.qualify.client import QualifyClient
 from servectl.bench.qualify.gates import GateRun
 from servectl.bench.qualify.model import (
@@ -116,6 +116,22 @@ def _require_sandbox(loaded: LoadedSuite, sandbox: CodeSandbox | None) -> None:
         )
 
 
+def _run_gates(
+    run: GateRun, loaded: LoadedSuite, runners: dict[str, GateRunner]
+) -> tuple[list[GateResult], tuple[CardFreeMemory, ...] | None]:
+    """Each gate of the suite in :data:`GATE_ORDER`, then the VRAM gate on the free VRAM read after them."""
+    from servectl.bench.qualify.gates import vram
+
+    gates = loaded.suite.gates
+    results = [
+        runners[gate](run, spec) for gate in GATE_ORDER if gate != "vram" and (spec := getattr(gates, gate)) is not None
+    ]
+    cards, unread = read_free_vram(run.facts.free_vram)  # a failed read fails the gate, not the run
+    if gates.vram is not None:
+        results.append(vram.run(run, gates.vram, list(cards) if cards else None, unread=unread))
+    return results, cards
+
+
 def run_qualify(
     *,
     settings: QualifySettings,
@@ -141,8 +157,6 @@ def run_qualify(
         BenchFailed: the server cannot be reached, refuses the key, or does not serve the model.
         ProfileError: a case or corpus file of the suite has problems (nothing is sent then).
     """
-    from servectl.bench.qualify.gates import vram
-
     facts = facts or ServiceFacts()
     loaded = settings.loaded_suite
     suite = loaded.suite
@@ -157,6 +171,9 @@ def run_qualify(
         temperature=suite.temperature,
         extra_body=suite.extra_body,
     )
+    import httpx
+
+    http = httpx.Client()  # the run's, for the routed gate's requests outside the SDK; closed with the SDK's
     try:
         model, max_model_len = _discover(client, settings)
         client.model = model
@@ -169,19 +186,13 @@ def run_qualify(
             environ=environ,
             progress=progress,
             code_sandbox=sandbox,
+            http=http,
             route=settings.route,
         )
-        results: list[GateResult] = []
-        for gate in GATE_ORDER:
-            spec = getattr(suite.gates, gate)
-            if spec is None or gate == "vram":
-                continue
-            results.append(runners[gate](run, spec))
-        cards, unread = read_free_vram(facts.free_vram)  # a failed read fails the gate, not the run
-        if suite.gates.vram is not None:
-            results.append(vram.run(run, suite.gates.vram, list(cards) if cards else None, unread=unread))
+        results, cards = _run_gates(run, loaded, runners)
     finally:
         client.close()
+        http.close()
     return QualifyReport(
         settings=settings,
         context=context,

@@ -115,11 +115,11 @@ def run(run: GateRun, spec: ClientsGate) -> GateResult:
             message = f"{case}: skipped: {adapter.executable} is not installed; install it: {adapter.install}"
             result = CaseResult(case, False, message, None, {"skipped": True, "install": adapter.install})
         else:
-            seen_before = run.route.requests_seen() if run.route is not None else 0
+            seen_before = run.route.requests_seen(run.http) if run.route is not None else 0
             ok, message, detail = run_client(adapter, executable, endpoint, api_key=key, timeout_s=spec.timeout_s,
                                              environ=env)  # fmt: skip
             if ok and run.route is not None:
-                seen = run.route.requests_seen() - seen_before
+                seen = run.route.requests_seen(run.http) - seen_before
                 detail["gateway_requests"] = seen
                 if seen < 1:
                     ok, message = False, f"the nonce came back, but the gateway counted no request on {run.route}"

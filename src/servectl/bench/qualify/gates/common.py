@@ -4,18 +4,21 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from servectl.adapters.sandbox import CodeSandbox
 from servectl.bench.qualify.client import QualifyClient
 from servectl.bench.qualify.model import CaseResult, QualifyProgressEvent, ServiceFacts
 
+if TYPE_CHECKING:
+    import httpx
+
 
 class RouteWatch(Protocol):
     """What a routed run reads from the gateway's own record (see :mod:`servectl.bench.qualify.routed`)."""
 
-    def requests_seen(self) -> int:
-        """Requests the gateway has answered on the alias so far (its counter, any status)."""
+    def requests_seen(self, http: httpx.Client) -> int:
+        """Requests the gateway has answered on the alias so far (its counter, any status), read with ``http``."""
 
 
 @dataclass
@@ -29,6 +32,7 @@ class GateRun:
     seed: int  # QualifySettings.seed (its one home)
     environ: Mapping[str, str]  # the host's: what the agent clients inherit (PATH, HOME, TMPDIR, ...)
     code_sandbox: CodeSandbox | None  # the run's (None: its suite has no coding gate, checked before it starts)
+    http: httpx.Client  # the run's, for what is asked outside the SDK (the routed gate's keys, engine, gateway record)
     progress: Callable[[QualifyProgressEvent], None] | None = None
     route: RouteWatch | None = None
 

@@ -18,24 +18,27 @@ nor keyed skips the gate.
 from __future__ import annotations
 
 import secrets
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from servectl.bench.qualify.gates.common import GateRun, clip
 from servectl.bench.qualify.model import CaseResult, GateResult
 from servectl.bench.qualify.routed import RouteTarget
 from servectl.bench.qualify.suite import RoutedGate
 
+if TYPE_CHECKING:
+    import httpx
+
 GATE = "routed"
 REFUSED = (401, 403)
 
 
-def _post_status(url: str, model: str, key: str | None) -> tuple[int | None, str]:
+def _post_status(http: httpx.Client, url: str, model: str, key: str | None) -> tuple[int | None, str]:
     import httpx
 
     headers = {"Authorization": f"Bearer {key}"} if key is not None else {}
     body = {"model": model, "messages": [{"role": "user", "content": "Say OK."}], "max_tokens": 4}
     try:
-        response = httpx.post(f"{url}/v1/chat/completions", json=body, headers=headers, timeout=30)
+        response = http.post(f"{url}/v1/chat/completions", json=body, headers=headers, timeout=30)
     except httpx.HTTPError as err:
         return None, f"{type(err).__name__}: {err}"
     return response.status_code, clip(response.text, 80)
@@ -44,14 +47,14 @@ def _post_status(url: str, model: str, key: str | None) -> tuple[int | None, str
 def _key_cases(run: GateRun) -> list[CaseResult]:
     cases = []
     for case, key in (("routed wrong key", f"servectl-wrong-{secrets.token_hex(8)}"), ("routed missing key", None)):
-        status, text = _post_status(run.client.url, run.client.model, key)
+        status, text = _post_status(run.http, run.client.url, run.client.model, key)
         ok = status in REFUSED
         what = "refused" if ok else "NOT refused"
         cases.append(CaseResult(case, ok, f"{case}: {what} (HTTP {status}: {text})", None, {"status": status}))
     return cases
 
 
-def _engine_case(target: RouteTarget) -> CaseResult:
+def _engine_case(http: httpx.Client, target: RouteTarget) -> CaseResult:
     case = "routed engine"
     status = target.status() if target.status is not None else None
     if status is None:
@@ -62,18 +65,18 @@ def _engine_case(target: RouteTarget) -> CaseResult:
         return CaseResult(case, False, message + " (a fallback answered)", None, {"profile": serving})
     detail: dict[str, Any] = {"profile": serving}
     if target.engine_url is not None and target.served_name is not None:
-        problem = _engine_models_problem(target, detail)
+        problem = _engine_models_problem(http, target, detail)
         if problem:
             return CaseResult(case, False, f"{case}: {problem}", None, detail)
     return CaseResult(case, True, f"{case}: {serving} serves {target.alias!r} as {target.served_name}", None, detail)
 
 
-def _engine_models_problem(target: RouteTarget, detail: dict[str, Any]) -> str | None:
+def _engine_models_problem(http: httpx.Client, target: RouteTarget, detail: dict[str, Any]) -> str | None:
     import httpx
 
     headers = {"Authorization": f"Bearer {target.engine_key}"} if target.engine_key else {}
     try:
-        data = httpx.get(f"{target.engine_url}/v1/models", headers=headers, timeout=10).json().get("data") or []
+        data = http.get(f"{target.engine_url}/v1/models", headers=headers, timeout=10).json().get("data") or []
     except (httpx.HTTPError, ValueError) as err:
         return f"cannot list the engine's models at {target.engine_url}: {err}"
     names = [str(m.get("id")) for m in data]
@@ -93,7 +96,7 @@ def run(run: GateRun, spec: RoutedGate, target: RouteTarget | None) -> GateResul
     if target is None and not keyed:
         note = "not routed: run with --via-gateway, or --url of the gateway with --api-key-env"
         return GateResult(gate=GATE, verdict="skipped", note=note)
-    before = target.requests_seen() if target is not None and target.metrics_url else 0
+    before = target.requests_seen(run.http) if target is not None and target.metrics_url else 0
     expected = target.answer_model if target is not None else run.client.model
     names = [name for name, _ in run.client.list_models()]
     cases = [
@@ -112,9 +115,9 @@ def run(run: GateRun, spec: RoutedGate, target: RouteTarget | None) -> GateResul
         message = f"routed answer: model {exchange.model!r}" + ("" if ok else f", expected exactly {expected!r}")
         cases.append(CaseResult("routed answer", ok, message, exchange.latency_s, {"model": exchange.model}))
     if target is not None and target.status is not None:
-        cases.append(_engine_case(target))
+        cases.append(_engine_case(run.http, target))
     if target is not None and target.metrics_url:
-        seen = target.requests_seen() - before
+        seen = target.requests_seen(run.http) - before
         ok = seen >= sent
         message = f"routed record: the gateway counted {seen} request(s) on alias {target.alias!r}, sent {sent}+"
         cases.append(CaseResult("routed record", ok, message, None, {"counted": seen}))
