@@ -416,6 +416,26 @@ def test_render_and_promote_on_a_fake_host(host: FakeHost, profile_dir: Path) ->
         host.promote(name="demo", evidence_dir=profile_dir.parent / "no-evidence")
 
 
+def test_a_host_reads_the_extracted_catalogs_of_its_own_catalog_folder(profile_dir: Path, tmp_path: Path) -> None:
+    """Issue 40: flag_catalog and diff_catalogs of an image look its extracted catalog up in the folder the
+    host's environ names (SERVECTL_CATALOG_CACHE), not the process's (they said 'run servectl catalog extract')."""
+    import json
+
+    from servectl.profile.catalog import CATALOG_DIR, FlagCatalog
+    from servectl.profile.catalog_store import ImageSource, store_catalog
+
+    shipped = FlagCatalog.available()[-1]
+    document = json.loads((CATALOG_DIR / f"{shipped}.json").read_text(encoding="utf-8"))
+    cache = tmp_path / "host-catalogs"
+    store_catalog(document, ImageSource(id="sha256:" + "ab" * 32, refs=("example/sglang:1",)), directory=cache)
+    assert "SERVECTL_CATALOG_CACHE" not in os.environ
+    environ = {**os.environ, "SERVECTL_CATALOG_CACHE": str(cache)}
+    with FakeHost(state_dir=tmp_path / "state", environ=environ) as host:
+        assert host.flag_catalog(name="example/sglang:1").option("--tp") is not None
+        label_a, label_b, changes = host.diff_catalogs(a=shipped, b="example/sglang:1")
+        assert (label_a, label_b.split(" ")[0], changes) == (shipped, "example/sglang:1", [])
+
+
 def test_catalog_methods_on_a_fake_host(host: FakeHost) -> None:
     shipped = host.load_profile(name="demo").profile.engine.catalog
     assert host.flag_catalog(name=shipped).option("--tp") is not None

@@ -261,9 +261,11 @@ class ProfileCommands(HostBase):
         Raises:
             UsageError: nothing by that name.
         """
+        from servectl.paths import catalog_cache_dir
         from servectl.service.catalog import load_catalog_target
 
-        return load_catalog_target(name, engine=None, folders=self.ctx.profile_folders)[1]  # a lookup: no extraction
+        store = catalog_cache_dir(self.environ)
+        return load_catalog_target(name, engine=None, folders=self.ctx.profile_folders, store_dir=store)[1]
 
     def catalogs(self) -> list[CatalogListing]:
         """The shipped flag catalogs, then those extracted from images (``catalog extract``)."""
@@ -333,11 +335,13 @@ class ProfileCommands(HostBase):
         Returns:
             (label of a, label of b, the changes).
         """
+        from servectl.paths import catalog_cache_dir
         from servectl.profile.catalog_diff import diff_catalogs, flags_affected
         from servectl.service.catalog import load_catalog_target
 
-        label_a, cat_a = load_catalog_target(a, engine=self.docker, folders=self.ctx.profile_folders)
-        label_b, cat_b = load_catalog_target(b, engine=self.docker, folders=self.ctx.profile_folders)
+        folders, store = self.ctx.profile_folders, catalog_cache_dir(self.environ)
+        label_a, cat_a = load_catalog_target(a, engine=self.docker, folders=folders, store_dir=store)
+        label_b, cat_b = load_catalog_target(b, engine=self.docker, folders=folders, store_dir=store)
         changes = diff_catalogs(cat_a, cat_b)
         if name is not None:
             flags = {t.split("=", 1)[0] for t in self._resolve(name).plan.engine_argv if t.startswith("--")}

@@ -158,11 +158,12 @@ def image_target(name: str, *, folders: Sequence[ProfileFolder]) -> ImageTarget:
 
 
 def load_catalog_target(
-    name: str, *, engine: DockerEngine | None, folders: Sequence[ProfileFolder]
+    name: str, *, engine: DockerEngine | None, folders: Sequence[ProfileFolder], store_dir: Path
 ) -> tuple[str, FlagCatalog]:
     """A catalog for ``catalog diff``: a catalog spec (shipped name, ``sha256:...``, ``.json`` file), a
     profile on ``folders`` (its catalog), or an image (its extracted catalog; extracted now when there is none
-    yet and an ``engine`` is given: None, a lookup that extracts nothing). Returns ``(label, FlagCatalog)``.
+    yet and an ``engine`` is given: None, a lookup that extracts nothing). Extracted catalogs are looked up in,
+    and kept in, ``store_dir`` (the host's catalog folder). Returns ``(label, FlagCatalog)``.
 
     Raises:
         UsageError: nothing by that name. ImageProbeError / PreflightFailed: extracting failed.
@@ -172,7 +173,7 @@ def load_catalog_target(
 
     if name in FlagCatalog.available() or is_catalog_file(name) or (name.startswith("sha256:") and name != IMAGE):
         try:
-            return name, load_catalog(name).catalog
+            return name, load_catalog(name, directory=store_dir).catalog
         except KeyError as err:
             raise UsageError(str(err.args[0])) from None
     target = image_target(name, folders=folders)
@@ -184,10 +185,10 @@ def load_catalog_target(
             return f"{name} ({profile.engine.catalog})", catalog_for(profile)
         except (KeyError, ValueError) as err:
             raise UsageError(f"profile {name}: engine.catalog: {err.args[0]}") from None
-    stored = find_extracted(ref=target.image)
+    stored = find_extracted(ref=target.image, directory=store_dir)
     if stored is None and engine is not None and engine.image(target.image) is not None:
-        extract_catalog(image=target.image, engine=engine)
-        stored = find_extracted(ref=target.image)
+        extract_catalog(image=target.image, engine=engine, store_dir=store_dir)
+        stored = find_extracted(ref=target.image, directory=store_dir)
     if stored is None:
         raise UsageError(
             f"{name} is no shipped catalog, catalog file, profile, or image with an extracted catalog; "
