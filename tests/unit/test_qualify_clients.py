@@ -11,12 +11,12 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
 import pytest
+from tests.unit.gate_runs import gate_run
 
 from servectl.bench.qualify.clients import ADAPTERS, KEY_ENV, ClientEndpoint
 from servectl.bench.qualify.gates import GateRun, clients
-from servectl.bench.qualify.model import ServiceFacts, gate_counts
+from servectl.bench.qualify.model import gate_counts
 from servectl.bench.qualify.suite import ClientsGate, load_suite, suite_path
 from servectl.errors import ProfileError
 
@@ -29,17 +29,8 @@ class _Client:
     url, model, api_key = "http://127.0.0.1:9", "demo", None
 
 
-def gate_run(environ: dict[str, str]) -> GateRun:
-    return GateRun(
-        client=_Client(),  # type: ignore[arg-type]
-        facts=ServiceFacts(),
-        run_id="r",
-        max_model_len=4096,
-        seed=0,
-        environ=environ,
-        code_sandbox=None,
-        http=httpx.Client(),
-    )
+def clients_run(environ: dict[str, str]) -> GateRun:
+    return gate_run(_Client(), max_model_len=4096, environ=environ)
 
 
 def script(tmp_path: Path, name: str, body: str) -> str:
@@ -51,14 +42,14 @@ def script(tmp_path: Path, name: str, body: str) -> str:
 
 def test_a_client_that_reads_the_nonce_passes(tmp_path: Path) -> None:
     env = {"PATH": "/usr/bin:/bin", "SERVECTL_CLIENT_PI": script(tmp_path, "pi", READS_THE_FILE)}
-    result = clients.run(gate_run(env), ClientsGate(clients=["pi"], timeout_s=20))
+    result = clients.run(clients_run(env), ClientsGate(clients=["pi"], timeout_s=20))
     assert result.verdict == "pass" and result.count == "1/1", result.cases[0].message
     assert result.cases[0].detail["output_tail"].startswith("nonce-")
 
 
 def test_a_client_that_answers_something_else_fails_with_its_output(tmp_path: Path) -> None:
     env = {"PATH": "/usr/bin:/bin", "SERVECTL_CLIENT_PI": script(tmp_path, "pi", "#!/bin/sh\necho I guess 42\n")}
-    result = clients.run(gate_run(env), ClientsGate(clients=["pi"], timeout_s=20))
+    result = clients.run(clients_run(env), ClientsGate(clients=["pi"], timeout_s=20))
     assert result.verdict == "fail"
     assert result.cases[0].message == "clients pi: the nonce did not come back (exit code 0): 'I guess 42'"
 
@@ -67,7 +58,7 @@ def test_a_hanging_client_is_killed_at_its_limit_and_its_last_output_kept(tmp_pa
     body = "#!/bin/sh\necho thinking hard\nsleep 600 &\nsleep 600\n"  # a child in the group sleeps too
     env = {"PATH": "/usr/bin:/bin", "SERVECTL_CLIENT_HERMES": script(tmp_path, "hermes", body)}
     started = time.perf_counter()
-    result = clients.run(gate_run(env), ClientsGate(clients=["hermes"], timeout_s=1.5))
+    result = clients.run(clients_run(env), ClientsGate(clients=["hermes"], timeout_s=1.5))
     assert time.perf_counter() - started < 10
     (case,) = result.cases
     assert result.verdict == "fail" and not case.ok
@@ -77,7 +68,7 @@ def test_a_hanging_client_is_killed_at_its_limit_and_its_last_output_kept(tmp_pa
 
 def test_a_missing_client_is_skipped_with_its_install_command_never_passed(tmp_path: Path) -> None:
     env = {"PATH": str(tmp_path), "SERVECTL_CLIENT_PI": script(tmp_path, "pi", READS_THE_FILE)}
-    result = clients.run(gate_run(env), ClientsGate(clients=["pi", "openclaw"], timeout_s=20))
+    result = clients.run(clients_run(env), ClientsGate(clients=["pi", "openclaw"], timeout_s=20))
     assert result.verdict == "skipped" and result.count == "skipped"
     assert result.passed == 1 and result.total == 2
     missing = result.cases[1]

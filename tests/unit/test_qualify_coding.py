@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import httpx
 import pytest
+from tests.unit.gate_runs import gate_run
 
 from servectl.adapters.sandbox import SandboxLimits, SandboxRun, container_kwargs
 from servectl.bench.qualify import QualifySettings, run_qualify
@@ -179,21 +179,11 @@ class _RightAnswers:
 
 
 def _coding(sandbox: _FakeSandbox, **gate: object) -> tuple[object, _RightAnswers]:
-    from servectl.bench.qualify.gates import GateRun, coding
-    from servectl.bench.qualify.model import ServiceFacts
+    from servectl.bench.qualify.gates import coding
     from servectl.bench.qualify.suite import CodingGate
 
     client = _RightAnswers()
-    run = GateRun(
-        client=client,
-        facts=ServiceFacts(),
-        run_id="r",
-        max_model_len=None,
-        seed=0,
-        environ={},
-        code_sandbox=sandbox,
-        http=httpx.Client(),
-    )  # type: ignore[arg-type]
+    run = gate_run(client, code_sandbox=sandbox)
     spec = CodingGate.model_validate({"limit": 3, **gate})
     return coding.run(run, spec, load_cases(SHIPPED_CASES)), client
 

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
+from tests.unit.gate_runs import gate_run
 
 from servectl.bench.qualify import QualifyReport, QualifySettings, ServiceFacts, run_qualify
 from servectl.bench.qualify.suite import LoadedSuite, Suite
@@ -161,19 +161,10 @@ class _Scripted:
 
 
 def _endurance(latencies: list[float | None], **spec: Any) -> Any:
-    from servectl.bench.qualify.gates import GateRun, endurance
+    from servectl.bench.qualify.gates import endurance
     from servectl.bench.qualify.suite import EnduranceGate
 
-    run = GateRun(
-        client=_Scripted(latencies),  # type: ignore[arg-type]
-        facts=ServiceFacts(),
-        run_id="r",
-        max_model_len=None,
-        seed=0,
-        environ={},
-        code_sandbox=None,
-        http=httpx.Client(),
-    )
+    run = gate_run(_Scripted(latencies))
     return endurance.run(run, EnduranceGate(requests=len(latencies), **spec))
 
 

@@ -6,10 +6,10 @@ import json
 import shutil
 from pathlib import Path
 
-import httpx
 import pytest
+from tests.unit.gate_runs import gate_run
 
-from servectl.bench.qualify.gates import GateRun, image
+from servectl.bench.qualify.gates import image
 from servectl.bench.qualify.gates.image import SHIPPED_CORPUS, load_corpus, missing, normalize
 from servectl.bench.qualify.model import ServiceFacts
 from servectl.bench.qualify.suite import ImageGate
@@ -76,16 +76,7 @@ def test_normalize_folds_case_and_punctuation() -> None:
 
 
 def test_a_text_only_profile_skips_the_gate_and_says_so() -> None:
-    run = GateRun(
-        client=None,  # type: ignore[arg-type]
-        facts=ServiceFacts(known=True),
-        run_id="r",
-        max_model_len=None,
-        seed=0,
-        environ={},
-        code_sandbox=None,
-        http=httpx.Client(),
-    )
+    run = gate_run(None, facts=ServiceFacts(known=True))
     result = image.run(run, ImageGate(), load_corpus(SHIPPED_CORPUS))
     assert result.verdict == "skipped" and result.count == "skipped"
     assert "text-only" in result.note and "model.multimodal" in result.note

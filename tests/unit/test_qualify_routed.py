@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+from tests.unit.gate_runs import gate_run
 
 from servectl.bench.qualify.client import Exchange
-from servectl.bench.qualify.gates import GateRun, routed
-from servectl.bench.qualify.model import ServiceFacts
+from servectl.bench.qualify.gates import routed
 from servectl.bench.qualify.routed import RouteTarget
 from servectl.bench.qualify.suite import RoutedGate
 from servectl.bench.settings import ApiKey
@@ -54,16 +54,7 @@ def test_the_routed_gate_asks_keys_engine_and_record_through_the_runs_client() -
         status=lambda: {"aliases": {"chat": {"profile": "glm"}}},
     )
     with httpx.Client(transport=httpx.MockTransport(answer)) as http:
-        run = GateRun(
-            client=_GatewayClient(),  # type: ignore[arg-type]
-            facts=ServiceFacts(),
-            run_id="r",
-            max_model_len=None,
-            seed=0,
-            environ={},
-            code_sandbox=None,
-            http=http,
-        )
+        run = gate_run(_GatewayClient(), http=http)
         result = routed.run(run, RoutedGate(), target)
     assert result.verdict == "pass", [c.message for c in result.cases if not c.ok]
     posts = [(url, auth) for method, url, auth in asked if method == "POST"]
