@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -296,8 +297,9 @@ class GatewayCommands(TransactionCommands):
         if key_env and key_file:
             raise UsageError("the key comes from a variable or a file: give --key-env or --key-file, not both")
         loaded = self._gateway_config(config_file)
-        table = alias_table(loaded, lambda: profile_names(self.ctx.profile_folders))
-        aliases = self._alias_infos(table)
+        on_path = functools.cache(lambda: profile_names(self.ctx.profile_folders))  # the folders read once
+        table = alias_table(loaded, on_path)
+        aliases = self._alias_infos(table, on_path)
         base_url = _client_base_url(url, loaded.host, loaded.port)
         if client is None:
             return GatewayClients(base_url=base_url, aliases=aliases, clients=CLIENTS)
@@ -319,7 +321,7 @@ class GatewayCommands(TransactionCommands):
                 raise UsageError(f"cannot write {write_to}: {err}") from None
         return GatewayClients(base_url=base_url, aliases=aliases, setup=setup, written=write_to, clients=CLIENTS)
 
-    def _alias_infos(self, table: AliasTable) -> list[AliasInfo]:
+    def _alias_infos(self, table: AliasTable, on_path: Callable[[], Sequence[str]]) -> list[AliasInfo]:
         """Each alias's window and capabilities from its profiles' cards. ``*`` (``default`` with no aliases: any
         running service) may be any chat profile on the search path: its window is the smallest of theirs, so a
         client told it never asks for more than the one serving holds."""
@@ -327,14 +329,13 @@ class GatewayCommands(TransactionCommands):
         from servectl.gateway.cards import profile_card
         from servectl.gateway.clients import alias_info
         from servectl.gateway.config import ANY_PROFILE
-        from servectl.gateway.serve import profile_names
         from servectl.profile.validate import load_profile
 
         everyone = any(ANY_PROFILE in table.profiles(a) for a in table.names)
         named = {p for a in table.names for p in table.profiles(a) if p != ANY_PROFILE}
         windows: dict[str, int | None] = {}
         capabilities: dict[str, list[str]] = {}
-        for profile in named | (set(profile_names(self.ctx.profile_folders)) if everyone else set()):
+        for profile in named | (set(on_path()) if everyone else set()):
             try:
                 card = profile_card(load_profile(profile, folders=self.ctx.profile_folders).profile)
             except ServectlError:
