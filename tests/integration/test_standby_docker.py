@@ -35,7 +35,7 @@ from servectl.service.fingerprint import PROMPTS
 from servectl.service.journal import read_journal
 from servectl.service.recover import recover
 from servectl.service.rollback import rollback
-from servectl.service.services import ServiceRecords, services
+from servectl.service.services import ServiceInfo, ServiceRecords, services
 from servectl.service.swap import SwapResult, swap
 from servectl.standin.process import free_port
 from servectl.testing.standin_gpu import StandinGpuInventory, StandinOnCards
@@ -120,17 +120,17 @@ class World:
         c = self.client.containers.get(f"standby-{self.tid}-{name}")
         return c.id, c.status, c.attrs["State"]["StartedAt"]
 
+    def services(self) -> list[ServiceInfo]:
+        """This test's servectl services, as status sees them."""
+        records = ServiceRecords(self.home, History(self.home, clock=time.time))
+        return services(docker=self.docker, records=records, clock=time.time, scope=self.labels, adopted=None)
+
+    def service(self, name: str) -> ServiceInfo:
+        (found,) = [s for s in self.services() if s.profile == name]
+        return found
+
     def states(self) -> dict[str, str]:
-        return {
-            s.profile: s.state
-            for s in services(
-                docker=self.docker,
-                records=ServiceRecords(self.home, History(self.home, clock=time.time)),
-                clock=time.time,
-                scope=self.labels,
-                adopted=None,
-            )
-        }
+        return {s.profile: s.state for s in self.services()}
 
     def answer(self, name: str) -> str:
         url = f"http://127.0.0.1:{self.ports[name]}/v1/chat/completions"
@@ -176,16 +176,7 @@ def test_a_b_a_with_a_on_warm_standby_comes_back_without_a_container_start(world
 
     again = world.swap("b")  # and away once more: the standby record is written again
     assert again.outcome == "swapped" and world.states() == {"a": "standby", "b": "ready"}
-    (a_seen,) = [
-        s
-        for s in services(
-            docker=world.docker,
-            records=ServiceRecords(world.home, History(world.home, clock=time.time)),
-            clock=time.time,
-            scope=world.labels,
-        )
-        if s.profile == "a"
-    ]
+    a_seen = world.service("a")
     assert a_seen.standby_resume_s is not None and a_seen.standby_resume_s == pytest.approx(
         back.target_startup_s, abs=0.05
     )
@@ -391,16 +382,7 @@ def test_a_primed_standby_pays_its_first_release_at_start_and_every_later_one_is
     trust = StandbyRecord(world.home).trust(world.container("a")[0])
     assert trust is not None and trust.cycles == 0  # its fingerprint, taken at its first start
     assert trust.retained and trust.pinned and trust.backup_bytes > 0  # the prime paid the pinned buffer
-    (held,) = [
-        s
-        for s in services(
-            docker=world.docker,
-            records=ServiceRecords(world.home, History(world.home, clock=time.time)),
-            clock=time.time,
-            scope=world.labels,
-        )
-        if s.profile == "a"
-    ]
+    held = world.service("a")
     assert (held.backup_hold, held.backup_bytes) == ("held", trust.backup_bytes)  # what preflight counts as in use
     away = world.swap("b")
     assert away.old_released and away.old_stop_s is not None and away.old_stop_s < 1.5

@@ -482,24 +482,10 @@ def test_status_judges_a_container_servectl_did_not_start_by_its_health(env: Env
     env.engine.create_and_start(resolve("c", environ=os.environ).plan.docker, environ={})
     healthy = httpx.Client(transport=httpx.MockTransport(lambda r: httpx.Response(200)))
     sick = httpx.Client(transport=httpx.MockTransport(lambda r: httpx.Response(503)))
-    assert [
-        s.state
-        for s in services(
-            docker=env.engine,
-            http=healthy,
-            records=ServiceRecords(env.home, History(env.home, clock=time.time)),
-            clock=time.time,
-        )
-    ] == ["ready"]
-    assert [
-        s.state
-        for s in services(
-            docker=env.engine,
-            http=sick,
-            records=ServiceRecords(env.home, History(env.home, clock=time.time)),
-            clock=time.time,
-        )
-    ] == ["unhealthy"]
+    for http, state in ((healthy, "ready"), (sick, "unhealthy")):
+        records = ServiceRecords(env.home, History(env.home, clock=time.time))
+        seen = services(docker=env.engine, http=http, records=records, clock=time.time)
+        assert [s.state for s in seen] == [state]
 
 
 def test_status_scope_sees_only_labelled_containers(env: Env) -> None:

@@ -25,7 +25,7 @@ from servectl.plan.resolve import Resolved, resolve
 from servectl.service.clocks import Clocks
 from servectl.service.container import DockerRuntime
 from servectl.service.context import Context
-from servectl.service.services import ServiceRecords, services
+from servectl.service.services import ServiceInfo, ServiceRecords, services
 from servectl.service.swap import PhaseEvent, SwapOptions, profile_preflight, swap
 from servectl.testing.docker import FakeDockerEngine, FakeScript, sglang_like_script
 from servectl.testing.fakes import FakeGpuInventory, FakeHostProbe, fake_model_dir
@@ -96,17 +96,17 @@ def names(engine: FakeDockerEngine) -> list[str]:
     return sorted(c.spec.name for c in engine.containers.values())
 
 
+def services_seen(engine: Any, home: Path) -> list[ServiceInfo]:
+    """The services status would list, read from the history (no health probe, no plan hashes)."""
+    records = ServiceRecords(home, History(home, clock=time.time))
+    return services(docker=engine, probe=False, plan_hash_of=None, records=records, clock=time.time)
+
+
 def test_a_swap_through_the_runtime_leaves_the_target_ready_in_the_runtimes_eyes(started: Any, home: Path) -> None:
     engine, result = started({})
     assert result.outcome == "swapped"
     assert names(engine) == ["fake-beta"]
-    [service] = services(
-        docker=engine,
-        probe=False,
-        plan_hash_of=None,
-        records=ServiceRecords(home, History(home, clock=time.time)),
-        clock=time.time,
-    )
+    [service] = services_seen(engine, home)
     assert (service.profile, service.state) == ("beta", "ready")  # the history says it passed the gate
     assert History(home, clock=time.time).previous_profile() == "alpha"
     assert result.downtime_s is not None and result.downtime_s >= result.target_startup_s
@@ -121,13 +121,7 @@ def test_a_crashing_target_through_the_runtime_brings_alpha_back_with_the_crash_
     assert "the container was removed" not in err.message  # said once, by swap: "beta was removed"
     assert "    Scheduler hit an exception: RuntimeError: injected" in err.message.splitlines()
     assert names(engine) == ["fake-alpha"]
-    [service] = services(
-        docker=engine,
-        probe=False,
-        plan_hash_of=None,
-        records=ServiceRecords(home, History(home, clock=time.time)),
-        clock=time.time,
-    )
+    [service] = services_seen(engine, home)
     assert (service.profile, service.state) == ("alpha", "ready")
 
 
