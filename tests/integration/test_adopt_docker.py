@@ -29,6 +29,7 @@ import yaml
 from _helpers import compose_cli, remove_labelled
 
 from servectl.adapters.docker import DockerSdkEngine
+from servectl.adapters.http import StandardHttp
 from servectl.adapters.state import History
 from servectl.errors import ProfileTemplate, SwapRolledBack, UsageError
 from servectl.plan.container_match import container_fields, diff_fields
@@ -168,6 +169,7 @@ class World:
         # reads no environment of its own)
         adopted = services(
             docker=self.docker,
+            http=StandardHttp(),
             scope=self.scope(),
             records=ServiceRecords(self.home, History(self.home, clock=time.time)),
             clock=time.time,

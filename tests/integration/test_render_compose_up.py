@@ -31,6 +31,7 @@ import yaml
 from _helpers import compose_cli
 
 from servectl.adapters.docker import DockerSdkEngine
+from servectl.adapters.http import StandardHttp
 from servectl.adapters.plan_cache import PlanCache
 from servectl.adapters.state import History
 from servectl.plan.compile import LABEL_PLAN_HASH, LaunchPlan
@@ -175,6 +176,7 @@ def test_the_rendered_demo_passes_servectls_health_gate(started: Started) -> Non
         plan=started.plan,
         container_id=started.container.id,
         docker=started.engine,
+        http=StandardHttp(),
         api_key=started.api_key,
         opts=GateOptions(clock=time.monotonic, sleep=time.sleep),
     )
@@ -187,6 +189,7 @@ def test_it_answers_health_models_and_a_chat_completion(started: Started) -> Non
         plan=started.plan,
         container_id=started.container.id,
         docker=started.engine,
+        http=StandardHttp(),
         api_key=started.api_key,
         opts=GateOptions(clock=time.monotonic, sleep=time.sleep),
     )
@@ -209,11 +212,13 @@ def test_servectl_status_lists_it_ready_without_drift(started: Started, test_ses
         plan=started.plan,
         container_id=started.container.id,
         docker=started.engine,
+        http=StandardHttp(),
         api_key=started.api_key,
         opts=GateOptions(clock=time.monotonic, sleep=time.sleep),
     )
     (service,) = services(
         docker=started.engine,
+        http=StandardHttp(),
         scope={SESSION_LABEL: test_session_id},
         records=ServiceRecords(started.state_dir, History(started.state_dir, clock=time.time)),
         clock=time.time,

@@ -27,6 +27,7 @@ import yaml
 from _helpers import remove_labelled, servectl_popen
 
 from servectl.adapters.docker import DockerSdkEngine
+from servectl.adapters.http import StandardHttp
 from servectl.adapters.standby import StandbyRecord
 from servectl.adapters.state import History
 from servectl.errors import SwapRolledBack
@@ -123,7 +124,9 @@ class World:
     def services(self) -> list[ServiceInfo]:
         """This test's servectl services, as status sees them."""
         records = ServiceRecords(self.home, History(self.home, clock=time.time))
-        return services(docker=self.docker, records=records, clock=time.time, scope=self.labels, adopted=None)
+        return services(
+            docker=self.docker, http=StandardHttp(), records=records, clock=time.time, scope=self.labels, adopted=None
+        )
 
     def service(self, name: str) -> ServiceInfo:
         (found,) = [s for s in self.services() if s.profile == name]

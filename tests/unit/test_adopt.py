@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from servectl.adapters.http import StandardHttp
 from servectl.adapters.state import History
 from servectl.plan.adopt import AdoptError, adopt_container, adoption_yaml, compose_service_inspect, profile_name_for
 from servectl.plan.container_match import container_diff, container_fields, diff_fields, split_engine_command
@@ -371,7 +372,7 @@ def test_the_adopted_services_are_looked_up_on_the_runtimes_search_path(
     engine.image_documents[data["Image"]] = image_inspect()
     runtime = DockerRuntime(
         docker=engine,
-        http=None,
+        http=StandardHttp(),
         environ=environ,
         state_dir=tmp_path / "state",
         history=History(tmp_path / "state", clock=time.time),

@@ -12,11 +12,11 @@
   deadline and timestamp (``DockerRuntime.start`` dropped ``ctx.clocks``: the gate ran on the real clock under a
   fake one). ``service/clocks.py`` is the real clocks' one home.
 * **Adapters.** The real adapters (Docker SDK engine and client, NVML, the psutil probe, the state folder's
-  history and lock, declared conflicts, the runtime, the code sandbox, the plan cache) are constructed only where
+  history and lock, declared conflicts, the runtime, the code sandbox, the plan cache, HTTP) are constructed only where
   the context is built: ``service/context.py``, and ``host/base.py`` (the host's plan cache beside it).
 * **Waits and requests.** ``time.sleep(...)`` and httpx's module functions (``httpx.get``, ``httpx.post``...,
   each a client of its own per call) are called only by the adapters and the clocks that own them; the core takes
-  the context's ``Clocks.sleep`` and HTTP client, so a fake clock and a fake engine's transport drive it in tests.
+  the context's ``Clocks.sleep`` and HTTP adapter, so a fake clock and a fake engine's transport drive it in tests.
 * **The GPU inventory is never None.** Below ``host/`` no parameter or field is typed an optional GPU inventory
   (``GpuInventory | None``): ``None`` meant four things (open NVML here, no GPUs, no wait, unknown). The
   Context's :attr:`gpus` is the one door, and a :class:`NullGpuInventory` is the inventory that reads no card.
@@ -94,8 +94,12 @@ ADAPTER_CLASSES = frozenset(
         "DockerRuntime",
         "DockerSandbox",
         "PlanCache",
+        "StandardHttp",
     }
 )
+#: Adapters of libraries, typed where a caller's is passed (an ``httpx.Client | None = None`` is a client built
+#: by the callee where none is given: the Context's HTTP adapter opens them).
+LIBRARY_ADAPTERS = frozenset({"httpx.Client", "httpx.AsyncClient"})
 CONTEXT_BUILDERS = {
     "service/context.py": "builds the Context and opens its adapters",
     "host/base.py": "builds the host's Context and, beside it, the host's plan cache",
@@ -131,12 +135,8 @@ ADAPTER_DEFAULTS = {
     "bench/qualify/runner.py": "run_qualify(sandbox=None) is a public entry point for a server at a URL, with no "
     "host: without a sandbox a suite with a coding gate is refused in one line before anything runs",
 }
-ADAPTER_DEFAULTS_NOT_YET = {
-    "service/health.py": "issue 40: wait_until_serving(http=None) opens a short-lived client per gate (httpx, with "
-    "the plan URL's TLS verification); the Context's http is None unless given, so the Context needs an HTTP "
-    "adapter that is never None first",
-    "service/services.py": "issue 40: services(http=None) probes /health with the standard library's socket client "
-    "(status must not import httpx); as service/health.py, the Context's http is None unless given",
+ADAPTER_DEFAULTS_NOT_YET: dict[str, str] = {
+    # module -> what issue 40 still has to take from the Context
 }
 
 # -- numeric defaults ----------------------------------------------------------------------------------------------
@@ -306,8 +306,8 @@ def optional_inventory_offenders(root: Path) -> dict[str, list[tuple[str, int]]]
 
 def adapter_types(root: Path) -> frozenset[str]:
     """The adapter types, from the code: each type the Context's constructor takes that is not a plain value
-    (``DockerEngine``, ``GpuInventory``, ``httpx.Client``, ``HistoryLog``, ``Lock``, ``Clocks``...), every
-    ``Protocol`` under ``adapters/``, the real adapter classes and the GPU inventories."""
+    (``DockerEngine``, ``GpuInventory``, ``HttpAdapter``, ``HistoryLog``, ``Lock``, ``Clocks``...), every
+    ``Protocol`` under ``adapters/``, the real adapter classes, a library's clients and the GPU inventories."""
     context = ast.parse((root / "service" / "context.py").read_text(encoding="utf-8"))
     init = next(
         f
@@ -330,7 +330,8 @@ def adapter_types(root: Path) -> frozenset[str]:
         for c in ast.walk(tree)
         if isinstance(c, ast.ClassDef) and any(ast.unparse(b) == "Protocol" for b in c.bases)
     }
-    return frozenset((taken - PLAIN_VALUES - {"None"}) | protocols | ADAPTER_CLASSES | inventory_types(root))
+    adapters = protocols | ADAPTER_CLASSES | LIBRARY_ADAPTERS | inventory_types(root)
+    return frozenset((taken - PLAIN_VALUES - {"None"}) | adapters)
 
 
 def adapter_defaults(tree: ast.Module, types: frozenset[str]) -> list[tuple[str, int]]:
@@ -511,8 +512,8 @@ def test_below_the_host_no_adapter_defaults_to_none() -> None:
     assert set(ADAPTER_DEFAULTS_NOT_YET) <= set(offenders), f"done: remove from ADAPTER_DEFAULTS_NOT_YET: {offenders}"
     types = adapter_types(SRC)
     assert all(adapter_defaults(_tree(m), types) for m in ADAPTER_DEFAULTS), "an exception that no longer applies"
-    expected = {"DockerEngine", "GpuInventory", "HostProbe", "httpx.Client", "HistoryLog", "Lock", "Clocks"}
-    assert expected | {"ComposeCli", "CodeSandbox", "StateLock", "ServiceRuntime"} <= types
+    expected = {"DockerEngine", "GpuInventory", "HostProbe", "HttpAdapter", "httpx.Client", "HistoryLog", "Lock"}
+    assert expected | {"Clocks", "ComposeCli", "CodeSandbox", "StateLock", "ServiceRuntime", "StandardHttp"} <= types
 
 
 def test_a_numeric_default_has_one_home() -> None:

@@ -29,6 +29,7 @@ from servectl.service.health import (
     wait_until_serving,
 )
 from servectl.testing.docker import FakeDockerEngine, FakeScript, sglang_like_script
+from servectl.testing.http import FakeHttp
 
 SPARSE_MLA = "DSA decode backend: flashinfer_sparse_mla (sparse MLA decode path active)"
 
@@ -46,7 +47,7 @@ def _run(
     engine = FakeDockerEngine(images={plan.docker.image}, script_for=lambda spec: script)
     cid = engine.create_and_start(plan.docker, environ={})
     seen: list[Progress] = []
-    with httpx.Client(transport=engine.http_transport()) as http:
+    with FakeHttp(engine.http_transport()) as http:
         wait_until_serving(
             plan=plan,
             container_id=cid,
@@ -85,7 +86,7 @@ def test_gate_passes_through_every_phase_in_order_and_reports_weight_progress(de
 def test_gate_result_lists_phase_start_times(demo_plan: LaunchPlan) -> None:
     engine = FakeDockerEngine(images={demo_plan.docker.image}, script_for=lambda s: sglang_like_script(0.2))
     cid = engine.create_and_start(demo_plan.docker, environ={})
-    with httpx.Client(transport=engine.http_transport()) as http:
+    with FakeHttp(engine.http_transport()) as http:
         result = wait_until_serving(
             plan=demo_plan,
             container_id=cid,
@@ -109,7 +110,7 @@ def test_gate_sends_the_api_key_to_the_openai_endpoints_only(demo_plan: LaunchPl
         return inner.handle_request(request)
 
     cid = engine.create_and_start(demo_plan.docker, environ={})
-    with httpx.Client(transport=httpx.MockTransport(handler)) as http:
+    with FakeHttp(httpx.MockTransport(handler)) as http:
         wait_until_serving(
             plan=demo_plan,
             container_id=cid,
@@ -141,7 +142,7 @@ def test_gate_keeps_one_probe_in_flight_and_polls_at_most_every_quarter_second(d
 
     plan = replace(demo_plan, startup_timeout_s=1.0, stall_timeout_s=10.0)
     cid = engine.create_and_start(plan.docker, environ={})
-    with httpx.Client(transport=httpx.MockTransport(handler)) as http, pytest.raises(StartupFailed):
+    with FakeHttp(httpx.MockTransport(handler)) as http, pytest.raises(StartupFailed):
         wait_until_serving(
             plan=plan,
             container_id=cid,
@@ -251,7 +252,7 @@ def test_container_removed_behind_our_back_fails_at_once(demo_plan: LaunchPlan) 
     )
     cid = engine.create_and_start(demo_plan.docker, environ={})
     threading.Timer(0.3, engine.remove_behind_back, args=(cid,)).start()
-    with httpx.Client(transport=engine.http_transport()) as http, pytest.raises(StartupFailed) as info:
+    with FakeHttp(engine.http_transport()) as http, pytest.raises(StartupFailed) as info:
         wait_until_serving(
             plan=demo_plan,
             container_id=cid,

@@ -27,7 +27,7 @@ import servectl.api
 import servectl.errors
 import servectl.testing
 from servectl.host import Host
-from servectl.testing import FakeHost
+from servectl.testing import FakeHost, FakeHttp
 from servectl.testing.docker import FakeDockerEngine, dump_answer, sglang_like_script
 from servectl.testing.inspect import container_inspect, image_inspect
 
@@ -293,7 +293,6 @@ def test_the_module_functions_open_and_close_the_real_adapters(
 def test_a_host_opens_no_driver_for_profiles_without_gpus(profile_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 40: the GPU inventory has one door, opened at its first read; preflight, up, swap and down of the
     demo profiles (no GPUs) read no card, so NVML is never opened (preflight, swap and down opened it)."""
-    import httpx
 
     import servectl.adapters.gpu as gpu_adapter
     from servectl.testing import FakeConflicts, FakeHostProbe
@@ -313,7 +312,7 @@ def test_a_host_opens_no_driver_for_profiles_without_gpus(profile_dir: Path, mon
         images={STANDIN_IMAGE}, script_for=lambda _: sglang_like_script(0.1), sleep=lambda _: None
     )
     with (
-        httpx.Client(transport=engine.http_transport()) as http,
+        FakeHttp(engine.http_transport()) as http,
         Host(
             docker=engine,
             host_probe=FakeHostProbe(model_folders_from_disk=True),

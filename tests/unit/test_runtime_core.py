@@ -30,6 +30,7 @@ from servectl.service.services import ServiceInfo, ServiceRecords, services
 from servectl.standin.process import free_port
 from servectl.testing.docker import FakeDockerEngine, FakeScript, sglang_like_script, write_test_profile
 from servectl.testing.fakes import FakeGpuInventory, FakeHostProbe, fake_model_dir, make_device
+from servectl.testing.http import FakeHttp
 from servectl.testing.swap import FakeRuntime
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
@@ -40,7 +41,7 @@ class Env:
     folder: Path
     home: Path
     engine: FakeDockerEngine
-    http: httpx.Client
+    http: FakeHttp
     environ: dict[str, str]
 
     def profile(self, name: str, *, port: int | None = None, **sections: Any) -> int:
@@ -109,7 +110,7 @@ def env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Env]:
     engine = FakeDockerEngine(
         images={"servectl-standin:latest"}, script_for=lambda s: sglang_like_script(0.1), sleep=lambda s: None
     )
-    with httpx.Client(transport=engine.http_transport()) as http:
+    with FakeHttp(engine.http_transport()) as http:
         environ = {"HOME": str(tmp_path), "SERVECTL_HOME": str(home), "SERVECTL_PROFILES": str(folder)}
         yield Env(folder, home, engine, http, environ)
 
@@ -448,7 +449,7 @@ def test_status_reports_exit_code_and_oom_flag_of_a_dead_service(env: Env) -> No
 def test_status_tells_unhealthy_from_starting(env: Env) -> None:
     env.profile("a")
     env.up("a")
-    sick = httpx.Client(transport=httpx.MockTransport(lambda r: httpx.Response(503)))
+    sick = FakeHttp(httpx.MockTransport(lambda r: httpx.Response(503)))
     [svc] = services(
         docker=env.engine,
         http=sick,
@@ -480,8 +481,8 @@ def test_status_judges_a_container_servectl_did_not_start_by_its_health(env: Env
     env.engine.script_for = lambda spec: FakeScript()
     env.profile("c")
     env.engine.create_and_start(resolve("c", environ=os.environ).plan.docker, environ={})
-    healthy = httpx.Client(transport=httpx.MockTransport(lambda r: httpx.Response(200)))
-    sick = httpx.Client(transport=httpx.MockTransport(lambda r: httpx.Response(503)))
+    healthy = FakeHttp(httpx.MockTransport(lambda r: httpx.Response(200)))
+    sick = FakeHttp(httpx.MockTransport(lambda r: httpx.Response(503)))
     for http, state in ((healthy, "ready"), (sick, "unhealthy")):
         records = ServiceRecords(env.home, History(env.home, clock=time.time))
         seen = services(docker=env.engine, http=http, records=records, clock=time.time)

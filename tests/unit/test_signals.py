@@ -11,7 +11,6 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from servectl import signals
@@ -24,6 +23,7 @@ from servectl.signals import Interrupt, SignalGuard, critical
 from servectl.standin.process import free_port
 from servectl.testing.docker import FakeDockerEngine, sglang_like_script, write_test_profile
 from servectl.testing.fakes import FakeGpuInventory, FakeHostProbe, fake_model_dir
+from servectl.testing.http import FakeHttp
 
 
 def test_a_signal_inside_a_critical_call_is_raised_once_the_call_returned() -> None:
@@ -85,7 +85,7 @@ def test_sigint_while_docker_creates_the_container_removes_it(tmp_path: Path, mo
     )
     model = resolve("a", environ=os.environ).plan.docker.mounts[0].source
     host = FakeHostProbe(models={model: fake_model_dir(model, weights_bytes=10**6, weight_files=1)})
-    with httpx.Client(transport=engine.http_transport()) as http, pytest.raises(UpInterrupted):
+    with FakeHttp(engine.http_transport()) as http, pytest.raises(UpInterrupted):
         ctx = Context(
             docker=engine,
             http=http,

@@ -15,6 +15,7 @@ import pytest
 from servectl_ci.sglang_venv import is_built, venv_python
 
 from servectl.adapters.gpu import MIB
+from servectl.adapters.http import StandardHttp
 from servectl.errors import ServectlError
 from servectl.profile.memory_saver import extract, load_memory_saver
 from servectl.standin.memory import CONTEXT_BYTES
@@ -299,7 +300,7 @@ def test_servectl_sends_the_admin_key_to_the_memory_saver_and_the_api_key_elsewh
 
     url = str(saver_engine.base_url).rstrip("/")
     user = {"Authorization": "Bearer sk-user"}
-    engine = EngineClient(url, user, saver_engine, lambda s: None, "sk-adm")
+    engine = EngineClient(url, user, StandardHttp(), lambda s: None, "sk-adm")
     before = engine.fingerprint("w", time.monotonic)
     assert engine.running("w") == 0
 
@@ -312,6 +313,6 @@ def test_servectl_sends_the_admin_key_to_the_memory_saver_and_the_api_key_elsewh
     assert held() < before_bytes
     engine.call("resume", "w", timeout_s=10)
     assert engine.fingerprint("w", time.monotonic) == before
-    plain = EngineClient(url, user, saver_engine, lambda s: None)  # the API key alone: SGLang refuses it there
+    plain = EngineClient(url, user, StandardHttp(), lambda s: None)  # the API key alone: SGLang refuses it there
     with pytest.raises(ServectlError, match="answered 401"):
         plain.call("release", "w", timeout_s=10)

@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -31,6 +30,7 @@ from servectl.service.swap import SwapOptions, swap
 from servectl.standin.process import free_port
 from servectl.testing.docker import FakeDockerEngine, sglang_like_script, write_test_profile
 from servectl.testing.fakes import FakeHostProbe
+from servectl.testing.http import FakeHttp
 from servectl.testing.swap import FakeClock, FakeConflicts, FakeRuntime
 
 STATE_FILES = (HISTORY_FILE, JOURNAL_FILE, STOPPED_CONFLICTS_FILE, LOCK_FILE)
@@ -61,7 +61,7 @@ def world(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[dict[str,
     engine = FakeDockerEngine(
         images={"servectl-standin:latest"}, script_for=lambda s: sglang_like_script(0.01), sleep=lambda s: None
     )
-    with httpx.Client(transport=engine.http_transport()) as http:
+    with FakeHttp(engine.http_transport()) as http:
         yield {
             "home": home,
             "engine": engine,

@@ -17,7 +17,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from servectl.adapters.conflicts import STOPPED_CONFLICTS_FILE
@@ -34,6 +33,7 @@ from servectl.service.services import ServiceRecords, services
 from servectl.service.swap import SwapOptions, swap
 from servectl.standin.process import free_port
 from servectl.testing.docker import FakeDockerEngine, sglang_like_script, write_test_profile
+from servectl.testing.http import FakeHttp
 from servectl.testing.swap import FakeConflicts
 
 FOLDER, FIFO, LOOP, JUNK_INSIDE = "folder", "fifo", "loop", "junk-inside"
@@ -95,7 +95,7 @@ def world(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[dict[str,
     engine = FakeDockerEngine(
         images={"servectl-standin:latest"}, script_for=lambda s: sglang_like_script(0.01), sleep=lambda s: None
     )
-    with httpx.Client(transport=engine.http_transport()) as http:
+    with FakeHttp(engine.http_transport()) as http:
         yield {
             "home": home,
             "engine": engine,

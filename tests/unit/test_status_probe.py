@@ -1,4 +1,4 @@
-"""``status``'s own /health probe (``servectl.adapters.plain_http``, used when no httpx client is given)."""
+"""``status``'s own /health probe: the Context's standard HTTP adapter over ``servectl.adapters.plain_http``."""
 
 from __future__ import annotations
 
@@ -8,7 +8,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from servectl.service.services import _answers_health_plainly
+from servectl.adapters.http import StandardHttp
+from servectl.service.services import HEALTH_PROBE_TIMEOUT_S
+
+
+def status_of(url: str) -> int | None:
+    """What ``status`` asks of a running service at ``url``."""
+    return StandardHttp().status_code(f"{url}/health", timeout_s=HEALTH_PROBE_TIMEOUT_S)
 
 
 class _Health(BaseHTTPRequestHandler):
@@ -32,15 +38,15 @@ def server() -> Iterator[ThreadingHTTPServer]:
     httpd.server_close()
 
 
-def test_200_on_health_is_healthy_anything_else_or_nothing_is_not(server: ThreadingHTTPServer) -> None:
+def test_the_probe_reads_the_status_and_none_where_nothing_answers(server: ThreadingHTTPServer) -> None:
     url = f"http://127.0.0.1:{server.server_address[1]}"
     _Health.code = 200
-    assert _answers_health_plainly(url) is True
+    assert status_of(url) == 200
     _Health.code = 503
-    assert _answers_health_plainly(url) is False
+    assert status_of(url) == 503
     server.shutdown()
     server.server_close()
-    assert _answers_health_plainly(url) is False  # refused
+    assert status_of(url) is None  # refused
 
 
 def test_an_answer_that_never_ends_its_body_is_still_healthy_at_once() -> None:
@@ -60,7 +66,7 @@ def test_an_answer_that_never_ends_its_body_is_still_healthy_at_once() -> None:
 
     threading.Thread(target=serve, daemon=True).start()
     started = time.monotonic()
-    assert _answers_health_plainly(f"http://127.0.0.1:{port}") is True
+    assert status_of(f"http://127.0.0.1:{port}") == 200
     assert time.monotonic() - started < 0.9  # not the probe's 1 s timeout
     for conn in held:
         conn.close()

@@ -13,10 +13,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from servectl.adapters.docker import ContainerState, ImageInfo, PublishedPort
+from servectl.adapters.http import StandardHttp
 from servectl.adapters.state import History
 from servectl.errors import PreflightFailed, SwapFailed, SwapRolledBack
 from servectl.paths import state_dir
@@ -29,6 +29,7 @@ from servectl.service.services import ServiceInfo, ServiceRecords, services
 from servectl.service.swap import PhaseEvent, SwapOptions, profile_preflight, swap
 from servectl.testing.docker import FakeDockerEngine, FakeScript, sglang_like_script
 from servectl.testing.fakes import FakeGpuInventory, FakeHostProbe, fake_model_dir
+from servectl.testing.http import FakeHttp
 from servectl.testing.swap import FakeConflicts, FakeHistory
 
 PROFILE = "name: {name}\nextends: demo\nrollback: {rollback}\ncontainer:\n  name: fake-{name}\n"
@@ -37,7 +38,7 @@ PROFILE = "name: {name}\nextends: demo\nrollback: {rollback}\ncontainer:\n  name
 def on_engine(engine: FakeDockerEngine) -> Context:
     """A context on the fake engine: the real runtime with the engine's HTTP transport bound in (the gate probes
     through it), with environment {} for the engine, and conflicts in memory."""
-    http = httpx.Client(transport=engine.http_transport())
+    http = FakeHttp(engine.http_transport())
     rt = DockerRuntime(
         docker=engine,
         http=http,
@@ -99,7 +100,9 @@ def names(engine: FakeDockerEngine) -> list[str]:
 def services_seen(engine: Any, home: Path) -> list[ServiceInfo]:
     """The services status would list, read from the history (no health probe, no plan hashes)."""
     records = ServiceRecords(home, History(home, clock=time.time))
-    return services(docker=engine, probe=False, plan_hash_of=None, records=records, clock=time.time)
+    return services(
+        docker=engine, http=StandardHttp(), probe=False, plan_hash_of=None, records=records, clock=time.time
+    )
 
 
 def test_a_swap_through_the_runtime_leaves_the_target_ready_in_the_runtimes_eyes(started: Any, home: Path) -> None:
@@ -239,6 +242,7 @@ def test_the_target_is_recorded_as_passed_before_ready_is_announced(home: Path) 
             # what `servectl status` / `recover` would read if servectl died this instant
             now = services(
                 docker=engine,
+                http=StandardHttp(),  # no probe: nothing is asked
                 probe=False,
                 plan_hash_of=None,
                 records=ServiceRecords(home, History(home, clock=time.time)),

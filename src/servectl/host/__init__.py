@@ -63,8 +63,10 @@ class Host(ProfileCommands, ServiceCommands, GatewayCommands, TransactionCommand
         gpus: the GPU inventory; default: NVML, opened on first use and closed by :meth:`close`.
         host_probe: listeners, memory, disks, model folders; default: psutil and ``/proc``.
         state_dir: the state folder (lock, history, journal); default ``$SERVECTL_HOME`` or the user state folder.
-        http: the HTTP client of the health gate and of ``status``'s ``/health`` probes; default: a short-lived
-            one per call (tests pass ``httpx.Client(transport=engine.http_transport())``).
+        http: the HTTP adapter (:class:`~servectl.adapters.http.HttpAdapter`) of the health gate, a standby
+            engine's calls and ``status``'s ``/health`` probes; default: an httpx client per gate or call, with
+            the TLS verification of its URL, and the probes over a socket (tests pass
+            ``servectl.testing.FakeHttp(engine.http_transport())``).
         conflicts: stops and restarts declared conflicts; default: through Docker and the compose CLI.
         environ: the environment for ``${VAR}`` references, API keys and defaults; default ``os.environ``.
         lock_timeout_s: default wait for another servectl changing services (default

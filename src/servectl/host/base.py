@@ -9,12 +9,11 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Self
 
 if TYPE_CHECKING:
-    import httpx
-
     from servectl.adapters.conflicts import ConflictHandler
     from servectl.adapters.docker import DockerEngine
     from servectl.adapters.gpu import GpuInventory
     from servectl.adapters.host import HostProbe
+    from servectl.adapters.http import HttpAdapter
     from servectl.adapters.plan_cache import PlanCache
     from servectl.plan.resolve import Resolved
     from servectl.preflight.model import PreflightReport
@@ -35,7 +34,7 @@ class HostBase:
         gpus: GpuInventory | None = None,
         host_probe: HostProbe | None = None,
         state_dir: Path | None = None,
-        http: httpx.Client | None = None,
+        http: HttpAdapter | None = None,
         conflicts: ConflictHandler | None = None,
         environ: Mapping[str, str] | None = None,
         lock_timeout_s: float | None = None,

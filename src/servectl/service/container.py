@@ -24,10 +24,9 @@ from servectl.service.services import ServiceInfo, ServiceRecords, adopted_in, s
 from servectl.signals import critical
 
 if TYPE_CHECKING:
-    import httpx
-
     from servectl.adapters.docker import DockerEngine
     from servectl.adapters.gpu import GpuInventory
+    from servectl.adapters.http import HttpAdapter
     from servectl.plan.resolve import Resolved
     from servectl.service.health import GatePassage, Progress
 
@@ -78,7 +77,7 @@ def start(
     resolved: Resolved,
     docker: DockerEngine,
     on_phase: Callable[[Progress], None] | None = None,
-    http: httpx.Client | None,
+    http: HttpAdapter,
     environ: Mapping[str, str],
     state_dir: Path,
     clock: Callable[[], float],
@@ -279,7 +278,7 @@ class DockerRuntime:
 
     Args:
         docker: the engine.
-        http: the client of the health gate and of ``/health`` probes (None: a short-lived one per call).
+        http: the HTTP adapter of the health gate and of ``/health`` probes (the Context's).
         environ: the environment (API keys, pass-through variables).
         state_dir: the state folder (gate records, key files).
         history: the history (which containers passed the gate before gate records existed).
@@ -292,7 +291,7 @@ class DockerRuntime:
         self,
         *,
         docker: DockerEngine,
-        http: httpx.Client | None,
+        http: HttpAdapter,
         environ: Mapping[str, str],
         state_dir: Path,
         history: HistoryLog,

@@ -22,12 +22,11 @@ from typing import TYPE_CHECKING
 from servectl.service.clocks import Clocks as Clocks  # re-exported: its home before clocks.py
 
 if TYPE_CHECKING:
-    import httpx
-
     from servectl.adapters.conflicts import ConflictHandler
     from servectl.adapters.docker import DockerEngine, DockerSdkEngine
     from servectl.adapters.gpu import GpuInventory, OpenedWhenRead
     from servectl.adapters.host import HostProbe
+    from servectl.adapters.http import HttpAdapter
     from servectl.adapters.sandbox import CodeSandbox
     from servectl.adapters.state import HistoryLog
     from servectl.plan.resolve import Resolved
@@ -68,7 +67,8 @@ class Context:
     * ``gpus``: NVML, opened at its first read and closed by :meth:`close` (with ``nvml=False``, a null
       inventory, which reads no card);
     * ``probe``: the host probe on psutil and ``/proc``;
-    * ``http``: the client of the health gate and of ``/health`` probes (None: a short-lived one per call);
+    * ``http``: the HTTP adapter of the health gate, a standby engine's calls and ``status``'s ``/health`` probes
+      (:class:`~servectl.adapters.http.StandardHttp`: an httpx client per gate or call, the probes over a socket);
     * ``conflicts``: stops and restores declared conflicts through Docker and the compose CLI;
     * ``history``, ``lock``: the state folder's history and lock (waiting ``lock_timeout_s``, default
       ``SERVECTL_LOCK_TIMEOUT_S`` or 10 s);
@@ -94,7 +94,7 @@ class Context:
         gpus: GpuInventory | None = None,
         nvml: bool = True,
         probe: HostProbe | None = None,
-        http: httpx.Client | None = None,
+        http: HttpAdapter | None = None,
         conflicts: ConflictHandler | None = None,
         history: HistoryLog | None = None,
         lock: Lock | None = None,
@@ -147,11 +147,6 @@ class Context:
 
             self._state_dir = state_dir(self._environ)
         return self._state_dir
-
-    @property
-    def http(self) -> httpx.Client | None:
-        """The HTTP client of the health gate and ``/health`` probes (None: a short-lived one per call)."""
-        return self._http
 
     @property
     def scope(self) -> Mapping[str, str] | None:
@@ -232,6 +227,17 @@ class Context:
         return self._probe
 
     @property
+    def http(self) -> HttpAdapter:
+        """The HTTP adapter of the health gate, a standby engine's calls and ``/health`` probes: the one given,
+        else :class:`~servectl.adapters.http.StandardHttp` (it imports httpx only when a client is opened, so
+        ``status`` and ``up --dry-run`` load none)."""
+        if self._http is None:
+            from servectl.adapters.http import StandardHttp
+
+            self._http = StandardHttp()
+        return self._http
+
+    @property
     def conflicts(self) -> ConflictHandler:
         """Stops and restores declared conflicts (through Docker and the compose CLI unless given)."""
         self._check_open()
@@ -259,7 +265,7 @@ class Context:
 
             self._runtime = DockerRuntime(
                 docker=self.docker,
-                http=self._http,
+                http=self.http,
                 environ=self._environ,
                 state_dir=self.state_dir,
                 history=self.history,

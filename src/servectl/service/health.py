@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     import httpx
 
     from servectl.adapters.docker import ContainerState, DockerEngine, LogLines
+    from servectl.adapters.http import HttpAdapter
     from servectl.plan.compile import LaunchPlan
 
 READY_LINE = "The server is fired up and ready to roll!"
@@ -409,7 +410,7 @@ def wait_until_serving(
     plan: LaunchPlan,
     container_id: str,
     docker: DockerEngine,
-    http: httpx.Client | None = None,
+    http: HttpAdapter,
     on_phase: Callable[[Progress], None] | None = None,
     api_key: str | None = None,
     started_at: float | None = None,
@@ -419,7 +420,7 @@ def wait_until_serving(
 
     Args:
         plan, container_id, docker: the launch plan, the started container, the engine (logs and state).
-        http, on_phase: HTTP client for the probes (a short-lived one when None); gets each phase and progress.
+        http, on_phase: the HTTP adapter whose client (for ``plan.url``) probes; gets each phase and progress.
         api_key: the server's API key, for ``/v1/models`` and the chat completion (never logged).
         started_at: ``opts.clock()`` when the container was created (default: now).
         opts: :class:`GateOptions`.
@@ -430,14 +431,9 @@ def wait_until_serving(
     """
     clock, sleep, poll_s, inspect_every_s = opts.clock, opts.sleep, opts.poll_s, opts.inspect_every_s
     fatal_grace_s, expect_grace_s = opts.fatal_grace_s, opts.expect_grace_s
-    import httpx
-
     gate = GateMachine(plan, clock() if started_at is None else started_at, fatal_grace_s, expect_grace_s)
     gate.watcher.secrets = opts.secrets
     gate.last_line_t = clock()  # the stall timeout counts from when the gate starts reading
-    from servectl.adapters.tls import verify_for
-
-    client = httpx.Client(timeout=5.0, verify=verify_for(plan.url)) if http is None else http
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
     def report(detail: str | None = None, at: float | None = None) -> None:
@@ -452,35 +448,34 @@ def wait_until_serving(
     stream_ended = False
     report("container started")
     try:
-        while True:
-            wait = max(0.0, min(next_poll, next_inspect) - clock())
-            if gate.fatal_at is not None:
-                wait = min(wait, max(0.0, gate.fatal_at + fatal_grace_s - clock()))
-            items = [] if stream_ended else pump.take(wait)
-            if stream_ended and wait > 0:
-                sleep(min(wait, poll_s))
-            changed, stream_ended = _feed(gate, items, report, stream_ended)
-            now = clock()
-            if stream_ended or now >= next_inspect:
-                next_inspect = now + inspect_every_s
-                _raise_unless_running(gate, docker, container_id, now, sleep)
-                if stream_ended:  # the log stream broke but the container runs: follow again
-                    stream_ended = False
-                    pump.start(time.time())  # Docker's `since` is wall-clock time
-            gate.check(now)
-            if gate.fatal_pending:
-                continue
-            if now >= next_poll or (changed and gate.watcher.ready_line_seen):
-                _probe(plan, client, headers, gate.checks, gate.watcher, gate.fail, report)
-                next_poll = clock() + poll_s
-            result = gate.passed(clock())
-            if result is not None:
-                report("serving")
-                return result
+        with http.client(plan.url) as client:
+            while True:
+                wait = max(0.0, min(next_poll, next_inspect) - clock())
+                if gate.fatal_at is not None:
+                    wait = min(wait, max(0.0, gate.fatal_at + fatal_grace_s - clock()))
+                items = [] if stream_ended else pump.take(wait)
+                if stream_ended and wait > 0:
+                    sleep(min(wait, poll_s))
+                changed, stream_ended = _feed(gate, items, report, stream_ended)
+                now = clock()
+                if stream_ended or now >= next_inspect:
+                    next_inspect = now + inspect_every_s
+                    _raise_unless_running(gate, docker, container_id, now, sleep)
+                    if stream_ended:  # the log stream broke but the container runs: follow again
+                        stream_ended = False
+                        pump.start(time.time())  # Docker's `since` is wall-clock time
+                gate.check(now)
+                if gate.fatal_pending:
+                    continue
+                if now >= next_poll or (changed and gate.watcher.ready_line_seen):
+                    _probe(plan, client, headers, gate.checks, gate.watcher, gate.fail, report)
+                    next_poll = clock() + poll_s
+                result = gate.passed(clock())
+                if result is not None:
+                    report("serving")
+                    return result
     finally:
         pump.close()
-        if http is None:
-            client.close()
 
 
 def _feed(gate: GateMachine, items: list[object], report: Callable[..., None], stream_ended: bool) -> tuple[bool, bool]:

@@ -26,9 +26,8 @@ from servectl.plan.labels import (
 )
 
 if TYPE_CHECKING:
-    import httpx
-
     from servectl.adapters.docker import ContainerState, DockerEngine
+    from servectl.adapters.http import HttpAdapter
     from servectl.adapters.state import HistoryLog
     from servectl.plan.resolve import Resolved
     from servectl.preflight.model import ServiceRef
@@ -40,6 +39,8 @@ ALIVE_STATES: tuple[ServiceState, ...] = ("ready", "starting", "unhealthy")
 """Service states whose profile counts as running (and is brought back when a swap fails). A ``standby``
 service (a warm standby: its container runs, its cards' memory is released) serves nothing and is in nobody's
 way; a swap to its profile resumes it (:mod:`servectl.service.standby`)."""
+#: How long ``status``'s ``GET /health`` of a running service may take before it counts as not answering.
+HEALTH_PROBE_TIMEOUT_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -257,33 +258,6 @@ def adopted_in(environ: Mapping[str, str]) -> Sequence[Resolved]:
     return adopted_profiles(environ)
 
 
-def _answers_health(client: httpx.Client, url: str) -> bool:
-    import httpx
-
-    try:
-        return client.get(f"{url}/health", timeout=1.0).status_code == 200
-    except httpx.HTTPError:
-        return False
-
-
-def _answers_health_plainly(url: str) -> bool:
-    """``GET <url>/health`` answers 200 within a second, over :mod:`servectl.adapters.plain_http`.
-
-    Without a client from the caller, ``status`` probes this way: importing httpx (and, through its own
-    command line, rich and click) and building a client with a TLS context costs ~100-250 ms, several times
-    what the probes take; ``http.client`` 13 ms more (``python -X importtime``).
-    """
-    from urllib.parse import urlsplit
-
-    from servectl.adapters.plain_http import status_of
-
-    parts = urlsplit(url)
-    try:
-        return status_of(parts.hostname or "127.0.0.1", parts.port or 80, "/health", timeout_s=1.0) == 200
-    except OSError:
-        return False
-
-
 @dataclass(frozen=True)
 class ServiceRecords:
     """What the state folder says of the services: the gate records and the standby record under
@@ -296,7 +270,7 @@ class ServiceRecords:
 def services(
     *,
     docker: DockerEngine,
-    http: httpx.Client | None = None,
+    http: HttpAdapter,
     probe: bool = True,
     plan_hash_of: Callable[[str], str | None] | None = None,
     records: ServiceRecords,
@@ -308,7 +282,8 @@ def services(
 
     Args:
         docker: the engine.
-        http: client for the ``/health`` probe of running services (None: the standard library's).
+        http: the HTTP adapter that probes ``/health`` of running services (the Context's: on the standard
+            library's socket, so ``status`` imports no httpx).
         probe: probe ``/health`` to tell ready from starting/unhealthy; without it a running service that
             passed the gate counts as ready.
         plan_hash_of: profile name -> its plan hash now, for drift; None skips drift (reported as None).
@@ -319,7 +294,10 @@ def services(
     """
     containers = docker.list_managed(scope)
     passed = passed_gate_ids(records, [(c.id, c.name) for c in containers]) if containers else set()
-    answers_health = _answers_health_plainly if http is None else lambda url: _answers_health(http, url)
+
+    def answers_health(url: str) -> bool:
+        return http.status_code(f"{url}/health", timeout_s=HEALTH_PROBE_TIMEOUT_S) == 200
+
     hashes: dict[str, str | None] = {}
     out: list[ServiceInfo] = []
     standby = StandbyRecord(records.state_dir)

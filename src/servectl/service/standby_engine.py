@@ -3,7 +3,7 @@
 Each call is sent once (:meth:`EngineClient.call`): an answer that does not come is :class:`EngineGone`, never a
 reason to send it again (a second release, or a resume of what was not released, kills SGLang's server). Paths,
 body and the load's keys come from SGLang's source through :mod:`servectl.profile.memory_saver`. The requests go
-through the context's HTTP client and the waits through its clocks (:meth:`EngineClient.of`), so a fake engine's
+through the context's HTTP adapter and the waits through its clocks (:meth:`EngineClient.of`), so a fake engine's
 transport and a fake clock drive it in tests.
 """
 
@@ -20,6 +20,7 @@ from servectl.service.fingerprint import PROMPTS, Fingerprint, request_body, sam
 if TYPE_CHECKING:
     import httpx
 
+    from servectl.adapters.http import HttpAdapter
     from servectl.plan.compile import LaunchPlan
     from servectl.service.transaction.context import TxContext
 
@@ -36,18 +37,18 @@ ANSWER_POLL_S = 0.2
 
 @dataclass(frozen=True)
 class EngineClient:
-    """One engine's HTTP side: its URL and key, the context's HTTP client (None: a short-lived one per call)
-    and the pause between polls (the context's clocks)."""
+    """One engine's HTTP side: its URL and key, the context's HTTP adapter (a client per call) and the pause
+    between polls (the context's clocks)."""
 
     url: str
     headers: Mapping[str, str]
-    http: httpx.Client | None
+    http: HttpAdapter
     sleep: Callable[[float], None]
     admin_key: str | None = None
 
     @classmethod
     def of(cls, plan: LaunchPlan, ctx: TxContext) -> EngineClient:
-        """The engine of ``plan``, reached through ``ctx``'s HTTP client and clocks, with its API key."""
+        """The engine of ``plan``, reached through ``ctx``'s HTTP adapter and clocks, with its API key."""
         from servectl.service.host_files import read_admin_key, read_api_key
 
         key = read_api_key(plan, ctx.environ)
@@ -73,16 +74,12 @@ class EngineClient:
         params: Mapping[str, Any] | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> httpx.Response:
-        import httpx
-
         kwargs: dict[str, Any] = {"headers": dict(self.headers if headers is None else headers), "timeout": timeout_s}
         if json is not None:
             kwargs["json"] = json
         if params is not None:
             kwargs["params"] = dict(params)
-        if self.http is not None:
-            return self.http.request(method, self.url + path, **kwargs)
-        with httpx.Client() as client:
+        with self.http.client(self.url) as client:
             return client.request(method, self.url + path, **kwargs)
 
     def call(self, which: str, profile: str, timeout_s: float) -> None:

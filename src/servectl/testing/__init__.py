@@ -3,6 +3,7 @@
 Importable by users' tests too: ``from servectl.testing import FakeGpuInventory``.
 - :mod:`servectl.testing.fakes`: GPU inventory and host probe fakes;
 - :mod:`servectl.testing.docker`: the fake Docker engine (runtime, health gate, swap and preflight);
+- :mod:`servectl.testing.http`: the Context's HTTP adapter on a transport (the fake engine's);
 - :mod:`servectl.testing.swap`: a fake service runtime, conflicts, history, lock and clock for swap;
 - :mod:`servectl.testing.host`: :class:`FakeHost`, a :class:`servectl.Host` on all of these.
 """
@@ -10,6 +11,7 @@ Importable by users' tests too: ``from servectl.testing import FakeGpuInventory`
 from servectl.testing.docker import FakeDockerEngine, FakeScript, sglang_like_script
 from servectl.testing.fakes import FakeGpuInventory, FakeHostProbe, fake_model_dir, make_device
 from servectl.testing.host import FakeHost
+from servectl.testing.http import FakeHttp
 from servectl.testing.swap import FakeConflicts
 
 __all__ = [
@@ -18,6 +20,7 @@ __all__ = [
     "FakeGpuInventory",
     "FakeHost",
     "FakeHostProbe",
+    "FakeHttp",
     "FakeScript",
     "fake_model_dir",
     "make_device",

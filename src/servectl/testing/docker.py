@@ -5,8 +5,8 @@ it "starts" plays a :class:`FakeScript`: log lines at given seconds after start,
 with a code (and an OOM flag). Containers can also be prepared as plain :class:`ContainerState` values (a
 compose service holding GPUs, a container on a port), and images as :class:`ImageInfo` with digests.
 :meth:`FakeDockerEngine.http_transport` answers the engine's HTTP API for the running containers (``/health``
-is 503 until the script's ready line is out), so the gate runs unchanged against it with an
-``httpx.Client(transport=...)``.
+is 503 until the script's ready line is out), so the gate and ``status`` run unchanged against it through a
+:class:`~servectl.testing.http.FakeHttp` on that transport.
 
 The adapter itself (:class:`servectl.adapters.docker.DockerSdkEngine`) is tested against the real engine.
 """

@@ -10,7 +10,8 @@
         host.engine.containers  # what the fake Docker engine holds
 
 Every adapter is a fake of :mod:`servectl.testing`: the Docker engine (:class:`FakeDockerEngine`, whose
-containers play SGLang's startup lines and answer ``/health`` through an ``httpx.MockTransport``), two idle GPUs
+containers play SGLang's startup lines and answer the health gate and ``status`` through its HTTP transport, the
+host's :class:`~servectl.testing.http.FakeHttp`), two idle GPUs
 (:class:`FakeGpuInventory`), an idle host probe that finds model folders on disk (:class:`FakeHostProbe`) and
 conflicts in memory (:class:`FakeConflicts`). Profiles are found as usual (``SERVECTL_PROFILES``, ./profiles,
 the shipped ones); the state folder is the one given.
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING
 from servectl.host import Host
 from servectl.testing.docker import FakeDockerEngine, sglang_like_script
 from servectl.testing.fakes import FakeGpuInventory, FakeHostProbe
+from servectl.testing.http import FakeHttp
 from servectl.testing.swap import FakeConflicts
 
 if TYPE_CHECKING:
@@ -52,6 +54,7 @@ class FakeHost(Host):
 
     Attributes:
         engine: the fake Docker engine, to prepare or inspect containers.
+        fake_http: the HTTP adapter on the engine's transport (``seen``: every request sent).
     """
 
     def __init__(
@@ -66,18 +69,16 @@ class FakeHost(Host):
         lock_timeout_s: float = 5.0,
         clocks: Clocks | None = None,
     ) -> None:
-        import httpx
-
         self.engine = engine or FakeDockerEngine(
             images={STANDIN_IMAGE}, script_for=lambda spec: sglang_like_script(0.1), sleep=lambda s: None
         )
-        self._fake_http = httpx.Client(transport=self.engine.http_transport())
+        self.fake_http = FakeHttp(self.engine.http_transport())
         super().__init__(
             docker=self.engine,
             gpus=gpus or FakeGpuInventory.scenario("two_free_sm120"),
             host_probe=host_probe or FakeHostProbe(model_folders_from_disk=True),
             state_dir=state_dir,
-            http=self._fake_http,
+            http=self.fake_http,
             conflicts=conflicts or FakeConflicts(),
             environ=environ,
             lock_timeout_s=lock_timeout_s,
@@ -85,8 +86,8 @@ class FakeHost(Host):
         )
 
     def close(self) -> None:
-        """Close the HTTP client of the fake engine's transport."""
+        """Close the HTTP adapter of the fake engine's transport."""
         try:
             super().close()
         finally:
-            self._fake_http.close()
+            self.fake_http.close()
