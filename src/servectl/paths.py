@@ -1,6 +1,7 @@
 """Where servectl keeps its files: the state folder, the user's profile folder and the data it ships.
 
-Pure functions of the environment, so that tests point them elsewhere with ``SERVECTL_HOME``. The shipped
+Pure functions of the environment given (the host's, never read here), so that tests point them elsewhere with
+``SERVECTL_HOME``. The shipped
 profiles, the profile JSON Schema and the demo model are package data under ``servectl/data`` so that a
 normal (non-editable) install has them; a source checkout links ``profiles``, ``schema`` and ``examples`` at
 its root to the same folders.
@@ -8,7 +9,6 @@ its root to the same folders.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -46,26 +46,21 @@ def user_profiles_dir(environ: Mapping[str, str]) -> Path:
 CATALOG_CACHE_VAR = "SERVECTL_CATALOG_CACHE"
 
 
-def catalog_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
+def catalog_cache_dir(environ: Mapping[str, str]) -> Path:
     """Flag catalogs extracted from engine images, keyed by image id (``servectl catalog extract``), with their
     route tables. ``SERVECTL_CATALOG_CACHE`` names the folder itself: the gateway container is given the host's,
-    mounted read-only at its host path, since its ``SERVECTL_HOME`` is the state folder alone."""
-    named = _environ(environ).get(CATALOG_CACHE_VAR)
+    mounted read-only at its host path, since its ``SERVECTL_HOME`` is the state folder alone. The host's
+    environment reaches it through the profile search (:class:`~servectl.profile.loader.ProfileSearch`), so
+    ``engine.catalog: image`` is looked up where the host keeps its catalogs, not where this process would."""
+    named = environ.get(CATALOG_CACHE_VAR)
     return Path(named).expanduser() if named else _folder(environ, "user_cache_dir") / "catalogs"
 
 
-def _folder(environ: Mapping[str, str] | None, platform_dir: str) -> Path:
+def _folder(environ: Mapping[str, str], platform_dir: str) -> Path:
     """``$SERVECTL_HOME`` (everything under one folder), else the platform's folder of that kind
     (``platform_dir`` names the platformdirs function)."""
-    env = _environ(environ)
-    if env.get("SERVECTL_HOME"):
-        return Path(env["SERVECTL_HOME"]).expanduser()
+    if environ.get("SERVECTL_HOME"):
+        return Path(environ["SERVECTL_HOME"]).expanduser()
     import platformdirs
 
     return Path(getattr(platformdirs, platform_dir)(APP_NAME))
-
-
-def _environ(environ: Mapping[str, str] | None) -> Mapping[str, str]:
-    """``environ``, or the process's environment where none is given (catalog_cache_dir's caller in the
-    validator; the one default the context guard still lists)."""
-    return os.environ if environ is None else environ

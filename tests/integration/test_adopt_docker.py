@@ -33,7 +33,6 @@ from servectl.adapters.http import StandardHttp
 from servectl.adapters.state import History
 from servectl.errors import ProfileTemplate, SwapRolledBack, UsageError
 from servectl.plan.container_match import container_fields, diff_fields
-from servectl.profile.engine_args import catalog_for
 from servectl.profile.loader import search_path
 from servectl.profile.validate import load_profile
 from servectl.service.context import Context
@@ -153,9 +152,7 @@ class World:
         return dict(self.client.api.inspect_container(name_or_id))
 
     def fields(self, document: dict[str, Any], profile: str) -> dict[str, Any]:
-        return container_fields(
-            document, catalog_for(load_profile(profile, folders=search_path(environ=os.environ)).profile)
-        )
+        return container_fields(document, load_profile(profile, folders=search_path(environ=os.environ)).flag_catalog())
 
     def scope(self) -> dict[str, str]:
         return {TEST_LABEL: self.tid}

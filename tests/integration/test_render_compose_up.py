@@ -36,7 +36,7 @@ from servectl.adapters.plan_cache import PlanCache
 from servectl.adapters.state import History
 from servectl.plan.compile import LABEL_PLAN_HASH, LaunchPlan
 from servectl.plan.resolve import plan_for
-from servectl.profile.loader import ProfileFolder
+from servectl.profile.loader import ProfileFolder, ProfileSearch
 from servectl.profile.validate import load_profile
 from servectl.render.files import render_text
 from servectl.service.health import GateOptions, wait_until_serving
@@ -149,7 +149,7 @@ def started(
     for folder in (profiles, out_dir, state_dir):
         folder.mkdir()
     name = demo_variant(profiles, image=standin_image, port=free_port(), session=test_session_id, secure=secure)
-    loaded = load_profile(name, folders=[ProfileFolder(profiles, "test")])
+    loaded = load_profile(name, folders=ProfileSearch((ProfileFolder(profiles, "test"),), catalogs=tmp / "catalogs"))
     rendered = out_dir / f"{name}.yaml"
     rendered.write_text(render_text(loaded, target="compose", out_dir=out_dir, command="test"), encoding="utf-8")
     key = f"sk-{uuid.uuid4().hex}" if secure else None

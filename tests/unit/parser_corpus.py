@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
+#: The shipped profiles name shipped catalogs: no folder of extracted ones is looked in (this one does not exist).
+NO_EXTRACTED_CATALOGS = ROOT / "tests" / "data" / "no-extracted-catalogs"
 CORPUS = ROOT / "tests" / "data" / "parser-corpus.json"
 MODEL_PATH = ["--model-path", "/m"]  # the real parser requires it; argv from a profile always has it
 
@@ -56,9 +58,9 @@ TYPED: list[tuple[str, list[Any]]] = [
 def runnable_profiles() -> dict[str, Any]:
     """Shipped, complete profiles by name (bases and templates left out)."""
     from servectl.errors import ProfileError
-    from servectl.profile.loader import ProfileFolder, discover, read_profile_file
+    from servectl.profile.loader import ProfileFolder, ProfileSearch, discover, read_profile_file
 
-    folders = [ProfileFolder(ROOT / "profiles", "shipped")]
+    folders = ProfileSearch((ProfileFolder(ROOT / "profiles", "shipped"),), catalogs=NO_EXTRACTED_CATALOGS)
     out = {}
     for name, file in sorted(discover(folders).items()):
         if file.is_base:
@@ -94,7 +96,7 @@ def apply(profile: Any, change: dict[str, Any]) -> Any:
 def argv_of(profile: Any) -> list[str]:
     from servectl.profile.engine_args import catalog_for, engine_args
 
-    catalog = catalog_for(profile)
+    catalog = catalog_for(profile, catalogs=NO_EXTRACTED_CATALOGS)
     return [token for arg in engine_args(profile, catalog) for token in arg.tokens]
 
 

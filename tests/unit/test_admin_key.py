@@ -25,8 +25,7 @@ from servectl.plan.compile import (
 from servectl.plan.container_match import container_diff, container_fields, split_engine_command
 from servectl.plan.resolve import plan_for
 from servectl.plan.script import dry_run_text
-from servectl.profile.engine_args import catalog_for
-from servectl.profile.loader import ProfileFolder
+from servectl.profile.loader import ProfileFolder, ProfileSearch
 from servectl.profile.validate import load_profile
 from servectl.render.compose import render_compose
 from servectl.render.k8s import k8s_notes, render_k8s
@@ -53,12 +52,19 @@ def load(tmp_path: Path, text: str = PROFILE):  # type: ignore[no-untyped-def]
     folder.mkdir(exist_ok=True)
     (folder / "k.yaml").write_text(text)
     (folder / "admin.key").write_text(ADMIN + "\n")
-    return load_profile("k", folders=[ProfileFolder(folder, "test")])
+    return load_profile("k", folders=ProfileSearch((ProfileFolder(folder, "test"),), catalogs=tmp_path / "catalogs"))
 
 
 def plan_of(tmp_path: Path) -> LaunchPlan:
     loaded = load(tmp_path)
-    return compile_plan(loaded.profile, source="k.yaml", state_dir=tmp_path / "state", home=tmp_path, environ={})
+    return compile_plan(
+        loaded.profile,
+        catalog=loaded.flag_catalog(),
+        source="k.yaml",
+        state_dir=tmp_path / "state",
+        home=tmp_path,
+        environ={},
+    )
 
 
 def test_the_wrapper_of_the_api_key_alone_is_the_text_it_always_was() -> None:
@@ -119,7 +125,14 @@ def test_without_an_admin_key_the_plan_has_no_admin_field_so_old_plans_hash_the_
 
 def test_the_host_writes_an_env_admin_key_0600_reads_it_for_the_standby_and_removes_it(tmp_path: Path) -> None:
     loaded = load(tmp_path, PROFILE.replace("admin_api_key_file: admin.key", "admin_api_key_env: ADMIN_KEY"))
-    plan = compile_plan(loaded.profile, source="k.yaml", state_dir=tmp_path / "state", home=tmp_path, environ={})
+    plan = compile_plan(
+        loaded.profile,
+        catalog=loaded.flag_catalog(),
+        source="k.yaml",
+        state_dir=tmp_path / "state",
+        home=tmp_path,
+        environ={},
+    )
     environ = {"USER_KEY": API, "ADMIN_KEY": ADMIN}
     with pytest.raises(UsageError, match=r"k.yaml: serve.admin_api_key_env: \$ADMIN_KEY is not set; export"):
         read_plan_keys(plan, {"USER_KEY": API})  # before anything starts
@@ -167,10 +180,12 @@ def test_adopting_a_container_with_an_admin_key_names_a_variable_and_matches_it(
     folder = tmp_path / "profiles"
     folder.mkdir()
     (folder / f"{adoption.name}.yaml").write_text(text)
-    loaded = load_profile(adoption.name, folders=[ProfileFolder(folder, "test")])
+    loaded = load_profile(
+        adoption.name, folders=ProfileSearch((ProfileFolder(folder, "test"),), catalogs=tmp_path / "catalogs")
+    )
     assert loaded.profile.serve.admin_api_key_env == ADMIN_KEY_ENV
     assert "admin-api-key" not in loaded.profile.engine.args
     plan = plan_for(loaded, environ={"HOME": "/home/u"})
-    catalog = catalog_for(loaded.profile)
+    catalog = loaded.flag_catalog()
     assert container_fields(data, catalog)["engine"]["admin_api_key"] == "***"  # the key itself never compared
     assert not [d for d in container_diff(plan, data, catalog) if "admin" in d]

@@ -20,8 +20,7 @@ from servectl.plan.adopt import AdoptError, adopt_container, adoption_yaml, comp
 from servectl.plan.container_match import container_diff, container_fields, diff_fields, split_engine_command
 from servectl.plan.resolve import plan_for
 from servectl.profile.catalog import FlagCatalog
-from servectl.profile.engine_args import catalog_for
-from servectl.profile.loader import LoadedProfile, ProfileFolder, search_path
+from servectl.profile.loader import LoadedProfile, ProfileFolder, ProfileSearch, search_path
 from servectl.profile.validate import load_profile
 from servectl.testing.inspect import container_inspect, image_inspect
 
@@ -42,13 +41,15 @@ def write_and_load(
     folder = tmp_path / "profiles"
     folder.mkdir(exist_ok=True)
     (folder / f"{adoption.name}.yaml").write_text(adoption_yaml(adoption), encoding="utf-8")
-    loaded = load_profile(adoption.name, folders=[ProfileFolder(folder, "test")])
+    loaded = load_profile(
+        adoption.name, folders=ProfileSearch((ProfileFolder(folder, "test"),), catalogs=tmp_path / "catalogs")
+    )
     return adoption, loaded
 
 
 def assert_round_trip(loaded: LoadedProfile, data: dict[str, Any], image: dict[str, Any] | None) -> None:
     plan = plan_for(loaded, environ={"HOME": "/home/u"})
-    assert container_diff(plan, data, catalog_for(loaded.profile), image=image) == []
+    assert container_diff(plan, data, loaded.flag_catalog(), image=image) == []
 
 
 def test_bridge_container_with_typed_unknown_flags_secret_and_mounts(tmp_path: Path) -> None:
@@ -294,7 +295,7 @@ def test_adopt_writes_a_validated_file_and_refuses_a_taken_name_unless_forced(tm
     folder = tmp_path / "profiles"
     folder.mkdir()
     docs = FakeDocuments({"sglang-hand": hand_started()}, {"sha256:" + "5b" * 32: image_inspect()})
-    folders = [ProfileFolder(folder, "./profiles")]
+    folders = ProfileSearch((ProfileFolder(folder, "./profiles"),), catalogs=tmp_path / "catalogs")
     dry = adopt(
         docker=docs, container="sglang-hand", name="hand", opts=AdoptOptions(dry_run=True, folders=folders, environ={})
     )
@@ -341,10 +342,17 @@ def test_a_template_is_replaced_without_force_and_kept(tmp_path: Path) -> None:
         docker=docs,
         container="exl3",
         name="glm53-exl3-524k",
-        opts=AdoptOptions(folders=[ProfileFolder(folder, "./profiles")], environ={}),
+        opts=AdoptOptions(
+            folders=ProfileSearch((ProfileFolder(folder, "./profiles"),), catalogs=tmp_path / "catalogs"), environ={}
+        ),
     )
     assert result.backup is not None and result.backup.read_text() == template
-    assert load_profile("glm53-exl3-524k", folders=[ProfileFolder(folder, "x")]).profile.adopted is not None
+    assert (
+        load_profile(
+            "glm53-exl3-524k", folders=ProfileSearch((ProfileFolder(folder, "x"),), catalogs=tmp_path / "catalogs")
+        ).profile.adopted
+        is not None
+    )
 
 
 def test_the_adopted_services_are_looked_up_on_the_runtimes_search_path(

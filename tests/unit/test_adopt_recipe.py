@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from servectl.plan.adopt import AdoptError, adopt_recipe, adoption_yaml, read_recipe
-from servectl.profile.loader import ProfileFolder, search_path
+from servectl.profile.loader import ProfileFolder, ProfileSearch, search_path
 from servectl.profile.validate import load_profile
 from servectl.service.adopt import AdoptOptions, adopt
 
@@ -66,7 +66,9 @@ def test_the_seed_recipe_becomes_a_valid_profile_with_its_four_problems(tmp_path
     folder = tmp_path / "profiles"
     folder.mkdir()
     (folder / f"{adoption.name}.yaml").write_text(adoption_yaml(adoption), encoding="utf-8")
-    profile = load_profile(adoption.name, folders=[ProfileFolder(folder, "test")]).profile
+    profile = load_profile(
+        adoption.name, folders=ProfileSearch((ProfileFolder(folder, "test"),), catalogs=tmp_path / "catalogs")
+    ).profile
     assert profile.name == "glm53-flash-exl3-q4-rtxpro6000-sglang-tp4" and profile.adopted is None
     assert (profile.engine.tp, profile.engine.context_length, profile.engine.kv_cache_dtype) == (4, 262144, "fp8_e4m3")
     assert profile.engine.quantization == "exl3" and profile.engine.args["ep-size"] == 1
@@ -207,7 +209,9 @@ def test_adopt_recipe_writes_the_profile_and_never_loses_a_file(tmp_path: Path) 
     folder.mkdir()
     recipe = tmp_path / "recipe.json"
     recipe.write_text(SEED.read_text(encoding="utf-8"), encoding="utf-8")
-    opts = AdoptOptions(folders=[ProfileFolder(folder, "./profiles")], environ={})
+    opts = AdoptOptions(
+        folders=ProfileSearch((ProfileFolder(folder, "./profiles"),), catalogs=tmp_path / "catalogs"), environ={}
+    )
     dry = adopt(
         docker=NoDocker(),
         recipe=recipe,

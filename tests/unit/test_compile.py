@@ -88,7 +88,12 @@ def in_repo(monkeypatch: pytest.MonkeyPatch) -> None:
 def plan_of(name: str, state: Path = Path("/state")):  # type: ignore[no-untyped-def]
     loaded = load_profile(name, folders=search_path(environ=os.environ))
     return compile_plan(
-        loaded.profile, source=f"profiles/{name}.yaml", state_dir=state, home=Path("/home/u"), environ=ENV
+        loaded.profile,
+        catalog=loaded.flag_catalog(),
+        source=f"profiles/{name}.yaml",
+        state_dir=state,
+        home=Path("/home/u"),
+        environ=ENV,
     )
 
 
@@ -176,8 +181,10 @@ def test_api_key_is_a_reference_and_never_in_the_command(tmp_path: Path, monkeyp
     )
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("SECRET_API_KEY", "sk-very-secret")
+    loaded = load_profile("k", folders=search_path(environ=os.environ))
     plan = compile_plan(
-        load_profile("k", folders=search_path(environ=os.environ)).profile,
+        loaded.profile,
+        catalog=loaded.flag_catalog(),
         source="k",
         state_dir=Path("/s"),
         home=Path("/h"),
@@ -249,7 +256,9 @@ def test_unset_path_variable_is_one_clear_error() -> None:
 
     loaded = load_profile("glm53-exl3-q4-tp4", folders=search_path(environ=os.environ))
     with pytest.raises(ProfileError, match=r"model.path: .*\$\{MODEL_ROOT\}, which is not set; export MODEL_ROOT="):
-        compile_plan(loaded.profile, source="x", state_dir=Path("/s"), home=Path("/h"), environ={})
+        compile_plan(
+            loaded.profile, catalog=loaded.flag_catalog(), source="x", state_dir=Path("/s"), home=Path("/h"), environ={}
+        )
 
 
 def test_dry_run_imports_neither_docker_nor_nvml() -> None:
@@ -281,8 +290,10 @@ def test_warm_standby_compiles_to_the_memory_saver_and_cpu_backup_flags(
     monkeypatch.chdir(tmp_path)
 
     def argv(name: str) -> tuple[str, ...]:
+        loaded = load_profile(name, folders=search_path(environ=os.environ))
         plan = compile_plan(
-            load_profile(name, folders=search_path(environ=os.environ)).profile,
+            loaded.profile,
+            catalog=loaded.flag_catalog(),
             source=name,
             state_dir=Path("/s"),
             home=Path("/h"),

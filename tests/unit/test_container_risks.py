@@ -18,7 +18,7 @@ from servectl.errors import ProfileError
 from servectl.plan.adopt import AdoptError, adopt_recipe, read_recipe
 from servectl.plan.inventory import validations
 from servectl.profile.container_risks import UNCARRIED
-from servectl.profile.loader import ProfileFolder, search_path
+from servectl.profile.loader import ProfileFolder, ProfileSearch, search_path
 from servectl.profile.validate import load_profile
 from servectl.service.adopt import AdoptOptions, adopt
 
@@ -146,7 +146,9 @@ def test_a_recipe_s_risky_settings_are_carried_with_their_problem_lines(tmp_path
         docker=_NoDocker(),
         recipe=recipe,
         name="g",
-        opts=AdoptOptions(folders=[ProfileFolder(folder, "t")], environ=os.environ),
+        opts=AdoptOptions(
+            folders=ProfileSearch((ProfileFolder(folder, "t"),), catalogs=tmp_path / "catalogs"), environ=os.environ
+        ),
     )
     escapes = [p for p in written.problems if "Docker engine's socket" in p or "writable mount of /" in p]
     assert len(escapes) == 2, written.problems
@@ -215,7 +217,11 @@ def test_adopt_out_onto_a_fifo_or_a_folder_is_refused_and_writes_nothing(tmp_pat
         os.mkfifo(out)
     else:
         out.mkdir()
-    opts = AdoptOptions(force=True, folders=[ProfileFolder(tmp_path, "t")], environ=os.environ)
+    opts = AdoptOptions(
+        force=True,
+        folders=ProfileSearch((ProfileFolder(tmp_path, "t"),), catalogs=tmp_path / "catalogs"),
+        environ=os.environ,
+    )
     with pytest.raises(AdoptError) as err:
         adopt(docker=_NoDocker(), recipe=recipe, out=out, opts=opts)
     what = "a FIFO (named pipe)" if kind == "fifo" else "a folder"

@@ -1,8 +1,11 @@
 """The environment enters once (STYLE 11d, issue 40): guards over the source of ``src/servectl``.
 
 * **Environment reads.** Only the module that builds the :class:`~servectl.service.context.Context`
-  (``service/context.py``) and ``paths.py`` read the process's environment (``os.environ``, ``os.getenv``,
-  ``from os import environ``); everything else gets the context's ``environ``.
+  (``service/context.py``) reads the process's environment (``os.environ``, ``os.getenv``, ``from os import
+  environ``); everything else gets the context's ``environ``. ``paths.py`` computes the folders of the environment
+  it is given: the catalog folder too, which the profile search carries to the validator and the compiler (it
+  read the process's when none was given, so a host whose ``SERVECTL_CATALOG_CACHE`` differs validated an
+  ``engine.catalog: image`` profile against the wrong folder).
 * **Environment defaults.** Below ``host/`` no parameter or field named ``environ`` has a default: a caller that
   forgets to pass the host's environment is a type error, not a silent read of the process's (the bug of
   ``bench``, ``qualify`` and ``diff_container`` on a profile only the host's ``SERVECTL_PROFILES`` names).
@@ -52,7 +55,6 @@ OUTSIDE = ("standin/", "testing/")
 # -- environment reads ---------------------------------------------------------------------------------------
 ENV_READERS = {
     "service/context.py": "builds the Context from the environment (Context(environ=None) is os.environ)",
-    "paths.py": "the state and profile folders of an environment given, or of the process's",
     "cli/app.py": "sets PYDANTIC_DISABLE_PLUGINS for the process before pydantic loads (a setting, not a read)",
     "cli/service.py": "bold table headers unless TERM=dumb, as rich decides for its own tables (display only)",
     "adapters/host.py": "which tools this process can run (shutil.which) is a fact of its own PATH",
@@ -66,9 +68,8 @@ ABOVE_THE_CONTEXT = ("host/", "cli/", "api.py")
 ENV_DEFAULTS = {
     "service/context.py": "Context(environ=None) is the process's environment: the one place it is read",
 }
-ENV_DEFAULTS_NOT_YET = {
-    "paths.py": "issue 40: catalog_cache_dir(environ=None): the flag-catalog store (read by the validator's "
-    "catalog_for) defaults to the process's cache folder",
+ENV_DEFAULTS_NOT_YET: dict[str, str] = {
+    # module -> what issue 40 still has to give the host's environ
 }
 
 # -- clock defaults -------------------------------------------------------------------------------------------
@@ -446,7 +447,7 @@ def default_offenders(root: Path) -> dict[tuple[str, float], set[str]]:
     return {key: where for key, where in repeated_defaults(found).items() if key not in DEFAULT_TWINS}
 
 
-def test_only_the_context_and_paths_modules_read_the_environment() -> None:
+def test_only_the_context_module_reads_the_environment() -> None:
     offenders = environ_offenders(SRC)
     unexpected = {m: lines for m, lines in offenders.items() if m not in ENV_NOT_YET}
     assert unexpected == {}, f"read the Context's environ instead of os.environ: {unexpected}"

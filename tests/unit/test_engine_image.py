@@ -182,9 +182,9 @@ def test_engine_catalog_image_finds_the_catalog_by_pin_or_by_reference(tmp_path:
 def test_a_committed_catalog_file_is_loaded_and_a_missing_one_says_how_to_make_it(tmp_path: Path) -> None:
     path = tmp_path / "custom.json"
     path.write_text(json.dumps(_doc([{"flags": ["--exl3-cache-mode"], "kind": "value", "type": "str"}])))
-    assert load_catalog(str(path)).catalog.option("--exl3-cache-mode") is not None
+    assert load_catalog(str(path), directory=tmp_path).catalog.option("--exl3-cache-mode") is not None
     with pytest.raises(KeyError, match=r"--out .*missing\.json"):
-        load_catalog(str(tmp_path / "missing.json"))
+        load_catalog(str(tmp_path / "missing.json"), directory=tmp_path)
 
 
 def test_diff_finds_added_removed_and_changed_flags() -> None:
@@ -352,8 +352,10 @@ def test_extract_keeps_the_images_route_table_and_the_gateway_refuses_a_path_it_
     assert result.routes_written == (cache / f"{'ab' * 32}.routes.json", tmp_path / "project" / "custom.routes.json")
     assert [s.path for s in stored_catalogs(cache)] == [result.stored_at]  # the table is no catalog of the store
     routes = extracted_routes("image", image_ref=IMAGE, directory=cache)
-    assert routes == result.routes_written[0] and extracted_routes(str(out)) == result.routes_written[1]
-    assert extracted_routes("sglang-0.5.23") is None  # a shipped catalog's table is shipped
+    assert (
+        routes == result.routes_written[0] and extracted_routes(str(out), directory=cache) == result.routes_written[1]
+    )
+    assert extracted_routes("sglang-0.5.23", directory=cache) is None  # a shipped catalog's table is shipped
     card = ProfileCard("old", None, False, False, False, False, catalog="image", routes_file=routes)
     paths = route_paths_of(lambda _profile: card)
     assert paths("old") == {"/v1/chat/completions", "/generate"}

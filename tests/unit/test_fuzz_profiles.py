@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from servectl.errors import ProfileError
-from servectl.profile.loader import ProfileFolder
+from servectl.profile.loader import ProfileFolder, ProfileSearch
 from servectl.profile.validate import load_profile
 
 KEYS = [
@@ -68,7 +68,7 @@ def _check(tmp: Path, text: str) -> None:
     folder.mkdir(exist_ok=True)
     (folder / "p.yaml").write_text(text)
     try:
-        load_profile("p", folders=[ProfileFolder(folder, "test")])
+        load_profile("p", folders=ProfileSearch((ProfileFolder(folder, "test"),), catalogs=tmp / "catalogs"))
     except ProfileError as err:
         assert err.lines() and all(line.startswith(str(folder)) or line.startswith("profiles") for line in err.lines())
 

@@ -67,8 +67,10 @@ def test_engine_plans_keep_their_json_and_hash_without_the_new_fields() -> None:
     from servectl.plan.compile import compile_plan
     from servectl.profile.loader import read_profile
 
+    loaded = read_profile("demo", folders=search_path(environ=os.environ))
     plan = compile_plan(
-        read_profile("demo", folders=search_path(environ=os.environ)).profile,
+        loaded.profile,
+        catalog=loaded.flag_catalog(),
         source="demo.yaml",
         state_dir=Path("/s"),
         home=Path("/h"),

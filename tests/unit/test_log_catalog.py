@@ -9,7 +9,7 @@ import httpx
 import pytest
 import yaml
 
-from servectl.profile.loader import ProfileFolder, read_profile
+from servectl.profile.loader import ProfileFolder, ProfileSearch, read_profile
 from servectl.profile.logcatalog import LogCatalog
 from servectl.profile.rules import check_profile
 from servectl.service.health import CUDA_GRAPHS, LogWatcher, log_patterns
@@ -17,7 +17,7 @@ from servectl.standin.process import HostStandin
 
 ROOT = Path(__file__).parents[2]
 DEMO_MODEL = str(ROOT / "examples" / "demo-model")
-SHIPPED = [ProfileFolder(ROOT / "profiles", "shipped")]
+SHIPPED = ProfileFolder(ROOT / "profiles", "shipped")
 #: ``[2026-11-30 10:00:00 TP0] message`` / ``[2026-11-30 10:00:00] INFO:     message``: SGLang's and uvicorn's prefixes.
 _PREFIX = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?: TP\d+)?\] (?:(?:INFO|WARNING|ERROR):\s+)?")
 
@@ -63,7 +63,8 @@ def test_a_pattern_sglang_never_prints_is_a_validation_error_naming_real_lines(t
     (tmp_path / "p.yaml").write_text(
         "name: p\nextends: glm53-393k\nhealth:\n  expect_log: ['sparse-MLA', 'Load weight begin']\n"
     )
-    loaded = read_profile("p", folders=[ProfileFolder(tmp_path, "test"), *SHIPPED])
+    search = ProfileSearch((ProfileFolder(tmp_path, "test"), SHIPPED), catalogs=tmp_path / "catalogs")
+    loaded = read_profile("p", folders=search)
     problems = [str(p) for p in check_profile(loaded)]
     flagged = [p for p in problems if "expect_log" in p]
     assert len(flagged) == 1, problems

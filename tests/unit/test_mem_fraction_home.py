@@ -34,8 +34,8 @@ def test_the_fraction_is_what_the_engine_gets_wherever_it_is_written(
 ) -> None:
     write_profile("_min", minimal("_min"))
     write_profile("p", f"name: p\nextends: _min\n{extra}\n")
-    profile = load_profile("p", folders=search_path(environ=os.environ)).profile
-    assert mem_fraction_static(profile) == expected
+    loaded = load_profile("p", folders=search_path(environ=os.environ))
+    assert mem_fraction_static(loaded.profile, catalogs=loaded.catalogs) == expected
 
 
 def test_preflight_estimates_with_the_fraction_written_in_args(

@@ -12,7 +12,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from parser_corpus import CORPUS, MODEL_PATH, apply, argv_of, runnable_profiles
+from parser_corpus import CORPUS, MODEL_PATH, NO_EXTRACTED_CATALOGS, apply, argv_of, runnable_profiles
 from servectl_ci.sglang_venv import RealParser, is_built, venv_python
 
 from servectl.profile.rules import POLICY_RULES, RULES, SGLANG_RULES
@@ -24,7 +24,7 @@ PROFILES = runnable_profiles()
 def judged(entry: dict[str, Any]) -> tuple[list[str], dict[str, list[str]]]:
     """(argv servectl compiles, {rule: messages} for every rule that refuses the mutated profile)."""
     profile = apply(PROFILES[entry["profile"]], entry["change"])
-    refused = {name: [m for _, m in func(profile)] for name, func in RULES.items()}
+    refused = {name: [m for _, m in func(profile, NO_EXTRACTED_CATALOGS)] for name, func in RULES.items()}
     return argv_of(profile), {name: found for name, found in refused.items() if found}
 
 

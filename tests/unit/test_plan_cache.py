@@ -103,6 +103,26 @@ def test_editing_the_catalog_file_it_reads_gives_the_new_plan(write_profile: Wri
     assert "--zz-custom-beta" in argv and "--zz-custom-alpha" not in argv
 
 
+def test_another_catalog_folder_gives_the_plan_of_its_extracted_catalog(
+    write_profile: WriteProfile, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``engine.catalog: image`` is read from the environment's catalog folder: ``SERVECTL_CATALOG_CACHE`` naming
+    another folder is a miss, even though the first folder did not change (issue 40)."""
+    from servectl.profile.catalog_store import ImageSource, store_catalog
+
+    shipped = json.loads((CATALOG_DIR / "sglang-0.5.23.json").read_text(encoding="utf-8"))
+    for folder, flag in (("a", "--zz-custom-alpha"), ("b", "--zz-custom-beta")):
+        option = {"flags": [flag], "dest": flag[2:].replace("-", "_"), "kind": "value", "type": "str"}
+        image = ImageSource("sha256:" + "ab" * 32, refs=("example/sglang:1",))
+        store_catalog({**shipped, "options": [*shipped["options"], option]}, image, directory=tmp_path / folder)
+    write_profile("p", _profile("p", extra="engine: {catalog: image, args: {zz-custom: x}}\n"))
+    monkeypatch.setenv("SERVECTL_CATALOG_CACHE", str(tmp_path / "a"))
+    assert "--zz-custom-alpha" in _plan("p").engine_argv
+    monkeypatch.setenv("SERVECTL_CATALOG_CACHE", str(tmp_path / "b"))
+    argv = _plan("p").engine_argv
+    assert "--zz-custom-beta" in argv and "--zz-custom-alpha" not in argv
+
+
 def test_a_referenced_environment_variable_set_changed_or_unset_gives_the_new_plan(
     write_profile: WriteProfile, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from servectl.plan.adopt import adopt_recipe, adoption_yaml, read_recipe
-from servectl.profile.loader import ProfileFolder
+from servectl.profile.loader import ProfileFolder, ProfileSearch
 from servectl.profile.validate import load_profile
 from servectl.service.adopt import AdoptOptions, adopt
 from servectl.yaml_text import comment
@@ -73,7 +73,11 @@ def test_every_recipe_string_field_stays_a_value_of_the_written_profile(tmp_path
     file.write_text(json.dumps(hostile_recipe()), encoding="utf-8")
     folder = tmp_path / "profiles"
     folder.mkdir()
-    opts = AdoptOptions(folders=[ProfileFolder(folder, "t")], force=True, environ=os.environ)
+    opts = AdoptOptions(
+        folders=ProfileSearch((ProfileFolder(folder, "t"),), catalogs=tmp_path / "catalogs"),
+        force=True,
+        environ=os.environ,
+    )
     written = adopt(docker=_NoDocker(), recipe=file, name="glm", opts=opts)
     assert yaml.safe_load(written.path.read_text(encoding="utf-8")) == written.adoption.data
     assert written.problems and all("control character" in p for p in written.problems)
@@ -83,7 +87,9 @@ def test_every_recipe_string_field_stays_a_value_of_the_written_profile(tmp_path
     file.write_text(json.dumps(described), encoding="utf-8")
     written = adopt(docker=_NoDocker(), recipe=file, name="glm", opts=opts)
     assert written.problems == ()
-    profile = load_profile("glm", folders=[ProfileFolder(folder, "t")]).profile
+    profile = load_profile(
+        "glm", folders=ProfileSearch((ProfileFolder(folder, "t"),), catalogs=tmp_path / "catalogs")
+    ).profile
     assert profile.conflicts == [] and profile.rollback is None and profile.health.startup_timeout_s != 1
     assert profile.description == written.adoption.data["description"] and HOSTILE in profile.description
 

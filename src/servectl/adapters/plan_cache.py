@@ -55,6 +55,7 @@ _FOLDER_VARIABLES = (
     "HOME",
     "SERVECTL_HOME",
     "SERVECTL_PROFILES",
+    "SERVECTL_CATALOG_CACHE",
     "XDG_CONFIG_HOME",
     "XDG_STATE_HOME",
     "XDG_CACHE_HOME",
@@ -302,16 +303,17 @@ def _input_facts(resolved: Resolved, where: PlanCache) -> list[Fact] | None:
         for candidate in candidates[: candidates.index(file)]:
             facts.append(["file", str(candidate), None])
         facts.append(["file", str(file), _file_hash(str(file))])
-    catalog = _catalog_fact(resolved, environ)
+    catalog = _catalog_fact(resolved)
     if catalog is not None:
         facts.append(catalog)
     facts += [["stat", path, _observe("stat", path, environ)] for path in _own_modules()]
     return facts
 
 
-def _catalog_fact(resolved: Resolved, environ: Environ) -> Fact | None:
-    """The flag catalog the profile names: a file (by content), or the folder of extracted catalogs."""
-    from servectl.paths import catalog_cache_dir
+def _catalog_fact(resolved: Resolved) -> Fact | None:
+    """The flag catalog the profile names: a file (by content), or the folder of extracted catalogs it was
+    validated and compiled against (the host's, :attr:`LoadedProfile.catalogs`; ``SERVECTL_CATALOG_CACHE`` is
+    a fact of its own, so another folder is a miss)."""
     from servectl.profile.catalog import CATALOG_DIR
     from servectl.profile.catalog_store import IMAGE, is_catalog_file
 
@@ -320,7 +322,7 @@ def _catalog_fact(resolved: Resolved, environ: Environ) -> Fact | None:
         path = str(Path(spec).expanduser())
         return ["file", path, _file_hash(path)]
     if spec == IMAGE or spec.startswith("sha256:"):
-        folder = str(catalog_cache_dir(environ))
+        folder = str(resolved.loaded.catalogs)
         return ["folder", folder, _folder_hash(folder)]
     shipped = str(CATALOG_DIR / f"{spec}.json")
     return ["file", shipped, _file_hash(shipped)]

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from servectl.adapters.campaign_db import CampaignDb
     from servectl.campaign.run import CampaignRow
     from servectl.campaign.variants import CampaignCheck
-    from servectl.profile.loader import ProfileFolder
+    from servectl.profile.loader import ProfileSearch
 
 #: The metrics an objective reads (each point's median over its repeats).
 OBJECTIVE_METRICS = ("decode_tok_s", "ttft_s", "output_tok_per_min")
@@ -220,7 +220,7 @@ def write_objectives(
     rows: Sequence[CampaignRow],
     db: CampaignDb,
     *,
-    folders: Sequence[ProfileFolder],
+    folders: ProfileSearch,
     environ: Mapping[str, str],
 ) -> list[ObjectiveRow]:
     """Decide every objective, write each accepted one's profile to ``folder/winner/<campaign>.<objective>.yaml``

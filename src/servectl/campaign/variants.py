@@ -10,7 +10,7 @@ and the gates' suite and gate ids are checked. Nothing here starts or reads a co
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -19,7 +19,7 @@ from servectl.campaign.references import read_references
 from servectl.errors import Problem, ProfileError, ServectlError
 from servectl.plan.compile import LaunchPlan, plan_hash
 from servectl.plan.resolve import plan_for
-from servectl.profile.loader import LoadedProfile, ProfileFile, ProfileFolder, read_profile_document
+from servectl.profile.loader import LoadedProfile, ProfileFile, ProfileSearch, read_profile_document
 from servectl.profile.validate import checked, load_profile
 from servectl.profile.yaml_locations import Location, PathKey, display_path
 
@@ -113,7 +113,7 @@ ImageParse = Callable[[LoadedProfile, LaunchPlan], "str | None"]
 def check_campaign(
     loaded: LoadedCampaign,
     *,
-    folders: Sequence[ProfileFolder],
+    folders: ProfileSearch,
     environ: Mapping[str, str],
     skip_invalid: bool = False,
     parse: ImageParse | None = None,
@@ -161,7 +161,7 @@ def check_campaign(
 
 
 def _load_reference(
-    loaded: LoadedCampaign, name: str, at: PathKey, folders: Sequence[ProfileFolder], problems: list[Problem]
+    loaded: LoadedCampaign, name: str, at: PathKey, folders: ProfileSearch, problems: list[Problem]
 ) -> LoadedProfile | None:
     try:
         return load_profile(name, folders=folders)
@@ -175,7 +175,7 @@ def _load_reference(
 def check_variant(
     loaded: LoadedCampaign,
     spec: VariantSpec,
-    folders: Sequence[ProfileFolder],
+    folders: ProfileSearch,
     environ: Mapping[str, str],
     *,
     extends: str | None = None,

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from servectl.gateway.dashboard import DashboardSources
     from servectl.gateway.proxy import Gateway
     from servectl.gateway.reload import ConfigWatcher
-    from servectl.profile.loader import ProfileFolder
+    from servectl.profile.loader import ProfileFolder, ProfileSearch
     from servectl.service.clocks import Clocks
     from servectl.service.context import Context
 
@@ -99,11 +99,10 @@ def fixed_upstreams(endpoints: Mapping[str, Endpoint]) -> Callable[[], list[Upst
     return listing
 
 
-def profile_cards(
-    folders: Callable[[], Sequence[ProfileFolder]], *, ttl_s: float = 5.0
-) -> Callable[[str], ProfileCard | None]:
+def profile_cards(folders: Callable[[], ProfileSearch], *, ttl_s: float = 5.0) -> Callable[[str], ProfileCard | None]:
     """A profile name -> its :class:`~servectl.gateway.cards.ProfileCard` read off ``folders`` (None when it does
-    not load), each kept ``ttl_s`` seconds so an edited profile shows within that."""
+    not load; its route table looked up in the search's catalog folder), each kept ``ttl_s`` seconds so an edited
+    profile shows within that."""
     import time
 
     from servectl.errors import ServectlError
@@ -117,9 +116,10 @@ def profile_cards(
         now = time.monotonic()
         if name not in seen or now - seen[name][0] > ttl_s:
             try:
-                profile = load_profile(name, folders=folders()).profile
+                search = folders()
+                profile = load_profile(name, folders=search).profile
                 routes = extracted_routes(profile.engine.catalog, image_ref=profile.image.ref,
-                                          image_digest=profile.image.digest)  # fmt: skip
+                                          image_digest=profile.image.digest, directory=search.catalogs)  # fmt: skip
                 seen[name] = (now, profile_card(profile, routes_file=routes))
             except ServectlError:
                 seen[name] = (now, None)

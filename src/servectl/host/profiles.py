@@ -181,7 +181,7 @@ class ProfileCommands(HostBase):
         from servectl.service.catalog import profile_catalog_note
 
         return [
-            replace(v, note=profile_catalog_note(v.loaded.profile)) if v.loaded is not None else v
+            replace(v, note=profile_catalog_note(v.loaded)) if v.loaded is not None else v
             for v in validations(list(names) if names else None, folders=self.ctx.profile_folders)
         ]
 
@@ -222,7 +222,8 @@ class ProfileCommands(HostBase):
         """
         from servectl.render.files import TARGETS, parse_target, render_all
 
-        return render_all(targets=TARGETS if to is None else (parse_target(to),))
+        targets = TARGETS if to is None else (parse_target(to),)
+        return render_all(catalogs=self.ctx.profile_folders.catalogs, targets=targets)
 
     def promote(self, *, name: str, evidence_dir: Path, qualification_dir: Path | None = None) -> EvidenceRecord:
         """Mark profile ``name`` promoted on the bench results in ``evidence_dir`` and its qualification evidence
@@ -261,15 +262,12 @@ class ProfileCommands(HostBase):
         Raises:
             UsageError: nothing by that name.
         """
-        from servectl.paths import catalog_cache_dir
         from servectl.service.catalog import load_catalog_target
 
-        store = catalog_cache_dir(self.environ)
-        return load_catalog_target(name, engine=None, folders=self.ctx.profile_folders, store_dir=store)[1]
+        return load_catalog_target(name, engine=None, folders=self.ctx.profile_folders)[1]
 
     def catalogs(self) -> list[CatalogListing]:
         """The shipped flag catalogs, then those extracted from images (``catalog extract``)."""
-        from servectl.paths import catalog_cache_dir
         from servectl.profile.catalog import FlagCatalog
         from servectl.profile.catalog_store import stored_catalogs
 
@@ -277,7 +275,7 @@ class ProfileCommands(HostBase):
         for name in FlagCatalog.available():
             cat = FlagCatalog.load(name)
             found.append(CatalogListing(name, cat.engine, cat.version, len(cat.options), "shipped"))
-        for stored in stored_catalogs(catalog_cache_dir(self.environ)):
+        for stored in stored_catalogs(self.ctx.profile_folders.catalogs):
             image, cat = stored.image, stored.catalog
             name, refs = (image.id, ", ".join(image.refs)) if image else (str(stored.path), "")
             found.append(CatalogListing(name, cat.engine, cat.version, len(cat.options), refs))
@@ -307,16 +305,16 @@ class ProfileCommands(HostBase):
 
         ``image`` is an image reference or a profile name (its image and ``image.entrypoint``); ``python``
         overrides the image's Python; ``timeout_s``: the throwaway container is killed after it (default
-        :data:`servectl.adapters.engine_image.DEFAULT_TIMEOUT_S`). The catalog is kept in the user cache by
-        image id, and written to ``out``.
+        :data:`servectl.adapters.engine_image.DEFAULT_TIMEOUT_S`). The catalog is kept in the host's catalog
+        folder by image id, and written to ``out``.
 
         Raises:
             PreflightFailed: the image is not on this host. ImageProbeError: no usable Python or SGLang in it.
         """
-        from servectl.paths import catalog_cache_dir
         from servectl.service.catalog import extract_catalog, image_target
 
-        target = image_target(image, folders=self.ctx.profile_folders)
+        folders = self.ctx.profile_folders
+        target = image_target(image, folders=folders)
         entrypoint = (python, "-m", "sglang.launch_server") if python else target.entrypoint
         return extract_catalog(
             image=target.image,
@@ -324,7 +322,7 @@ class ProfileCommands(HostBase):
             entrypoint=entrypoint,
             out=out,
             logs=logs,
-            store_dir=catalog_cache_dir(self.environ),
+            store_dir=folders.catalogs,
             **({} if timeout_s is None else {"timeout_s": timeout_s}),
         )
 
@@ -335,13 +333,12 @@ class ProfileCommands(HostBase):
         Returns:
             (label of a, label of b, the changes).
         """
-        from servectl.paths import catalog_cache_dir
         from servectl.profile.catalog_diff import diff_catalogs, flags_affected
         from servectl.service.catalog import load_catalog_target
 
-        folders, store = self.ctx.profile_folders, catalog_cache_dir(self.environ)
-        label_a, cat_a = load_catalog_target(a, engine=self.docker, folders=folders, store_dir=store)
-        label_b, cat_b = load_catalog_target(b, engine=self.docker, folders=folders, store_dir=store)
+        folders = self.ctx.profile_folders
+        label_a, cat_a = load_catalog_target(a, engine=self.docker, folders=folders)
+        label_b, cat_b = load_catalog_target(b, engine=self.docker, folders=folders)
         changes = diff_catalogs(cat_a, cat_b)
         if name is not None:
             flags = {t.split("=", 1)[0] for t in self._resolve(name).plan.engine_argv if t.startswith("--")}

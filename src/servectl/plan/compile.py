@@ -20,9 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 from servectl.errors import ProfileError
 from servectl.plan import labels as _labels
-from servectl.profile.engine_args import ADAPTIVE_CONFIG_CONTAINER_PATH, catalog_for, engine_args
+from servectl.profile.engine_args import ADAPTIVE_CONFIG_CONTAINER_PATH, engine_args
 
 if TYPE_CHECKING:  # the plan types load without pydantic or the catalogs: a cached plan needs neither
+    from servectl.profile.catalog import FlagCatalog
     from servectl.profile.models import Profile
 
 
@@ -222,6 +223,7 @@ class LaunchPlan:
 def compile_plan(
     profile: Profile,
     *,
+    catalog: FlagCatalog,
     source: str,
     state_dir: Path,
     home: Path,
@@ -232,6 +234,8 @@ def compile_plan(
 
     Args:
         profile: a profile that passed :func:`servectl.profile.validate.load_profile`.
+        catalog: its flag catalog (:meth:`servectl.profile.loader.LoadedProfile.flag_catalog`: found in the
+            catalog folder of the host it was loaded on).
         source: the profile file (recorded in a label).
         state_dir: servectl's state folder (where generated files will be written at start).
         home: the user's home folder, for ``~`` in host paths.
@@ -247,7 +251,6 @@ def compile_plan(
     def host_path(raw: str, field: str) -> str:
         return _host_path(raw, home, env, where=f"{source}: {field}")
 
-    catalog = catalog_for(profile)
     argv = tuple(token for arg in engine_args(profile, catalog) for token in arg.tokens)
     gen_dir = state_dir / "generated" / profile.name
     mounts, files = _mounts_and_files(profile, host_path, gen_dir)
@@ -276,7 +279,9 @@ def compile_plan(
     # (home ~, fixed state folder, ${VAR} kept), so a service started from a rendered compose file carries
     # the hash that `servectl up` computes for the same profile on any machine.
     portable = isinstance(env, VariablesKeptLiteral) and (home, state_dir) == (PORTABLE_HOME, PORTABLE_STATE_DIR)
-    hashed = plan if portable else compile_portable_plan(profile, source=source, project_dir=project_dir)
+    hashed = (
+        plan if portable else compile_portable_plan(profile, catalog=catalog, source=source, project_dir=project_dir)
+    )
     digest = plan_hash(hashed)
     labelled = DockerRunSpec(**{**docker.__dict__, "labels": {**labels, LABEL_PLAN_HASH: digest}})
     return LaunchPlan(**{**plan.__dict__, "docker": labelled, "plan_hash": digest})
@@ -446,7 +451,9 @@ def project_dir_of(profile_file: Path) -> Path | None:
     return None if project == project.parent else project
 
 
-def compile_portable_plan(profile: Profile, *, source: str, project_dir: Path | None = None) -> LaunchPlan:
+def compile_portable_plan(
+    profile: Profile, *, catalog: FlagCatalog, source: str, project_dir: Path | None = None
+) -> LaunchPlan:
     """The plan with nothing of this machine in it, for files to share and for the plan hash.
 
     Home is ``~``, the state folder is fixed, every ``${VAR}`` stays as it is, and host paths inside
@@ -454,7 +461,9 @@ def compile_portable_plan(profile: Profile, *, source: str, project_dir: Path | 
     """
     anchored = profile if project_dir is None else _anchor_host_paths(profile, project_dir)
     env = VariablesKeptLiteral()
-    return compile_plan(anchored, source=source, state_dir=PORTABLE_STATE_DIR, home=PORTABLE_HOME, environ=env)
+    return compile_plan(
+        anchored, catalog=catalog, source=source, state_dir=PORTABLE_STATE_DIR, home=PORTABLE_HOME, environ=env
+    )
 
 
 def _anchor_host_paths(profile: Profile, project_dir: Path) -> Profile:

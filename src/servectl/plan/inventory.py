@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from servectl.errors import Problem, ProfileError, ProfileTemplate, ServectlError, UsageError
 from servectl.plan.resolve import plan_for
 from servectl.profile.evidence import evidence_summary_lines, headline, load_record
-from servectl.profile.loader import LoadedProfile, ProfileFolder, discover, find_profile, search_path
+from servectl.profile.loader import LoadedProfile, ProfileSearch, discover, find_profile, search_path
 from servectl.profile.validate import load_profile_file
 
 
@@ -111,9 +111,7 @@ def _problems(error: ServectlError | None) -> list[dict[str, Any]]:
     ]
 
 
-def validations(
-    names: list[str] | None, *, with_warnings: bool = True, folders: Sequence[ProfileFolder]
-) -> list[Validation]:
+def validations(names: list[str] | None, *, with_warnings: bool = True, folders: ProfileSearch) -> list[Validation]:
     """Validate the named profiles (all runnable ones when None) on ``folders`` (the host's search path), each
     file read once; never raises for one.
 
@@ -148,7 +146,7 @@ def validations(
     return results
 
 
-def validate_profiles(names: list[str] | None, *, folders: Sequence[ProfileFolder]) -> dict[str, ServectlError | None]:
+def validate_profiles(names: list[str] | None, *, folders: ProfileSearch) -> dict[str, ServectlError | None]:
     """:func:`validations` as name -> error or None (no warnings)."""
     return {v.name: v.error for v in validations(names, with_warnings=False, folders=folders)}
 

@@ -48,6 +48,7 @@ def plan_for(
     env = environ
     return compile_plan(
         loaded.profile,
+        catalog=loaded.flag_catalog(),
         source=str(loaded.file.path),
         state_dir=state_dir(env),
         home=Path(env.get("HOME") or Path.home()),

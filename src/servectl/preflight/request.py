@@ -44,7 +44,7 @@ def _breakable_graph(resolved: Resolved) -> bool:
     from servectl.profile.rules import settings
     from servectl.profile.standby_rules import breakable_graph
 
-    return breakable_graph(p, settings(p))
+    return breakable_graph(p, settings(p, resolved.loaded.catalogs))
 
 
 ALONE = StartContext()
@@ -68,7 +68,7 @@ def request_for(resolved: Resolved, context: StartContext = ALONE) -> PreflightR
         exclusive=p.gpus.exclusive,
         vram_reserve_mib=p.gpus.vram_reserve_mib,
         vram_reserve_waiver=p.gpus.reserve_waiver,
-        mem_fraction=mem_fraction_static(p),
+        mem_fraction=mem_fraction_static(p, catalogs=resolved.loaded.catalogs),
         host_address=p.serve.host,
         port=p.serve.port,
         role=p.serve.role,

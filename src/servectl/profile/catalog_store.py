@@ -8,8 +8,10 @@
 - ``sha256:...``: the catalog extracted from the image with that id or repo digest;
 - a ``.json`` file (relative to the profile file): one written by ``servectl catalog extract --out``.
 
-Extracted catalogs live in :func:`servectl.paths.catalog_cache_dir`, one file per image id, each naming the
-image id, the references and repo digests it was extracted under, and the SGLang version the image reports.
+Extracted catalogs live in a catalog folder, one file per image id, each naming the image id, the references and
+repo digests it was extracted under, and the SGLang version the image reports. Every function here is given that
+folder (the host's :func:`servectl.paths.catalog_cache_dir`, carried by the profile search it loads through):
+none falls back to the folder of this process's own environment.
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 from servectl.files import FileRefused, read_bounded, write_atomic
-from servectl.paths import catalog_cache_dir
 from servectl.profile.catalog import MAX_CATALOG_BYTES, FlagCatalog
 
 #: ``engine.catalog`` value meaning "the catalog extracted from this profile's image".
@@ -82,7 +83,7 @@ def routes_beside(catalog: Path) -> Path:
 
 
 def extracted_routes(
-    spec: str, *, image_ref: str | None = None, image_digest: str | None = None, directory: Path | None = None
+    spec: str, *, image_ref: str | None = None, image_digest: str | None = None, directory: Path
 ) -> Path | None:
     """The route table extracted from a profile's image with its flag catalog (``engine.catalog`` ``image``, a
     digest or a catalog file that ``catalog extract`` wrote): its path, None when there is none (a shipped
@@ -104,10 +105,10 @@ def write_catalog(document: Mapping[str, Any], path: Path) -> Path:
     return path
 
 
-def store_catalog(document: Mapping[str, Any], image: ImageSource, *, directory: Path | None = None) -> Path:
-    """Keep an extracted catalog in the user cache, keyed by its image id; merge the refs it is known by."""
-    folder = directory or catalog_cache_dir()
-    path = _stored_path(image.id, folder)
+def store_catalog(document: Mapping[str, Any], image: ImageSource, *, directory: Path) -> Path:
+    """Keep an extracted catalog in the catalog folder ``directory``, keyed by its image id; merge the refs it is
+    known by."""
+    path = _stored_path(image.id, directory)
     previous = _read_stored(path)
     if previous is not None and previous.image is not None:
         refs = tuple(dict.fromkeys((*image.refs, *previous.image.refs)))
@@ -142,17 +143,14 @@ def _parse_stored(path: Path) -> StoredCatalog | None:
     return StoredCatalog(path=path, catalog=catalog, image=image)
 
 
-def stored_catalogs(directory: Path | None = None) -> Iterator[StoredCatalog]:
-    """Every readable extracted catalog in the cache, newest first."""
-    folder = directory or catalog_cache_dir()
-    paths = [p for p in sorted(folder.glob("*.json")) if not p.name.endswith((".logs.json", ROUTES_SUFFIX))]
+def stored_catalogs(directory: Path) -> Iterator[StoredCatalog]:
+    """Every readable extracted catalog in the catalog folder ``directory``, newest first."""
+    paths = [p for p in sorted(directory.glob("*.json")) if not p.name.endswith((".logs.json", ROUTES_SUFFIX))]
     found = [s for p in paths if (s := _read_stored(p)) is not None]
     yield from sorted(found, key=lambda s: -(s.image.extracted_at if s.image else 0.0))
 
 
-def find_extracted(
-    *, ref: str | None = None, digest: str | None = None, directory: Path | None = None
-) -> StoredCatalog | None:
+def find_extracted(*, ref: str | None = None, digest: str | None = None, directory: Path) -> StoredCatalog | None:
     """The extracted catalog of an image, by id or repo digest (exact) or else by reference (newest)."""
     for stored in stored_catalogs(directory):
         image = stored.image
@@ -172,9 +170,10 @@ def _normal_ref(ref: str) -> str:
 
 
 def load_catalog(
-    spec: str, *, image_ref: str | None = None, image_digest: str | None = None, directory: Path | None = None
+    spec: str, *, image_ref: str | None = None, image_digest: str | None = None, directory: Path
 ) -> StoredCatalog:
-    """Resolve an ``engine.catalog`` value to a catalog.
+    """Resolve an ``engine.catalog`` value to a catalog; ``image`` and an image id are looked up in the catalog
+    folder ``directory``.
 
     Raises:
         KeyError: nothing by that name, no catalog extracted yet from that image, or an unreadable file

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from servectl.profile.catalog import FlagCatalog
     from servectl.profile.models import Profile
 
@@ -139,12 +141,12 @@ def effective_settings(profile: Profile, catalog: FlagCatalog) -> dict[str, Sett
     return out
 
 
-def mem_fraction_static(profile: Profile) -> float | None:
+def mem_fraction_static(profile: Profile, *, catalogs: Path) -> float | None:
     """``--mem-fraction-static`` as the engine gets it, however the profile wrote it (the typed
     ``engine.mem_fraction_static`` or ``engine.args``, any spelling, a string or a number); None: not set (or
-    the catalog cannot be read, which the engine.catalog rule reports)."""
+    the catalog cannot be read, which the engine.catalog rule reports). ``catalogs``: as for :func:`catalog_for`."""
     try:
-        setting = effective_settings(profile, catalog_for(profile)).get("mem_fraction_static")
+        setting = effective_settings(profile, catalog_for(profile, catalogs=catalogs)).get("mem_fraction_static")
     except (KeyError, ValueError):
         return profile.engine.mem_fraction_static
     if setting is None or setting.value is None:
@@ -152,8 +154,12 @@ def mem_fraction_static(profile: Profile) -> float | None:
     return float(setting.value)
 
 
-def catalog_for(profile: Profile) -> FlagCatalog:
+def catalog_for(profile: Profile, *, catalogs: Path) -> FlagCatalog:
     """The profile's flag catalog, extended for its image when the profile says so.
+
+    ``catalogs`` is the catalog folder of the host the profile was loaded on
+    (:attr:`servectl.profile.loader.LoadedProfile.catalogs`), where ``engine.catalog: image`` and a ``sha256:``
+    id find the catalog extracted from the image; a shipped catalog or a catalog file needs no folder.
 
     Raises:
         KeyError: unknown catalog name, or no catalog extracted yet from the profile's image.
@@ -161,7 +167,8 @@ def catalog_for(profile: Profile) -> FlagCatalog:
     """
     from servectl.profile.catalog_store import load_catalog
 
-    stored = load_catalog(profile.engine.catalog, image_ref=profile.image.ref, image_digest=profile.image.digest)
+    image = profile.image
+    stored = load_catalog(profile.engine.catalog, image_ref=image.ref, image_digest=image.digest, directory=catalogs)
     catalog = stored.catalog
     ext = profile.engine.catalog_extend
     if ext is not None:

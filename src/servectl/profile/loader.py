@@ -17,11 +17,11 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from servectl.errors import Problem, ProfileError, ProfileTemplate, UsageError
 from servectl.paths import SHIPPED_PROFILES_DIR as SHIPPED_PROFILES_DIR  # re-exported
-from servectl.paths import user_profiles_dir
+from servectl.paths import catalog_cache_dir, user_profiles_dir
 from servectl.profile.yaml_locations import MAX_PROFILE_BYTES as MAX_PROFILE_BYTES  # re-exported
 from servectl.profile.yaml_locations import Location, PathKey, display_path, dotted_path
 from servectl.profile.yaml_locations import read_yaml as read_yaml  # re-exported
@@ -29,6 +29,7 @@ from servectl.profile.yaml_locations import read_yaml as read_yaml  # re-exporte
 if TYPE_CHECKING:  # PyYAML, pydantic and the models load on first read: finding and listing files needs none
     from pydantic import BaseModel, ValidationError
 
+    from servectl.profile.catalog import FlagCatalog
     from servectl.profile.models import Profile
 
 
@@ -50,6 +51,29 @@ class ProfileFolder:
 
     path: Path
     origin: str  # "./profiles", "SERVECTL_PROFILES", "user", "shipped"
+
+
+@dataclass(frozen=True)
+class ProfileSearch(Sequence[ProfileFolder]):
+    """Where one environment's profiles are found: the profile folders in search order (it is a sequence of
+    them) and ``catalogs``, the folder of the flag catalogs extracted from engine images in the same
+    environment (:func:`servectl.paths.catalog_cache_dir`), where ``engine.catalog: image`` or a ``sha256:`` id
+    is looked up. Both come from the host's environment in :func:`search_path`; a profile loaded through a
+    search keeps its catalog folder (:attr:`LoadedProfile.catalogs`) for the rules and the compiler.
+    """
+
+    folders: tuple[ProfileFolder, ...]
+    catalogs: Path
+
+    @overload
+    def __getitem__(self, index: int) -> ProfileFolder: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[ProfileFolder]: ...
+    def __getitem__(self, index: int | slice) -> ProfileFolder | Sequence[ProfileFolder]:
+        return self.folders[index]
+
+    def __len__(self) -> int:
+        return len(self.folders)
 
 
 @dataclass(frozen=True)
@@ -75,6 +99,20 @@ class LoadedProfile:
     chain: tuple[Path, ...]  # the file, then its bases
     locations: Mapping[PathKey, Location] = field(repr=False)
     data: Mapping[str, Any] = field(repr=False)  # merged document, relative paths resolved
+    #: the catalog folder of the search it was loaded through (where ``engine.catalog: image`` is looked up)
+    catalogs: Path
+
+    def flag_catalog(self) -> FlagCatalog:
+        """The profile's flag catalog, found in :attr:`catalogs` (see
+        :func:`servectl.profile.engine_args.catalog_for`).
+
+        Raises:
+            KeyError: unknown catalog name, or no catalog extracted yet from the profile's image.
+            ValueError: a malformed extension.
+        """
+        from servectl.profile.engine_args import catalog_for
+
+        return catalog_for(self.profile, catalogs=self.catalogs)
 
     def location(self, path: PathKey) -> Location:
         """File and line of the key at ``path`` (or of its closest written parent)."""
@@ -86,8 +124,8 @@ class LoadedProfile:
         return Problem(file=display_path(file), line=line, field=dotted_path(path), message=message, rule=rule)
 
 
-def search_path(*, cwd: Path | None = None, environ: Mapping[str, str]) -> list[ProfileFolder]:
-    """The profile folders in search order."""
+def search_path(*, cwd: Path | None = None, environ: Mapping[str, str]) -> ProfileSearch:
+    """The profile folders of ``environ`` in search order, with its catalog folder."""
     env = environ
     base = Path.cwd() if cwd is None else cwd
     folders = [ProfileFolder(base / "profiles", "./profiles")]
@@ -105,7 +143,7 @@ def search_path(*, cwd: Path | None = None, environ: Mapping[str, str]) -> list[
             # keep the path as written (absolute, links not followed): a checkout's ``profiles`` link to the
             # shipped folder shows as ``profiles/...`` and its relative model paths stay under the checkout
             unique.append(ProfileFolder(folder.path.absolute(), folder.origin))
-    return unique
+    return ProfileSearch(tuple(unique), catalogs=catalog_cache_dir(env))
 
 
 def discover(folders: Sequence[ProfileFolder]) -> dict[str, ProfileFile]:
@@ -142,8 +180,9 @@ def find_profile(name: str, folders: Sequence[ProfileFolder]) -> ProfileFile:
     raise UsageError(f"profile {name!r} not found in {searched}{hint}")
 
 
-def read_profile(name: str, *, folders: Sequence[ProfileFolder]) -> LoadedProfile:
-    """Find, merge and schema-validate profile ``name`` (no cross-field rules; see ``profile.validate``).
+def read_profile(name: str, *, folders: ProfileSearch) -> LoadedProfile:
+    """Find, merge and schema-validate profile ``name`` (no cross-field rules; see ``profile.validate``) on the
+    search ``folders``; the loaded profile keeps its catalog folder.
 
     Raises:
         UsageError: the profile does not exist.
@@ -153,14 +192,14 @@ def read_profile(name: str, *, folders: Sequence[ProfileFolder]) -> LoadedProfil
     return read_profile_file(file, folders=folders)
 
 
-def read_profile_file(file: ProfileFile, *, folders: Sequence[ProfileFolder]) -> LoadedProfile:
+def read_profile_file(file: ProfileFile, *, folders: ProfileSearch) -> LoadedProfile:
     """Merge and schema-validate the profile in ``file`` (see :func:`read_profile`).
 
     Raises:
         ProfileTemplate: the file is a template (a ``template:`` key says how to fill it in).
     """
     data, locations, chain = _resolve(file, folders, stack=())
-    return _validated(file, data, locations, chain)
+    return _validated(file, data, locations, chain, catalogs=folders.catalogs)
 
 
 def read_profile_document(
@@ -168,7 +207,7 @@ def read_profile_document(
     data: Mapping[str, Any],
     locations: Mapping[PathKey, Location],
     *,
-    folders: Sequence[ProfileFolder],
+    folders: ProfileSearch,
 ) -> LoadedProfile:
     """Merge and schema-validate a profile that exists only as a document (``data``), such as a campaign's
     variant: ``extends`` resolves on ``folders`` as a file's would, and each problem is located through
@@ -181,11 +220,16 @@ def read_profile_document(
     """
     own = {(): (file.path, 1), **dict(locations)}
     merged, merged_locations, chain = _resolve_document(file, dict(data), own, folders, stack=())
-    return _validated(file, merged, merged_locations, chain)
+    return _validated(file, merged, merged_locations, chain, catalogs=folders.catalogs)
 
 
 def _validated(
-    file: ProfileFile, data: dict[str, Any], locations: dict[PathKey, Location], chain: tuple[Path, ...]
+    file: ProfileFile,
+    data: dict[str, Any],
+    locations: dict[PathKey, Location],
+    chain: tuple[Path, ...],
+    *,
+    catalogs: Path,
 ) -> LoadedProfile:
     if data.get("template") is not None:
         where, line = locate_key(locations, ("template",), file.path)
@@ -215,7 +259,7 @@ def _validated(
         raise ProfileError(_dedupe(problems)) from None
     if problems:
         raise ProfileError(problems)
-    return LoadedProfile(profile=profile, file=file, chain=chain, locations=locations, data=data)
+    return LoadedProfile(profile=profile, file=file, chain=chain, locations=locations, data=data, catalogs=catalogs)
 
 
 # -- templates -----------------------------------------------------------------------------------------

@@ -1,14 +1,17 @@
 """Cross-field rules: each a named check with its own message, run after the schema accepts a profile.
 
-A rule takes the loaded profile and yields ``(field path, message)``; :func:`check_profile` locates each
-problem in the file that wrote the field. Rules are pure and fast (no I/O): they run before anything
-starts, so a wrong flag fails in milliseconds instead of after a ten-minute weight load.
+A rule takes the loaded profile and its catalog folder (:attr:`LoadedProfile.catalogs`: the host's, where
+``engine.catalog: image`` finds the catalog extracted from the image, never this process's) and yields ``(field
+path, message)``; :func:`check_profile` locates each problem in the file that wrote the field. Rules are fast and
+read nothing but the profile's flag catalog (memoized): they run before anything starts, so a wrong flag fails in
+milliseconds instead of after a ten-minute weight load.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from servectl.errors import Problem
@@ -31,7 +34,9 @@ if TYPE_CHECKING:
 
 PathKey = tuple[str | int, ...]
 RuleResult = Iterator[tuple[PathKey, str]]
-Rule = Callable[[Profile], RuleResult]
+#: A rule: the profile and the catalog folder it was loaded with (``LoadedProfile.catalogs``, where
+#: ``engine.catalog: image`` finds the catalog extracted from the image) -> its findings.
+Rule = Callable[[Profile, Path], RuleResult]
 
 LOOPBACK = re.compile(r"^(127\.\d+\.\d+\.\d+|::1|localhost)$")
 SECRET_WORDS = frozenset({"KEY", "APIKEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIALS", "PAT"})
@@ -87,31 +92,32 @@ def rule(name: str, *, warn: bool = False) -> Callable[[Rule], Rule]:
     return register
 
 
-_SETTINGS: dict[int, tuple[Profile, dict[str, Setting]]] = {}
+_SETTINGS: dict[tuple[int, Path], tuple[Profile, dict[str, Setting]]] = {}
 
 
-def settings(p: Profile) -> dict[str, Setting]:
-    """The engine settings of ``p`` by dest, wherever and however written (see ``effective_settings``)."""
-    hit = _SETTINGS.get(id(p))
+def settings(p: Profile, catalogs: Path) -> dict[str, Setting]:
+    """The engine settings of ``p`` by dest, wherever and however written (see ``effective_settings``), with
+    its flag catalog found in the catalog folder ``catalogs``."""
+    hit = _SETTINGS.get((id(p), catalogs))
     if hit is not None and hit[0] is p:
         return hit[1]
     try:
-        result = effective_settings(p, catalog_for(p))
+        result = effective_settings(p, catalog_for(p, catalogs=catalogs))
     except (KeyError, ValueError):  # reported by the engine.catalog rule
         result = {}
     if len(_SETTINGS) > 32:
         _SETTINGS.clear()
-    _SETTINGS[id(p)] = (p, result)
+    _SETTINGS[(id(p), catalogs)] = (p, result)
     return result
 
 
-def _value(p: Profile, dest: str, default: object = None) -> object:
-    setting = settings(p).get(dest)
+def _value(p: Profile, catalogs: Path, dest: str, default: object = None) -> object:
+    setting = settings(p, catalogs).get(dest)
     return default if setting is None else setting.value
 
 
-def _field(p: Profile, dest: str, fallback: PathKey) -> PathKey:
-    setting = settings(p).get(dest)
+def _field(p: Profile, catalogs: Path, dest: str, fallback: PathKey) -> PathKey:
+    setting = settings(p, catalogs).get(dest)
     return fallback if setting is None else setting.field
 
 
@@ -121,9 +127,9 @@ SPECULATIVE_ALGORITHMS = frozenset(
 )
 
 
-def _algorithm(p: Profile) -> str | None:
+def _algorithm(p: Profile, catalogs: Path) -> str | None:
     """The algorithm as SGLang resolves it: upper-cased, NEXTN read as EAGLE."""
-    raw = _value(p, "speculative_algorithm")
+    raw = _value(p, catalogs, "speculative_algorithm")
     if not isinstance(raw, str):
         return None
     upper = raw.upper()
@@ -131,7 +137,7 @@ def _algorithm(p: Profile) -> str | None:
 
 
 @rule("speculative.adaptive")
-def adaptive_speculative(p: Profile) -> RuleResult:
+def adaptive_speculative(p: Profile, catalogs: Path) -> RuleResult:
     """An adaptive ladder needs EAGLE/EAGLE3 (NEXTN is EAGLE), top-k 1, and num_steps on the ladder.
 
     What SGLang fills in itself is fine: top-k omitted is 1, num_steps omitted is the ladder's middle step
@@ -141,25 +147,25 @@ def adaptive_speculative(p: Profile) -> RuleResult:
     if spec is None or spec.adaptive_steps is None:
         return
     base: PathKey = ("engine", "speculative")
-    algorithm = _algorithm(p)
+    algorithm = _algorithm(p, catalogs)
     if algorithm not in ("EAGLE", "EAGLE3"):
         yield (
-            _field(p, "speculative_algorithm", (*base, "algorithm")),
+            _field(p, catalogs, "speculative_algorithm", (*base, "algorithm")),
             (
                 f"adaptive_steps needs algorithm EAGLE or EAGLE3, not {algorithm} "
                 "(SGLang silently falls back to static steps); change the algorithm or drop adaptive_steps"
             ),
         )
-    topk = _value(p, "speculative_eagle_topk")
+    topk = _value(p, catalogs, "speculative_eagle_topk")
     if topk not in (None, 1):
         yield (
-            _field(p, "speculative_eagle_topk", (*base, "eagle_topk")),
+            _field(p, catalogs, "speculative_eagle_topk", (*base, "eagle_topk")),
             f"adaptive_steps needs eagle_topk: 1 (got {topk}); SGLang ignores the ladder otherwise",
         )
-    steps = _value(p, "speculative_num_steps")
+    steps = _value(p, catalogs, "speculative_num_steps")
     if steps is not None and steps not in spec.adaptive_steps:
         yield (
-            _field(p, "speculative_num_steps", (*base, "num_steps")),
+            _field(p, catalogs, "speculative_num_steps", (*base, "num_steps")),
             (
                 f"{steps} is not one of adaptive_steps {spec.adaptive_steps}; SGLang refuses to start "
                 f"(--speculative-num-steps={steps} is not in the adaptive config candidate_steps) - "
@@ -169,21 +175,21 @@ def adaptive_speculative(p: Profile) -> RuleResult:
 
 
 @rule("speculative.adaptive_disabled", warn=True)
-def adaptive_silently_disabled(p: Profile) -> RuleResult:
+def adaptive_silently_disabled(p: Profile, catalogs: Path) -> RuleResult:
     """SGLang turns adaptive speculation off with two-batch overlap or attention DP (and says so once)."""
     adaptive = (p.engine.speculative is not None and p.engine.speculative.adaptive_steps is not None) or (
-        _value(p, "speculative_adaptive") is True
+        _value(p, catalogs, "speculative_adaptive") is True
     )
     if not adaptive:
         return
     reasons = []
-    if _value(p, "enable_two_batch_overlap") is True:
+    if _value(p, catalogs, "enable_two_batch_overlap") is True:
         reasons.append(("enable_two_batch_overlap", "two-batch overlap"))
-    if _value(p, "enable_dp_attention") is True or (_value(p, "attn_dp_size", 1) or 1) != 1:
+    if _value(p, catalogs, "enable_dp_attention") is True or (_value(p, catalogs, "attn_dp_size", 1) or 1) != 1:
         reasons.append(("enable_dp_attention", "attention DP"))
     for dest, what in reasons:
         yield (
-            _field(p, dest, ("engine", "args")),
+            _field(p, catalogs, dest, ("engine", "args")),
             (
                 f"SGLang disables adaptive speculative decoding with {what} "
                 "(speculative_adaptive disabled: ... Falling back to static speculative params); "
@@ -193,23 +199,23 @@ def adaptive_silently_disabled(p: Profile) -> RuleResult:
 
 
 @rule("speculative.algorithm")
-def speculative_algorithm_known(p: Profile) -> RuleResult:
+def speculative_algorithm_known(p: Profile, catalogs: Path) -> RuleResult:
     """The algorithm is one SGLang 0.5.23 knows (any case; NEXTN is EAGLE)."""
-    raw = _value(p, "speculative_algorithm")
+    raw = _value(p, catalogs, "speculative_algorithm")
     if isinstance(raw, str) and raw.upper() not in SPECULATIVE_ALGORITHMS:
         known = ", ".join(sorted(SPECULATIVE_ALGORITHMS))
         yield (
-            _field(p, "speculative_algorithm", ("engine", "speculative", "algorithm")),
+            _field(p, catalogs, "speculative_algorithm", ("engine", "speculative", "algorithm")),
             f"SGLang refuses it: Unknown speculative algorithm name: {raw} (one of {known})",
         )
 
 
 @rule("speculative.draft_model")
-def draft_model_required(p: Profile) -> RuleResult:
+def draft_model_required(p: Profile, catalogs: Path) -> RuleResult:
     """DFLASH reads its draft from --speculative-draft-model-path (SGLang: speculative_hook.py)."""
-    if _algorithm(p) == "DFLASH" and _value(p, "speculative_draft_model_path") is None:
+    if _algorithm(p, catalogs) == "DFLASH" and _value(p, catalogs, "speculative_draft_model_path") is None:
         yield (
-            _field(p, "speculative_algorithm", ("engine", "speculative", "algorithm")),
+            _field(p, catalogs, "speculative_algorithm", ("engine", "speculative", "algorithm")),
             (
                 "SGLang refuses it: DFLASH speculative decoding requires setting --speculative-draft-model-path; "
                 "set engine.speculative.draft_model_path"
@@ -218,34 +224,34 @@ def draft_model_required(p: Profile) -> RuleResult:
 
 
 @rule("speculative.draft_window")
-def draft_window(p: Profile) -> RuleResult:
+def draft_window(p: Profile, catalogs: Path) -> RuleResult:
     """Sink and window sizes of the draft KV cache, as SGLang's handle_speculative_decoding checks them."""
-    window = _value(p, "speculative_draft_window_size")
-    sink = _value(p, "speculative_draft_sink_size")
+    window = _value(p, catalogs, "speculative_draft_window_size")
+    sink = _value(p, catalogs, "speculative_draft_sink_size")
     if isinstance(window, int) and window <= 0:
         yield (
-            _field(p, "speculative_draft_window_size", ("engine", "args")),
+            _field(p, catalogs, "speculative_draft_window_size", ("engine", "args")),
             f"SGLang refuses it: --speculative-draft-window-size must be positive, got {window}",
         )
     if isinstance(sink, int) and sink < 0:
         yield (
-            _field(p, "speculative_draft_sink_size", ("engine", "args")),
+            _field(p, catalogs, "speculative_draft_sink_size", ("engine", "args")),
             f"SGLang refuses it: --speculative-draft-sink-size must be non-negative, got {sink}",
         )
     if sink is not None and window is None:
         yield (
-            _field(p, "speculative_draft_sink_size", ("engine", "args")),
+            _field(p, catalogs, "speculative_draft_sink_size", ("engine", "args")),
             "SGLang refuses it: --speculative-draft-sink-size requires --speculative-draft-window-size",
         )
 
 
 @rule("engine.mamba_states")
-def mamba_states_per_path(p: Profile) -> RuleResult:
+def mamba_states_per_path(p: Profile, catalogs: Path) -> RuleResult:
     """--mamba-max-states-per-path is -1 (unlimited) or positive (SGLang: mamba_hook.py)."""
-    states = _value(p, "mamba_max_states_per_path")
+    states = _value(p, catalogs, "mamba_max_states_per_path")
     if isinstance(states, int) and (states == 0 or states < -1):
         yield (
-            _field(p, "mamba_max_states_per_path", ("engine", "args")),
+            _field(p, catalogs, "mamba_max_states_per_path", ("engine", "args")),
             (
                 "SGLang refuses it: --mamba-max-states-per-path must be -1 (unlimited) or a positive integer, "
                 f"got {states}"
@@ -254,11 +260,14 @@ def mamba_states_per_path(p: Profile) -> RuleResult:
 
 
 @rule("engine.int8_mamba_checkpoint")
-def int8_mamba_checkpoint(p: Profile) -> RuleResult:
+def int8_mamba_checkpoint(p: Profile, catalogs: Path) -> RuleResult:
     """The int8 mamba checkpoint pool is not int8-aware on the host-offload path (SGLang: mamba_hook.py)."""
-    if _value(p, "enable_int8_mamba_checkpoint") is True and _value(p, "enable_hierarchical_cache") is True:
+    if (
+        _value(p, catalogs, "enable_int8_mamba_checkpoint") is True
+        and _value(p, catalogs, "enable_hierarchical_cache") is True
+    ):
         yield (
-            _field(p, "enable_int8_mamba_checkpoint", ("engine", "args")),
+            _field(p, catalogs, "enable_int8_mamba_checkpoint", ("engine", "args")),
             (
                 "SGLang refuses it: --enable-int8-mamba-checkpoint is not supported together with "
                 "--enable-hierarchical-cache: the host-offload path is not int8-aware. Disable one of them."
@@ -267,22 +276,27 @@ def int8_mamba_checkpoint(p: Profile) -> RuleResult:
 
 
 @rule("engine.dsa_backends")
-def dsa_backends(p: Profile) -> RuleResult:
+def dsa_backends(p: Profile, catalogs: Path) -> RuleResult:
     """DSA backend constraints on CUDA (SGLang: overrides.py ``_check_dsa_backend_constraints``)."""
-    prefill, decode = _value(p, "dsa_prefill_backend"), _value(p, "dsa_decode_backend")
+    prefill, decode = _value(p, catalogs, "dsa_prefill_backend"), _value(p, catalogs, "dsa_decode_backend")
     for dest, backend in (("dsa_prefill_backend", prefill), ("dsa_decode_backend", decode)):
         if backend == "triton":  # servectl starts NVIDIA GPUs only
             yield (
-                _field(p, dest, ("engine", "args")),
+                _field(p, catalogs, dest, ("engine", "args")),
                 (
                     "SGLang refuses it: The triton DSA backend is only supported on ROCm/HIP. Pick an alternative "
                     "DSA backend for CUDA (flashmla_kv on Hopper, trtllm on Blackwell)."
                 ),
             )
-    fp8 = _value(p, "kv_cache_dtype") == "fp8_e4m3"
+    fp8 = _value(p, catalogs, "kv_cache_dtype") == "fp8_e4m3"
     if fp8 and "tilelang" in (prefill, decode) and (prefill, decode) != ("tilelang", "tilelang"):
         yield (
-            _field(p, "dsa_prefill_backend" if prefill != "tilelang" else "dsa_decode_backend", ("engine", "args")),
+            _field(
+                p,
+                catalogs,
+                "dsa_prefill_backend" if prefill != "tilelang" else "dsa_decode_backend",
+                ("engine", "args"),
+            ),
             (
                 "SGLang refuses it: CUDA TileLang FP8 KV requires both DSA backends to be tilelang; "
                 "raw and scaled FP8 KV layouts cannot be mixed."
@@ -291,17 +305,17 @@ def dsa_backends(p: Profile) -> RuleResult:
 
 
 @rule("engine.mamba_cache")
-def mamba_cache(p: Profile) -> RuleResult:
+def mamba_cache(p: Profile, catalogs: Path) -> RuleResult:
     """max-mamba-cache-size > 0 (SGLang fails in pool setup, after the weights load) and, by this model
     family's launcher rule, >= 5 x max_running_requests; read wherever and however they are written."""
-    size = _value(p, "max_mamba_cache_size")
+    size = _value(p, catalogs, "max_mamba_cache_size")
     if not isinstance(size, int) or isinstance(size, bool):
         return
-    where = _field(p, "max_mamba_cache_size", ("engine", "args", "max-mamba-cache-size"))
+    where = _field(p, catalogs, "max_mamba_cache_size", ("engine", "args", "max-mamba-cache-size"))
     if size <= 0:
         yield where, f"{size} leaves no mamba state slots: SGLang fails when it sets up the pool; use a positive size"
         return
-    running = _value(p, "max_running_requests")
+    running = _value(p, catalogs, "max_running_requests")
     if isinstance(running, int) and not isinstance(running, bool):
         need = MAMBA_CACHE_FACTOR * running
         if size < need:
@@ -315,10 +329,10 @@ def mamba_cache(p: Profile) -> RuleResult:
 
 
 @rule("gpus.parallelism")
-def parallel_matches_devices(p: Profile) -> RuleResult:
+def parallel_matches_devices(p: Profile, catalogs: Path) -> RuleResult:
     """tp x dp = number of GPU devices (when devices are named), times the nodes of a multi-node profile."""
     devices = p.gpus.devices
-    tp, dp_size = _value(p, "tp_size", p.engine.tp), _value(p, "dp_size", p.engine.dp)
+    tp, dp_size = _value(p, catalogs, "tp_size", p.engine.tp), _value(p, catalogs, "dp_size", p.engine.dp)
     if not isinstance(tp, int) or not isinstance(dp_size, int):
         return
     if devices and tp * dp_size != len(devices) * p.nodes:
@@ -339,10 +353,10 @@ MULTINODE_DESTS = frozenset({"nnodes", "node_rank", "dist_init_addr"})
 
 
 @rule("engine.multinode_flags")
-def multinode_flags_from_renderer(p: Profile) -> RuleResult:
+def multinode_flags_from_renderer(p: Profile, catalogs: Path) -> RuleResult:
     """--nnodes, --node-rank and --dist-init-addr are added per pod by `servectl render`, never written."""
     try:
-        catalog = catalog_for(p)
+        catalog = catalog_for(p, catalogs=catalogs)
     except (KeyError, ValueError):  # reported by the engine.catalog rule
         catalog = None
     for key in p.engine.args:
@@ -364,7 +378,7 @@ def multinode_flags_from_renderer(p: Profile) -> RuleResult:
 
 
 @rule("status.pins")
-def promoted_is_pinned(p: Profile) -> RuleResult:
+def promoted_is_pinned(p: Profile, catalogs: Path) -> RuleResult:
     """A promoted profile pins its image by digest and its model by revision."""
     if p.status != "promoted":
         return
@@ -375,12 +389,12 @@ def promoted_is_pinned(p: Profile) -> RuleResult:
 
 
 @rule("swap.standby")
-def standby_needs_memory_saver(p: Profile) -> RuleResult:
+def standby_needs_memory_saver(p: Profile, catalogs: Path) -> RuleResult:
     """A warm standby needs the engine's memory saver: in the catalog, and not turned off in ``args``."""
     if p.swap.standby != "warm":
         return
     try:
-        catalog = catalog_for(p)
+        catalog = catalog_for(p, catalogs=catalogs)
     except (KeyError, ValueError):  # reported by the engine.catalog rule
         return
     if catalog.option(MEMORY_SAVER_FLAG) is None:
@@ -404,13 +418,13 @@ def standby_needs_memory_saver(p: Profile) -> RuleResult:
 
 
 @rule("swap.standby_engine")
-def standby_engine_restrictions(p: Profile) -> RuleResult:
+def standby_engine_restrictions(p: Profile, catalogs: Path) -> RuleResult:
     """A warm standby's engine: nothing the memory saver refuses, nothing a release or resume kills."""
-    yield from standby_engine_problems(p, settings(p))
+    yield from standby_engine_problems(p, settings(p, catalogs))
 
 
 @rule("serve.role_port")
-def role_port(p: Profile) -> RuleResult:
+def role_port(p: Profile, catalogs: Path) -> RuleResult:
     """A bench profile never takes a production port; a production profile uses one."""
     s = p.serve
     if s.role == "bench" and s.port in s.production_ports:
@@ -426,7 +440,7 @@ def role_port(p: Profile) -> RuleResult:
 
 
 @rule("serve.api_key")
-def non_loopback_needs_key(p: Profile) -> RuleResult:
+def non_loopback_needs_key(p: Profile, catalogs: Path) -> RuleResult:
     """Binding anything but loopback requires an API key source."""
     s = p.serve
     if not LOOPBACK.match(s.host) and not (s.api_key_env or s.api_key_file):
@@ -440,18 +454,18 @@ def non_loopback_needs_key(p: Profile) -> RuleResult:
 
 
 @rule("engine.hicache")
-def hicache_needs_hierarchical(p: Profile) -> RuleResult:
+def hicache_needs_hierarchical(p: Profile, catalogs: Path) -> RuleResult:
     """hicache-size needs the hierarchical cache on."""
-    on = _value(p, "enable_hierarchical_cache") is True
-    if "hicache_size" in settings(p) and not on:
+    on = _value(p, catalogs, "enable_hierarchical_cache") is True
+    if "hicache_size" in settings(p, catalogs) and not on:
         yield (
-            _field(p, "hicache_size", ("engine", "args", "hicache-size")),
+            _field(p, catalogs, "hicache_size", ("engine", "args", "hicache-size")),
             ("needs the hierarchical cache: add `enable-hierarchical-cache: true` or drop hicache-size"),
         )
 
 
 @rule("engine.context")
-def context_fits_total(p: Profile) -> RuleResult:
+def context_fits_total(p: Profile, catalogs: Path) -> RuleResult:
     """context_length <= max_total_tokens where both are set."""
     e = p.engine
     if e.context_length is not None and e.max_total_tokens is not None and e.context_length > e.max_total_tokens:
@@ -462,14 +476,14 @@ def context_fits_total(p: Profile) -> RuleResult:
 
 
 @rule("gpus.reserve_waiver")
-def waiver_means_something(p: Profile) -> RuleResult:
+def waiver_means_something(p: Profile, catalogs: Path) -> RuleResult:
     """A waiver only makes sense with a reserve to waive."""
     if p.gpus.reserve_waiver and p.gpus.vram_reserve_mib == 0:
         yield ("gpus", "reserve_waiver"), "vram_reserve_mib is 0: there is nothing to waive; drop the waiver"
 
 
 @rule("engine.env_secrets")
-def no_literal_secrets(p: Profile) -> RuleResult:
+def no_literal_secrets(p: Profile, catalogs: Path) -> RuleResult:
     """Secret-looking environment variables are passed by reference (``${NAME}``), never written."""
     for name, value in p.engine.env.items():
         looks_secret = name.upper().rsplit("_", 1)[-1] in SECRET_WORDS
@@ -481,7 +495,7 @@ def no_literal_secrets(p: Profile) -> RuleResult:
 
 
 @rule("health.expect_log")
-def expect_log_is_printable(p: Profile) -> RuleResult:
+def expect_log_is_printable(p: Profile, catalogs: Path) -> RuleResult:
     """Each expect_log pattern matches a line the engine build can print (its log catalog, from its source)."""
     if not p.health.expect_log:
         return
@@ -506,10 +520,10 @@ def expect_log_is_printable(p: Profile) -> RuleResult:
 
 
 @rule("engine.catalog")
-def flags_in_catalog(p: Profile) -> RuleResult:
+def flags_in_catalog(p: Profile, catalogs: Path) -> RuleResult:
     """Every compiled flag exists in the profile's catalog with a value of the right type and choice."""
     try:
-        catalog = catalog_for(p)
+        catalog = catalog_for(p, catalogs=catalogs)
     except KeyError as err:
         yield ("engine", "catalog"), str(err.args[0])
         return
@@ -520,9 +534,9 @@ def flags_in_catalog(p: Profile) -> RuleResult:
 
 
 def _policy_flags(name: str) -> Rule:
-    def check(p: Profile) -> RuleResult:
+    def check(p: Profile, catalogs: Path) -> RuleResult:
         try:
-            catalog = catalog_for(p)
+            catalog = catalog_for(p, catalogs=catalogs)
         except (KeyError, ValueError):
             return
         for rule_name, path, message in policy_flag_problems(p, catalog):
@@ -548,13 +562,13 @@ def _risks(p: Profile) -> Iterator[Risk]:
 
 
 @rule("container.escape")
-def container_escape(p: Profile) -> RuleResult:
+def container_escape(p: Profile, catalogs: Path) -> RuleResult:
     """The Docker socket, or a writable system folder of the host, mounted into the container."""
     yield from ((r.path, r.message) for r in _risks(p) if r.error)
 
 
 @rule("container.risk", warn=True)
-def container_risk(p: Profile) -> RuleResult:
+def container_risk(p: Profile, catalogs: Path) -> RuleResult:
     """Host network, host IPC, a loader variable: allowed, each said with its reason."""
     yield from ((r.path, r.message) for r in _risks(p) if not r.error)
 
@@ -573,5 +587,5 @@ def _located(loaded: LoadedProfile, rules: Mapping[str, Rule]) -> list[Problem]:
     return [
         loaded.problem(path, message, rule=name)
         for name, func in rules.items()
-        for path, message in func(loaded.profile)
+        for path, message in func(loaded.profile, loaded.catalogs)
     ]

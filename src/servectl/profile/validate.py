@@ -9,15 +9,14 @@ passes :func:`load_profile` passed both the schema and every rule.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from servectl.errors import ProfileError
-from servectl.profile.loader import LoadedProfile, ProfileFile, ProfileFolder, read_profile, read_profile_file
+from servectl.profile.loader import LoadedProfile, ProfileFile, ProfileSearch, read_profile, read_profile_file
 from servectl.profile.rules import check_profile
 
 
-def load_profile(name: str, *, folders: Sequence[ProfileFolder]) -> LoadedProfile:
-    """Find, merge and validate profile ``name`` (schema and cross-field rules).
+def load_profile(name: str, *, folders: ProfileSearch) -> LoadedProfile:
+    """Find, merge and validate profile ``name`` (schema and cross-field rules) on the search ``folders`` (the
+    host's :func:`~servectl.profile.loader.search_path`: its profile folders and its catalog folder).
 
     Raises:
         UsageError: the profile does not exist.
@@ -26,7 +25,7 @@ def load_profile(name: str, *, folders: Sequence[ProfileFolder]) -> LoadedProfil
     return checked(read_profile(name, folders=folders))
 
 
-def load_profile_file(file: ProfileFile, *, folders: Sequence[ProfileFolder]) -> LoadedProfile:
+def load_profile_file(file: ProfileFile, *, folders: ProfileSearch) -> LoadedProfile:
     """Merge and validate the profile in ``file`` (see :func:`load_profile`)."""
     return checked(read_profile_file(file, folders=folders))
 

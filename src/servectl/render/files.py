@@ -29,7 +29,7 @@ from servectl.errors import RenderUnsupported, UsageError
 from servectl.files import FileRefused, read_bounded, write_atomic
 from servectl.paths import SHIPPED_PROFILES_DIR, source_checkout_dir
 from servectl.plan.compile import LaunchPlan, compile_portable_plan, project_dir_of
-from servectl.profile.loader import LoadedProfile, ProfileFolder, discover
+from servectl.profile.loader import LoadedProfile, ProfileFolder, ProfileSearch, discover
 from servectl.profile.validate import load_profile
 
 Target = Literal["compose", "k8s"]
@@ -111,7 +111,7 @@ def render_text(
 
     project_dir = project_dir_of(loaded.file.path)
     source = _relative_source(loaded.file.path, project_dir)
-    plan = compile_portable_plan(loaded.profile, source=source, project_dir=project_dir)
+    plan = compile_portable_plan(loaded.profile, catalog=loaded.flag_catalog(), source=source, project_dir=project_dir)
     profile = loaded.profile
     if target == "compose":
         relative = None if project_dir is None else os.path.relpath(project_dir, out_dir)
@@ -133,7 +133,7 @@ def render_profile(
     target: Target,
     out: str | None = None,
     cwd: Path | None = None,
-    folders: Sequence[ProfileFolder],
+    folders: ProfileSearch,
     extend: Extension | None = None,
     flag: str = "",
 ) -> RenderedFile:
@@ -144,7 +144,7 @@ def render_profile(
         target: ``compose`` or ``k8s``.
         out: file to write; ``-`` for standard output; default ``<target dir>/<name>.yaml`` under ``cwd``.
         cwd: the folder a relative ``out`` starts from (default: the current folder).
-        folders: the profile search path (the host's).
+        folders: the profile search path (the host's, with its catalog folder).
         extend: adds a higher layer's objects (see :data:`Extension`); ``flag`` goes in the regenerate command.
 
     Raises:
@@ -180,8 +180,11 @@ def shipped_project_dir() -> Path:
     return root
 
 
-def render_shipped(*, project_dir: Path | None = None, targets: Sequence[Target] = TARGETS) -> RenderSet:
-    """Render every runnable shipped profile for each target (nothing written).
+def render_shipped(
+    *, catalogs: Path, project_dir: Path | None = None, targets: Sequence[Target] = TARGETS
+) -> RenderSet:
+    """Render every runnable shipped profile for each target (nothing written); ``catalogs``: the host's catalog
+    folder (where ``engine.catalog: image`` would be looked up).
 
     Profiles that do not validate are skipped for every target; a profile that one target cannot express
     is skipped for that target. Each skip carries its reason.
@@ -189,7 +192,7 @@ def render_shipped(*, project_dir: Path | None = None, targets: Sequence[Target]
     from servectl.errors import ProfileError
 
     root = (shipped_project_dir() if project_dir is None else project_dir).resolve()
-    folders = [ProfileFolder(root / "profiles", "shipped")]
+    folders = ProfileSearch((ProfileFolder(root / "profiles", "shipped"),), catalogs=catalogs)
     files: list[RenderedFile] = []
     skipped: list[Skipped] = []
     for name, file in sorted(discover(folders).items()):
@@ -225,12 +228,13 @@ def stale_generated_files(rendered: RenderSet, *, project_dir: Path, targets: Se
     return stale
 
 
-def render_all(*, project_dir: Path | None = None, targets: Sequence[Target] = TARGETS) -> RenderSet:
-    """Re-render the shipped profiles into ``compose/`` and ``k8s/``; remove generated files of gone ones."""
+def render_all(*, catalogs: Path, project_dir: Path | None = None, targets: Sequence[Target] = TARGETS) -> RenderSet:
+    """Re-render the shipped profiles into ``compose/`` and ``k8s/``; remove generated files of gone ones
+    (``catalogs``: as for :func:`render_shipped`)."""
     root = (shipped_project_dir() if project_dir is None else project_dir).resolve()
     if not (root / "profiles").is_dir():
         raise UsageError(f"{root}/profiles does not exist: render --all works in a servectl source checkout")
-    rendered = render_shipped(project_dir=root, targets=targets)
+    rendered = render_shipped(catalogs=catalogs, project_dir=root, targets=targets)
     for file in rendered.files:
         file.write()
     removed = stale_generated_files(rendered, project_dir=root, targets=targets)

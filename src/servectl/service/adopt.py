@@ -24,8 +24,7 @@ from servectl.files import FileRefused, backup_copy, read_bounded, refuse_unwrit
 from servectl.plan.adopt import AdoptError, Adoption, adopt_container, adoption_yaml, compose_service_inspect
 from servectl.plan.container_match import container_diff
 from servectl.plan.resolve import plan_for
-from servectl.profile.engine_args import catalog_for
-from servectl.profile.loader import MAX_PROFILE_BYTES, ProfileFolder, discover, is_template_file
+from servectl.profile.loader import MAX_PROFILE_BYTES, ProfileFolder, ProfileSearch, discover, is_template_file
 from servectl.profile.validate import load_profile
 
 if TYPE_CHECKING:
@@ -79,7 +78,7 @@ class AdoptOptions:
     """How ``adopt`` writes, and where (the host's search path and environment; no default of their own).
 
     Attributes:
-        folders: the profile search path (the host's).
+        folders: the profile search path (the host's, with its catalog folder).
         environ: environment for the plan check (the host's).
         dry_run: translate and check, write nothing.
         force: replace a profile of the same name (a backup of the old file is kept).
@@ -87,7 +86,7 @@ class AdoptOptions:
         engine_parser: parses a recipe's argv with its image's own SGLang (None: the flag catalog only).
     """
 
-    folders: Sequence[ProfileFolder]
+    folders: ProfileSearch
     environ: Mapping[str, str]
     dry_run: bool = False
     force: bool = False
@@ -141,7 +140,7 @@ def adopt(
     text = adoption_yaml(adoption, schema_line=schema)
     if recipe is not None:  # the recipe's ${NAME} paths stay as written, like the launch it describes
         env = {**{v: "${" + v + "}" for v in adoption.exports}, **env}
-    diff, problems = _check(adoption, text, data, image, env)
+    diff, problems = _check(adoption, text, data, image, env, catalogs=path_folders.catalogs)
     if recipe is not None:  # a recipe names no container: servectl's own name is no difference
         diff = [line for line in diff if not line.startswith("name: ")]
     backup: Path | None = None
@@ -306,20 +305,24 @@ def _check(
     data: Mapping[str, Any],
     image: Mapping[str, Any] | None,
     environ: Mapping[str, str],
+    *,
+    catalogs: Path,
 ) -> tuple[list[str], list[str]]:
-    """(diff between the container and the profile's plan, validation problems) of the file as written."""
+    """(diff between the container and the profile's plan, validation problems) of the file as written, its
+    flag catalog found in the host's catalog folder ``catalogs``."""
     with tempfile.TemporaryDirectory(prefix="servectl-adopt-") as tmp:
         folder = Path(tmp)
         write_atomic(folder / f"{adoption.name}.yaml", text.encode("utf-8"))
         try:
-            loaded = load_profile(adoption.name, folders=[ProfileFolder(folder, "adopt")])
+            search = ProfileSearch((ProfileFolder(folder, "adopt"),), catalogs=catalogs)
+            loaded = load_profile(adoption.name, folders=search)
         except ProfileError as err:
             return [], [line.replace(str(folder) + "/", "") for line in err.lines()]
         try:
             plan = plan_for(loaded, environ=environ)
         except ServectlError as err:
             return [f"(not compiled: {err.message})"], []
-        return container_diff(plan, data, catalog_for(loaded.profile), image=image), []
+        return container_diff(plan, data, loaded.flag_catalog(), image=image), []
 
 
 def _backup_path(target: Path) -> Path:
@@ -342,4 +345,4 @@ def diff_container(ctx: Context, *, profile: str, container: str) -> list[str]:
     if document is None:
         raise UsageError(f"no container {container!r} on this Docker engine; `docker ps -a` lists them")
     image = docker.image_document(str(document.get("Image") or "")) if document.get("Image") else None
-    return container_diff(resolved.plan, document, catalog_for(resolved.loaded.profile), image=image)
+    return container_diff(resolved.plan, document, resolved.loaded.flag_catalog(), image=image)

@@ -77,7 +77,6 @@ def find_adopted(
     if not profiles:
         return []
     from servectl.plan.container_match import container_diff
-    from servectl.profile.engine_args import catalog_for
 
     matches: list[AdoptedMatch] = []
     seen: set[str] = set()
@@ -99,7 +98,7 @@ def find_adopted(
         if scope and any(labels.get(k) != v for k, v in scope.items()):
             continue
         image = docker.image_document(str(document.get("Image") or "")) if document.get("Image") else None
-        if container_diff(resolved.plan, document, catalog_for(resolved.loaded.profile), image=image):
+        if container_diff(resolved.plan, document, resolved.loaded.flag_catalog(), image=image):
             continue
         seen.add(str(document.get("Id")))
         matches.append(AdoptedMatch(resolved, document))

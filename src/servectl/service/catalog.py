@@ -1,7 +1,7 @@
 """Flag catalogs from engine images, and an image's verdict on a profile: what ``catalog extract``,
 ``catalog diff``/``show`` and ``validate --in-image`` do with the answers of :mod:`servectl.adapters.engine_image`.
 
-* :func:`extract_catalog`: the image's own parser as a flag catalog, kept in the user cache by image id;
+* :func:`extract_catalog`: the image's own parser as a flag catalog, kept in the host's catalog folder by image id;
 * :func:`image_target` / :func:`load_catalog_target`: what a name given to those commands means (a shipped
   catalog, a catalog file, a profile, or an image);
 * :func:`catalog_staleness` / :func:`profile_catalog_note`: whether a profile's catalog is older than its image's;
@@ -32,7 +32,7 @@ from servectl.profile.catalog_store import ImageSource, routes_beside, store_cat
 
 if TYPE_CHECKING:
     from servectl.plan.resolve import Resolved
-    from servectl.profile.loader import ProfileFolder
+    from servectl.profile.loader import LoadedProfile, ProfileSearch
     from servectl.profile.models import Profile
 
 
@@ -72,9 +72,10 @@ def extract_catalog(
     out: Path | None = None,
     logs: bool = False,
     timeout_s: float = DEFAULT_TIMEOUT_S,
-    store_dir: Path | None = None,
+    store_dir: Path,
 ) -> ExtractedCatalog:
-    """Dump the image's own parser into a flag catalog, kept in the user cache by image id (and in ``out``).
+    """Dump the image's own parser into a flag catalog, kept in the catalog folder ``store_dir`` (the host's) by
+    image id (and in ``out``).
 
     The image's HTTP route table (``engine_dump.py routes``) is written beside each as ``<name>.routes.json``: the
     gateway refuses a path that table lacks (404 ``unknown_path``). With ``logs``, also the logger format strings
@@ -135,7 +136,7 @@ def looks_like_image_ref(name: str) -> bool:
     return any(c in name for c in ":/@")
 
 
-def image_target(name: str, *, folders: Sequence[ProfileFolder]) -> ImageTarget:
+def image_target(name: str, *, folders: ProfileSearch) -> ImageTarget:
     """``name`` as a profile on ``folders`` (its image and entrypoint; the host's search path) when such
     a profile exists, else as an image reference.
 
@@ -157,13 +158,11 @@ def image_target(name: str, *, folders: Sequence[ProfileFolder]) -> ImageTarget:
     return ImageTarget(name)
 
 
-def load_catalog_target(
-    name: str, *, engine: DockerEngine | None, folders: Sequence[ProfileFolder], store_dir: Path
-) -> tuple[str, FlagCatalog]:
+def load_catalog_target(name: str, *, engine: DockerEngine | None, folders: ProfileSearch) -> tuple[str, FlagCatalog]:
     """A catalog for ``catalog diff``: a catalog spec (shipped name, ``sha256:...``, ``.json`` file), a
     profile on ``folders`` (its catalog), or an image (its extracted catalog; extracted now when there is none
     yet and an ``engine`` is given: None, a lookup that extracts nothing). Extracted catalogs are looked up in,
-    and kept in, ``store_dir`` (the host's catalog folder). Returns ``(label, FlagCatalog)``.
+    and kept in, the search's catalog folder (``folders.catalogs``, the host's). Returns ``(label, FlagCatalog)``.
 
     Raises:
         UsageError: nothing by that name. ImageProbeError / PreflightFailed: extracting failed.
@@ -171,6 +170,7 @@ def load_catalog_target(
     from servectl.errors import UsageError
     from servectl.profile.catalog_store import IMAGE, find_extracted, is_catalog_file, load_catalog
 
+    store_dir = folders.catalogs
     if name in FlagCatalog.available() or is_catalog_file(name) or (name.startswith("sha256:") and name != IMAGE):
         try:
             return name, load_catalog(name, directory=store_dir).catalog
@@ -182,7 +182,7 @@ def load_catalog_target(
 
         profile = target.profile
         try:
-            return f"{name} ({profile.engine.catalog})", catalog_for(profile)
+            return f"{name} ({profile.engine.catalog})", catalog_for(profile, catalogs=store_dir)
         except (KeyError, ValueError) as err:
             raise UsageError(f"profile {name}: engine.catalog: {err.args[0]}") from None
     stored = find_extracted(ref=target.image, directory=store_dir)
@@ -208,10 +208,10 @@ def _version_tuple(version: str) -> tuple[int, ...]:
 
 
 def catalog_staleness(*, catalog_spec: str, catalog_version: str, catalog_image_id: str | None, image_ref: str,
-                      image_digest: str | None, store_dir: Path | None = None) -> str | None:  # fmt: skip
+                      image_digest: str | None, store_dir: Path) -> str | None:  # fmt: skip
     """A note when the profile's catalog is older than what its image's own extracted catalog says.
 
-    Only the catalog cache is read (no Docker): the image's catalog is the newest extracted under its
+    Only the catalog folder ``store_dir`` is read (no Docker): the image's catalog is the newest extracted under its
     reference or pinned digest. None when nothing is known or nothing is older.
     """
     from servectl.profile.catalog_store import find_extracted
@@ -235,23 +235,23 @@ def catalog_staleness(*, catalog_spec: str, catalog_version: str, catalog_image_
     return None
 
 
-def profile_catalog_note(resolved_profile: Any) -> str | None:
-    """:func:`catalog_staleness` for a profile (its catalog spec, image ref and digest)."""
+def profile_catalog_note(loaded: LoadedProfile) -> str | None:
+    """:func:`catalog_staleness` for a loaded profile (its catalog spec, image ref and digest), in the catalog
+    folder it was loaded with."""
     from servectl.profile.catalog_store import load_catalog
 
-    engine_spec = resolved_profile.engine.catalog
+    engine_spec, image, store_dir = loaded.profile.engine.catalog, loaded.profile.image, loaded.catalogs
     try:
-        stored = load_catalog(
-            engine_spec, image_ref=resolved_profile.image.ref, image_digest=resolved_profile.image.digest
-        )
+        stored = load_catalog(engine_spec, image_ref=image.ref, image_digest=image.digest, directory=store_dir)
     except KeyError:
         return None
     return catalog_staleness(
         catalog_spec=engine_spec,
         catalog_version=stored.catalog.version,
         catalog_image_id=stored.image.id if stored.image else None,
-        image_ref=resolved_profile.image.ref,
-        image_digest=resolved_profile.image.digest,
+        image_ref=image.ref,
+        image_digest=image.digest,
+        store_dir=store_dir,
     )
 
 

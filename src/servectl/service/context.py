@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from servectl.adapters.sandbox import CodeSandbox
     from servectl.adapters.state import HistoryLog
     from servectl.plan.resolve import Resolved
-    from servectl.profile.loader import ProfileFolder
+    from servectl.profile.loader import ProfileSearch
     from servectl.service.container import ServiceRuntime
 
 #: How long a second servectl process waits for the first one (``SERVECTL_LOCK_TIMEOUT_S`` overrides).
@@ -132,9 +132,11 @@ class Context:
         return self._environ
 
     @property
-    def profile_folders(self) -> list[ProfileFolder]:
+    def profile_folders(self) -> ProfileSearch:
         """The profile search path of :attr:`environ` (``./profiles``, ``SERVECTL_PROFILES``, the user's
-        folder, the shipped profiles), read now: every profile lookup of the host goes through it."""
+        folder, the shipped profiles) with its catalog folder (``SERVECTL_CATALOG_CACHE``), read now: every
+        profile lookup of the host goes through it, and the profiles it loads find ``engine.catalog: image``
+        in the host's catalog folder."""
         from servectl.profile.loader import search_path
 
         return search_path(environ=self._environ)

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from servectl.adapters.docker import DockerEngine
     from servectl.adapters.gpu import GpuInventory
     from servectl.plan.resolve import Resolved
-    from servectl.profile.loader import ProfileFolder
+    from servectl.profile.loader import ProfileSearch
 
 
 @dataclass(frozen=True)
@@ -181,7 +181,7 @@ def _with_way_back(check: RollbackCheck, ctx: Context, running: Sequence[Service
     return replace(check, items=(*check.items, CheckItem("standby", True, words)))
 
 
-def _profiles_with_rollback(folders: Sequence[ProfileFolder]) -> list[str]:
+def _profiles_with_rollback(folders: ProfileSearch) -> list[str]:
     from servectl.profile.loader import discover
     from servectl.profile.validate import load_profile_file
 

@@ -275,7 +275,7 @@ def _verify_released(ctx: TxContext, current: ServiceInfo, target: Resolved) -> 
     if not cards:
         return _kept_by(ctx, current, ctx.gpus.snapshot())
     p = target.loaded.profile
-    fraction = mem_fraction_static(p) or DEFAULT_MEM_FRACTION
+    fraction = mem_fraction_static(p, catalogs=target.loaded.catalogs) or DEFAULT_MEM_FRACTION
     until = ctx.clock() + VERIFY_DEADLINE_S
     while True:
         snapshot = ctx.gpus.snapshot()

@@ -10,15 +10,18 @@ from typing import Any
 import yaml
 
 from servectl.plan.compile import LaunchPlan, compile_portable_plan, project_dir_of
-from servectl.profile.loader import LoadedProfile, ProfileFolder
+from servectl.profile.loader import LoadedProfile, ProfileFolder, ProfileSearch
 from servectl.profile.validate import load_profile
 from servectl.render.files import Target, render_text
 
 REPO = Path(__file__).resolve().parents[3]
 DATA = REPO / "tests" / "data"
 RENDER_PROFILES = DATA / "render-profiles"
-SHIPPED_FOLDERS = [ProfileFolder(REPO / "profiles", "shipped")]
-FIXTURE_FOLDERS = [ProfileFolder(RENDER_PROFILES, "test")]
+#: The shipped and fixture profiles name shipped catalogs: no folder of extracted ones is looked in (this one does
+#: not exist, so an ``engine.catalog: image`` profile would say that nothing was extracted).
+NO_EXTRACTED_CATALOGS = DATA / "no-extracted-catalogs"
+SHIPPED_FOLDERS = ProfileSearch((ProfileFolder(REPO / "profiles", "shipped"),), catalogs=NO_EXTRACTED_CATALOGS)
+FIXTURE_FOLDERS = ProfileSearch((ProfileFolder(RENDER_PROFILES, "test"),), catalogs=NO_EXTRACTED_CATALOGS)
 
 
 @functools.cache
@@ -27,7 +30,7 @@ def load(name: str) -> LoadedProfile:
     return load_profile(name, folders=_folders_of(name))
 
 
-def _folders_of(name: str) -> list[ProfileFolder]:
+def _folders_of(name: str) -> ProfileSearch:
     return FIXTURE_FOLDERS if (RENDER_PROFILES / f"{name}.yaml").is_file() else SHIPPED_FOLDERS
 
 
@@ -36,7 +39,7 @@ def portable(loaded: LoadedProfile) -> LaunchPlan:
     project = project_dir_of(loaded.file.path)
     assert project is not None
     source = loaded.file.path.relative_to(project).as_posix()
-    return compile_portable_plan(loaded.profile, source=source, project_dir=project)
+    return compile_portable_plan(loaded.profile, catalog=loaded.flag_catalog(), source=source, project_dir=project)
 
 
 @functools.cache

@@ -202,13 +202,15 @@ def test_only_the_leader_serves_has_probes_and_is_selected_by_the_service() -> N
 
 def test_dist_init_port_moves_when_the_engine_serves_on_it(tmp_path: Any) -> None:
     from servectl.plan.compile import compile_portable_plan
-    from servectl.profile.loader import ProfileFolder
+    from servectl.profile.loader import ProfileFolder, ProfileSearch
     from servectl.profile.validate import load_profile
 
     source = (load("multinode").file.path).read_text(encoding="utf-8").replace("port: 30000", "port: 20000")
     (tmp_path / "multinode.yaml").write_text(source, encoding="utf-8")
-    loaded = load_profile("multinode", folders=[ProfileFolder(tmp_path, "test")])
-    plan = compile_portable_plan(loaded.profile, source="multinode.yaml")
+    loaded = load_profile(
+        "multinode", folders=ProfileSearch((ProfileFolder(tmp_path, "test"),), catalogs=tmp_path / "catalogs")
+    )
+    plan = compile_portable_plan(loaded.profile, catalog=loaded.flag_catalog(), source="multinode.yaml")
     lws = render_k8s(plan, loaded.profile)[1]
     args = lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]["args"]
     assert args[-1] == "$(LWS_LEADER_ADDRESS):20001"

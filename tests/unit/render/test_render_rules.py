@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from render_support import RENDER_PROFILES
+from render_support import FIXTURE_FOLDERS, NO_EXTRACTED_CATALOGS, RENDER_PROFILES
 
 from servectl.errors import ProfileError
-from servectl.profile.loader import ProfileFolder
+from servectl.profile.loader import ProfileFolder, ProfileSearch
 from servectl.profile.validate import load_profile
 
 
@@ -21,7 +21,9 @@ def write_variant(tmp_path: Path, old: str, new: str) -> Path:
 
 def problems_of(folder: Path) -> list[str]:
     with pytest.raises(ProfileError) as caught:
-        load_profile("multinode", folders=[ProfileFolder(folder, "test")])
+        load_profile(
+            "multinode", folders=ProfileSearch((ProfileFolder(folder, "test"),), catalogs=NO_EXTRACTED_CATALOGS)
+        )
     return [str(p) for p in caught.value.problems]
 
 
@@ -39,7 +41,7 @@ def test_multinode_flags_in_engine_args_are_a_profile_error(tmp_path: Path, flag
 
 
 def test_the_multinode_fixture_is_valid_because_tp_counts_every_node() -> None:
-    loaded = load_profile("multinode", folders=[ProfileFolder(RENDER_PROFILES, "test")])
+    loaded = load_profile("multinode", folders=FIXTURE_FOLDERS)
     assert loaded.profile.nodes == 2 and loaded.profile.engine.tp == 16
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import jsonschema
 import kubernetes_validate
 import pytest
-from render_support import compose_schema, documents, lws_schema, text_of
+from render_support import NO_EXTRACTED_CATALOGS, compose_schema, documents, lws_schema, text_of
 
 from servectl.render.files import render_shipped
 
@@ -18,7 +18,7 @@ FIXTURES = ("envkey", "keyfile")  # render to both targets; multinode renders to
 
 
 def shipped(target: str) -> list[str]:
-    return sorted(f.profile for f in render_shipped().files if f.target == target)
+    return sorted(f.profile for f in render_shipped(catalogs=NO_EXTRACTED_CATALOGS).files if f.target == target)
 
 
 COMPOSE_FILES = [*shipped("compose"), *FIXTURES]

@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from render_support import REPO
+from render_support import NO_EXTRACTED_CATALOGS, REPO
 
 from servectl.render import GENERATED_MARK
 from servectl.render.files import TARGET_DIRS, TARGETS, render_all, render_shipped, stale_generated_files
@@ -15,7 +15,7 @@ FIX = "run `servectl render --all` and commit compose/ and k8s/"
 
 
 def test_committed_renders_match_fresh_renders_of_the_shipped_profiles() -> None:
-    rendered = render_shipped(project_dir=REPO)
+    rendered = render_shipped(catalogs=NO_EXTRACTED_CATALOGS, project_dir=REPO)
     assert rendered.files, "no shipped profile rendered"
     for file in rendered.files:
         assert file.path is not None
@@ -25,7 +25,7 @@ def test_committed_renders_match_fresh_renders_of_the_shipped_profiles() -> None
 
 
 def test_no_committed_render_is_left_from_a_profile_that_is_gone() -> None:
-    rendered = render_shipped(project_dir=REPO)
+    rendered = render_shipped(catalogs=NO_EXTRACTED_CATALOGS, project_dir=REPO)
     stale = stale_generated_files(rendered, project_dir=REPO, targets=TARGETS)
     assert stale == [], f"{[str(p.relative_to(REPO)) for p in stale]} belong to no shipped profile; {FIX}"
 
@@ -33,12 +33,12 @@ def test_no_committed_render_is_left_from_a_profile_that_is_gone() -> None:
 def test_renders_do_not_depend_on_home_working_folder_or_environment(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    before = {f.path: f.text for f in render_shipped(project_dir=REPO).files}
+    before = {f.path: f.text for f in render_shipped(catalogs=NO_EXTRACTED_CATALOGS, project_dir=REPO).files}
     monkeypatch.setenv("HOME", str(tmp_path / "elsewhere"))
     monkeypatch.setenv("SERVECTL_HOME", str(tmp_path / "state"))
     monkeypatch.setenv("MODEL_ROOT", "/data/models")
     monkeypatch.chdir(tmp_path)
-    after = {f.path: f.text for f in render_shipped(project_dir=REPO).files}
+    after = {f.path: f.text for f in render_shipped(catalogs=NO_EXTRACTED_CATALOGS, project_dir=REPO).files}
     assert after == before
     for text in after.values():
         assert str(REPO) not in text and str(tmp_path) not in text and "/data/models" not in text
@@ -48,8 +48,16 @@ def test_renders_do_not_depend_on_where_the_project_is_checked_out(tmp_path: Pat
     copy = tmp_path / "checkout"
     for folder in ("profiles", "examples", *TARGET_DIRS.values()):
         shutil.copytree(REPO / folder, copy / folder)
-    moved = {f.path.relative_to(copy): f.text for f in render_shipped(project_dir=copy).files if f.path}
-    here = {f.path.relative_to(REPO): f.text for f in render_shipped(project_dir=REPO).files if f.path}
+    moved = {
+        f.path.relative_to(copy): f.text
+        for f in render_shipped(catalogs=NO_EXTRACTED_CATALOGS, project_dir=copy).files
+        if f.path
+    }
+    here = {
+        f.path.relative_to(REPO): f.text
+        for f in render_shipped(catalogs=NO_EXTRACTED_CATALOGS, project_dir=REPO).files
+        if f.path
+    }
     assert moved == here
 
 
@@ -63,7 +71,7 @@ def test_render_all_writes_the_files_and_removes_only_generated_leftovers(tmp_pa
     handwritten = project / "compose" / "mine.yaml"
     handwritten.write_text("services: {}\n", encoding="utf-8")
 
-    result = render_all(project_dir=project)
+    result = render_all(catalogs=NO_EXTRACTED_CATALOGS, project_dir=project)
 
     assert result.removed == (leftover,)
     assert not leftover.exists() and handwritten.exists()

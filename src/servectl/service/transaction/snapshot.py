@@ -66,6 +66,7 @@ def resolved_from_snapshot(previous: PreviousService, environ: Mapping[str, str]
     from pydantic import ValidationError
 
     from servectl.errors import ProfileError
+    from servectl.paths import catalog_cache_dir
     from servectl.plan.resolve import Resolved, plan_for
     from servectl.profile.loader import LoadedProfile, ProfileFile
     from servectl.profile.models import Profile
@@ -83,6 +84,7 @@ def resolved_from_snapshot(previous: PreviousService, environ: Mapping[str, str]
         chain=(source,),
         locations={},
         data=previous.data,
+        catalogs=catalog_cache_dir(environ),  # the host's: an `engine.catalog: image` profile finds its catalog
     )
     # the cross-field rules too, as every other load: the undo starts nothing up or swap would refuse
     return Resolved(loaded=checked(loaded), plan=plan_for(loaded, environ=environ))
