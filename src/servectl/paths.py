@@ -9,6 +9,8 @@ its root to the same folders.
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -56,11 +58,32 @@ def catalog_cache_dir(environ: Mapping[str, str]) -> Path:
     return Path(named).expanduser() if named else _folder(environ, "user_cache_dir") / "catalogs"
 
 
+#: On the XDG platforms (Linux, the BSDs), each platformdirs folder servectl uses: its variable, and where it is
+#: below ``$HOME`` when the variable is unset (the XDG Base Directory spec, as platformdirs reads it).
+_XDG_FOLDERS = {
+    "user_state_dir": ("XDG_STATE_HOME", ".local/state"),
+    "user_config_dir": ("XDG_CONFIG_HOME", ".config"),
+    "user_cache_dir": ("XDG_CACHE_HOME", ".cache"),
+}
+
+
 def _folder(environ: Mapping[str, str], platform_dir: str) -> Path:
     """``$SERVECTL_HOME`` (everything under one folder), else the platform's folder of that kind
-    (``platform_dir`` names the platformdirs function)."""
+    (``platform_dir`` names the platformdirs function).
+
+    On the XDG platforms the folder comes from the environment given (``$XDG_CACHE_HOME``..., else below its
+    ``$HOME``), as platformdirs would find it in that environment: platformdirs itself reads the process's, so
+    a host built with another environment would share this process's folders. Elsewhere (Windows, macOS: no
+    such variables) and where the environment names no absolute home, platformdirs decides."""
     if environ.get("SERVECTL_HOME"):
         return Path(environ["SERVECTL_HOME"]).expanduser()
+    if sys.platform not in ("win32", "darwin", "ios") and platform_dir in _XDG_FOLDERS:
+        variable, below_home = _XDG_FOLDERS[platform_dir]
+        named, home = environ.get(variable, ""), environ.get("HOME", "")
+        if os.path.isabs(named):
+            return Path(named) / APP_NAME
+        if os.path.isabs(home):
+            return Path(home) / below_home / APP_NAME
     import platformdirs
 
     return Path(getattr(platformdirs, platform_dir)(APP_NAME))
