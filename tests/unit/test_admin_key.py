@@ -55,8 +55,8 @@ def load(tmp_path: Path, text: str = PROFILE):  # type: ignore[no-untyped-def]
     return load_profile("k", folders=ProfileSearch((ProfileFolder(folder, "test"),), catalogs=tmp_path / "catalogs"))
 
 
-def plan_of(tmp_path: Path) -> LaunchPlan:
-    loaded = load(tmp_path)
+def plan_of(tmp_path: Path, text: str = PROFILE) -> LaunchPlan:
+    loaded = load(tmp_path, text)
     return compile_plan(
         loaded.profile,
         catalog=loaded.flag_catalog(),
@@ -124,15 +124,7 @@ def test_without_an_admin_key_the_plan_has_no_admin_field_so_old_plans_hash_the_
 
 
 def test_the_host_writes_an_env_admin_key_0600_reads_it_for_the_standby_and_removes_it(tmp_path: Path) -> None:
-    loaded = load(tmp_path, PROFILE.replace("admin_api_key_file: admin.key", "admin_api_key_env: ADMIN_KEY"))
-    plan = compile_plan(
-        loaded.profile,
-        catalog=loaded.flag_catalog(),
-        source="k.yaml",
-        state_dir=tmp_path / "state",
-        home=tmp_path,
-        environ={},
-    )
+    plan = plan_of(tmp_path, PROFILE.replace("admin_api_key_file: admin.key", "admin_api_key_env: ADMIN_KEY"))
     environ = {"USER_KEY": API, "ADMIN_KEY": ADMIN}
     with pytest.raises(UsageError, match=r"k.yaml: serve.admin_api_key_env: \$ADMIN_KEY is not set; export"):
         read_plan_keys(plan, {"USER_KEY": API})  # before anything starts
