@@ -67,7 +67,7 @@ def test_a_standby_engines_calls_go_through_the_contexts_adapter(tmp_path: Path)
         tx = TxContext.of(host.ctx)
         engine = EngineClient.of(host.ctx.resolve("demo").plan, tx)
         assert engine.http is host.ctx.http
-        assert engine.ask({"model": "x", "messages": []}, "demo", 1.0, tx.clock)["choices"]
+        assert engine.ask({"model": "x", "messages": []}, "demo", 1.0, tx.ctx.clocks.monotonic)["choices"]
         assert host.fake_http.seen[before:] == [f"POST {url}/v1/chat/completions"]
 
 

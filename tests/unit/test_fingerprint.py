@@ -110,7 +110,7 @@ def test_rollback_check_and_the_gateway_hold_read_the_last_measured_release_and_
     )
     assert standby.way_back_words(tmp_path, "a", [_service()]) is None  # running, not on standby
     History(tmp_path, clock=time.time).record({"event": "up", "profile": "a", "startup_s": 30.0})
-    ctx = SimpleNamespace(state_dir=tmp_path, history=History(tmp_path, clock=time.time))
+    ctx = SimpleNamespace(ctx=SimpleNamespace(state_dir=tmp_path, history=History(tmp_path, clock=time.time)))
     assert standby.expected_swap_s(ctx, None, "a", waiting) == 0.4  # type: ignore[arg-type]  # resume, not start
     assert standby.expected_swap_s(ctx, None, "a", None) == 30.0  # type: ignore[arg-type]  # cold: the last start
 

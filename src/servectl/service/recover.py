@@ -77,7 +77,7 @@ def recover(
 def _recover(ctx: TxContext) -> RecoverResult:
     with ctx.lock("recover"):
         try:
-            journal = read_journal(ctx.state_dir)
+            journal = read_journal(ctx.ctx.state_dir)
         except StateDamaged as err:
             ctx.prove_state_writable(repairs=[JOURNAL_FILE])  # the damaged journal is what recover sets aside
             return _clear_damaged(err, ctx)
@@ -90,7 +90,7 @@ def _recover(ctx: TxContext) -> RecoverResult:
 def settle(journal: SwapJournal, ctx: TxContext) -> RecoverResult:
     """Settle ``journal`` (the lock held): record it when its target passed its gate, else undo it."""
     what = f"the {journal.kind} from {journal.from_profile or 'nothing'} to {journal.to_profile}"
-    served = [s for s in ctx.services(probe=False) if s.profile == journal.to_profile and is_proven(s)]
+    served = [s for s in ctx.ctx.runtime.services(probe=False) if s.profile == journal.to_profile and is_proven(s)]
     if served:  # killed after the gate passed, before the bookkeeping: it had finished
         ctx.record(
             {
@@ -102,7 +102,7 @@ def settle(journal: SwapJournal, ctx: TxContext) -> RecoverResult:
                 "recovered": True,
             }
         )
-        clear_journal(ctx.state_dir)
+        clear_journal(ctx.ctx.state_dir)
         return RecoverResult(
             "finished", f"{what} had finished: {journal.to_profile} passed its health gate and runs; recorded it"
         )
@@ -140,8 +140,8 @@ def settle(journal: SwapJournal, ctx: TxContext) -> RecoverResult:
 def _clear_damaged(err: StateDamaged, ctx: TxContext) -> RecoverResult:
     """A damaged journal cannot say what ran before: remove what never passed its gate, set the journal aside."""
     removed = [s.container_name for s in remove_unproven(ctx, profile=None)]
-    moved = set_aside(ctx.state_dir / JOURNAL_FILE, clock=ctx.wall_clock)
-    alive = [s.profile for s in ctx.services(probe=False) if is_proven(s)]
+    moved = set_aside(ctx.ctx.state_dir / JOURNAL_FILE, clock=ctx.ctx.clocks.wall)
+    alive = [s.profile for s in ctx.ctx.runtime.services(probe=False) if is_proven(s)]
     message = (
         f"{err.message.split(';')[0]}; it cannot say what ran before, so: "
         + (f"removed {', '.join(removed)} (never passed its health gate); " if removed else "")

@@ -156,7 +156,7 @@ def up(ctx: Context, *, name: str, resolved: Resolved | None = None, opts: UpOpt
         # killed is settled here: its container never passed the gate and is replaced below.
         own_journal = refuse_if_unfinished(ctx.state_dir, up_of=resolved.name)
         # an engine that does not answer fails here, on the first listing (preflight asks it again later)
-        current = tx.services(probe=False)
+        current = tx.ctx.runtime.services(probe=False)
         running = _already_running(resolved, current)
         if running is not None:
             if own_journal is not None:
@@ -229,17 +229,17 @@ def _start_recorded(
         from_profile=None,
         to_profile=resolved.name,
         phase="start-target",
-        started_at=ctx.wall_clock(),
+        started_at=ctx.ctx.clocks.wall(),
         kind="up",
         target_container=plan.docker.name,
     )
-    write_journal(ctx.state_dir, journal)
+    write_journal(ctx.ctx.state_dir, journal)
     started: StartResult | None = None
     with ctx.signals:
         try:
-            started = ctx.runtime.start(resolved=resolved, on_phase=on_phase)
+            started = ctx.ctx.runtime.start(resolved=resolved, on_phase=on_phase)
             ctx.settle()  # it passed the gate: finish the bookkeeping whatever arrives now
-            ctx.history.record(
+            ctx.ctx.history.record(
                 {
                     "event": "up",
                     "profile": resolved.name,
@@ -250,7 +250,7 @@ def _start_recorded(
                 }
             )
         except StartupFailed as err:
-            clear_journal(ctx.state_dir)
+            clear_journal(ctx.ctx.state_dir)
             ctx.record(
                 {"event": "failed", "profile": resolved.name, "plan_hash": plan.plan_hash, "reason": err.message}
             )
@@ -276,7 +276,7 @@ def _start_recorded(
                 f"{resolved.name} {'passed its health gate' if started else 'was starting'}, but servectl failed: "
                 f"{reason}; {outcome}"
             ) from err
-    clear_journal(ctx.state_dir)
+    clear_journal(ctx.ctx.state_dir)
     return started
 
 
@@ -285,7 +285,7 @@ def _undo_up(journal: SwapJournal, ctx: TxContext, started: StartResult | None) 
     try:
         if started is not None:  # it passed its gate but was never recorded: it goes too
             ctx.stop(started.service)
-            GateRecord(ctx.state_dir).forget(started.service.container_id)
+            GateRecord(ctx.ctx.state_dir).forget(started.service.container_id)
         undo(journal, ctx)
     except ServectlError as err:
         return False, (

@@ -77,7 +77,7 @@ def keeps_warm(ctx: TxContext, service: ServiceInfo) -> bool:
     plan = resolved.plan
     swap = resolved.loaded.profile.swap
     if swap.standby_max_cycles is not None:
-        trust = StandbyRecord(ctx.state_dir).trust(service.container_id)
+        trust = StandbyRecord(ctx.ctx.state_dir).trust(service.container_id)
         if trust is not None and trust.cycles >= swap.standby_max_cycles:
             return False  # its cycles are spent: stopped now, so the way back is a cold start
     return (
@@ -88,14 +88,14 @@ def keeps_warm(ctx: TxContext, service: ServiceInfo) -> bool:
 def _died(ctx: TxContext, service: ServiceInfo, err: EngineGone) -> ServectlError:
     """The error for a release/resume without an answer: the container's fate, read from the engine."""
     for _ in range(20):  # SGLang kills its process tree at once; Docker sees the exit within moments
-        seen = [s for s in ctx.services(probe=False) if s.container_id == service.container_id]
+        seen = [s for s in ctx.ctx.runtime.services(probe=False) if s.container_id == service.container_id]
         if not seen or not seen[0].running:
             code = seen[0].exit_code if seen else None
             return ServectlError(
                 f"{err.message}: {service.profile}'s server died (exit status {code}), as SGLang's does on a "
                 "release or resume it cannot take; handled as a crash: the swap's undo starts it again"
             )
-        ctx.sleep(0.1)
+        ctx.ctx.clocks.sleep(0.1)
     return err
 
 
@@ -126,14 +126,14 @@ def prepare_release(ctx: TxContext, current: ServiceInfo) -> ReleasePlan | None:
     """
     if not keeps_warm(ctx, current):
         return None
-    if StandbyRecord(ctx.state_dir).entry(current.container_id) is not None:  # a second release kills SGLang
+    if StandbyRecord(ctx.ctx.state_dir).entry(current.container_id) is not None:  # a second release kills SGLang
         raise ServectlError(f"{current.profile} is on standby already; servectl releases a server once")
     resolved = ctx.resolve(current.profile)
     engine = EngineClient.of(resolved.plan, ctx)
-    record = StandbyRecord(ctx.state_dir)
+    record = StandbyRecord(ctx.ctx.state_dir)
     trust = record.trust(current.container_id)
     if trust is None:  # a container not started by up/swap (the undo's restart): its fingerprint is taken now
-        trust = _first_trust(ctx, resolved, engine.fingerprint(current.profile, ctx.clock))
+        trust = _first_trust(ctx, resolved, engine.fingerprint(current.profile, ctx.ctx.clocks.monotonic))
         record.set_trust(current.container_id, trust)
     reference = "".join(Fingerprint.from_list(trust.fingerprint).samples[0].tokens)
     backup = _host_ram_for_backup(ctx, resolved, current.profile, paid=trust.pinned)
@@ -158,10 +158,11 @@ def release_or_stop(
     """
     if prepared is None:
         stopped = _stop_beside_standbys(ctx, current)
-        StandbyRecord(ctx.state_dir).forget(current.container_id)  # its trust (a spent standby's) goes with it
+        StandbyRecord(ctx.ctx.state_dir).forget(current.container_id)  # its trust (a spent standby's) goes with it
         return stopped
-    began = ctx.clock()
-    record = StandbyRecord(ctx.state_dir)
+    clocks = ctx.ctx.clocks
+    began = clocks.monotonic()
+    record = StandbyRecord(ctx.ctx.state_dir)
     engine, reference, backup = prepared.engine, prepared.reference, prepared.backup_bytes
     busy = engine.running(current.profile)  # once more, the moment before: the window is this call's length
     if busy:
@@ -173,13 +174,15 @@ def release_or_stop(
         raise _died(ctx, current, gone) from gone
     # Recorded the moment SGLang answered: its tags are released now, and only a released server is resumed.
     record.mark(
-        StandbyEntry(current.profile, current.container_id, ctx.wall_clock(), ctx.clock() - began, backup, reference)
+        StandbyEntry(
+            current.profile, current.container_id, clocks.wall(), clocks.monotonic() - began, backup, reference
+        )
     )
     mark("released")
     kept = _verify_released(ctx, current, target)
-    release_s = ctx.clock() - began
-    record.mark(StandbyEntry(current.profile, current.container_id, ctx.wall_clock(), release_s, backup, reference))
-    record.note_release(current.profile, release_s, ctx.wall_clock())
+    release_s = clocks.monotonic() - began
+    record.mark(StandbyEntry(current.profile, current.container_id, clocks.wall(), release_s, backup, reference))
+    record.note_release(current.profile, release_s, clocks.wall())
     _paid(record, current.container_id)
     ctx.record(
         {
@@ -198,7 +201,9 @@ def _stop_beside_standbys(ctx: TxContext, service: ServiceInfo) -> StopResult:
     if not service.gpus or not reads_cards(ctx.gpus):
         return ctx.stop(service)
     waiting = {
-        s.container_id for s in ctx.services(probe=False) if s.state == "standby" and set(s.gpus) & set(service.gpus)
+        s.container_id
+        for s in ctx.ctx.runtime.services(probe=False)
+        if s.state == "standby" and set(s.gpus) & set(service.gpus)
     }
     if not waiting:
         return ctx.stop(service)
@@ -276,7 +281,7 @@ def _verify_released(ctx: TxContext, current: ServiceInfo, target: Resolved) -> 
         return _kept_by(ctx, current, ctx.gpus.snapshot())
     p = target.loaded.profile
     fraction = mem_fraction_static(p, catalogs=target.loaded.catalogs) or DEFAULT_MEM_FRACTION
-    until = ctx.clock() + VERIFY_DEADLINE_S
+    until = ctx.ctx.clocks.monotonic() + VERIFY_DEADLINE_S
     while True:
         snapshot = ctx.gpus.snapshot()
         kept = _kept_by(ctx, current, snapshot)
@@ -291,11 +296,11 @@ def _verify_released(ctx: TxContext, current: ServiceInfo, target: Resolved) -> 
         )
         if not short:
             return kept
-        if ctx.clock() >= until:
+        if ctx.ctx.clocks.monotonic() >= until:
             raise ServectlError(
                 f"{current.profile} answered the release but did not free its memory: {'; '.join(short)}"
             )
-        ctx.sleep(VERIFY_POLL_S)
+        ctx.ctx.clocks.sleep(VERIFY_POLL_S)
 
 
 def release_shortfall(
@@ -346,7 +351,7 @@ def resume_from_standby(ctx: TxContext, service: ServiceInfo, resolved: Resolved
     Raises:
         ServectlError: the resume was refused, or the answer after it is not the one before.
     """
-    record = StandbyRecord(ctx.state_dir)
+    record = StandbyRecord(ctx.ctx.state_dir)
     entry = record.entry(service.container_id)
     if entry is None:  # a resume of what SGLang did not release kills it (offload_tags.remove: KeyError)
         source = load_memory_saver()["tag_state"]["resume_removes"]
@@ -354,7 +359,7 @@ def resume_from_standby(ctx: TxContext, service: ServiceInfo, resolved: Resolved
             f"{service.profile}: no record that servectl released it, and a resume of what SGLang did not release "
             f"kills the server ({source}); not resumed"
         )
-    began = ctx.clock()
+    began = ctx.ctx.clocks.monotonic()
     engine = EngineClient.of(resolved.plan, ctx)
     try:
         engine.call("resume", service.profile, timeout_s=RESUME_TIMEOUT_S)
@@ -362,7 +367,7 @@ def resume_from_standby(ctx: TxContext, service: ServiceInfo, resolved: Resolved
         record.forget(service.container_id)
         raise _died(ctx, service, gone) from gone
     trust = record.trust(service.container_id)
-    now = engine.fingerprint(service.profile, ctx.clock)
+    now = engine.fingerprint(service.profile, ctx.ctx.clocks.monotonic)
     if trust is not None:
         departs = difference(Fingerprint.from_list(trust.fingerprint), now)
         if departs is not None:
@@ -375,11 +380,11 @@ def resume_from_standby(ctx: TxContext, service: ServiceInfo, resolved: Resolved
             f"{service.profile} resumed but answers {''.join(now.samples[0].tokens)[:40]!r} where it answered "
             f"{entry.reference_answer[:40]!r} before its release: its weights did not come back"
         )
-    resume_s = ctx.clock() - began
+    resume_s = ctx.ctx.clocks.monotonic() - began
     record.clear(service.container_id)
     if trust is not None:
         record.set_trust(service.container_id, replace(trust, cycles=trust.cycles + 1))
-    record.note_resume(service.profile, resume_s, ctx.wall_clock())
+    record.note_resume(service.profile, resume_s, ctx.ctx.clocks.wall())
     back = replace(
         service,
         state="ready",
@@ -409,9 +414,11 @@ def resume_or_cold_start(ctx: TxContext, service: ServiceInfo, resolved: Resolve
     ctx.record({"event": "standby-resume-failed", "profile": resolved.name, "reason": why})
     with ctx.phase("cold-start-target", f"resume failed: {why}"):
         ctx.stop(service)
-        StandbyRecord(ctx.state_dir).forget(service.container_id)
+        StandbyRecord(ctx.ctx.state_dir).forget(service.container_id)
         mark("")
-        return first_start(ctx, ctx.runtime.start(resolved=resolved, on_phase=ctx.progress("start-target")), resolved)
+        return first_start(
+            ctx, ctx.ctx.runtime.start(resolved=resolved, on_phase=ctx.progress("start-target")), resolved
+        )
 
 
 def resume_released(ctx: TxContext, journal: SwapJournal, previous: str | None) -> bool:
@@ -422,7 +429,7 @@ def resume_released(ctx: TxContext, journal: SwapJournal, previous: str | None) 
     # it never released fails in its scheduler, so that one is stopped and started again instead.
     if previous is None or journal.standby != "released":
         return False
-    mine = [s for s in ctx.services(probe=False) if s.profile == previous and s.running]
+    mine = [s for s in ctx.ctx.runtime.services(probe=False) if s.profile == previous and s.running]
     if len(mine) != 1:
         return False
     with ctx.phase("resume-previous", previous) as phase:
@@ -449,11 +456,11 @@ def first_start(ctx: TxContext, started: StartResult, resolved: Resolved) -> Sta
     if started.resumed or swap.standby != "warm" or "--enable-memory-saver" not in resolved.plan.engine_argv:
         return started
     service = started.service
-    record = StandbyRecord(ctx.state_dir)
+    record = StandbyRecord(ctx.ctx.state_dir)
     with ctx.phase("fingerprint-standby", resolved.name) as phase:
         try:
             engine = EngineClient.of(resolved.plan, ctx)
-            first = engine.fingerprint(resolved.name, ctx.clock)
+            first = engine.fingerprint(resolved.name, ctx.ctx.clocks.monotonic)
             record.set_trust(service.container_id, _first_trust(ctx, resolved, first))
         except ServectlError:
             phase.failed = True
@@ -468,8 +475,9 @@ def first_start(ctx: TxContext, started: StartResult, resolved: Resolved) -> Sta
 def _prime(ctx: TxContext, service: ServiceInfo, resolved: Resolved, engine: EngineClient, first: Fingerprint) -> None:
     """``swap.standby_prime``: release and resume a new warm container once before it is admitted (see
     :func:`first_start`)."""
-    record = StandbyRecord(ctx.state_dir)
-    began = ctx.clock()
+    record = StandbyRecord(ctx.ctx.state_dir)
+    clocks = ctx.ctx.clocks
+    began = clocks.monotonic()
     with ctx.phase("prime-standby", resolved.name) as phase:
         try:
             engine.wait_idle(resolved.name, ctx)
@@ -477,9 +485,9 @@ def _prime(ctx: TxContext, service: ServiceInfo, resolved: Resolved, engine: Eng
                 engine.call("release", resolved.name, timeout_s=RESUME_TIMEOUT_S)
             except EngineGone as gone:
                 raise _died(ctx, service, gone) from gone
-            released = ctx.clock()
+            released = clocks.monotonic()
             reference = "".join(first.samples[0].tokens)
-            entry = StandbyEntry(resolved.name, service.container_id, ctx.wall_clock(), released - began, 0, reference)
+            entry = StandbyEntry(resolved.name, service.container_id, clocks.wall(), released - began, 0, reference)
             record.mark(entry)  # released: what allows the resume (and recover's) to send one
             _paid(record, service.container_id)
             try:
@@ -487,7 +495,7 @@ def _prime(ctx: TxContext, service: ServiceInfo, resolved: Resolved, engine: Eng
             except EngineGone as gone:
                 raise _died(ctx, service, gone) from gone
             record.clear(service.container_id)
-            departs = difference(first, engine.fingerprint(resolved.name, ctx.clock))
+            departs = difference(first, engine.fingerprint(resolved.name, clocks.monotonic))
             if departs is not None:
                 raise ServectlError(f"{resolved.name} primed but its fingerprint departs: {departs}")
         except ServectlError:
@@ -495,8 +503,8 @@ def _prime(ctx: TxContext, service: ServiceInfo, resolved: Resolved, engine: Eng
             record.forget(service.container_id)
             ctx.stop(service)
             raise
-    record.note_release(resolved.name, released - began, ctx.wall_clock())
-    record.note_resume(resolved.name, ctx.clock() - released, ctx.wall_clock())
+    record.note_release(resolved.name, released - began, clocks.wall())
+    record.note_resume(resolved.name, clocks.monotonic() - released, clocks.wall())
     ctx.record({"event": "standby-primed", "profile": resolved.name, "release_s": round(released - began, 3)})
 
 
@@ -508,11 +516,11 @@ def expected_swap_s(
     start. None: nothing measured, the hold reads the last start itself."""
     from servectl.adapters.gateway_admin import last_startup_s
 
-    record = StandbyRecord(ctx.state_dir)
+    record = StandbyRecord(ctx.ctx.state_dir)
     release = record.last_release_s(current.profile) if current is not None and keeps_warm(ctx, current) else None
     back = record.last_resume_s(target) if waiting is not None else None
     if back is None:
-        back = last_startup_s(ctx.history, target)
+        back = last_startup_s(ctx.ctx.history, target)
     if release is None and back is None:
         return None
     return (release or 0.0) + (back or 0.0)
@@ -537,10 +545,12 @@ def drop_resuming_target(ctx: TxContext, journal: SwapJournal) -> list[ServiceIn
     removed like any target that did not pass its gate."""
     if journal.standby != "resuming":
         return []
-    mine = [s for s in ctx.services(probe=False) if s.profile == journal.to_profile and s.state == "standby"]
+    mine = [
+        s for s in ctx.ctx.runtime.services(probe=False) if s.profile == journal.to_profile and s.state == "standby"
+    ]
     for service in mine:
         ctx.stop(service)
-        StandbyRecord(ctx.state_dir).clear(service.container_id)
+        StandbyRecord(ctx.ctx.state_dir).clear(service.container_id)
     return mine
 
 

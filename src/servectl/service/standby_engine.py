@@ -51,9 +51,9 @@ class EngineClient:
         """The engine of ``plan``, reached through ``ctx``'s HTTP adapter and clocks, with its API key."""
         from servectl.service.host_files import read_admin_key, read_api_key
 
-        key = read_api_key(plan, ctx.environ)
+        key = read_api_key(plan, ctx.ctx.environ)
         headers = {"Authorization": f"Bearer {key}"} if key else {}
-        return cls(plan.url, headers, ctx.ctx.http, ctx.sleep, read_admin_key(plan, ctx.environ))
+        return cls(plan.url, headers, ctx.ctx.http, ctx.ctx.clocks.sleep, read_admin_key(plan, ctx.ctx.environ))
 
     def _headers_for(self, which: str) -> Mapping[str, str]:
         """The memory saver's route ``which``: SGLang marks it ``ADMIN_OPTIONAL`` (the catalog's ``auth``), so with
@@ -133,12 +133,12 @@ class EngineClient:
         Raises:
             ServectlError: still busy at the deadline (nothing was released).
         """
-        until = ctx.clock() + IDLE_WAIT_S
+        until = ctx.ctx.clocks.monotonic() + IDLE_WAIT_S
         while True:
             busy = self.running(profile)
             if busy == 0:
                 return
-            if ctx.clock() >= until:
+            if ctx.ctx.clocks.monotonic() >= until:
                 rule = load_memory_saver()["release_requires_idle"]
                 raise ServectlError(
                     f"{profile} still serves {busy} request(s) on {self.url} after {IDLE_WAIT_S:g} s (GET "

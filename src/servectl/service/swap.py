@@ -155,7 +155,9 @@ def open_swap(ctx: Context, opts: SwapOptions, *, kind: str) -> SwapTx:
 
 def run_swap(tx: SwapTx, *, target: str | None, opts: SwapOptions) -> SwapResult:
     """:func:`swap` on the transaction ``tx`` (:func:`open_swap`), under its signal guard and the state lock."""
-    check = opts.preflight or profile_preflight(history=tx.ctx.history, host=tx.ctx.ctx.probe, on_report=opts.on_report)
+    check = opts.preflight or profile_preflight(
+        history=tx.ctx.ctx.history, host=tx.ctx.ctx.probe, on_report=opts.on_report
+    )
     return _guarded(tx, check, target, opts.stage)
 
 
@@ -198,13 +200,13 @@ def _run_locked(tx: SwapTx, check: Preflight, target: str | None, stage: Stager 
     """The steps under the lock: nothing changes before :meth:`SwapTx.begin`; after it, :func:`_transact`."""
     # We hold the lock, so a journal left here belongs to a transaction that is gone: it is settled by
     # `servectl recover` (which knows what ran before), never silently dropped.
-    refuse_if_unfinished(tx.ctx.state_dir)
+    refuse_if_unfinished(tx.ctx.ctx.state_dir)
     found = _validate(tx, target)
     if isinstance(found, SwapResult):
         return found  # the target already runs
     with tx.ctx.phase("image", found.resolved.plan.docker.image):
         # Before anything stops: building the stand-in (or finding the image missing) costs no downtime.
-        tx.ctx.runtime.ensure_image(found.resolved, on_phase=tx.ctx.progress("image"))
+        tx.ctx.ctx.runtime.ensure_image(found.resolved, on_phase=tx.ctx.progress("image"))
     from servectl.adapters.engine_image import ParseMemo
 
     parses = ParseMemo()  # preflight's engine.parse and the staging ask the image once between them
@@ -220,7 +222,7 @@ def _validate(tx: SwapTx, target: str | None) -> _Found | SwapResult:
     """The target resolved (the running profile's ``rollback:`` when none is named) and what stands in its way;
     the ``noop`` result when it already runs."""
     with tx.ctx.phase("validate"):
-        running = tx.ctx.services(probe=True)
+        running = list(tx.ctx.ctx.runtime.services(probe=True))
         if target is None:
             target = _default_target(running, tx.ctx.resolve)
         resolved = _resolve_target(target, tx.ctx.resolve)
@@ -238,12 +240,12 @@ def _preflight(tx: SwapTx, found: _Found, check: Preflight, parses: ParseMemo) -
     can be stopped, and the target could start with the service it replaces counted as gone."""
     ctx, resolved, current = tx.ctx, found.resolved, found.current
     with ctx.phase("preflight"):
-        load_stopped(ctx.state_dir)  # a damaged record of stopped conflicts stops the swap before any change
+        load_stopped(ctx.ctx.state_dir)  # a damaged record of stopped conflicts stops the swap before any change
         # every state write the transaction (and its undo) needs is possible before the old service stops
         ctx.prove_state_writable(profiles=[resolved.name, *([current.profile] if current is not None else [])])
-        ctx.conflicts.check_available(resolved.loaded.profile.conflicts)
+        ctx.ctx.conflicts.check_available(resolved.loaded.profile.conflicts)
         if found.waiting is None:  # a standby target already holds its name, port and cards: resumed, not started
-            check(resolved=resolved, replacing=current, skip=tx.skip, docker=ctx.docker, gpus=ctx.gpus,
+            check(resolved=resolved, replacing=current, skip=tx.skip, docker=ctx.ctx.docker, gpus=ctx.gpus,
                   running=found.running, parses=parses)  # fmt: skip
 
 
@@ -255,7 +257,7 @@ def _gateway_hold(tx: SwapTx, found: _Found) -> GatewayHold:
     reason = f"{tx.kind} {current.profile if current else 'nothing'} -> {resolved.name}"
     expect = expected_swap_s(tx.ctx, current, resolved.name, found.waiting)
     return GatewayHold(
-        tx.ctx.state_dir, tx.ctx.history, profiles=changed, reason=reason, target=resolved.name, expect_s=expect
+        tx.ctx.ctx.state_dir, tx.ctx.ctx.history, profiles=changed, reason=reason, target=resolved.name, expect_s=expect
     )
 
 
@@ -263,7 +265,7 @@ def _stage(tx: SwapTx, resolved: Resolved, stage: Stager, parses: ParseMemo) -> 
     """Before the stop and the gateway's hold: what the target's start would otherwise wait for (downtime)."""
     with tx.ctx.phase("stage", resolved.name):
         progress = tx.ctx.progress("stage")
-        report = stage(resolved=resolved, docker=tx.ctx.docker, skip=tx.skip, on_progress=progress, parses=parses)
+        report = stage(resolved=resolved, docker=tx.ctx.ctx.docker, skip=tx.skip, on_progress=progress, parses=parses)
         progress(Progress("staged", report.summary()))
 
 
@@ -340,7 +342,7 @@ def _transact(tx: SwapTx, leftovers: Sequence[ServiceInfo], waiting: ServiceInfo
         if current is not None:
             with ctx.phase("stop-old", current.container_name):
                 step = "stop-old"
-                tx.timings = Timings(down_since=ctx.clock())
+                tx.timings = Timings(down_since=ctx.ctx.clocks.monotonic())
                 stopped = release_or_stop(ctx, current, resolved, mark=tx.mark_standby, prepared=prepared)
             tx.timings = Timings(tx.timings.down_since, stopped.stop_s, stopped.forced, stopped.released)
             if stopped.leaked_pids:
@@ -361,7 +363,7 @@ def _transact(tx: SwapTx, leftovers: Sequence[ServiceInfo], waiting: ServiceInfo
             step = "start-target"
             started = _start_target(tx, waiting)
             ctx.settle()  # it passed the gate: finish the bookkeeping whatever arrives now
-        up_at = ctx.clock()
+        up_at = ctx.ctx.clocks.monotonic()
     except Exception as err:  # a ServectlError, or a bug: either way the old service must come back
         ctx.enter_restore()
         tx.fail_back(_failure_during(step, tx, err), None, err)
@@ -383,7 +385,7 @@ def _start_target(tx: SwapTx, waiting: ServiceInfo | None) -> StartResult:
     ctx, resolved = tx.ctx, tx.resolved_target()
     if waiting is not None:
         return resume_or_cold_start(ctx, waiting, resolved, mark=tx.mark_standby)
-    return first_start(ctx, ctx.runtime.start(resolved=resolved, on_phase=ctx.progress("start-target")), resolved)
+    return first_start(ctx, ctx.ctx.runtime.start(resolved=resolved, on_phase=ctx.progress("start-target")), resolved)
 
 
 def _failure_during(step: str, tx: SwapTx, err: Exception) -> TargetFailure:

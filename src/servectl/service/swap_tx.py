@@ -85,7 +85,7 @@ class SwapTx:
             from_profile=current.profile if current is not None else None,
             to_profile=resolved.name,
             phase="begin",
-            started_at=self.ctx.wall_clock(),
+            started_at=self.ctx.ctx.clocks.wall(),
             kind=self.kind,
             previous=take_snapshot(current, self.ctx.resolve) if current is not None else None,
             target_container=plan.docker.name,
@@ -111,10 +111,10 @@ class SwapTx:
             kind, ref = conflict_key(spec)
             if any((s.kind, s.ref) == (kind, ref) for s in self.stopped):
                 continue
-            stopped = self.ctx.conflicts.stop(spec, stopped_by=self.target.name)
+            stopped = self.ctx.ctx.conflicts.stop(spec, stopped_by=self.target.name)
             if stopped is not None:
                 self.stopped.append(stopped)
-                record_stopped(self.ctx.state_dir, stopped)  # before anything else can go wrong
+                record_stopped(self.ctx.ctx.state_dir, stopped)  # before anything else can go wrong
                 self.at("stop-conflicts")
 
     # -- results ----------------------------------------------------------------------------------------------
@@ -182,13 +182,13 @@ class SwapTx:
             # a resume is not a start: the gateway's Retry-After for a cold start reads startup_s alone
             **{"resume_s" if started.resumed else "startup_s": round(started.startup_s, 3)},
         )
-        clear_journal(self.ctx.state_dir)
+        clear_journal(self.ctx.ctx.state_dir)
         return result
 
     def untouched_interrupt(self, signum: int) -> NoReturn:
         """A signal before the swap changed anything: the journal goes, whatever ran still runs."""
         self.ctx.settle()
-        clear_journal(self.ctx.state_dir)
+        clear_journal(self.ctx.ctx.state_dir)
         from_profile = self.current.profile if self.current is not None else None
         raise SwapInterrupted(
             f"interrupted ({signal_name(signum)}) before anything changed; "
@@ -241,7 +241,7 @@ class SwapTx:
         previous = self.journal.from_profile if self.journal is not None else None
         previous = previous if previous != resolved.name else None
         try:
-            running = [f"{s.profile} ({s.state})" for s in self.ctx.services(probe=True)]
+            running = [f"{s.profile} ({s.state})" for s in self.ctx.ctx.runtime.services(probe=True)]
             now = ", ".join(running) if running else "nothing of servectl"
         except ServectlError:
             now = "unknown (the engine did not answer)"

@@ -9,20 +9,24 @@ transitions: :meth:`TxContext.enter_restore` (undoing: a signal stops the waitin
 ``swap``, ``rollback``, ``recover``, ``up`` and ``down`` take the host's ``Context`` and open a
 :class:`TxContext` over it with :meth:`TxContext.of`; the wiring itself (state folder, lock, history,
 conflicts, runtime, profile resolution) has its one home in :mod:`servectl.service.context`.
+
+The Context is the one door to the adapters: transaction code reads them as ``tx.ctx.<adapter>`` (``docker``,
+``runtime``, ``conflicts``, ``history``, ``state_dir``, ``environ``, ``clocks``). A TxContext keeps only what
+the transaction owns and never forwards a part of its Context unchanged; ``tests/unit/test_tx_context_shape.py``
+fails on a method or property that does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from servectl.adapters.conflicts import STOPPED_CONFLICTS_FILE, ConflictHandler
-from servectl.adapters.state import GATE_DIR, HISTORY_FILE, LOCK_FILE, PENDING_DIR, HistoryLog, prove_writable
+from servectl.adapters.conflicts import STOPPED_CONFLICTS_FILE
+from servectl.adapters.state import GATE_DIR, HISTORY_FILE, LOCK_FILE, PENDING_DIR, prove_writable
 from servectl.errors import ServectlError
-from servectl.service.container import ServiceRuntime, StopResult
+from servectl.service.container import StopResult
 from servectl.service.context import DEFAULT_LOCK_TIMEOUT_S, Context, Lock, lock_timeout_default
 from servectl.service.health import Progress
 from servectl.service.journal import JOURNAL_FILE, SwapJournal, write_journal
@@ -31,7 +35,6 @@ from servectl.service.transaction.model import PhaseEvent, PhaseMark, PhaseTimin
 from servectl.signals import SignalGuard
 
 if TYPE_CHECKING:
-    from servectl.adapters.docker import DockerEngine
     from servectl.adapters.gpu import GpuInventory
     from servectl.plan.resolve import Resolved
 
@@ -88,31 +91,6 @@ class TxContext:
         bookkeeping finishes whatever arrives; signals are only noted (a campaign around it still stops)."""
         self.signals.mode = "defer"
 
-    # -- the context's parts, as the transaction code reads them -------------------------------------------
-    @property
-    def docker(self) -> DockerEngine:
-        return self.ctx.docker
-
-    @property
-    def runtime(self) -> ServiceRuntime:
-        return self.ctx.runtime
-
-    @property
-    def conflicts(self) -> ConflictHandler:
-        return self.ctx.conflicts
-
-    @property
-    def history(self) -> HistoryLog:
-        return self.ctx.history
-
-    @property
-    def state_dir(self) -> Path:
-        return self.ctx.state_dir
-
-    @property
-    def environ(self) -> Mapping[str, str]:
-        return self.ctx.environ
-
     def resolve(self, name: str) -> Resolved:
         """Profile ``name`` as this transaction sees it: resolved once (:meth:`Context.resolve`), then the same
         plan for every step (the snapshot, the warm checks, the release), even if its file changes meanwhile.
@@ -135,26 +113,18 @@ class TxContext:
         """Take ``resolved`` (resolved by the caller for this transaction) as its profile's plan."""
         self.resolved[resolved.name] = resolved
 
-    def clock(self) -> float:
-        return self.ctx.clocks.monotonic()
-
-    def wall_clock(self) -> float:
-        return self.ctx.clocks.wall()
-
-    def sleep(self, seconds: float) -> None:
-        self.ctx.clocks.sleep(seconds)
-
     def lock(self, purpose: str) -> AbstractContextManager[object]:
-        """The state lock, waiting :attr:`lock_timeout_s` for another servectl."""
+        """The state lock, waiting :attr:`lock_timeout_s` for another servectl.
+
+        Not a pass-through: the wait is this transaction's (``--lock-timeout`` of the command that opened it)."""
         return self.ctx.lock(purpose, timeout_s=self.lock_timeout_s)
 
-    def services(self, *, probe: bool) -> list[ServiceInfo]:
-        """The servectl services now (no drift: a transaction never needs it)."""
-        return list(self.runtime.services(probe=probe, plan_hash_of=None))
-
     def stop(self, service: ServiceInfo) -> StopResult:
-        """Stop and remove ``service`` (waiting for its cards when there is a GPU inventory)."""
-        return self.runtime.stop(service=service, gpus=self.gpus)
+        """Stop and remove ``service`` (waiting for its cards when there is a GPU inventory).
+
+        Not a pass-through: the cards waited on are this transaction's :attr:`gpus` (the warm standbys' processes
+        left out for one stop), not the Context's inventory."""
+        return self.ctx.runtime.stop(service=service, gpus=self.gpus)
 
     def emit(self, event: PhaseEvent) -> None:
         if self.on_phase is not None:
@@ -165,14 +135,14 @@ class TxContext:
     def phase(self, name: str, detail: str = "") -> Iterator[PhaseMark]:
         """Time a phase, tell ``on_phase`` it began and ended; set ``mark.failed`` for a handled failure."""
         self.emit(PhaseEvent(name, "begin", detail=detail))
-        began = self.clock()
+        began = self.ctx.clocks.monotonic()
         ok = False
         mark = PhaseMark()
         try:
             yield mark
             ok = not mark.failed
         finally:
-            timing = PhaseTiming(name, self.clock() - began, ok, detail)
+            timing = PhaseTiming(name, self.ctx.clocks.monotonic() - began, ok, detail)
             self.phases.append(timing)
             self.emit(PhaseEvent(name, "end", timing.duration_s, ok, detail))
 
@@ -190,9 +160,11 @@ class TxContext:
         return forward
 
     def record(self, event: dict[str, Any]) -> None:
-        """Append to the history; a failed write is not an error (the services are right, history is a record)."""
+        """Append to the history; a failed write is not an error (the services are right, history is a record).
+
+        Not a pass-through: :meth:`HistoryLog.record` raises on a failed write, a transaction goes on."""
         with suppress(ServectlError, OSError):
-            self.history.record(event)
+            self.ctx.history.record(event)
 
     def prove_state_writable(self, *, profiles: Iterable[str] = (), repairs: Iterable[str] = ()) -> None:
         """Before anything changes: every file and folder of the state folder this transaction may write
@@ -204,7 +176,7 @@ class TxContext:
         """
         skip = set(repairs)
         prove_writable(
-            self.state_dir,
+            self.ctx.state_dir,
             folders=(GATE_DIR, f"{GATE_DIR}/{PENDING_DIR}", GENERATED_DIR, *(f"{GENERATED_DIR}/{p}" for p in profiles)),
             files=[
                 f for f in (LOCK_FILE, f"{HISTORY_FILE}.lock", JOURNAL_FILE, STOPPED_CONFLICTS_FILE) if f not in skip
@@ -214,5 +186,5 @@ class TxContext:
     def journal_at(self, journal: SwapJournal, phase: str, note: str | None = None) -> SwapJournal:
         """``journal`` moved to ``phase`` (and ``note``), written to the state folder."""
         moved = replace(journal, phase=phase, note=journal.note if note is None else note)
-        write_journal(self.state_dir, moved)
+        write_journal(self.ctx.state_dir, moved)
         return moved

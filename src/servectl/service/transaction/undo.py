@@ -98,7 +98,7 @@ def remove_unproven(
         ServectlError: the engine did not answer, or a container would not go.
     """
     removed = []
-    for service in ctx.services(probe=False) if among is None else among:
+    for service in ctx.ctx.runtime.services(probe=False) if among is None else among:
         mine = profile is None or service.profile == profile or service.container_name == (container_name or None)
         if mine and not is_proven(service) and service.state != "standby":  # a warm standby passed its gate
             ctx.stop(service)
@@ -137,7 +137,7 @@ def undo(
     if previous is not None and not kept:
         journal = ctx.journal_at(journal, "start-previous", why)
         restored, failure, drift = _start_previous(ctx, journal, previous)
-        restored_at = ctx.clock() if restored is not None else None
+        restored_at = ctx.ctx.clocks.monotonic() if restored is not None else None
         if failure is not None:
             _remove_previous(ctx, previous)
     cards = "" if restored is not None or kept else _wait_for_cards(ctx, devices)
@@ -145,7 +145,7 @@ def undo(
     restore = _restore_conflicts(ctx, journal)
     if restored is not None:
         ctx.record(_restored_event(journal, restored, record_extra))
-    clear_journal(ctx.state_dir)
+    clear_journal(ctx.ctx.state_dir)
     return Undone(
         previous=previous,
         removed=tuple(s.container_name for s in removed),
@@ -168,7 +168,7 @@ def _finish_stopping(ctx: TxContext, previous: str | None, began_in: str) -> tup
     """
     if previous is None:
         return [], False
-    mine = [s for s in ctx.services(probe=False) if s.profile == previous]
+    mine = [s for s in ctx.ctx.runtime.services(probe=False) if s.profile == previous]
     if began_in == "begin":
         return [], any(s.state in ALIVE_STATES for s in mine)
     if began_in in _PREVIOUS_STOPPED and any(is_proven(s) for s in mine):
@@ -185,10 +185,10 @@ def _start_previous(
     drift = ""
     with ctx.phase("start-previous", previous) as mark:
         try:
-            resolved, drift = previous_resolved(journal, environ=ctx.environ, resolve=ctx.resolve)
+            resolved, drift = previous_resolved(journal, environ=ctx.ctx.environ, resolve=ctx.resolve)
             progress = ctx.progress("start-previous")
-            ctx.runtime.ensure_image(resolved, on_phase=progress)
-            started = ctx.runtime.start(resolved=resolved, on_phase=progress)
+            ctx.ctx.runtime.ensure_image(resolved, on_phase=progress)
+            started = ctx.ctx.runtime.start(resolved=resolved, on_phase=progress)
         except ServectlError as err:
             mark.failed = True
             return None, failure_of(previous, err), drift
@@ -198,7 +198,7 @@ def _start_previous(
 def _remove_previous(ctx: TxContext, previous: str) -> list[ServiceInfo]:
     """The previous service failed to come back: make sure nothing of it is left."""
     with ctx.phase("remove-previous", previous):
-        mine = [s for s in ctx.services(probe=False) if s.profile == previous]
+        mine = [s for s in ctx.ctx.runtime.services(probe=False) if s.profile == previous]
         for service in mine:
             ctx.stop(service)
     return mine
@@ -211,7 +211,12 @@ def _wait_for_cards(ctx: TxContext, devices: Iterable[int]) -> str:
         return ""
     with ctx.phase("verify-cards", ",".join(map(str, cards))):
         free = wait_until_free(
-            ctx.gpus, cards, CARDS_FREE_DEADLINE_S, poll_s=CARDS_POLL_S, clock=ctx.clock, sleep=ctx.sleep
+            ctx.gpus,
+            cards,
+            CARDS_FREE_DEADLINE_S,
+            poll_s=CARDS_POLL_S,
+            clock=ctx.ctx.clocks.monotonic,
+            sleep=ctx.ctx.clocks.sleep,
         )
     shown = ", ".join(map(str, cards))
     if free.leaked_pids:
@@ -227,7 +232,7 @@ def _restore_conflicts(ctx: TxContext, journal: SwapJournal) -> RestoreOutcome |
     if not journal.stopped_conflicts:
         return None
     with ctx.phase("restore-conflicts", ", ".join(s.label() for s in journal.stopped_conflicts)):
-        return restore_conflicts(journal.stopped_conflicts, handler=ctx.conflicts, state_dir=ctx.state_dir)
+        return restore_conflicts(journal.stopped_conflicts, handler=ctx.ctx.conflicts, state_dir=ctx.ctx.state_dir)
 
 
 def _restored_event(journal: SwapJournal, restored: StartResult, extra: Mapping[str, Any] | None) -> dict[str, Any]:
