@@ -82,3 +82,35 @@ def test_up_resolves_its_profile_once(tmp_path: Path, resolutions: Counter[str])
     for host in _host(tmp_path):
         assert host.up(name="a").action == "started"
         assert dict(resolutions) == {"a": 1}
+
+
+def _warm_host(tmp_path: Path) -> Iterator[FakeHost]:
+    """``a`` a warm standby (``swap.standby: warm``), ``b`` not; each on its own port, both on the fake card 0
+    (its container label), so a swap between them replaces one by the other and ``a`` is released, not stopped."""
+    folder, home = tmp_path / "profiles", tmp_path / "home"
+    on_card_0 = {"labels": {"servectl.gpus": "0"}}
+    write_test_profile(folder, "a", port=free_port(), swap={"standby": "warm"}, container=on_card_0)
+    write_test_profile(folder, "b", port=free_port(), container=on_card_0)
+    environ = {"HOME": str(tmp_path), "SERVECTL_HOME": str(home), "SERVECTL_PROFILES": str(folder)}
+    with FakeHost(state_dir=home, environ=environ) as host:
+        yield host
+
+
+def test_a_warm_swap_resolves_each_profile_once_away_and_back(tmp_path: Path, resolutions: Counter[str]) -> None:
+    """Away from a warm ``a``: the snapshot, the hold's expected downtime (the last release), the warm check and
+    the release itself read one plan of ``a``; back to it: the resume of ``a`` on standby reads one plan too.
+    The fake engine answers SGLang's memory-saver routes as the stand-in does (``servectl.testing.memory_saver``)."""
+    for host in _warm_host(tmp_path):
+        host.up(name="a")
+        resolutions.clear()
+        away = host.swap(name="b", stage=False)
+        assert (away.outcome, away.from_profile, away.to_profile) == ("swapped", "a", "b"), away.message
+        assert dict(resolutions) == {"a": 1, "b": 1}
+        assert [e["event"] for e in host.ctx.history.events() if e["event"] == "standby"] == ["standby"]  # released
+        assert {s.profile: s.state for s in host.status().services} == {"a": "standby", "b": "ready"}
+        resolutions.clear()
+        back = host.swap(name="a", stage=False)
+        assert (back.outcome, back.from_profile, back.to_profile) == ("swapped", "b", "a"), back.message
+        assert back.target_resumed  # resumed from standby, not started again
+        assert dict(resolutions) == {"a": 1, "b": 1}
+        assert {s.profile: s.state for s in host.status().services} == {"a": "ready"}

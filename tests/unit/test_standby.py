@@ -137,3 +137,39 @@ def test_a_service_that_is_not_warm_gets_no_fingerprint(tmp_path: Path) -> None:
         started = host.up(name="p")
         assert StandbyRecord(home).trust(started.service.container_id) is None
         assert host.status().services[0].backup_hold is None
+
+
+def _post(host: Any, path: str, body: object) -> Any:
+    (container,) = host.engine.containers.values()
+    url = f"http://127.0.0.1:{container.spec.ports[0].host_port}"
+    with host.ctx.http.client(url) as http:
+        return http.post(f"{url}{path}", json=body)
+
+
+def test_the_fake_engine_answers_the_memory_saver_by_the_stand_ins_rules(tmp_path: Path) -> None:
+    """What the warm swap on a FakeHost (tests/unit/test_resolve_once.py) stands on: the load shows no request, a
+    release frees the tags and garbles the answers, a resume takes them back, and a second release or a resume of
+    what was not released kills the server without an answer (SGLang's scheduler does; the stand-in too)."""
+    import httpx
+    import pytest
+
+    tags, chat = {"tags": ["weights", "kv_cache"]}, {"messages": [{"role": "user", "content": "hi"}]}
+    for kills in ("resume", "release"):
+        host, _home = warm_host(tmp_path / kills)
+        with host:
+            host.up(name="w")
+            (container,) = host.engine.containers.values()
+            port = container.spec.ports[0].host_port
+            with host.ctx.http.client(f"http://127.0.0.1:{port}") as http:
+                loads = http.get(f"http://127.0.0.1:{port}/v1/loads", params={"include": "core"}).json()
+            assert [(r["num_running_reqs"], r["num_waiting_reqs"]) for r in loads["loads"]] == [(0, 0)]
+            if kills == "release":
+                assert _post(host, "/release_memory_occupation", tags).status_code == 200
+                assert container.released == {"weights", "kv_cache"}
+                assert _post(host, "/v1/chat/completions", chat).json()["choices"][0]["message"]["content"] == "!!"
+                assert _post(host, "/resume_memory_occupation", tags).status_code == 200
+                assert _post(host, "/v1/chat/completions", chat).json()["choices"][0]["message"]["content"] == "OK"
+                assert _post(host, "/release_memory_occupation", tags).status_code == 200
+            with pytest.raises(httpx.RemoteProtocolError):
+                _post(host, f"/{kills}_memory_occupation", tags)
+            assert container.exit_code == 137

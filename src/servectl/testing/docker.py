@@ -37,6 +37,7 @@ from servectl.errors import EngineUnavailable, PreflightFailed, ServectlError, S
 from servectl.plan.compile import LABEL_HOST, LABEL_PORT, LABEL_SERVED_NAME, DockerRunSpec
 from servectl.redact import secret_env_values
 from servectl.testing.engine_script import FakeScript, sglang_like_script
+from servectl.testing.memory_saver import memory_saver_answer
 
 __all__ = [
     "TEST_SESSION_LABEL",
@@ -75,6 +76,8 @@ class FakeContainer:
     oom_killed: bool = False
     labels: dict[str, str] = field(default_factory=dict)
     foreign: bool = False
+    #: the memory saver's tags released by ``POST /release_memory_occupation`` and not resumed since
+    released: frozenset[str] = frozenset()
 
     def elapsed(self, now: float) -> float:
         return 0.0 if self.started_at is None else now - self.started_at
@@ -439,10 +442,12 @@ class FakeDockerEngine:
                 body = json.loads(request.content or b"{}")
                 if target.script.chat_status != 200:
                     return httpx.Response(target.script.chat_status, text="error (fake)")
+                answer = "!!" if "weights" in target.released else "OK"  # released weights: the stand-in's garbage
                 return httpx.Response(
-                    200, json={"choices": [{"message": {"content": "OK"}}], "model": body.get("model")}
+                    200, json={"choices": [{"message": {"content": answer}}], "model": body.get("model")}
                 )
-            return httpx.Response(404)
+            saver = memory_saver_answer(target, ready, request, die=lambda: self.kill(target.id))
+            return httpx.Response(404) if saver is None else saver
 
         return httpx.MockTransport(handle)
 
