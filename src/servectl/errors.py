@@ -172,8 +172,9 @@ class UpInterrupted(ServectlError):
 
 
 class CampaignInterrupted(ServectlError):
-    """SIGINT/SIGTERM/SIGHUP stopped a campaign: what ran before it was put back, its measurements are kept and
-    ``servectl campaign resume`` continues it."""
+    """SIGINT/SIGTERM/SIGHUP stopped a campaign: what ran before it was put back (a signal while it was put back
+    stops that waiting, as in a swap's undo: the message says what runs and what to do), its measurements are kept
+    and ``servectl campaign resume`` continues it."""
 
     exit_code = 130
 

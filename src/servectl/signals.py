@@ -43,14 +43,18 @@ class SignalGuard:
 
     ``mode``: ``raise`` (the first signal interrupts), ``abandon`` (restoring: a signal stops the waiting),
     ``defer`` (the outcome is settled: signals are only noted). ``then``: the mode after the first signal
-    (``up`` uses ``defer``: removing what it started must finish, whatever arrives next). Guards nest (a
-    campaign's around each of its swaps): a signal the inner guard only noted is handed to the outer one when
-    the inner exits, so the longer run still stops.
+    (``up`` uses ``defer``: removing what it started must finish, whatever arrives next). ``restoring``: a guard
+    around a way back only (a campaign putting production back after its run): from the start a signal stops
+    the waiting (:class:`Abandon`), as in a swap's undo, instead of interrupting the way back halfway. Guards
+    nest (a campaign's around each of its swaps): a signal the inner guard only noted is handed to the outer one
+    when the inner exits, so the longer run still stops.
     """
 
-    def __init__(self, enabled: bool, *, then: Literal["abandon", "defer"] = "abandon") -> None:
+    def __init__(
+        self, enabled: bool, *, then: Literal["abandon", "defer"] = "abandon", restoring: bool = False
+    ) -> None:
         self.enabled = enabled and threading.current_thread() is threading.main_thread()
-        self.mode: Literal["raise", "abandon", "defer"] = "raise"
+        self.mode: Literal["raise", "abandon", "defer"] = "abandon" if restoring else "raise"
         self.then = then
         self.received: list[int] = []
         self.deferred: list[int] = []  # received in ``defer`` mode: noted, not acted on

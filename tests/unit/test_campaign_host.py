@@ -267,6 +267,53 @@ def test_a_signal_after_a_swap_settled_still_ends_the_campaign_in_the_cli(
     assert bench.calls == [("demo", "r1-c1")]  # the signal came in the variant's first point: nothing after it
 
 
+def test_a_second_signal_while_production_is_put_back_stops_the_waiting_and_says_how_to_finish(
+    campaign: Path, tmp_path: Path
+) -> None:
+    """The campaign put production back outside any guard: a second Ctrl-C there cut the swap back halfway (a bare
+    KeyboardInterrupt, nothing said). Now the way back runs under a guard as a swap's undo does: the second signal
+    stops the waiting, the swap keeps its journal for recover, and the campaign says so in one line (exit 130)."""
+    import os
+    import signal
+
+    from servectl.adapters.campaign_db import CampaignDb
+    from servectl.errors import CampaignInterrupted
+    from servectl.plan.compile import LABEL_PROFILE
+
+    first: list[int] = []
+
+    class CtrlC(RateBench):
+        def __call__(self, ctx: Context, profile: str, settings: Any, out: Path) -> PointResult:
+            if profile == "rates.fast" and not first:
+                first.append(signal.SIGINT)
+                os.kill(os.getpid(), signal.SIGINT)  # the first: while the variant is measured
+            return super().__call__(ctx, profile, settings, out)
+
+    def ctrl_c_again_while_production_starts(spec: DockerRunSpec) -> FakeScript:
+        if len(first) == 1 and spec.labels.get(LABEL_PROFILE) == "demo-rollback":
+            first.append(signal.SIGINT)
+            os.kill(os.getpid(), signal.SIGINT)  # the second: while the campaign starts production again
+        return sglang_like_script()
+
+    folder = tmp_path / "run"
+    with FakeHost(state_dir=tmp_path / "home") as host:
+        host.engine.script_for = ctrl_c_again_while_production_starts
+        host.up(name="demo-rollback")
+        with pytest.raises(CampaignInterrupted) as stopped:
+            host.run_campaign(file=campaign, out_dir=folder, bench_point=CtrlC())
+        message = str(stopped.value)
+        assert stopped.value.exit_code == 130 and "\n" not in message
+        assert message.startswith("campaign rates: SIGINT while putting back demo-rollback: interrupted (SIGINT)")
+        assert "stopped waiting after SIGINT" in message  # the swap's own words: its journal is kept
+        assert "`servectl recover` (it starts rates.fast again), then `servectl swap demo-rollback` puts" in message
+        assert f"`servectl campaign resume {folder}` continues it" in message
+        with CampaignDb(folder, read_only=True) as db:
+            assert [kind for _, kind, _, _ in db.events()][-2:] == ["interrupted", "restore-stopped"]
+        host.recover()  # what the message says: the unfinished swap is settled, then production comes back
+        host.swap(name="demo-rollback", stage=False)
+        assert [(s.profile, s.state) for s in host.services()] == [("demo-rollback", "ready")]
+
+
 def test_a_gateway_in_front_of_production_answers_maintenance_with_the_eta_while_the_campaign_runs(
     campaign: Path, tmp_path: Path
 ) -> None:

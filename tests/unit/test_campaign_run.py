@@ -274,3 +274,29 @@ def test_the_record_names_the_images_each_side_ran_and_warns_when_a_tag_was_rebu
         "campaign, so its rounds mix builds; pin image.digest and run it again."
     ]
     assert outcome.folder == folder
+
+
+def test_a_signal_while_production_is_put_back_stops_the_waiting_with_one_line(
+    check: CampaignCheck, tmp_path: Path
+) -> None:
+    """The way back runs under a guard as a swap's undo does: a signal there raises Abandon in the lab (not a
+    KeyboardInterrupt halfway), and the campaign says in one line that production may not be back (exit 130)."""
+    import os
+    import signal
+
+    from servectl.errors import CampaignInterrupted
+
+    class CtrlCWhileRestoring(SimLab):
+        def restore(self) -> None:
+            super().restore()
+            os.kill(os.getpid(), signal.SIGINT)  # while production comes back
+
+    lab = CtrlCWhileRestoring()
+    with pytest.raises(CampaignInterrupted) as stopped:
+        run(check, tmp_path / "run", lab)
+    message = str(stopped.value)
+    assert lab.restored == 1 and stopped.value.exit_code == 130 and "\n" not in message
+    assert message.startswith("campaign six: SIGINT while putting back the stop of its variants: stopped waiting.")
+    assert "`servectl recover` if a swap was left unfinished" in message
+    with CampaignDb(tmp_path / "run", read_only=True) as db:
+        assert [kind for _, kind, _, _ in db.events()][-1] == "restore-stopped"

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from servectl.campaign.model import HIGHER_IS_BETTER, Point
-from servectl.campaign.run import Measured, Started
+from servectl.campaign.run import Measured, Started, interrupted_by
 from servectl.campaign.variants import CampaignCheck, CheckedVariant
-from servectl.errors import ServectlError, StartupFailed, SwapError, SwapInterrupted
+from servectl.errors import ServectlError, StartupFailed, SwapError
 from servectl.signals import Interrupt
 
 if TYPE_CHECKING:
@@ -88,7 +88,7 @@ class ServiceLab:
         except StartupFailed as err:
             return Started(None, (str(err), *err.last_log_lines))
         except SwapError as err:
-            signum = _interrupted_by(err)
+            signum = interrupted_by(err)
             if signum is not None:  # the user's signal, not the variant's failure: the campaign stops
                 raise Interrupt(signum) from None
             failure = getattr(err.result, "target_failure", None)
@@ -166,7 +166,8 @@ class ServiceLab:
         from servectl.service.runtime import down
         from servectl.service.swap import SwapOptions, swap
 
-        # the campaign's own guard notes signals meanwhile: putting production back is not interrupted
+        # no guard of its own (one would roll an interrupted way back to the variant): run_campaign's guard for the
+        # way back turns a signal into Abandon, which the swap takes as a signal in its undo (journal kept)
         if self.before:
             for profile in self.before:  # each comes back in the place a variant took (the first, a variant's)
                 swap(self.ctx, target=profile, opts=SwapOptions(handle_signals=False))
@@ -209,19 +210,6 @@ def image_parser(docker_of: Callable[[], DockerEngine]) -> ImageParse:
         )
 
     return parse
-
-
-def _interrupted_by(err: SwapError) -> int | None:
-    """The signal that stopped a swap (its guard turned it into a rollback), or None when the target failed."""
-    import re
-    import signal
-
-    if isinstance(err, SwapInterrupted):
-        found = re.search(r"interrupted \((SIG[A-Z]+)\)", str(err))
-        return int(signal.Signals[found.group(1)]) if found else int(signal.SIGINT)
-    failure = getattr(err.result, "target_failure", None)
-    found = re.match(r"interrupted \((SIG[A-Z]+)\) during ", getattr(failure, "message", "") or "")
-    return int(signal.Signals[found.group(1)]) if found else None
 
 
 def gates_suite(check: CampaignCheck) -> LoadedSuite | None:

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
+import signal
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -22,10 +24,10 @@ from servectl.campaign.decide import Verdict, decide
 from servectl.campaign.model import Point
 from servectl.campaign.schedule import INCUMBENT, round_order
 from servectl.campaign.variants import CampaignCheck, CheckedVariant
-from servectl.errors import CampaignInterrupted, StartupFailed, UsageError
+from servectl.errors import CampaignInterrupted, StartupFailed, SwapError, SwapInterrupted, UsageError
 from servectl.profile.yaml_locations import display_path
 from servectl.service.context import Clocks
-from servectl.signals import Interrupt, SignalGuard, signal_name
+from servectl.signals import Abandon, Interrupt, SignalGuard, signal_name
 
 
 @dataclass(frozen=True)
@@ -62,7 +64,8 @@ class Lab(Protocol):
         ...
 
     def restore(self) -> None:
-        """Put back what ran before the campaign (production)."""
+        """Put back what ran before the campaign (production); run under a guard whose signals raise
+        :class:`~servectl.signals.Abandon` (stop waiting; a swap of the way back keeps its journal)."""
         ...
 
 
@@ -120,8 +123,7 @@ def run_campaign(
     def restore() -> None:  # once, however the run ends
         if not restored:
             restored.append(True)
-            lab.restore()
-            db.event("restored", at=wall())
+            _put_back(lab, db, c.name, wall, handle_signals=handle_signals)
 
     restored: list[bool] = []
     waived = _waivers(db)
@@ -148,7 +150,7 @@ def run_campaign(
                     )
                     if verdict.settled:
                         settle(_decided(by_name[name], verdict, waived.get(name)), _detail(verdict, waived.get(name)))
-    except Interrupt as intr:  # the guard has exited: a signal while production is put back is the CLI's late note
+    except Interrupt as intr:  # the guard has exited: a signal while production is put back stops the waiting
         db.event(
             "interrupted", at=wall(), variant=at, detail={"signal": signal_name(intr.signum), "round": round_index}
         )
@@ -311,6 +313,51 @@ def _interrupted(name: str, db: CampaignDb, signum: int, round_index: int, at: s
         f"campaign {name}: interrupted ({signal_name(signum)}) in round {round_index} at {at}; {back}; every "
         f"finished measurement is kept: `servectl campaign resume {db.path.parent}` continues it"
     )
+
+
+def _put_back(lab: Lab, db: CampaignDb, name: str, wall: Callable[[], float], *, handle_signals: bool) -> None:
+    """:meth:`Lab.restore` under a guard as a swap's undo is (:class:`SignalGuard` ``restoring``): a signal
+    meanwhile stops the waiting, the way back's swap keeps its journal for ``recover``, and the campaign says so
+    (:class:`CampaignInterrupted`) instead of stopping halfway with nothing said.
+
+    Raises:
+        CampaignInterrupted: a signal stopped the way back.
+    """
+    try:
+        with SignalGuard(handle_signals, restoring=True):
+            lab.restore()
+    except (Abandon, SwapInterrupted) as stop:
+        signum = stop.signum if isinstance(stop, Abandon) else (interrupted_by(stop) or signal.SIGINT)
+        db.event("restore-stopped", at=wall(), detail={"signal": signal_name(signum)})
+        raise _restore_stopped(name, db, signum, stop) from None
+    db.event("restored", at=wall())
+
+
+def _restore_stopped(name: str, db: CampaignDb, signum: int, stop: BaseException) -> CampaignInterrupted:
+    """A signal stopped the way back: what is known, how to finish it by hand, and that nothing measured is lost.
+    A swap of the way back said itself what runs and its next step (its journal kept for ``recover``)."""
+    before = json.loads(db.meta().get("production", "[]"))
+    what = ", ".join(before) if before else "the stop of its variants"
+    then = f"`servectl swap {before[0]}` puts production back" if before else "`servectl down NAME` stops a variant"
+    if isinstance(stop, SwapInterrupted):
+        said = f"{stop}, then {then}"
+    else:
+        said = f"stopped waiting. Next: `servectl status`, `servectl recover` if a swap was left unfinished, {then}"
+    return CampaignInterrupted(
+        f"campaign {name}: {signal_name(signum)} while putting back {what}: {said}; every finished measurement is "
+        f"kept: `servectl campaign resume {db.path.parent}` continues it"
+    )
+
+
+def interrupted_by(err: SwapError) -> int | None:
+    """The signal that stopped a swap (its guard turned it into a rollback, or the campaign's stopped its way
+    back), or None when the target failed."""
+    if isinstance(err, SwapInterrupted):
+        found = re.search(r"interrupted \((SIG[A-Z]+)\)", str(err))
+        return int(signal.Signals[found.group(1)]) if found else int(signal.SIGINT)
+    failure = getattr(err.result, "target_failure", None)
+    found = re.match(r"interrupted \((SIG[A-Z]+)\) during ", getattr(failure, "message", "") or "")
+    return int(signal.Signals[found.group(1)]) if found else None
 
 
 def _collect(db: CampaignDb, measured: dict[str, dict[str, list[float]]], round_index: int) -> None:
