@@ -107,3 +107,39 @@ class TxContext:
         self.signals.mode = "abandon"
 '''
     assert [f.split(" ")[0] for f in forwards_in(source)] == ["docker", "state_dir", "clock", "sleep", "services"]
+
+
+def _ctx_of_ctx(tree: ast.AST) -> list[int]:
+    """Lines reading ``<x>.ctx.ctx``: a Context reached through two objects both called ``ctx``."""
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and node.attr == "ctx"
+        and isinstance(node.value, ast.Attribute)
+        and node.value.attr == "ctx"
+    ] + [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and node.attr == "ctx"
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "ctx"
+    ]
+
+
+def test_no_code_reads_the_context_as_ctx_of_ctx() -> None:
+    """A transaction (``TxContext``) is called ``tx`` and the swap's ``SwapTx`` holds it as ``tx``: the Context
+    is ``tx.ctx``, one name per object, never ``ctx.ctx`` (78 places read that before)."""
+    src = SOURCE.parents[2]
+    found = {
+        path.relative_to(src).as_posix(): lines
+        for path in sorted(src.rglob("*.py"))
+        if (lines := _ctx_of_ctx(ast.parse(path.read_text(encoding="utf-8"))))
+    }
+    assert found == {}
+
+
+def test_the_ctx_of_ctx_check_sees_both_spellings() -> None:
+    tree = ast.parse("a = swap.ctx.ctx.docker\nb = ctx.ctx.state_dir\nc = tx.ctx.docker\n")
+    assert _ctx_of_ctx(tree) == [1, 2]

@@ -74,25 +74,25 @@ def recover(
     return _recover(tx)
 
 
-def _recover(ctx: TxContext) -> RecoverResult:
-    with ctx.lock("recover"):
+def _recover(tx: TxContext) -> RecoverResult:
+    with tx.lock("recover"):
         try:
-            journal = read_journal(ctx.ctx.state_dir)
+            journal = read_journal(tx.ctx.state_dir)
         except StateDamaged as err:
-            ctx.prove_state_writable(repairs=[JOURNAL_FILE])  # the damaged journal is what recover sets aside
-            return _clear_damaged(err, ctx)
+            tx.prove_state_writable(repairs=[JOURNAL_FILE])  # the damaged journal is what recover sets aside
+            return _clear_damaged(err, tx)
         if journal is None:
             return RecoverResult("nothing", "no unfinished swap, rollback or up: nothing to recover")
-        ctx.prove_state_writable(profiles=[p for p in (journal.to_profile, journal.from_profile) if p])
-        return settle(journal, ctx)
+        tx.prove_state_writable(profiles=[p for p in (journal.to_profile, journal.from_profile) if p])
+        return settle(journal, tx)
 
 
-def settle(journal: SwapJournal, ctx: TxContext) -> RecoverResult:
+def settle(journal: SwapJournal, tx: TxContext) -> RecoverResult:
     """Settle ``journal`` (the lock held): record it when its target passed its gate, else undo it."""
     what = f"the {journal.kind} from {journal.from_profile or 'nothing'} to {journal.to_profile}"
-    served = [s for s in ctx.ctx.runtime.services(probe=False) if s.profile == journal.to_profile and is_proven(s)]
+    served = [s for s in tx.ctx.runtime.services(probe=False) if s.profile == journal.to_profile and is_proven(s)]
     if served:  # killed after the gate passed, before the bookkeeping: it had finished
-        ctx.record(
+        tx.record(
             {
                 "event": "up" if journal.kind == "up" else journal.kind,
                 "profile": journal.to_profile,
@@ -102,14 +102,14 @@ def settle(journal: SwapJournal, ctx: TxContext) -> RecoverResult:
                 "recovered": True,
             }
         )
-        clear_journal(ctx.ctx.state_dir)
+        clear_journal(tx.ctx.state_dir)
         return RecoverResult(
             "finished", f"{what} had finished: {journal.to_profile} passed its health gate and runs; recorded it"
         )
-    got = undo(journal, ctx, why="settled by `servectl recover`", record_extra={"recovered": True})
+    got = undo(journal, tx, why="settled by `servectl recover`", record_extra={"recovered": True})
     previous = got.previous
     restored = previous if got.previous_runs else None
-    ctx.record(
+    tx.record(
         {
             "event": "recovered",
             "profile": journal.to_profile,
@@ -137,11 +137,11 @@ def settle(journal: SwapJournal, ctx: TxContext) -> RecoverResult:
     return RecoverResult("cleared", "; ".join(parts), got.removed, None, got.restore)
 
 
-def _clear_damaged(err: StateDamaged, ctx: TxContext) -> RecoverResult:
+def _clear_damaged(err: StateDamaged, tx: TxContext) -> RecoverResult:
     """A damaged journal cannot say what ran before: remove what never passed its gate, set the journal aside."""
-    removed = [s.container_name for s in remove_unproven(ctx, profile=None)]
-    moved = set_aside(ctx.ctx.state_dir / JOURNAL_FILE, clock=ctx.ctx.clocks.wall)
-    alive = [s.profile for s in ctx.ctx.runtime.services(probe=False) if is_proven(s)]
+    removed = [s.container_name for s in remove_unproven(tx, profile=None)]
+    moved = set_aside(tx.ctx.state_dir / JOURNAL_FILE, clock=tx.ctx.clocks.wall)
+    alive = [s.profile for s in tx.ctx.runtime.services(probe=False) if is_proven(s)]
     message = (
         f"{err.message.split(';')[0]}; it cannot say what ran before, so: "
         + (f"removed {', '.join(removed)} (never passed its health gate); " if removed else "")

@@ -77,9 +77,9 @@ def rollback(ctx: Context, *, opts: SwapOptions | None = None) -> SwapResult:
             return done
         settled = done + "; then "
     before, events = _history_target(ctx)
-    tx = open_swap(ctx, opts, kind="rollback")
-    drift = _drift_note(before, events, tx.ctx.resolve)  # the swap starts the plan this resolution gives
-    result = run_swap(tx, target=before, opts=opts)
+    swap_tx = open_swap(ctx, opts, kind="rollback")
+    drift = _drift_note(before, events, swap_tx.tx.resolve)  # the swap starts the plan this resolution gives
+    result = run_swap(swap_tx, target=before, opts=opts)
     return replace(result, message=settled + result.message + drift) if settled or drift else result
 
 

@@ -176,7 +176,7 @@ def up(ctx: Context, *, name: str, resolved: Resolved | None = None, opts: UpOpt
             on_report=opts.on_report,
         )
         with GatewayHold(ctx.state_dir, ctx.history, profiles=[resolved.name], reason=f"up {resolved.name}"):
-            started = _start_recorded(resolved, ctx=tx, on_phase=opts.on_phase)
+            started = _start_recorded(resolved, tx=tx, on_phase=opts.on_phase)
             started = first_start(tx, started, resolved)  # a warm one's fingerprint (and prime) before admission
     return UpResult("started", started.service, started.url, started.gate, tuple(removed), tuple(notes))
 
@@ -196,11 +196,11 @@ def _already_running(resolved: Resolved, current: Sequence[ServiceInfo]) -> Serv
 
 
 def _clear_own_leftovers(
-    resolved: Resolved, current: Sequence[ServiceInfo], ctx: TxContext
+    resolved: Resolved, current: Sequence[ServiceInfo], tx: TxContext
 ) -> tuple[list[str], list[str]]:
     """Remove the profile's containers (and any under its container name) that never passed their gate or
     exited: (names removed, notes)."""
-    gone = remove_unproven(ctx, profile=resolved.name, container_name=resolved.plan.docker.name, among=current)
+    gone = remove_unproven(tx, profile=resolved.name, container_name=resolved.plan.docker.name, among=current)
     notes = [
         f"{svc.container_name} never passed its health gate (servectl was stopped while it started): replaced it"
         for svc in gone
@@ -212,7 +212,7 @@ def _clear_own_leftovers(
 def _start_recorded(
     resolved: Resolved,
     *,
-    ctx: TxContext,
+    tx: TxContext,
     on_phase: Callable[[Progress], None] | None,
 ) -> StartResult:
     """``up``'s start, all-or-nothing: the service passes the gate *and* is recorded, or nothing is left.
@@ -229,17 +229,17 @@ def _start_recorded(
         from_profile=None,
         to_profile=resolved.name,
         phase="start-target",
-        started_at=ctx.ctx.clocks.wall(),
+        started_at=tx.ctx.clocks.wall(),
         kind="up",
         target_container=plan.docker.name,
     )
-    write_journal(ctx.ctx.state_dir, journal)
+    write_journal(tx.ctx.state_dir, journal)
     started: StartResult | None = None
-    with ctx.signals:
+    with tx.signals:
         try:
-            started = ctx.ctx.runtime.start(resolved=resolved, on_phase=on_phase)
-            ctx.settle()  # it passed the gate: finish the bookkeeping whatever arrives now
-            ctx.ctx.history.record(
+            started = tx.ctx.runtime.start(resolved=resolved, on_phase=on_phase)
+            tx.settle()  # it passed the gate: finish the bookkeeping whatever arrives now
+            tx.ctx.history.record(
                 {
                     "event": "up",
                     "profile": resolved.name,
@@ -250,24 +250,22 @@ def _start_recorded(
                 }
             )
         except StartupFailed as err:
-            clear_journal(ctx.ctx.state_dir)
-            ctx.record(
-                {"event": "failed", "profile": resolved.name, "plan_hash": plan.plan_hash, "reason": err.message}
-            )
+            clear_journal(tx.ctx.state_dir)
+            tx.record({"event": "failed", "profile": resolved.name, "plan_hash": plan.plan_hash, "reason": err.message})
             raise
         except Interrupt as intr:
-            ctx.settle()  # the undo of the start must finish
-            gone, outcome = _undo_up(journal, ctx, started)
+            tx.settle()  # the undo of the start must finish
+            gone, outcome = _undo_up(journal, tx, started)
             outcome = "what it started was removed; nothing of it runs" if gone else outcome
-            ctx.record({"event": "interrupted", "profile": resolved.name, "signal": signal_name(intr.signum)})
+            tx.record({"event": "interrupted", "profile": resolved.name, "signal": signal_name(intr.signum)})
             raise UpInterrupted(
                 f"interrupted ({signal_name(intr.signum)}) while {resolved.name} was starting; {outcome}"
             ) from None
         except BaseException as err:
             # servectl itself failed (a bug, a failed state write, the engine gone) after or while starting:
             # remove what runs unrecorded, keep nothing half-done, say what is known.
-            ctx.settle()
-            gone, outcome = _undo_up(journal, ctx, started)
+            tx.settle()
+            gone, outcome = _undo_up(journal, tx, started)
             outcome = "it was removed, nothing of it runs" if gone else outcome
             if not isinstance(err, Exception) or (started is None and gone and isinstance(err, ServectlError)):
                 raise  # Ctrl-C without our handlers, or a clear error before anything ran: as it is
@@ -276,17 +274,17 @@ def _start_recorded(
                 f"{resolved.name} {'passed its health gate' if started else 'was starting'}, but servectl failed: "
                 f"{reason}; {outcome}"
             ) from err
-    clear_journal(ctx.ctx.state_dir)
+    clear_journal(tx.ctx.state_dir)
     return started
 
 
-def _undo_up(journal: SwapJournal, ctx: TxContext, started: StartResult | None) -> tuple[bool, str]:
+def _undo_up(journal: SwapJournal, tx: TxContext, started: StartResult | None) -> tuple[bool, str]:
     """Undo an ``up`` that did not finish: (whether nothing of it is verified to be left, else what to do)."""
     try:
         if started is not None:  # it passed its gate but was never recorded: it goes too
-            ctx.stop(started.service)
-            GateRecord(ctx.ctx.state_dir).forget(started.service.container_id)
-        undo(journal, ctx)
+            tx.stop(started.service)
+            GateRecord(tx.ctx.state_dir).forget(started.service.container_id)
+        undo(journal, tx)
     except ServectlError as err:
         return False, (
             f"could not make sure {journal.target_container} is gone ({err.lines()[0]}); once Docker answers, "

@@ -66,18 +66,18 @@ JournalMark = Callable[[str], None]
 """``mark(standby)``: write the journal with its ``standby`` step (``releasing``, ``released``, ``resuming``)."""
 
 
-def keeps_warm(ctx: TxContext, service: ServiceInfo) -> bool:
+def keeps_warm(tx: TxContext, service: ServiceInfo) -> bool:
     """Whether a swap away releases ``service`` instead of stopping it: its profile says ``warm``, its
     container runs that profile's plan (so it was started with the memory saver), and it has not yet been
     through ``swap.standby_max_cycles`` release/resume cycles."""
     try:
-        resolved = ctx.resolve(service.profile)
+        resolved = tx.resolve(service.profile)
     except ServectlError:
         return False
     plan = resolved.plan
     swap = resolved.loaded.profile.swap
     if swap.standby_max_cycles is not None:
-        trust = StandbyRecord(ctx.ctx.state_dir).trust(service.container_id)
+        trust = StandbyRecord(tx.ctx.state_dir).trust(service.container_id)
         if trust is not None and trust.cycles >= swap.standby_max_cycles:
             return False  # its cycles are spent: stopped now, so the way back is a cold start
     return (
@@ -85,17 +85,17 @@ def keeps_warm(ctx: TxContext, service: ServiceInfo) -> bool:
     )
 
 
-def _died(ctx: TxContext, service: ServiceInfo, err: EngineGone) -> ServectlError:
+def _died(tx: TxContext, service: ServiceInfo, err: EngineGone) -> ServectlError:
     """The error for a release/resume without an answer: the container's fate, read from the engine."""
     for _ in range(20):  # SGLang kills its process tree at once; Docker sees the exit within moments
-        seen = [s for s in ctx.ctx.runtime.services(probe=False) if s.container_id == service.container_id]
+        seen = [s for s in tx.ctx.runtime.services(probe=False) if s.container_id == service.container_id]
         if not seen or not seen[0].running:
             code = seen[0].exit_code if seen else None
             return ServectlError(
                 f"{err.message}: {service.profile}'s server died (exit status {code}), as SGLang's does on a "
                 "release or resume it cannot take; handled as a crash: the swap's undo starts it again"
             )
-        ctx.ctx.clocks.sleep(0.1)
+        tx.ctx.clocks.sleep(0.1)
     return err
 
 
@@ -115,7 +115,7 @@ class ReleasePlan:
     backup_bytes: int
 
 
-def prepare_release(ctx: TxContext, current: ServiceInfo) -> ReleasePlan | None:
+def prepare_release(tx: TxContext, current: ServiceInfo) -> ReleasePlan | None:
     """Before the swap's first change: for a warm ``current``, its greedy answer, the host RAM for its CPU copy,
     and the wait until the engine itself runs no request (SGLang kills a server released while busy). None:
     ``current`` is stopped, not released.
@@ -124,25 +124,25 @@ def prepare_release(ctx: TxContext, current: ServiceInfo) -> ReleasePlan | None:
         ServectlError: released already, host RAM short, or still busy after :data:`IDLE_WAIT_S` (nothing
             changed: the service keeps serving).
     """
-    if not keeps_warm(ctx, current):
+    if not keeps_warm(tx, current):
         return None
-    if StandbyRecord(ctx.ctx.state_dir).entry(current.container_id) is not None:  # a second release kills SGLang
+    if StandbyRecord(tx.ctx.state_dir).entry(current.container_id) is not None:  # a second release kills SGLang
         raise ServectlError(f"{current.profile} is on standby already; servectl releases a server once")
-    resolved = ctx.resolve(current.profile)
-    engine = EngineClient.of(resolved.plan, ctx)
-    record = StandbyRecord(ctx.ctx.state_dir)
+    resolved = tx.resolve(current.profile)
+    engine = EngineClient.of(resolved.plan, tx)
+    record = StandbyRecord(tx.ctx.state_dir)
     trust = record.trust(current.container_id)
     if trust is None:  # a container not started by up/swap (the undo's restart): its fingerprint is taken now
-        trust = _first_trust(ctx, resolved, engine.fingerprint(current.profile, ctx.ctx.clocks.monotonic))
+        trust = _first_trust(tx, resolved, engine.fingerprint(current.profile, tx.ctx.clocks.monotonic))
         record.set_trust(current.container_id, trust)
     reference = "".join(Fingerprint.from_list(trust.fingerprint).samples[0].tokens)
-    backup = _host_ram_for_backup(ctx, resolved, current.profile, paid=trust.pinned)
-    engine.wait_idle(current.profile, ctx)
+    backup = _host_ram_for_backup(tx, resolved, current.profile, paid=trust.pinned)
+    engine.wait_idle(current.profile, tx)
     return ReleasePlan(resolved, engine, reference, backup)
 
 
 def release_or_stop(
-    ctx: TxContext,
+    tx: TxContext,
     current: ServiceInfo,
     target: Resolved,
     *,
@@ -157,12 +157,12 @@ def release_or_stop(
             server died: handled as a crash by the undo), or the cards did not come free (the undo resumes it).
     """
     if prepared is None:
-        stopped = _stop_beside_standbys(ctx, current)
-        StandbyRecord(ctx.ctx.state_dir).forget(current.container_id)  # its trust (a spent standby's) goes with it
+        stopped = _stop_beside_standbys(tx, current)
+        StandbyRecord(tx.ctx.state_dir).forget(current.container_id)  # its trust (a spent standby's) goes with it
         return stopped
-    clocks = ctx.ctx.clocks
+    clocks = tx.ctx.clocks
     began = clocks.monotonic()
-    record = StandbyRecord(ctx.ctx.state_dir)
+    record = StandbyRecord(tx.ctx.state_dir)
     engine, reference, backup = prepared.engine, prepared.reference, prepared.backup_bytes
     busy = engine.running(current.profile)  # once more, the moment before: the window is this call's length
     if busy:
@@ -171,7 +171,7 @@ def release_or_stop(
     try:
         engine.call("release", current.profile, timeout_s=120.0)
     except EngineGone as gone:
-        raise _died(ctx, current, gone) from gone
+        raise _died(tx, current, gone) from gone
     # Recorded the moment SGLang answered: its tags are released now, and only a released server is resumed.
     record.mark(
         StandbyEntry(
@@ -179,12 +179,12 @@ def release_or_stop(
         )
     )
     mark("released")
-    kept = _verify_released(ctx, current, target)
+    kept = _verify_released(tx, current, target)
     release_s = clocks.monotonic() - began
     record.mark(StandbyEntry(current.profile, current.container_id, clocks.wall(), release_s, backup, reference))
     record.note_release(current.profile, release_s, clocks.wall())
     _paid(record, current.container_id)
-    ctx.record(
+    tx.record(
         {
             "event": "standby",
             "profile": current.profile,
@@ -196,26 +196,26 @@ def release_or_stop(
     return StopResult(current.profile, current.container_name, release_s, forced=False, released=True)
 
 
-def _stop_beside_standbys(ctx: TxContext, service: ServiceInfo) -> StopResult:
+def _stop_beside_standbys(tx: TxContext, service: ServiceInfo) -> StopResult:
     """Stop ``service``; the wait for its cards to come free ignores the warm standbys that stay on them."""
-    if not service.gpus or not reads_cards(ctx.gpus):
-        return ctx.stop(service)
+    if not service.gpus or not reads_cards(tx.gpus):
+        return tx.stop(service)
     waiting = {
         s.container_id
-        for s in ctx.ctx.runtime.services(probe=False)
+        for s in tx.ctx.runtime.services(probe=False)
         if s.state == "standby" and set(s.gpus) & set(service.gpus)
     }
     if not waiting:
-        return ctx.stop(service)
-    host = ctx.ctx.probe
+        return tx.stop(service)
+    host = tx.ctx.probe
     theirs = {
         p.pid
-        for d in ctx.gpus.snapshot().devices
+        for d in tx.gpus.snapshot().devices
         if d.index in service.gpus
         for p in d.processes or ()
         if host.container_id_of(p.pid) in waiting
     }
-    return replace(ctx, gpus=_Ignoring(ctx.gpus, frozenset(theirs))).stop(service)
+    return replace(tx, gpus=_Ignoring(tx.gpus, frozenset(theirs))).stop(service)
 
 
 @dataclass(frozen=True)
@@ -241,10 +241,10 @@ def backup_bytes(resolved: Resolved, host: HostProbe) -> int:
     return host.model_dir(resolved.plan.docker.mounts[0].source).weights_bytes
 
 
-def _first_trust(ctx: TxContext, resolved: Resolved, first: Fingerprint) -> Trust:
+def _first_trust(tx: TxContext, resolved: Resolved, first: Fingerprint) -> Trust:
     """A container's trust record at its first start: its fingerprint and its CPU copy's host RAM."""
     retained = resolved.loaded.profile.swap.standby_retain_backup
-    return Trust(first.to_list(), 0, backup_bytes(resolved, ctx.ctx.probe), retained=retained)
+    return Trust(first.to_list(), 0, backup_bytes(resolved, tx.ctx.probe), retained=retained)
 
 
 def _paid(record: StandbyRecord, container_id: str) -> None:
@@ -254,10 +254,10 @@ def _paid(record: StandbyRecord, container_id: str) -> None:
         record.set_trust(container_id, replace(trust, pinned=True))
 
 
-def _host_ram_for_backup(ctx: TxContext, resolved: Resolved, profile: str, *, paid: bool = False) -> int:
+def _host_ram_for_backup(tx: TxContext, resolved: Resolved, profile: str, *, paid: bool = False) -> int:
     """Host RAM the CPU copy of the weights takes (their size on disk), after checking it fits (unless ``paid``:
     a retained buffer is allocated already and takes no more)."""
-    host = ctx.ctx.probe
+    host = tx.ctx.probe
     weights = backup_bytes(resolved, host)
     if not weights or paid:
         return weights
@@ -269,22 +269,22 @@ def _host_ram_for_backup(ctx: TxContext, resolved: Resolved, profile: str, *, pa
     return weights
 
 
-def _verify_released(ctx: TxContext, current: ServiceInfo, target: Resolved) -> dict[int, int]:
+def _verify_released(tx: TxContext, current: ServiceInfo, target: Resolved) -> dict[int, int]:
     """Measure (NVML, through the GPU inventory) that each card the target shares with ``current`` has what
     the target needs free: its mem fraction of the card plus its reserve. Returns what the released engine's
     own processes still hold on each of its cards (measured: CUDA context, graphs, buffers outside the
     memory saver's regions - 712 MiB a card on an H100 in benchmarks/results/gpu-h100-issue38)."""
     cards = sorted(set(current.gpus) & _cards(target.plan))
-    if not current.gpus or not reads_cards(ctx.gpus):  # a service on no card keeps nothing, opens no driver
+    if not current.gpus or not reads_cards(tx.gpus):  # a service on no card keeps nothing, opens no driver
         return {}
     if not cards:
-        return _kept_by(ctx, current, ctx.gpus.snapshot())
+        return _kept_by(tx, current, tx.gpus.snapshot())
     p = target.loaded.profile
     fraction = mem_fraction_static(p, catalogs=target.loaded.catalogs) or DEFAULT_MEM_FRACTION
-    until = ctx.ctx.clocks.monotonic() + VERIFY_DEADLINE_S
+    until = tx.ctx.clocks.monotonic() + VERIFY_DEADLINE_S
     while True:
-        snapshot = ctx.gpus.snapshot()
-        kept = _kept_by(ctx, current, snapshot)
+        snapshot = tx.gpus.snapshot()
+        kept = _kept_by(tx, current, snapshot)
         short = release_shortfall(
             snapshot,
             cards,
@@ -296,11 +296,11 @@ def _verify_released(ctx: TxContext, current: ServiceInfo, target: Resolved) -> 
         )
         if not short:
             return kept
-        if ctx.ctx.clocks.monotonic() >= until:
+        if tx.ctx.clocks.monotonic() >= until:
             raise ServectlError(
                 f"{current.profile} answered the release but did not free its memory: {'; '.join(short)}"
             )
-        ctx.ctx.clocks.sleep(VERIFY_POLL_S)
+        tx.ctx.clocks.sleep(VERIFY_POLL_S)
 
 
 def release_shortfall(
@@ -332,9 +332,9 @@ def release_shortfall(
     return short
 
 
-def _kept_by(ctx: TxContext, service: ServiceInfo, snapshot: GpuSnapshot) -> dict[int, int]:
+def _kept_by(tx: TxContext, service: ServiceInfo, snapshot: GpuSnapshot) -> dict[int, int]:
     """Bytes per card that ``service``'s container's processes hold (NVML's per-process figures)."""
-    host = ctx.ctx.probe
+    host = tx.ctx.probe
     kept: dict[int, int] = {}
     for d in snapshot.devices:
         if d.index not in service.gpus:
@@ -345,13 +345,13 @@ def _kept_by(ctx: TxContext, service: ServiceInfo, snapshot: GpuSnapshot) -> dic
     return kept
 
 
-def resume_from_standby(ctx: TxContext, service: ServiceInfo, resolved: Resolved) -> StartResult:
+def resume_from_standby(tx: TxContext, service: ServiceInfo, resolved: Resolved) -> StartResult:
     """``POST /resume_memory_occupation``, then the gate: the same answer as before the release.
 
     Raises:
         ServectlError: the resume was refused, or the answer after it is not the one before.
     """
-    record = StandbyRecord(ctx.ctx.state_dir)
+    record = StandbyRecord(tx.ctx.state_dir)
     entry = record.entry(service.container_id)
     if entry is None:  # a resume of what SGLang did not release kills it (offload_tags.remove: KeyError)
         source = load_memory_saver()["tag_state"]["resume_removes"]
@@ -359,15 +359,15 @@ def resume_from_standby(ctx: TxContext, service: ServiceInfo, resolved: Resolved
             f"{service.profile}: no record that servectl released it, and a resume of what SGLang did not release "
             f"kills the server ({source}); not resumed"
         )
-    began = ctx.ctx.clocks.monotonic()
-    engine = EngineClient.of(resolved.plan, ctx)
+    began = tx.ctx.clocks.monotonic()
+    engine = EngineClient.of(resolved.plan, tx)
     try:
         engine.call("resume", service.profile, timeout_s=RESUME_TIMEOUT_S)
     except EngineGone as gone:
         record.forget(service.container_id)
-        raise _died(ctx, service, gone) from gone
+        raise _died(tx, service, gone) from gone
     trust = record.trust(service.container_id)
-    now = engine.fingerprint(service.profile, ctx.ctx.clocks.monotonic)
+    now = engine.fingerprint(service.profile, tx.ctx.clocks.monotonic)
     if trust is not None:
         departs = difference(Fingerprint.from_list(trust.fingerprint), now)
         if departs is not None:
@@ -380,11 +380,11 @@ def resume_from_standby(ctx: TxContext, service: ServiceInfo, resolved: Resolved
             f"{service.profile} resumed but answers {''.join(now.samples[0].tokens)[:40]!r} where it answered "
             f"{entry.reference_answer[:40]!r} before its release: its weights did not come back"
         )
-    resume_s = ctx.ctx.clocks.monotonic() - began
+    resume_s = tx.ctx.clocks.monotonic() - began
     record.clear(service.container_id)
     if trust is not None:
         record.set_trust(service.container_id, replace(trust, cycles=trust.cycles + 1))
-    record.note_resume(service.profile, resume_s, ctx.ctx.clocks.wall())
+    record.note_resume(service.profile, resume_s, tx.ctx.clocks.wall())
     back = replace(
         service,
         state="ready",
@@ -401,27 +401,25 @@ def resume_from_standby(ctx: TxContext, service: ServiceInfo, resolved: Resolved
     )
 
 
-def resume_or_cold_start(ctx: TxContext, service: ServiceInfo, resolved: Resolved, *, mark: JournalMark) -> StartResult:
+def resume_or_cold_start(tx: TxContext, service: ServiceInfo, resolved: Resolved, *, mark: JournalMark) -> StartResult:
     """swap's ``start-target`` for a profile on standby: resume it; if that fails, remove the container and
     start the profile cold (the transaction's failure path takes over only when that fails too)."""
     mark("resuming")
-    with ctx.phase("resume-target", resolved.name) as phase:
+    with tx.phase("resume-target", resolved.name) as phase:
         try:
-            return resume_from_standby(ctx, service, resolved)
+            return resume_from_standby(tx, service, resolved)
         except ServectlError as err:
             phase.failed = True
             why = err.message
-    ctx.record({"event": "standby-resume-failed", "profile": resolved.name, "reason": why})
-    with ctx.phase("cold-start-target", f"resume failed: {why}"):
-        ctx.stop(service)
-        StandbyRecord(ctx.ctx.state_dir).forget(service.container_id)
+    tx.record({"event": "standby-resume-failed", "profile": resolved.name, "reason": why})
+    with tx.phase("cold-start-target", f"resume failed: {why}"):
+        tx.stop(service)
+        StandbyRecord(tx.ctx.state_dir).forget(service.container_id)
         mark("")
-        return first_start(
-            ctx, ctx.ctx.runtime.start(resolved=resolved, on_phase=ctx.progress("start-target")), resolved
-        )
+        return first_start(tx, tx.ctx.runtime.start(resolved=resolved, on_phase=tx.progress("start-target")), resolved)
 
 
-def resume_released(ctx: TxContext, journal: SwapJournal, previous: str | None) -> bool:
+def resume_released(tx: TxContext, journal: SwapJournal, previous: str | None) -> bool:
     """The undo's step for a warm standby: the previous service was released (or being released), not
     stopped; resume it through the gate. False: nothing to resume, or the resume failed (then the undo stops
     it and starts it again from its snapshot, as for any stopped service)."""
@@ -429,19 +427,19 @@ def resume_released(ctx: TxContext, journal: SwapJournal, previous: str | None) 
     # it never released fails in its scheduler, so that one is stopped and started again instead.
     if previous is None or journal.standby != "released":
         return False
-    mine = [s for s in ctx.ctx.runtime.services(probe=False) if s.profile == previous and s.running]
+    mine = [s for s in tx.ctx.runtime.services(probe=False) if s.profile == previous and s.running]
     if len(mine) != 1:
         return False
-    with ctx.phase("resume-previous", previous) as phase:
+    with tx.phase("resume-previous", previous) as phase:
         try:
-            resume_from_standby(ctx, mine[0], ctx.resolve(previous))
+            resume_from_standby(tx, mine[0], tx.resolve(previous))
         except ServectlError:
             phase.failed = True
             return False
     return True
 
 
-def first_start(ctx: TxContext, started: StartResult, resolved: Resolved) -> StartResult:
+def first_start(tx: TxContext, started: StartResult, resolved: Resolved) -> StartResult:
     """Right after a warm service's container first passed its gate (before it is admitted): take its
     fingerprint, the one every resume of this container is held to, and record the host RAM of its CPU copy
     (``standby/trust-<id>.json``); with ``swap.standby_prime``, then release and resume it once, so the retained
@@ -456,35 +454,35 @@ def first_start(ctx: TxContext, started: StartResult, resolved: Resolved) -> Sta
     if started.resumed or swap.standby != "warm" or "--enable-memory-saver" not in resolved.plan.engine_argv:
         return started
     service = started.service
-    record = StandbyRecord(ctx.ctx.state_dir)
-    with ctx.phase("fingerprint-standby", resolved.name) as phase:
+    record = StandbyRecord(tx.ctx.state_dir)
+    with tx.phase("fingerprint-standby", resolved.name) as phase:
         try:
-            engine = EngineClient.of(resolved.plan, ctx)
-            first = engine.fingerprint(resolved.name, ctx.ctx.clocks.monotonic)
-            record.set_trust(service.container_id, _first_trust(ctx, resolved, first))
+            engine = EngineClient.of(resolved.plan, tx)
+            first = engine.fingerprint(resolved.name, tx.ctx.clocks.monotonic)
+            record.set_trust(service.container_id, _first_trust(tx, resolved, first))
         except ServectlError:
             phase.failed = True
             record.forget(service.container_id)
-            ctx.stop(service)
+            tx.stop(service)
             raise
     if swap.standby_retain_backup and swap.standby_prime:
-        _prime(ctx, service, resolved, engine, first)
+        _prime(tx, service, resolved, engine, first)
     return started
 
 
-def _prime(ctx: TxContext, service: ServiceInfo, resolved: Resolved, engine: EngineClient, first: Fingerprint) -> None:
+def _prime(tx: TxContext, service: ServiceInfo, resolved: Resolved, engine: EngineClient, first: Fingerprint) -> None:
     """``swap.standby_prime``: release and resume a new warm container once before it is admitted (see
     :func:`first_start`)."""
-    record = StandbyRecord(ctx.ctx.state_dir)
-    clocks = ctx.ctx.clocks
+    record = StandbyRecord(tx.ctx.state_dir)
+    clocks = tx.ctx.clocks
     began = clocks.monotonic()
-    with ctx.phase("prime-standby", resolved.name) as phase:
+    with tx.phase("prime-standby", resolved.name) as phase:
         try:
-            engine.wait_idle(resolved.name, ctx)
+            engine.wait_idle(resolved.name, tx)
             try:
                 engine.call("release", resolved.name, timeout_s=RESUME_TIMEOUT_S)
             except EngineGone as gone:
-                raise _died(ctx, service, gone) from gone
+                raise _died(tx, service, gone) from gone
             released = clocks.monotonic()
             reference = "".join(first.samples[0].tokens)
             entry = StandbyEntry(resolved.name, service.container_id, clocks.wall(), released - began, 0, reference)
@@ -493,7 +491,7 @@ def _prime(ctx: TxContext, service: ServiceInfo, resolved: Resolved, engine: Eng
             try:
                 engine.call("resume", resolved.name, timeout_s=RESUME_TIMEOUT_S)
             except EngineGone as gone:
-                raise _died(ctx, service, gone) from gone
+                raise _died(tx, service, gone) from gone
             record.clear(service.container_id)
             departs = difference(first, engine.fingerprint(resolved.name, clocks.monotonic))
             if departs is not None:
@@ -501,26 +499,26 @@ def _prime(ctx: TxContext, service: ServiceInfo, resolved: Resolved, engine: Eng
         except ServectlError:
             phase.failed = True
             record.forget(service.container_id)
-            ctx.stop(service)
+            tx.stop(service)
             raise
     record.note_release(resolved.name, released - began, clocks.wall())
     record.note_resume(resolved.name, clocks.monotonic() - released, clocks.wall())
-    ctx.record({"event": "standby-primed", "profile": resolved.name, "release_s": round(released - began, 3)})
+    tx.record({"event": "standby-primed", "profile": resolved.name, "release_s": round(released - began, 3)})
 
 
 def expected_swap_s(
-    ctx: TxContext, current: ServiceInfo | None, target: str, waiting: ServiceInfo | None
+    tx: TxContext, current: ServiceInfo | None, target: str, waiting: ServiceInfo | None
 ) -> float | None:
     """What the swap's hold should expect (the gateway's ``Retry-After``): the last measured release of a warm
     ``current`` plus the last measured resume of a ``target`` on standby (``waiting``), or else its last cold
     start. None: nothing measured, the hold reads the last start itself."""
     from servectl.adapters.gateway_admin import last_startup_s
 
-    record = StandbyRecord(ctx.ctx.state_dir)
-    release = record.last_release_s(current.profile) if current is not None and keeps_warm(ctx, current) else None
+    record = StandbyRecord(tx.ctx.state_dir)
+    release = record.last_release_s(current.profile) if current is not None and keeps_warm(tx, current) else None
     back = record.last_resume_s(target) if waiting is not None else None
     if back is None:
-        back = last_startup_s(ctx.ctx.history, target)
+        back = last_startup_s(tx.ctx.history, target)
     if release is None and back is None:
         return None
     return (release or 0.0) + (back or 0.0)
@@ -540,17 +538,15 @@ def way_back_words(state_dir: Path, target: str, running: Sequence[ServiceInfo])
     return f"{target} is on warm standby: the way back is a resume ({shown}{done}), no container start"
 
 
-def drop_resuming_target(ctx: TxContext, journal: SwapJournal) -> list[ServiceInfo]:
+def drop_resuming_target(tx: TxContext, journal: SwapJournal) -> list[ServiceInfo]:
     """The undo's step for a resume cut short: the target's standby container, its memory state unknown, is
     removed like any target that did not pass its gate."""
     if journal.standby != "resuming":
         return []
-    mine = [
-        s for s in ctx.ctx.runtime.services(probe=False) if s.profile == journal.to_profile and s.state == "standby"
-    ]
+    mine = [s for s in tx.ctx.runtime.services(probe=False) if s.profile == journal.to_profile and s.state == "standby"]
     for service in mine:
-        ctx.stop(service)
-        StandbyRecord(ctx.ctx.state_dir).clear(service.container_id)
+        tx.stop(service)
+        StandbyRecord(tx.ctx.state_dir).clear(service.container_id)
     return mine
 
 

@@ -47,13 +47,13 @@ class EngineClient:
     admin_key: str | None = None
 
     @classmethod
-    def of(cls, plan: LaunchPlan, ctx: TxContext) -> EngineClient:
+    def of(cls, plan: LaunchPlan, tx: TxContext) -> EngineClient:
         """The engine of ``plan``, reached through ``ctx``'s HTTP adapter and clocks, with its API key."""
         from servectl.service.host_files import read_admin_key, read_api_key
 
-        key = read_api_key(plan, ctx.ctx.environ)
+        key = read_api_key(plan, tx.ctx.environ)
         headers = {"Authorization": f"Bearer {key}"} if key else {}
-        return cls(plan.url, headers, ctx.ctx.http, ctx.ctx.clocks.sleep, read_admin_key(plan, ctx.ctx.environ))
+        return cls(plan.url, headers, tx.ctx.http, tx.ctx.clocks.sleep, read_admin_key(plan, tx.ctx.environ))
 
     def _headers_for(self, which: str) -> Mapping[str, str]:
         """The memory saver's route ``which``: SGLang marks it ``ADMIN_OPTIONAL`` (the catalog's ``auth``), so with
@@ -127,18 +127,18 @@ class EngineClient:
         except (httpx.HTTPError, ValueError, KeyError, TypeError) as err:
             raise ServectlError(f"{profile}: GET {path} failed: {err}; cannot tell whether it is idle") from err
 
-    def wait_idle(self, profile: str, ctx: TxContext) -> None:
+    def wait_idle(self, profile: str, tx: TxContext) -> None:
         """Wait (:data:`IDLE_WAIT_S` at most) until the engine runs and holds no request.
 
         Raises:
             ServectlError: still busy at the deadline (nothing was released).
         """
-        until = ctx.ctx.clocks.monotonic() + IDLE_WAIT_S
+        until = tx.ctx.clocks.monotonic() + IDLE_WAIT_S
         while True:
             busy = self.running(profile)
             if busy == 0:
                 return
-            if ctx.ctx.clocks.monotonic() >= until:
+            if tx.ctx.clocks.monotonic() >= until:
                 rule = load_memory_saver()["release_requires_idle"]
                 raise ServectlError(
                     f"{profile} still serves {busy} request(s) on {self.url} after {IDLE_WAIT_S:g} s (GET "

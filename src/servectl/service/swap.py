@@ -150,26 +150,26 @@ def open_swap(ctx: Context, opts: SwapOptions, *, kind: str) -> SwapTx:
     :func:`run_swap`; a profile it resolves before (``rollback``'s drift note) is resolved once for both."""
     guard = SignalGuard(opts.handle_signals)
     tx = TxContext.of(ctx, on_phase=opts.on_phase, lock_timeout_s=opts.lock_timeout_s, signals=guard)
-    return SwapTx(ctx=tx, kind=kind, skip=frozenset(opts.force))
+    return SwapTx(tx=tx, kind=kind, skip=frozenset(opts.force))
 
 
-def run_swap(tx: SwapTx, *, target: str | None, opts: SwapOptions) -> SwapResult:
+def run_swap(swap_tx: SwapTx, *, target: str | None, opts: SwapOptions) -> SwapResult:
     """:func:`swap` on the transaction ``tx`` (:func:`open_swap`), under its signal guard and the state lock."""
     check = opts.preflight or profile_preflight(
-        history=tx.ctx.ctx.history, host=tx.ctx.ctx.probe, on_report=opts.on_report
+        history=swap_tx.tx.ctx.history, host=swap_tx.tx.ctx.probe, on_report=opts.on_report
     )
-    return _guarded(tx, check, target, opts.stage)
+    return _guarded(swap_tx, check, target, opts.stage)
 
 
-def _guarded(tx: SwapTx, check: Preflight, target: str | None, stage: Stager | None) -> SwapResult:
+def _guarded(swap_tx: SwapTx, check: Preflight, target: str | None, stage: Stager | None) -> SwapResult:
     """Run the swap under the signal guard and the state lock."""
-    with tx.ctx.signals:
+    with swap_tx.tx.signals:
         try:
-            with tx.ctx.phase("lock"):  # the wait for another servectl, if any
-                held = tx.ctx.lock(f"{tx.kind} {target or '(rollback target)'}")
+            with swap_tx.tx.phase("lock"):  # the wait for another servectl, if any
+                held = swap_tx.tx.lock(f"{swap_tx.kind} {target or '(rollback target)'}")
                 held.__enter__()
             try:
-                return _run_locked(tx, check, target, stage)
+                return _run_locked(swap_tx, check, target, stage)
             finally:
                 held.__exit__(None, None, None)
         except Interrupt as intr:  # later ones are handled inside, where something has changed
@@ -196,76 +196,83 @@ class _Found:
         return [s.profile for s in self.running if s.state in ALIVE_STATES and s not in skip]
 
 
-def _run_locked(tx: SwapTx, check: Preflight, target: str | None, stage: Stager | None) -> SwapResult:
+def _run_locked(swap_tx: SwapTx, check: Preflight, target: str | None, stage: Stager | None) -> SwapResult:
     """The steps under the lock: nothing changes before :meth:`SwapTx.begin`; after it, :func:`_transact`."""
     # We hold the lock, so a journal left here belongs to a transaction that is gone: it is settled by
     # `servectl recover` (which knows what ran before), never silently dropped.
-    refuse_if_unfinished(tx.ctx.ctx.state_dir)
-    found = _validate(tx, target)
+    refuse_if_unfinished(swap_tx.tx.ctx.state_dir)
+    found = _validate(swap_tx, target)
     if isinstance(found, SwapResult):
         return found  # the target already runs
-    with tx.ctx.phase("image", found.resolved.plan.docker.image):
+    with swap_tx.tx.phase("image", found.resolved.plan.docker.image):
         # Before anything stops: building the stand-in (or finding the image missing) costs no downtime.
-        tx.ctx.ctx.runtime.ensure_image(found.resolved, on_phase=tx.ctx.progress("image"))
+        swap_tx.tx.ctx.runtime.ensure_image(found.resolved, on_phase=swap_tx.tx.progress("image"))
     from servectl.adapters.engine_image import ParseMemo
 
     parses = ParseMemo()  # preflight's engine.parse and the staging ask the image once between them
-    _preflight(tx, found, check, parses)
+    _preflight(swap_tx, found, check, parses)
     if stage is not None and found.waiting is None:  # a standby target is resumed: nothing to read from disk
-        _stage(tx, found.resolved, stage, parses)
-    tx.begin(found.resolved, found.current, untouched=found.beside())
-    with _gateway_hold(tx, found):
-        return _transact(tx, found.leftovers, found.waiting)
+        _stage(swap_tx, found.resolved, stage, parses)
+    swap_tx.begin(found.resolved, found.current, untouched=found.beside())
+    with _gateway_hold(swap_tx, found):
+        return _transact(swap_tx, found.leftovers, found.waiting)
 
 
-def _validate(tx: SwapTx, target: str | None) -> _Found | SwapResult:
+def _validate(swap_tx: SwapTx, target: str | None) -> _Found | SwapResult:
     """The target resolved (the running profile's ``rollback:`` when none is named) and what stands in its way;
     the ``noop`` result when it already runs."""
-    with tx.ctx.phase("validate"):
-        running = list(tx.ctx.ctx.runtime.services(probe=True))
+    with swap_tx.tx.phase("validate"):
+        running = list(swap_tx.tx.ctx.runtime.services(probe=True))
         if target is None:
-            target = _default_target(running, tx.ctx.resolve)
-        resolved = _resolve_target(target, tx.ctx.resolve)
+            target = _default_target(running, swap_tx.tx.resolve)
+        resolved = _resolve_target(target, swap_tx.tx.resolve)
         current, leftovers = _in_the_way(resolved, running)
         # Only a service that passed its gate counts as running: one still "starting" under our lock was left
         # by a servectl that is gone, and is replaced.
         if current is not None and current.profile == resolved.name and current.state == "ready":
-            return _noop(tx, resolved, current)
+            return _noop(swap_tx, resolved, current)
     waiting = next((s for s in running if s.profile == resolved.name and s.state == "standby"), None)
     return _Found(resolved, running, current, leftovers, waiting)
 
 
-def _preflight(tx: SwapTx, found: _Found, check: Preflight, parses: ParseMemo) -> None:
+def _preflight(swap_tx: SwapTx, found: _Found, check: Preflight, parses: ParseMemo) -> None:
     """Before anything stops: the state folder takes every write the swap (and its undo) needs, the conflicts
     can be stopped, and the target could start with the service it replaces counted as gone."""
-    ctx, resolved, current = tx.ctx, found.resolved, found.current
-    with ctx.phase("preflight"):
-        load_stopped(ctx.ctx.state_dir)  # a damaged record of stopped conflicts stops the swap before any change
+    tx, resolved, current = swap_tx.tx, found.resolved, found.current
+    with tx.phase("preflight"):
+        load_stopped(tx.ctx.state_dir)  # a damaged record of stopped conflicts stops the swap before any change
         # every state write the transaction (and its undo) needs is possible before the old service stops
-        ctx.prove_state_writable(profiles=[resolved.name, *([current.profile] if current is not None else [])])
-        ctx.ctx.conflicts.check_available(resolved.loaded.profile.conflicts)
+        tx.prove_state_writable(profiles=[resolved.name, *([current.profile] if current is not None else [])])
+        tx.ctx.conflicts.check_available(resolved.loaded.profile.conflicts)
         if found.waiting is None:  # a standby target already holds its name, port and cards: resumed, not started
-            check(resolved=resolved, replacing=current, skip=tx.skip, docker=ctx.ctx.docker, gpus=ctx.gpus,
+            check(resolved=resolved, replacing=current, skip=swap_tx.skip, docker=tx.ctx.docker, gpus=tx.gpus,
                   running=found.running, parses=parses)  # fmt: skip
 
 
-def _gateway_hold(tx: SwapTx, found: _Found) -> GatewayHold:
+def _gateway_hold(swap_tx: SwapTx, found: _Found) -> GatewayHold:
     """The running gateway holds the requests for every profile the swap changes, expecting the measured
     release + resume (or start) as its ``Retry-After``."""
     resolved, current = found.resolved, found.current
     changed = [resolved.name, *(s.profile for s in (current, *found.leftovers) if s is not None)]
-    reason = f"{tx.kind} {current.profile if current else 'nothing'} -> {resolved.name}"
-    expect = expected_swap_s(tx.ctx, current, resolved.name, found.waiting)
+    reason = f"{swap_tx.kind} {current.profile if current else 'nothing'} -> {resolved.name}"
+    expect = expected_swap_s(swap_tx.tx, current, resolved.name, found.waiting)
     return GatewayHold(
-        tx.ctx.ctx.state_dir, tx.ctx.ctx.history, profiles=changed, reason=reason, target=resolved.name, expect_s=expect
+        swap_tx.tx.ctx.state_dir,
+        swap_tx.tx.ctx.history,
+        profiles=changed,
+        reason=reason,
+        target=resolved.name,
+        expect_s=expect,
     )
 
 
-def _stage(tx: SwapTx, resolved: Resolved, stage: Stager, parses: ParseMemo) -> None:
+def _stage(swap_tx: SwapTx, resolved: Resolved, stage: Stager, parses: ParseMemo) -> None:
     """Before the stop and the gateway's hold: what the target's start would otherwise wait for (downtime)."""
-    with tx.ctx.phase("stage", resolved.name):
-        progress = tx.ctx.progress("stage")
-        report = stage(resolved=resolved, docker=tx.ctx.ctx.docker, skip=tx.skip, on_progress=progress, parses=parses)
+    with swap_tx.tx.phase("stage", resolved.name):
+        progress = swap_tx.tx.progress("stage")
+        report = stage(
+            resolved=resolved, docker=swap_tx.tx.ctx.docker, skip=swap_tx.skip, on_progress=progress, parses=parses
+        )
         progress(Progress("staged", report.summary()))
 
 
@@ -284,7 +291,7 @@ def _in_the_way(resolved: Resolved, running: Sequence[ServiceInfo]) -> tuple[Ser
     return (blocking[0] if blocking else None), leftovers
 
 
-def _noop(tx: SwapTx, resolved: Resolved, current: ServiceInfo) -> SwapResult:
+def _noop(swap_tx: SwapTx, resolved: Resolved, current: ServiceInfo) -> SwapResult:
     message = f"{resolved.name} already runs ({current.container_name}, {current.state}); nothing to do"
     if current.plan_hash != resolved.plan.plan_hash:
         message += (
@@ -292,7 +299,7 @@ def _noop(tx: SwapTx, resolved: Resolved, current: ServiceInfo) -> SwapResult:
             f"{resolved.plan.plan_hash} now - `servectl down {resolved.name}` then "
             f"`servectl up {resolved.name}` applies it"
         )
-    return tx.result(from_profile=current.profile, to_profile=resolved.name, outcome="noop", message=message)
+    return swap_tx.result(from_profile=current.profile, to_profile=resolved.name, outcome="noop", message=message)
 
 
 def _resolve_target(target: str, resolve: Callable[[str], Resolved]) -> Resolved:
@@ -330,71 +337,71 @@ def _default_target(running: Sequence[ServiceInfo], resolve: Callable[[str], Res
     return current.loaded.profile.rollback
 
 
-def _transact(tx: SwapTx, leftovers: Sequence[ServiceInfo], waiting: ServiceInfo | None) -> SwapResult:
+def _transact(swap_tx: SwapTx, leftovers: Sequence[ServiceInfo], waiting: ServiceInfo | None) -> SwapResult:
     """Stop (or release, :mod:`servectl.service.standby`) the current service, stop conflicts, start (or
     resume, when ``waiting`` is the target on standby) the target; on any failure, undo."""
-    ctx, resolved, current = tx.ctx, tx.resolved_target(), tx.current
+    tx, resolved, current = swap_tx.tx, swap_tx.resolved_target(), swap_tx.current
     step = "begin"
     try:
         # A warm standby's answer and idle engine, before anything changes: a refusal here leaves it serving.
-        prepared = prepare_release(ctx, current) if current is not None else None
-        tx.at("stop-old")
+        prepared = prepare_release(tx, current) if current is not None else None
+        swap_tx.at("stop-old")
         if current is not None:
-            with ctx.phase("stop-old", current.container_name):
+            with tx.phase("stop-old", current.container_name):
                 step = "stop-old"
-                tx.timings = Timings(down_since=ctx.ctx.clocks.monotonic())
-                stopped = release_or_stop(ctx, current, resolved, mark=tx.mark_standby, prepared=prepared)
-            tx.timings = Timings(tx.timings.down_since, stopped.stop_s, stopped.forced, stopped.released)
+                swap_tx.timings = Timings(down_since=tx.ctx.clocks.monotonic())
+                stopped = release_or_stop(tx, current, resolved, mark=swap_tx.mark_standby, prepared=prepared)
+            swap_tx.timings = Timings(swap_tx.timings.down_since, stopped.stop_s, stopped.forced, stopped.released)
             if stopped.leaked_pids:
                 pids = ", ".join(str(p) for p in stopped.leaked_pids)
                 raise ServectlError(f"the cards are still in use after {current.profile} stopped (pids {pids})")
         if leftovers:
-            with ctx.phase("remove-leftovers", ", ".join(s.container_name for s in leftovers)):
+            with tx.phase("remove-leftovers", ", ".join(s.container_name for s in leftovers)):
                 step = "remove-leftovers"
                 for leftover in leftovers:
-                    ctx.stop(leftover)
+                    tx.stop(leftover)
         if resolved.loaded.profile.conflicts:
-            tx.at("stop-conflicts")
-            with ctx.phase("stop-conflicts"):
+            swap_tx.at("stop-conflicts")
+            with tx.phase("stop-conflicts"):
                 step = "stop-conflicts"
-                tx.stop_conflicts()
-        tx.at("start-target")
-        with ctx.phase("start-target", resolved.name):
+                swap_tx.stop_conflicts()
+        swap_tx.at("start-target")
+        with tx.phase("start-target", resolved.name):
             step = "start-target"
-            started = _start_target(tx, waiting)
-            ctx.settle()  # it passed the gate: finish the bookkeeping whatever arrives now
-        up_at = ctx.ctx.clocks.monotonic()
+            started = _start_target(swap_tx, waiting)
+            tx.settle()  # it passed the gate: finish the bookkeeping whatever arrives now
+        up_at = tx.ctx.clocks.monotonic()
     except Exception as err:  # a ServectlError, or a bug: either way the old service must come back
-        ctx.enter_restore()
-        tx.fail_back(_failure_during(step, tx, err), None, err)
+        tx.enter_restore()
+        swap_tx.fail_back(_failure_during(step, swap_tx, err), None, err)
     except Interrupt as intr:
         if step == "begin":  # nothing was touched yet
-            tx.untouched_interrupt(intr.signum)
-        tx.fail_back(
+            swap_tx.untouched_interrupt(intr.signum)
+        swap_tx.fail_back(
             TargetFailure(resolved.name, f"interrupted ({signal_name(intr.signum)}) during {step}"), intr.signum
         )
     except Abandon as abandon:  # a second signal while the runtime was cleaning up the target
         failure = TargetFailure(resolved.name, f"interrupted ({signal_name(abandon.signum)}) during {step}")
-        tx.abandon(failure, f"stopped waiting after {signal_name(abandon.signum)}")
-    return tx.finish(started, up_at)
+        swap_tx.abandon(failure, f"stopped waiting after {signal_name(abandon.signum)}")
+    return swap_tx.finish(started, up_at)
 
 
-def _start_target(tx: SwapTx, waiting: ServiceInfo | None) -> StartResult:
+def _start_target(swap_tx: SwapTx, waiting: ServiceInfo | None) -> StartResult:
     """Resume the target from its warm standby, or start it (a warm profile's fingerprint is taken, and with
     ``standby_prime`` its first release paid, now)."""
-    ctx, resolved = tx.ctx, tx.resolved_target()
+    tx, resolved = swap_tx.tx, swap_tx.resolved_target()
     if waiting is not None:
-        return resume_or_cold_start(ctx, waiting, resolved, mark=tx.mark_standby)
-    return first_start(ctx, ctx.ctx.runtime.start(resolved=resolved, on_phase=ctx.progress("start-target")), resolved)
+        return resume_or_cold_start(tx, waiting, resolved, mark=swap_tx.mark_standby)
+    return first_start(tx, tx.ctx.runtime.start(resolved=resolved, on_phase=tx.progress("start-target")), resolved)
 
 
-def _failure_during(step: str, tx: SwapTx, err: Exception) -> TargetFailure:
+def _failure_during(step: str, swap_tx: SwapTx, err: Exception) -> TargetFailure:
     """The target's failure, or (before its start) the step that failed, so it was not started."""
-    resolved = tx.resolved_target()
+    resolved = swap_tx.resolved_target()
     failure = failure_of(resolved.name, err)
     if step == "start-target":
         return failure
-    from_profile = tx.current.profile if tx.current is not None else None
+    from_profile = swap_tx.current.profile if swap_tx.current is not None else None
     what = {
         "begin": f"preparing the release of {from_profile}",
         "stop-old": f"stopping {from_profile}",

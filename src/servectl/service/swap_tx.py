@@ -47,10 +47,10 @@ class Timings:
 @dataclass
 class SwapTx:
     """One swap (or rollback): the one object that owns its journal, its phases, the conflicts it stopped and
-    its signal mode (through :attr:`ctx`: :meth:`TxContext.enter_restore`, :meth:`TxContext.settle`).
+    its signal mode (through :attr:`tx`: :meth:`TxContext.enter_restore`, :meth:`TxContext.settle`).
 
     Attributes:
-        ctx: the transaction's view of the context (its phases, its profiles as resolved once, its signal guard).
+        tx: the transaction's view of the context (its phases, its profiles as resolved once, its signal guard).
         kind: ``swap`` or ``rollback``, for the history.
         skip: preflight check ids to skip.
         target: the profile it starts, once :meth:`begin` knows it.
@@ -62,7 +62,7 @@ class SwapTx:
         timings: the forward path's measurements so far.
     """
 
-    ctx: TxContext
+    tx: TxContext
     kind: str
     skip: frozenset[str]
     target: Resolved | None = None
@@ -85,9 +85,9 @@ class SwapTx:
             from_profile=current.profile if current is not None else None,
             to_profile=resolved.name,
             phase="begin",
-            started_at=self.ctx.ctx.clocks.wall(),
+            started_at=self.tx.ctx.clocks.wall(),
             kind=self.kind,
-            previous=take_snapshot(current, self.ctx.resolve) if current is not None else None,
+            previous=take_snapshot(current, self.tx.resolve) if current is not None else None,
             target_container=plan.docker.name,
             devices=tuple(
                 sorted({int(d) for d in plan.docker.device_ids if d.isdigit()} | set(current.gpus if current else ()))
@@ -97,12 +97,12 @@ class SwapTx:
     def at(self, phase: str, note: str = "") -> None:
         """Write the journal at ``phase`` (with the conflicts stopped so far)."""
         assert self.journal is not None
-        self.journal = self.ctx.journal_at(replace(self.journal, stopped_conflicts=tuple(self.stopped)), phase, note)
+        self.journal = self.tx.journal_at(replace(self.journal, stopped_conflicts=tuple(self.stopped)), phase, note)
 
     def mark_standby(self, standby: str) -> None:
         """Write the journal with the warm standby step under way (``servectl.service.standby``)."""
         assert self.journal is not None
-        self.journal = self.ctx.journal_at(replace(self.journal, standby=standby), self.journal.phase)
+        self.journal = self.tx.journal_at(replace(self.journal, standby=standby), self.journal.phase)
 
     def stop_conflicts(self) -> None:
         """Stop the target's declared conflicts, each recorded (and journalled) the moment it stopped."""
@@ -111,15 +111,15 @@ class SwapTx:
             kind, ref = conflict_key(spec)
             if any((s.kind, s.ref) == (kind, ref) for s in self.stopped):
                 continue
-            stopped = self.ctx.ctx.conflicts.stop(spec, stopped_by=self.target.name)
+            stopped = self.tx.ctx.conflicts.stop(spec, stopped_by=self.target.name)
             if stopped is not None:
                 self.stopped.append(stopped)
-                record_stopped(self.ctx.ctx.state_dir, stopped)  # before anything else can go wrong
+                record_stopped(self.tx.ctx.state_dir, stopped)  # before anything else can go wrong
                 self.at("stop-conflicts")
 
     # -- results ----------------------------------------------------------------------------------------------
     def result(self, **kwargs: Any) -> SwapResult:
-        return SwapResult(phases=tuple(self.ctx.phases), stopped_conflicts=tuple(self.stopped), **kwargs)
+        return SwapResult(phases=tuple(self.tx.phases), stopped_conflicts=tuple(self.stopped), **kwargs)
 
     def record_result(self, result: SwapResult, **extra: Any) -> None:
         event: dict[str, Any] = {
@@ -140,7 +140,7 @@ class SwapTx:
             event["reason"] = result.target_failure.describe()
         if result.previous_failure:
             event["previous_reason"] = result.previous_failure.describe()
-        self.ctx.record({**event, **extra})
+        self.tx.record({**event, **extra})
 
     # -- how it ends ------------------------------------------------------------------------------------------
     def finish(self, started: StartResult, up_at: float) -> SwapResult:
@@ -182,13 +182,13 @@ class SwapTx:
             # a resume is not a start: the gateway's Retry-After for a cold start reads startup_s alone
             **{"resume_s" if started.resumed else "startup_s": round(started.startup_s, 3)},
         )
-        clear_journal(self.ctx.ctx.state_dir)
+        clear_journal(self.tx.ctx.state_dir)
         return result
 
     def untouched_interrupt(self, signum: int) -> NoReturn:
         """A signal before the swap changed anything: the journal goes, whatever ran still runs."""
-        self.ctx.settle()
-        clear_journal(self.ctx.ctx.state_dir)
+        self.tx.settle()
+        clear_journal(self.tx.ctx.state_dir)
         from_profile = self.current.profile if self.current is not None else None
         raise SwapInterrupted(
             f"interrupted ({signal_name(signum)}) before anything changed; "
@@ -201,19 +201,19 @@ class SwapTx:
         """The target failed or the user interrupted: undo (the one way back), then say how it ended."""
         assert self.journal is not None
         resolved, t = self.resolved_target(), self.timings
-        self.ctx.enter_restore()
+        self.tx.enter_restore()
         if interrupted_by is not None or failure.message.startswith("stopping "):
             why = failure.describe()
         else:
             why = f"{resolved.name} failed: {failure.describe()}"
         try:
-            got = undo(replace(self.journal, stopped_conflicts=tuple(self.stopped)), self.ctx, why=why)
+            got = undo(replace(self.journal, stopped_conflicts=tuple(self.stopped)), self.tx, why=why)
         except Abandon as abandon:
             self.abandon(failure, f"stopped waiting after {signal_name(abandon.signum)}")
         except (ServectlError, OSError) as err:  # the engine (or the disk) failed us: say what is known, keep it
             reason = err.message if isinstance(err, ServectlError) else f"{err.strerror or err}"
             self.abandon(failure, f"cleanup failed: {reason}", SwapFailed)
-        self.ctx.settle()
+        self.tx.settle()
         restored_at = got.restored_at
         downtime = restored_at - t.down_since if restored_at is not None and t.down_since is not None else None
         result = self.result(
@@ -237,11 +237,11 @@ class SwapTx:
     ) -> NoReturn:
         """Stop undoing (a signal, or the engine failed): say what runs and what to do; keep the journal."""
         resolved = self.resolved_target()
-        self.ctx.settle()
+        self.tx.settle()
         previous = self.journal.from_profile if self.journal is not None else None
         previous = previous if previous != resolved.name else None
         try:
-            running = [f"{s.profile} ({s.state})" for s in self.ctx.ctx.runtime.services(probe=True)]
+            running = [f"{s.profile} ({s.state})" for s in self.tx.ctx.runtime.services(probe=True)]
             now = ", ".join(running) if running else "nothing of servectl"
         except ServectlError:
             now = "unknown (the engine did not answer)"

@@ -82,7 +82,7 @@ def is_proven(service: ServiceInfo) -> bool:
 
 
 def remove_unproven(
-    ctx: TxContext,
+    tx: TxContext,
     *,
     profile: str | None,
     container_name: str = "",
@@ -98,16 +98,16 @@ def remove_unproven(
         ServectlError: the engine did not answer, or a container would not go.
     """
     removed = []
-    for service in ctx.ctx.runtime.services(probe=False) if among is None else among:
+    for service in tx.ctx.runtime.services(probe=False) if among is None else among:
         mine = profile is None or service.profile == profile or service.container_name == (container_name or None)
         if mine and not is_proven(service) and service.state != "standby":  # a warm standby passed its gate
-            ctx.stop(service)
+            tx.stop(service)
             removed.append(service)
     return removed
 
 
 def undo(
-    journal: SwapJournal, ctx: TxContext, *, why: str = "", record_extra: Mapping[str, Any] | None = None
+    journal: SwapJournal, tx: TxContext, *, why: str = "", record_extra: Mapping[str, Any] | None = None
 ) -> Undone:
     """Undo the transaction ``journal`` describes (see the module docstring); the journal is cleared at the end.
 
@@ -123,29 +123,29 @@ def undo(
     """
     previous = journal.from_profile if journal.from_profile != journal.to_profile else None
     began_in = journal.phase
-    journal = ctx.journal_at(journal, "remove-target", why)
-    with ctx.phase("remove-target", journal.to_profile):
-        removed = remove_unproven(ctx, profile=journal.to_profile, container_name=journal.target_container)
-        removed += drop_resuming_target(ctx, journal)
-        resumed = resume_released(ctx, journal, previous)  # a warm standby: released, not stopped
-        stopped, kept = ([], True) if resumed else _finish_stopping(ctx, previous, began_in)
+    journal = tx.journal_at(journal, "remove-target", why)
+    with tx.phase("remove-target", journal.to_profile):
+        removed = remove_unproven(tx, profile=journal.to_profile, container_name=journal.target_container)
+        removed += drop_resuming_target(tx, journal)
+        resumed = resume_released(tx, journal, previous)  # a warm standby: released, not stopped
+        stopped, kept = ([], True) if resumed else _finish_stopping(tx, previous, began_in)
     devices = set(journal.devices).union(*(s.gpus for s in (*removed, *stopped)))
     restored: StartResult | None = None
     restored_at: float | None = None
     failure: TargetFailure | None = None
     drift = ""
     if previous is not None and not kept:
-        journal = ctx.journal_at(journal, "start-previous", why)
-        restored, failure, drift = _start_previous(ctx, journal, previous)
-        restored_at = ctx.ctx.clocks.monotonic() if restored is not None else None
+        journal = tx.journal_at(journal, "start-previous", why)
+        restored, failure, drift = _start_previous(tx, journal, previous)
+        restored_at = tx.ctx.clocks.monotonic() if restored is not None else None
         if failure is not None:
-            _remove_previous(ctx, previous)
-    cards = "" if restored is not None or kept else _wait_for_cards(ctx, devices)
-    journal = ctx.journal_at(journal, "restore-conflicts", why)
-    restore = _restore_conflicts(ctx, journal)
+            _remove_previous(tx, previous)
+    cards = "" if restored is not None or kept else _wait_for_cards(tx, devices)
+    journal = tx.journal_at(journal, "restore-conflicts", why)
+    restore = _restore_conflicts(tx, journal)
     if restored is not None:
-        ctx.record(_restored_event(journal, restored, record_extra))
-    clear_journal(ctx.ctx.state_dir)
+        tx.record(_restored_event(journal, restored, record_extra))
+    clear_journal(tx.ctx.state_dir)
     return Undone(
         previous=previous,
         removed=tuple(s.container_name for s in removed),
@@ -159,7 +159,7 @@ def undo(
     )
 
 
-def _finish_stopping(ctx: TxContext, previous: str | None, began_in: str) -> tuple[list[ServiceInfo], bool]:
+def _finish_stopping(tx: TxContext, previous: str | None, began_in: str) -> tuple[list[ServiceInfo], bool]:
     """Stop what is left of the previous service: (what was stopped, whether it still runs and is kept).
 
     Kept when the transaction never began stopping it (journal phase ``begin``) or this undo already brought
@@ -168,55 +168,55 @@ def _finish_stopping(ctx: TxContext, previous: str | None, began_in: str) -> tup
     """
     if previous is None:
         return [], False
-    mine = [s for s in ctx.ctx.runtime.services(probe=False) if s.profile == previous]
+    mine = [s for s in tx.ctx.runtime.services(probe=False) if s.profile == previous]
     if began_in == "begin":
         return [], any(s.state in ALIVE_STATES for s in mine)
     if began_in in _PREVIOUS_STOPPED and any(is_proven(s) for s in mine):
         return [], True
     for service in mine:
-        ctx.stop(service)
+        tx.stop(service)
     return mine, False
 
 
 def _start_previous(
-    ctx: TxContext, journal: SwapJournal, previous: str
+    tx: TxContext, journal: SwapJournal, previous: str
 ) -> tuple[StartResult | None, TargetFailure | None, str]:
     """Start the previous service from the journal's snapshot through the gate: (started, failure, drift)."""
     drift = ""
-    with ctx.phase("start-previous", previous) as mark:
+    with tx.phase("start-previous", previous) as mark:
         try:
-            resolved, drift = previous_resolved(journal, environ=ctx.ctx.environ, resolve=ctx.resolve)
-            progress = ctx.progress("start-previous")
-            ctx.ctx.runtime.ensure_image(resolved, on_phase=progress)
-            started = ctx.ctx.runtime.start(resolved=resolved, on_phase=progress)
+            resolved, drift = previous_resolved(journal, environ=tx.ctx.environ, resolve=tx.resolve)
+            progress = tx.progress("start-previous")
+            tx.ctx.runtime.ensure_image(resolved, on_phase=progress)
+            started = tx.ctx.runtime.start(resolved=resolved, on_phase=progress)
         except ServectlError as err:
             mark.failed = True
             return None, failure_of(previous, err), drift
     return started, None, drift
 
 
-def _remove_previous(ctx: TxContext, previous: str) -> list[ServiceInfo]:
+def _remove_previous(tx: TxContext, previous: str) -> list[ServiceInfo]:
     """The previous service failed to come back: make sure nothing of it is left."""
-    with ctx.phase("remove-previous", previous):
-        mine = [s for s in ctx.ctx.runtime.services(probe=False) if s.profile == previous]
+    with tx.phase("remove-previous", previous):
+        mine = [s for s in tx.ctx.runtime.services(probe=False) if s.profile == previous]
         for service in mine:
-            ctx.stop(service)
+            tx.stop(service)
     return mine
 
 
-def _wait_for_cards(ctx: TxContext, devices: Iterable[int]) -> str:
+def _wait_for_cards(tx: TxContext, devices: Iterable[int]) -> str:
     """With a GPU inventory: wait until the transaction's cards run nothing; the words for the message."""
     cards = sorted(set(devices))
-    if not cards or not reads_cards(ctx.gpus):
+    if not cards or not reads_cards(tx.gpus):
         return ""
-    with ctx.phase("verify-cards", ",".join(map(str, cards))):
+    with tx.phase("verify-cards", ",".join(map(str, cards))):
         free = wait_until_free(
-            ctx.gpus,
+            tx.gpus,
             cards,
             CARDS_FREE_DEADLINE_S,
             poll_s=CARDS_POLL_S,
-            clock=ctx.ctx.clocks.monotonic,
-            sleep=ctx.ctx.clocks.sleep,
+            clock=tx.ctx.clocks.monotonic,
+            sleep=tx.ctx.clocks.sleep,
         )
     shown = ", ".join(map(str, cards))
     if free.leaked_pids:
@@ -228,11 +228,11 @@ def _wait_for_cards(ctx: TxContext, devices: Iterable[int]) -> str:
     return f" and cards {shown} are free"
 
 
-def _restore_conflicts(ctx: TxContext, journal: SwapJournal) -> RestoreOutcome | None:
+def _restore_conflicts(tx: TxContext, journal: SwapJournal) -> RestoreOutcome | None:
     if not journal.stopped_conflicts:
         return None
-    with ctx.phase("restore-conflicts", ", ".join(s.label() for s in journal.stopped_conflicts)):
-        return restore_conflicts(journal.stopped_conflicts, handler=ctx.ctx.conflicts, state_dir=ctx.ctx.state_dir)
+    with tx.phase("restore-conflicts", ", ".join(s.label() for s in journal.stopped_conflicts)):
+        return restore_conflicts(journal.stopped_conflicts, handler=tx.ctx.conflicts, state_dir=tx.ctx.state_dir)
 
 
 def _restored_event(journal: SwapJournal, restored: StartResult, extra: Mapping[str, Any] | None) -> dict[str, Any]:
