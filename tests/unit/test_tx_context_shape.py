@@ -109,23 +109,18 @@ class TxContext:
     assert [f.split(" ")[0] for f in forwards_in(source)] == ["docker", "state_dir", "clock", "sleep", "services"]
 
 
+def _is_ctx(node: ast.expr) -> bool:
+    """``ctx`` or ``<x>.ctx``."""
+    return (isinstance(node, ast.Name) and node.id == "ctx") or (isinstance(node, ast.Attribute) and node.attr == "ctx")
+
+
 def _ctx_of_ctx(tree: ast.AST) -> list[int]:
-    """Lines reading ``<x>.ctx.ctx``: a Context reached through two objects both called ``ctx``."""
-    return [
+    """Lines reading ``ctx.ctx`` or ``<x>.ctx.ctx``: a Context reached through two objects both called ``ctx``."""
+    return sorted(
         node.lineno
         for node in ast.walk(tree)
-        if isinstance(node, ast.Attribute)
-        and node.attr == "ctx"
-        and isinstance(node.value, ast.Attribute)
-        and node.value.attr == "ctx"
-    ] + [
-        node.lineno
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Attribute)
-        and node.attr == "ctx"
-        and isinstance(node.value, ast.Name)
-        and node.value.id == "ctx"
-    ]
+        if isinstance(node, ast.Attribute) and node.attr == "ctx" and _is_ctx(node.value)
+    )
 
 
 def test_no_code_reads_the_context_as_ctx_of_ctx() -> None:
