@@ -215,11 +215,13 @@ class ClaimsFailed(ServectlError):
 
 
 class SwapError(ServectlError):
-    """A swap that did not end with the target up; ``result`` is the swap's record (phases, timings)."""
+    """A swap that did not end with the target up; ``result`` is the swap's record (phases, timings), ``signum``
+    the user's signal that stopped it (None: the target failed, no signal)."""
 
-    def __init__(self, message: str, *, result: object | None = None) -> None:
+    def __init__(self, message: str, *, result: object | None = None, signum: int | None = None) -> None:
         super().__init__(message)
         self.result = result
+        self.signum = signum
 
 
 class SwapRolledBack(SwapError):

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from servectl.campaign.model import HIGHER_IS_BETTER, Point
-from servectl.campaign.run import Measured, Started, interrupted_by
+from servectl.campaign.run import Measured, Started
 from servectl.campaign.variants import CampaignCheck, CheckedVariant
 from servectl.errors import ServectlError, StartupFailed, SwapError
 from servectl.signals import Interrupt
@@ -88,9 +88,8 @@ class ServiceLab:
         except StartupFailed as err:
             return Started(None, (str(err), *err.last_log_lines))
         except SwapError as err:
-            signum = interrupted_by(err)
-            if signum is not None:  # the user's signal, not the variant's failure: the campaign stops
-                raise Interrupt(signum) from None
+            if err.signum is not None:  # the user's signal, not the variant's failure: the campaign stops
+                raise Interrupt(err.signum) from None
             failure = getattr(err.result, "target_failure", None)
             lines = tuple(getattr(failure, "last_log_lines", ()) or ())
             return Started(None, (str(err).splitlines()[0], *lines))

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import signal
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -24,7 +23,7 @@ from servectl.campaign.decide import Verdict, decide
 from servectl.campaign.model import Point
 from servectl.campaign.schedule import INCUMBENT, round_order
 from servectl.campaign.variants import CampaignCheck, CheckedVariant
-from servectl.errors import CampaignInterrupted, StartupFailed, SwapError, SwapInterrupted, UsageError
+from servectl.errors import CampaignInterrupted, StartupFailed, SwapInterrupted, UsageError
 from servectl.profile.yaml_locations import display_path
 from servectl.service.context import Clocks
 from servectl.signals import Abandon, Interrupt, SignalGuard, signal_name
@@ -327,7 +326,7 @@ def _put_back(lab: Lab, db: CampaignDb, name: str, wall: Callable[[], float], *,
         with SignalGuard(handle_signals, restoring=True):
             lab.restore()
     except (Abandon, SwapInterrupted) as stop:
-        signum = stop.signum if isinstance(stop, Abandon) else (interrupted_by(stop) or signal.SIGINT)
+        signum = stop.signum or signal.SIGINT  # a SwapInterrupted always names its signal
         db.event("restore-stopped", at=wall(), detail={"signal": signal_name(signum)})
         raise _restore_stopped(name, db, signum, stop) from None
     db.event("restored", at=wall())
@@ -347,17 +346,6 @@ def _restore_stopped(name: str, db: CampaignDb, signum: int, stop: BaseException
         f"campaign {name}: {signal_name(signum)} while putting back {what}: {said}; every finished measurement is "
         f"kept: `servectl campaign resume {db.path.parent}` continues it"
     )
-
-
-def interrupted_by(err: SwapError) -> int | None:
-    """The signal that stopped a swap (its guard turned it into a rollback, or the campaign's stopped its way
-    back), or None when the target failed."""
-    if isinstance(err, SwapInterrupted):
-        found = re.search(r"interrupted \((SIG[A-Z]+)\)", str(err))
-        return int(signal.Signals[found.group(1)]) if found else int(signal.SIGINT)
-    failure = getattr(err.result, "target_failure", None)
-    found = re.match(r"interrupted \((SIG[A-Z]+)\) during ", getattr(failure, "message", "") or "")
-    return int(signal.Signals[found.group(1)]) if found else None
 
 
 def _collect(db: CampaignDb, measured: dict[str, dict[str, list[float]]], round_index: int) -> None:

@@ -175,7 +175,8 @@ def _guarded(swap_tx: SwapTx, check: Preflight, target: str | None, stage: Stage
         except Interrupt as intr:  # later ones are handled inside, where something has changed
             raise SwapInterrupted(
                 f"interrupted ({signal_name(intr.signum)}) before anything changed; "
-                "whatever ran still runs (`servectl status`)"
+                "whatever ran still runs (`servectl status`)",
+                signum=intr.signum,
             ) from None
 
 
@@ -382,7 +383,7 @@ def _transact(swap_tx: SwapTx, leftovers: Sequence[ServiceInfo], waiting: Servic
         )
     except Abandon as abandon:  # a second signal while the runtime was cleaning up the target
         failure = TargetFailure(resolved.name, f"interrupted ({signal_name(abandon.signum)}) during {step}")
-        swap_tx.abandon(failure, f"stopped waiting after {signal_name(abandon.signum)}")
+        swap_tx.abandon(failure, f"stopped waiting after {signal_name(abandon.signum)}", signum=abandon.signum)
     return swap_tx.finish(started, up_at)
 
 

@@ -192,7 +192,8 @@ class SwapTx:
         from_profile = self.current.profile if self.current is not None else None
         raise SwapInterrupted(
             f"interrupted ({signal_name(signum)}) before anything changed; "
-            + (f"{from_profile} still runs" if from_profile else "nothing was started")
+            + (f"{from_profile} still runs" if from_profile else "nothing was started"),
+            signum=signum,
         ) from None
 
     def fail_back(
@@ -209,7 +210,7 @@ class SwapTx:
         try:
             got = undo(replace(self.journal, stopped_conflicts=tuple(self.stopped)), self.tx, why=why)
         except Abandon as abandon:
-            self.abandon(failure, f"stopped waiting after {signal_name(abandon.signum)}")
+            self.abandon(failure, f"stopped waiting after {signal_name(abandon.signum)}", signum=abandon.signum)
         except (ServectlError, OSError) as err:  # the engine (or the disk) failed us: say what is known, keep it
             reason = err.message if isinstance(err, ServectlError) else f"{err.strerror or err}"
             self.abandon(failure, f"cleanup failed: {reason}", SwapFailed)
@@ -234,6 +235,8 @@ class SwapTx:
         failure: TargetFailure,
         why_stopped: str,
         error: type[SwapInterrupted] | type[SwapFailed] = SwapInterrupted,
+        *,
+        signum: int | None = None,
     ) -> NoReturn:
         """Stop undoing (a signal, or the engine failed): say what runs and what to do; keep the journal."""
         resolved = self.resolved_target()
@@ -263,7 +266,7 @@ class SwapTx:
             message=message,
         )
         self.record_result(result)
-        raise error(message, result=result)
+        raise error(message, result=result, signum=signum)
 
     def resolved_target(self) -> Resolved:
         assert self.target is not None, "the swap has not begun"
@@ -296,7 +299,7 @@ def _undone_error(
         )
         result = replace(result, outcome="interrupted" if interrupted_by else "rolled-back", message=message)
         tx.record_result(result)
-        return SwapRolledBack(message, result=result)
+        return SwapRolledBack(message, result=result, signum=interrupted_by)
     if previous is not None and got.previous_failure is not None:
         nothing = f"Nothing of {resolved.name} or {previous} runs now" if beside else "Nothing of servectl runs now"
         message = (
@@ -307,7 +310,7 @@ def _undone_error(
         )
         result = replace(result, message=message)
         tx.record_result(result)
-        return SwapFailed(message, result=result)
+        return SwapFailed(message, result=result, signum=interrupted_by)
     # nothing ran in the target's place before: this swap acted like `up`
     if beside:
         before = f"it replaced nothing, so nothing of it runs now{got.cards}{restore_text}{beside}"
@@ -317,7 +320,7 @@ def _undone_error(
     result = replace(result, outcome="interrupted" if interrupted_by else "failed", message=message)
     tx.record_result(result)
     if interrupted_by is not None:
-        return SwapInterrupted(message, result=result)
+        return SwapInterrupted(message, result=result, signum=interrupted_by)
     return StartupFailed(
         message,
         last_log_lines=failure.last_log_lines,
