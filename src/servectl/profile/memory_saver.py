@@ -14,6 +14,7 @@ Standard-library only: the stand-in image carries it.
 from __future__ import annotations
 
 import ast
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -47,8 +48,10 @@ _ENDPOINTS = {"release": "/release_memory_occupation", "resume": "/resume_memory
 _FLAGS = ("enable_memory_saver", "enable_weights_cpu_backup")
 
 
+@functools.cache
 def load_memory_saver(name: str = DEFAULT_MEMORY_SAVER) -> dict[str, Any]:
-    """The shipped memory-saver catalog ``name`` (see the module docstring).
+    """The shipped memory-saver catalog ``name`` (see the module docstring), read once per process (a standby's
+    release asks it for each route, the fake engine for each request): the one copy is shared, read it only.
 
     Raises:
         KeyError: no such catalog (the message lists the shipped ones).
