@@ -4,21 +4,17 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from servectl.errors import UsageError
-from servectl.files import FileRefused, read_text_bounded
 from servectl.plan.labels import LABEL_PROFILE
 from servectl.redact import MIN_SECRET_LEN, SECRET_NAME, redact
+from servectl.service.host_files import read_secret
 from servectl.service.services import find_services
 
 if TYPE_CHECKING:
     from servectl.adapters.docker import DockerEngine
     from servectl.plan.compile import LaunchPlan
-
-#: An API key file is a line; a larger one is not read (its value cannot be redacted, the shapes still are).
-MAX_KEY_FILE_BYTES = 64 * 2**10
 
 
 def referenced_secrets(plan: LaunchPlan, environ: Mapping[str, str]) -> list[str]:
@@ -26,11 +22,8 @@ def referenced_secrets(plan: LaunchPlan, environ: Mapping[str, str]) -> list[str
     engine variable named like a secret (``HF_TOKEN``, ``*_KEY``...), passed by reference or written."""
     values: list[str | None] = []
     for ref in plan.secrets:
-        if ref.source == "env":
-            values.append(environ.get(ref.name))
-            continue
-        with contextlib.suppress(OSError, FileRefused):  # unreadable here: the shapes are still redacted
-            values.append(read_text_bounded(Path(ref.name), limit_bytes=MAX_KEY_FILE_BYTES).strip())
+        with contextlib.suppress(UsageError, OSError):  # unset or unreadable here: the shapes are still redacted
+            values.append(read_secret(plan, ref, environ))
     for name, value in plan.docker.environment:
         if SECRET_NAME.search(name):
             values.append(environ.get(name) if value is None else value)
