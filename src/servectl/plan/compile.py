@@ -106,10 +106,19 @@ class SecretRef:
         return KEY_FLAGS[self.container_path]
 
     @property
+    def dest(self) -> str:
+        """The engine setting the flag sets, as its parser names it: ``api_key`` or ``admin_api_key``."""
+        return self.flag[2:].replace("-", "_")
+
+    @property
     def setting(self) -> str:
         """The profile field that names it: ``serve.api_key_env``, ``serve.admin_api_key_file``..."""
-        kind = "admin_api_key" if self.container_path == ADMIN_KEY_CONTAINER_PATH else "api_key"
-        return f"serve.{kind}_{self.source}"
+        return f"serve.{self.dest}_{self.source}"
+
+    @property
+    def label(self) -> str:
+        """What the key is, in words: ``API key`` or ``admin key``."""
+        return "admin key" if self.container_path == ADMIN_KEY_CONTAINER_PATH else "API key"
 
 
 @dataclass(frozen=True)

@@ -288,7 +288,7 @@ def plan_fields(plan: LaunchPlan, catalog: FlagCatalog) -> dict[str, Any]:
         engine = engine_settings(uses, catalog)
         entrypoint = list(command.entrypoint)
     for ref in plan.secrets:
-        engine[ref.flag[2:].replace("-", "_")] = REDACTED
+        engine[ref.dest] = REDACTED
     ipc = spec.ipc_mode or ENGINE_DEFAULT
     return {
         "name": spec.name,

@@ -24,12 +24,11 @@ def dry_run_text(plan: LaunchPlan) -> str:
             out.append(f.content.rstrip("\n"))
             out.append("SERVECTL_EOF")
     for ref in plan.secrets:
-        what = "API key" if ref.flag == "--api-key" else "admin key"
         if ref.source == "env":
-            out.append(f"# {what}: written from ${ref.name} (***) to {ref.host_path}, mode 0600")
+            out.append(f"# {ref.label}: written from ${ref.name} (***) to {ref.host_path}, mode 0600")
             out.append(f"(umask 077 && printenv {ref.name} > {shlex.quote(ref.host_path)})")
         else:
-            out.append(f"# {what}: read from {ref.name} (***), mounted read-only")
+            out.append(f"# {ref.label}: read from {ref.name} (***), mounted read-only")
     out.append(format_docker_run(plan))
     out.append("")
     out.append(f"# SGLang argv ({len([t for t in plan.engine_argv if t.startswith('--')])} flags):")
