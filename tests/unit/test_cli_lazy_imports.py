@@ -147,21 +147,6 @@ def test_a_warm_dry_run_loads_neither_pydantic_nor_the_profile_models(tmp_path: 
     assert not {m for m in warm if m.split(".")[0] in ("pydantic", "yaml") or m == "servectl.profile.models"}
 
 
-def test_the_lazy_command_table_is_what_each_module_registers_in_help_order() -> None:
-    import typer
-
-    from servectl.cli.app import COMMANDS
-
-    modules = dict.fromkeys(COMMANDS.values())
-    registered: dict[str, str] = {}
-    for module in modules:
-        app = typer.Typer()
-        __import__(f"servectl.cli.{module}", fromlist=["register"]).register(app)
-        names = [c.name for c in app.registered_commands] + [g.name for g in app.registered_groups]
-        registered.update(dict.fromkeys((n for n in names if n), module))
-    assert sorted(registered.items()) == sorted(COMMANDS.items())
-
-
 def test_a_run_imports_only_the_module_of_its_command(tmp_path: Path) -> None:
     _, modules, _ = _modules_after(["up", "demo", "--dry-run"], tmp_path)
     cli_modules = sorted(m for m in modules if m.startswith("servectl.cli.") and ".views" not in m)

@@ -45,11 +45,19 @@ def test_servectl_home_and_the_catalog_variable_come_first(tmp_path: Path) -> No
 
 
 @pytest.mark.parametrize(
-    ("function", "ours"),
-    [("user_cache_dir", catalog_cache_dir), ("user_state_dir", state_dir), ("user_config_dir", user_profiles_dir)],
+    ("function", "ours", "below"),
+    [
+        ("user_cache_dir", catalog_cache_dir, "catalogs"),
+        ("user_state_dir", state_dir, ""),
+        ("user_config_dir", user_profiles_dir, "profiles"),
+    ],
 )
 def test_in_the_process_environment_the_folders_are_platformdirs_own(
-    function: str, ours: Callable[[Mapping[str, str]], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    function: str,
+    ours: Callable[[Mapping[str, str]], Path],
+    below: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Given the process's own environment, the answer is platformdirs' (with and without XDG variables)."""
     monkeypatch.delenv("SERVECTL_HOME", raising=False)
@@ -59,10 +67,10 @@ def test_in_the_process_environment_the_folders_are_platformdirs_own(
         monkeypatch.delenv(variable, raising=False)
     expected = Path(getattr(platformdirs, function)("servectl"))
     got = ours(dict(os.environ))
-    assert got in (expected, expected / "catalogs", expected / "profiles")
+    assert got == expected / below
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "c"))
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "s"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "f"))
     expected = Path(getattr(platformdirs, function)("servectl"))
     got = ours(dict(os.environ))
-    assert got in (expected, expected / "catalogs", expected / "profiles")
+    assert got == expected / below
