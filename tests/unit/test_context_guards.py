@@ -133,8 +133,9 @@ ADAPTER_DEFAULTS = {
     "service/context.py": "Context(...=None) builds its own adapter where none is given: the one place they are built",
     "adapters/conflicts.py": "DockerConflicts(compose=None) detects the compose CLI on first need: the adapter that "
     "owns it (False: there is none)",
-    "bench/qualify/runner.py": "run_qualify(sandbox=None) is a public entry point for a server at a URL, with no "
-    "host: without a sandbox a suite with a coding gate is refused in one line before anything runs",
+    "bench/qualify/runner.py": "run_qualify(sandbox=None, http=None) is a public entry point for a server at a URL, "
+    "with no host: without a sandbox a suite with a coding gate is refused in one line before anything runs; without "
+    "an HTTP adapter the routed gate uses the standard one (service.context.standard_http, where adapters are built)",
 }
 ADAPTER_DEFAULTS_NOT_YET: dict[str, str] = {
     # module -> what issue 40 still has to take from the Context

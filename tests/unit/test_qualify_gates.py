@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from tests.unit.gate_runs import gate_run
 
@@ -222,3 +224,34 @@ def test_a_failed_vram_read_fails_the_vram_gate_and_keeps_the_other_gates() -> N
     smoke_gate, vram_gate = report.gates
     assert smoke_gate.verdict == "pass" and vram_gate.verdict == "fail"
     assert vram_gate.note == "free VRAM after the run could not be read: NVML_ERROR_GPU_IS_LOST"
+
+
+class RecordingHttp:
+    """An HTTP adapter that records the clients a run opens (and that each block ended)."""
+
+    def __init__(self) -> None:
+        self.opened: list[str] = []
+        self.ended = 0
+
+    @contextmanager
+    def client(self, url: str) -> Iterator[httpx.Client]:
+        self.opened.append(url)
+        with httpx.Client() as client:
+            yield client
+        self.ended += 1
+
+    def status_code(self, url: str, *, timeout_s: float) -> int | None:
+        raise AssertionError("a qualify run probes nothing")
+
+
+def test_the_runs_own_http_client_comes_from_the_adapter_it_is_given() -> None:
+    """The routed gate's requests outside the SDK go through the host's HTTP adapter (``Context.http``), one
+    client for the run, closed at its end, not an ``httpx.Client`` the runner opened itself."""
+    argv = ["--model-path", DEMO_MODEL, "--context-length", "8192", *PARSERS]
+    http = RecordingHttp()
+    with HostStandin(argv, env=FAST) as engine:
+        engine.wait_ready()
+        settings = QualifySettings(url=engine.base_url, suite=suite(smoke=GATES["smoke"]))
+        report = run_qualify(settings=settings, http=http, environ=os.environ)
+    assert report.gates[0].verdict == "pass"
+    assert (http.opened, http.ended) == ([engine.base_url], 1)

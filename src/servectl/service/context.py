@@ -58,6 +58,14 @@ def lock_timeout_default(environ: Mapping[str, str] | None = None) -> float:
         raise UsageError(f"SERVECTL_LOCK_TIMEOUT_S={raw!r} is not a number of seconds") from None
 
 
+def standard_http() -> HttpAdapter:
+    """The real HTTP adapter: the Context's own where none is given, and the one of an entry point that runs
+    without a host (:func:`servectl.bench.qualify.run_qualify` at a URL)."""
+    from servectl.adapters.http import StandardHttp
+
+    return StandardHttp()
+
+
 class Context:
     """The adapters and state every core function works with; the one home of their defaults.
 
@@ -234,9 +242,7 @@ class Context:
         else :class:`~servectl.adapters.http.StandardHttp` (it imports httpx only when a client is opened, so
         ``status`` and ``up --dry-run`` load none)."""
         if self._http is None:
-            from servectl.adapters.http import StandardHttp
-
-            self._http = StandardHttp()
+            self._http = standard_http()
         return self._http
 
     @property

@@ -128,6 +128,7 @@ def run_profile_qualify(
         facts=target.facts if target else None,
         progress=progress,
         sandbox=ctx.code_sandbox if loaded.suite.gates.coding is not None else None,
+        http=ctx.http,
         environ=env,
     )
     return ProfileQualifyResult(report=report, evidence=write_evidence(report, out))

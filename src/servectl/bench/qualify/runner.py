@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from importlib import metadata
 from typing import Any
 
+from servectl.adapters.http import HttpAdapter
 from servectl.adapters.sandbox import CodeSandbox
 from servectl.bench.model import BenchContext, CardFreeMemory, pick_model, read_free_vram
 from servectl.bench.qualify.client import QualifyClient
@@ -139,6 +140,7 @@ def run_qualify(
     facts: ServiceFacts | None = None,
     progress: ProgressCallback | None = None,
     sandbox: CodeSandbox | None = None,
+    http: HttpAdapter | None = None,
     environ: Mapping[str, str],
 ) -> QualifyReport:
     """Run every gate of ``settings.suite`` against the server and return the verdicts.
@@ -150,6 +152,8 @@ def run_qualify(
         progress: Called after each case.
         sandbox: Where the coding gate runs answers (a suite with a coding gate needs one: the host's
             ``Context.code_sandbox``, a :class:`~servectl.adapters.sandbox.DockerSandbox` on the stand-in image).
+        http: The HTTP adapter of the routed gate's requests outside the SDK (the host's ``Context.http``);
+            None: the standard one (:func:`servectl.service.context.standard_http`).
         environ: the host's environment (the clients gate's agent clients inherit from it).
 
     Raises:
@@ -171,28 +175,27 @@ def run_qualify(
         temperature=suite.temperature,
         extra_body=suite.extra_body,
     )
-    import httpx
+    from servectl.service.context import standard_http
 
-    http = httpx.Client()  # the run's, for the routed gate's requests outside the SDK; closed with the SDK's
-    try:
-        model, max_model_len = _discover(client, settings)
-        client.model = model
-        run = GateRun(
-            client=client,
-            facts=facts,
-            run_id=secrets.token_hex(4),
-            max_model_len=max_model_len,
-            seed=settings.seed,
-            environ=environ,
-            progress=progress,
-            code_sandbox=sandbox,
-            http=http,
-            route=settings.route,
-        )
-        results, cards = _run_gates(run, loaded, runners)
+    try:  # the run's HTTP client, for the routed gate's requests outside the SDK; closed with the SDK's
+        with (http if http is not None else standard_http()).client(settings.url) as http_client:
+            model, max_model_len = _discover(client, settings)
+            client.model = model
+            run = GateRun(
+                client=client,
+                facts=facts,
+                run_id=secrets.token_hex(4),
+                max_model_len=max_model_len,
+                seed=settings.seed,
+                environ=environ,
+                progress=progress,
+                code_sandbox=sandbox,
+                http=http_client,
+                route=settings.route,
+            )
+            results, cards = _run_gates(run, loaded, runners)
     finally:
         client.close()
-        http.close()
     return QualifyReport(
         settings=settings,
         context=context,
