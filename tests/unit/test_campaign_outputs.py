@@ -14,7 +14,7 @@ from tests.unit.cli_run import run_cli
 
 from servectl.bench.artifacts import SUMMARY_FILE, point_summary
 from servectl.bench.model import PointResult, RequestMeasurement, Stat
-from servectl.campaign.plot import pareto_frontier, plot_taper_overlay, point_series, side_lines
+from servectl.campaign.plot import pareto_frontier, plot_pareto, plot_taper_overlay, point_series, side_lines
 from servectl.campaign.readings import PointAggregate, aggregate, read_readings
 from servectl.service.context import Context
 from servectl.testing.host import FakeHost
@@ -221,7 +221,9 @@ def test_claims_verify_recounts_the_campaign_table_from_the_artifacts(
     )
 
 
-def test_a_cold_and_a_warm_prefix_point_at_one_concurrency_are_two_lines_not_a_zig_zag(tmp_path: Path) -> None:
+def test_a_cold_and_a_warm_prefix_point_at_one_concurrency_are_two_lines_not_a_zig_zag(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     points = [
         {"name": "c1", "prompt_tokens": 512, "concurrency": 1, "prefix": "cold"},
         {"name": "c4", "prompt_tokens": 512, "concurrency": 4, "prefix": "cold"},
@@ -243,8 +245,29 @@ def test_a_cold_and_a_warm_prefix_point_at_one_concurrency_are_two_lines_not_a_z
         ("512 tok warm", [(1, 360.0), (4, 300.0)]),
     ]  # on one line the cold C1, the warm C1, the cold C4... would alternate 120, 360, 96, 300
     pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+
+    drawn: list[list[tuple[str, list[float]]]] = []
+    save = Figure.savefig
+
+    def savefig(fig: Figure, *args: Any, **kwargs: Any) -> None:  # what each plot drew: (label, y values) per line
+        drawn.append([(str(line.get_label()), list(line.get_ydata())) for line in fig.axes[0].get_lines()])
+        save(fig, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", savefig)
     path = plot_taper_overlay(
         aggregates, shown=["incumbent", "fast"], incumbent_profile="demo", title="t", path=tmp_path / "t.png",
         series=series,
     )  # fmt: skip
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert drawn[0] == [
+        ("incumbent (demo), 512 tok cold", [100.0, 80.0]),
+        ("incumbent (demo), 512 tok warm", [300.0, 250.0]),
+        ("fast, 512 tok cold", [120.0, 96.0]),
+        ("fast, 512 tok warm", [360.0, 300.0]),
+    ]
+    plot_pareto(aggregates, incumbent_profile="demo", winner="fast", title="t", path=tmp_path / "p.png", series=series)
+    lines = drawn[1][:-1]  # the last is the frontier
+    assert [y for _, y in lines] == [[100.0, 80.0], [300.0, 250.0], [120.0, 96.0], [360.0, 300.0]]
+    assert [label for label, _ in lines][::2] == ["incumbent (demo)", "fast (winner)"]  # a side's label once
+    assert drawn[1][-1][0] == "Pareto frontier"
