@@ -19,7 +19,7 @@ from servectl.bench.qualify.evidence import write_evidence
 from servectl.bench.qualify.model import QualifyProgressEvent, QualifyReport
 from servectl.bench.qualify.runner import run_qualify
 from servectl.bench.qualify.settings import QualifySettings
-from servectl.bench.qualify.suite import load_suite, suite_path
+from servectl.bench.qualify.suite import LoadedSuite, load_suite, suite_path
 from servectl.errors import QualificationFailed, UsageError
 
 if TYPE_CHECKING:
@@ -101,12 +101,7 @@ def run_profile_qualify(
         url, model, name = url or gateway_url, model or name, route.profile
     # through the gateway, name was an alias: its profile's cards are not read (as before)
     target = _profile_target(ctx, name, read_cards=not via_gateway) if name is not None else None
-    if suite:
-        loaded = load_suite(suite_path(suite, relative_to=Path.cwd()))
-    elif asked.suite is not None:
-        loaded = asked.suite
-    else:
-        loaded = load_suite(target.suite_file if target else suite_path(None))
+    loaded = _suite(suite, asked, target)
     key_env = api_key_env or (target.bench.api_key_env if target and not via_gateway else None)
     profile_key_file = target.bench.api_key_file if target and not (api_key_env or via_gateway) else None
     key = asked.api_key or read_api_key(
@@ -132,6 +127,15 @@ def run_profile_qualify(
         environ=env,
     )
     return ProfileQualifyResult(report=report, evidence=write_evidence(report, out))
+
+
+def _suite(suite: str | None, asked: QualifySettings, target: QualifyTarget | None) -> LoadedSuite:
+    """The suite asked for by name or path, else the settings', else the profile's ``qualify:``, else ``default``."""
+    if suite:
+        return load_suite(suite_path(suite, relative_to=Path.cwd()))
+    if asked.suite is not None:
+        return asked.suite
+    return load_suite(target.suite_file if target else suite_path(None))
 
 
 def _profile_target(ctx: Context, name: str, *, read_cards: bool) -> QualifyTarget:
