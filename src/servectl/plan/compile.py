@@ -13,13 +13,19 @@ import hashlib
 import json
 import re
 import shlex
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from servectl.errors import ProfileError
 from servectl.plan import labels as _labels
+from servectl.plan.keys import ADMIN_KEY_CONTAINER_PATH as ADMIN_KEY_CONTAINER_PATH
+from servectl.plan.keys import API_KEY_CONTAINER_PATH as API_KEY_CONTAINER_PATH
+from servectl.plan.keys import KEY_DESTS as KEY_DESTS
+from servectl.plan.keys import KEY_FLAGS as KEY_FLAGS
+from servectl.plan.keys import SecretRef as SecretRef
+from servectl.plan.keys import key_wrapper as key_wrapper
 from servectl.profile.engine_args import ADAPTIVE_CONFIG_CONTAINER_PATH, engine_args
 
 if TYPE_CHECKING:  # the plan types load without pydantic or the catalogs: a cached plan needs neither
@@ -41,32 +47,10 @@ LABEL_SOURCE = _labels.LABEL_SOURCE
 LABEL_STOP_GRACE = _labels.LABEL_STOP_GRACE
 
 
-API_KEY_CONTAINER_PATH = "/run/secrets/servectl-api-key"
-ADMIN_KEY_CONTAINER_PATH = "/run/secrets/servectl-admin-api-key"
-#: The engine flag each mounted key file becomes (SGLang's ``--api-key`` and ``--admin-api-key``).
-KEY_FLAGS = {API_KEY_CONTAINER_PATH: "--api-key", ADMIN_KEY_CONTAINER_PATH: "--admin-api-key"}
 REDACTED = "***"
 
 #: SGLang's own Docker instructions: unlimited locked memory, 64 MiB stack.
 SGLANG_ULIMITS: tuple[tuple[str, int, int], ...] = (("memlock", -1, -1), ("stack", 67108864, 67108864))
-
-#: Reads the keys from the mounted secret files and appends them to argv *inside* the process, so no key shows
-#: in ``docker inspect`` nor in the host's process list (/proc/<pid>/cmdline keeps ``-c``). With the API key
-#: alone it is the text it always was (the plan hashes of running services stay as they were).
-_KEY_WRAPPER = (
-    "import runpy,sys;"
-    "{reads}"
-    "sys.argv=[{module!r},*sys.argv[1:],{flags}];"
-    "runpy.run_module({module!r},run_name='__main__',alter_sys=True)"
-)
-_KEY_VARIABLES = {API_KEY_CONTAINER_PATH: "k", ADMIN_KEY_CONTAINER_PATH: "a"}
-
-
-def key_wrapper(container_paths: Sequence[str], module: str) -> str:
-    """The ``python -c`` text that reads each key file into its flag, then runs ``module`` as ``__main__``."""
-    reads = "".join(f"{_KEY_VARIABLES[p]}=open({p!r}).read().strip();" for p in container_paths)
-    flags = ",".join(f"{KEY_FLAGS[p]!r},{_KEY_VARIABLES[p]}" for p in container_paths)
-    return _KEY_WRAPPER.format(reads=reads, module=module, flags=flags)
 
 
 @dataclass(frozen=True)
@@ -89,36 +73,6 @@ class GeneratedFile:
 
     host_path: str
     content: str
-
-
-@dataclass(frozen=True)
-class SecretRef:
-    """Where a key comes from (the API key, or the admin key by its ``container_path``); never the key itself."""
-
-    source: str  # "env" or "file"
-    name: str  # env var name or host file path
-    host_path: str  # the file mounted into the container (written from the env var at start)
-    container_path: str = API_KEY_CONTAINER_PATH
-
-    @property
-    def flag(self) -> str:
-        """The engine flag the key becomes: ``--api-key`` or ``--admin-api-key``."""
-        return KEY_FLAGS[self.container_path]
-
-    @property
-    def dest(self) -> str:
-        """The engine setting the flag sets, as its parser names it: ``api_key`` or ``admin_api_key``."""
-        return self.flag[2:].replace("-", "_")
-
-    @property
-    def setting(self) -> str:
-        """The profile field that names it: ``serve.api_key_env``, ``serve.admin_api_key_file``..."""
-        return f"serve.{self.dest}_{self.source}"
-
-    @property
-    def label(self) -> str:
-        """What the key is, in words: ``API key`` or ``admin key``."""
-        return "admin key" if self.container_path == ADMIN_KEY_CONTAINER_PATH else "API key"
 
 
 @dataclass(frozen=True)
@@ -323,16 +277,17 @@ def _secrets_and_command(
     (``--api-key``, ``--admin-api-key``; never in argv or env)."""
     serve = profile.serve
 
-    def ref(env: str | None, file: str | None, kind: str, container_path: str) -> SecretRef | None:
+    def ref(env: str | None, file: str | None, container_path: str) -> SecretRef | None:
+        dest = KEY_DESTS[container_path]
         if file:
-            path = host_path(file, f"serve.{kind}_file")
+            path = host_path(file, f"serve.{dest}_file")
             return SecretRef("file", path, path, container_path)
         if env:
-            return SecretRef("env", env, str(gen_dir / kind.replace("_", "-")), container_path)
+            return SecretRef("env", env, str(gen_dir / dest.replace("_", "-")), container_path)
         return None
 
-    secret = ref(serve.api_key_env, serve.api_key_file, "api_key", API_KEY_CONTAINER_PATH)
-    admin = ref(serve.admin_api_key_env, serve.admin_api_key_file, "admin_api_key", ADMIN_KEY_CONTAINER_PATH)
+    secret = ref(serve.api_key_env, serve.api_key_file, API_KEY_CONTAINER_PATH)
+    admin = ref(serve.admin_api_key_env, serve.admin_api_key_file, ADMIN_KEY_CONTAINER_PATH)
     refs = [r for r in (secret, admin) if r is not None]
     if not refs:
         return None, None, (*profile.image.entrypoint, *argv)

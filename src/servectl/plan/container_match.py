@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from servectl.plan.compile import (
+    KEY_DESTS,
     KEY_FLAGS,
     LABEL_GPUS,
     LABEL_HOST,
@@ -101,7 +102,7 @@ def split_engine_command(argv: Sequence[str]) -> EngineCommand | None:
         if switch == "-m" and target.rsplit(".", 1)[-1] == "launch_server":
             return EngineCommand(tuple(argv[:i]), (python, "-m", target), tuple(argv[i + 3 :]))
         wrapped = _WRAPPED_MODULE.search(target) if switch == "-c" else None
-        keys = tuple(flag[2:].replace("-", "_") for path, flag in KEY_FLAGS.items() if path in target)
+        keys = tuple(dest for path, dest in KEY_DESTS.items() if path in target)
         if wrapped and keys:
             return EngineCommand(tuple(argv[:i]), (python, "-m", wrapped.group(1)), tuple(argv[i + 3 :]), True, keys)
     return None

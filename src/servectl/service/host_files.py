@@ -104,7 +104,7 @@ def write_plan_files(plan: LaunchPlan, *, keys: Mapping[str, str]) -> list[Path]
 
 def remove_key_file(mounts: Sequence[tuple[str, str]], state_dir: Path) -> None:
     """Delete the key files servectl wrote for a container (never a user's own key file)."""
-    from servectl.plan.compile import KEY_FLAGS  # the compiler is heavy; ``status`` never stops
+    from servectl.plan.keys import KEY_FLAGS
 
     try:
         generated = (state_dir / "generated").resolve()
